@@ -1,0 +1,64 @@
+#!/usr/bin/env node
+// The one test command (`npm test`): type-check, vitest, and (when present) Playwright,
+// then a single closing line "N passed, N failed, N skipped" summed over every runner.
+// Exits non-zero when anything failed or a runner could not report.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const results = path.join(root, '.test-results');
+rmSync(results, { recursive: true, force: true });
+mkdirSync(results, { recursive: true });
+
+const totals = { passed: 0, failed: 0, skipped: 0 };
+const bin = (name) => path.join(root, 'node_modules', '.bin', name);
+
+function run(label, cmd, args, env = {}) {
+  process.stdout.write(`\n== ${label}: ${cmd} ${args.join(' ')}\n`);
+  const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } });
+  return r.status ?? 1;
+}
+
+// 1. Type-check counts as one test: the whole tree must compile.
+if (run('typecheck', bin('tsc'), ['-p', '.']) === 0) totals.passed += 1;
+else totals.failed += 1;
+
+// 2. vitest (unit and integration).
+const vitestJson = path.join(results, 'vitest.json');
+const vitestStatus = run('vitest', bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${vitestJson}`]);
+if (existsSync(vitestJson)) {
+  const report = JSON.parse(readFileSync(vitestJson, 'utf8'));
+  totals.passed += report.numPassedTests;
+  totals.failed += report.numFailedTests;
+  totals.skipped += report.numPendingTests + report.numTodoTests;
+  // A suite that failed to load has no tests in it but must still fail the run.
+  const brokenSuites = report.testResults.filter((s) => s.status === 'failed' && s.assertionResults.length === 0).length;
+  totals.failed += brokenSuites;
+  if (vitestStatus !== 0 && report.numFailedTests === 0 && brokenSuites === 0) totals.failed += 1;
+} else {
+  process.stdout.write('vitest wrote no report\n');
+  totals.failed += 1;
+}
+
+// 3. Playwright end-to-end specs, once the e2e folder has any.
+const playwrightConfig = path.join(root, 'playwright.config.ts');
+if (existsSync(playwrightConfig)) {
+  const pwJson = path.join(results, 'playwright.json');
+  const status = run('playwright', bin('playwright'), ['test', '--config', playwrightConfig], { PLAYWRIGHT_JSON_OUTPUT_NAME: pwJson });
+  if (existsSync(pwJson)) {
+    const stats = JSON.parse(readFileSync(pwJson, 'utf8')).stats;
+    totals.passed += stats.expected + stats.flaky;
+    totals.failed += stats.unexpected;
+    totals.skipped += stats.skipped;
+    if (status !== 0 && stats.unexpected === 0) totals.failed += 1;
+  } else {
+    process.stdout.write('playwright wrote no report\n');
+    totals.failed += 1;
+  }
+}
+
+const summary = `${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`;
+writeFileSync(path.join(results, 'summary.txt'), `${summary}\n`);
+process.stdout.write(`\n${summary}\n`);
+process.exitCode = totals.failed > 0 ? 1 : 0;
