@@ -1,0 +1,117 @@
+// The `mmtc` command. Each subcommand is a thin shell over a core module; errors an
+// operator can fix (bad flag, bad YAML) print one clear message per problem and exit 2.
+import { Command, Option } from 'commander';
+import { readFileSync } from 'node:fs';
+import { transportEnvironmentAtStart } from './config/env.ts';
+import { ConfigError, formatValue } from './config/errors.ts';
+import { CONFIG_FLAG_HELP, loadRouterConfig, type ConfigFlags } from './config/load.ts';
+import { exportConfigYaml, loadConfigFile } from './config/yaml.ts';
+import { resolveConfiguredWorkers, type LayerReading, type ResolvedKnob, type ResolvedWorkerTransport } from './transport/resolve.ts';
+
+const EXIT_USAGE = 2;
+
+function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+function withConfigFlags(cmd: Command): Command {
+  for (const f of CONFIG_FLAG_HELP) cmd.addOption(new Option(f.flags, f.description));
+  return cmd;
+}
+
+function rawText(raw: string | number | null): string {
+  return raw === null ? '-' : formatValue(raw);
+}
+
+function layerLine(l: LayerReading<unknown>, widths: [number, number]): string {
+  const state = l.state === 'won' ? 'WON' : l.state.replace('_', ' ');
+  const origin = l.origin ? `  ${l.origin}` : '';
+  return `      ${l.layer.padEnd(11)}${l.name.padEnd(widths[0])}${rawText(l.raw).padEnd(widths[1])}${state}${origin}`;
+}
+
+function knobBlock(name: string, knob: ResolvedKnob<unknown>): string[] {
+  const won = knob.layers.find((l) => l.state === 'won');
+  const from = won ? `${won.layer}${won.origin ? ` (${won.origin})` : won.layer === 'env' || won.layer === 'env_legacy' ? ` (${won.name})` : ''}` : knob.source;
+  const nameWidth = Math.max(...knob.layers.map((l) => l.name.length)) + 2;
+  const rawWidth = Math.max(8, ...knob.layers.map((l) => rawText(l.raw).length)) + 2;
+  return [
+    `  ${name} = ${formatValue(knob.value)}   from ${from}`,
+    ...knob.layers.map((l) => layerLine(l, [nameWidth, rawWidth])),
+    ...knob.warnings.map((w) => `      warning: ${w}`),
+  ];
+}
+
+export function formatResolutionTable(resolved: ResolvedWorkerTransport[]): string {
+  const out: string[] = [];
+  for (const w of resolved) {
+    out.push(`worker ${w.url} (${w.worker_type})`);
+    for (const note of w.notes) out.push(`  note: ${note}`);
+    out.push(...knobBlock('multimodal_tensor_transport', w.multimodal_tensor_transport));
+    out.push(...knobBlock('multimodal_shm_min_bytes', w.multimodal_shm_min_bytes));
+    out.push('');
+  }
+  return out.join('\n');
+}
+
+function buildProgram(): Command {
+  const program = new Command('mmtc')
+    .description('mm-transport-console: router core and ops console for multimodal tensor transport (inline gRPC or /dev/shm)')
+    .version(version())
+    .showHelpAfterError('(run with --help for usage)');
+
+  const config = program.command('config').description('inspect, validate and export the router configuration');
+
+  withConfigFlags(config.command('resolve'))
+    .description("each worker's transport mode and SHM threshold, with the layer that decided it and every layer's value")
+    .option('--json', 'print JSON instead of a table')
+    .action(async (opts: ConfigFlags & { json?: boolean }) => {
+      const env = transportEnvironmentAtStart();
+      const loaded = await loadRouterConfig(opts);
+      const resolved = resolveConfiguredWorkers(loaded.config, env, loaded.origins);
+      if (opts.json) {
+        process.stdout.write(`${JSON.stringify({ config_file: loaded.file ?? null, workers: resolved, warnings: env.warnings }, null, 2)}\n`);
+      } else {
+        if (loaded.config.workers.length === 0) process.stdout.write('no workers configured; a worker without overrides gets:\n\n');
+        process.stdout.write(formatResolutionTable(resolved));
+      }
+    });
+
+  config
+    .command('validate')
+    .description('check a configuration file; exit 0 when valid, else list every error with its key path and line:column')
+    .argument('<file>', 'YAML file')
+    .action(async (file: string) => {
+      try {
+        const parsed = await loadConfigFile(file);
+        const n = parsed.config.workers.length;
+        process.stdout.write(`${file}: valid (${n} worker${n === 1 ? '' : 's'})\n`);
+      } catch (err) {
+        if (!(err instanceof ConfigError)) throw err;
+        process.stdout.write(`${err.message}\n`);
+        process.exitCode = 1;
+      }
+    });
+
+  withConfigFlags(config.command('export'))
+    .description('print the configuration (file plus flags) as normalized YAML')
+    .action(async (opts: ConfigFlags) => {
+      const loaded = await loadRouterConfig(opts);
+      process.stdout.write(exportConfigYaml(loaded.config));
+    });
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  try {
+    await buildProgram().parseAsync(argv);
+    return typeof process.exitCode === 'number' ? process.exitCode : 0;
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`error: ${err.message}\n`);
+      return EXIT_USAGE;
+    }
+    throw err;
+  }
+}

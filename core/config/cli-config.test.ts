@@ -1,0 +1,105 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runMmtc } from '../test/cli.ts';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'mmtc-cli-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+function file(name: string, text: string): string {
+  const p = path.join(dir, name);
+  writeFileSync(p, text);
+  return p;
+}
+
+describe('mmtc config flags', () => {
+  it.each([
+    [['--multimodal-tensor-transport', 'fast'], "invalid value 'fast' for --multimodal-tensor-transport: expected inline, shm, auto or rdma"],
+    [['--multimodal-shm-min-bytes', '64k'], "invalid value '64k' for --multimodal-shm-min-bytes: expected a non-negative integer number of bytes (e.g. 65536)"],
+    [['--multimodal-shm-min-bytes', '-1'], "invalid value '-1' for --multimodal-shm-min-bytes: expected a non-negative integer number of bytes (e.g. 65536)"],
+    [['--port', '70000'], "invalid value '70000' for --port: expected an integer port 1-65535"],
+    [['--worker-urls', 'http://10.0.0.1:80'], "invalid value 'http://10.0.0.1:80' for --worker-urls: expected grpc://host:port or unix:///path/to/socket"],
+  ])('%j exits non-zero naming the flag and value', (args, message) => {
+    const r = runMmtc(['config', 'resolve', ...args]);
+    expect(r.status).toBe(2);
+    expect(r.stderr.trim()).toBe(`error: ${message}`);
+    expect(r.stdout).toBe('');
+  });
+
+  it('accepts a mode trimmed and in any case, and flags override the file', () => {
+    const cfg = file('flags.yaml', 'multimodal_tensor_transport: inline\nmultimodal_shm_min_bytes: 10\nworkers:\n  - url: grpc://127.0.0.1:50051\n    runtime: vllm\n');
+    const r = runMmtc(['config', 'resolve', '--json', '--config', cfg, '--multimodal-tensor-transport', ' AUTO ']);
+    expect(r.status).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out.workers[0].multimodal_tensor_transport).toMatchObject({ value: 'auto', source: 'router' });
+    expect(out.workers[0].multimodal_tensor_transport.layers[1]).toMatchObject({ raw: 'auto', origin: '--multimodal-tensor-transport', state: 'won' });
+    expect(out.workers[0].multimodal_shm_min_bytes.layers[1]).toMatchObject({ raw: 10, origin: `${cfg}:2:1`, state: 'won' });
+  });
+
+  it('--worker-urls replaces the list but keeps the file settings of a url it names again', () => {
+    const cfg = file('urls.yaml', 'workers:\n  - url: grpc://a:1\n  - url: grpc://b:2\n    multimodal_tensor_transport: shm\n');
+    const r = runMmtc(['config', 'resolve', '--json', '--config', cfg, '--worker-urls', 'grpc://b:2', 'grpc://c:3']);
+    const out = JSON.parse(r.stdout);
+    expect(out.workers.map((w: { url: string }) => w.url)).toEqual(['grpc://b:2', 'grpc://c:3']);
+    expect(out.workers[0].multimodal_tensor_transport).toMatchObject({ value: 'shm', source: 'worker' });
+    expect(out.workers[0].multimodal_tensor_transport.layers[0].origin).toBe(`${cfg}:4:5`);
+  });
+});
+
+describe('mmtc config resolve', () => {
+  it('shows the winning layer and every layer as a table', () => {
+    const r = runMmtc(['config', 'resolve', '--worker-urls', 'grpc://127.0.0.1:50051', '--multimodal-shm-min-bytes', '0'], { SMG_MM_TENSOR_TRANSPORT: 'shm', SMG_MM_SHM_MIN_BYTES: '1024' });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('worker grpc://127.0.0.1:50051 (regular)');
+    expect(r.stdout).toContain("multimodal_tensor_transport = 'shm'   from env (SMG_MM_TENSOR_TRANSPORT)");
+    expect(r.stdout).toContain('multimodal_shm_min_bytes = 0   from router (--multimodal-shm-min-bytes)');
+    expect(r.stdout).toMatch(/env\s+SMG_MM_SHM_MIN_BYTES\s+'1024'\s+beaten/);
+  });
+
+  it('warns once per deprecated alias however many workers resolve', () => {
+    const r = runMmtc(['config', 'resolve', '--worker-urls', 'grpc://a:1', 'grpc://b:2', 'grpc://c:3'], { SMG_TOKENSPEED_MM_TENSOR_TRANSPORT: 'auto' });
+    expect(r.status).toBe(0);
+    const warning = 'warning: SMG_TOKENSPEED_MM_TENSOR_TRANSPORT is deprecated; set SMG_MM_TENSOR_TRANSPORT instead';
+    expect(r.stderr.split('\n').filter((l) => l === warning)).toHaveLength(1);
+  });
+
+  it('an invalid env value is a warning, not an error, and the layer counts as absent', () => {
+    const r = runMmtc(['config', 'resolve', '--json'], { SMG_MM_SHM_MIN_BYTES: '64k', SMG_TOKENSPEED_MM_SHM_MIN_BYTES: '1' });
+    expect(r.status).toBe(0);
+    expect(r.stderr).toContain("warning: ignoring SMG_MM_SHM_MIN_BYTES='64k'");
+    const knob = JSON.parse(r.stdout).workers[0].multimodal_shm_min_bytes;
+    expect(knob).toMatchObject({ value: 65536, source: 'default' });
+    expect(knob.layers[3]).toMatchObject({ name: 'SMG_TOKENSPEED_MM_SHM_MIN_BYTES', raw: '1', state: 'not_consulted' });
+  });
+});
+
+describe('mmtc config validate / export', () => {
+  it('exit 0 for a valid file', () => {
+    const r = runMmtc(['config', 'validate', file('ok.yaml', 'workers:\n  - url: grpc://a:1\n')]);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('valid (1 worker)');
+  });
+
+  it('lists every error with path and position, and exits 1', () => {
+    const cfg = file('bad.yaml', 'multimodal_tensor_transport: fast\nworkers:\n  - url: grpc://a:1\n    multimodal_shm_min_bytes: 64k\n');
+    const r = runMmtc(['config', 'validate', cfg]);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toContain(`${cfg}:1:30: invalid value 'fast' for multimodal_tensor_transport: expected inline, shm, auto or rdma`);
+    expect(r.stdout).toContain(`${cfg}:4:31: invalid value '64k' for workers[0].multimodal_shm_min_bytes`);
+  });
+
+  it('a missing file is a clear error', () => {
+    const r = runMmtc(['config', 'validate', path.join(dir, 'nope.yaml')]);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toContain(`cannot read config file ${path.join(dir, 'nope.yaml')}: no such file`);
+  });
+
+  it('export prints normalized YAML that validates and exports to the same bytes', () => {
+    const cfg = file('exp.yaml', '# comment\nworkers: [{url: "grpc://a:1", labels: {b: "2", a: "1"}}]\nport: 31000\n');
+    const first = runMmtc(['config', 'export', '--config', cfg, '--multimodal-tensor-transport', 'auto']);
+    expect(first.status).toBe(0);
+    expect(first.stdout).toContain('multimodal_tensor_transport: auto');
+    const again = runMmtc(['config', 'export', '--config', file('exp2.yaml', first.stdout)]);
+    expect(again.stdout).toBe(first.stdout);
+  });
+});

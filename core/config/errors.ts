@@ -1,0 +1,127 @@
+// Configuration errors as an operator reads them: which field, which value, what is
+// accepted, and (for files) where. Every entry point (YAML, flags, programmatic API) turns
+// zod issues into ConfigIssues here, so the wording is the same everywhere.
+import type { z } from 'zod';
+
+export interface ConfigIssue {
+  /** Where the value lives: `workers[0].url`, `--port`, `SMG_MM_SHM_MIN_BYTES`. */
+  path: string;
+  /** The whole sentence shown to the operator. */
+  message: string;
+  line?: number;
+  column?: number;
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  readonly issues: ConfigIssue[];
+  constructor(issues: ConfigIssue[], heading?: string) {
+    const lines = issues.map((i) => i.message);
+    super(heading ? [heading, ...lines.map((l) => `  ${l}`)].join('\n') : lines.join('\n'));
+    this.issues = issues;
+  }
+}
+
+/** 'fast' for strings, 12 for numbers, JSON for the rest: how a value is quoted in errors. */
+export function formatValue(value: unknown): string {
+  if (typeof value === 'string') return `'${value}'`;
+  if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
+  if (value === null) return 'null';
+  if (value === undefined) return 'nothing';
+  return JSON.stringify(value);
+}
+
+export type PathSegment = string | number;
+
+export function formatPath(path: readonly PathSegment[]): string {
+  let out = '';
+  for (const seg of path) {
+    if (typeof seg === 'number') out += `[${seg}]`;
+    else out += out === '' ? seg : `.${seg}`;
+  }
+  return out;
+}
+
+export function invalidValueMessage(where: string, value: unknown, expected: string): string {
+  return `invalid value ${formatValue(value)} for ${where}: ${expected}`;
+}
+
+function valueAt(root: unknown, path: readonly PathSegment[]): { present: boolean; value: unknown } {
+  let cur: unknown = root;
+  for (const seg of path) {
+    if (cur === null || typeof cur !== 'object' || !(seg in (cur as Record<PathSegment, unknown>))) {
+      return { present: false, value: undefined };
+    }
+    cur = (cur as Record<PathSegment, unknown>)[seg];
+  }
+  return { present: true, value: cur };
+}
+
+/** Edit distance, for "did you mean" on unknown keys. */
+function editDistance(a: string, b: string): number {
+  const prev = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let diag = prev[0]!;
+    prev[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const up = prev[j]!;
+      prev[j] = Math.min(up + 1, prev[j - 1]! + 1, diag + (a[i - 1] === b[j - 1] ? 0 : 1));
+      diag = up;
+    }
+  }
+  return prev[b.length]!;
+}
+
+export function suggestKey(unknown: string, known: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const k of known) {
+    const d = editDistance(unknown.toLowerCase().replaceAll('-', '_'), k);
+    if (d < bestDistance) {
+      best = k;
+      bestDistance = d;
+    }
+  }
+  return best !== undefined && bestDistance <= Math.max(2, Math.floor(unknown.length / 4)) ? best : undefined;
+}
+
+export interface IssueContext {
+  /** The data that was validated, to quote the offending value. */
+  input: unknown;
+  /** Keys that would have been accepted at a path, for "did you mean". */
+  knownKeysAt?: (path: readonly PathSegment[]) => readonly string[];
+  /** Rename a zod path for display (e.g. to a CLI flag). */
+  describePath?: (path: readonly PathSegment[]) => string;
+}
+
+/** One ConfigIssue per problem (an unrecognized_keys issue with three keys gives three). */
+export function issuesFromZod(error: z.core.$ZodError, ctx: IssueContext): Array<ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean }> {
+  const describe = ctx.describePath ?? formatPath;
+  const out: Array<ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean }> = [];
+  for (const issue of error.issues) {
+    const path = issue.path.filter((p): p is PathSegment => typeof p !== 'symbol');
+    if (issue.code === 'unrecognized_keys') {
+      const known = ctx.knownKeysAt?.(path) ?? [];
+      for (const key of issue.keys) {
+        const keyPath = [...path, key];
+        const hint = suggestKey(key, known);
+        const where = path.length ? ` in ${describe(path)}` : '';
+        out.push({
+          path: describe(keyPath),
+          keyPath,
+          unknownKey: true,
+          message: `unknown key '${key}'${where}${hint ? ` (did you mean '${hint}'?)` : known.length ? ` (known keys: ${known.join(', ')})` : ''}`,
+        });
+      }
+      continue;
+    }
+    const { present, value } = valueAt(ctx.input, path);
+    const where = describe(path);
+    out.push({
+      path: where,
+      keyPath: path,
+      message: present ? invalidValueMessage(where || 'the configuration', value, issue.message) : `missing required key ${where}: ${issue.message}`,
+    });
+  }
+  return out;
+}

@@ -1,0 +1,107 @@
+// The configuration surface of the router, as zod schemas: each schema is at once the
+// TypeScript type, the run-time validation and the operator-facing error text
+// ("expected inline, shm, auto or rdma"). Field names follow the gateway we interoperate
+// with (SMG), so a worker entry can be posted to it unchanged.
+//
+// The two transport knobs are optional on purpose, at router and worker level: "not set"
+// must stay distinguishable from "set to the default", or the env layer below could never
+// win and provenance would lie (SPEC §2).
+import { z } from 'zod';
+
+export const TRANSPORT_MODES = ['inline', 'shm', 'auto', 'rdma'] as const;
+export const TRANSPORT_MODES_EXPECTED = 'expected inline, shm, auto or rdma';
+
+export const TransportModeSchema = z.enum(TRANSPORT_MODES, { error: TRANSPORT_MODES_EXPECTED });
+export type TransportMode = z.infer<typeof TransportModeSchema>;
+
+export const SHM_MIN_BYTES_EXPECTED = 'expected a non-negative integer number of bytes (e.g. 65536)';
+
+/** Tensors with nbytes >= this go through /dev/shm; 0 means every tensor, even empty ones. */
+export const ShmMinBytesSchema = z
+  .int({ error: SHM_MIN_BYTES_EXPECTED })
+  .min(0, { error: SHM_MIN_BYTES_EXPECTED });
+
+export const DEFAULT_TRANSPORT_MODE: TransportMode = 'inline';
+export const DEFAULT_SHM_MIN_BYTES = 65536;
+
+export const RUNTIMES = ['tokenspeed', 'vllm', 'sglang', 'unspecified'] as const;
+export const RuntimeSchema = z.enum(RUNTIMES, { error: 'expected tokenspeed, vllm, sglang or unspecified' });
+export type Runtime = z.infer<typeof RuntimeSchema>;
+
+export const WORKER_TYPES = ['regular', 'prefill', 'decode', 'encode'] as const;
+export const WorkerTypeSchema = z.enum(WORKER_TYPES, { error: 'expected regular, prefill, decode or encode' });
+export type WorkerType = z.infer<typeof WorkerTypeSchema>;
+
+export const POLICIES = ['round_robin', 'least_load'] as const;
+export const PolicySchema = z.enum(POLICIES, { error: 'expected round_robin or least_load' });
+
+const WORKER_URL_EXPECTED = 'expected grpc://host:port or unix:///path/to/socket';
+
+/** grpc://host:port (host may be a [v6] literal) or unix:///absolute/path. */
+export const WorkerUrlSchema = z.string({ error: WORKER_URL_EXPECTED }).refine(isWorkerUrl, { error: WORKER_URL_EXPECTED });
+
+function isWorkerUrl(url: string): boolean {
+  if (url.startsWith('unix:///')) return url.length > 'unix:///'.length && !url.includes('\0');
+  const m = /^grpc:\/\/(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/.exec(url);
+  return m !== null && Number(m[2]) >= 1 && Number(m[2]) <= 65535;
+}
+
+export const LabelsSchema = z.record(
+  z.string({ error: 'expected a string label name' }),
+  z.string({ error: 'expected a string label value (quote numbers and booleans)' }),
+  { error: 'expected a map of string labels' },
+);
+
+export const WorkerSpecSchema = z.strictObject({
+  url: WorkerUrlSchema,
+  runtime: RuntimeSchema.default('unspecified'),
+  worker_type: WorkerTypeSchema.default('regular'),
+  labels: LabelsSchema.default({}),
+  priority: z.int({ error: 'expected an integer priority 0-100' }).min(0, { error: 'expected an integer priority 0-100' }).max(100, { error: 'expected an integer priority 0-100' }).default(50),
+  multimodal_tensor_transport: TransportModeSchema.optional(),
+  multimodal_shm_min_bytes: ShmMinBytesSchema.optional(),
+});
+export type WorkerSpec = z.output<typeof WorkerSpecSchema>;
+export type WorkerSpecInput = z.input<typeof WorkerSpecSchema>;
+
+const PORT_EXPECTED = 'expected an integer port 1-65535';
+const SECONDS_EXPECTED = 'expected a positive number of seconds';
+
+export const RouterConfigSchema = z.strictObject({
+  host: z.string({ error: 'expected a host name or address' }).min(1, { error: 'expected a host name or address' }).default('127.0.0.1'),
+  port: z.int({ error: PORT_EXPECTED }).min(1, { error: PORT_EXPECTED }).max(65535, { error: PORT_EXPECTED }).default(30000),
+  model_path: z.string({ error: 'expected a directory path' }).min(1, { error: 'expected a directory path' }).optional(),
+  policy: PolicySchema.default('round_robin'),
+  multimodal_tensor_transport: TransportModeSchema.optional(),
+  multimodal_shm_min_bytes: ShmMinBytesSchema.optional(),
+  request_timeout_secs: z.number({ error: SECONDS_EXPECTED }).positive({ error: SECONDS_EXPECTED }).default(600),
+  health_check_interval_secs: z.number({ error: SECONDS_EXPECTED }).positive({ error: SECONDS_EXPECTED }).default(10),
+  workers: z.array(WorkerSpecSchema, { error: 'expected a list of workers' }).default([]),
+});
+export type RouterConfig = z.output<typeof RouterConfigSchema>;
+/** What a caller may pass: every field with a default is optional. */
+export type RouterConfigInput = z.input<typeof RouterConfigSchema>;
+
+/**
+ * The two per-worker transport knobs, with every name an operator may meet them under.
+ * Docs, flags, env reading and provenance all read this table.
+ */
+export const TRANSPORT_KNOBS = {
+  multimodal_tensor_transport: {
+    flag: '--multimodal-tensor-transport',
+    env: 'SMG_MM_TENSOR_TRANSPORT',
+    legacyEnv: 'SMG_TOKENSPEED_MM_TENSOR_TRANSPORT',
+    defaultValue: DEFAULT_TRANSPORT_MODE as TransportMode,
+  },
+  multimodal_shm_min_bytes: {
+    flag: '--multimodal-shm-min-bytes',
+    env: 'SMG_MM_SHM_MIN_BYTES',
+    legacyEnv: 'SMG_TOKENSPEED_MM_SHM_MIN_BYTES',
+    defaultValue: DEFAULT_SHM_MIN_BYTES,
+  },
+} as const;
+export type TransportKnob = keyof typeof TRANSPORT_KNOBS;
+export interface TransportKnobValues {
+  multimodal_tensor_transport: TransportMode;
+  multimodal_shm_min_bytes: number;
+}

@@ -1,0 +1,246 @@
+// RouterConfig <-> YAML.
+//
+// Load: syntax errors, unknown keys and type errors are all reported at once, each with its
+// key path and line:column, and nothing is returned unless the whole file is valid.
+// Export: a normalized document (schema key order, sorted labels), so the same config
+// always gives the same bytes and parsing it back gives the same config.
+// Save over an existing file: only what changed is edited in place in the parsed document,
+// so the operator's comments, ordering and untouched defaults survive. Files are written
+// atomically (temp file + rename) and the previous version is kept as `<file>.bak`.
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { Document, isMap, isScalar, isSeq, LineCounter, parseDocument, type Node, type ParsedNode, type YAMLMap } from 'yaml';
+import { ConfigError, type ConfigIssue, type PathSegment } from './errors.ts';
+import { RouterConfigSchema, WorkerSpecSchema, type RouterConfig, type WorkerSpec } from './schema.ts';
+import { checkRouterConfig } from './validate.ts';
+
+export interface ParsedConfigFile {
+  config: RouterConfig;
+  /** Key paths present in the file, e.g. `multimodal_tensor_transport`, `workers[1].url`, with their line:column. */
+  positions: Map<string, { line: number; column: number }>;
+}
+
+function nodeAt(root: ParsedNode | null, keyPath: readonly PathSegment[], wantKey: boolean): Node | null {
+  let cur: unknown = root;
+  for (let i = 0; i < keyPath.length; i++) {
+    const seg = keyPath[i]!;
+    const last = i === keyPath.length - 1;
+    if (isMap(cur)) {
+      const pair = cur.items.find((p) => (isScalar(p.key) ? p.key.value : p.key) === seg);
+      if (!pair) return null;
+      if (last && wantKey) return pair.key as Node;
+      cur = pair.value ?? pair.key;
+    } else if (isSeq(cur) && typeof seg === 'number') {
+      cur = cur.items[seg];
+      if (cur === undefined) return null;
+    } else {
+      return null;
+    }
+  }
+  return (cur as Node) ?? null;
+}
+
+/** Position of the deepest existing node on a key path (the parent map for a missing key). */
+function positionOf(root: ParsedNode | null, keyPath: readonly PathSegment[], wantKey: boolean, lines: LineCounter) {
+  for (let depth = keyPath.length; depth >= 0; depth--) {
+    const node = nodeAt(root, keyPath.slice(0, depth), wantKey && depth === keyPath.length);
+    if (node?.range) return lines.linePos(node.range[0]);
+  }
+  return { line: 1, col: 1 };
+}
+
+export function parseConfigYaml(text: string, source = 'config.yaml'): ParsedConfigFile {
+  const lines = new LineCounter();
+  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
+  if (doc.errors.length > 0) {
+    throw new ConfigError(
+      doc.errors.map((e) => {
+        const pos = lines.linePos(e.pos[0]);
+        const firstLine = e.message.split('\n')[0]!.replace(/ at line \d+, column \d+.*$/, '');
+        return { path: '', message: `${source}:${pos.line}:${pos.col}: YAML syntax error: ${firstLine}`, line: pos.line, column: pos.col };
+      }),
+      `cannot read ${source}:`,
+    );
+  }
+  const data: unknown = doc.toJS() ?? {};
+  if (typeof data !== 'object' || Array.isArray(data)) {
+    throw new ConfigError([{ path: '', message: `${source}:1:1: expected a mapping of router settings at the top level, got ${Array.isArray(data) ? 'a list' : typeof data}`, line: 1, column: 1 }], `invalid configuration in ${source}:`);
+  }
+  const result = checkRouterConfig(data);
+  if (!result.ok) {
+    const issues: ConfigIssue[] = result.issues.map((issue) => {
+      const pos = positionOf(doc.contents, issue.keyPath, issue.unknownKey === true, lines);
+      return { path: issue.path, message: `${source}:${pos.line}:${pos.col}: ${issue.message}`, line: pos.line, column: pos.col };
+    });
+    issues.sort((a, b) => a.line! - b.line! || a.column! - b.column!);
+    throw new ConfigError(issues, `invalid configuration in ${source}:`);
+  }
+  const positions = new Map<string, { line: number; column: number }>();
+  collectPositions(doc.contents, [], lines, positions);
+  return { config: result.config, positions };
+}
+
+function collectPositions(node: unknown, at: PathSegment[], lines: LineCounter, out: Map<string, { line: number; column: number }>) {
+  if (isMap(node)) {
+    for (const pair of node.items) {
+      const key = isScalar(pair.key) ? pair.key.value : pair.key;
+      if (typeof key !== 'string') continue;
+      const keyPath = [...at, key];
+      const range = (pair.key as Node | null)?.range;
+      if (range) {
+        const p = lines.linePos(range[0]);
+        out.set(formatKeyPath(keyPath), { line: p.line, column: p.col });
+      }
+      collectPositions(pair.value, keyPath, lines, out);
+    }
+  } else if (isSeq(node)) {
+    node.items.forEach((item, i) => collectPositions(item, [...at, i], lines, out));
+  }
+}
+
+function formatKeyPath(keyPath: readonly PathSegment[]): string {
+  return keyPath.map((s, i) => (typeof s === 'number' ? `[${s}]` : i === 0 ? s : `.${s}`)).join('');
+}
+
+/** Plain data in schema key order with undefined optionals dropped and labels sorted. */
+export function normalizeConfig(config: RouterConfig): Record<string, unknown> {
+  const ordered = (schemaKeys: string[], obj: Record<string, unknown>) => {
+    const out: Record<string, unknown> = {};
+    for (const k of schemaKeys) if (obj[k] !== undefined) out[k] = obj[k];
+    return out;
+  };
+  const workerKeys = Object.keys(WorkerSpecSchema.shape);
+  const routerKeys = Object.keys(RouterConfigSchema.shape);
+  const workers = config.workers.map((w) => {
+    const labels = Object.fromEntries(Object.entries(w.labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    return ordered(workerKeys, { ...w, labels });
+  });
+  return ordered(routerKeys, { ...config, workers });
+}
+
+const EXPORT_HEADER = 'mmtc router configuration (docs/configuration.md lists every key)';
+
+export function exportConfigYaml(config: RouterConfig): string {
+  const doc = new Document(normalizeConfig(config));
+  doc.commentBefore = ` ${EXPORT_HEADER}`;
+  return doc.toString({ lineWidth: 0 });
+}
+
+const ROUTER_DEFAULTS = RouterConfigSchema.parse({}) as Record<string, unknown>;
+const WORKER_DEFAULTS = WorkerSpecSchema.parse({ url: 'grpc://defaults:1' }) as Record<string, unknown>;
+
+function sameValue(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** Edit `node` in place so it holds `value`, touching only what differs. */
+function applyValue(doc: Document, node: unknown, value: unknown, defaults?: Record<string, unknown>): Node {
+  if (isMap(node) && value !== null && typeof value === 'object' && !Array.isArray(value)) {
+    const target = value as Record<string, unknown>;
+    for (const pair of [...node.items]) {
+      const key = isScalar(pair.key) ? pair.key.value : pair.key;
+      if (typeof key === 'string' && target[key] === undefined) node.delete(key);
+    }
+    for (const [key, v] of Object.entries(target)) {
+      const existing = node.get(key, true);
+      if (existing !== undefined) {
+        const childDefaults = key === 'workers' ? WORKER_DEFAULTS : undefined;
+        const replaced = applyValue(doc, existing, v, childDefaults);
+        if (replaced !== existing) node.set(key, replaced);
+      } else if (!defaults || !sameValue(defaults[key], v)) {
+        node.set(key, doc.createNode(v));
+      }
+    }
+    return node as Node;
+  }
+  if (isSeq(node) && Array.isArray(value)) {
+    value.forEach((v, i) => {
+      const existing = node.items[i];
+      if (existing === undefined) node.items.push(doc.createNode(sparse(v, defaults)));
+      else {
+        const replaced = applyValue(doc, existing, v, defaults);
+        if (replaced !== existing) node.items[i] = replaced;
+      }
+    });
+    node.items.splice(value.length);
+    return node as Node;
+  }
+  if (isScalar(node) && (value === null || typeof value !== 'object')) {
+    if (node.value !== value) node.value = value;
+    return node as Node;
+  }
+  return doc.createNode(value) as Node;
+}
+
+/** A new list entry is written without the keys that only restate defaults. */
+function sparse(value: unknown, defaults?: Record<string, unknown>): unknown {
+  if (!defaults || value === null || typeof value !== 'object' || Array.isArray(value)) return value;
+  return Object.fromEntries(Object.entries(value as Record<string, unknown>).filter(([k, v]) => !sameValue(defaults[k], v)));
+}
+
+/**
+ * The text of `existingText` edited to hold `config`: comments, key order and keys that
+ * restate defaults are kept; keys the config no longer has are removed; new keys that only
+ * restate a default are not added.
+ */
+export function updateConfigYaml(existingText: string, config: RouterConfig, source = 'config.yaml'): string {
+  parseConfigYaml(existingText, source); // never edit over a file we could not have loaded
+  const doc: Document = parseDocument(existingText);
+  const target = normalizeConfig(config);
+  if (!isMap(doc.contents)) {
+    doc.contents = doc.createNode(sparse(target, ROUTER_DEFAULTS)) as YAMLMap;
+  } else {
+    applyValue(doc, doc.contents, target, ROUTER_DEFAULTS);
+  }
+  return doc.toString({ lineWidth: 0 });
+}
+
+export async function loadConfigFile(file: string): Promise<ParsedConfigFile> {
+  let text: string;
+  try {
+    text = await fs.readFile(file, 'utf8');
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : String((err as Error).message);
+    throw new ConfigError([{ path: '', message: `cannot read config file ${file}: ${why}` }]);
+  }
+  return parseConfigYaml(text, file);
+}
+
+/** Atomic write (temp file in the same directory, fsync, rename); the old file becomes `<file>.bak`. */
+export async function writeFileAtomic(file: string, text: string): Promise<void> {
+  const dir = path.dirname(file);
+  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`);
+  const handle = await fs.open(tmp, 'wx', 0o600);
+  try {
+    await handle.writeFile(text, 'utf8');
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  try {
+    try {
+      await fs.copyFile(file, `${file}.bak`);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    await fs.rename(tmp, file);
+  } catch (err) {
+    await fs.rm(tmp, { force: true });
+    throw err;
+  }
+}
+
+/** Save `config` to `file`: an edit of the existing text when there is one, else a fresh export. */
+export async function saveConfigFile(file: string, config: RouterConfig): Promise<string> {
+  let existing: string | undefined;
+  try {
+    existing = await fs.readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const text = existing === undefined ? exportConfigYaml(config) : updateConfigYaml(existing, config, file);
+  await writeFileAtomic(file, text);
+  return text;
+}
+

@@ -1,0 +1,48 @@
+import { describe, expect, it } from 'vitest';
+import { readTransportEnvironment } from '../config/env.ts';
+import { ConfigError } from '../config/errors.ts';
+import { createRouter } from './create.ts';
+
+const environment = readTransportEnvironment({ SMG_MM_TENSOR_TRANSPORT: 'shm' });
+
+describe('createRouter (programmatic API)', () => {
+  it('uses the YAML field names and resolves with provenance', () => {
+    const router = createRouter(
+      { multimodal_shm_min_bytes: 0, workers: [{ url: 'grpc://127.0.0.1:50051', multimodal_tensor_transport: 'auto' }, { url: 'grpc://127.0.0.1:50052' }] },
+      { environment },
+    );
+    const [a, b] = router.resolveTransport();
+    expect(a!.multimodal_tensor_transport).toMatchObject({ value: 'auto', source: 'worker' });
+    expect(a!.multimodal_tensor_transport.layers[0]!.origin).toBe('createRouter()');
+    expect(b!.multimodal_tensor_transport).toMatchObject({ value: 'shm', source: 'env' });
+    expect(b!.multimodal_shm_min_bytes).toMatchObject({ value: 0, source: 'router' });
+  });
+
+  it.each([
+    [{ multimodal_tensor_transport: 'fast' }, "invalid value 'fast' for multimodal_tensor_transport: expected inline, shm, auto or rdma"],
+    [{ multimodal_tensor_transport: 'SHM' }, "invalid value 'SHM' for multimodal_tensor_transport: expected inline, shm, auto or rdma"],
+    [{ multimodal_shm_min_bytes: -1 }, 'invalid value -1 for multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)'],
+    [{ multimodal_shm_min_bytes: 1.5 }, 'invalid value 1.5 for multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)'],
+    [{ multimodal_shm_min_bytes: Number.NaN }, 'invalid value NaN for multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)'],
+    [{ workers: [{ url: 'grpc://a:1', multimodal_shm_min_bytes: '64k' }] }, "invalid value '64k' for workers[0].multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)"],
+  ])('throws a ConfigError for %j instead of falling back', (options, message) => {
+    let thrown: unknown;
+    try {
+      createRouter(options as never, { environment });
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(ConfigError);
+    expect((thrown as ConfigError).issues.map((i) => i.message)).toEqual([message]);
+  });
+
+  it('applyConfig swaps the whole config or nothing', () => {
+    const router = createRouter({ multimodal_tensor_transport: 'inline' }, { environment });
+    const before = router.config;
+    expect(() => router.applyConfig({ multimodal_tensor_transport: 'shm', port: 0 })).toThrow(ConfigError);
+    expect(router.config).toBe(before);
+    expect(router.revision).toBe(1);
+    expect(router.applyConfig({ multimodal_tensor_transport: 'shm' })).toBe(2);
+    expect(router.resolveTransport()[0]!.multimodal_tensor_transport).toMatchObject({ value: 'shm', source: 'router' });
+  });
+});

@@ -1,0 +1,147 @@
+// Which transport mode and SHM threshold a worker gets, and why (SPEC §2).
+//
+// Highest first, separately for each knob:
+//   1. worker   the worker's own multimodal_tensor_transport / multimodal_shm_min_bytes
+//   2. router   router config (YAML, CLI flag or programmatic API)
+//   3. env      SMG_MM_TENSOR_TRANSPORT / SMG_MM_SHM_MIN_BYTES
+//      env_legacy  their deprecated SMG_TOKENSPEED_MM_* aliases (only when the canonical is unset/blank)
+//   4. default  inline, 65536
+//
+// Whose overrides apply under disaggregation: tensors travel to the encode worker, so the
+// first encode worker's overrides win; without one, the first prefill worker's. A worker
+// that never receives tensors itself (prefill/decode next to an encode worker) shows the
+// settings its requests actually use, and says whose they are.
+//
+// Unlike SMG, which folds this once at start-up, every value keeps its provenance: the
+// winning layer, the raw value of every layer (including those it beat), and warnings.
+import type { TransportEnvironment, EnvVariableReading } from '../config/env.ts';
+import type { ConfigOrigins } from '../config/load.ts';
+import { TRANSPORT_KNOBS, type RouterConfig, type TransportKnob, type TransportKnobValues, type WorkerSpec } from '../config/schema.ts';
+
+export type TransportLayer = 'worker' | 'router' | 'env' | 'env_legacy' | 'default';
+
+export type LayerState =
+  | 'won' // this layer decided the value
+  | 'beaten' // set and valid, but a higher layer won
+  | 'unset'
+  | 'blank' // env variable set to whitespace: same as unset
+  | 'invalid' // env variable not parseable: warned, ignored
+  | 'not_consulted'; // alias while the canonical variable is set
+
+export interface LayerReading<T> {
+  layer: TransportLayer;
+  /** The name the operator knows this input by: key path, env variable, "built-in default". */
+  name: string;
+  /** Where it was set: "router.yaml:3:1", "--multimodal-tensor-transport", "createRouter()"; absent when not set. */
+  origin?: string;
+  /** What the layer holds as given (env: the untrimmed string), null when unset. */
+  raw: string | number | null;
+  /** The parsed value, null when unset or invalid. */
+  value: T | null;
+  state: LayerState;
+}
+
+export interface ResolvedKnob<T> {
+  value: T;
+  source: TransportLayer;
+  layers: LayerReading<T>[];
+  warnings: string[];
+}
+
+export interface ResolvedWorkerTransport {
+  url: string;
+  worker_type: WorkerSpec['worker_type'];
+  /** Whose per-worker overrides apply (differs from `url` under disaggregation). */
+  overrides_from: string;
+  multimodal_tensor_transport: ResolvedKnob<TransportKnobValues['multimodal_tensor_transport']>;
+  multimodal_shm_min_bytes: ResolvedKnob<number>;
+  notes: string[];
+}
+
+export interface TransportResolutionInput {
+  /** The worker's own overrides; undefined resolves what a worker without overrides gets. */
+  worker?: WorkerSpec;
+  /** Every configured worker, for the disaggregation rule; defaults to [worker]. */
+  workers?: readonly WorkerSpec[];
+  router: Pick<RouterConfig, 'multimodal_tensor_transport' | 'multimodal_shm_min_bytes'>;
+  /** Where router and worker values came from (see loadRouterConfig). */
+  origins?: ConfigOrigins;
+  env: TransportEnvironment;
+}
+
+/** The worker whose overrides govern requests that involve `worker` (SPEC §2 disaggregation). */
+export function transportOverrideWorker(worker: WorkerSpec, workers: readonly WorkerSpec[]): { worker: WorkerSpec; index: number; why?: string } {
+  const indexOf = (w: WorkerSpec) => workers.indexOf(w);
+  if (worker.worker_type === 'encode' || worker.worker_type === 'regular') return { worker, index: indexOf(worker) };
+  const encode = workers.find((w) => w.worker_type === 'encode');
+  if (encode) return { worker: encode, index: indexOf(encode), why: `tensors go to the encode worker; ${encode.url}'s overrides apply` };
+  if (worker.worker_type === 'decode') {
+    const prefill = workers.find((w) => w.worker_type === 'prefill');
+    if (prefill) return { worker: prefill, index: indexOf(prefill), why: `tensors go to the prefill worker; ${prefill.url}'s overrides apply` };
+  }
+  return { worker, index: indexOf(worker) };
+}
+
+function envLayer<T>(layer: 'env' | 'env_legacy', reading: EnvVariableReading, value: T | undefined, winnerFound: boolean): LayerReading<T> {
+  const raw = reading.raw ?? null;
+  if (reading.state === 'valid') return { layer, name: reading.name, raw, value: value ?? null, state: winnerFound ? 'beaten' : 'won' };
+  return { layer, name: reading.name, raw, value: null, state: reading.state === 'not_consulted' ? 'not_consulted' : reading.state };
+}
+
+function resolveKnob<K extends TransportKnob>(knob: K, input: TransportResolutionInput, owner: { worker?: WorkerSpec; index: number }): ResolvedKnob<TransportKnobValues[K]> {
+  type V = TransportKnobValues[K];
+  const layers: LayerReading<V>[] = [];
+  let winner: { value: V; source: TransportLayer } | undefined;
+  const take = (layer: TransportLayer, value: V | undefined): LayerState => {
+    if (value === undefined) return 'unset';
+    if (winner) return 'beaten';
+    winner = { value, source: layer };
+    return 'won';
+  };
+
+  const workerValue = owner.worker?.[knob] as V | undefined;
+  const workerKey = owner.index >= 0 ? `workers[${owner.index}].${knob}` : `worker.${knob}`;
+  layers.push({ layer: 'worker', name: workerKey, origin: input.origins?.[workerKey], raw: workerValue ?? null, value: workerValue ?? null, state: take('worker', workerValue) });
+
+  const routerValue = input.router[knob] as V | undefined;
+  layers.push({ layer: 'router', name: knob, origin: input.origins?.[knob], raw: routerValue ?? null, value: routerValue ?? null, state: take('router', routerValue) });
+
+  const env = input.env[knob];
+  const envValue = env.value as V | undefined;
+  const canonical = envLayer<V>('env', env.canonical, env.source === 'env' ? envValue : undefined, winner !== undefined);
+  if (canonical.state === 'won') winner = { value: envValue!, source: 'env' };
+  layers.push(canonical);
+  const legacy = envLayer<V>('env_legacy', env.legacy, env.source === 'env_legacy' ? envValue : undefined, winner !== undefined);
+  if (legacy.state === 'won') winner = { value: envValue!, source: 'env_legacy' };
+  layers.push(legacy);
+
+  const defaultValue = TRANSPORT_KNOBS[knob].defaultValue as V;
+  layers.push({ layer: 'default', name: 'built-in default', raw: defaultValue, value: defaultValue, state: take('default', defaultValue) });
+
+  const decided = winner ?? { value: defaultValue, source: 'default' as const };
+  for (const l of layers) if (l.origin === undefined) delete l.origin;
+  return { value: decided.value, source: decided.source, layers, warnings: [...env.warnings] };
+}
+
+export function resolveWorkerTransport(input: TransportResolutionInput): ResolvedWorkerTransport {
+  const workers = input.workers ?? (input.worker ? [input.worker] : []);
+  const owner = input.worker ? transportOverrideWorker(input.worker, workers) : { worker: undefined, index: -1 };
+  const notes: string[] = [];
+  if ('why' in owner && owner.why) notes.push(owner.why);
+  const mode = resolveKnob('multimodal_tensor_transport', input, owner);
+  if (mode.value === 'rdma') notes.push('rdma has no lane in this router yet: tensors travel inline');
+  return {
+    url: input.worker?.url ?? '(any worker without overrides)',
+    worker_type: input.worker?.worker_type ?? 'regular',
+    overrides_from: owner.worker?.url ?? '(none)',
+    multimodal_tensor_transport: mode,
+    multimodal_shm_min_bytes: resolveKnob('multimodal_shm_min_bytes', input, owner),
+    notes,
+  };
+}
+
+/** Every configured worker's resolution (or, with none configured, what any worker would get). */
+export function resolveConfiguredWorkers(config: RouterConfig, env: TransportEnvironment, origins: ConfigOrigins = {}): ResolvedWorkerTransport[] {
+  if (config.workers.length === 0) return [resolveWorkerTransport({ router: config, env, origins })];
+  return config.workers.map((worker) => resolveWorkerTransport({ worker, workers: config.workers, router: config, env, origins }));
+}
