@@ -51,7 +51,7 @@ export function formatResolutionTable(resolved: ResolvedWorkerTransport[]): stri
     out.push(...knobBlock('multimodal_shm_min_bytes', w.multimodal_shm_min_bytes));
     out.push('');
   }
-  return out.join('\n');
+  return `${out.join('\n')}\n`;
 }
 
 function buildProgram(): Command {
