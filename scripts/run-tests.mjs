@@ -20,6 +20,9 @@ function run(label, cmd, args, env = {}) {
   return r.status ?? 1;
 }
 
+// 0. Generated protobuf code must exist before anything compiles.
+if (run('proto generation', process.execPath, [path.join(root, 'scripts', 'gen-proto.mjs')]) !== 0) totals.failed += 1;
+
 // 1. Type-check counts as one test: the whole tree must compile.
 if (run('typecheck', bin('tsc'), ['-p', '.']) === 0) totals.passed += 1;
 else totals.failed += 1;

@@ -1,0 +1,99 @@
+// The live per-tensor traffic stream (one TensorEvent per placed tensor).
+//
+// The bus keeps a bounded ring of recent events and per-second aggregates; listeners get
+// events in batches (the console wants ~10 updates a second, never one message per tensor).
+// Publishing never blocks placement: a slow or failing listener cannot stall a request.
+import type { TensorPath } from './metrics.ts';
+
+export interface TensorEvent {
+  /** Unix milliseconds. */
+  time: number;
+  requestId: string;
+  worker: string;
+  runtime: string;
+  tensor: string;
+  shape: number[];
+  dtype: string;
+  nbytes: number;
+  path: TensorPath;
+  /** Why this path: a decision reason, `below_threshold`, or `shm_write_failed`. */
+  reason: string;
+  /** Error text when an SHM write failed and the tensor fell back to inline. */
+  detail?: string;
+  /** Time spent writing the SHM file (0 inline). */
+  writeMicros: number;
+}
+
+export interface SecondAggregate {
+  second: number;
+  tensors: Record<TensorPath, number>;
+  bytes: Record<TensorPath, number>;
+  shmWriteFailures: number;
+}
+
+type Listener = (batch: readonly TensorEvent[]) => void;
+
+export class TensorEventBus {
+  private readonly ring: TensorEvent[] = [];
+  private readonly seconds: SecondAggregate[] = [];
+  private readonly listeners = new Set<Listener>();
+  private pending: TensorEvent[] = [];
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly capacity = 10_000,
+    private readonly keepSeconds = 300,
+    private readonly batchMillis = 100,
+  ) {}
+
+  publish(event: TensorEvent): void {
+    this.ring.push(event);
+    if (this.ring.length > this.capacity) this.ring.splice(0, this.ring.length - this.capacity);
+    this.aggregate(event);
+    if (this.listeners.size === 0) return;
+    this.pending.push(event);
+    this.timer ??= setTimeout(() => this.flush(), this.batchMillis);
+  }
+
+  /** Deliver pending events now (also what the batch timer does). */
+  flush(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = undefined;
+    const batch = this.pending;
+    this.pending = [];
+    if (batch.length === 0) return;
+    for (const listener of this.listeners) {
+      try {
+        listener(batch);
+      } catch {
+        /* a listener's failure is its own */
+      }
+    }
+  }
+
+  subscribe(listener: Listener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  recent(limit = this.capacity): TensorEvent[] {
+    return this.ring.slice(-limit);
+  }
+
+  perSecond(): readonly SecondAggregate[] {
+    return this.seconds;
+  }
+
+  private aggregate(event: TensorEvent): void {
+    const second = Math.floor(event.time / 1000);
+    let last = this.seconds.at(-1);
+    if (!last || last.second !== second) {
+      last = { second, tensors: { inline: 0, shm: 0, remote: 0 }, bytes: { inline: 0, shm: 0, remote: 0 }, shmWriteFailures: 0 };
+      this.seconds.push(last);
+      if (this.seconds.length > this.keepSeconds) this.seconds.shift();
+    }
+    last.tensors[event.path] += 1;
+    last.bytes[event.path] += event.nbytes;
+    if (event.reason === 'shm_write_failed') last.shmWriteFailures += 1;
+  }
+}

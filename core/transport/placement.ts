@@ -1,0 +1,79 @@
+// Where one tensor goes: inline bytes or a file in /dev/shm (SPEC §1).
+//
+// SHM only when the request's decision enabled it AND nbytes >= the threshold (a tensor
+// strictly smaller stays inline; threshold 0 sends every tensor, even empty ones). A failed
+// SHM write falls back to inline for that tensor and counts a failure; it never fails the
+// request. Every placement emits one TensorEvent and feeds the Prometheus counters.
+import type { TensorEventBus } from '../telemetry/events.ts';
+import type { TransportMetrics } from '../telemetry/metrics.ts';
+import type { TransportDecision } from './decision.ts';
+import type { ShmHandleData, ShmRequestScope, ShmWriter } from './shm-writer.ts';
+
+/** A placed tensor, engine-neutral: the engines turn it into their own TensorData. */
+export interface PlacedTensor {
+  shape: number[];
+  dtype: string;
+  payload: { kind: 'inline'; bytes: Uint8Array } | { kind: 'shm'; handle: ShmHandleData };
+}
+
+export interface PlacementContext {
+  requestId: string;
+  worker: string;
+  runtime: string;
+  decision: TransportDecision;
+  minBytes: number;
+  writer: ShmWriter;
+  scope: ShmRequestScope;
+  metrics?: TransportMetrics;
+  events?: TensorEventBus;
+}
+
+export interface TensorToPlace {
+  name: string;
+  shape: number[];
+  dtype: string;
+  bytes: Uint8Array;
+}
+
+export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace): Promise<PlacedTensor> {
+  const nbytes = tensor.bytes.byteLength;
+  let placed: PlacedTensor = { shape: tensor.shape, dtype: tensor.dtype, payload: { kind: 'inline', bytes: tensor.bytes } };
+  let reason: string = ctx.decision.reason;
+  let detail: string | undefined;
+  let writeMicros = 0;
+
+  if (ctx.decision.shmEnabled) {
+    if (nbytes < ctx.minBytes) {
+      reason = 'below_threshold';
+    } else {
+      const written = await ctx.writer.write(tensor.bytes, ctx.scope);
+      if (written.ok) {
+        placed = { ...placed, payload: { kind: 'shm', handle: written.handle } };
+        writeMicros = written.micros;
+        ctx.metrics?.shmWriteSeconds.observe({ runtime: ctx.runtime }, written.micros / 1e6);
+      } else {
+        reason = 'shm_write_failed';
+        detail = written.error;
+        ctx.metrics?.shmWriteFailures.inc({ runtime: ctx.runtime });
+      }
+    }
+  }
+
+  const path = placed.payload.kind;
+  ctx.metrics?.countTensor(ctx.runtime, path, nbytes);
+  ctx.events?.publish({
+    time: Date.now(),
+    requestId: ctx.requestId,
+    worker: ctx.worker,
+    runtime: ctx.runtime,
+    tensor: tensor.name,
+    shape: tensor.shape,
+    dtype: tensor.dtype,
+    nbytes,
+    path,
+    reason,
+    ...(detail !== undefined ? { detail } : {}),
+    writeMicros,
+  });
+  return placed;
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env node
+// Generates core/gen/ (typed messages, grpc-js clients and services) from proto/ with buf
+// and ts-proto, both from npm. Runs on `npm install` (prepare), before tests, and from
+// bin/mmtc.js when the output is missing; skips when the inputs are unchanged.
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+
+const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
+const protoDir = path.join(root, 'proto');
+const outDir = path.join(root, 'core', 'gen');
+const stampFile = path.join(outDir, '.stamp');
+
+function inputs(dir) {
+  return readdirSync(dir).sort().flatMap((name) => {
+    const p = path.join(dir, name);
+    return statSync(p).isDirectory() ? inputs(p) : [p];
+  });
+}
+
+const hash = createHash('sha256');
+for (const file of inputs(protoDir)) hash.update(path.relative(root, file)).update(readFileSync(file));
+hash.update(readFileSync(path.join(root, 'node_modules', 'ts-proto', 'package.json')));
+const stamp = hash.digest('hex');
+
+if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) process.exit(0);
+
+rmSync(outDir, { recursive: true, force: true });
+const buf = path.join(root, 'node_modules', '.bin', 'buf');
+const r = spawnSync(buf, ['generate'], { cwd: protoDir, stdio: 'inherit' });
+if (r.status !== 0) {
+  process.stderr.write('proto generation failed (buf generate in proto/)\n');
+  process.exit(r.status ?? 1);
+}
+writeFileSync(stampFile, stamp);
+process.stdout.write(`generated ${path.relative(root, outDir)} from ${path.relative(root, protoDir)}\n`);
