@@ -6,6 +6,9 @@ import { transportEnvironmentAtStart } from './config/env.ts';
 import { ConfigError, formatValue } from './config/errors.ts';
 import { CONFIG_FLAG_HELP, loadRouterConfig, type ConfigFlags } from './config/load.ts';
 import { exportConfigYaml, loadConfigFile } from './config/yaml.ts';
+import { formatDoctorReport, runDoctor } from './transport/doctor.ts';
+import { startReferenceWorker } from './refworker/server.ts';
+import type { WireRuntime } from './workers/client.ts';
 import { resolveConfiguredWorkers, type LayerReading, type ResolvedKnob, type ResolvedWorkerTransport } from './transport/resolve.ts';
 
 const EXIT_USAGE = 2;
@@ -98,6 +101,51 @@ function buildProgram(): Command {
     .action(async (opts: ConfigFlags) => {
       const loaded = await loadRouterConfig(opts);
       process.stdout.write(exportConfigYaml(loaded.config));
+    });
+
+  program
+    .command('doctor')
+    .description('check the /dev/shm lane on this host and, with --worker, whether auto would use it for that worker')
+    .option('--worker <url>', 'a worker to check (grpc://host:port or unix:///path)')
+    .addOption(new Option('--runtime <runtime>', "the worker's protocol (default: detect)").choices(['tokenspeed', 'vllm']))
+    .option('--sweep-orphans', "delete tensor files of routers that are no longer running")
+    .option('--json', 'print JSON instead of text')
+    .action(async (opts: { worker?: string; runtime?: WireRuntime; sweepOrphans?: boolean; json?: boolean }) => {
+      const report = await runDoctor({ ...(opts.worker ? { worker: opts.worker } : {}), ...(opts.runtime ? { runtime: opts.runtime } : {}), sweep: opts.sweepOrphans === true });
+      process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatDoctorReport(report));
+    });
+
+  program
+    .command('worker')
+    .description('run a reference gRPC worker that reads tensors exactly as real workers do')
+    .addOption(new Option('--runtime <runtime>', 'protocol to serve').choices(['tokenspeed', 'vllm']).makeOptionMandatory())
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--port <port>', 'port to listen on (0 picks a free one)', '50051')
+    .option('--socket <path>', 'listen on a unix socket instead of host:port')
+    .option('--model-path <dir>', 'model directory to advertise')
+    .option('--shm-namespace-id <token>', "advertise this /dev/shm namespace token instead of the real one ('' advertises none)")
+    .option('--no-fingerprint', 'do not hash tensor bytes (for benchmarks)')
+    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean }) => {
+      if (!/^\d+$/.test(opts.port) || Number(opts.port) > 65535) {
+        throw new ConfigError([{ path: '--port', message: `invalid value '${opts.port}' for --port: expected an integer port 0-65535` }]);
+      }
+      const worker = await startReferenceWorker({
+        runtime: opts.runtime,
+        host: opts.host,
+        port: Number(opts.port),
+        ...(opts.socket ? { socket: opts.socket } : {}),
+        ...(opts.modelPath ? { modelPath: opts.modelPath } : {}),
+        ...(opts.shmNamespaceId !== undefined ? { shmNamespaceId: opts.shmNamespaceId } : {}),
+        fingerprint: opts.fingerprint,
+      });
+      process.stdout.write(`mmtc worker (${worker.runtime}) listening on ${worker.url}\n`);
+      process.stdout.write(`  /dev/shm namespace token: ${worker.token ?? 'none advertised'}\n`);
+      await new Promise<void>((resolve) => {
+        const stop = () => resolve();
+        process.once('SIGINT', stop);
+        process.once('SIGTERM', stop);
+      });
+      await worker.close();
     });
 
   return program;
