@@ -155,7 +155,7 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
           });
           call.end();
         } catch (err) {
-          call.destroy(grpcError(err instanceof TensorReadError ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL, (err as Error).message) as grpc.ServiceError);
+          call.emit('error', grpcError(err instanceof TensorReadError ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL, (err as Error).message));
         } finally {
           active.delete(req.requestId);
         }
@@ -237,7 +237,7 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
           });
           call.end();
         } catch (err) {
-          call.destroy(grpcError(err instanceof TensorReadError ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL, (err as Error).message) as grpc.ServiceError);
+          call.emit('error', grpcError(err instanceof TensorReadError ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL, (err as Error).message));
         } finally {
           active.delete(req.requestId);
         }

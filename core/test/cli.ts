@@ -20,3 +20,34 @@ export function runMmtc(args: string[], env: Record<string, string> = {}, cwd?: 
   });
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
+
+/** Start a long-running `mmtc …` (e.g. `worker`) and wait for a stdout line matching `ready`. */
+export async function startMmtc(args: string[], ready: RegExp, env: Record<string, string> = {}): Promise<{ line: string; stop(): Promise<number | null> }> {
+  const { spawn } = await import('node:child_process');
+  const child = spawn(process.execPath, [bin, ...args], { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const line = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`mmtc ${args.join(' ')} not ready after 30 s: ${out}${err}`)), 30_000);
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = out.split('\n').find((l) => ready.test(l));
+      if (m) {
+        clearTimeout(timer);
+        resolve(m);
+      }
+    });
+    child.on('exit', (code) => reject(new Error(`mmtc ${args.join(' ')} exited ${code}: ${out}${err}`)));
+  });
+  return {
+    line,
+    stop: () =>
+      new Promise((resolve) => {
+        if (child.exitCode !== null) return resolve(child.exitCode);
+        child.removeAllListeners('exit');
+        child.on('exit', (code) => resolve(code));
+        child.kill('SIGTERM');
+      }),
+  };
+}

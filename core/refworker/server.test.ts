@@ -1,0 +1,160 @@
+// The reference worker and the probe client over real loopback gRPC, with the tensor bytes
+// going through the real /dev/shm tmpfs (a private directory of this test).
+import * as grpc from '@grpc/grpc-js';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
+import * as vllm from '../gen/vllm/grpc/engine.ts';
+import { makeShmTestDir } from '../test/shm-dir.ts';
+import { decideTransport } from '../transport/decision.ts';
+import { runDoctor } from '../transport/doctor.ts';
+import { fnv1a64Hex } from '../transport/fnv.ts';
+import { readNamespaceToken } from '../transport/namespace.ts';
+import { placeTensor } from '../transport/placement.ts';
+import { TensorReader } from '../transport/shm-reader.ts';
+import { ShmRequestScope, ShmWriter } from '../transport/shm-writer.ts';
+import { tensorDataFromPlaced } from '../transport/wire.ts';
+import { connectWorker, probeWorker } from '../workers/client.ts';
+import { startReferenceWorker, type ReferenceWorker } from './server.ts';
+
+const shm = makeShmTestDir();
+const routerToken = readNamespaceToken().token!;
+const workers: ReferenceWorker[] = [];
+const start = async (...args: Parameters<typeof startReferenceWorker>) => {
+  const w = await startReferenceWorker({ reader: new TensorReader({ dir: shm.dir }), ...args[0] });
+  workers.push(w);
+  return w;
+};
+afterAll(async () => {
+  await Promise.all(workers.map((w) => w.close()));
+  shm.remove();
+});
+
+function generate(url: string, runtime: 'tokenspeed' | 'vllm', request: ts.GenerateRequest | vllm.GenerateRequest): Promise<{ text: string; error?: grpc.ServiceError }> {
+  const c = connectWorker(url, runtime);
+  return new Promise((resolve) => {
+    const call = (c.client as ts.TokenSpeedSchedulerClient).generate(request as ts.GenerateRequest);
+    const ids: number[] = [];
+    call.on('data', (res: ts.GenerateResponse | vllm.GenerateResponse) => {
+      const r = res.response;
+      if (r?.$case === 'chunk') ids.push(...r.value.tokenIds);
+      if (r?.$case === 'complete') ids.push(...r.value.outputIds);
+    });
+    call.on('error', (error: grpc.ServiceError) => {
+      c.client.close();
+      resolve({ text: '', error });
+    });
+    call.on('end', () => {
+      c.client.close();
+      resolve({ text: Buffer.from(ids).toString('utf8') });
+    });
+  });
+}
+
+describe('probe and discovery', () => {
+  let tsWorker: ReferenceWorker;
+  let vllmWorker: ReferenceWorker;
+  beforeAll(async () => {
+    tsWorker = await start({ runtime: 'tokenspeed' });
+    vllmWorker = await start({ runtime: 'vllm', socket: `${shm.dir}/vllm.sock` });
+  });
+
+  it('detects each runtime from which HealthCheck answers and reads its token', async () => {
+    const a = await probeWorker(tsWorker.url);
+    expect(a).toMatchObject({ reachable: true, runtime: 'tokenspeed', healthy: true });
+    expect(a.labels).toMatchObject({ shm_namespace_id: routerToken, multimodal_encoder_dtype: 'bfloat16', supports_vision: 'true' });
+    const b = await probeWorker(vllmWorker.url);
+    expect(vllmWorker.url).toBe(`unix://${shm.dir}/vllm.sock`);
+    expect(b).toMatchObject({ reachable: true, runtime: 'vllm' });
+    expect(b.labels.shm_namespace_id).toBe(routerToken);
+  });
+
+  it('an unreachable worker is reported, not thrown', async () => {
+    const r = await probeWorker('grpc://127.0.0.1:1', { timeoutMs: 1000 });
+    expect(r.reachable).toBe(false);
+    expect(r.error).toContain('no worker protocol answered HealthCheck');
+  });
+});
+
+describe('doctor verdicts', () => {
+  const [bootId, stDev] = [routerToken.slice(0, routerToken.lastIndexOf(':')), routerToken.slice(routerToken.lastIndexOf(':') + 1)];
+  it.each([
+    ['the real token', undefined, 'auto_tokens_equal', true],
+    ['another host', `00000000-0000-0000-0000-000000000000:${stDev}`, 'auto_different_host', false],
+    ['another /dev/shm', `${bootId}:${BigInt(stDev) + 1n}`, 'auto_different_shm', false],
+    ['no token', '', 'auto_worker_no_token', false],
+  ])('a worker advertising %s', async (_name, shmNamespaceId, reason, uses) => {
+    const w = await start({ runtime: 'tokenspeed', ...(shmNamespaceId !== undefined ? { shmNamespaceId } : {}) });
+    const report = await runDoctor({ worker: w.url, dir: shm.dir });
+    expect(report.router.token).toBe(routerToken);
+    expect(report.router.shm_writable).toBe(true);
+    expect(report.worker).toMatchObject({ reachable: true, runtime: 'tokenspeed', reason, auto_uses_shm: uses });
+    if (reason === 'auto_different_shm') expect(report.worker!.advice).toBe("run the worker container with --ipc=host or mount the host's /dev/shm into it");
+  });
+});
+
+describe('SHM handoff through a real gRPC call', () => {
+  it.each(['tokenspeed', 'vllm'] as const)('%s: the worker reads exactly the bytes the router wrote and unlinks the file', async (runtime) => {
+    const worker = await start({ runtime });
+    const probe = await probeWorker(worker.url);
+    const writer = new ShmWriter({ dir: shm.dir });
+    const decision = decideTransport({ mode: 'auto', shmWritable: writer.probe().writable, routerToken, workers: [{ url: worker.url, worker_type: 'regular', shm_namespace_id: probe.labels.shm_namespace_id }] });
+    expect(decision).toEqual({ shmEnabled: true, reason: 'auto_tokens_equal' });
+
+    const values = Float32Array.from({ length: 16 * 1176 }, (_, i) => Math.sin(i));
+    const bytes = new Uint8Array(values.buffer);
+    const grid = new Uint8Array(new BigInt64Array([1n, 4n, 4n]).buffer);
+    const scope = new ShmRequestScope(shm.dir);
+    const ctx = { requestId: 'r1', worker: worker.url, runtime, decision, minBytes: 1024, writer, scope };
+    const pixels = await placeTensor(ctx, { name: 'pixel_values', shape: [16, 1176], dtype: 'float32', bytes });
+    const gridPlaced = await placeTensor(ctx, { name: 'image_grid_thw', shape: [1, 3], dtype: 'int64', bytes: grid });
+    expect(pixels.payload.kind).toBe('shm');
+    expect(gridPlaced.payload.kind).toBe('inline'); // 24 bytes < 1024
+    expect(shm.files().filter((f) => f.startsWith('smg-tokenspeed-'))).toHaveLength(1);
+
+    const request =
+      runtime === 'tokenspeed'
+        ? ts.GenerateRequest.fromPartial({
+            requestId: 'r1',
+            tokenized: { inputIds: [1, 2, 3] },
+            mmInputs: { items: [{ modality: 1, encoderInput: tensorDataFromPlaced(pixels), modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(gridPlaced) }, placeholders: [{ offset: 1, length: 4 }] }] },
+          })
+        : vllm.GenerateRequest.fromPartial({
+            requestId: 'r1',
+            input: { $case: 'tokenized', value: { inputIds: [1, 2, 3] } },
+            mmInputs: { pixelValues: tensorDataFromPlaced(pixels), modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(gridPlaced) }, mmPlaceholders: [{ offset: 1, length: 4 }] },
+          });
+    scope.handOff();
+    const { text, error } = await generate(worker.url, runtime, request);
+    expect(error).toBeUndefined();
+    const name = runtime === 'tokenspeed' ? 'encoder_input' : 'pixel_values';
+    expect(text).toBe(`1 image: ${name} [16,1176] float32 via shm, 75264 bytes, fnv1a ${fnv1a64Hex(bytes)}; image_grid_thw [1,3] int64 via inline, 24 bytes, fnv1a ${fnv1a64Hex(grid)}`);
+    expect(shm.files().filter((f) => f.startsWith('smg-tokenspeed-'))).toEqual([]);
+  });
+
+  it('vLLM refuses bfloat16 and the router cleans up the file the worker never read', async () => {
+    const worker = await start({ runtime: 'vllm' });
+    const writer = new ShmWriter({ dir: shm.dir });
+    const scope = new ShmRequestScope(shm.dir);
+    const placed = await placeTensor(
+      { requestId: 'r2', worker: worker.url, runtime: 'vllm', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
+      { name: 'pixel_values', shape: [8], dtype: 'bfloat16', bytes: new Uint8Array(16) },
+    );
+    const { error } = await generate(worker.url, 'vllm', vllm.GenerateRequest.fromPartial({ requestId: 'r2', mmInputs: { pixelValues: tensorDataFromPlaced(placed) } }));
+    expect(error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(error?.details).toBe('vLLM accepts float32, int64 and uint32 tensors; pixel_values is bfloat16');
+    expect(shm.files().filter((f) => f.startsWith('smg-tokenspeed-'))).toHaveLength(1);
+    expect(scope.cleanup()).toBe(1);
+    expect(shm.files().filter((f) => f.startsWith('smg-tokenspeed-'))).toEqual([]);
+  });
+
+  it('a reader refusal reaches the router as INVALID_ARGUMENT with the reader message', async () => {
+    const worker = await start({ runtime: 'tokenspeed' });
+    const { error } = await generate(
+      worker.url,
+      'tokenspeed',
+      ts.GenerateRequest.fromPartial({ requestId: 'r3', mmInputs: { items: [{ encoderInput: { shape: [1], dtype: 'float32', payload: { $case: 'shm', value: { name: '../etc/passwd', offset: 0, nbytes: 4, ownerId: 'x' } } } }] } }),
+    );
+    expect(error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(error?.details).toBe(`invalid shm name "../etc/passwd": contains '/'`);
+  });
+});

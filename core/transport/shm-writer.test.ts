@@ -1,0 +1,194 @@
+import { existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { TensorEventBus, type TensorEvent } from '../telemetry/events.ts';
+import { TransportMetrics } from '../telemetry/metrics.ts';
+import { deadPid, makeShmTestDir } from '../test/shm-dir.ts';
+import type { TransportDecision } from './decision.ts';
+import { placeTensor, type PlacementContext } from './placement.ts';
+import { isOurTensorName, realShmFileOps, ShmRequestScope, ShmWriter, type ShmFileOps } from './shm-writer.ts';
+
+let shm: ReturnType<typeof makeShmTestDir>;
+beforeEach(() => {
+  shm = makeShmTestDir();
+});
+afterEach(() => shm.remove());
+
+const SHM_ON: TransportDecision = { shmEnabled: true, reason: 'shm_writable' };
+
+function context(writer: ShmWriter, minBytes: number, decision = SHM_ON) {
+  const metrics = new TransportMetrics();
+  const events: TensorEvent[] = [];
+  const bus = new TensorEventBus();
+  const ctx: PlacementContext = { requestId: 'req-1', worker: 'grpc://w:1', runtime: 'tokenspeed', decision, minBytes, writer, scope: new ShmRequestScope(writer.dir), metrics, events: bus };
+  const origPublish = bus.publish.bind(bus);
+  bus.publish = (e) => {
+    events.push(e);
+    origPublish(e);
+  };
+  return { ctx, metrics, events };
+}
+
+const bytes = (n: number, seed = 1) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff);
+
+describe('ShmWriter', () => {
+  it('creates a 0600 file named smg-tokenspeed-<pid>-<nanos>-<seq> holding exactly the bytes', async () => {
+    const writer = new ShmWriter({ dir: shm.dir });
+    const data = bytes(100_000);
+    const r = await writer.write(data);
+    if (!r.ok) throw new Error(r.error);
+    expect(r.handle.name).toMatch(new RegExp(`^smg-tokenspeed-${process.pid}-\\d+-1$`));
+    expect(r.handle).toMatchObject({ offset: 0, nbytes: 100_000, owner_id: `smg:${process.pid}` });
+    const file = path.join(shm.dir, r.handle.name);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(Buffer.compare(readFileSync(file), Buffer.from(data))).toBe(0);
+    const second = await writer.write(bytes(10));
+    expect(second.ok && second.handle.name.endsWith('-2')).toBe(true);
+  });
+
+  it('writes large tensors (async path) intact', async () => {
+    const writer = new ShmWriter({ dir: shm.dir });
+    const data = bytes(3 * 1024 * 1024 + 7, 9);
+    const r = await writer.write(data);
+    if (!r.ok) throw new Error(r.error);
+    expect(Buffer.compare(readFileSync(path.join(shm.dir, r.handle.name)), Buffer.from(data))).toBe(0);
+  });
+
+  it('never clobbers a pre-existing name: the write fails, the tensor goes inline, the other file is untouched', async () => {
+    const writer = new ShmWriter({ dir: shm.dir });
+    const taken = `smg-tokenspeed-${process.pid}-1-1`;
+    writeFileSync(path.join(shm.dir, taken), 'someone else');
+    writer.nextName = () => taken;
+    const { ctx, metrics, events } = context(writer, 0);
+    const placed = await placeTensor(ctx, { name: 'encoder_input', shape: [4], dtype: 'float32', bytes: bytes(16) });
+    expect(placed.payload.kind).toBe('inline');
+    expect(readFileSync(path.join(shm.dir, taken), 'utf8')).toBe('someone else');
+    expect(events[0]).toMatchObject({ path: 'inline', reason: 'shm_write_failed' });
+    expect(events[0]!.detail).toContain('EEXIST');
+    expect(await metrics.text()).toContain('smg_mm_shm_write_failures_total{runtime="tokenspeed"} 1');
+  });
+
+  it.each([
+    ['ENOSPC', 'write'],
+    ['EACCES', 'open'],
+  ])('falls back to inline on %s (at %s) and leaves no file', async (code, at) => {
+    const fail = () => {
+      throw Object.assign(new Error(`injected ${code}`), { code });
+    };
+    const ops: ShmFileOps = { ...realShmFileOps, ...(at === 'write' ? { writeSync: fail, write: async () => fail() } : { openExclusive: fail }) };
+    const writer = new ShmWriter({ dir: shm.dir, ops });
+    const { ctx, metrics, events } = context(writer, 0);
+    for (const n of [1024, 2 * 1024 * 1024]) {
+      const placed = await placeTensor(ctx, { name: 't', shape: [n], dtype: 'uint8', bytes: bytes(n) });
+      expect(placed.payload).toMatchObject({ kind: 'inline' });
+      expect(placed.payload.kind === 'inline' && placed.payload.bytes.byteLength).toBe(n);
+    }
+    expect(shm.files()).toEqual([]);
+    expect(ctx.scope.pending).toEqual([]);
+    expect(events.map((e) => e.reason)).toEqual(['shm_write_failed', 'shm_write_failed']);
+    expect(events[0]!.detail).toContain(code);
+    const text = await metrics.text();
+    expect(text).toContain('smg_mm_shm_write_failures_total{runtime="tokenspeed"} 2');
+    expect(text).toContain('smg_mm_tensors_total{runtime="tokenspeed",path="inline"} 2');
+  });
+
+  it('the probe creates, writes and removes its own file; an unwritable dir says why', () => {
+    const writer = new ShmWriter({ dir: shm.dir });
+    expect(writer.probe()).toEqual({ writable: true });
+    expect(shm.files()).toEqual([]);
+    const missing = new ShmWriter({ dir: path.join(shm.dir, 'nope') });
+    const r = missing.probe();
+    expect(r.writable).toBe(false);
+    expect(r.error).toContain('ENOENT');
+  });
+
+  it('sweeps dead routers files, never a live one, our own, the probe or foreign names', () => {
+    const dead = deadPid();
+    const names = {
+      dead1: `smg-tokenspeed-${dead}-100-1`,
+      dead2: `smg-tokenspeed-${dead}-101-2`,
+      live: `smg-tokenspeed-${process.ppid}-100-1`,
+      ours: `smg-tokenspeed-${process.pid}-100-1`,
+      probe: `smg-tokenspeed-probe-${dead}`,
+      foreign: `other-${dead}-1-1`,
+    };
+    for (const n of Object.values(names)) writeFileSync(path.join(shm.dir, n), 'x');
+    const writer = new ShmWriter({ dir: shm.dir });
+    const swept = writer.sweepOrphans();
+    expect(swept).toEqual({ removed: 2, byPid: { [String(dead)]: 2 }, errors: [] });
+    expect(shm.files()).toEqual([names.foreign, names.live, names.ours, names.probe].sort());
+    expect(writer.sweepOrphans()).toBe(swept); // once
+  });
+
+  it('a failed request unlinks every file it created, and only names with our prefix', async () => {
+    const writer = new ShmWriter({ dir: shm.dir });
+    const scope = new ShmRequestScope(shm.dir);
+    for (let i = 0; i < 3; i++) await writer.write(bytes(64), scope);
+    writeFileSync(path.join(shm.dir, 'not-ours'), 'keep');
+    scope.track('not-ours');
+    scope.track('../etc/passwd');
+    expect(scope.pending).toHaveLength(3);
+    expect(scope.cleanup()).toBe(3);
+    expect(shm.files()).toEqual(['not-ours']);
+    expect(isOurTensorName('smg-tokenspeed-1-2-3')).toBe(true);
+    expect(isOurTensorName('smg-tokenspeed-probe-1')).toBe(false);
+  });
+
+  it('after hand-off the request no longer owns its files', async () => {
+    const writer = new ShmWriter({ dir: shm.dir });
+    const scope = new ShmRequestScope(shm.dir);
+    await writer.write(bytes(64), scope);
+    scope.handOff();
+    expect(scope.cleanup()).toBe(0);
+    expect(shm.files()).toHaveLength(1);
+  });
+});
+
+describe('placeTensor threshold', () => {
+  const MIN = 4096;
+  it.each([
+    [MIN - 1, 'inline', 'below_threshold'],
+    [MIN, 'shm', 'shm_writable'],
+    [MIN + 1, 'shm', 'shm_writable'],
+  ])('%i bytes with min %i goes %s', async (n, path_, reason) => {
+    const writer = new ShmWriter({ dir: shm.dir });
+    const { ctx, events } = context(writer, MIN);
+    const placed = await placeTensor(ctx, { name: 't', shape: [n], dtype: 'uint8', bytes: bytes(n) });
+    expect(placed.payload.kind).toBe(path_);
+    expect(events[0]).toMatchObject({ path: path_, reason, nbytes: n, requestId: 'req-1', tensor: 't', shape: [n], dtype: 'uint8' });
+    expect(shm.files()).toHaveLength(path_ === 'shm' ? 1 : 0);
+  });
+
+  it('threshold 0 sends every tensor through /dev/shm, even an empty one', async () => {
+    const writer = new ShmWriter({ dir: shm.dir });
+    const { ctx } = context(writer, 0);
+    const placed = await placeTensor(ctx, { name: 'empty', shape: [0], dtype: 'float32', bytes: new Uint8Array(0) });
+    expect(placed.payload.kind).toBe('shm');
+    const file = path.join(shm.dir, placed.payload.kind === 'shm' ? placed.payload.handle.name : '');
+    expect(statSync(file).size).toBe(0);
+  });
+
+  it('a decision without SHM keeps everything inline and counts it', async () => {
+    const writer = new ShmWriter({ dir: shm.dir });
+    const { ctx, metrics, events } = context(writer, 0, { shmEnabled: false, reason: 'auto_different_shm' });
+    await placeTensor(ctx, { name: 't', shape: [2, 2], dtype: 'float32', bytes: bytes(16) });
+    expect(events[0]).toMatchObject({ path: 'inline', reason: 'auto_different_shm', writeMicros: 0 });
+    expect(await metrics.text()).toContain('smg_mm_tensor_bytes_total{runtime="tokenspeed",path="inline"} 16');
+    expect(shm.files()).toEqual([]);
+  });
+});
+
+describe('symlink safety of the writer', () => {
+  it('does not follow a planted symlink at the next name', async () => {
+    const writer = new ShmWriter({ dir: shm.dir });
+    const target = path.join(shm.dir, 'victim');
+    writeFileSync(target, 'precious');
+    const name = `smg-tokenspeed-${process.pid}-5-5`;
+    symlinkSync(target, path.join(shm.dir, name));
+    writer.nextName = () => name;
+    const r = await writer.write(bytes(8));
+    expect(r.ok).toBe(false);
+    expect(readFileSync(target, 'utf8')).toBe('precious');
+    expect(existsSync(path.join(shm.dir, name))).toBe(true);
+  });
+});
