@@ -124,41 +124,53 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
   const server = new grpc.Server(GRPC_CHANNEL_OPTIONS);
   const modelPath = options.modelPath ?? 'bundled';
 
-  const answer = (requestId: string, inputIds: number, named: NamedTensor[], images: number, maxTokens: number | undefined) => {
-    const { text } = receive(options.runtime, named, images, reader, fingerprint);
-    const ids = textTokenIds(text).slice(0, maxTokens ?? Infinity);
-    return { ids, promptTokens: inputIds, finish: maxTokens !== undefined && ids.length >= maxTokens ? 'length' : 'stop', requestId };
-  };
+  interface GenerateJob {
+    requestId: string;
+    stream: boolean;
+    promptTokens: number;
+    maxTokens: number | undefined;
+    images: number;
+    tensors: NamedTensor[];
+  }
+  /** One Generate call, the same for both protocols; only the response messages differ. */
+  function serveGenerate<Res>(
+    call: grpc.ServerWritableStream<unknown, Res>,
+    job: () => GenerateJob,
+    build: { chunk(ids: number[], completionTokens: number, promptTokens: number): Res; complete(ids: number[], finish: string, promptTokens: number, completionTokens: number): Res },
+  ) {
+    let requestId: string | undefined;
+    try {
+      const j = job();
+      requestId = j.requestId;
+      active.add(j.requestId);
+      const { text } = receive(options.runtime, j.tensors, j.images, reader, fingerprint);
+      const ids = textTokenIds(text).slice(0, j.maxTokens ?? Infinity);
+      const finish = j.maxTokens !== undefined && ids.length >= j.maxTokens ? 'length' : 'stop';
+      if (j.stream) for (let i = 0; i < ids.length; i += 16) call.write(build.chunk(ids.slice(i, i + 16), Math.min(ids.length, i + 16), j.promptTokens));
+      call.write(build.complete(j.stream ? [] : ids, finish, j.promptTokens, ids.length));
+      call.end();
+    } catch (err) {
+      call.emit('error', grpcError(err instanceof TensorReadError ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL, (err as Error).message));
+    } finally {
+      if (requestId !== undefined) active.delete(requestId);
+    }
+  }
 
   if (options.runtime === 'tokenspeed') {
     const impl: TokenSpeedSchedulerServer = {
       generate(call) {
         const req = call.request;
-        active.add(req.requestId);
-        try {
-          const { images, tensors } = tensorsOfTokenSpeed(req);
-          const maxTokens = req.samplingParams?.maxNewTokens;
-          const out = answer(req.requestId, req.tokenized?.inputIds.length ?? 0, tensors, images, maxTokens);
-          const send = (msg: TsGenerateResponse) => call.write(msg);
-          if (req.stream) {
-            for (let i = 0; i < out.ids.length; i += 16) {
-              const chunk = out.ids.slice(i, i + 16);
-              send({ requestId: req.requestId, response: { $case: 'chunk', value: { tokenIds: chunk, promptTokens: out.promptTokens, completionTokens: i + chunk.length, cachedTokens: 0, outputLogprobs: undefined, index: 0 } } });
-            }
-          }
-          send({
-            requestId: req.requestId,
-            response: {
-              $case: 'complete',
-              value: { outputIds: req.stream ? [] : out.ids, finishReason: out.finish, promptTokens: out.promptTokens, completionTokens: out.ids.length, cachedTokens: 0, outputLogprobs: undefined, matchedStop: undefined, index: 0 },
-            },
-          });
-          call.end();
-        } catch (err) {
-          call.emit('error', grpcError(err instanceof TensorReadError ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL, (err as Error).message));
-        } finally {
-          active.delete(req.requestId);
-        }
+        serveGenerate<TsGenerateResponse>(
+          call,
+          () => ({ requestId: req.requestId, stream: req.stream, promptTokens: req.tokenized?.inputIds.length ?? 0, maxTokens: req.samplingParams?.maxNewTokens, ...tensorsOfTokenSpeed(req) }),
+          {
+            chunk: (tokenIds, completionTokens, promptTokens) => ({ requestId: req.requestId, response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, index: 0 } } }),
+            complete: (outputIds, finishReason, promptTokens, completionTokens) => ({
+              requestId: req.requestId,
+              response: { $case: 'complete', value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, matchedStop: undefined, index: 0 } },
+            }),
+          },
+        );
       },
       healthCheck(_call, cb) {
         cb(null, { healthy: true, message: 'reference worker ready' });
@@ -206,41 +218,25 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
     const impl: VllmEngineServer = {
       generate(call) {
         const req = call.request;
-        active.add(req.requestId);
-        try {
-          const { images, tensors } = tensorsOfVllm(req);
-          const inputIds = req.input?.$case === 'tokenized' ? req.input.value.inputIds.length : 0;
-          const out = answer(req.requestId, inputIds, tensors, images, req.samplingParams?.maxTokens);
-          const send = (msg: VllmGenerateResponse) => call.write(msg);
-          if (req.stream) {
-            for (let i = 0; i < out.ids.length; i += 16) {
-              const chunk = out.ids.slice(i, i + 16);
-              send({ response: { $case: 'chunk', value: { tokenIds: chunk, promptTokens: out.promptTokens, completionTokens: i + chunk.length, cachedTokens: 0, outputLogprobs: undefined, inputLogprobs: undefined, index: 0 } } });
-            }
-          }
-          send({
-            response: {
-              $case: 'complete',
-              value: {
-                outputIds: req.stream ? [] : out.ids,
-                finishReason: out.finish,
-                promptTokens: out.promptTokens,
-                completionTokens: out.ids.length,
-                cachedTokens: 0,
-                outputLogprobs: undefined,
-                inputLogprobs: undefined,
-                index: 0,
-                matchedStop: undefined,
-                kvTransferParamsJson: undefined,
+        serveGenerate<VllmGenerateResponse>(
+          call,
+          () => ({
+            requestId: req.requestId,
+            stream: req.stream,
+            promptTokens: req.input?.$case === 'tokenized' ? req.input.value.inputIds.length : 0,
+            maxTokens: req.samplingParams?.maxTokens,
+            ...tensorsOfVllm(req),
+          }),
+          {
+            chunk: (tokenIds, completionTokens, promptTokens) => ({ response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, inputLogprobs: undefined, index: 0 } } }),
+            complete: (outputIds, finishReason, promptTokens, completionTokens) => ({
+              response: {
+                $case: 'complete',
+                value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, inputLogprobs: undefined, index: 0, matchedStop: undefined, kvTransferParamsJson: undefined },
               },
-            },
-          });
-          call.end();
-        } catch (err) {
-          call.emit('error', grpcError(err instanceof TensorReadError ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL, (err as Error).message));
-        } finally {
-          active.delete(req.requestId);
-        }
+            }),
+          },
+        );
       },
       healthCheck(_call, cb) {
         cb(null, { healthy: true, message: 'reference worker ready' });

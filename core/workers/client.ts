@@ -73,24 +73,22 @@ async function healthOf(c: WorkerClient, timeoutMs: number): Promise<{ healthy: 
 /** The labels GetModelInfo and GetServerInfo give, per the gateway's conventions. */
 export async function discoverLabels(c: WorkerClient, timeoutMs: number): Promise<Record<string, string>> {
   const labels: Record<string, string> = {};
+  const model = c.runtime === 'tokenspeed' ? await unary(c.client.getModelInfo.bind(c.client), {}, timeoutMs) : await unary(c.client.getModelInfo.bind(c.client), {}, timeoutMs);
+  setLabel(labels, 'model_path', model.modelPath);
+  setLabel(labels, 'served_model_name', model.servedModelName);
+  setLabel(labels, 'model_type', model.modelType);
+  setLabel(labels, 'architectures', model.architectures);
+  setLabel(labels, 'supports_vision', model.supportsVision ? 'true' : undefined);
   if (c.runtime === 'tokenspeed') {
-    const [model, server] = await Promise.all([unary(c.client.getModelInfo.bind(c.client), {}, timeoutMs), unary(c.client.getServerInfo.bind(c.client), {}, timeoutMs)]);
-    setLabel(labels, 'model_path', model.modelPath);
-    setLabel(labels, 'served_model_name', model.servedModelName);
-    setLabel(labels, 'model_type', model.modelType);
-    setLabel(labels, 'architectures', model.architectures);
-    setLabel(labels, 'supports_vision', model.supportsVision ? 'true' : undefined);
-    setLabel(labels, 'model_dtype', model.modelDtype);
-    setLabel(labels, 'multimodal_encoder_dtype', model.multimodalEncoderDtype);
+    const server = await unary(c.client.getServerInfo.bind(c.client), {}, timeoutMs);
+    if ('modelDtype' in model) {
+      setLabel(labels, 'model_dtype', model.modelDtype);
+      setLabel(labels, 'multimodal_encoder_dtype', model.multimodalEncoderDtype);
+    }
     setLabel(labels, 'shm_namespace_id', server.schedulerInfo?.shm_namespace_id);
     setLabel(labels, 'tokenspeed_version', server.tokenspeedVersion);
   } else {
-    const [model, server] = await Promise.all([unary(c.client.getModelInfo.bind(c.client), {}, timeoutMs), unary(c.client.getServerInfo.bind(c.client), {}, timeoutMs)]);
-    setLabel(labels, 'model_path', model.modelPath);
-    setLabel(labels, 'served_model_name', model.servedModelName);
-    setLabel(labels, 'model_type', model.modelType);
-    setLabel(labels, 'architectures', model.architectures);
-    setLabel(labels, 'supports_vision', model.supportsVision ? 'true' : undefined);
+    const server = await unary(c.client.getServerInfo.bind(c.client), {}, timeoutMs);
     setLabel(labels, 'server_type', server.serverType);
     setLabel(labels, 'shm_namespace_id', server.shmNamespaceId);
   }
