@@ -4,6 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
 import * as vllm from '../gen/vllm/grpc/engine.ts';
+import { TransportMetrics } from '../telemetry/metrics.ts';
 import { makeShmTestDir } from '../test/shm-dir.ts';
 import { decideTransport } from '../transport/decision.ts';
 import { runDoctor } from '../transport/doctor.ts';
@@ -94,7 +95,8 @@ describe('doctor verdicts', () => {
 
 describe('SHM handoff through a real gRPC call', () => {
   it.each(['tokenspeed', 'vllm'] as const)('%s: the worker reads exactly the bytes the router wrote and unlinks the file', async (runtime) => {
-    const worker = await start({ runtime });
+    const workerMetrics = new TransportMetrics();
+    const worker = await start({ runtime, metrics: workerMetrics });
     const probe = await probeWorker(worker.url);
     const writer = new ShmWriter({ dir: shm.dir });
     const decision = decideTransport({ mode: 'auto', shmWritable: writer.probe().writable, routerToken, workers: [{ url: worker.url, worker_type: 'regular', shm_namespace_id: probe.labels.shm_namespace_id }] });
@@ -129,6 +131,7 @@ describe('SHM handoff through a real gRPC call', () => {
     const name = runtime === 'tokenspeed' ? 'encoder_input' : 'pixel_values';
     expect(text).toBe(`1 image: ${name} [16,1176] float32 via shm, 75264 bytes, fnv1a ${fnv1a64Hex(bytes)}; image_grid_thw [1,3] int64 via inline, 24 bytes, fnv1a ${fnv1a64Hex(grid)}`);
     expect(shm.files().filter((f) => f.startsWith('smg-tokenspeed-'))).toEqual([]);
+    expect(await workerMetrics.text()).toContain(`smg_mm_shm_read_seconds_count{runtime="${runtime}"} 1`);
   });
 
   it('vLLM refuses bfloat16 and the router cleans up the file the worker never read', async () => {

@@ -15,6 +15,7 @@ import {
   type TokenSpeedSchedulerServer,
 } from '../gen/tokenspeed/grpc/scheduler.ts';
 import { VllmEngineService, type GenerateRequest as VllmGenerateRequest, type GenerateResponse as VllmGenerateResponse, type VllmEngineServer } from '../gen/vllm/grpc/engine.ts';
+import type { TransportMetrics } from '../telemetry/metrics.ts';
 import { fnv1a64Hex } from '../transport/fnv.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
 import { TensorReadError, TensorReader, type WireTensor } from '../transport/shm-reader.ts';
@@ -33,6 +34,8 @@ export interface ReferenceWorkerOptions {
   /** Hash every tensor's bytes for the completion text (off for benchmarks). */
   fingerprint?: boolean;
   reader?: TensorReader;
+  /** Where SHM read latency is observed (smg_mm_shm_read_seconds). */
+  metrics?: TransportMetrics;
 }
 
 export interface ReceivedTensor {
@@ -82,13 +85,14 @@ function tensorsOfVllm(req: VllmGenerateRequest): { images: number; tensors: Nam
 }
 
 /** Read every tensor (so SHM files are unlinked), then describe them in one sentence. */
-function receive(runtime: WireRuntime, named: NamedTensor[], images: number, reader: TensorReader, fingerprint: boolean): { text: string; received: ReceivedTensor[] } {
+function receive(runtime: WireRuntime, named: NamedTensor[], images: number, reader: TensorReader, fingerprint: boolean, metrics?: TransportMetrics): { text: string; received: ReceivedTensor[] } {
   const received: ReceivedTensor[] = [];
   for (const { name, tensor } of named) {
     if (runtime === 'vllm' && !VLLM_DTYPES.has(tensor.dtype)) {
       throw new TensorReadError('unknown_dtype', `vLLM accepts float32, int64 and uint32 tensors; ${name} is ${tensor.dtype || 'missing a dtype'}`);
     }
     const read = reader.read(tensor);
+    if (read.path === 'shm') metrics?.shmReadSeconds.observe({ runtime }, read.micros / 1e6);
     try {
       received.push({
         name,
@@ -143,7 +147,7 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
       const j = job();
       requestId = j.requestId;
       active.add(j.requestId);
-      const { text } = receive(options.runtime, j.tensors, j.images, reader, fingerprint);
+      const { text } = receive(options.runtime, j.tensors, j.images, reader, fingerprint, options.metrics);
       const ids = textTokenIds(text).slice(0, j.maxTokens ?? Infinity);
       const finish = j.maxTokens !== undefined && ids.length >= j.maxTokens ? 'length' : 'stop';
       if (j.stream) for (let i = 0; i < ids.length; i += 16) call.write(build.chunk(ids.slice(i, i + 16), Math.min(ids.length, i + 16), j.promptTokens));
