@@ -1,0 +1,237 @@
+// Qwen2-VL / Qwen2.5-VL / Qwen3-VL image preprocessing (SPEC §9), from 8-bit RGB pixels to
+// the encoder input the model expects.
+//
+//   smart_resize   factor = patch·merge; each side rounded to a multiple (half to even, at
+//                  least one factor); scaled down (floor) above max_pixels, up (ceil) below
+//                  min_pixels; errors on a zero side or an aspect ratio above 200.
+//   resize         Pillow-exact bicubic (resize.ts)
+//   rescale        × rescale_factor (1/255), in float64 then float32, as the HF processor does
+//   normalize      (x - mean) / std per channel, in float32
+//   patchify       [grid_t·grid_h·grid_w, C·T·P·P]: rows by merge block (row-major), then by
+//                  (merge row, merge column) inside a block; features by channel, temporal
+//                  copy, pixel row, pixel column; a still image is repeated T times.
+//
+// Rescale and normalize of an 8-bit value have only 256 possible results per channel, so
+// they are a lookup table, and the table lookup plus the patch-layout scatter are fused
+// into the resize's last pass: no intermediate float image is ever materialised. When the
+// wire dtype is bfloat16 the bf16 bits are written in the same pass.
+import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
+import { fnv1a64 } from '../transport/fnv.ts';
+import { resizeRgbInto } from './resize.ts';
+
+export type QwenVlFamily = 'qwen2_vl' | 'qwen3_vl';
+
+export interface QwenVlImageConfig {
+  patch_size: number;
+  merge_size: number;
+  temporal_patch_size: number;
+  min_pixels: number;
+  max_pixels: number;
+  image_mean: [number, number, number];
+  image_std: [number, number, number];
+  rescale_factor: number;
+  do_resize: boolean;
+  do_rescale: boolean;
+  do_normalize: boolean;
+}
+
+const CLIP_MEAN: [number, number, number] = [0.48145466, 0.4578275, 0.40821073];
+const CLIP_STD: [number, number, number] = [0.26862954, 0.26130258, 0.27577711];
+
+export const QWEN_VL_DEFAULTS: Record<QwenVlFamily, QwenVlImageConfig> = {
+  qwen2_vl: {
+    patch_size: 14,
+    merge_size: 2,
+    temporal_patch_size: 2,
+    min_pixels: 200_704,
+    max_pixels: 1_003_520,
+    image_mean: CLIP_MEAN,
+    image_std: CLIP_STD,
+    rescale_factor: 1 / 255,
+    do_resize: true,
+    do_rescale: true,
+    do_normalize: true,
+  },
+  qwen3_vl: {
+    patch_size: 16,
+    merge_size: 2,
+    temporal_patch_size: 2,
+    min_pixels: 65_536,
+    max_pixels: 16_777_216,
+    image_mean: [0.5, 0.5, 0.5],
+    image_std: [0.5, 0.5, 0.5],
+    rescale_factor: 1 / 255,
+    do_resize: true,
+    do_rescale: true,
+    do_normalize: true,
+  },
+};
+
+export class ImageSizeError extends Error {
+  override readonly name = 'ImageSizeError';
+}
+
+/** Python's round(): half to even. */
+function roundHalfEven(x: number): number {
+  const r = Math.round(x);
+  return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+export function smartResize(height: number, width: number, factor: number, minPixels: number, maxPixels: number): { height: number; width: number } {
+  if (height <= 0 || width <= 0) throw new ImageSizeError(`image of ${width}x${height} pixels has a zero side`);
+  const ratio = Math.max(height, width) / Math.min(height, width);
+  if (ratio > 200) throw new ImageSizeError(`image of ${width}x${height} pixels: absolute aspect ratio must be at most 200, got ${ratio.toFixed(1)}`);
+  let h = Math.max(factor, roundHalfEven(height / factor) * factor);
+  let w = Math.max(factor, roundHalfEven(width / factor) * factor);
+  if (h * w > maxPixels) {
+    const beta = Math.sqrt((height * width) / maxPixels);
+    h = Math.max(factor, Math.floor(height / beta / factor) * factor);
+    w = Math.max(factor, Math.floor(width / beta / factor) * factor);
+  } else if (h * w < minPixels) {
+    const beta = Math.sqrt(minPixels / (height * width));
+    h = Math.ceil((height * beta) / factor) * factor;
+    w = Math.ceil((width * beta) / factor) * factor;
+  }
+  return { height: h, width: w };
+}
+
+export interface PatchGeometry {
+  resizedHeight: number;
+  resizedWidth: number;
+  gridT: number;
+  gridH: number;
+  gridW: number;
+  /** Rows of the encoder input: grid_t·grid_h·grid_w. */
+  patches: number;
+  /** Columns: 3·T·P·P. */
+  features: number;
+  /** Placeholder tokens: patches / merge². */
+  tokens: number;
+}
+
+export function patchGeometry(height: number, width: number, cfg: QwenVlImageConfig): PatchGeometry {
+  const factor = cfg.patch_size * cfg.merge_size;
+  const size = cfg.do_resize ? smartResize(height, width, factor, cfg.min_pixels, cfg.max_pixels) : { height, width };
+  if (size.height % factor !== 0 || size.width % factor !== 0) {
+    throw new ImageSizeError(`image of ${width}x${height} pixels is not a multiple of ${factor} and do_resize is off`);
+  }
+  const gridT = 1;
+  const gridH = size.height / cfg.patch_size;
+  const gridW = size.width / cfg.patch_size;
+  const patches = gridT * gridH * gridW;
+  return {
+    resizedHeight: size.height,
+    resizedWidth: size.width,
+    gridT,
+    gridH,
+    gridW,
+    patches,
+    features: 3 * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size,
+    tokens: patches / (cfg.merge_size * cfg.merge_size),
+  };
+}
+
+/** Per channel, the encoder value of each 8-bit level: rescale then normalize, in float32. */
+export function levelTable(cfg: QwenVlImageConfig): Float32Array[] {
+  return [0, 1, 2].map((c) => {
+    const table = new Float32Array(256);
+    const mean = Math.fround(cfg.image_mean[c]!);
+    const std = Math.fround(cfg.image_std[c]!);
+    for (let v = 0; v < 256; v++) {
+      let x = cfg.do_rescale ? Math.fround(v * cfg.rescale_factor) : v;
+      if (cfg.do_normalize) x = Math.fround(Math.fround(x - mean) / std);
+      table[v] = x;
+    }
+    return table;
+  });
+}
+
+export interface PreprocessedImage extends PatchGeometry {
+  /** [patches, features] float32, row-major. */
+  pixelValues: Float32Array;
+  /** The same values as bfloat16 bits, when asked for. */
+  bf16?: Uint16Array;
+  /** [1, 3] int64 (grid_t, grid_h, grid_w). */
+  gridThw: [number, number, number];
+}
+
+/**
+ * Resize, rescale, normalize and patchify packed RGB in one pass over the output pixels.
+ * `bf16: true` also fills the bfloat16 encoding in the same pass.
+ */
+export function preprocessRgb(rgb: Uint8Array, width: number, height: number, cfg: QwenVlImageConfig, options: { bf16?: boolean } = {}): PreprocessedImage {
+  const g = patchGeometry(height, width, cfg);
+  const P = cfg.patch_size;
+  const m = cfg.merge_size;
+  const T = cfg.temporal_patch_size;
+  const F = g.features;
+  const PP = P * P;
+  const out = new Float32Array(g.patches * F);
+  const bf = options.bf16 ? new Uint16Array(g.patches * F) : undefined;
+  const tables = levelTable(cfg);
+  const bfTables = bf ? tables.map((t) => Uint16Array.from(t, (v) => bf16BitsFromF32Bits(new Uint32Array(Float32Array.of(v).buffer)[0]!))) : undefined;
+  const [t0, t1, t2] = tables as [Float32Array, Float32Array, Float32Array];
+  const blocksW = g.gridW / m;
+  // For each output column x: the offset of its (patch row, merge column, pixel column) part.
+  const colBase = new Int32Array(g.resizedWidth);
+  for (let x = 0; x < g.resizedWidth; x++) {
+    const gx = (x / P) | 0;
+    const pc = x % P;
+    const bw = (gx / m) | 0;
+    const mc = gx % m;
+    colBase[x] = (bw * m * m + mc) * F + pc;
+  }
+  const channelStride = T * PP;
+
+  resizeRgbInto(rgb, width, height, g.resizedWidth, g.resizedHeight, (y, row) => {
+    const gy = (y / P) | 0;
+    const pr = y % P;
+    const bh = (gy / m) | 0;
+    const mr = gy % m;
+    const rowBase = (bh * blocksW * m * m + mr * m) * F + pr * P;
+    for (let x = 0, p = 0; x < g.resizedWidth; x++, p += 3) {
+      const o = rowBase + colBase[x]!;
+      const r = t0[row[p]!]!;
+      const gg = t1[row[p + 1]!]!;
+      const b = t2[row[p + 2]!]!;
+      for (let t = 0; t < T; t++) {
+        const ot = o + t * PP;
+        out[ot] = r;
+        out[ot + channelStride] = gg;
+        out[ot + 2 * channelStride] = b;
+      }
+      if (bf) {
+        const br = bfTables![0]![row[p]!]!;
+        const bg = bfTables![1]![row[p + 1]!]!;
+        const bb = bfTables![2]![row[p + 2]!]!;
+        for (let t = 0; t < T; t++) {
+          const ot = o + t * PP;
+          bf[ot] = br;
+          bf[ot + channelStride] = bg;
+          bf[ot + 2 * channelStride] = bb;
+        }
+      }
+    }
+  });
+  return { ...g, pixelValues: out, ...(bf ? { bf16: bf } : {}), gridThw: [g.gridT, g.gridH, g.gridW] };
+}
+
+/**
+ * FNV-1a-64 over the encoder values × 255 (in float32, as numpy computes it), rounded half
+ * to even and clamped to 0..255, as bytes in row-major order. With normalization off it
+ * identifies the resized pixels in patch layout.
+ */
+export function encoderFingerprint(values: Float32Array): string {
+  const chunk = new Uint8Array(Math.min(values.length, 1 << 16));
+  let state: { hi: number; lo: number } | undefined;
+  for (let start = 0; start < values.length; start += chunk.length) {
+    const n = Math.min(chunk.length, values.length - start);
+    for (let i = 0; i < n; i++) {
+      const byte = roundHalfEven(Math.fround(values[start + i]! * 255));
+      chunk[i] = byte > 255 ? 255 : byte > 0 ? byte : 0; // NaN and negatives -> 0
+    }
+    state = fnv1a64(chunk.subarray(0, n), state);
+  }
+  const { hi, lo } = state ?? fnv1a64(new Uint8Array(0));
+  return hi.toString(16).padStart(8, '0') + lo.toString(16).padStart(8, '0');
+}

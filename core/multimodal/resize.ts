@@ -1,0 +1,168 @@
+// Pillow-exact bicubic resize of 8-bit RGB images: the same bytes as Pillow's
+// `Image.resize((w, h), Image.BICUBIC)`, which is what Qwen-VL's reference image processor
+// feeds the model. Any other bicubic (libvips, canvas, OpenCV) differs by a few levels
+// on most pixels, and those differences reach the encoder.
+//
+// The algorithm is Pillow's Resample.c: Keys' cubic kernel with a = -0.5 and support 2,
+// widened by the scale when downsampling; per output pixel the taps are
+// filter((x + xmin - center + 0.5) / filterscale), normalised to sum 1, then converted to
+// 22-bit fixed point (round half away from zero). A horizontal pass into an 8-bit
+// intermediate, then a vertical pass; a pass whose side is unchanged is skipped. Each sum
+// starts at 1 << 21 (rounding) and is clipped to 0..255 after an arithmetic shift by 22.
+// The double-precision steps are written in Pillow's evaluation order so that every
+// coefficient comes out bit-identical.
+const PRECISION_BITS = 22;
+const SUPPORT = 2.0;
+
+function bicubic(x: number): number {
+  const a = -0.5;
+  if (x < 0.0) x = -x;
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
+  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
+  return 0.0;
+}
+
+export interface ResampleCoefficients {
+  /** Taps per output pixel (the stride of `weights`). */
+  ksize: number;
+  /** First source index for each output pixel. */
+  start: Int32Array;
+  /** Number of taps actually used for each output pixel. */
+  count: Int32Array;
+  /** Fixed-point weights, `ksize` per output pixel. */
+  weights: Int32Array;
+}
+
+export function resampleCoefficients(inSize: number, outSize: number): ResampleCoefficients {
+  const scale = inSize / outSize;
+  const filterscale = scale < 1.0 ? 1.0 : scale;
+  const support = SUPPORT * filterscale;
+  const ksize = Math.ceil(support) * 2 + 1;
+  const start = new Int32Array(outSize);
+  const count = new Int32Array(outSize);
+  const weights = new Int32Array(outSize * ksize);
+  const k = new Float64Array(ksize);
+  const ss = 1.0 / filterscale;
+  for (let xx = 0; xx < outSize; xx++) {
+    const center = (xx + 0.5) * scale;
+    let xmin = Math.trunc(center - support + 0.5);
+    if (xmin < 0) xmin = 0;
+    let xmax = Math.trunc(center + support + 0.5);
+    if (xmax > inSize) xmax = inSize;
+    xmax -= xmin;
+    let ww = 0.0;
+    for (let x = 0; x < xmax; x++) {
+      const w = bicubic((x + xmin - center + 0.5) * ss);
+      k[x] = w;
+      ww += w;
+    }
+    for (let x = 0; x < xmax; x++) {
+      const v = ww !== 0.0 ? k[x]! / ww : k[x]!;
+      weights[xx * ksize + x] = v < 0 ? Math.trunc(-0.5 + v * (1 << PRECISION_BITS)) : Math.trunc(0.5 + v * (1 << PRECISION_BITS));
+    }
+    start[xx] = xmin;
+    count[xx] = xmax;
+  }
+  return { ksize, start, count, weights };
+}
+
+const HALF = 1 << (PRECISION_BITS - 1);
+const clip8 = (ss: number) => {
+  const v = ss >> PRECISION_BITS;
+  return v < 0 ? 0 : v > 255 ? 255 : v;
+};
+
+/** Horizontal pass over rows [y0, y1) of `src` (width `inW`, 3 channels). */
+function resizeHorizontal(src: Uint8Array, inW: number, rows: number, rowOffset: number, outW: number, c: ResampleCoefficients): Uint8Array {
+  const out = new Uint8Array(outW * rows * 3);
+  const { ksize, start, count, weights } = c;
+  for (let y = 0; y < rows; y++) {
+    const rowIn = (y + rowOffset) * inW * 3;
+    const rowOut = y * outW * 3;
+    for (let xx = 0; xx < outW; xx++) {
+      const xmin = start[xx]!;
+      const n = count[xx]!;
+      const kb = xx * ksize;
+      let s0 = HALF;
+      let s1 = HALF;
+      let s2 = HALF;
+      let p = rowIn + xmin * 3;
+      for (let x = 0; x < n; x++, p += 3) {
+        const w = weights[kb + x]!;
+        s0 = (s0 + Math.imul(src[p]!, w)) | 0;
+        s1 = (s1 + Math.imul(src[p + 1]!, w)) | 0;
+        s2 = (s2 + Math.imul(src[p + 2]!, w)) | 0;
+      }
+      const o = rowOut + xx * 3;
+      out[o] = clip8(s0);
+      out[o + 1] = clip8(s1);
+      out[o + 2] = clip8(s2);
+    }
+  }
+  return out;
+}
+
+/**
+ * Vertical pass, one output row at a time: each tap adds a whole source row, scaled by one
+ * weight, into an Int32 accumulator (contiguous, so the JIT keeps it in a tight loop).
+ * `emitRow(y, rgb)` receives each finished row; the buffer is reused for the next row.
+ */
+function resizeVertical(src: Uint8Array, width: number, outH: number, c: ResampleCoefficients, rowShift: number, emitRow: RowSink): void {
+  const { ksize, start, count, weights } = c;
+  const stride = width * 3;
+  const acc = new Int32Array(stride);
+  const row = new Uint8Array(stride);
+  for (let yy = 0; yy < outH; yy++) {
+    acc.fill(HALF);
+    const ymin = start[yy]! - rowShift;
+    const n = count[yy]!;
+    const kb = yy * ksize;
+    for (let y = 0; y < n; y++) {
+      const w = weights[kb + y]!;
+      if (w === 0) continue;
+      const base = (ymin + y) * stride;
+      for (let i = 0; i < stride; i++) acc[i] = (acc[i]! + Math.imul(src[base + i]!, w)) | 0;
+    }
+    for (let i = 0; i < stride; i++) {
+      const v = acc[i]! >> PRECISION_BITS;
+      row[i] = v < 0 ? 0 : v > 255 ? 255 : v;
+    }
+    emitRow(yy, row);
+  }
+}
+
+/** Receives output row `y` as packed RGB; the buffer is reused after the call returns. */
+export type RowSink = (y: number, rgb: Uint8Array) => void;
+
+/**
+ * Resize packed 8-bit RGB (`width * height * 3` bytes) to outW × outH exactly as Pillow
+ * does, handing every output row to `emitRow` in order.
+ */
+export function resizeRgbInto(src: Uint8Array, width: number, height: number, outW: number, outH: number, emitRow: RowSink): void {
+  if (src.byteLength !== width * height * 3) throw new RangeError(`expected ${width * height * 3} bytes of RGB for ${width}x${height}, got ${src.byteLength}`);
+  const needH = outW !== width;
+  const needV = outH !== height;
+  const vert = needV ? resampleCoefficients(height, outH) : undefined;
+  let rows = src;
+  let rowShift = 0;
+  if (needH) {
+    // Only the rows the vertical pass will read, as Pillow does.
+    const first = vert ? vert.start[0]! : 0;
+    const last = vert ? vert.start[outH - 1]! + vert.count[outH - 1]! : height;
+    rows = resizeHorizontal(src, width, last - first, first, outW, resampleCoefficients(width, outW));
+    rowShift = first;
+  }
+  if (vert) {
+    resizeVertical(rows, outW, outH, vert, rowShift, emitRow);
+    return;
+  }
+  const stride = outW * 3;
+  for (let y = 0; y < outH; y++) emitRow(y, rows.subarray(y * stride, (y + 1) * stride));
+}
+
+/** Resize to a new packed RGB buffer (for tests, tools and callers that want the image). */
+export function resizeRgb(src: Uint8Array, width: number, height: number, outW: number, outH: number): Uint8Array {
+  const out = new Uint8Array(outW * outH * 3);
+  resizeRgbInto(src, width, height, outW, outH, (y, rgb) => out.set(rgb, y * outW * 3));
+  return out;
+}
