@@ -9,6 +9,7 @@ import { exportConfigYaml, loadConfigFile } from './config/yaml.ts';
 import { formatDoctorReport, runDoctor } from './transport/doctor.ts';
 import { startReferenceWorker } from './refworker/server.ts';
 import type { WireRuntime } from './workers/client.ts';
+import { runPreprocessCommand, type PreprocessCommandOptions } from './multimodal/preprocess-cli.ts';
 import { resolveConfiguredWorkers, type LayerReading, type ResolvedKnob, type ResolvedWorkerTransport } from './transport/resolve.ts';
 
 const EXIT_USAGE = 2;
@@ -113,6 +114,19 @@ function buildProgram(): Command {
     .action(async (opts: { worker?: string; runtime?: WireRuntime; sweepOrphans?: boolean; json?: boolean }) => {
       const report = await runDoctor({ ...(opts.worker ? { worker: opts.worker } : {}), ...(opts.runtime ? { runtime: opts.runtime } : {}), sweep: opts.sweepOrphans === true });
       process.stdout.write(opts.json ? `${JSON.stringify(report, null, 2)}\n` : formatDoctorReport(report));
+    });
+
+  program
+    .command('preprocess')
+    .description('run Qwen-VL image preprocessing on local images and print sizes, grid, tokens, bytes, timings and a fingerprint')
+    .addOption(new Option('--model <family>', 'image processor family (default: the model directory\'s, else qwen2_vl)').choices(['qwen2_vl', 'qwen3_vl']))
+    .option('--model-path <dir>', 'model directory whose preprocessor_config.json overrides the defaults')
+    .option('--no-normalize', 'skip normalization (the fingerprint then identifies the resized pixels)')
+    .addOption(new Option('--dtype <dtype>', 'encoder input dtype to report bytes for').choices(['float32', 'bfloat16']).default('float32'))
+    .option('--json', 'print one JSON object per image (a JSON array)')
+    .argument('<images...>', 'image files (JPEG, PNG, WebP, GIF) or data:/http(s) URLs')
+    .action(async (images: string[], opts: PreprocessCommandOptions) => {
+      process.exitCode = await runPreprocessCommand(images, opts);
     });
 
   program

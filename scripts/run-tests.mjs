@@ -20,6 +20,21 @@ function run(label, cmd, args, env = {}) {
   return r.status ?? 1;
 }
 
+// Prerequisites from Debian: Pillow and numpy are the reference the preprocessing tests
+// compare against. Installed when missing and we may (root with apt-get), else a clear stop.
+function ensureDebianPackages(check, packages) {
+  if (spawnSync('/bin/sh', ['-c', check], { stdio: 'ignore' }).status === 0) return true;
+  const canInstall = process.getuid?.() === 0 && spawnSync('/bin/sh', ['-c', 'command -v apt-get'], { stdio: 'ignore' }).status === 0;
+  if (!canInstall) {
+    process.stdout.write(`missing prerequisites: install ${packages.join(' ')} (apt-get install -y ${packages.join(' ')})\n`);
+    return false;
+  }
+  process.stdout.write(`installing ${packages.join(' ')} from Debian\n`);
+  run('apt-get update', 'apt-get', ['update', '-qq']);
+  return run('apt-get install', 'apt-get', ['install', '-y', '-qq', ...packages], { DEBIAN_FRONTEND: 'noninteractive' }) === 0;
+}
+if (!ensureDebianPackages("/usr/bin/python3 -c 'import PIL, numpy'", ['python3-pil', 'python3-numpy'])) totals.failed += 1;
+
 // 0. Generated protobuf code must exist before anything compiles.
 if (run('proto generation', process.execPath, [path.join(root, 'scripts', 'gen-proto.mjs')]) !== 0) totals.failed += 1;
 

@@ -2,7 +2,7 @@
 // alpha is dropped (not composited), grayscale is replicated, palettes are expanded, GIFs
 // give their first frame, and EXIF orientation is NOT applied (Qwen's reference does not
 // rotate). Decoding is libvips via sharp; only the formats the API accepts get through.
-import sharp from 'sharp';
+import sharp, { type Metadata, type OutputInfo } from 'sharp';
 
 export const ACCEPTED_FORMATS = ['jpeg', 'png', 'webp', 'gif'] as const;
 
@@ -22,7 +22,7 @@ export interface RgbImage {
 export const MAX_DECODE_PIXELS = 100_000_000;
 
 export async function decodeToRgb(bytes: Uint8Array): Promise<RgbImage> {
-  let meta: sharp.Metadata;
+  let meta: Metadata;
   try {
     meta = await sharp(bytes, { limitInputPixels: MAX_DECODE_PIXELS, failOn: 'error' }).metadata();
   } catch (err) {
@@ -32,7 +32,7 @@ export async function decodeToRgb(bytes: Uint8Array): Promise<RgbImage> {
   if (!(ACCEPTED_FORMATS as readonly string[]).includes(format)) {
     throw new ImageDecodeError(`unsupported image format '${format}': expected JPEG, PNG, WebP or GIF`);
   }
-  let raw: { data: Buffer; info: sharp.OutputInfo };
+  let raw: { data: Buffer; info: OutputInfo };
   try {
     raw = await sharp(bytes, { limitInputPixels: MAX_DECODE_PIXELS, failOn: 'error', pages: 1 })
       .toColourspace(meta.channels !== undefined && meta.channels <= 2 ? 'b-w' : 'srgb')

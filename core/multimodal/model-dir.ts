@@ -1,0 +1,194 @@
+// A model directory as the router needs it: which Qwen-VL family, the special token ids,
+// the tokenizer (tokenizer.json via @huggingface/tokenizers), the chat template (from
+// tokenizer_config.json, chat_template.json or chat_template.jinja, rendered with
+// @huggingface/jinja) and the image processor settings (preprocessor_config.json over the
+// family's defaults). Works on real Qwen2-VL / Qwen2.5-VL / Qwen3-VL checkpoints and on the
+// bundled demo directory alike; every missing or malformed file is an error naming it.
+import { Template } from '@huggingface/jinja';
+import { Tokenizer } from '@huggingface/tokenizers';
+import { existsSync, promises as fs } from 'node:fs';
+import path from 'node:path';
+import { QWEN_VL_DEFAULTS, type QwenVlFamily, type QwenVlImageConfig } from './qwen-vl.ts';
+
+export const BUNDLED_MODEL_PATH = path.resolve(import.meta.dirname, '../../models/qwen2-vl-mini');
+
+export class ModelDirectoryError extends Error {
+  override readonly name = 'ModelDirectoryError';
+}
+
+const FAMILY_BY_MODEL_TYPE: Record<string, QwenVlFamily> = {
+  qwen2_vl: 'qwen2_vl',
+  qwen2_5_vl: 'qwen2_vl',
+  qwen3_vl: 'qwen3_vl',
+  qwen3_vl_moe: 'qwen3_vl',
+};
+
+export interface ModelDirectory {
+  path: string;
+  modelType: string;
+  family: QwenVlFamily;
+  architectures: string[];
+  imageTokenId: number;
+  visionStartTokenId: number;
+  visionEndTokenId: number;
+  eosTokenIds: number[];
+  vocabSize: number;
+  imageConfig: QwenVlImageConfig;
+  tokenizer: Tokenizer;
+  chatTemplate: Template;
+  /** Special tokens the template may reference (bos_token, eos_token, …). */
+  templateTokens: Record<string, string>;
+}
+
+async function readJson(dir: string, name: string, required: boolean): Promise<Record<string, unknown> | undefined> {
+  const file = path.join(dir, name);
+  let text: string;
+  try {
+    text = await fs.readFile(file, 'utf8');
+  } catch (err) {
+    if (!required && (err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new ModelDirectoryError(`cannot read ${file}: ${code === 'ENOENT' ? 'no such file' : code ?? (err as Error).message}`);
+  }
+  try {
+    const value: unknown = JSON.parse(text);
+    if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new Error('expected a JSON object');
+    return value as Record<string, unknown>;
+  } catch (err) {
+    throw new ModelDirectoryError(`invalid JSON in ${file}: ${(err as Error).message}`);
+  }
+}
+
+function tokenId(config: Record<string, unknown>, key: string, file: string): number {
+  const direct = config[key];
+  const nested = (config.text_config as Record<string, unknown> | undefined)?.[key];
+  const value = direct ?? nested;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
+    throw new ModelDirectoryError(`${file}: ${key} must be a non-negative integer token id, got ${JSON.stringify(value)}`);
+  }
+  return value;
+}
+
+function numberField(pre: Record<string, unknown>, key: string, file: string, fallback: number): number {
+  const v = pre[key];
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new ModelDirectoryError(`${file}: ${key} must be a positive number, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+function triple(pre: Record<string, unknown>, key: string, file: string, fallback: [number, number, number]): [number, number, number] {
+  const v = pre[key];
+  if (v === undefined || v === null) return fallback;
+  const list = typeof v === 'number' ? [v, v, v] : v;
+  if (!Array.isArray(list) || list.length !== 3 || !list.every((x) => typeof x === 'number' && Number.isFinite(x))) {
+    throw new ModelDirectoryError(`${file}: ${key} must be 3 numbers, got ${JSON.stringify(v)}`);
+  }
+  return list as [number, number, number];
+}
+
+function flag(pre: Record<string, unknown>, key: string, file: string, fallback: boolean): boolean {
+  const v = pre[key];
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== 'boolean') throw new ModelDirectoryError(`${file}: ${key} must be true or false, got ${JSON.stringify(v)}`);
+  return v;
+}
+
+/** preprocessor_config.json over the family defaults (min/max_pixels or size.shortest/longest_edge). */
+export function imageConfigFrom(family: QwenVlFamily, pre: Record<string, unknown> | undefined, file = 'preprocessor_config.json'): QwenVlImageConfig {
+  const d = QWEN_VL_DEFAULTS[family];
+  if (!pre) return d;
+  const size = (pre.size ?? {}) as Record<string, unknown>;
+  const cfg: QwenVlImageConfig = {
+    patch_size: numberField(pre, 'patch_size', file, d.patch_size),
+    merge_size: numberField(pre, 'merge_size', file, d.merge_size),
+    temporal_patch_size: numberField(pre, 'temporal_patch_size', file, d.temporal_patch_size),
+    min_pixels: numberField(pre, 'min_pixels', file, numberField(size, 'shortest_edge', `${file} size`, d.min_pixels)),
+    max_pixels: numberField(pre, 'max_pixels', file, numberField(size, 'longest_edge', `${file} size`, d.max_pixels)),
+    image_mean: triple(pre, 'image_mean', file, d.image_mean),
+    image_std: triple(pre, 'image_std', file, d.image_std),
+    rescale_factor: numberField(pre, 'rescale_factor', file, d.rescale_factor),
+    do_resize: flag(pre, 'do_resize', file, d.do_resize),
+    do_rescale: flag(pre, 'do_rescale', file, d.do_rescale),
+    do_normalize: flag(pre, 'do_normalize', file, d.do_normalize),
+  };
+  for (const k of ['patch_size', 'merge_size', 'temporal_patch_size'] as const) {
+    if (!Number.isInteger(cfg[k])) throw new ModelDirectoryError(`${file}: ${k} must be an integer, got ${cfg[k]}`);
+  }
+  if (cfg.min_pixels > cfg.max_pixels) throw new ModelDirectoryError(`${file}: min_pixels ${cfg.min_pixels} is above max_pixels ${cfg.max_pixels}`);
+  return cfg;
+}
+
+async function readChatTemplate(dir: string, tokenizerConfig: Record<string, unknown>): Promise<string> {
+  const inline = tokenizerConfig.chat_template;
+  if (typeof inline === 'string') return inline;
+  if (Array.isArray(inline)) {
+    const named = inline.find((t: { name?: string }) => t?.name === 'default') as { template?: string } | undefined;
+    if (typeof named?.template === 'string') return named.template;
+  }
+  const jinja = path.join(dir, 'chat_template.jinja');
+  if (existsSync(jinja)) return fs.readFile(jinja, 'utf8');
+  const json = await readJson(dir, 'chat_template.json', false);
+  if (typeof json?.chat_template === 'string') return json.chat_template;
+  throw new ModelDirectoryError(`no chat template in ${dir}: expected chat_template in tokenizer_config.json, chat_template.jinja or chat_template.json`);
+}
+
+function tokenText(value: unknown): string | undefined {
+  if (typeof value === 'string') return value;
+  if (value && typeof value === 'object' && typeof (value as { content?: unknown }).content === 'string') return (value as { content: string }).content;
+  return undefined;
+}
+
+export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Promise<ModelDirectory> {
+  const abs = path.resolve(dir);
+  if (!existsSync(abs)) throw new ModelDirectoryError(`model directory ${abs} does not exist`);
+  const [config, tokenizerJson, tokenizerConfig, pre] = await Promise.all([
+    readJson(abs, 'config.json', true),
+    readJson(abs, 'tokenizer.json', true),
+    readJson(abs, 'tokenizer_config.json', true),
+    readJson(abs, 'preprocessor_config.json', false),
+  ]);
+  const configFile = path.join(abs, 'config.json');
+  const modelType = String(config!.model_type ?? '');
+  const family = FAMILY_BY_MODEL_TYPE[modelType];
+  if (!family) {
+    throw new ModelDirectoryError(`${configFile}: model_type '${modelType}' is not a supported vision-language model (expected ${Object.keys(FAMILY_BY_MODEL_TYPE).join(', ')})`);
+  }
+  let tokenizer: Tokenizer;
+  try {
+    tokenizer = new Tokenizer(tokenizerJson!, tokenizerConfig!);
+  } catch (err) {
+    throw new ModelDirectoryError(`${path.join(abs, 'tokenizer.json')}: cannot build the tokenizer: ${(err as Error).message}`);
+  }
+  const templateSource = await readChatTemplate(abs, tokenizerConfig!);
+  let chatTemplate: Template;
+  try {
+    chatTemplate = new Template(templateSource);
+  } catch (err) {
+    throw new ModelDirectoryError(`chat template of ${abs} does not parse: ${(err as Error).message}`);
+  }
+  const eos = config!.eos_token_id ?? (config!.text_config as Record<string, unknown> | undefined)?.eos_token_id;
+  const eosTokenIds = (Array.isArray(eos) ? eos : eos === undefined ? [] : [eos]).filter((x): x is number => typeof x === 'number');
+  const templateTokens: Record<string, string> = {};
+  for (const key of ['bos_token', 'eos_token', 'pad_token', 'unk_token']) {
+    const text = tokenText(tokenizerConfig![key]);
+    if (text !== undefined) templateTokens[key] = text;
+  }
+  const model: ModelDirectory = {
+    path: abs,
+    modelType,
+    family,
+    architectures: Array.isArray(config!.architectures) ? (config!.architectures as string[]) : [],
+    imageTokenId: tokenId(config!, 'image_token_id', configFile),
+    visionStartTokenId: tokenId(config!, 'vision_start_token_id', configFile),
+    visionEndTokenId: tokenId(config!, 'vision_end_token_id', configFile),
+    eosTokenIds,
+    vocabSize: typeof config!.vocab_size === 'number' ? config!.vocab_size : tokenizer.get_vocab(true).size,
+    imageConfig: imageConfigFrom(family, pre, path.join(abs, 'preprocessor_config.json')),
+    tokenizer,
+    chatTemplate,
+    templateTokens,
+  };
+  const padText = tokenizer.id_to_token(model.imageTokenId);
+  if (padText === undefined) throw new ModelDirectoryError(`${path.join(abs, 'tokenizer.json')}: image_token_id ${model.imageTokenId} from config.json is not in the vocabulary`);
+  return model;
+}

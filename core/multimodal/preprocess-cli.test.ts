@@ -1,0 +1,38 @@
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { runMmtc } from '../test/cli.ts';
+import { makeTestImages } from '../test/images.ts';
+import { runPythonScript } from '../test/python.ts';
+
+const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/qwen_vl_reference.py');
+const images = makeTestImages();
+afterAll(() => images.remove());
+
+describe('mmtc preprocess', () => {
+  it('--json gives sizes, grid, tokens, bytes and the reference fingerprint', () => {
+    const r = runMmtc(['preprocess', '--model', 'qwen3_vl', '--json', '--no-normalize', images.file('photo.jpg'), images.file('palette.png')]);
+    expect(r.status).toBe(0);
+    const out = JSON.parse(r.stdout);
+    for (const [i, name] of ['photo.jpg', 'palette.png'].entries()) {
+      const ref = JSON.parse(runPythonScript(REFERENCE, ['qwen3_vl', images.file(name), '--no-normalize']));
+      expect(out[i]).toMatchObject({ width: 400, height: 300, resized: ref.resized, shape: ref.shape, grid_thw: ref.grid_thw, tokens: ref.tokens, dtype: 'float32', fingerprint: ref.fingerprint });
+      expect(out[i].nbytes).toBe(ref.shape[0] * ref.shape[1] * 4);
+    }
+  });
+
+  it('uses the model directory settings and reports bfloat16 bytes', () => {
+    const r = runMmtc(['preprocess', '--model-path', path.resolve(import.meta.dirname, '../../models/qwen2-vl-mini'), '--dtype', 'bfloat16', images.file('hd.jpg')]);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('input       1920x1080');
+    expect(r.stdout).toContain('resized     1316x728');
+    expect(r.stdout).toContain('shape       [4888, 1176]  grid_thw [1, 52, 94]  1222 tokens');
+    expect(r.stdout).toContain(`encoder     bfloat16, ${4888 * 1176 * 2} bytes`);
+  });
+
+  it('a missing image fails with its index and the cause, exit 1', () => {
+    const r = runMmtc(['preprocess', images.file('photo.jpg'), '/no/such.png']);
+    expect(r.status).toBe(1);
+    expect(r.stderr).toContain('error: image 1: cannot read /no/such.png: no such file');
+    expect(r.stdout).toContain('fingerprint');
+  });
+});

@@ -1,0 +1,30 @@
+// One image's preprocessing, as run inside a pool thread: decode, then the fused Qwen-VL
+// pipeline, with the time of each stage.
+import { decodeToRgb } from './decode.ts';
+import { preprocessRgb, type PatchGeometry, type QwenVlImageConfig } from './qwen-vl.ts';
+
+export interface PreprocessTask {
+  bytes: Uint8Array;
+  config: QwenVlImageConfig;
+  bf16: boolean;
+}
+
+export interface PreprocessResult extends PatchGeometry {
+  width: number;
+  height: number;
+  format: string;
+  pixelValues: Float32Array;
+  bf16?: Uint16Array;
+  gridThw: [number, number, number];
+  /** Milliseconds: decode, and resize+rescale+normalize+patchify (fused). */
+  timings: { decode: number; preprocess: number };
+}
+
+export async function runPreprocessTask(task: PreprocessTask): Promise<PreprocessResult> {
+  const t0 = performance.now();
+  const image = await decodeToRgb(task.bytes);
+  const t1 = performance.now();
+  const out = preprocessRgb(image.rgb, image.width, image.height, task.config, { bf16: task.bf16 });
+  const t2 = performance.now();
+  return { ...out, width: image.width, height: image.height, format: image.format, timings: { decode: t1 - t0, preprocess: t2 - t1 } };
+}

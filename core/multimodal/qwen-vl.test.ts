@@ -1,0 +1,79 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { f32ToBf16 } from '../transport/dtype.ts';
+import { makeTestImages } from '../test/images.ts';
+import { runPythonScript } from '../test/python.ts';
+import { decodeToRgb } from './decode.ts';
+import { encoderFingerprint, ImageSizeError, patchGeometry, preprocessRgb, QWEN_VL_DEFAULTS, smartResize } from './qwen-vl.ts';
+
+const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/qwen_vl_reference.py');
+const images = makeTestImages();
+afterAll(() => images.remove());
+
+describe('smart_resize', () => {
+  const q2 = QWEN_VL_DEFAULTS.qwen2_vl;
+  const q2Size = (h: number, w: number) => smartResize(h, w, 28, q2.min_pixels, q2.max_pixels);
+
+  it('448x448 -> 448x448, grid 32x32, 256 tokens (Qwen2-VL defaults)', () => {
+    expect(q2Size(448, 448)).toEqual({ height: 448, width: 448 });
+    const g = patchGeometry(448, 448, q2);
+    expect([g.gridT, g.gridH, g.gridW, g.tokens]).toEqual([1, 32, 32, 256]);
+  });
+
+  it('1400x1400 -> 980x980, 1225 tokens', () => {
+    expect(q2Size(1400, 1400)).toEqual({ height: 980, width: 980 });
+    expect(patchGeometry(1400, 1400, q2).tokens).toBe(1225);
+  });
+
+  it('1024x1024 -> 980x980, [4900, 1176], 23.0 MB float32', () => {
+    const g = patchGeometry(1024, 1024, q2);
+    expect([g.resizedHeight, g.resizedWidth, g.patches, g.features, g.tokens]).toEqual([980, 980, 4900, 1176, 1225]);
+    expect(g.patches * g.features * 4).toBe(23_049_600);
+  });
+
+  it('scales small images up to min_pixels (ceil) and rounds half to even', () => {
+    expect(q2Size(100, 100)).toEqual({ height: 448, width: 448 });
+    // 42/28 = 1.5 rounds to 2 (even); 70/28 = 2.5 rounds to 2 (even).
+    expect(smartResize(42, 70, 28, 0, 1e9)).toEqual({ height: 56, width: 56 });
+    expect(smartResize(10, 10, 28, 0, 1e9)).toEqual({ height: 28, width: 28 });
+  });
+
+  it('Qwen3-VL uses patch 16 (factor 32)', () => {
+    const q3 = QWEN_VL_DEFAULTS.qwen3_vl;
+    expect(smartResize(1080, 1920, 32, q3.min_pixels, q3.max_pixels)).toEqual({ height: 1088, width: 1920 });
+  });
+
+  it('refuses a zero side and an aspect ratio above 200', () => {
+    expect(() => q2Size(0, 10)).toThrow(new ImageSizeError('image of 10x0 pixels has a zero side'));
+    expect(() => q2Size(1, 201)).toThrow('absolute aspect ratio must be at most 200, got 201.0');
+    expect(q2Size(1, 200)).toEqual({ height: 56, width: 6356 });
+  });
+});
+
+describe('encoder input agrees exactly with the Pillow + numpy reference', () => {
+  const cases: Array<['qwen2_vl' | 'qwen3_vl', string, boolean]> = [
+    ['qwen2_vl', 'photo.jpg', true],
+    ['qwen2_vl', 'rgba.png', true],
+    ['qwen2_vl', 'hd.jpg', true],
+    ['qwen3_vl', 'photo.jpg', true],
+    ['qwen3_vl', 'gray.png', true],
+    ['qwen2_vl', 'lossy.webp', false],
+  ];
+  it.each(cases)('%s %s (normalize=%s)', async (family, name, normalize) => {
+    const out = path.join(images.dir, `${family}-${name}.f32`);
+    const info = JSON.parse(runPythonScript(REFERENCE, [family, images.file(name), '--out', out, ...(normalize ? [] : ['--no-normalize'])]));
+    const cfg = normalize ? QWEN_VL_DEFAULTS[family] : { ...QWEN_VL_DEFAULTS[family], do_normalize: false };
+    const img = await decodeToRgb(images.bytes(name));
+    const ours = preprocessRgb(img.rgb, img.width, img.height, cfg, { bf16: true });
+    expect([ours.resizedHeight, ours.resizedWidth]).toEqual(info.resized);
+    expect([ours.patches, ours.features]).toEqual(info.shape);
+    expect(ours.gridThw).toEqual(info.grid_thw);
+    expect(ours.tokens).toBe(info.tokens);
+    const reference = readFileSync(out);
+    expect(Buffer.from(ours.pixelValues.buffer).equals(reference)).toBe(true);
+    expect(encoderFingerprint(ours.pixelValues)).toBe(info.fingerprint);
+    // The fused bf16 output is exactly the float32 values rounded to bf16.
+    expect(Buffer.from(ours.bf16!.buffer).equals(Buffer.from(f32ToBf16(ours.pixelValues)))).toBe(true);
+  });
+});

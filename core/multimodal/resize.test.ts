@@ -1,0 +1,87 @@
+import { describe, expect, it } from 'vitest';
+import { runPython } from '../test/python.ts';
+import { resampleCoefficients, resizeRgb } from './resize.ts';
+
+// Each case: source w×h -> output w×h. Down- and up-scaling, odd sizes, 1-pixel sides,
+// extreme aspect ratios, one unchanged side (a skipped pass), and no change at all.
+const CASES: Array<[number, number, number, number]> = [
+  [640, 480, 224, 224],
+  [100, 80, 37, 53],
+  [33, 17, 66, 34],
+  [1, 50, 3, 7],
+  [50, 1, 28, 28],
+  [1, 1, 28, 28],
+  [1000, 5, 28, 28],
+  [3, 900, 28, 56],
+  [7, 7, 7, 14],
+  [9, 9, 9, 9],
+  [257, 131, 256, 130],
+  [400, 300, 532, 392],
+  [1920, 1080, 980, 560],
+];
+
+function sourceImage(w: number, h: number, seed: number): Uint8Array {
+  // Noise plus gradients: hits clipping at 0 and 255 and every rounding path.
+  const out = new Uint8Array(w * h * 3);
+  let s = seed;
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+      const o = (y * w + x) * 3;
+      out[o] = (s >>> 24) & 0xff;
+      out[o + 1] = (x * 255) / Math.max(1, w - 1);
+      out[o + 2] = (x + y) % 2 === 0 ? 255 : 0;
+    }
+  }
+  return out;
+}
+
+const PILLOW_RESIZE = `
+import sys, struct
+from PIL import Image
+data = sys.stdin.buffer.read()
+pos = 0
+out = []
+while pos < len(data):
+    w, h, ow, oh = struct.unpack_from('<4I', data, pos); pos += 16
+    n = w * h * 3
+    im = Image.frombytes('RGB', (w, h), data[pos:pos + n]); pos += n
+    out.append(im.resize((ow, oh), Image.BICUBIC).tobytes())
+sys.stdout.buffer.write(b''.join(out))
+`;
+
+describe('Pillow-exact bicubic resize', () => {
+  it('matches Pillow byte for byte on every case', () => {
+    const inputs = CASES.map(([w, h], i) => sourceImage(w, h, i + 1));
+    const payload = Buffer.concat(
+      CASES.flatMap(([w, h, ow, oh], i) => {
+        const head = Buffer.alloc(16);
+        [w, h, ow, oh].forEach((v, k) => head.writeUInt32LE(v, k * 4));
+        return [head, Buffer.from(inputs[i]!)];
+      }),
+    );
+    const pillow = runPython(PILLOW_RESIZE, [], payload);
+    let pos = 0;
+    CASES.forEach(([w, h, ow, oh], i) => {
+      const expected = pillow.subarray(pos, pos + ow * oh * 3);
+      pos += ow * oh * 3;
+      const ours = Buffer.from(resizeRgb(inputs[i]!, w, h, ow, oh));
+      const mismatch = ours.findIndex((v, k) => v !== expected[k]);
+      expect(mismatch, `${w}x${h} -> ${ow}x${oh}: first differing byte`).toBe(-1);
+    });
+    expect(pos).toBe(pillow.byteLength);
+  });
+
+  it('uses 22-bit fixed-point weights that sum to one', () => {
+    const c = resampleCoefficients(1920, 980);
+    for (let i = 0; i < 980; i++) {
+      let sum = 0;
+      for (let k = 0; k < c.count[i]!; k++) sum += c.weights[i * c.ksize + k]!;
+      expect(Math.abs(sum - (1 << 22))).toBeLessThanOrEqual(c.count[i]!);
+    }
+  });
+
+  it('refuses a buffer of the wrong size', () => {
+    expect(() => resizeRgb(new Uint8Array(10), 2, 2, 4, 4)).toThrow('expected 12 bytes of RGB for 2x2, got 10');
+  });
+});

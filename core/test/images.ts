@@ -1,0 +1,47 @@
+// Test images made by Pillow at test time (so no binary fixtures are committed), with
+// Pillow's own `convert("RGB")` pixels beside each one as the decoding reference.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { runPython } from './python.ts';
+
+const MAKE = `
+import sys, numpy as np
+from PIL import Image
+out = sys.argv[1]
+w, h = 400, 300
+a = (np.add.outer(np.arange(h), np.arange(w)) % 256).astype(np.uint8)
+rng = np.random.default_rng(7)
+rgb = np.stack([a, a[::-1], rng.integers(0, 256, a.shape, dtype=np.uint8)], -1)
+Image.fromarray(rgb).save(out + '/rgb.png')
+Image.fromarray(rgb).save(out + '/photo.jpg', quality=90)
+Image.fromarray(rgb).save(out + '/photo444.jpg', quality=92, subsampling=0)
+Image.fromarray(a).save(out + '/gray.png')
+Image.fromarray(a).convert('LA').save(out + '/gray_alpha.png')
+Image.fromarray(np.dstack([rgb, a])).save(out + '/rgba.png')
+Image.fromarray(rgb).convert('P', palette=Image.ADAPTIVE).save(out + '/palette.png')
+Image.fromarray(rgb).save(out + '/lossless.webp', lossless=True)
+Image.fromarray(rgb).save(out + '/lossy.webp', quality=80)
+frames = [Image.fromarray(rgb).convert('P'), Image.fromarray(rgb[::-1].copy()).convert('P')]
+frames[0].save(out + '/anim.gif', save_all=True, append_images=frames[1:])
+big = np.dstack([(np.add.outer(np.arange(1080), np.arange(1920)) % 256).astype(np.uint8)] * 3)
+Image.fromarray(big).save(out + '/hd.jpg', quality=85)
+Image.fromarray(rgb).save(out + '/image.bmp')
+for name in ['rgb.png', 'photo.jpg', 'photo444.jpg', 'gray.png', 'gray_alpha.png', 'rgba.png', 'palette.png', 'lossless.webp', 'lossy.webp', 'anim.gif']:
+    with open(out + '/' + name + '.rgb', 'wb') as fh:
+        fh.write(Image.open(out + '/' + name).convert('RGB').tobytes())
+`;
+
+export const DECODABLE = ['rgb.png', 'photo.jpg', 'photo444.jpg', 'gray.png', 'gray_alpha.png', 'rgba.png', 'palette.png', 'lossless.webp', 'lossy.webp', 'anim.gif'] as const;
+
+export function makeTestImages(): { dir: string; file(name: string): string; bytes(name: string): Buffer; pillowRgb(name: string): Buffer; remove(): void } {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mmtc-images-'));
+  runPython(MAKE, [dir]);
+  return {
+    dir,
+    file: (name) => path.join(dir, name),
+    bytes: (name) => readFileSync(path.join(dir, name)),
+    pillowRgb: (name) => readFileSync(path.join(dir, `${name}.rgb`)),
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
