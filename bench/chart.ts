@@ -49,3 +49,46 @@ export function renderLineChart(spec: ChartSpec): string {
   parts.push('</svg>');
   return `${parts.join('\n')}\n`;
 }
+
+export interface BarChartSpec {
+  title: string;
+  groups: string[];
+  series: Array<{ name: string; values: number[] }>;
+  unit?: string;
+}
+
+/** Grouped horizontal bars, one group per configuration, values labelled. */
+export function renderBarChart(spec: BarChartSpec): string {
+  const W = 760;
+  const barH = 16;
+  const gap = 10;
+  const left = 170;
+  const right = 80;
+  const top = 60;
+  const groupH = spec.series.length * barH + gap;
+  const H = top + spec.groups.length * groupH + 20;
+  const max = Math.max(...spec.series.flatMap((s) => s.values));
+  const x = (v: number) => ((W - left - right) * v) / max;
+  const unit = spec.unit ?? ' ms';
+  const parts = [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${W}" height="${H}" fill="white"/>`,
+    `<text x="10" y="22" font-size="15" font-weight="bold">${escapeXml(spec.title)}</text>`,
+  ];
+  spec.series.forEach((s, k) => {
+    parts.push(`<rect x="${10 + k * 220}" y="34" width="12" height="12" fill="${COLORS[(k + 1) % COLORS.length]}"/>`);
+    parts.push(`<text x="${28 + k * 220}" y="45">${escapeXml(s.name)}</text>`);
+  });
+  spec.groups.forEach((g, i) => {
+    const gy = top + i * groupH;
+    parts.push(`<text x="${left - 8}" y="${gy + (spec.series.length * barH) / 2 + 4}" text-anchor="end">${escapeXml(g)}</text>`);
+    spec.series.forEach((s, k) => {
+      const v = s.values[i]!;
+      const y = gy + k * barH;
+      parts.push(`<rect x="${left}" y="${y}" width="${x(v).toFixed(1)}" height="${barH - 2}" fill="${COLORS[(k + 1) % COLORS.length]}"/>`);
+      parts.push(`<text x="${(left + x(v) + 4).toFixed(1)}" y="${y + barH - 5}">${v.toFixed(1)}${unit}</text>`);
+    });
+  });
+  parts.push('</svg>');
+  return `${parts.join('\n')}\n`;
+}

@@ -1,4 +1,4 @@
-// Preprocessing off the event loop: a pool of worker threads (one per core by default), so
+// Preprocessing off the event loop: a pool of worker threads (one per core but one), so
 // the router keeps answering while images are decoded and resized. Tasks queue FIFO; image
 // bytes go in by transfer and the float32/bf16 outputs come back by transfer (no copies).
 import os from 'node:os';
@@ -23,7 +23,8 @@ export class PreprocessPool {
   private nextId = 1;
   private closed = false;
 
-  constructor(readonly size = Math.max(1, os.availableParallelism())) {}
+  /** One thread per core but one: the event loop keeps a core, so the router stays responsive. */
+  constructor(readonly size = Math.max(1, os.availableParallelism() - 1)) {}
 
   private spawn(): Worker {
     const worker = new Worker(new URL('./preprocess-worker.mjs', import.meta.url));

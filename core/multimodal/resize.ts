@@ -110,21 +110,17 @@ function resizeHorizontal(src: Uint8Array, inW: number, rows: number, rowOffset:
 function resizeVertical(src: Uint8Array, width: number, outH: number, c: ResampleCoefficients, rowShift: number, emitRow: RowSink): void {
   const { ksize, start, count, weights } = c;
   const stride = width * 3;
-  const acc = new Int32Array(stride);
   const row = new Uint8Array(stride);
+  const taps = new Int32Array(ksize);
   for (let yy = 0; yy < outH; yy++) {
-    acc.fill(HALF);
-    const ymin = start[yy]! - rowShift;
+    const base = (start[yy]! - rowShift) * stride;
     const n = count[yy]!;
-    const kb = yy * ksize;
-    for (let y = 0; y < n; y++) {
-      const w = weights[kb + y]!;
-      if (w === 0) continue;
-      const base = (ymin + y) * stride;
-      for (let i = 0; i < stride; i++) acc[i] = (acc[i]! + Math.imul(src[base + i]!, w)) | 0;
-    }
+    for (let t = 0; t < n; t++) taps[t] = weights[yy * ksize + t]!;
     for (let i = 0; i < stride; i++) {
-      const v = acc[i]! >> PRECISION_BITS;
+      let s = HALF;
+      let p = base + i;
+      for (let t = 0; t < n; t++, p += stride) s += src[p]! * taps[t]!;
+      const v = s >> PRECISION_BITS;
       row[i] = v < 0 ? 0 : v > 255 ? 255 : v;
     }
     emitRow(yy, row);

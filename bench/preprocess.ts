@@ -1,0 +1,127 @@
+// Preprocessing benchmark: decode + resize + rescale/normalize + patchify per image, ours
+// (sharp decode + our fused pipeline) next to the same pipeline in Pillow + numpy (what a
+// Python gateway does), measured in the same run on the same JPEG files.
+//
+// Also: the router's event loop while a batch of images goes through the worker-thread pool
+// (worst delay of a 1 ms timer), which must stay under 5 ms.
+//
+// Usage: npm run bench:preprocess [-- --quick]
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { decodeToRgb } from '../core/multimodal/decode.ts';
+import { PreprocessPool } from '../core/multimodal/pool.ts';
+import { preprocessRgb, QWEN_VL_DEFAULTS, type QwenVlFamily } from '../core/multimodal/qwen-vl.ts';
+import { pythonWithPillow } from '../core/test/python.ts';
+import { renderBarChart } from './chart.ts';
+
+const root = path.resolve(import.meta.dirname, '..');
+const quick = process.argv.includes('--quick');
+const RUNS = quick ? 5 : 11;
+const REFERENCE = path.join(root, 'scripts', 'reference', 'qwen_vl_reference.py');
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+function makeJpegs(dir: string): Record<string, string> {
+  // A photo-like test card: gradients, edges and noise, so JPEG decoding does real work.
+  const code = `
+import sys, numpy as np
+from PIL import Image
+out = sys.argv[1]
+for name, (w, h) in {'1080p': (1920, 1080), '4k': (3840, 2160)}.items():
+    y, x = np.mgrid[0:h, 0:w]
+    rng = np.random.default_rng(3)
+    r = (128 + 100 * np.sin(x / 37.0) * np.cos(y / 23.0)).astype(np.uint8)
+    g = ((x * 255) // w).astype(np.uint8)
+    b = (((x // 64 + y // 64) % 2) * 200 + rng.integers(0, 40, (h, w))).astype(np.uint8)
+    Image.fromarray(np.dstack([r, g, b])).save(f'{out}/{name}.jpg', quality=90)
+`;
+  execFileSync(pythonWithPillow(), ['-c', code, dir]);
+  return { '1080p': path.join(dir, '1080p.jpg'), '4k': path.join(dir, '4k.jpg') };
+}
+
+async function ours(file: string, family: QwenVlFamily): Promise<{ ms: number; decode: number; shape: string }> {
+  const bytes = readFileSync(file);
+  const times: number[] = [];
+  const decodes: number[] = [];
+  let shape = '';
+  for (let i = 0; i < RUNS + 1; i++) {
+    const t0 = performance.now();
+    const img = await decodeToRgb(bytes);
+    const t1 = performance.now();
+    const out = preprocessRgb(img.rgb, img.width, img.height, QWEN_VL_DEFAULTS[family]);
+    const t2 = performance.now();
+    shape = `${out.patches}x${out.features}`;
+    if (i === 0) continue; // warm-up
+    times.push(t2 - t0);
+    decodes.push(t1 - t0);
+  }
+  return { ms: median(times), decode: median(decodes), shape };
+}
+
+function pillowNumpy(file: string, family: QwenVlFamily): { ms: number; shape: string } {
+  const info = JSON.parse(execFileSync(pythonWithPillow(), [REFERENCE, family, file, '--bench', String(RUNS)]).toString());
+  return { ms: info.median_ms, shape: `${info.shape[0]}x${info.shape[1]}` };
+}
+
+async function eventLoopUnderLoad(file: string): Promise<{ worstMs: number; p99Ms: number; images: number; wallMs: number }> {
+  const pool = new PreprocessPool();
+  const bytes = readFileSync(file);
+  await pool.run({ bytes: Buffer.from(bytes), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: true }); // spawn + warm the threads
+  const histogram = monitorEventLoopDelay({ resolution: 1 });
+  let worst = 0;
+  let last = performance.now();
+  const timer = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last - 1);
+    last = now;
+  }, 1);
+  histogram.enable();
+  const images = quick ? 8 : 16;
+  const t = performance.now();
+  await Promise.all(Array.from({ length: images }, () => pool.run({ bytes: Buffer.from(bytes), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: true })));
+  const wallMs = performance.now() - t;
+  histogram.disable();
+  clearInterval(timer);
+  await pool.close();
+  return { worstMs: Math.max(worst, histogram.max / 1e6 - 1), p99Ms: histogram.percentile(99) / 1e6 - 1, images, wallMs };
+}
+
+async function main() {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'mmtc-bench-pre-'));
+  try {
+    const files = makeJpegs(dir);
+    const machine = `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${execFileSync(pythonWithPillow(), ['-c', 'import PIL, numpy, sys; print("Python", sys.version.split()[0], "Pillow", PIL.__version__, "numpy", numpy.__version__)']).toString().trim()}`;
+    process.stdout.write(`preprocessing benchmark on ${machine}, median of ${RUNS} runs\n\n`);
+    process.stdout.write('| image | model | encoder input | ours ms (decode) | Pillow + numpy ms | speed-up |\n|---|---|---|---:|---:|---:|\n');
+    const rows: Array<{ label: string; ours: number; ref: number }> = [];
+    for (const [name, file] of Object.entries(files)) {
+      for (const family of ['qwen2_vl', 'qwen3_vl'] as const) {
+        // Interleave: ours, reference, per configuration.
+        const a = await ours(file, family);
+        const b = pillowNumpy(file, family);
+        if (a.shape !== b.shape) throw new Error(`shape mismatch ${a.shape} vs ${b.shape}`);
+        rows.push({ label: `${name} ${family}`, ours: a.ms, ref: b.ms });
+        process.stdout.write(`| ${name} | ${family} | ${a.shape} | ${a.ms.toFixed(1)} (${a.decode.toFixed(1)}) | ${b.ms.toFixed(1)} | ${(b.ms / a.ms).toFixed(2)}× |\n`);
+      }
+    }
+    const worstSpeedup = Math.min(...rows.map((r) => r.ref / r.ours));
+    process.stdout.write(`\n${worstSpeedup >= 1.5 ? 'PASS' : 'MISS'}  slowest speed-up ${worstSpeedup.toFixed(2)}× over Pillow + numpy (target ≥ 1.5×, stretch 3×)\n`);
+    const loop = await eventLoopUnderLoad(files['1080p']!);
+    process.stdout.write(
+      `${loop.worstMs <= 5 ? 'PASS' : 'MISS'}  worst event-loop delay ${loop.worstMs.toFixed(2)} ms (p99 ${loop.p99Ms.toFixed(2)} ms) while ${loop.images} 1080p images went through the pool in ${loop.wallMs.toFixed(0)} ms (target ≤ 5 ms)\n`,
+    );
+    mkdirSync(path.join(root, 'docs', 'img'), { recursive: true });
+    writeFileSync(
+      path.join(root, 'docs', 'img', 'preprocess-bench.svg'),
+      renderBarChart({ title: 'Preprocessing per image (median ms, lower is better)', groups: rows.map((r) => r.label), series: [{ name: 'mmtc (sharp + fused JS)', values: rows.map((r) => r.ours) }, { name: 'Pillow + numpy', values: rows.map((r) => r.ref) }] }),
+    );
+    process.stdout.write('chart written to docs/img/preprocess-bench.svg\n');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
