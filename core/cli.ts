@@ -104,6 +104,20 @@ function buildProgram(): Command {
       process.stdout.write(exportConfigYaml(loaded.config));
     });
 
+  withConfigFlags(program.command('router'))
+    .description('run the router: OpenAI-compatible API, image preprocessing, tensors to workers inline or through /dev/shm (with no worker configured, starts a reference worker on the bundled model)')
+    .action(async (opts: ConfigFlags) => {
+      const env = transportEnvironmentAtStart();
+      const loaded = await loadRouterConfig(opts);
+      const { startRouter } = await import('./router/server.ts');
+      const router = await startRouter({ config: loaded.config, origins: loaded.origins, env });
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', () => resolve());
+        process.once('SIGTERM', () => resolve());
+      });
+      await router.close();
+    });
+
   program
     .command('doctor')
     .description('check the /dev/shm lane on this host and, with --worker, whether auto would use it for that worker')

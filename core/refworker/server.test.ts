@@ -15,9 +15,13 @@ import { TensorReader } from '../transport/shm-reader.ts';
 import { ShmRequestScope, ShmWriter } from '../transport/shm-writer.ts';
 import { tensorDataFromPlaced } from '../transport/wire.ts';
 import { connectWorker, probeWorker } from '../workers/client.ts';
+import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { startReferenceWorker, type ReferenceWorker } from './server.ts';
 
 const shm = makeShmTestDir();
+const model = await loadModelDirectory();
+const PAD = 151655;
+const GRID_INLINE = { shape: [1, 3], dtype: 'int64', payload: { $case: 'inline' as const, value: Buffer.from(new BigInt64Array([1n, 4n, 4n]).buffer) } };
 const routerToken = readNamespaceToken().token!;
 const workers: ReferenceWorker[] = [];
 const start = async (...args: Parameters<typeof startReferenceWorker>) => {
@@ -46,7 +50,7 @@ function generate(url: string, runtime: 'tokenspeed' | 'vllm', request: ts.Gener
     });
     call.on('end', () => {
       c.client.close();
-      resolve({ text: Buffer.from(ids).toString('utf8') });
+      resolve({ text: ids.length ? model.tokenizer.decode(ids) : '' });
     });
   });
 }
@@ -117,13 +121,13 @@ describe('SHM handoff through a real gRPC call', () => {
       runtime === 'tokenspeed'
         ? ts.GenerateRequest.fromPartial({
             requestId: 'r1',
-            tokenized: { inputIds: [1, 2, 3] },
-            mmInputs: { items: [{ modality: 1, encoderInput: tensorDataFromPlaced(pixels), modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(gridPlaced) }, placeholders: [{ offset: 1, length: 4 }] }] },
+            tokenized: { inputIds: [1, PAD, PAD, PAD, PAD, 2] },
+            mmInputs: { items: [{ modality: 1, encoderInput: tensorDataFromPlaced(pixels), modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(gridPlaced) }, placeholders: [{ offset: 1, length: 4 }], placeholderTokenId: PAD }] },
           })
         : vllm.GenerateRequest.fromPartial({
             requestId: 'r1',
-            input: { $case: 'tokenized', value: { inputIds: [1, 2, 3] } },
-            mmInputs: { pixelValues: tensorDataFromPlaced(pixels), modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(gridPlaced) }, mmPlaceholders: [{ offset: 1, length: 4 }] },
+            input: { $case: 'tokenized', value: { inputIds: [1, PAD, PAD, PAD, PAD, 2] } },
+            mmInputs: { pixelValues: tensorDataFromPlaced(pixels), modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(gridPlaced) }, mmPlaceholders: [{ offset: 1, length: 4 }], imTokenId: PAD },
           });
     scope.handOff();
     const { text, error } = await generate(worker.url, runtime, request);
@@ -142,7 +146,7 @@ describe('SHM handoff through a real gRPC call', () => {
       { requestId: 'r2', worker: worker.url, runtime: 'vllm', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
       { name: 'pixel_values', shape: [8], dtype: 'bfloat16', bytes: new Uint8Array(16) },
     );
-    const { error } = await generate(worker.url, 'vllm', vllm.GenerateRequest.fromPartial({ requestId: 'r2', mmInputs: { pixelValues: tensorDataFromPlaced(placed) } }));
+    const { error } = await generate(worker.url, 'vllm', vllm.GenerateRequest.fromPartial({ requestId: 'r2', mmInputs: { pixelValues: tensorDataFromPlaced(placed), modelSpecificTensors: { image_grid_thw: GRID_INLINE } } }));
     expect(error?.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(error?.details).toBe('vLLM accepts float32, int64 and uint32 tensors; pixel_values is bfloat16');
     expect(shm.files().filter((f) => f.startsWith('smg-tokenspeed-'))).toHaveLength(1);
@@ -155,9 +159,28 @@ describe('SHM handoff through a real gRPC call', () => {
     const { error } = await generate(
       worker.url,
       'tokenspeed',
-      ts.GenerateRequest.fromPartial({ requestId: 'r3', mmInputs: { items: [{ encoderInput: { shape: [1], dtype: 'float32', payload: { $case: 'shm', value: { name: '../etc/passwd', offset: 0, nbytes: 4, ownerId: 'x' } } } }] } }),
+      ts.GenerateRequest.fromPartial({
+        requestId: 'r3',
+        mmInputs: { items: [{ encoderInput: { shape: [1], dtype: 'float32', payload: { $case: 'shm', value: { name: '../etc/passwd', offset: 0, nbytes: 4, ownerId: 'x' } } }, modelSpecificTensors: { image_grid_thw: GRID_INLINE } }] },
+      }),
     );
     expect(error?.code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(error?.details).toBe(`invalid shm name "../etc/passwd": contains '/'`);
+  });
+
+  it.each([
+    ['a placeholder range outside the prompt', { offset: 4, length: 4 }, [1, PAD, PAD, PAD, PAD], 'item 0: placeholder range [4, 8) is outside the 5 input ids'],
+    ['a placeholder length that disagrees with the grid', { offset: 1, length: 3 }, [1, PAD, PAD, PAD, PAD], 'item 0: placeholder length 3 does not match grid 1x4x4 (4 tokens)'],
+    ['placeholder ids that are not the image token', { offset: 0, length: 4 }, [1, PAD, PAD, PAD, PAD], `item 0: placeholder range holds ids other than ${PAD}`],
+  ])('refuses %s', async (_name, placeholder, inputIds, message) => {
+    const worker = await start({ runtime: 'tokenspeed' });
+    const encoderInput = { shape: [16, 4], dtype: 'float32', payload: { $case: 'inline' as const, value: Buffer.alloc(256) } };
+    const { error } = await generate(
+      worker.url,
+      'tokenspeed',
+      ts.GenerateRequest.fromPartial({ requestId: 'r4', tokenized: { inputIds }, mmInputs: { items: [{ encoderInput, modelSpecificTensors: { image_grid_thw: GRID_INLINE }, placeholders: [placeholder], placeholderTokenId: PAD }] } }),
+    );
+    expect(error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(error?.details).toBe(message);
   });
 });

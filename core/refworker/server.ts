@@ -4,8 +4,8 @@
 // it received, e.g. `1 image: encoder_input [4900,1176] bfloat16 via shm, 11524800 bytes,
 // fnv1a 1f0e…`. It advertises its real /dev/shm namespace token unless told otherwise.
 //
-// Until a model directory supplies a tokenizer, completion token ids are the UTF-8 bytes of
-// that sentence (the router decodes them the same way).
+// The sentence is tokenized with the model directory's tokenizer (the bundled one by
+// default), so the router's detokenizer turns it back into the same text.
 import * as grpc from '@grpc/grpc-js';
 import { existsSync, unlinkSync } from 'node:fs';
 import {
@@ -16,6 +16,7 @@ import {
 } from '../gen/tokenspeed/grpc/scheduler.ts';
 import { VllmEngineService, type GenerateRequest as VllmGenerateRequest, type GenerateResponse as VllmGenerateResponse, type VllmEngineServer } from '../gen/vllm/grpc/engine.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
+import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { fnv1a64Hex } from '../transport/fnv.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
 import { TensorReadError, TensorReader, type WireTensor } from '../transport/shm-reader.ts';
@@ -62,38 +63,98 @@ interface NamedTensor {
   tensor: WireTensor;
 }
 
-function tensorsOfTokenSpeed(req: TsGenerateRequest): { images: number; tensors: NamedTensor[] } {
-  const items = req.mmInputs?.items ?? [];
-  const tensors: NamedTensor[] = [];
-  items.forEach((item, i) => {
-    tensors.push({ name: items.length > 1 ? `encoder_input[${i}]` : 'encoder_input', tensor: wireTensorFromTensorData(item.encoderInput) });
-    for (const [key, t] of Object.entries(item.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
-      tensors.push({ name: items.length > 1 ? `${key}[${i}]` : key, tensor: wireTensorFromTensorData(t) });
-    }
-  });
-  return { images: items.length, tensors };
+/** What must hold for one image once its tensors are read (the runtime's own rules). */
+interface ImageCheck {
+  label: string;
+  /** Name of the encoder-input tensor and the rows of it this image owns. */
+  encoder: string;
+  /** Name of the int64 grid tensor and which of its rows is this image's. */
+  grid: string;
+  gridRow: number;
+  placeholders: Array<{ offset: number; length: number }>;
+  placeholderTokenId: number | undefined;
 }
 
-function tensorsOfVllm(req: VllmGenerateRequest): { images: number; tensors: NamedTensor[] } {
+class RequestInvalid extends Error {}
+
+function tensorsOfTokenSpeed(req: TsGenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[] } {
+  const items = req.mmInputs?.items ?? [];
+  const tensors: NamedTensor[] = [];
+  const checks: ImageCheck[] = [];
+  items.forEach((item, i) => {
+    const suffix = items.length > 1 ? `[${i}]` : '';
+    if (!item.encoderInput) throw new RequestInvalid(`item ${i} has no encoder_input`);
+    if (!item.modelSpecificTensors.image_grid_thw) throw new RequestInvalid(`item ${i} has no image_grid_thw tensor`);
+    tensors.push({ name: `encoder_input${suffix}`, tensor: wireTensorFromTensorData(item.encoderInput) });
+    for (const [key, t] of Object.entries(item.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
+      tensors.push({ name: `${key}${suffix}`, tensor: wireTensorFromTensorData(t) });
+    }
+    checks.push({ label: `item ${i}`, encoder: `encoder_input${suffix}`, grid: `image_grid_thw${suffix}`, gridRow: 0, placeholders: item.placeholders, placeholderTokenId: item.placeholderTokenId });
+  });
+  return { images: items.length, tensors, checks };
+}
+
+function tensorsOfVllm(req: VllmGenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[] } {
   const mm = req.mmInputs;
-  if (!mm) return { images: 0, tensors: [] };
+  if (!mm) return { images: 0, tensors: [], checks: [] };
+  if (!mm.pixelValues) throw new RequestInvalid('mm_inputs has no pixel_values');
+  if (!mm.modelSpecificTensors.image_grid_thw) throw new RequestInvalid('mm_inputs has no image_grid_thw tensor');
   const tensors: NamedTensor[] = [{ name: 'pixel_values', tensor: wireTensorFromTensorData(mm.pixelValues) }];
   for (const [key, t] of Object.entries(mm.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
     tensors.push({ name: key, tensor: wireTensorFromTensorData(t) });
   }
-  return { images: mm.mmPlaceholders.length, tensors };
+  const checks = mm.mmPlaceholders.map((p, i) => ({ label: `image ${i}`, encoder: 'pixel_values', grid: 'image_grid_thw', gridRow: i, placeholders: [p], placeholderTokenId: mm.imTokenId }));
+  return { images: mm.mmPlaceholders.length, tensors, checks };
 }
 
-/** Read every tensor (so SHM files are unlinked), then describe them in one sentence. */
-function receive(runtime: WireRuntime, named: NamedTensor[], images: number, reader: TensorReader, fingerprint: boolean, metrics?: TransportMetrics): { text: string; received: ReceivedTensor[] } {
+/** The runtime's consistency rules: grids match the encoder rows, placeholders sit inside the prompt. */
+function validateImages(checks: ImageCheck[], grids: Map<string, number[]>, rows: Map<string, number>, inputIds: readonly number[], mergeSize: number): void {
+  const rowsUsed = new Map<string, number>();
+  for (const c of checks) {
+    const grid = grids.get(c.grid);
+    if (!grid) throw new RequestInvalid(`${c.label}: ${c.grid} is missing or not int64`);
+    const thw = grid.slice(c.gridRow * 3, c.gridRow * 3 + 3);
+    if (thw.length !== 3) throw new RequestInvalid(`${c.label}: ${c.grid} has no row ${c.gridRow}`);
+    const patches = thw[0]! * thw[1]! * thw[2]!;
+    rowsUsed.set(c.encoder, (rowsUsed.get(c.encoder) ?? 0) + patches);
+    const tokens = patches / (mergeSize * mergeSize);
+    for (const p of c.placeholders) {
+      if (p.offset + p.length > inputIds.length) throw new RequestInvalid(`${c.label}: placeholder range [${p.offset}, ${p.offset + p.length}) is outside the ${inputIds.length} input ids`);
+      if (p.length !== tokens) throw new RequestInvalid(`${c.label}: placeholder length ${p.length} does not match grid ${thw.join('x')} (${tokens} tokens)`);
+      if (c.placeholderTokenId !== undefined && inputIds.slice(p.offset, p.offset + p.length).some((id) => id !== c.placeholderTokenId)) {
+        throw new RequestInvalid(`${c.label}: placeholder range holds ids other than ${c.placeholderTokenId}`);
+      }
+    }
+  }
+  for (const [name, used] of rowsUsed) {
+    const have = rows.get(name);
+    if (have !== used) throw new RequestInvalid(`${name} has ${have} rows but the grids describe ${used} patches`);
+  }
+}
+
+/** Read every tensor (so SHM files are unlinked), check the request, then describe it in one sentence. */
+function receive(
+  runtime: WireRuntime,
+  job: { tensors: NamedTensor[]; images: number; checks: ImageCheck[]; inputIds: readonly number[] },
+  reader: TensorReader,
+  fingerprint: boolean,
+  mergeSize: number,
+  metrics?: TransportMetrics,
+): { text: string; received: ReceivedTensor[] } {
   const received: ReceivedTensor[] = [];
-  for (const { name, tensor } of named) {
+  const grids = new Map<string, number[]>();
+  const rows = new Map<string, number>();
+  for (const { name, tensor } of job.tensors) {
     if (runtime === 'vllm' && !VLLM_DTYPES.has(tensor.dtype)) {
       throw new TensorReadError('unknown_dtype', `vLLM accepts float32, int64 and uint32 tensors; ${name} is ${tensor.dtype || 'missing a dtype'}`);
     }
     const read = reader.read(tensor);
     if (read.path === 'shm') metrics?.shmReadSeconds.observe({ runtime }, read.micros / 1e6);
     try {
+      if (tensor.dtype === 'int64' && read.bytes.byteLength <= 4096) {
+        grids.set(name, Array.from(new BigInt64Array(Uint8Array.from(read.bytes).buffer), Number));
+      }
+      if (tensor.shape.length === 2) rows.set(name, tensor.shape[0]!);
       received.push({
         name,
         shape: [...tensor.shape],
@@ -106,13 +167,10 @@ function receive(runtime: WireRuntime, named: NamedTensor[], images: number, rea
       read.release();
     }
   }
+  validateImages(job.checks, grids, rows, job.inputIds, mergeSize);
   const parts = received.map((t) => `${t.name} [${t.shape.join(',')}] ${t.dtype} via ${t.path}, ${t.nbytes} bytes${t.fnv1a ? `, fnv1a ${t.fnv1a}` : ''}`);
-  const head = images === 0 ? 'no images' : `${images} image${images === 1 ? '' : 's'}`;
+  const head = job.images === 0 ? 'no images' : `${job.images} image${job.images === 1 ? '' : 's'}`;
   return { text: parts.length ? `${head}: ${parts.join('; ')}` : `${head}.`, received };
-}
-
-function textTokenIds(text: string): number[] {
-  return [...Buffer.from(text, 'utf8')];
 }
 
 function grpcError(code: grpc.status, details: string): Partial<grpc.ServiceError> {
@@ -126,15 +184,17 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
   const started = Date.now();
   const active = new Set<string>();
   const server = new grpc.Server(GRPC_CHANNEL_OPTIONS);
-  const modelPath = options.modelPath ?? 'bundled';
+  const model = await loadModelDirectory(options.modelPath);
+  const modelPath = model.path;
 
   interface GenerateJob {
     requestId: string;
     stream: boolean;
-    promptTokens: number;
+    inputIds: readonly number[];
     maxTokens: number | undefined;
     images: number;
     tensors: NamedTensor[];
+    checks: ImageCheck[];
   }
   /** One Generate call, the same for both protocols; only the response messages differ. */
   function serveGenerate<Res>(
@@ -147,14 +207,17 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
       const j = job();
       requestId = j.requestId;
       active.add(j.requestId);
-      const { text } = receive(options.runtime, j.tensors, j.images, reader, fingerprint, options.metrics);
-      const ids = textTokenIds(text).slice(0, j.maxTokens ?? Infinity);
-      const finish = j.maxTokens !== undefined && ids.length >= j.maxTokens ? 'length' : 'stop';
-      if (j.stream) for (let i = 0; i < ids.length; i += 16) call.write(build.chunk(ids.slice(i, i + 16), Math.min(ids.length, i + 16), j.promptTokens));
-      call.write(build.complete(j.stream ? [] : ids, finish, j.promptTokens, ids.length));
+      const { text } = receive(options.runtime, j, reader, fingerprint, model.imageConfig.merge_size, options.metrics);
+      const all = model.tokenizer.encode(text, { add_special_tokens: false }).ids;
+      const ids = all.slice(0, j.maxTokens ?? Infinity);
+      const finish = ids.length < all.length ? 'length' : 'stop';
+      const promptTokens = j.inputIds.length;
+      if (j.stream) for (let i = 0; i < ids.length; i += 4) call.write(build.chunk(ids.slice(i, i + 4), Math.min(ids.length, i + 4), promptTokens));
+      call.write(build.complete(j.stream ? [] : ids, finish, promptTokens, ids.length));
       call.end();
     } catch (err) {
-      call.emit('error', grpcError(err instanceof TensorReadError ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL, (err as Error).message));
+      const invalid = err instanceof TensorReadError || err instanceof RequestInvalid;
+      call.emit('error', grpcError(invalid ? grpc.status.INVALID_ARGUMENT : grpc.status.INTERNAL, (err as Error).message));
     } finally {
       if (requestId !== undefined) active.delete(requestId);
     }
@@ -166,7 +229,7 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
         const req = call.request;
         serveGenerate<TsGenerateResponse>(
           call,
-          () => ({ requestId: req.requestId, stream: req.stream, promptTokens: req.tokenized?.inputIds.length ?? 0, maxTokens: req.samplingParams?.maxNewTokens, ...tensorsOfTokenSpeed(req) }),
+          () => ({ requestId: req.requestId, stream: req.stream, inputIds: req.tokenized?.inputIds ?? [], maxTokens: req.samplingParams?.maxNewTokens, ...tensorsOfTokenSpeed(req) }),
           {
             chunk: (tokenIds, completionTokens, promptTokens) => ({ requestId: req.requestId, response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, index: 0 } } }),
             complete: (outputIds, finishReason, promptTokens, completionTokens) => ({
@@ -227,7 +290,7 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
           () => ({
             requestId: req.requestId,
             stream: req.stream,
-            promptTokens: req.input?.$case === 'tokenized' ? req.input.value.inputIds.length : 0,
+            inputIds: req.input?.$case === 'tokenized' ? req.input.value.inputIds : [],
             maxTokens: req.samplingParams?.maxTokens,
             ...tensorsOfVllm(req),
           }),

@@ -1,0 +1,325 @@
+// One chat completion, end to end:
+//   validate -> fetch images -> pick a worker -> preprocess (worker threads, in the worker's
+//   wire dtype) -> chat template + tokenize + expand placeholders -> resolve the worker's
+//   transport -> place every tensor inline or in /dev/shm -> gRPC Generate stream ->
+//   detokenize -> JSON or SSE.
+// Failure rules: bad input is 400/413 naming the field; no healthy worker 503; a worker
+// that fails or disconnects 502; a timeout 504. Any failure after a /dev/shm write, and a
+// client that goes away, unlinks every file of the request; a client that goes away also
+// cancels the call and sends Abort.
+import { createHash, randomUUID } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import * as grpc from '@grpc/grpc-js';
+import type { TransportEnvironment } from '../config/env.ts';
+import type { RouterConfig } from '../config/schema.ts';
+import { buildTokenSpeedRequest, tokenSpeedEvent } from '../engines/tokenspeed.ts';
+import type { EngineEvent, EngineRequest, PreparedImage } from '../engines/types.ts';
+import { buildVllmRequest, vllmEvent } from '../engines/vllm.ts';
+import type * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
+import type * as vllm from '../gen/vllm/grpc/engine.ts';
+import { ImageDecodeError } from '../multimodal/decode.ts';
+import { ImageInputError, loadImageBytes } from '../multimodal/fetch.ts';
+import type { ModelDirectory } from '../multimodal/model-dir.ts';
+import type { PreprocessPool } from '../multimodal/pool.ts';
+import { buildPrompt, PromptError, type ChatMessage } from '../multimodal/prompt.ts';
+import { ImageSizeError } from '../multimodal/qwen-vl.ts';
+import type { TensorEventBus } from '../telemetry/events.ts';
+import type { TransportMetrics } from '../telemetry/metrics.ts';
+import { decideTransport, type TransportDecision } from '../transport/decision.ts';
+import { resolveEncoderDtype } from '../transport/dtype.ts';
+import { resolveWorkerTransport } from '../transport/resolve.ts';
+import { ShmRequestScope, type ShmWriter } from '../transport/shm-writer.ts';
+import type { WorkerRegistry, WorkerState } from '../workers/registry.ts';
+import { ApiError, chunkBody, completionBody, openAiFinishReason, parseChatRequest, type ChatCompletionRequest } from './openai.ts';
+
+export interface RouterContext {
+  config: () => RouterConfig;
+  env: TransportEnvironment;
+  processEnv: Readonly<Record<string, string | undefined>>;
+  model: ModelDirectory;
+  modelName: string;
+  pool: PreprocessPool;
+  writer: ShmWriter;
+  shmWritable: boolean;
+  routerToken: string | undefined;
+  metrics: TransportMetrics;
+  events: TensorEventBus;
+  registry: WorkerRegistry;
+  maxImageBytes: number;
+}
+
+interface ImageRef {
+  url: string;
+  param: string;
+}
+
+function imagesOf(req: ChatCompletionRequest): ImageRef[] {
+  const out: ImageRef[] = [];
+  req.messages.forEach((m, i) => {
+    if (Array.isArray(m.content)) {
+      m.content.forEach((p, j) => {
+        if (p.type === 'image_url') out.push({ url: p.image_url.url, param: `messages[${i}].content[${j}].image_url.url` });
+      });
+    }
+  });
+  return out;
+}
+
+function asApiError(err: unknown, images: ImageRef[]): ApiError {
+  if (err instanceof ApiError) return err;
+  if (err instanceof ImageInputError) return new ApiError(err.status, err.message, 'invalid_request_error', images[err.index]?.param ?? null);
+  if (err instanceof PromptError) return new ApiError(400, err.message);
+  return new ApiError(500, `internal error: ${(err as Error).message}`);
+}
+
+/** Which transport this request uses for this worker, and why. */
+export function transportFor(ctx: RouterContext, worker: WorkerState): { decision: TransportDecision; minBytes: number; mode: string } {
+  const config = ctx.config();
+  const resolved = resolveWorkerTransport({ worker: worker.spec, workers: config.workers, router: config, env: ctx.env });
+  const mode = resolved.multimodal_tensor_transport.value;
+  const decision = decideTransport({
+    mode,
+    shmWritable: ctx.shmWritable,
+    routerToken: ctx.routerToken,
+    workers: [{ url: worker.spec.url, worker_type: worker.spec.worker_type, shm_namespace_id: worker.labels.shm_namespace_id, reachable: worker.healthy }],
+  });
+  return { decision, minBytes: resolved.multimodal_shm_min_bytes.value, mode };
+}
+
+function callGenerate(worker: WorkerState, request: ts.GenerateRequest | vllm.GenerateRequest, deadline: number): grpc.ClientReadableStream<ts.GenerateResponse | vllm.GenerateResponse> {
+  const c = worker.client!;
+  const options = { deadline };
+  return c.runtime === 'tokenspeed'
+    ? c.client.generate(request as ts.GenerateRequest, new grpc.Metadata(), options)
+    : c.client.generate(request as vllm.GenerateRequest, new grpc.Metadata(), options);
+}
+
+function sendAbort(worker: WorkerState, requestId: string): void {
+  const c = worker.client;
+  if (!c) return;
+  const done = () => {};
+  const options = { deadline: Date.now() + 2000 };
+  if (c.runtime === 'tokenspeed') c.client.abort({ requestId, reason: 'client disconnected' }, new grpc.Metadata(), options, done);
+  else c.client.abort({ requestIds: [requestId] }, new grpc.Metadata(), options, done);
+}
+
+function grpcFailure(err: grpc.ServiceError, worker: WorkerState, timeoutSecs: number): ApiError {
+  if (err.code === grpc.status.DEADLINE_EXCEEDED) return new ApiError(504, `worker ${worker.spec.url} did not finish within ${timeoutSecs} s`, 'timeout');
+  if (err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.INTERNAL || err.code === grpc.status.UNKNOWN) {
+    return new ApiError(502, `worker ${worker.spec.url} failed: ${grpc.status[err.code]}: ${err.details || err.message}`, 'server_error');
+  }
+  return new ApiError(502, `worker ${worker.spec.url} rejected the request: ${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`, 'server_error');
+}
+
+/** Text decoded so far; holds back a trailing partial UTF-8 sequence until it completes. */
+class IncrementalDetokenizer {
+  private ids: number[] = [];
+  private emitted = '';
+  constructor(private readonly model: ModelDirectory) {}
+
+  collect(tokenIds: readonly number[]): void {
+    this.ids.push(...tokenIds);
+  }
+
+  push(tokenIds: readonly number[]): string {
+    this.ids.push(...tokenIds);
+    const text = this.text();
+    const safe = text.endsWith('\uFFFD') ? text.slice(0, -1) : text;
+    if (!safe.startsWith(this.emitted)) return '';
+    const delta = safe.slice(this.emitted.length);
+    this.emitted = safe;
+    return delta;
+  }
+
+  flush(): string {
+    const text = this.text();
+    const delta = text.startsWith(this.emitted) ? text.slice(this.emitted.length) : '';
+    this.emitted = text;
+    return delta;
+  }
+
+  get count(): number {
+    return this.ids.length;
+  }
+
+  /** The whole text of every token so far. */
+  text(): string {
+    // The tokenizer refuses an empty list; an empty completion is an empty string.
+    return this.ids.length ? this.model.tokenizer.decode(this.ids, { skip_special_tokens: true }) : '';
+  }
+}
+
+export async function handleChatCompletion(ctx: RouterContext, body: unknown, res: ServerResponse): Promise<void> {
+  const req = parseChatRequest(body);
+  const images = imagesOf(req);
+  const requestId = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
+  const created = Math.floor(Date.now() / 1000);
+  const modelName = req.model ?? ctx.modelName;
+  const config = ctx.config();
+  let clientGone = false;
+  res.on('close', () => {
+    if (!res.writableFinished) clientGone = true;
+  });
+
+  const bytes = await Promise.all(images.map((im, i) => loadImageBytes(im.url, i, { maxBytes: ctx.maxImageBytes }))).catch((err: unknown) => {
+    throw asApiError(err, images);
+  });
+
+  const worker = ctx.registry.select(config.policy);
+  if (!worker) {
+    const reasons = ctx.registry.list().map((w) => `${w.spec.url}: ${w.lastError ?? 'not yet discovered'}`);
+    throw new ApiError(503, `no healthy worker (${reasons.join('; ') || 'none configured'})`, 'service_unavailable');
+  }
+  const runtime = worker.runtime!;
+  const dtype = resolveEncoderDtype(runtime, 'image', ctx.processEnv, worker.labels).dtype;
+
+  const prepared: PreparedImage[] = await Promise.all(
+    bytes.map(async (b, i) => {
+      const contentHash = createHash('sha256').update(b).digest();
+      try {
+        const r = await ctx.pool.run({ bytes: Buffer.from(b), config: ctx.model.imageConfig, bf16: dtype === 'bfloat16' });
+        return { pixelValues: r.pixelValues, ...(r.bf16 ? { bf16: r.bf16 } : {}), patches: r.patches, features: r.features, gridThw: r.gridThw, placeholder: { offset: 0, length: r.tokens }, contentHash };
+      } catch (err) {
+        if (err instanceof ImageDecodeError || err instanceof ImageSizeError) throw new ApiError(400, `image ${i}: ${err.message}`, 'invalid_request_error', images[i]!.param);
+        throw err;
+      }
+    }),
+  );
+
+  const prompt = (() => {
+    try {
+      return buildPrompt(ctx.model, req.messages as ChatMessage[], prepared.map((p) => p.placeholder.length));
+    } catch (err) {
+      throw asApiError(err, images);
+    }
+  })();
+  prompt.placeholders.forEach((range, i) => (prepared[i]!.placeholder = range));
+
+  const { decision, minBytes } = transportFor(ctx, worker);
+  const scope = new ShmRequestScope(ctx.writer.dir);
+  const placement = { requestId, worker: worker.spec.url, runtime, decision, minBytes, writer: ctx.writer, scope, metrics: ctx.metrics, events: ctx.events };
+  const maxTokens = req.max_completion_tokens ?? req.max_tokens ?? undefined;
+  const engineRequest: EngineRequest = {
+    requestId,
+    text: prompt.text,
+    inputIds: prompt.inputIds,
+    images: prepared,
+    imageTokenId: ctx.model.imageTokenId,
+    sampling: {
+      ...(maxTokens !== undefined ? { maxTokens } : {}),
+      ...(req.temperature != null ? { temperature: req.temperature } : {}),
+      ...(req.top_p != null ? { topP: req.top_p } : {}),
+      ...(req.stop != null ? { stop: typeof req.stop === 'string' ? [req.stop] : req.stop } : {}),
+    },
+    stream: req.stream === true,
+    encoderDtype: dtype,
+  };
+
+  worker.inFlight += 1;
+  try {
+    const wire = runtime === 'tokenspeed' ? await buildTokenSpeedRequest(engineRequest, placement) : await buildVllmRequest(engineRequest, placement);
+    if (clientGone) {
+      scope.cleanup();
+      return;
+    }
+    await streamFromWorker(ctx, worker, wire, { requestId, created, modelName, stream: req.stream === true, includeUsage: req.stream_options?.include_usage === true, scope, res, isGone: () => clientGone, timeoutSecs: config.request_timeout_secs });
+  } catch (err) {
+    scope.cleanup();
+    throw err;
+  } finally {
+    worker.inFlight -= 1;
+  }
+}
+
+interface StreamOptions {
+  requestId: string;
+  created: number;
+  modelName: string;
+  stream: boolean;
+  includeUsage: boolean;
+  scope: ShmRequestScope;
+  res: ServerResponse;
+  isGone: () => boolean;
+  timeoutSecs: number;
+}
+
+function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: ts.GenerateRequest | vllm.GenerateRequest, o: StreamOptions): Promise<void> {
+  const call = callGenerate(worker, wire, Date.now() + o.timeoutSecs * 1000);
+  const toEvent = worker.runtime === 'tokenspeed' ? (m: unknown) => tokenSpeedEvent(m as ts.GenerateResponse) : (m: unknown) => vllmEvent(m as vllm.GenerateResponse);
+  const detok = new IncrementalDetokenizer(ctx.model);
+  let headersSent = false;
+  let complete: Extract<EngineEvent, { kind: 'complete' }> | undefined;
+  let promptTokens = 0;
+  const sse = (payload: unknown) => o.res.write(`data: ${JSON.stringify(payload)}\n\n`);
+
+  return new Promise<void>((resolve, reject) => {
+    const onClose = () => {
+      if (complete || o.res.writableFinished) return;
+      call.cancel();
+      sendAbort(worker, o.requestId);
+      o.scope.cleanup();
+      resolve();
+    };
+    o.res.on('close', onClose);
+    if (o.isGone()) return onClose();
+
+    call.on('data', (message: unknown) => {
+      o.scope.handOff(); // the worker answered: it has read (and unlinked) every tensor
+      const ev = toEvent(message);
+      if (!ev) return;
+      promptTokens = ev.promptTokens || promptTokens;
+      if (ev.kind === 'complete') complete = ev;
+      if (!o.stream) {
+        detok.collect(ev.tokenIds);
+        return;
+      }
+      if (!headersSent) {
+        o.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+        headersSent = true;
+        sse(chunkBody(o.requestId, o.created, o.modelName, { role: 'assistant', content: '' }, null));
+      }
+      const delta = detok.push(ev.tokenIds);
+      if (delta) sse(chunkBody(o.requestId, o.created, o.modelName, { content: delta }, null));
+    });
+    call.on('error', (err: grpc.ServiceError) => {
+      o.res.off('close', onClose);
+      if (err.code === grpc.status.CANCELLED && o.isGone()) return resolve();
+      o.scope.cleanup();
+      if (err.code === grpc.status.UNAVAILABLE) ctx.registry.markDown(worker, `${grpc.status[err.code]}: ${err.details}`);
+      const apiError = grpcFailure(err, worker, o.timeoutSecs);
+      if (!headersSent) return reject(apiError);
+      sse(apiError.body());
+      o.res.end('data: [DONE]\n\n');
+      resolve();
+    });
+    call.on('end', () => {
+      o.res.off('close', onClose);
+      if (!complete) {
+        o.scope.cleanup();
+        const apiError = new ApiError(502, `worker ${worker.spec.url} ended the stream without a completion`);
+        if (!headersSent) return reject(apiError);
+        sse(apiError.body());
+        o.res.end('data: [DONE]\n\n');
+        return resolve();
+      }
+      o.scope.handOff();
+      const usage = { prompt_tokens: complete.promptTokens || promptTokens, completion_tokens: detok.count, total_tokens: (complete.promptTokens || promptTokens) + detok.count };
+      const finish = openAiFinishReason(complete.finishReason);
+      if (!o.stream) {
+        o.res.writeHead(200, { 'content-type': 'application/json' });
+        o.res.end(JSON.stringify(completionBody(o.requestId, o.created, o.modelName, detok.text(), finish, usage)));
+        return resolve();
+      }
+      if (!headersSent) {
+        o.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+        sse(chunkBody(o.requestId, o.created, o.modelName, { role: 'assistant', content: '' }, null));
+      }
+      const tail = detok.flush();
+      if (tail) sse(chunkBody(o.requestId, o.created, o.modelName, { content: tail }, null));
+      sse(chunkBody(o.requestId, o.created, o.modelName, {}, finish));
+      if (o.includeUsage) sse(chunkBody(o.requestId, o.created, o.modelName, {}, null, usage));
+      o.res.end('data: [DONE]\n\n');
+      resolve();
+    });
+  });
+}

@@ -1,0 +1,210 @@
+// The router process: the HTTP API (POST /v1/chat/completions, GET /v1/models, GET /health,
+// GET /metrics) over the request pipeline, the worker registry with its health loop, the
+// preprocessing pool, the /dev/shm writer (probe at start, orphan sweep before the first
+// write) and, when no worker is configured, an embedded reference worker child process on
+// the bundled model, so a fresh install serves a working multimodal API at once.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import type { TransportEnvironment } from '../config/env.ts';
+import type { ConfigOrigins } from '../config/load.ts';
+import { WorkerSpecSchema, type RouterConfig } from '../config/schema.ts';
+import { DEFAULT_MAX_IMAGE_BYTES } from '../multimodal/fetch.ts';
+import { loadModelDirectory } from '../multimodal/model-dir.ts';
+import { PreprocessPool } from '../multimodal/pool.ts';
+import { TensorEventBus } from '../telemetry/events.ts';
+import { TransportMetrics } from '../telemetry/metrics.ts';
+import { DECISION_REASONS } from '../transport/decision.ts';
+import { readNamespaceToken } from '../transport/namespace.ts';
+import { resolveWorkerTransport } from '../transport/resolve.ts';
+import { ShmWriter } from '../transport/shm-writer.ts';
+import { WorkerRegistry } from '../workers/registry.ts';
+import { ApiError } from './openai.ts';
+import { handleChatCompletion, transportFor, type RouterContext } from './pipeline.ts';
+
+const MAX_BODY_BYTES = 64 * 1024 * 1024;
+
+export interface RunningRouter {
+  url: string;
+  context: RouterContext;
+  embeddedWorker?: { url: string; pid: number | undefined };
+  close(): Promise<void>;
+}
+
+export interface StartRouterOptions {
+  config: RouterConfig;
+  origins?: ConfigOrigins;
+  env: TransportEnvironment;
+  processEnv?: Readonly<Record<string, string | undefined>>;
+  /** Where to write start-up lines; defaults to stdout. */
+  log?: (line: string) => void;
+  /** Directory for SHM files (tests use a private one); defaults to /dev/shm. */
+  shmDir?: string;
+}
+
+function readBody(req: IncomingMessage): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY_BYTES) {
+        reject(new ApiError(413, `request body is above ${MAX_BODY_BYTES / 1024 / 1024} MiB`));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      try {
+        resolve(text === '' ? {} : JSON.parse(text));
+      } catch (err) {
+        reject(new ApiError(400, `request body is not valid JSON: ${(err as Error).message}`));
+      }
+    });
+    req.on('error', reject);
+  });
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  res.writeHead(status, { 'content-type': 'application/json' });
+  res.end(JSON.stringify(body));
+}
+
+async function startEmbeddedWorker(modelPath: string, processEnv: Readonly<Record<string, string | undefined>>): Promise<{ child: ChildProcess; url: string }> {
+  const bin = path.resolve(import.meta.dirname, '../../bin/mmtc.js');
+  const child = spawn(process.execPath, [bin, 'worker', '--runtime', 'tokenspeed', '--port', '0', '--model-path', modelPath], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+    env: { ...processEnv } as NodeJS.ProcessEnv,
+  });
+  const url = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error('the embedded reference worker did not start within 30 s')), 30_000);
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /listening on (\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]!);
+      }
+    });
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the embedded reference worker exited with status ${code}: ${out}`));
+    });
+  });
+  child.stdout!.resume();
+  return { child, url };
+}
+
+export async function startRouter(options: StartRouterOptions): Promise<RunningRouter> {
+  const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const processEnv = options.processEnv ?? process.env;
+  const model = await loadModelDirectory(options.config.model_path);
+  let config = options.config;
+  let embedded: { child: ChildProcess; url: string } | undefined;
+  if (config.workers.length === 0) {
+    embedded = await startEmbeddedWorker(model.path, processEnv);
+    config = { ...config, workers: [WorkerSpecSchema.parse({ url: embedded.url, runtime: 'tokenspeed' })] };
+  }
+  const writer = new ShmWriter(options.shmDir ? { dir: options.shmDir } : {});
+  const probe = writer.probe();
+  const metrics = new TransportMetrics();
+  const events = new TensorEventBus();
+  const registry = new WorkerRegistry(config.workers, { healthIntervalMs: config.health_check_interval_secs * 1000 });
+  await registry.discoverAll();
+  registry.start();
+  const ns = readNamespaceToken();
+  const context: RouterContext = {
+    config: () => config,
+    env: options.env,
+    processEnv,
+    model,
+    modelName: path.basename(model.path),
+    pool: new PreprocessPool(),
+    writer,
+    shmWritable: probe.writable,
+    routerToken: ns.token,
+    metrics,
+    events,
+    registry,
+    maxImageBytes: DEFAULT_MAX_IMAGE_BYTES,
+  };
+
+  const server: Server = createServer((req, res) => {
+    void route(context, req, res);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.port, config.host, () => resolve());
+  });
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  const url = `http://${host}:${address.port}`;
+
+  log(`mmtc router listening on ${url} (OpenAI API: ${url}/v1/chat/completions)`);
+  log(`model ${model.path} (${model.modelType})`);
+  if (!probe.writable) log(`/dev/shm: ${probe.error}; shm and auto stay inline`);
+  for (const w of registry.list()) {
+    const resolved = resolveWorkerTransport({ worker: w.spec, workers: config.workers, router: config, env: options.env, ...(options.origins ? { origins: options.origins } : {}) });
+    const { decision } = transportFor(context, w);
+    const mode = resolved.multimodal_tensor_transport;
+    const who = embedded && w.spec.url === embedded.url ? ', embedded reference worker' : '';
+    log(`worker ${w.spec.url} (${w.runtime ?? 'runtime unknown'}${who}): ${w.healthy ? 'healthy' : `DOWN: ${w.lastError}`}`);
+    log(`  transport ${mode.value} (from ${mode.source}), shm_min_bytes ${resolved.multimodal_shm_min_bytes.value}: ${DECISION_REASONS[decision.reason]}`);
+  }
+
+  let closed = false;
+  return {
+    url,
+    context,
+    ...(embedded ? { embeddedWorker: { url: embedded.url, pid: embedded.child.pid } } : {}),
+    close: async () => {
+      if (closed) return;
+      closed = true;
+      registry.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await context.pool.close();
+      if (embedded && embedded.child.exitCode === null) {
+        const exited = new Promise<void>((resolve) => embedded!.child.once('exit', () => resolve()));
+        embedded.child.kill('SIGTERM');
+        await exited;
+      }
+    },
+  };
+}
+
+async function route(ctx: RouterContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const url = new URL(req.url ?? '/', 'http://router');
+  try {
+    if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
+      const body = await readBody(req);
+      await handleChatCompletion(ctx, body, res);
+      return;
+    }
+    if (req.method === 'GET' && url.pathname === '/v1/models') {
+      return sendJson(res, 200, { object: 'list', data: [{ id: ctx.modelName, object: 'model', created: 0, owned_by: 'mmtc' }] });
+    }
+    if (req.method === 'GET' && url.pathname === '/health') {
+      const workers = ctx.registry.list().map((w) => ({ url: w.spec.url, runtime: w.runtime ?? null, healthy: w.healthy, in_flight: w.inFlight, ...(w.lastError ? { error: w.lastError } : {}) }));
+      const healthy = workers.some((w) => w.healthy);
+      return sendJson(res, healthy ? 200 : 503, { status: healthy ? 'ok' : 'no healthy worker', workers });
+    }
+    if (req.method === 'GET' && url.pathname === '/metrics') {
+      res.writeHead(200, { 'content-type': ctx.metrics.registry.contentType });
+      res.end(await ctx.metrics.text());
+      return;
+    }
+    throw new ApiError(404, `no route for ${req.method} ${url.pathname}`);
+  } catch (err) {
+    const apiError = err instanceof ApiError ? err : new ApiError(500, `internal error: ${(err as Error).message}`);
+    sendJson(res, apiError.status, apiError.body());
+  }
+}
