@@ -17,7 +17,7 @@ if (
 ) {
   const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
     stdio: 'inherit',
-    env: { ...process.env, GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1', MMTC_MALLOC_HUGETLB: '0' },
+    env: { ...process.env, GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1', MMTC_MALLOC_HUGETLB: '0', MMTC_EXIT_WITH_PARENT: String(process.pid) },
   });
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
   child.on('exit', (code, signal) => {
@@ -29,6 +29,18 @@ if (
   if (!existsSync(new URL('../core/gen/.stamp', import.meta.url))) {
     const gen = spawnSync(process.execPath, [new URL('../scripts/gen-proto.mjs', import.meta.url).pathname], { stdio: ['ignore', 'ignore', 'inherit'] });
     if (gen.status !== 0) process.exit(gen.status ?? 1);
+  }
+  // Started by another mmtc process (the re-exec above, a router's embedded worker): do not
+  // outlive it, even when it is killed without a chance to stop us.
+  const parent = Number(process.env.MMTC_EXIT_WITH_PARENT);
+  if (parent > 0) {
+    setInterval(() => {
+      try {
+        process.kill(parent, 0);
+      } catch {
+        process.exit(1);
+      }
+    }, 500).unref();
   }
   register();
   const { main } = await import('../core/cli.ts');

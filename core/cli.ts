@@ -153,7 +153,8 @@ function buildProgram(): Command {
     .option('--model-path <dir>', 'model directory to advertise')
     .option('--shm-namespace-id <token>', "advertise this /dev/shm namespace token instead of the real one ('' advertises none)")
     .option('--no-fingerprint', 'do not hash tensor bytes (for benchmarks)')
-    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean }) => {
+    .option('--delay-ms <ms>', 'hold each request this long before reading its tensors (simulates a queue)', '0')
+    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string }) => {
       if (!/^\d+$/.test(opts.port) || Number(opts.port) > 65535) {
         throw new ConfigError([{ path: '--port', message: `invalid value '${opts.port}' for --port: expected an integer port 0-65535` }]);
       }
@@ -165,6 +166,7 @@ function buildProgram(): Command {
         ...(opts.modelPath ? { modelPath: opts.modelPath } : {}),
         ...(opts.shmNamespaceId !== undefined ? { shmNamespaceId: opts.shmNamespaceId } : {}),
         fingerprint: opts.fingerprint,
+        delayMs: Number(opts.delayMs) || 0,
       });
       process.stdout.write(`mmtc worker (${worker.runtime}) listening on ${worker.url}\n`);
       process.stdout.write(`  /dev/shm namespace token: ${worker.token ?? 'none advertised'}\n`);

@@ -64,12 +64,12 @@ export const WorkerSpecSchema = z.strictObject({
 export type WorkerSpec = z.output<typeof WorkerSpecSchema>;
 export type WorkerSpecInput = z.input<typeof WorkerSpecSchema>;
 
-const PORT_EXPECTED = 'expected an integer port 1-65535';
+const PORT_EXPECTED = 'expected an integer port 0-65535 (0 picks a free one)';
 const SECONDS_EXPECTED = 'expected a positive number of seconds';
 
 export const RouterConfigSchema = z.strictObject({
   host: z.string({ error: 'expected a host name or address' }).min(1, { error: 'expected a host name or address' }).default('127.0.0.1'),
-  port: z.int({ error: PORT_EXPECTED }).min(1, { error: PORT_EXPECTED }).max(65535, { error: PORT_EXPECTED }).default(30000),
+  port: z.int({ error: PORT_EXPECTED }).min(0, { error: PORT_EXPECTED }).max(65535, { error: PORT_EXPECTED }).default(30000),
   model_path: z.string({ error: 'expected a directory path' }).min(1, { error: 'expected a directory path' }).optional(),
   policy: PolicySchema.default('round_robin'),
   multimodal_tensor_transport: TransportModeSchema.optional(),

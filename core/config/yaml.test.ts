@@ -65,7 +65,7 @@ describe('loading YAML', () => {
     expect(
       issuesOf(['port: "8080"', 'multimodal_tensor_transport: SHM', 'multimodal_shm_min_bytes: 64k', 'workers:', '  - url: grpc://a:1', '    multimodal_shm_min_bytes: -1', '  - runtime: triton'].join('\n')),
     ).toEqual([
-      "r.yaml:1:7: invalid value '8080' for port: expected an integer port 1-65535",
+      "r.yaml:1:7: invalid value '8080' for port: expected an integer port 0-65535 (0 picks a free one)",
       "r.yaml:2:30: invalid value 'SHM' for multimodal_tensor_transport: expected inline, shm, auto or rdma",
       "r.yaml:3:27: invalid value '64k' for multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)",
       'r.yaml:6:31: invalid value -1 for workers[0].multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)',

@@ -37,6 +37,8 @@ export interface ReferenceWorkerOptions {
   reader?: TensorReader;
   /** Where SHM read latency is observed (smg_mm_shm_read_seconds). */
   metrics?: TransportMetrics;
+  /** Hold each Generate this long before reading its tensors (a queued request, for demos and failure tests). */
+  delayMs?: number;
 }
 
 export interface ReceivedTensor {
@@ -202,6 +204,19 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
     job: () => GenerateJob,
     build: { chunk(ids: number[], completionTokens: number, promptTokens: number): Res; complete(ids: number[], finish: string, promptTokens: number, completionTokens: number): Res },
   ) {
+    if (options.delayMs && !call.cancelled) {
+      const timer = setTimeout(() => serveGenerateNow(call, job, build), options.delayMs);
+      call.on('cancelled', () => clearTimeout(timer));
+      return;
+    }
+    serveGenerateNow(call, job, build);
+  }
+  function serveGenerateNow<Res>(
+    call: grpc.ServerWritableStream<unknown, Res>,
+    job: () => GenerateJob,
+    build: { chunk(ids: number[], completionTokens: number, promptTokens: number): Res; complete(ids: number[], finish: string, promptTokens: number, completionTokens: number): Res },
+  ) {
+    if (call.cancelled) return;
     let requestId: string | undefined;
     try {
       const j = job();

@@ -39,7 +39,7 @@ describe('createRouter (programmatic API)', () => {
   it('applyConfig swaps the whole config or nothing', () => {
     const router = createRouter({ multimodal_tensor_transport: 'inline' }, { environment });
     const before = router.config;
-    expect(() => router.applyConfig({ multimodal_tensor_transport: 'shm', port: 0 })).toThrow(ConfigError);
+    expect(() => router.applyConfig({ multimodal_tensor_transport: 'shm', port: 70000 })).toThrow(ConfigError);
     expect(router.config).toBe(before);
     expect(router.revision).toBe(1);
     expect(router.applyConfig({ multimodal_tensor_transport: 'shm' })).toBe(2);

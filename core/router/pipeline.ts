@@ -105,7 +105,8 @@ function sendAbort(worker: WorkerState, requestId: string): void {
 
 function grpcFailure(err: grpc.ServiceError, worker: WorkerState, timeoutSecs: number): ApiError {
   if (err.code === grpc.status.DEADLINE_EXCEEDED) return new ApiError(504, `worker ${worker.spec.url} did not finish within ${timeoutSecs} s`, 'timeout');
-  if (err.code === grpc.status.UNAVAILABLE || err.code === grpc.status.INTERNAL || err.code === grpc.status.UNKNOWN) {
+  const broken = [grpc.status.UNAVAILABLE, grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.CANCELLED, grpc.status.ABORTED];
+  if (broken.includes(err.code)) {
     return new ApiError(502, `worker ${worker.spec.url} failed: ${grpc.status[err.code]}: ${err.details || err.message}`, 'server_error');
   }
   return new ApiError(502, `worker ${worker.spec.url} rejected the request: ${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`, 'server_error');

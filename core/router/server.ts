@@ -81,7 +81,7 @@ async function startEmbeddedWorker(modelPath: string, processEnv: Readonly<Recor
   const bin = path.resolve(import.meta.dirname, '../../bin/mmtc.js');
   const child = spawn(process.execPath, [bin, 'worker', '--runtime', 'tokenspeed', '--port', '0', '--model-path', modelPath], {
     stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...processEnv } as NodeJS.ProcessEnv,
+    env: { ...processEnv, MMTC_EXIT_WITH_PARENT: String(process.pid) } as NodeJS.ProcessEnv,
   });
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';

@@ -22,9 +22,10 @@ export function runMmtc(args: string[], env: Record<string, string> = {}, cwd?: 
 }
 
 /** Start a long-running `mmtc …` (e.g. `worker`) and wait for a stdout line matching `ready`. */
-export async function startMmtc(args: string[], ready: RegExp, env: Record<string, string> = {}): Promise<{ line: string; stop(): Promise<number | null> }> {
+export async function startMmtc(args: string[], ready: RegExp, env: Record<string, string> = {}): Promise<{ line: string; output(): string; pid: number; stop(signal?: NodeJS.Signals): Promise<number | null> }> {
   const { spawn } = await import('node:child_process');
-  const child = spawn(process.execPath, [bin, ...args], { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // MMTC_MALLOC_HUGETLB=0: no re-exec, so the pid we hold is the process doing the work.
+  const child = spawn(process.execPath, [bin, ...args], { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MMTC_MALLOC_HUGETLB: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));
@@ -42,12 +43,14 @@ export async function startMmtc(args: string[], ready: RegExp, env: Record<strin
   });
   return {
     line,
-    stop: () =>
+    output: () => out,
+    pid: child.pid!,
+    stop: (signal: NodeJS.Signals = 'SIGTERM') =>
       new Promise((resolve) => {
-        if (child.exitCode !== null) return resolve(child.exitCode);
+        if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode);
         child.removeAllListeners('exit');
         child.on('exit', (code) => resolve(code));
-        child.kill('SIGTERM');
+        child.kill(signal);
       }),
   };
 }
