@@ -112,6 +112,29 @@ function grpcFailure(err: grpc.ServiceError, worker: WorkerState, timeoutSecs: n
   return new ApiError(502, `worker ${worker.spec.url} rejected the request: ${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`, 'server_error');
 }
 
+/**
+ * Where a request's time went, sent as a Server-Timing header on JSON responses:
+ * fetch (image bytes), preprocess (decode + resize + patchify, in the pool), prompt
+ * (template + tokenize), place (engine request + inline copies / SHM writes), worker (gRPC
+ * call to its last message), total. Router overhead = total - preprocess - place - worker.
+ */
+export class RequestTiming {
+  private readonly start = performance.now();
+  private last = this.start;
+  private readonly spans: Array<[string, number]> = [];
+
+  mark(name: string): void {
+    const now = performance.now();
+    this.spans.push([name, now - this.last]);
+    this.last = now;
+  }
+
+  header(): string {
+    const total = performance.now() - this.start;
+    return [...this.spans, ['total', total] as [string, number]].map(([n, d]) => `${n};dur=${d.toFixed(2)}`).join(', ');
+  }
+}
+
 /** Text decoded so far; holds back a trailing partial UTF-8 sequence until it completes. */
 class IncrementalDetokenizer {
   private ids: number[] = [];
@@ -151,6 +174,7 @@ class IncrementalDetokenizer {
 }
 
 export async function handleChatCompletion(ctx: RouterContext, body: unknown, res: ServerResponse): Promise<void> {
+  const timing = new RequestTiming();
   const req = parseChatRequest(body);
   const images = imagesOf(req);
   const requestId = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
@@ -166,6 +190,7 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
     throw asApiError(err, images);
   });
 
+  timing.mark('fetch');
   const worker = ctx.registry.select(config.policy);
   if (!worker) {
     const reasons = ctx.registry.list().map((w) => `${w.spec.url}: ${w.lastError ?? 'not yet discovered'}`);
@@ -187,6 +212,7 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
     }),
   );
 
+  timing.mark('preprocess');
   const prompt = (() => {
     try {
       return buildPrompt(ctx.model, req.messages as ChatMessage[], prepared.map((p) => p.placeholder.length));
@@ -196,6 +222,7 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   })();
   prompt.placeholders.forEach((range, i) => (prepared[i]!.placeholder = range));
 
+  timing.mark('prompt');
   const { decision, minBytes } = transportFor(ctx, worker);
   const scope = new ShmRequestScope(ctx.writer.dir);
   const placement = { requestId, worker: worker.spec.url, runtime, decision, minBytes, writer: ctx.writer, scope, metrics: ctx.metrics, events: ctx.events };
@@ -219,11 +246,12 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   worker.inFlight += 1;
   try {
     const wire = runtime === 'tokenspeed' ? await buildTokenSpeedRequest(engineRequest, placement) : await buildVllmRequest(engineRequest, placement);
+    timing.mark('place');
     if (clientGone) {
       scope.cleanup();
       return;
     }
-    await streamFromWorker(ctx, worker, wire, { requestId, created, modelName, stream: req.stream === true, includeUsage: req.stream_options?.include_usage === true, scope, res, isGone: () => clientGone, timeoutSecs: config.request_timeout_secs });
+    await streamFromWorker(ctx, worker, wire, { requestId, created, modelName, stream: req.stream === true, includeUsage: req.stream_options?.include_usage === true, scope, res, isGone: () => clientGone, timeoutSecs: config.request_timeout_secs, timing });
   } catch (err) {
     scope.cleanup();
     throw err;
@@ -242,6 +270,7 @@ interface StreamOptions {
   res: ServerResponse;
   isGone: () => boolean;
   timeoutSecs: number;
+  timing: RequestTiming;
 }
 
 function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: ts.GenerateRequest | vllm.GenerateRequest, o: StreamOptions): Promise<void> {
@@ -307,7 +336,8 @@ function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: ts.Gene
       const usage = { prompt_tokens: complete.promptTokens || promptTokens, completion_tokens: detok.count, total_tokens: (complete.promptTokens || promptTokens) + detok.count };
       const finish = openAiFinishReason(complete.finishReason);
       if (!o.stream) {
-        o.res.writeHead(200, { 'content-type': 'application/json' });
+        o.timing.mark('worker');
+        o.res.writeHead(200, { 'content-type': 'application/json', 'server-timing': o.timing.header() });
         o.res.end(JSON.stringify(completionBody(o.requestId, o.created, o.modelName, detok.text(), finish, usage)));
         return resolve();
       }
