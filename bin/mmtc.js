@@ -27,7 +27,7 @@ if (
 } else {
   // The protobuf code under core/gen is generated, never committed; make it on first use.
   if (!existsSync(new URL('../core/gen/.stamp', import.meta.url))) {
-    const gen = spawnSync(process.execPath, [new URL('../scripts/gen-proto.mjs', import.meta.url).pathname], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const gen = spawnSync(process.execPath, [new URL('../scripts/generate.mjs', import.meta.url).pathname], { stdio: ['ignore', 'ignore', 'inherit'] });
     if (gen.status !== 0) process.exit(gen.status ?? 1);
   }
   // Started by another mmtc process (the re-exec above, a router's embedded worker): do not

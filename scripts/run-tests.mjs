@@ -36,7 +36,7 @@ function ensureDebianPackages(check, packages) {
 if (!ensureDebianPackages("/usr/bin/python3 -c 'import PIL, numpy'", ['python3-pil', 'python3-numpy'])) totals.failed += 1;
 
 // 0. Generated protobuf code must exist before anything compiles.
-if (run('proto generation', process.execPath, [path.join(root, 'scripts', 'gen-proto.mjs')]) !== 0) totals.failed += 1;
+if (run('proto generation', process.execPath, [path.join(root, 'scripts', 'generate.mjs')]) !== 0) totals.failed += 1;
 
 // 1. Type-check counts as one test: the whole tree must compile.
 if (run('typecheck', bin('tsc'), ['-p', '.']) === 0) totals.passed += 1;

@@ -169,8 +169,9 @@ export function preprocessRgb(rgb: Uint8Array, width: number, height: number, cf
   const out = new Float32Array(g.patches * F);
   const bf = options.bf16 ? new Uint16Array(g.patches * F) : undefined;
   const tables = levelTable(cfg);
-  const bfTables = bf ? tables.map((t) => Uint16Array.from(t, (v) => bf16BitsFromF32Bits(new Uint32Array(Float32Array.of(v).buffer)[0]!))) : undefined;
   const [t0, t1, t2] = tables as [Float32Array, Float32Array, Float32Array];
+  const toBf16 = (t: Float32Array) => Uint16Array.from(t, (v) => bf16BitsFromF32Bits(new Uint32Array(Float32Array.of(v).buffer)[0]!));
+  const [b0, b1, b2] = bf ? [toBf16(t0), toBf16(t1), toBf16(t2)] : [new Uint16Array(256), new Uint16Array(256), new Uint16Array(256)];
   const blocksW = g.gridW / m;
   // For each output column x: the offset of its (patch row, merge column, pixel column) part.
   const colBase = new Int32Array(g.resizedWidth);
@@ -181,34 +182,36 @@ export function preprocessRgb(rgb: Uint8Array, width: number, height: number, cf
     const mc = gx % m;
     colBase[x] = (bw * m * m + mc) * F + pc;
   }
-  const channelStride = T * PP;
+  const cs = T * PP; // distance between channels within a feature vector
+  const outW = g.resizedWidth;
 
-  resizeRgbInto(rgb, width, height, g.resizedWidth, g.resizedHeight, (y, row) => {
+  resizeRgbInto(rgb, width, height, outW, g.resizedHeight, (y, row) => {
     const gy = (y / P) | 0;
     const pr = y % P;
     const bh = (gy / m) | 0;
     const mr = gy % m;
     const rowBase = (bh * blocksW * m * m + mr * m) * F + pr * P;
-    for (let x = 0, p = 0; x < g.resizedWidth; x++, p += 3) {
+    for (let x = 0, p = 0; x < outW; x++, p += 3) {
       const o = rowBase + colBase[x]!;
-      const r = t0[row[p]!]!;
-      const gg = t1[row[p + 1]!]!;
-      const b = t2[row[p + 2]!]!;
-      for (let t = 0; t < T; t++) {
-        const ot = o + t * PP;
+      const vr = row[p]!;
+      const vg = row[p + 1]!;
+      const vb = row[p + 2]!;
+      const r = t0[vr]!;
+      const gg = t1[vg]!;
+      const b = t2[vb]!;
+      for (let t = 0, ot = o; t < T; t++, ot += PP) {
         out[ot] = r;
-        out[ot + channelStride] = gg;
-        out[ot + 2 * channelStride] = b;
+        out[ot + cs] = gg;
+        out[ot + 2 * cs] = b;
       }
       if (bf) {
-        const br = bfTables![0]![row[p]!]!;
-        const bg = bfTables![1]![row[p + 1]!]!;
-        const bb = bfTables![2]![row[p + 2]!]!;
-        for (let t = 0; t < T; t++) {
-          const ot = o + t * PP;
-          bf[ot] = br;
-          bf[ot + channelStride] = bg;
-          bf[ot + 2 * channelStride] = bb;
+        const hr = b0[vr]!;
+        const hg = b1[vg]!;
+        const hb = b2[vb]!;
+        for (let t = 0, ot = o; t < T; t++, ot += PP) {
+          bf[ot] = hr;
+          bf[ot + cs] = hg;
+          bf[ot + 2 * cs] = hb;
         }
       }
     }

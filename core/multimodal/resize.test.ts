@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { runPython } from '../test/python.ts';
+import { simdKernels } from './resize-simd.ts';
 import { resampleCoefficients, resizeRgb } from './resize.ts';
 
 // Each case: source w×h -> output w×h. Down- and up-scaling, odd sizes, 1-pixel sides,
@@ -65,11 +66,17 @@ describe('Pillow-exact bicubic resize', () => {
     CASES.forEach(([w, h, ow, oh], i) => {
       const expected = pillow.subarray(pos, pos + ow * oh * 3);
       pos += ow * oh * 3;
-      const ours = Buffer.from(resizeRgb(inputs[i]!, w, h, ow, oh));
-      const mismatch = ours.findIndex((v, k) => v !== expected[k]);
-      expect(mismatch, `${w}x${h} -> ${ow}x${oh}: first differing byte`).toBe(-1);
+      for (const implementation of ['auto', 'js'] as const) {
+        const ours = Buffer.from(resizeRgb(inputs[i]!, w, h, ow, oh, implementation));
+        const mismatch = ours.findIndex((v, k) => v !== expected[k]);
+        expect(mismatch, `${implementation}: ${w}x${h} -> ${ow}x${oh}: first differing byte`).toBe(-1);
+      }
     });
     expect(pos).toBe(pillow.byteLength);
+  });
+
+  it('runs on the WebAssembly SIMD kernels here', () => {
+    expect(simdKernels()).not.toBeNull();
   });
 
   it('uses 22-bit fixed-point weights that sum to one', () => {

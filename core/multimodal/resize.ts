@@ -11,6 +11,8 @@
 // starts at 1 << 21 (rounding) and is clipped to 0..255 after an arithmetic shift by 22.
 // The double-precision steps are written in Pillow's evaluation order so that every
 // coefficient comes out bit-identical.
+import { resizeRgbIntoSimd, simdKernels } from './resize-simd.ts';
+
 const PRECISION_BITS = 22;
 const SUPPORT = 2.0;
 
@@ -132,9 +134,19 @@ export type RowSink = (y: number, rgb: Uint8Array) => void;
 
 /**
  * Resize packed 8-bit RGB (`width * height * 3` bytes) to outW × outH exactly as Pillow
- * does, handing every output row to `emitRow` in order.
+ * does, handing every output row to `emitRow` in order. Runs on the WebAssembly SIMD
+ * kernels when they are available (resize-simd.ts), else on the JavaScript passes below;
+ * both give the same bytes.
  */
 export function resizeRgbInto(src: Uint8Array, width: number, height: number, outW: number, outH: number, emitRow: RowSink): void {
+  if (src.byteLength !== width * height * 3) throw new RangeError(`expected ${width * height * 3} bytes of RGB for ${width}x${height}, got ${src.byteLength}`);
+  const k = simdKernels();
+  if (k) return resizeRgbIntoSimd(k, src, width, height, outW, outH, emitRow);
+  resizeRgbIntoJs(src, width, height, outW, outH, emitRow);
+}
+
+/** The JavaScript passes: the fallback, and the second implementation the tests hold the kernels to. */
+export function resizeRgbIntoJs(src: Uint8Array, width: number, height: number, outW: number, outH: number, emitRow: RowSink): void {
   if (src.byteLength !== width * height * 3) throw new RangeError(`expected ${width * height * 3} bytes of RGB for ${width}x${height}, got ${src.byteLength}`);
   const needH = outW !== width;
   const needV = outH !== height;
@@ -157,8 +169,8 @@ export function resizeRgbInto(src: Uint8Array, width: number, height: number, ou
 }
 
 /** Resize to a new packed RGB buffer (for tests, tools and callers that want the image). */
-export function resizeRgb(src: Uint8Array, width: number, height: number, outW: number, outH: number): Uint8Array {
+export function resizeRgb(src: Uint8Array, width: number, height: number, outW: number, outH: number, implementation: 'auto' | 'js' = 'auto'): Uint8Array {
   const out = new Uint8Array(outW * outH * 3);
-  resizeRgbInto(src, width, height, outW, outH, (y, rgb) => out.set(rgb, y * outW * 3));
+  (implementation === 'js' ? resizeRgbIntoJs : resizeRgbInto)(src, width, height, outW, outH, (y, rgb) => out.set(rgb, y * outW * 3));
   return out;
 }

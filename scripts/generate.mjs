@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// Generates core/gen/ (typed messages, grpc-js clients and services) from proto/ with buf
-// and ts-proto, both from npm. Runs on `npm install` (prepare), before tests, and from
-// bin/mmtc.js when the output is missing; skips when the inputs are unchanged.
+// Generates core/gen/: typed messages, grpc-js clients and services from proto/ (buf and
+// ts-proto), and the WebAssembly SIMD resize kernel from core/multimodal/resize.wat (wabt),
+// all from npm. Runs on `npm install` (prepare), before tests, and from bin/mmtc.js when the
+// output is missing; skips when the inputs are unchanged. Nothing here is committed.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -19,8 +20,9 @@ function inputs(dir) {
   });
 }
 
+const watFile = path.join(root, 'core', 'multimodal', 'resize.wat');
 const hash = createHash('sha256');
-for (const file of inputs(protoDir)) hash.update(path.relative(root, file)).update(readFileSync(file));
+for (const file of [...inputs(protoDir), watFile]) hash.update(path.relative(root, file)).update(readFileSync(file));
 hash.update(readFileSync(path.join(root, 'node_modules', 'ts-proto', 'package.json')));
 const stamp = hash.digest('hex');
 
@@ -33,5 +35,10 @@ if (r.status !== 0) {
   process.stderr.write('proto generation failed (buf generate in proto/)\n');
   process.exit(r.status ?? 1);
 }
+const wabt = await (await import('wabt')).default();
+const wat = wabt.parseWat(path.basename(watFile), readFileSync(watFile, 'utf8'), { simd: true });
+wat.validate();
+writeFileSync(path.join(outDir, 'resize.wasm'), wat.toBinary({}).buffer);
+wat.destroy();
 writeFileSync(stampFile, stamp);
-process.stdout.write(`generated ${path.relative(root, outDir)} from ${path.relative(root, protoDir)}\n`);
+process.stdout.write(`generated ${path.relative(root, outDir)} from ${path.relative(root, protoDir)} and ${path.relative(root, watFile)}\n`);
