@@ -8,6 +8,7 @@ import type { ConfigOrigins } from '../config/load.ts';
 import type { RouterConfig, RouterConfigInput } from '../config/schema.ts';
 import { parseRouterConfig } from '../config/validate.ts';
 import { resolveConfiguredWorkers, type ResolvedWorkerTransport } from '../transport/resolve.ts';
+import type { RunningRouter } from './server.ts';
 
 export type RouterOptions = RouterConfigInput;
 
@@ -26,6 +27,8 @@ export interface Router {
   resolveTransport(): ResolvedWorkerTransport[];
   /** Validate and swap in a new configuration atomically; returns the new revision. */
   applyConfig(options: RouterOptions): number;
+  /** Serve the OpenAI API on `config.host:port` with the current configuration. */
+  start(options?: { log?: (line: string) => void }): Promise<RunningRouter>;
 }
 
 const API_ORIGIN = 'createRouter()';
@@ -58,6 +61,10 @@ export function createRouter(options: RouterOptions = {}, embedding: RouterEmbed
       config = parseRouterConfig(next, 'invalid router options:');
       revision += 1;
       return revision;
+    },
+    async start(options = {}) {
+      const { startRouter } = await import('./server.ts');
+      return startRouter({ config, origins: apiOrigins(config), env: environment, ...(options.log ? { log: options.log } : {}) });
     },
   };
 }
