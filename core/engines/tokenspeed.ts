@@ -3,6 +3,7 @@
 // patches_per_image as int64 side tensors, the image's placeholder range and token id, and
 // a content hash. Every tensor is placed (inline or /dev/shm) through placeTensor.
 import * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
+import type * as vllm from '../gen/vllm/grpc/engine.ts';
 import { placeTensor, type PlacementContext } from '../transport/placement.ts';
 import { tensorDataFromPlaced } from '../transport/wire.ts';
 import { encoderBytes, int64Bytes } from './tensors.ts';
@@ -40,7 +41,11 @@ export async function buildTokenSpeedRequest(req: EngineRequest, ctx: PlacementC
   });
 }
 
-export function tokenSpeedEvent(res: ts.GenerateResponse): EngineEvent | undefined {
+/**
+ * The neutral event of a Generate response. Both protocols number their responses
+ * differently but generate the same TypeScript shape, so one reader serves both.
+ */
+export function engineEvent(res: ts.GenerateResponse | vllm.GenerateResponse): EngineEvent | undefined {
   const r = res.response;
   if (r?.$case === 'chunk') return { kind: 'chunk', tokenIds: r.value.tokenIds, promptTokens: r.value.promptTokens, completionTokens: r.value.completionTokens };
   if (r?.$case === 'complete') {

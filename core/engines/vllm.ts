@@ -7,7 +7,7 @@ import * as vllm from '../gen/vllm/grpc/engine.ts';
 import { placeTensor, type PlacementContext } from '../transport/placement.ts';
 import { tensorDataFromPlaced } from '../transport/wire.ts';
 import { int64Bytes } from './tensors.ts';
-import type { EngineEvent, EngineRequest } from './types.ts';
+import type { EngineRequest } from './types.ts';
 
 export async function buildVllmRequest(req: EngineRequest, ctx: PlacementContext): Promise<vllm.GenerateRequest> {
   let mmInputs: vllm.MultimodalInputs | undefined;
@@ -50,14 +50,4 @@ export async function buildVllmRequest(req: EngineRequest, ctx: PlacementContext
     stream: req.stream,
     ...(mmInputs ? { mmInputs } : {}),
   });
-}
-
-export function vllmEvent(res: vllm.GenerateResponse): EngineEvent | undefined {
-  const r = res.response;
-  if (r?.$case === 'chunk') return { kind: 'chunk', tokenIds: r.value.tokenIds, promptTokens: r.value.promptTokens, completionTokens: r.value.completionTokens };
-  if (r?.$case === 'complete') {
-    const v = r.value;
-    return { kind: 'complete', tokenIds: v.outputIds, finishReason: v.finishReason, promptTokens: v.promptTokens, completionTokens: v.completionTokens, cachedTokens: v.cachedTokens };
-  }
-  return undefined;
 }

@@ -12,9 +12,9 @@ import type { ServerResponse } from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import type { TransportEnvironment } from '../config/env.ts';
 import type { RouterConfig } from '../config/schema.ts';
-import { buildTokenSpeedRequest, tokenSpeedEvent } from '../engines/tokenspeed.ts';
+import { buildTokenSpeedRequest, engineEvent } from '../engines/tokenspeed.ts';
 import type { EngineEvent, EngineRequest, PreparedImage } from '../engines/types.ts';
-import { buildVllmRequest, vllmEvent } from '../engines/vllm.ts';
+import { buildVllmRequest } from '../engines/vllm.ts';
 import type * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
 import type * as vllm from '../gen/vllm/grpc/engine.ts';
 import { ImageDecodeError } from '../multimodal/decode.ts';
@@ -275,7 +275,6 @@ interface StreamOptions {
 
 function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: ts.GenerateRequest | vllm.GenerateRequest, o: StreamOptions): Promise<void> {
   const call = callGenerate(worker, wire, Date.now() + o.timeoutSecs * 1000);
-  const toEvent = worker.runtime === 'tokenspeed' ? (m: unknown) => tokenSpeedEvent(m as ts.GenerateResponse) : (m: unknown) => vllmEvent(m as vllm.GenerateResponse);
   const detok = new IncrementalDetokenizer(ctx.model);
   let headersSent = false;
   let complete: Extract<EngineEvent, { kind: 'complete' }> | undefined;
@@ -295,7 +294,7 @@ function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: ts.Gene
 
     call.on('data', (message: unknown) => {
       o.scope.handOff(); // the worker answered: it has read (and unlinked) every tensor
-      const ev = toEvent(message);
+      const ev = engineEvent(message as ts.GenerateResponse | vllm.GenerateResponse);
       if (!ev) return;
       promptTokens = ev.promptTokens || promptTokens;
       if (ev.kind === 'complete') complete = ev;

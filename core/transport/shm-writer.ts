@@ -98,6 +98,20 @@ export class ShmWriter {
     return `${SHM_PREFIX}probe-${this.pid}`;
   }
 
+  /** Close and remove a file we created, whatever state it is in. */
+  private discard(fd: number, file: string): void {
+    try {
+      this.ops.close(fd);
+    } catch {
+      /* already closed or never usable */
+    }
+    try {
+      this.ops.unlink(file);
+    } catch {
+      /* gone already */
+    }
+  }
+
   /** The start-up writability probe; later calls return the first answer. */
   probe(): ShmProbeResult {
     if (this.probed) return this.probed;
@@ -110,18 +124,7 @@ export class ShmWriter {
     } catch (err) {
       this.probed = { writable: false, error: `cannot create files in ${this.dir}: ${errText(err).message}` };
     } finally {
-      if (fd !== undefined) {
-        try {
-          this.ops.close(fd);
-        } catch {
-          /* already failed */
-        }
-        try {
-          this.ops.unlink(file);
-        } catch {
-          /* nothing to remove */
-        }
-      }
+      if (fd !== undefined) this.discard(fd, file);
     }
     return this.probed;
   }
@@ -188,16 +191,7 @@ export class ShmWriter {
       this.ops.close(fd);
     } catch (err) {
       const e = errText(err);
-      try {
-        this.ops.close(fd);
-      } catch {
-        /* already closed or never usable */
-      }
-      try {
-        this.ops.unlink(file);
-      } catch {
-        /* gone already */
-      }
+      this.discard(fd, file);
       scope?.forget(name);
       return { ok: false, code: e.code, error: `write ${file}: ${e.message}` };
     }
