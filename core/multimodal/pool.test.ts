@@ -19,11 +19,36 @@ describe('PreprocessPool', () => {
     for (const [i, r] of results.entries()) {
       const img = await decodeToRgb(images.bytes(names[i]!));
       const local = preprocessRgb(img.rgb, img.width, img.height, cfg, { bf16: true });
-      expect(Buffer.from(r.pixelValues.buffer).equals(Buffer.from(local.pixelValues.buffer))).toBe(true);
-      expect(Buffer.from(r.bf16!.buffer).equals(Buffer.from(local.bf16!.buffer))).toBe(true);
+      const view = (a: Float32Array | Uint16Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+      expect(view(r.pixelValues).equals(view(local.pixelValues))).toBe(true);
+      expect(view(r.bf16!).equals(view(local.bf16!))).toBe(true);
+      expect(r.pixelValues.buffer).toBeInstanceOf(SharedArrayBuffer); // pooled output memory
+      r.release();
       expect(r).toMatchObject({ width: 400, height: 300, gridThw: [1, 28, 38], tokens: 266 });
       expect(r.timings.decode).toBeGreaterThan(0);
     }
+  });
+
+  it('reuses released output memory for the next image', async () => {
+    const cfg = QWEN_VL_DEFAULTS.qwen2_vl;
+    const view = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+    const first = await pool.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false });
+    const firstCopy = Buffer.from(view(first.pixelValues));
+    first.release();
+    const second = await pool.run({ bytes: images.bytes('rgb.png'), config: cfg, bf16: false });
+    // The released memory now holds the second image: first's (stale) view sees its values.
+    expect(view(first.pixelValues).equals(view(second.pixelValues))).toBe(true);
+    expect(view(second.pixelValues).equals(firstCopy)).toBe(false);
+    const third = await pool.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false });
+    expect(view(third.pixelValues).equals(firstCopy)).toBe(true); // live results never share memory
+    expect(view(second.pixelValues).equals(firstCopy)).toBe(false);
+    second.release();
+    third.release();
+  });
+
+  it('an image too extreme for smart_resize is refused before any thread works on it', async () => {
+    const wide = await import('sharp').then((m) => m.default({ create: { width: 2010, height: 10, channels: 3, background: '#fff' } }).png().toBuffer());
+    await expect(pool.run({ bytes: wide, config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false })).rejects.toThrow('absolute aspect ratio must be at most 200, got 201.0');
   });
 
   it('rebuilds decode errors as their own type', async () => {

@@ -1,11 +1,47 @@
-// Preprocessing off the event loop: a pool of worker threads (one per core but one), so
-// the router keeps answering while images are decoded and resized. Tasks queue FIFO; image
-// bytes go in by transfer and the float32/bf16 outputs come back by transfer (no copies).
+// Preprocessing off the event loop: a pool of worker threads (one per core but one, at a
+// lower scheduling priority), so the router keeps answering while images are decoded and
+// resized. Tasks queue FIFO; image bytes go in by transfer.
+//
+// Outputs land in shared memory the pool owns and reuses: the image header gives the
+// geometry before decoding, so the pool hands the thread a SharedArrayBuffer of the right
+// size class, and the caller gives it back with release(). Fresh 20-200 MB buffers per image
+// would cost their page faults every time and, on the main thread, garbage-collection
+// pauses for the external memory; reused ones cost neither.
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
+import sharp, { type Metadata } from 'sharp';
 import { ImageDecodeError } from './decode.ts';
 import type { PreprocessResult, PreprocessTask } from './preprocess-task.ts';
-import { ImageSizeError } from './qwen-vl.ts';
+import { ImageSizeError, patchGeometry } from './qwen-vl.ts';
+
+/** A result whose output memory goes back to the pool on release(). */
+export type PooledPreprocessResult = PreprocessResult & { release(): void };
+
+/** Shared buffers by power-of-two size class, kept up to a byte budget. */
+class SharedBufferPool {
+  private readonly free = new Map<number, SharedArrayBuffer[]>();
+  private pooled = 0;
+  constructor(private readonly maxPooledBytes: number) {}
+
+  acquire(bytes: number): SharedArrayBuffer {
+    let cls = 1 << 20;
+    while (cls < bytes) cls *= 2;
+    const buf = this.free.get(cls)?.pop();
+    if (buf) {
+      this.pooled -= cls;
+      return buf;
+    }
+    return new SharedArrayBuffer(cls);
+  }
+
+  release(buf: SharedArrayBuffer): void {
+    if (this.pooled + buf.byteLength > this.maxPooledBytes) return;
+    this.pooled += buf.byteLength;
+    const list = this.free.get(buf.byteLength) ?? [];
+    list.push(buf);
+    this.free.set(buf.byteLength, list);
+  }
+}
 
 interface Pending {
   task: PreprocessTask;
@@ -22,6 +58,7 @@ export class PreprocessPool {
   private readonly running = new Map<Worker, { id: number; job: Pending }>();
   private nextId = 1;
   private closed = false;
+  private readonly shared = new SharedBufferPool(768 * 1024 * 1024);
 
   /** One thread per core but one: the event loop keeps a core, so the router stays responsive. */
   constructor(readonly size = Math.max(1, os.availableParallelism() - 1)) {}
@@ -65,12 +102,50 @@ export class PreprocessPool {
     for (const w of this.idle) w.unref();
   }
 
-  run(task: PreprocessTask): Promise<PreprocessResult> {
-    if (this.closed) return Promise.reject(new Error('preprocessing pool is closed'));
-    return new Promise((resolve, reject) => {
-      this.queue.push({ task, resolve, reject });
-      this.pump();
-    });
+  /** Shared output buffers for this image, from its header; none when the header does not parse. */
+  private async outputFor(task: PreprocessTask): Promise<PreprocessTask['output']> {
+    let meta: Metadata;
+    try {
+      meta = await sharp(task.bytes).metadata();
+    } catch {
+      return undefined; // the thread reports the decode error itself
+    }
+    const height = meta.pageHeight ?? meta.height;
+    if (!meta.width || !height) return undefined;
+    const g = patchGeometry(height, meta.width, task.config); // ImageSizeError for bad sizes
+    const elements = g.patches * g.features;
+    return { pixelValues: this.shared.acquire(elements * 4), ...(task.bf16 ? { bf16: this.shared.acquire(elements * 2) } : {}), elements };
+  }
+
+  async run(task: PreprocessTask): Promise<PooledPreprocessResult> {
+    if (this.closed) throw new Error('preprocessing pool is closed');
+    const output = await this.outputFor(task);
+    const giveBack = () => {
+      if (!output) return;
+      this.shared.release(output.pixelValues);
+      if (output.bf16) this.shared.release(output.bf16);
+    };
+    let result: PreprocessResult;
+    try {
+      result = await new Promise<PreprocessResult>((resolve, reject) => {
+        this.queue.push({ task: output ? { ...task, output } : task, resolve, reject });
+        this.pump();
+      });
+    } catch (err) {
+      giveBack();
+      throw err;
+    }
+    const usesShared = output !== undefined && result.pixelValues.buffer instanceof SharedArrayBuffer;
+    if (!usesShared) giveBack();
+    let released = false;
+    return {
+      ...result,
+      release: () => {
+        if (released || !usesShared) return;
+        released = true;
+        giveBack();
+      },
+    };
   }
 
   async close(): Promise<void> {

@@ -7,6 +7,8 @@ export interface PreprocessTask {
   bytes: Uint8Array;
   config: QwenVlImageConfig;
   bf16: boolean;
+  /** Shared output memory sized by the pool from the image header (reused across requests). */
+  output?: { pixelValues: SharedArrayBuffer; bf16?: SharedArrayBuffer; elements: number };
 }
 
 export interface PreprocessResult extends PatchGeometry {
@@ -24,7 +26,9 @@ export async function runPreprocessTask(task: PreprocessTask): Promise<Preproces
   const t0 = performance.now();
   const image = await decodeToRgb(task.bytes);
   const t1 = performance.now();
-  const out = preprocessRgb(image.rgb, image.width, image.height, task.config, { bf16: task.bf16 });
+  const o = task.output;
+  const into = o ? { pixelValues: new Float32Array(o.pixelValues, 0, o.elements), ...(o.bf16 ? { bf16: new Uint16Array(o.bf16, 0, o.elements) } : {}) } : undefined;
+  const out = preprocessRgb(image.rgb, image.width, image.height, task.config, { bf16: task.bf16, ...(into ? { into } : {}) });
   const t2 = performance.now();
   return { ...out, width: image.width, height: image.height, format: image.format, timings: { decode: t1 - t0, preprocess: t2 - t1 } };
 }

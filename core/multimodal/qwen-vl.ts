@@ -159,15 +159,23 @@ export interface PreprocessedImage extends PatchGeometry {
  * Resize, rescale, normalize and patchify packed RGB in one pass over the output pixels.
  * `bf16: true` also fills the bfloat16 encoding in the same pass.
  */
-export function preprocessRgb(rgb: Uint8Array, width: number, height: number, cfg: QwenVlImageConfig, options: { bf16?: boolean } = {}): PreprocessedImage {
+export function preprocessRgb(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: QwenVlImageConfig,
+  options: { bf16?: boolean; into?: { pixelValues: Float32Array; bf16?: Uint16Array } } = {},
+): PreprocessedImage {
   const g = patchGeometry(height, width, cfg);
   const P = cfg.patch_size;
   const m = cfg.merge_size;
   const T = cfg.temporal_patch_size;
   const F = g.features;
   const PP = P * P;
-  const out = new Float32Array(g.patches * F);
-  const bf = options.bf16 ? new Uint16Array(g.patches * F) : undefined;
+  // Caller-provided outputs (reused, already-faulted memory) when given and big enough.
+  const into = options.into;
+  const out = into && into.pixelValues.length === g.patches * F ? into.pixelValues : new Float32Array(g.patches * F);
+  const bf = options.bf16 ? (into?.bf16 && into.bf16.length === g.patches * F ? into.bf16 : new Uint16Array(g.patches * F)) : undefined;
   const tables = levelTable(cfg);
   const [t0, t1, t2] = tables as [Float32Array, Float32Array, Float32Array];
   const toBf16 = (t: Float32Array) => Uint16Array.from(t, (v) => bf16BitsFromF32Bits(new Uint32Array(Float32Array.of(v).buffer)[0]!));

@@ -199,18 +199,52 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   const runtime = worker.runtime!;
   const dtype = resolveEncoderDtype(runtime, 'image', ctx.processEnv, worker.labels).dtype;
 
-  const prepared: PreparedImage[] = await Promise.all(
+  // Pooled output memory goes back when the request is over, whatever its outcome.
+  const releases: Array<() => void> = [];
+  const releaseImages = () => releases.splice(0).forEach((release) => release());
+  const settled = await Promise.allSettled(
     bytes.map(async (b, i) => {
       const contentHash = createHash('sha256').update(b).digest();
       try {
         const r = await ctx.pool.run({ bytes: Buffer.from(b), config: ctx.model.imageConfig, bf16: dtype === 'bfloat16' });
-        return { pixelValues: r.pixelValues, ...(r.bf16 ? { bf16: r.bf16 } : {}), patches: r.patches, features: r.features, gridThw: r.gridThw, placeholder: { offset: 0, length: r.tokens }, contentHash };
+        releases.push(r.release);
+        const image: PreparedImage = { pixelValues: r.pixelValues, ...(r.bf16 ? { bf16: r.bf16 } : {}), patches: r.patches, features: r.features, gridThw: r.gridThw, placeholder: { offset: 0, length: r.tokens }, contentHash };
+        return image;
       } catch (err) {
         if (err instanceof ImageDecodeError || err instanceof ImageSizeError) throw new ApiError(400, `image ${i}: ${err.message}`, 'invalid_request_error', images[i]!.param);
         throw err;
       }
     }),
   );
+  const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+  if (failed) {
+    releaseImages();
+    throw failed.reason;
+  }
+  const prepared = settled.map((s) => (s as PromiseFulfilledResult<PreparedImage>).value);
+  try {
+    await generateWithImages(ctx, req, res, { images, prepared, worker, runtime, dtype, requestId, created, modelName, config, timing, isGone: () => clientGone });
+  } finally {
+    releaseImages();
+  }
+}
+
+interface GenerateInput {
+  images: ImageRef[];
+  prepared: PreparedImage[];
+  worker: WorkerState;
+  runtime: 'tokenspeed' | 'vllm';
+  dtype: 'float32' | 'bfloat16' | 'float16';
+  requestId: string;
+  created: number;
+  modelName: string;
+  config: RouterConfig;
+  timing: RequestTiming;
+  isGone: () => boolean;
+}
+
+async function generateWithImages(ctx: RouterContext, req: ChatCompletionRequest, res: ServerResponse, g: GenerateInput): Promise<void> {
+  const { images, prepared, worker, runtime, dtype, requestId, created, modelName, config, timing } = g;
 
   timing.mark('preprocess');
   const prompt = (() => {
@@ -247,11 +281,11 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   try {
     const wire = runtime === 'tokenspeed' ? await buildTokenSpeedRequest(engineRequest, placement) : await buildVllmRequest(engineRequest, placement);
     timing.mark('place');
-    if (clientGone) {
+    if (g.isGone()) {
       scope.cleanup();
       return;
     }
-    await streamFromWorker(ctx, worker, wire, { requestId, created, modelName, stream: req.stream === true, includeUsage: req.stream_options?.include_usage === true, scope, res, isGone: () => clientGone, timeoutSecs: config.request_timeout_secs, timing });
+    await streamFromWorker(ctx, worker, wire, { requestId, created, modelName, stream: req.stream === true, includeUsage: req.stream_options?.include_usage === true, scope, res, isGone: g.isGone, timeoutSecs: config.request_timeout_secs, timing });
   } catch (err) {
     scope.cleanup();
     throw err;
