@@ -39,11 +39,15 @@ function fromDataUrl(url: string, index: number, maxBytes: number): Uint8Array {
   const mime = parts[0] || 'text/plain';
   if (!mime.startsWith('image/')) throw new ImageInputError(index, `data: URL has content type '${mime}', expected image/*`);
   if (!parts.includes('base64')) throw new ImageInputError(index, 'data: URL must be base64-encoded (data:image/png;base64,…)');
-  const payload = url.slice(comma + 1).replace(/\s+/g, '');
-  if (!/^[A-Za-z0-9+/_-]*={0,2}$/.test(payload)) throw new ImageInputError(index, 'data: URL payload is not valid base64');
+  let payload = url.slice(comma + 1);
+  if (/\s/.test(payload.slice(0, 256))) payload = payload.replace(/\s+/g, ''); // line-wrapped base64
   const approx = Math.floor((payload.length * 3) / 4);
   if (approx > maxBytes) throw new ImageInputError(index, `image is ${mib(approx)}, above the ${mib(maxBytes)} limit`, 413);
   const bytes = Buffer.from(payload, 'base64');
+  // Node's decoder skips characters outside the alphabet, so a payload that is not base64
+  // decodes to fewer bytes than its length promises: one comparison instead of a regex pass.
+  const unpadded = payload.length - (payload.endsWith('==') ? 2 : payload.endsWith('=') ? 1 : 0);
+  if (bytes.byteLength !== Math.floor((unpadded * 3) / 4) || payload.length % 4 === 1) throw new ImageInputError(index, 'data: URL payload is not valid base64');
   if (bytes.byteLength === 0) throw new ImageInputError(index, 'data: URL holds no bytes');
   return bytes;
 }

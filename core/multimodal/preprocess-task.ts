@@ -1,5 +1,6 @@
 // One image's preprocessing, as run inside a pool thread: decode, then the fused Qwen-VL
 // pipeline, with the time of each stage.
+import { createHash } from 'node:crypto';
 import { decodeToRgb } from './decode.ts';
 import { preprocessRgb, type PatchGeometry, type QwenVlImageConfig } from './qwen-vl.ts';
 
@@ -18,17 +19,20 @@ export interface PreprocessResult extends PatchGeometry {
   pixelValues: Float32Array;
   bf16?: Uint16Array;
   gridThw: [number, number, number];
+  /** SHA-256 of the encoded image bytes (the workers' content_hash / mm_hashes). */
+  contentHash: Uint8Array;
   /** Milliseconds: decode, and resize+rescale+normalize+patchify (fused). */
   timings: { decode: number; preprocess: number };
 }
 
 export async function runPreprocessTask(task: PreprocessTask): Promise<PreprocessResult> {
   const t0 = performance.now();
+  const contentHash = createHash('sha256').update(task.bytes).digest();
   const image = await decodeToRgb(task.bytes);
   const t1 = performance.now();
   const o = task.output;
   const into = o ? { pixelValues: new Float32Array(o.pixelValues, 0, o.elements), ...(o.bf16 ? { bf16: new Uint16Array(o.bf16, 0, o.elements) } : {}) } : undefined;
   const out = preprocessRgb(image.rgb, image.width, image.height, task.config, { bf16: task.bf16, ...(into ? { into } : {}) });
   const t2 = performance.now();
-  return { ...out, width: image.width, height: image.height, format: image.format, timings: { decode: t1 - t0, preprocess: t2 - t1 } };
+  return { ...out, width: image.width, height: image.height, format: image.format, contentHash, timings: { decode: t1 - t0, preprocess: t2 - t1 } };
 }

@@ -7,7 +7,7 @@
 // that fails or disconnects 502; a timeout 504. Any failure after a /dev/shm write, and a
 // client that goes away, unlinks every file of the request; a client that goes away also
 // cancels the call and sends Abort.
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import * as grpc from '@grpc/grpc-js';
 import type { TransportEnvironment } from '../config/env.ts';
@@ -204,10 +204,11 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   const releaseImages = () => releases.splice(0).forEach((release) => release());
   const settled = await Promise.allSettled(
     bytes.map(async (b, i) => {
-      const contentHash = createHash('sha256').update(b).digest();
       try {
-        const r = await ctx.pool.run({ bytes: Buffer.from(b), config: ctx.model.imageConfig, bf16: dtype === 'bfloat16' });
+        // Bytes are handed over (transferred) to the pool thread, which also hashes them.
+        const r = await ctx.pool.run({ bytes: b, config: ctx.model.imageConfig, bf16: dtype === 'bfloat16' });
         releases.push(r.release);
+        const contentHash = Buffer.from(r.contentHash.buffer, r.contentHash.byteOffset, r.contentHash.byteLength);
         const image: PreparedImage = { pixelValues: r.pixelValues, ...(r.bf16 ? { bf16: r.bf16 } : {}), patches: r.patches, features: r.features, gridThw: r.gridThw, placeholder: { offset: 0, length: r.tokens }, contentHash };
         return image;
       } catch (err) {
