@@ -2,7 +2,7 @@
 // alpha is dropped (not composited), grayscale is replicated, palettes are expanded, GIFs
 // give their first frame, and EXIF orientation is NOT applied (Qwen's reference does not
 // rotate). Decoding is libvips via sharp; only the formats the API accepts get through.
-import sharp, { type Metadata, type OutputInfo } from 'sharp';
+import sharp, { type OutputInfo } from 'sharp';
 
 export const ACCEPTED_FORMATS = ['jpeg', 'png', 'webp', 'gif'] as const;
 
@@ -21,28 +21,41 @@ export interface RgbImage {
 /** Keep decompression bombs out: refuse images above this many pixels before decoding. */
 export const MAX_DECODE_PIXELS = 100_000_000;
 
+/** The container format from its magic bytes, without asking the decoder (one pass fewer). */
+export function sniffFormat(bytes: Uint8Array): string | undefined {
+  const b = bytes;
+  if (b.length >= 3 && b[0] === 0xff && b[1] === 0xd8 && b[2] === 0xff) return 'jpeg';
+  if (b.length >= 8 && b[0] === 0x89 && b[1] === 0x50 && b[2] === 0x4e && b[3] === 0x47 && b[4] === 0x0d && b[5] === 0x0a && b[6] === 0x1a && b[7] === 0x0a) return 'png';
+  if (b.length >= 6 && b[0] === 0x47 && b[1] === 0x49 && b[2] === 0x46 && b[3] === 0x38) return 'gif';
+  if (b.length >= 12 && b[0] === 0x52 && b[1] === 0x49 && b[2] === 0x46 && b[3] === 0x46 && b[8] === 0x57 && b[9] === 0x45 && b[10] === 0x42 && b[11] === 0x50) return 'webp';
+  return undefined;
+}
+
 export async function decodeToRgb(bytes: Uint8Array): Promise<RgbImage> {
-  let meta: Metadata;
-  try {
-    meta = await sharp(bytes, { limitInputPixels: MAX_DECODE_PIXELS, failOn: 'error' }).metadata();
-  } catch (err) {
-    throw new ImageDecodeError(`not a decodable image (${firstLine(err)})`);
-  }
-  const format = meta.format ?? 'unknown';
-  if (!(ACCEPTED_FORMATS as readonly string[]).includes(format)) {
+  const sniffed = sniffFormat(bytes);
+  if (!sniffed) {
+    let format = 'unknown';
+    try {
+      format = (await sharp(bytes).metadata()).format ?? 'unknown';
+    } catch (err) {
+      throw new ImageDecodeError(`not a decodable image (${firstLine(err)})`);
+    }
     throw new ImageDecodeError(`unsupported image format '${format}': expected JPEG, PNG, WebP or GIF`);
   }
   let raw: { data: Buffer; info: OutputInfo };
   try {
-    raw = await sharp(bytes, { limitInputPixels: MAX_DECODE_PIXELS, failOn: 'error', pages: 1 })
-      .toColourspace(meta.channels !== undefined && meta.channels <= 2 ? 'b-w' : 'srgb')
-      .raw({ depth: 'uchar' })
-      .toBuffer({ resolveWithObject: true });
+    // No colour-space step: decoders give gray, gray+alpha, RGB or RGBA, all handled below.
+    raw = await sharp(bytes, { limitInputPixels: MAX_DECODE_PIXELS, failOn: 'error', pages: 1 }).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
   } catch (err) {
-    throw new ImageDecodeError(`cannot decode ${format} image (${firstLine(err)})`);
+    throw new ImageDecodeError(`cannot decode ${sniffed} image (${firstLine(err)})`);
   }
   const { width, height, channels } = raw.info;
-  return { width, height, rgb: toRgb(raw.data, width * height, channels), format };
+  if (sniffed === 'jpeg' && channels === 4) {
+    // CMYK JPEG: the one case where the decoder's channels are not RGB(A); convert to sRGB.
+    const rgb = await sharp(bytes, { limitInputPixels: MAX_DECODE_PIXELS, failOn: 'error' }).toColourspace('srgb').removeAlpha().raw({ depth: 'uchar' }).toBuffer();
+    return { width, height, rgb, format: sniffed };
+  }
+  return { width, height, rgb: toRgb(raw.data, width * height, channels), format: sniffed };
 }
 
 function firstLine(err: unknown): string {
