@@ -54,7 +54,7 @@ async function ours(file: string, family: QwenVlFamily): Promise<{ ms: number; d
     const img = await decodeToRgb(bytes);
     const t1 = performance.now();
     const out = preprocessRgb(img.rgb, img.width, img.height, QWEN_VL_DEFAULTS[family], into ? { into } : {});
-    into = { pixelValues: out.pixelValues };
+    into = { pixelValues: out.pixelValues! };
     const t2 = performance.now();
     shape = `${out.patches}x${out.features}`;
     if (i === 0) continue; // warm-up

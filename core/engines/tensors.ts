@@ -4,13 +4,18 @@
 import { f32ToF16 } from '../transport/dtype.ts';
 import type { PreparedImage } from './types.ts';
 
+export function float32Values(image: PreparedImage): Float32Array {
+  if (!image.pixelValues) throw new Error('float32 encoder input requested but preprocessing produced only bfloat16');
+  return image.pixelValues;
+}
+
 export function encoderBytes(image: PreparedImage, dtype: 'float32' | 'bfloat16' | 'float16'): Uint8Array {
-  if (dtype === 'float32') return new Uint8Array(image.pixelValues.buffer, image.pixelValues.byteOffset, image.pixelValues.byteLength);
   if (dtype === 'bfloat16') {
     if (!image.bf16) throw new Error('bfloat16 encoder input requested but preprocessing did not produce it');
     return new Uint8Array(image.bf16.buffer, image.bf16.byteOffset, image.bf16.byteLength);
   }
-  return f32ToF16(image.pixelValues);
+  const values = float32Values(image);
+  return dtype === 'float32' ? new Uint8Array(values.buffer, values.byteOffset, values.byteLength) : f32ToF16(values);
 }
 
 export function int64Bytes(values: readonly number[]): Uint8Array {

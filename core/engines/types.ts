@@ -4,8 +4,8 @@
 import type { PlacementContext } from '../transport/placement.ts';
 
 export interface PreparedImage {
-  /** [patches, features] float32 encoder input. */
-  pixelValues: Float32Array;
+  /** [patches, features] float32 encoder input (absent when only bfloat16 travels). */
+  pixelValues?: Float32Array;
   /** The same values as bfloat16 bits, when the wire dtype is bfloat16. */
   bf16?: Uint16Array;
   patches: number;

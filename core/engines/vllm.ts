@@ -6,7 +6,7 @@
 import * as vllm from '../gen/vllm/grpc/engine.ts';
 import { placeTensor, type PlacementContext } from '../transport/placement.ts';
 import { tensorDataFromPlaced } from '../transport/wire.ts';
-import { int64Bytes } from './tensors.ts';
+import { float32Values, int64Bytes } from './tensors.ts';
 import type { EngineRequest } from './types.ts';
 
 export async function buildVllmRequest(req: EngineRequest, ctx: PlacementContext): Promise<vllm.GenerateRequest> {
@@ -15,13 +15,13 @@ export async function buildVllmRequest(req: EngineRequest, ctx: PlacementContext
     const features = req.images[0]!.features;
     const rows = req.images.reduce((n, im) => n + im.patches, 0);
     let pixels: Float32Array;
-    if (req.images.length === 1) pixels = req.images[0]!.pixelValues;
+    if (req.images.length === 1) pixels = float32Values(req.images[0]!);
     else {
       pixels = new Float32Array(rows * features);
       let at = 0;
       for (const im of req.images) {
-        pixels.set(im.pixelValues, at);
-        at += im.pixelValues.length;
+        pixels.set(float32Values(im), at);
+        at += im.patches * im.features;
       }
     }
     const pixelValues = await placeTensor(ctx, { name: 'pixel_values', shape: [rows, features], dtype: 'float32', bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength) });

@@ -20,9 +20,9 @@ describe('PreprocessPool', () => {
       const img = await decodeToRgb(images.bytes(names[i]!));
       const local = preprocessRgb(img.rgb, img.width, img.height, cfg, { bf16: true });
       const view = (a: Float32Array | Uint16Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
-      expect(view(r.pixelValues).equals(view(local.pixelValues))).toBe(true);
+      expect(view(r.pixelValues!).equals(view(local.pixelValues!))).toBe(true);
       expect(view(r.bf16!).equals(view(local.bf16!))).toBe(true);
-      expect(r.pixelValues.buffer).toBeInstanceOf(SharedArrayBuffer); // pooled output memory
+      expect(r.pixelValues!.buffer).toBeInstanceOf(SharedArrayBuffer); // pooled output memory
       r.release();
       expect(r).toMatchObject({ width: 400, height: 300, gridThw: [1, 28, 38], tokens: 266 });
       expect(r.timings.decode).toBeGreaterThan(0);
@@ -33,15 +33,15 @@ describe('PreprocessPool', () => {
     const cfg = QWEN_VL_DEFAULTS.qwen2_vl;
     const view = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
     const first = await pool.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false });
-    const firstCopy = Buffer.from(view(first.pixelValues));
+    const firstCopy = Buffer.from(view(first.pixelValues!));
     first.release();
     const second = await pool.run({ bytes: images.bytes('rgb.png'), config: cfg, bf16: false });
     // The released memory now holds the second image: first's (stale) view sees its values.
-    expect(view(first.pixelValues).equals(view(second.pixelValues))).toBe(true);
-    expect(view(second.pixelValues).equals(firstCopy)).toBe(false);
+    expect(view(first.pixelValues!).equals(view(second.pixelValues!))).toBe(true);
+    expect(view(second.pixelValues!).equals(firstCopy)).toBe(false);
     const third = await pool.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false });
-    expect(view(third.pixelValues).equals(firstCopy)).toBe(true); // live results never share memory
-    expect(view(second.pixelValues).equals(firstCopy)).toBe(false);
+    expect(view(third.pixelValues!).equals(firstCopy)).toBe(true); // live results never share memory
+    expect(view(second.pixelValues!).equals(firstCopy)).toBe(false);
     second.release();
     third.release();
   });
@@ -49,6 +49,16 @@ describe('PreprocessPool', () => {
   it('an image too extreme for smart_resize is refused before any thread works on it', async () => {
     const wide = await import('sharp').then((m) => m.default({ create: { width: 2010, height: 10, channels: 3, background: '#fff' } }).png().toBuffer());
     await expect(pool.run({ bytes: wide, config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false })).rejects.toThrow('absolute aspect ratio must be at most 200, got 201.0');
+  });
+
+  it('produces only bfloat16 when float32 is not asked for', async () => {
+    const cfg = QWEN_VL_DEFAULTS.qwen2_vl;
+    const both = await pool.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: true });
+    const only = await pool.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: true, float32: false });
+    expect(only.pixelValues).toBeUndefined();
+    expect(Buffer.from(only.bf16!.buffer, only.bf16!.byteOffset, only.bf16!.byteLength).equals(Buffer.from(both.bf16!.buffer, both.bf16!.byteOffset, both.bf16!.byteLength))).toBe(true);
+    both.release();
+    only.release();
   });
 
   it('rebuilds decode errors as their own type', async () => {

@@ -114,16 +114,19 @@ export class PreprocessPool {
     if (!meta.width || !height) return undefined;
     const g = patchGeometry(height, meta.width, task.config); // ImageSizeError for bad sizes
     const elements = g.patches * g.features;
-    return { pixelValues: this.shared.acquire(elements * 4), ...(task.bf16 ? { bf16: this.shared.acquire(elements * 2) } : {}), elements };
+    return {
+      ...(task.float32 !== false ? { pixelValues: this.shared.acquire(elements * 4) } : {}),
+      ...(task.bf16 ? { bf16: this.shared.acquire(elements * 2) } : {}),
+      elements,
+    };
   }
 
   async run(task: PreprocessTask): Promise<PooledPreprocessResult> {
     if (this.closed) throw new Error('preprocessing pool is closed');
     const output = await this.outputFor(task);
     const giveBack = () => {
-      if (!output) return;
-      this.shared.release(output.pixelValues);
-      if (output.bf16) this.shared.release(output.bf16);
+      if (output?.pixelValues) this.shared.release(output.pixelValues);
+      if (output?.bf16) this.shared.release(output.bf16);
     };
     let result: PreprocessResult;
     try {
@@ -135,7 +138,7 @@ export class PreprocessPool {
       giveBack();
       throw err;
     }
-    const usesShared = output !== undefined && result.pixelValues.buffer instanceof SharedArrayBuffer;
+    const usesShared = output !== undefined && (result.pixelValues ?? result.bf16)?.buffer instanceof SharedArrayBuffer;
     if (!usesShared) giveBack();
     let released = false;
     return {

@@ -63,7 +63,7 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
           tokens: r.tokens,
           dtype: opts.dtype,
           nbytes: r.patches * r.features * elem,
-          fingerprint: encoderFingerprint(r.pixelValues),
+          fingerprint: encoderFingerprint(r.pixelValues!),
           ms: { read: round(read), decode: round(r.timings.decode), preprocess: round(r.timings.preprocess) },
         };
         return report;

@@ -22,7 +22,7 @@ parentPort.on('message', async ({ id, task }) => {
   try {
     const result = await runPreprocessTask(task);
     // Outputs in shared memory travel by reference; our own allocations by transfer.
-    const transfer = [result.pixelValues.buffer, result.bf16?.buffer].filter((b) => b instanceof ArrayBuffer);
+    const transfer = [result.pixelValues?.buffer, result.bf16?.buffer].filter((b) => b instanceof ArrayBuffer);
     parentPort.postMessage({ id, result }, transfer);
   } catch (err) {
     parentPort.postMessage({ id, error: { name: err?.name ?? 'Error', message: String(err?.message ?? err) } });

@@ -206,10 +206,11 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
     bytes.map(async (b, i) => {
       try {
         // Bytes are handed over (transferred) to the pool thread, which also hashes them.
-        const r = await ctx.pool.run({ bytes: b, config: ctx.model.imageConfig, bf16: dtype === 'bfloat16' });
+        // Only what travels: bfloat16 alone for a bfloat16 wire dtype, float32 otherwise.
+        const r = await ctx.pool.run({ bytes: b, config: ctx.model.imageConfig, bf16: dtype === 'bfloat16', float32: dtype !== 'bfloat16' });
         releases.push(r.release);
         const contentHash = Buffer.from(r.contentHash.buffer, r.contentHash.byteOffset, r.contentHash.byteLength);
-        const image: PreparedImage = { pixelValues: r.pixelValues, ...(r.bf16 ? { bf16: r.bf16 } : {}), patches: r.patches, features: r.features, gridThw: r.gridThw, placeholder: { offset: 0, length: r.tokens }, contentHash };
+        const image: PreparedImage = { ...(r.pixelValues ? { pixelValues: r.pixelValues } : {}), ...(r.bf16 ? { bf16: r.bf16 } : {}), patches: r.patches, features: r.features, gridThw: r.gridThw, placeholder: { offset: 0, length: r.tokens }, contentHash };
         return image;
       } catch (err) {
         if (err instanceof ImageDecodeError || err instanceof ImageSizeError) throw new ApiError(400, `image ${i}: ${err.message}`, 'invalid_request_error', images[i]!.param);

@@ -81,8 +81,8 @@ async function expectedFingerprints(dtype: 'float32' | 'bfloat16') {
   for (const name of ['rgb.png', 'photo.jpg']) {
     const img = await decodeToRgb(images.bytes(name));
     const p = preprocessRgb(img.rgb, img.width, img.height, model.imageConfig);
-    all.push(p.pixelValues);
-    out.push(fnv1a64Hex(encodeFloat32As(dtype, p.pixelValues)));
+    all.push(p.pixelValues!);
+    out.push(fnv1a64Hex(encodeFloat32As(dtype, p.pixelValues!)));
   }
   const joined = new Float32Array(all[0]!.length + all[1]!.length);
   joined.set(all[0]!);
