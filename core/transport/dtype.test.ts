@@ -61,6 +61,16 @@ describe('float32 -> bfloat16', () => {
     }
   });
 
+  it('gives the same bytes whatever the alignment of the output (paired, 16-bit and byte paths)', () => {
+    const values = Float32Array.from({ length: 1001 }, (_, i) => Math.sin(i) * 1e3 * (i % 7 === 0 ? -1 : 1));
+    const aligned = Buffer.from(f32ToBf16(values));
+    for (const offset of [1, 2, 3, 4]) {
+      const backing = new Uint8Array(2 * values.length + 8);
+      const out = f32ToBf16(values, backing.subarray(offset));
+      expect(Buffer.from(out).equals(aligned), `offset ${offset}`).toBe(true);
+    }
+  });
+
   it('writes into a caller buffer and refuses one that is too small', () => {
     const out = new Uint8Array(8);
     expect(f32ToBf16(Float32Array.of(1, 2), out).byteLength).toBe(4);

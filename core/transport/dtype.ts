@@ -131,16 +131,29 @@ export function f32ToBf16(input: Float32Array, out?: Uint8Array): Uint8Array {
   const n = input.length;
   const bytes = out ?? new Uint8Array(n * 2);
   if (bytes.byteLength < n * 2) throw new RangeError(`output buffer holds ${bytes.byteLength} bytes, need ${n * 2}`);
-  const src = new Uint32Array(input.buffer, input.byteOffset, n);
+  // Int32 view: the JIT keeps every step in 32-bit integer registers (a Uint32 view makes
+  // negative floats' bit patterns doubles). Sums stay within int32 for every non-NaN input.
+  const src = new Int32Array(input.buffer, input.byteOffset, n);
   const dst = bytes.byteOffset % 2 === 0 ? new Uint16Array(bytes.buffer, bytes.byteOffset, n) : undefined;
-  if (dst) {
+  if (dst && bytes.byteOffset % 4 === 0) {
+    // Two results per 32-bit store (little-endian: element 2j in the low half).
+    const pairs = new Int32Array(bytes.buffer, bytes.byteOffset, n >> 1);
+    for (let j = 0, i = 0; j < pairs.length; j++, i += 2) {
+      const a = src[i]!;
+      const b = src[i + 1]!;
+      const lo = (a & 0x7fffffff) > 0x7f800000 ? (a >>> 16) | 0x0040 : ((a + 0x7fff + ((a >>> 16) & 1)) | 0) >>> 16;
+      const hi = (b & 0x7fffffff) > 0x7f800000 ? (b >>> 16) | 0x0040 : ((b + 0x7fff + ((b >>> 16) & 1)) | 0) >>> 16;
+      pairs[j] = lo | (hi << 16);
+    }
+    if (n & 1) dst[n - 1] = bf16BitsFromF32Bits(src[n - 1]! >>> 0);
+  } else if (dst) {
     for (let i = 0; i < n; i++) {
       const bits = src[i]!;
-      dst[i] = (bits & 0x7fffffff) > 0x7f800000 ? (bits >>> 16) | 0x0040 : (bits + 0x7fff + ((bits >>> 16) & 1)) >>> 16;
+      dst[i] = (bits & 0x7fffffff) > 0x7f800000 ? (bits >>> 16) | 0x0040 : ((bits + 0x7fff + ((bits >>> 16) & 1)) | 0) >>> 16;
     }
   } else {
     for (let i = 0; i < n; i++) {
-      const h = bf16BitsFromF32Bits(src[i]!);
+      const h = bf16BitsFromF32Bits(src[i]! >>> 0);
       bytes[2 * i] = h & 0xff;
       bytes[2 * i + 1] = h >>> 8;
     }
