@@ -228,6 +228,15 @@ describe('worker failures', () => {
     expect((await json(again)).choices[0].message.content).toContain('via shm');
   });
 
+  it('a worker slower than request_timeout_secs gives 504 and the request\'s files are unlinked', async () => {
+    const worker = await startWorker('tokenspeed', ['--delay-ms', '4000']);
+    const r = await router(worker, 'shm', { request_timeout_secs: 1 });
+    const res = await post(r, chatBody(false));
+    expect(res.status).toBe(504);
+    expect(await json(res)).toMatchObject({ error: { type: 'timeout', message: `worker ${worker} did not finish within 1 s` } });
+    expect(ourFiles()).toEqual([]);
+  });
+
   it('a client that disconnects mid-request cancels it and its files are unlinked', async () => {
     const worker = await startWorker('vllm', ['--delay-ms', '3000']);
     const r = await router(worker, 'shm');
