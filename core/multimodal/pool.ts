@@ -7,12 +7,31 @@
 // size class, and the caller gives it back with release(). Fresh 20-200 MB buffers per image
 // would cost their page faults every time and, on the main thread, garbage-collection
 // pauses for the external memory; reused ones cost neither.
+import { readdirSync } from 'node:fs';
 import os from 'node:os';
 import { Worker } from 'node:worker_threads';
 import sharp, { type Metadata } from 'sharp';
 import { ImageDecodeError } from './decode.ts';
 import type { PreprocessResult, PreprocessTask } from './preprocess-task.ts';
 import { ImageSizeError, patchGeometry } from './qwen-vl.ts';
+
+/**
+ * Lower every thread of this process but the main one to nice 10 (Linux; elsewhere a no-op).
+ * Decoding runs on libuv's thread pool (sharp queues its work there), not only on our pool
+ * threads, and on a 2-core machine those threads would otherwise preempt the event loop for
+ * several milliseconds at a time. Threads start lazily, so this runs again as work completes.
+ */
+export function favourEventLoop(): void {
+  if (process.platform !== 'linux') return;
+  try {
+    for (const tid of readdirSync('/proc/self/task')) {
+      const id = Number(tid);
+      if (id !== process.pid && os.getPriority(id) < 10) os.setPriority(id, 10);
+    }
+  } catch {
+    /* not permitted, or a thread ended while we looked: keep what we have */
+  }
+}
 
 /** A result whose output memory goes back to the pool on release(). */
 export type PooledPreprocessResult = PreprocessResult & { release(): void };
@@ -58,6 +77,8 @@ export class PreprocessPool {
   private readonly running = new Map<Worker, { id: number; job: Pending }>();
   private nextId = 1;
   private closed = false;
+  /** favourEventLoop() runs after each of the first completions, while helper threads appear. */
+  private deprioritizeRounds = 16;
   private readonly shared = new SharedBufferPool(768 * 1024 * 1024);
 
   /** One thread per core but one: the event loop keeps a core, so the router stays responsive. */
@@ -73,6 +94,10 @@ export class PreprocessPool {
         const Type = ERROR_TYPES[msg.error.name] ?? Error;
         current.job.reject(new Type(msg.error.message));
       } else current.job.resolve(msg.result!);
+      if (this.deprioritizeRounds > 0) {
+        this.deprioritizeRounds -= 1;
+        favourEventLoop();
+      }
       this.idle.push(worker);
       this.pump();
     });
