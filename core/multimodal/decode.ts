@@ -6,6 +6,10 @@ import sharp, { type OutputInfo } from 'sharp';
 
 export const ACCEPTED_FORMATS = ['jpeg', 'png', 'webp', 'gif'] as const;
 
+// libvips caches operations by their arguments; every request brings new bytes, so the
+// cache would only hold memory (and make repeated benchmark decodes look free).
+sharp.cache(false);
+
 export class ImageDecodeError extends Error {
   override readonly name = 'ImageDecodeError';
 }
