@@ -162,9 +162,13 @@ describe('OpenAI API behaviour', () => {
     expect(plain.usage.total_tokens).toBe(plain.usage.prompt_tokens + plain.usage.completion_tokens);
   });
 
-  it('max_tokens truncates with finish_reason length', async () => {
+  it('max_tokens truncates with finish_reason length; JSON responses say where the time went', async () => {
     const r = await router(await startWorker('vllm'), 'inline');
-    const body = await json(post(r, { ...chatBody(false), max_tokens: 5 }));
+    const res = await post(r, { ...chatBody(false), max_tokens: 5 });
+    const spans = Object.fromEntries(res.headers.get('server-timing')!.split(', ').map((p) => p.split(';dur=') as [string, string]));
+    expect(Object.keys(spans)).toEqual(['fetch', 'preprocess', 'prompt', 'place', 'worker', 'total']);
+    expect(Number(spans.total)).toBeGreaterThanOrEqual(Number(spans.preprocess) + Number(spans.worker));
+    const body = await json(res);
     expect(body.choices[0].finish_reason).toBe('length');
     expect(body.usage.completion_tokens).toBe(5);
   });
