@@ -106,7 +106,7 @@ async function measure(): Promise<Row[]> {
           { name: 'encoder_input', shape, dtype: 'uint8', bytes: src },
         );
         if (placed.payload.kind !== 'shm') throw new Error('SHM write failed during the benchmark');
-        scope.handOff();
+        scope.complete();
         await generate(request(`b${seq++}`, tensorDataFromPlaced(placed)));
         return performance.now() - t;
       },

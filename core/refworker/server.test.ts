@@ -129,7 +129,7 @@ describe('SHM handoff through a real gRPC call', () => {
             input: { $case: 'tokenized', value: { inputIds: [1, PAD, PAD, PAD, PAD, 2] } },
             mmInputs: { pixelValues: tensorDataFromPlaced(pixels), modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(gridPlaced) }, mmPlaceholders: [{ offset: 1, length: 4 }], imTokenId: PAD },
           });
-    scope.handOff();
+    scope.complete();
     const { text, error } = await generate(worker.url, runtime, request);
     expect(error).toBeUndefined();
     const name = runtime === 'tokenspeed' ? 'encoder_input' : 'pixel_values';

@@ -328,10 +328,26 @@ function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: ts.Gene
     o.res.on('close', onClose);
     if (o.isGone()) return onClose();
 
+    const failFromWorker = (apiError: ApiError) => {
+      o.res.off('close', onClose);
+      call.removeAllListeners('end');
+      call.removeAllListeners('error');
+      call.on('error', () => {}); // the cancel below surfaces as a CANCELLED error
+      call.cancel();
+      o.scope.cleanup();
+      if (!headersSent) return reject(apiError);
+      sse(apiError.body());
+      o.res.end('data: [DONE]\n\n');
+      resolve();
+    };
     call.on('data', (message: unknown) => {
-      o.scope.handOff(); // the worker answered: it has read (and unlinked) every tensor
       const ev = engineEvent(message as ts.GenerateResponse | vllm.GenerateResponse);
       if (!ev) return;
+      const bad = ev.tokenIds.find((id) => !Number.isInteger(id) || id < 0 || id >= ctx.model.vocabSize);
+      if (bad !== undefined) {
+        failFromWorker(new ApiError(502, `worker ${worker.spec.url} sent token id ${bad}, outside the model's vocabulary of ${ctx.model.vocabSize}`));
+        return;
+      }
       promptTokens = ev.promptTokens || promptTokens;
       if (ev.kind === 'complete') complete = ev;
       if (!o.stream) {
@@ -367,7 +383,7 @@ function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: ts.Gene
         o.res.end('data: [DONE]\n\n');
         return resolve();
       }
-      o.scope.handOff();
+      o.scope.complete();
       const usage = { prompt_tokens: complete.promptTokens || promptTokens, completion_tokens: detok.count, total_tokens: (complete.promptTokens || promptTokens) + detok.count };
       const finish = openAiFinishReason(complete.finishReason);
       if (!o.stream) {

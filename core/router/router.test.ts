@@ -256,6 +256,31 @@ describe('worker failures', () => {
   });
 });
 
+describe('a worker that answers nonsense', () => {
+  it('token ids outside the vocabulary give 502 naming the id, not silently dropped text', async () => {
+    // A stand-in worker at the network edge only: real gRPC, real router, a bad reply.
+    const grpc = await import('@grpc/grpc-js');
+    const { VllmEngineService, GetModelInfoResponse, GetServerInfoResponse } = await import('../gen/vllm/grpc/engine.ts');
+    const server = new grpc.Server();
+    server.addService(VllmEngineService, {
+      healthCheck: (_c: unknown, cb: (e: null, r: object) => void) => cb(null, { healthy: true, message: '' }),
+      getModelInfo: (_c: unknown, cb: (e: null, r: object) => void) => cb(null, GetModelInfoResponse.fromPartial({})),
+      getServerInfo: (_c: unknown, cb: (e: null, r: object) => void) => cb(null, GetServerInfoResponse.fromPartial({})),
+      abort: (_c: unknown, cb: (e: null, r: object) => void) => cb(null, {}),
+      generate: (call: { write(m: object): void; end(): void }) => {
+        call.write({ response: { $case: 'complete', value: { outputIds: [1_000_000_000], finishReason: 'stop', promptTokens: 1, completionTokens: 1, cachedTokens: 0, index: 0 } } });
+        call.end();
+      },
+    } as never);
+    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+    stops.push(() => new Promise<void>((resolve) => server.tryShutdown(() => resolve())));
+    const r = await router(`grpc://127.0.0.1:${port}`, 'shm');
+    const res = await post(r, chatBody(false));
+    expect(res.status).toBe(502);
+    expect((await json(res)).error.message).toBe(`worker grpc://127.0.0.1:${port} sent token id 1000000000, outside the model's vocabulary of 151936`);
+  });
+});
+
 describe('mmtc router with no worker configured (the README command)', () => {
   it('starts the embedded reference worker, says so, serves a multimodal request, and stops it on exit', async () => {
     const r = await startMmtc(['router', '--port', '0', '--multimodal-tensor-transport', 'auto'], /^\s+transport /);

@@ -134,11 +134,11 @@ describe('ShmWriter', () => {
     expect(isOurTensorName('smg-tokenspeed-probe-1')).toBe(false);
   });
 
-  it('after hand-off the request no longer owns its files', async () => {
+  it('after a successful request the files are the worker\'s', async () => {
     const writer = new ShmWriter({ dir: shm.dir });
     const scope = new ShmRequestScope(shm.dir);
     await writer.write(bytes(64), scope);
-    scope.handOff();
+    scope.complete();
     expect(scope.cleanup()).toBe(0);
     expect(shm.files()).toHaveLength(1);
   });

@@ -201,8 +201,11 @@ export class ShmWriter {
 }
 
 /**
- * The files one request created. If the request fails or is cancelled before the worker took
- * them, cleanup() unlinks every one still present; only valid names with our prefix.
+ * The files one request created. When the request succeeds, complete() leaves them to the
+ * worker (it unlinks after reading). When it fails, times out or is cancelled, cleanup()
+ * unlinks every one still present, whether or not the worker had answered: a worker that
+ * read them already unlinked them (ENOENT is fine), one that did not would leave them
+ * behind. Only valid names with our prefix are ever unlinked.
  */
 export class ShmRequestScope {
   private readonly names = new Set<string>();
@@ -220,8 +223,8 @@ export class ShmRequestScope {
     return [...this.names];
   }
 
-  /** The worker took the request: from now on unlinking is its job. */
-  handOff(): void {
+  /** The request succeeded: the worker has read, and unlinked, every file. */
+  complete(): void {
     this.names.clear();
   }
 
