@@ -184,51 +184,54 @@ export function preprocessRgb(
   const toBf16 = (t: Float32Array) => Uint16Array.from(t, (v) => bf16BitsFromF32Bits(new Uint32Array(Float32Array.of(v).buffer)[0]!));
   const [b0, b1, b2] = bf ? [toBf16(t0), toBf16(t1), toBf16(t2)] : [new Uint16Array(256), new Uint16Array(256), new Uint16Array(256)];
   const blocksW = g.gridW / m;
-  // For each output column x: the offset of its (patch row, merge column, pixel column) part.
-  const colBase = new Int32Array(g.resizedWidth);
-  for (let x = 0; x < g.resizedWidth; x++) {
-    const gx = (x / P) | 0;
-    const pc = x % P;
-    const bw = (gx / m) | 0;
-    const mc = gx % m;
-    colBase[x] = (bw * m * m + mc) * F + pc;
-  }
   const cs = T * PP; // distance between channels within a feature vector
   const outW = g.resizedWidth;
 
+  // The scatter walks one patch row (P pixels) at a time: its P values per channel and
+  // temporal copy land in P consecutive slots, so every store stream is sequential.
+  const gridW = g.gridW;
+  const patchStride = F; // next patch column inside a merge block
   resizeRgbInto(rgb, width, height, outW, g.resizedHeight, (y, row) => {
     const gy = (y / P) | 0;
     const pr = y % P;
     const bh = (gy / m) | 0;
     const mr = gy % m;
     const rowBase = (bh * blocksW * m * m + mr * m) * F + pr * P;
-    for (let x = 0, p = 0; x < outW; x++, p += 3) {
-      const o = rowBase + colBase[x]!;
-      const vr = row[p]!;
-      const vg = row[p + 1]!;
-      const vb = row[p + 2]!;
+    for (let gx = 0; gx < gridW; gx++) {
+      const bw = (gx / m) | 0;
+      const mc = gx - bw * m;
+      const base = rowBase + (bw * m * m + mc) * patchStride;
+      let p = gx * P * 3;
+      // Temporal copy 0 only; the others are block copies once the image is done.
+      const o1 = base + cs;
+      const o2 = o1 + cs;
       if (out) {
-        const r = t0[vr]!;
-        const gg = t1[vg]!;
-        const b = t2[vb]!;
-        for (let t = 0, ot = o; t < T; t++, ot += PP) {
-          out[ot] = r;
-          out[ot + cs] = gg;
-          out[ot + 2 * cs] = b;
+        for (let pc = 0, q = p; pc < P; pc++, q += 3) {
+          out[base + pc] = t0[row[q]!]!;
+          out[o1 + pc] = t1[row[q + 1]!]!;
+          out[o2 + pc] = t2[row[q + 2]!]!;
         }
       }
       if (bf) {
-        const hr = b0[vr]!;
-        const hg = b1[vg]!;
-        const hb = b2[vb]!;
-        for (let t = 0, ot = o; t < T; t++, ot += PP) {
-          bf[ot] = hr;
-          bf[ot + cs] = hg;
-          bf[ot + 2 * cs] = hb;
+        for (let pc = 0, q = p; pc < P; pc++, q += 3) {
+          bf[base + pc] = b0[row[q]!]!;
+          bf[o1 + pc] = b1[row[q + 1]!]!;
+          bf[o2 + pc] = b2[row[q + 2]!]!;
         }
       }
+      p += P * 3;
     }
   });
+  // A still image is repeated T times: copy each channel's P×P block to temporal slots 1..T-1.
+  for (let patch = 0; patch < g.patches; patch++) {
+    for (let c = 0; c < 3; c++) {
+      const from = patch * F + c * cs;
+      for (let t = 1; t < T; t++) {
+        out?.copyWithin(from + t * PP, from, from + PP);
+        bf?.copyWithin(from + t * PP, from, from + PP);
+      }
+    }
+  }
   return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), gridThw: [g.gridT, g.gridH, g.gridW] };
 }
 
