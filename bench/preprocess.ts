@@ -15,6 +15,7 @@ import { decodeToRgb } from '../core/multimodal/decode.ts';
 import { PreprocessPool } from '../core/multimodal/pool.ts';
 import { preprocessRgb, QWEN_VL_DEFAULTS, type QwenVlFamily } from '../core/multimodal/qwen-vl.ts';
 import { pythonWithPillow } from '../core/test/python.ts';
+import mallocTunables from '../bin/malloc-tunables.json' with { type: 'json' };
 import { renderBarChart } from './chart.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -64,8 +65,11 @@ async function ours(file: string, family: QwenVlFamily): Promise<{ ms: number; d
   return { ms: median(times), decode: median(decodes), shape };
 }
 
+/** The Python side runs under the same malloc setting (glibc cut our own copy down at start). */
+const pythonEnv = { ...process.env, ...(process.env.MMTC_GLIBC_TUNABLES ? { GLIBC_TUNABLES: process.env.MMTC_GLIBC_TUNABLES } : {}) };
+
 function pillowNumpy(file: string, family: QwenVlFamily): { ms: number; shape: string } {
-  const info = JSON.parse(execFileSync(pythonWithPillow(), [REFERENCE, family, file, '--bench', String(RUNS)]).toString());
+  const info = JSON.parse(execFileSync(pythonWithPillow(), [REFERENCE, family, file, '--bench', String(RUNS)], { env: pythonEnv }).toString());
   return { ms: info.median_ms, shape: `${info.shape[0]}x${info.shape[1]}` };
 }
 
@@ -97,16 +101,17 @@ async function eventLoopUnderLoad(file: string): Promise<{ worstMs: number; p99M
 
 async function main() {
   if (process.env.GLIBC_TUNABLES === undefined && process.env.MMTC_BENCH_DEFAULT_MALLOC !== '1') {
-    // Measure as the router runs (bin/mmtc.js sets this tunable); the Python reference inherits it.
+    // Measure as the router runs (bin/mmtc.js sets these tunables); the Python reference inherits them.
     const { spawnSync } = await import('node:child_process');
-    const r = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1' } });
+    const t = mallocTunables.GLIBC_TUNABLES;
+    const r = spawnSync(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, GLIBC_TUNABLES: t, MMTC_GLIBC_TUNABLES: t } });
     process.exit(r.status ?? 1);
   }
   const dir = mkdtempSync(path.join(os.tmpdir(), 'mmtc-bench-pre-'));
   try {
     const files = makeJpegs(dir);
     const machine = `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, ${execFileSync(pythonWithPillow(), ['-c', 'import PIL, numpy, sys; print("Python", sys.version.split()[0], "Pillow", PIL.__version__, "numpy", numpy.__version__)']).toString().trim()}`;
-    process.stdout.write(`preprocessing benchmark on ${machine}, median of ${RUNS} runs, GLIBC_TUNABLES=${process.env.GLIBC_TUNABLES ?? '(unset)'} for both\n\n`);
+    process.stdout.write(`preprocessing benchmark on ${machine}, median of ${RUNS} runs, GLIBC_TUNABLES=${process.env.MMTC_GLIBC_TUNABLES ?? process.env.GLIBC_TUNABLES ?? '(unset)'} for both\n\n`);
     process.stdout.write('| image | model | encoder input | ours ms (decode) | Pillow + numpy ms | speed-up |\n|---|---|---|---:|---:|---:|\n');
     const rows: Array<{ label: string; ours: number; ref: number }> = [];
     for (const [name, file] of Object.entries(files)) {

@@ -1,12 +1,12 @@
 #!/usr/bin/env node
 // Runs the TypeScript sources directly (no build step to forget): tsx compiles on load.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { register } from 'tsx/esm/api';
 
-// Long-running commands move large tensor buffers. On these machines glibc's
-// `glibc.malloc.hugetlb=1` makes large allocations up to 5-7x cheaper (docs/performance.md),
-// and it only takes effect at process start: re-run ourselves once with it set, unless the
+// Long-running commands move large tensor and image buffers. glibc's malloc settings in
+// malloc-tunables.json make them up to 5-7x cheaper on these machines (docs/performance.md),
+// and they only take effect at process start: re-run ourselves once with them, unless the
 // operator set GLIBC_TUNABLES already or opted out with MMTC_MALLOC_HUGETLB=0.
 const LONG_RUNNING = new Set(['router', 'serve', 'worker', 'desktop']);
 if (
@@ -15,9 +15,13 @@ if (
   process.env.MMTC_MALLOC_HUGETLB !== '0' &&
   process.platform === 'linux'
 ) {
+  const tunables = JSON.parse(readFileSync(new URL('./malloc-tunables.json', import.meta.url), 'utf8')).GLIBC_TUNABLES;
   const child = spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
     stdio: 'inherit',
-    env: { ...process.env, GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1', MMTC_MALLOC_HUGETLB: '0', MMTC_EXIT_WITH_PARENT: String(process.pid) },
+    // glibc rewrites GLIBC_TUNABLES in a process's own environment down to its first entry,
+    // so children would inherit less than we set; MMTC_GLIBC_TUNABLES keeps the whole value
+    // for the processes mmtc starts in turn (the router's embedded worker).
+    env: { ...process.env, GLIBC_TUNABLES: tunables, MMTC_GLIBC_TUNABLES: tunables, MMTC_MALLOC_HUGETLB: '0', MMTC_EXIT_WITH_PARENT: String(process.pid) },
   });
   for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
   child.on('exit', (code, signal) => {

@@ -81,7 +81,12 @@ async function startEmbeddedWorker(modelPath: string, processEnv: Readonly<Recor
   const bin = path.resolve(import.meta.dirname, '../../bin/mmtc.js');
   const child = spawn(process.execPath, [bin, 'worker', '--runtime', 'tokenspeed', '--port', '0', '--model-path', modelPath], {
     stdio: ['ignore', 'pipe', 'inherit'],
-    env: { ...processEnv, MMTC_EXIT_WITH_PARENT: String(process.pid) } as NodeJS.ProcessEnv,
+    env: {
+      ...processEnv,
+      // Our own GLIBC_TUNABLES was cut down by glibc at start; give the worker the whole setting.
+      ...(processEnv.MMTC_GLIBC_TUNABLES ? { GLIBC_TUNABLES: processEnv.MMTC_GLIBC_TUNABLES } : {}),
+      MMTC_EXIT_WITH_PARENT: String(process.pid),
+    } as NodeJS.ProcessEnv,
   });
   const url = await new Promise<string>((resolve, reject) => {
     let out = '';
