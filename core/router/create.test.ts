@@ -46,3 +46,22 @@ describe('createRouter (programmatic API)', () => {
     expect(router.resolveTransport()[0]!.multimodal_tensor_transport).toMatchObject({ value: 'shm', source: 'router' });
   });
 });
+
+describe('createRouter().start()', () => {
+  it('serves the same API with the embedding options', async () => {
+    const { startMmtc } = await import('../test/cli.ts');
+    const worker = await startMmtc(['worker', '--runtime', 'vllm', '--port', '0'], /listening on grpc:\/\//);
+    const url = worker.line.match(/grpc:\/\/\S+/)![0];
+    const router = createRouter({ port: 0, multimodal_tensor_transport: 'auto', workers: [{ url }] }, { environment });
+    const lines: string[] = [];
+    const running = await router.start({ log: (l) => lines.push(l) });
+    try {
+      const health = (await (await fetch(`${running.url}/health`)).json()) as { workers: Array<{ url: string; runtime: string; healthy: boolean }> };
+      expect(health.workers).toEqual([expect.objectContaining({ url, runtime: 'vllm', healthy: true })]);
+      expect(lines.some((l) => l.includes('transport auto (from router)'))).toBe(true);
+    } finally {
+      await running.close();
+      await worker.stop();
+    }
+  });
+});
