@@ -133,7 +133,7 @@ async function main() {
     mkdirSync(path.join(root, 'docs', 'img'), { recursive: true });
     writeFileSync(
       path.join(root, 'docs', 'img', 'preprocess-bench.svg'),
-      renderBarChart({ title: 'Preprocessing per image (median ms, lower is better)', groups: rows.map((r) => r.label), series: [{ name: 'mmtc (sharp + fused JS)', values: rows.map((r) => r.ours) }, { name: 'Pillow + numpy', values: rows.map((r) => r.ref) }] }),
+      renderBarChart({ title: 'Preprocessing per image (median ms, lower is better)', groups: rows.map((r) => r.label), series: [{ name: 'mmtc (sharp + SIMD resize + fused scatter)', values: rows.map((r) => r.ours) }, { name: 'Pillow + numpy', values: rows.map((r) => r.ref) }] }),
     );
     process.stdout.write('chart written to docs/img/preprocess-bench.svg\n');
   } finally {
