@@ -75,9 +75,11 @@ export function renderBarChart(spec: BarChartSpec): string {
     `<rect width="${W}" height="${H}" fill="white"/>`,
     `<text x="10" y="22" font-size="15" font-weight="bold">${escapeXml(spec.title)}</text>`,
   ];
+  let legendX = 10;
   spec.series.forEach((s, k) => {
-    parts.push(`<rect x="${10 + k * 220}" y="34" width="12" height="12" fill="${COLORS[(k + 1) % COLORS.length]}"/>`);
-    parts.push(`<text x="${28 + k * 220}" y="45">${escapeXml(s.name)}</text>`);
+    parts.push(`<rect x="${legendX}" y="34" width="12" height="12" fill="${COLORS[(k + 1) % COLORS.length]}"/>`);
+    parts.push(`<text x="${legendX + 18}" y="45">${escapeXml(s.name)}</text>`);
+    legendX += 40 + s.name.length * 7; // about 7 px per character at 12 px
   });
   spec.groups.forEach((g, i) => {
     const gy = top + i * groupH;
