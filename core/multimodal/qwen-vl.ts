@@ -190,37 +190,10 @@ export function preprocessRgb(
   // The scatter walks one patch row (P pixels) at a time: its P values per channel and
   // temporal copy land in P consecutive slots, so every store stream is sequential.
   const gridW = g.gridW;
-  const patchStride = F; // next patch column inside a merge block
+  const layout: ScatterLayout = { P, m, F, cs, blocksW, gridW, rowStride: blocksW * m * m * F };
   resizeRgbInto(rgb, width, height, outW, g.resizedHeight, (y, row) => {
-    const gy = (y / P) | 0;
-    const pr = y % P;
-    const bh = (gy / m) | 0;
-    const mr = gy % m;
-    const rowBase = (bh * blocksW * m * m + mr * m) * F + pr * P;
-    for (let gx = 0; gx < gridW; gx++) {
-      const bw = (gx / m) | 0;
-      const mc = gx - bw * m;
-      const base = rowBase + (bw * m * m + mc) * patchStride;
-      let p = gx * P * 3;
-      // Temporal copy 0 only; the others are block copies once the image is done.
-      const o1 = base + cs;
-      const o2 = o1 + cs;
-      if (out) {
-        for (let pc = 0, q = p; pc < P; pc++, q += 3) {
-          out[base + pc] = t0[row[q]!]!;
-          out[o1 + pc] = t1[row[q + 1]!]!;
-          out[o2 + pc] = t2[row[q + 2]!]!;
-        }
-      }
-      if (bf) {
-        for (let pc = 0, q = p; pc < P; pc++, q += 3) {
-          bf[base + pc] = b0[row[q]!]!;
-          bf[o1 + pc] = b1[row[q + 1]!]!;
-          bf[o2 + pc] = b2[row[q + 2]!]!;
-        }
-      }
-      p += P * 3;
-    }
+    if (out) scatterRow(row, y, out, t0, t1, t2, layout);
+    if (bf) scatterRow(row, y, bf, b0, b1, b2, layout);
   });
   // A still image is repeated T times: copy each channel's P×P block to temporal slots 1..T-1.
   for (let patch = 0; patch < g.patches; patch++) {
@@ -233,6 +206,41 @@ export function preprocessRgb(
     }
   }
   return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), gridThw: [g.gridT, g.gridH, g.gridW] };
+}
+
+interface ScatterLayout {
+  P: number;
+  m: number;
+  F: number;
+  cs: number;
+  blocksW: number;
+  gridW: number;
+  rowStride: number;
+}
+
+/**
+ * One resized row into patch layout, temporal copy 0 only: for each patch column, the row's
+ * P pixels land as P consecutive values per channel. A plain function with everything in
+ * parameters, so the JIT keeps the loop state in registers.
+ */
+function scatterRow<A extends Float32Array | Uint16Array>(row: Uint8Array, y: number, out: A, l0: A, l1: A, l2: A, l: ScatterLayout): void {
+  const { P, m, F, cs, gridW } = l;
+  const gy = (y / P) | 0;
+  const pr = y - gy * P;
+  const bh = (gy / m) | 0;
+  const mr = gy - bh * m;
+  const rowBase = bh * l.rowStride + mr * m * F + pr * P;
+  for (let gx = 0; gx < gridW; gx++) {
+    const bw = (gx / m) | 0;
+    const base = rowBase + (bw * m * m + (gx - bw * m)) * F;
+    const o1 = base + cs;
+    const o2 = o1 + cs;
+    for (let pc = 0, q = gx * P * 3; pc < P; pc++, q += 3) {
+      out[base + pc] = l0[row[q]!]!;
+      out[o1 + pc] = l1[row[q + 1]!]!;
+      out[o2 + pc] = l2[row[q + 2]!]!;
+    }
+  }
 }
 
 /**
