@@ -110,7 +110,7 @@ function buildProgram(): Command {
       const env = transportEnvironmentAtStart();
       const loaded = await loadRouterConfig(opts);
       const { startRouter } = await import('./router/server.ts');
-      const router = await startRouter({ config: loaded.config, origins: loaded.origins, env });
+      const router = await startRouter({ config: loaded.config, env });
       await new Promise<void>((resolve) => {
         process.once('SIGINT', () => resolve());
         process.once('SIGTERM', () => resolve());

@@ -11,7 +11,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Document, isMap, isScalar, isSeq, LineCounter, parseDocument, type Node, type ParsedNode, type YAMLMap } from 'yaml';
 import { ConfigError, type ConfigIssue, type PathSegment } from './errors.ts';
-import { RouterConfigSchema, WorkerSpecSchema, type RouterConfig, type WorkerSpec } from './schema.ts';
+import { RouterConfigSchema, WorkerSpecSchema, type RouterConfig } from './schema.ts';
 import { checkRouterConfig } from './validate.ts';
 
 export interface ParsedConfigFile {

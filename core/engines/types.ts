@@ -1,8 +1,6 @@
 // The engine-neutral request the router pipeline builds, and the neutral stream it reads
 // back. tokenspeed.ts and vllm.ts turn the first into their protocol's GenerateRequest
 // (placing every tensor through the transport) and their responses into the second.
-import type { PlacementContext } from '../transport/placement.ts';
-
 export interface PreparedImage {
   /** [patches, features] float32 encoder input (absent when only bfloat16 travels). */
   pixelValues?: Float32Array;
@@ -39,5 +37,3 @@ export interface EngineRequest {
 export type EngineEvent =
   | { kind: 'chunk'; tokenIds: number[]; promptTokens: number; completionTokens: number }
   | { kind: 'complete'; tokenIds: number[]; finishReason: string; promptTokens: number; completionTokens: number; cachedTokens: number };
-
-export type { PlacementContext };

@@ -41,7 +41,7 @@ export interface ReferenceWorkerOptions {
   delayMs?: number;
 }
 
-export interface ReceivedTensor {
+interface ReceivedTensor {
   name: string;
   shape: number[];
   dtype: string;
@@ -142,7 +142,7 @@ function receive(
   fingerprint: boolean,
   mergeSize: number,
   metrics?: TransportMetrics,
-): { text: string; received: ReceivedTensor[] } {
+): string {
   const received: ReceivedTensor[] = [];
   const grids = new Map<string, number[]>();
   const rows = new Map<string, number>();
@@ -172,7 +172,7 @@ function receive(
   validateImages(job.checks, grids, rows, job.inputIds, mergeSize);
   const parts = received.map((t) => `${t.name} [${t.shape.join(',')}] ${t.dtype} via ${t.path}, ${t.nbytes} bytes${t.fnv1a ? `, fnv1a ${t.fnv1a}` : ''}`);
   const head = job.images === 0 ? 'no images' : `${job.images} image${job.images === 1 ? '' : 's'}`;
-  return { text: parts.length ? `${head}: ${parts.join('; ')}` : `${head}.`, received };
+  return parts.length ? `${head}: ${parts.join('; ')}` : `${head}.`;
 }
 
 function grpcError(code: grpc.status, details: string): Partial<grpc.ServiceError> {
@@ -222,7 +222,7 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
       const j = job();
       requestId = j.requestId;
       active.add(j.requestId);
-      const { text } = receive(options.runtime, j, reader, fingerprint, model.imageConfig.merge_size, options.metrics);
+      const text = receive(options.runtime, j, reader, fingerprint, model.imageConfig.merge_size, options.metrics);
       const all = model.tokenizer.encode(text, { add_special_tokens: false }).ids;
       const ids = all.slice(0, j.maxTokens ?? Infinity);
       const finish = ids.length < all.length ? 'length' : 'stop';

@@ -64,7 +64,7 @@ export function createRouter(options: RouterOptions = {}, embedding: RouterEmbed
     },
     async start(options = {}) {
       const { startRouter } = await import('./server.ts');
-      return startRouter({ config, origins: apiOrigins(config), env: environment, ...(options.log ? { log: options.log } : {}) });
+      return startRouter({ config, env: environment, ...(options.log ? { log: options.log } : {}) });
     },
   };
 }

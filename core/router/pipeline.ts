@@ -27,7 +27,7 @@ import type { TensorEventBus } from '../telemetry/events.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
 import { decideTransport, type TransportDecision } from '../transport/decision.ts';
 import { resolveEncoderDtype } from '../transport/dtype.ts';
-import { resolveWorkerTransport } from '../transport/resolve.ts';
+import { resolveWorkerTransport, type ResolvedWorkerTransport } from '../transport/resolve.ts';
 import { ShmRequestScope, type ShmWriter } from '../transport/shm-writer.ts';
 import type { WorkerRegistry, WorkerState } from '../workers/registry.ts';
 import { ApiError, chunkBody, completionBody, openAiFinishReason, parseChatRequest, type ChatCompletionRequest } from './openai.ts';
@@ -73,7 +73,7 @@ function asApiError(err: unknown, images: ImageRef[]): ApiError {
 }
 
 /** Which transport this request uses for this worker, and why. */
-export function transportFor(ctx: RouterContext, worker: WorkerState): { decision: TransportDecision; minBytes: number; mode: string } {
+export function transportFor(ctx: RouterContext, worker: WorkerState): { decision: TransportDecision; minBytes: number; resolved: ResolvedWorkerTransport } {
   const config = ctx.config();
   const resolved = resolveWorkerTransport({ worker: worker.spec, workers: config.workers, router: config, env: ctx.env });
   const mode = resolved.multimodal_tensor_transport.value;
@@ -83,7 +83,7 @@ export function transportFor(ctx: RouterContext, worker: WorkerState): { decisio
     routerToken: ctx.routerToken,
     workers: [{ url: worker.spec.url, worker_type: worker.spec.worker_type, shm_namespace_id: worker.labels.shm_namespace_id, reachable: worker.healthy }],
   });
-  return { decision, minBytes: resolved.multimodal_shm_min_bytes.value, mode };
+  return { decision, minBytes: resolved.multimodal_shm_min_bytes.value, resolved };
 }
 
 function callGenerate(worker: WorkerState, request: ts.GenerateRequest | vllm.GenerateRequest, deadline: number): grpc.ClientReadableStream<ts.GenerateResponse | vllm.GenerateResponse> {

@@ -8,7 +8,6 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { TransportEnvironment } from '../config/env.ts';
-import type { ConfigOrigins } from '../config/load.ts';
 import { WorkerSpecSchema, type RouterConfig } from '../config/schema.ts';
 import { DEFAULT_MAX_IMAGE_BYTES } from '../multimodal/fetch.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
@@ -17,7 +16,6 @@ import { TensorEventBus } from '../telemetry/events.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
 import { DECISION_REASONS } from '../transport/decision.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
-import { resolveWorkerTransport } from '../transport/resolve.ts';
 import { ShmWriter } from '../transport/shm-writer.ts';
 import { WorkerRegistry } from '../workers/registry.ts';
 import { ApiError } from './openai.ts';
@@ -34,7 +32,6 @@ export interface RunningRouter {
 
 export interface StartRouterOptions {
   config: RouterConfig;
-  origins?: ConfigOrigins;
   env: TransportEnvironment;
   processEnv?: Readonly<Record<string, string | undefined>>;
   /** Where to write start-up lines; defaults to stdout. */
@@ -157,8 +154,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   log(`model ${model.path} (${model.modelType})`);
   if (!probe.writable) log(`/dev/shm: ${probe.error}; shm and auto stay inline`);
   for (const w of registry.list()) {
-    const resolved = resolveWorkerTransport({ worker: w.spec, workers: config.workers, router: config, env: options.env, ...(options.origins ? { origins: options.origins } : {}) });
-    const { decision } = transportFor(context, w);
+    const { decision, resolved } = transportFor(context, w);
     const mode = resolved.multimodal_tensor_transport;
     const who = embedded && w.spec.url === embedded.url ? ', embedded reference worker' : '';
     log(`worker ${w.spec.url} (${w.runtime ?? 'runtime unknown'}${who}): ${w.healthy ? 'healthy' : `DOWN: ${w.lastError}`}`);

@@ -156,10 +156,6 @@ export class ShmWriter {
     return result;
   }
 
-  get orphanSweep(): OrphanSweepResult | undefined {
-    return this.swept;
-  }
-
   nextName(): string {
     const nanos = BigInt(Date.now()) * 1_000_000n + (process.hrtime.bigint() % 1_000_000n);
     this.seq += 1;

@@ -66,7 +66,8 @@ function setLabel(labels: Record<string, string>, key: string, value: unknown): 
   labels[key] = String(value);
 }
 
-async function healthOf(c: WorkerClient, timeoutMs: number): Promise<{ healthy: boolean; message: string }> {
+/** One HealthCheck on an already connected client (both protocols share the message shapes). */
+export async function healthOf(c: WorkerClient, timeoutMs: number): Promise<{ healthy: boolean; message: string }> {
   return c.runtime === 'tokenspeed' ? unary(c.client.healthCheck.bind(c.client), {}, timeoutMs) : unary(c.client.healthCheck.bind(c.client), {}, timeoutMs);
 }
 

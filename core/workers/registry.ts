@@ -3,9 +3,8 @@
 // many requests it has in flight. A periodic HealthCheck marks workers up and down; a worker
 // that comes back is discovered again (a restarted worker may have a new /dev/shm token).
 // Selection skips unhealthy workers: round_robin, or least_load (fewest in flight).
-import * as grpc from '@grpc/grpc-js';
 import type { WorkerSpec } from '../config/schema.ts';
-import { connectWorker, probeWorker, type WireRuntime, type WorkerClient } from './client.ts';
+import { connectWorker, healthOf, probeWorker, type WireRuntime, type WorkerClient } from './client.ts';
 
 export interface WorkerState {
   spec: WorkerSpec;
@@ -84,15 +83,13 @@ export class WorkerRegistry {
     await Promise.all(this.workers.map((w) => this.discover(w)));
   }
 
-  private healthCheck(w: WorkerState): Promise<boolean> {
-    const c = w.client;
-    if (!c) return Promise.resolve(false);
-    return new Promise((resolve) => {
-      const cb = (err: grpc.ServiceError | null, res?: { healthy: boolean }) => resolve(!err && res?.healthy === true);
-      const opts = { deadline: Date.now() + (this.options.probeTimeoutMs ?? 3000) };
-      if (c.runtime === 'tokenspeed') c.client.healthCheck({}, new grpc.Metadata(), opts, cb);
-      else c.client.healthCheck({}, new grpc.Metadata(), opts, cb);
-    });
+  private async healthCheck(w: WorkerState): Promise<boolean> {
+    if (!w.client) return false;
+    try {
+      return (await healthOf(w.client, this.options.probeTimeoutMs ?? 3000)).healthy;
+    } catch {
+      return false;
+    }
   }
 
   /** One round of health checks; a worker that was down and answers again is rediscovered. */
