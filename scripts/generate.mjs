@@ -36,8 +36,9 @@ if (r.status !== 0) {
   process.exit(r.status ?? 1);
 }
 const wabt = await (await import('wabt')).default();
-const wat = wabt.parseWat(path.basename(watFile), readFileSync(watFile, 'utf8'), { simd: true });
-wat.validate();
+const watFeatures = { simd: true, threads: true };
+const wat = wabt.parseWat(path.basename(watFile), readFileSync(watFile, 'utf8'), watFeatures);
+wat.validate(watFeatures);
 writeFileSync(path.join(outDir, 'resize.wasm'), wat.toBinary({}).buffer);
 wat.destroy();
 writeFileSync(stampFile, stamp);

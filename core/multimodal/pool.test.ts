@@ -29,6 +29,36 @@ describe('PreprocessPool', () => {
     }
   });
 
+  it('splits a lone image across two threads, with the same bytes as one thread', async () => {
+    for (const [family, name] of [['qwen2_vl', 'photo.jpg'], ['qwen3_vl', 'rgba.png'], ['qwen2_vl', 'gray.png']] as const) {
+      const cfg = QWEN_VL_DEFAULTS[family];
+      const r = await pool.run({ bytes: images.bytes(name), config: cfg, bf16: true });
+      expect(r.threads, `${family} ${name}`).toBe(2);
+      const img = await decodeToRgb(images.bytes(name));
+      const local = preprocessRgb(img.rgb, img.width, img.height, cfg, { bf16: true });
+      const view = (a: Float32Array | Uint16Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+      expect(view(r.pixelValues!).equals(view(local.pixelValues!)), `${family} ${name} float32`).toBe(true);
+      expect(view(r.bf16!).equals(view(local.bf16!)), `${family} ${name} bfloat16`).toBe(true);
+      r.release();
+    }
+  });
+
+  it('keeps an image of one merge-block row on one thread, and gives whole images to each thread under load', async () => {
+    const sharp = (await import('sharp')).default;
+    const strip = await sharp({ create: { width: 1200, height: 20, channels: 3, background: '#8a4' } }).png().toBuffer();
+    const cfg = { ...QWEN_VL_DEFAULTS.qwen2_vl, min_pixels: 28 * 28 };
+    const one = await pool.run({ bytes: strip, config: cfg, bf16: false });
+    expect([one.gridThw, one.threads]).toEqual([[1, 2, 86], 1]);
+    one.release();
+    const busy = await Promise.all([1, 2, 3, 4].map(() => pool.run({ bytes: images.bytes('photo.jpg'), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false })));
+    // The first image to start had a free thread to help it; the two after it found others
+    // queued behind them and ran whole, side by side.
+    const threads = busy.map((r) => r.threads).sort();
+    expect(threads.slice(0, 2)).toEqual([1, 1]);
+    expect(threads[3]).toBe(2);
+    for (const r of busy) r.release();
+  });
+
   it('reuses released output memory for the next image', async () => {
     const cfg = QWEN_VL_DEFAULTS.qwen2_vl;
     const view = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);

@@ -1,6 +1,9 @@
-// Preprocessing off the event loop: a pool of worker threads (one per core but one, at a
-// lower scheduling priority), so the router keeps answering while images are decoded and
-// resized. Tasks queue FIFO; image bytes go in by transfer.
+// Preprocessing off the event loop: a pool of worker threads (one per core, at a lower
+// scheduling priority), so the router keeps answering while images are decoded and resized.
+// Tasks queue FIFO; image bytes go in by transfer. When an image starts with nothing queued
+// behind it and another thread is free, that thread helps: each resizes and scatters half
+// of the image (bands of whole merge-block rows), so a lone request's image is ready in
+// about half the time. Under load every thread takes whole images.
 //
 // Outputs land in shared memory the pool owns and reuses: the image header gives the
 // geometry before decoding, so the pool hands the thread a SharedArrayBuffer of the right
@@ -9,7 +12,7 @@
 // pauses for the external memory; reused ones cost neither.
 import { readdirSync } from 'node:fs';
 import os from 'node:os';
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import sharp, { type Metadata } from 'sharp';
 import { ImageDecodeError } from './decode.ts';
 import type { PreprocessResult, PreprocessTask } from './preprocess-task.ts';
@@ -74,21 +77,25 @@ export class PreprocessPool {
   private readonly idle: Worker[] = [];
   private readonly all: Worker[] = [];
   private readonly queue: Pending[] = [];
-  private readonly running = new Map<Worker, { id: number; job: Pending }>();
+  /** Threads at work: on an image (job), or helping the thread `lead` with one. */
+  private readonly running = new Map<Worker, { id: number; job: Pending; helper?: Worker } | { lead: Worker }>();
   private nextId = 1;
   private closed = false;
   /** favourEventLoop() runs after each of the first completions, while helper threads appear. */
   private deprioritizeRounds = 16;
   private readonly shared = new SharedBufferPool(768 * 1024 * 1024);
 
-  /** One thread per core but one: the event loop keeps a core, so the router stays responsive. */
-  constructor(readonly size = Math.max(1, os.availableParallelism() - 1)) {}
+  /**
+   * One thread per core. The threads run at nice 10, so the event loop (nice 0) still gets a
+   * core within milliseconds when all of them are busy.
+   */
+  constructor(readonly size = Math.max(1, os.availableParallelism())) {}
 
   private spawn(): Worker {
     const worker = new Worker(new URL('./preprocess-worker.mjs', import.meta.url));
     worker.on('message', (msg: { id: number; result?: PreprocessResult; error?: { name: string; message: string } }) => {
       const current = this.running.get(worker);
-      if (!current || current.id !== msg.id) return;
+      if (!current || !('job' in current) || current.id !== msg.id) return;
       this.running.delete(worker);
       if (msg.error) {
         const Type = ERROR_TYPES[msg.error.name] ?? Error;
@@ -98,6 +105,10 @@ export class PreprocessPool {
         this.deprioritizeRounds -= 1;
         favourEventLoop();
       }
+      // The lead has its helper's answer before it answers, so the helper is free too. The
+      // lead goes back on top: the next lone image runs where the last one did, whose heap
+      // already holds a decode's worth of memory (the other thread's decode would fault it in).
+      if (current.helper && this.running.delete(current.helper)) this.idle.push(current.helper);
       this.idle.push(worker);
       this.pump();
     });
@@ -105,7 +116,11 @@ export class PreprocessPool {
       const current = this.running.get(worker);
       this.running.delete(worker);
       this.all.splice(this.all.indexOf(worker), 1);
-      current?.job.reject(new Error(`preprocessing thread failed: ${err.message}`));
+      // A helper's lead notices the closed port and runs the band itself.
+      if (current && 'job' in current) {
+        current.job.reject(new Error(`preprocessing thread failed: ${err.message}`));
+        if (current.helper && this.running.delete(current.helper)) this.idle.push(current.helper);
+      }
       this.pump();
     });
     worker.unref();
@@ -113,16 +128,31 @@ export class PreprocessPool {
     return worker;
   }
 
+  private freeThread(): Worker | undefined {
+    return this.idle.pop() ?? (this.all.length < this.size ? this.spawn() : undefined);
+  }
+
   private pump(): void {
     while (this.queue.length > 0) {
-      let worker = this.idle.pop();
-      if (!worker && this.all.length < this.size) worker = this.spawn();
+      const worker = this.freeThread();
       if (!worker) return;
       const job = this.queue.shift()!;
       const id = this.nextId++;
-      this.running.set(worker, { id, job });
+      const transfer: Array<ArrayBuffer | MessagePort> = [job.task.bytes.buffer as ArrayBuffer].filter((b) => b.byteLength === job.task.bytes.byteLength);
+      // Nothing waiting behind this image, and its output is shared: let a free thread help.
+      const helper = this.queue.length === 0 && job.task.output ? this.freeThread() : undefined;
+      let port: MessagePort | undefined;
+      if (helper) {
+        const channel = new MessageChannel();
+        port = channel.port1;
+        transfer.push(port);
+        this.running.set(helper, { lead: worker });
+        helper.ref();
+        helper.postMessage({ help: channel.port2 }, [channel.port2]);
+      }
+      this.running.set(worker, { id, job, ...(helper ? { helper } : {}) });
       worker.ref();
-      worker.postMessage({ id, task: job.task }, [job.task.bytes.buffer as ArrayBuffer].filter((b) => b.byteLength === job.task.bytes.byteLength));
+      worker.postMessage({ id, task: job.task, ...(port ? { helper: port } : {}) }, transfer);
     }
     for (const w of this.idle) w.unref();
   }

@@ -2,7 +2,7 @@
 // pipeline, with the time of each stage.
 import { createHash } from 'node:crypto';
 import { decodeToRgb } from './decode.ts';
-import { preprocessRgb, type PatchGeometry, type QwenVlImageConfig } from './qwen-vl.ts';
+import { preprocessRgb, preprocessRgbInBands, type PatchGeometry, type PreprocessBandJob, type QwenVlImageConfig } from './qwen-vl.ts';
 
 export interface PreprocessTask {
   bytes: Uint8Array;
@@ -25,18 +25,27 @@ export interface PreprocessResult extends PatchGeometry {
   contentHash: Uint8Array;
   /** Milliseconds: decode, and resize+rescale+normalize+patchify (fused). */
   timings: { decode: number; preprocess: number };
+  /** Threads that resized and scattered the image: 2 when a helper thread took half. */
+  threads: number;
 }
 
-export async function runPreprocessTask(task: PreprocessTask): Promise<PreprocessResult> {
+/** Runs a band of this thread's image on another thread; resolves when it is written. */
+export type BandHelper = (job: PreprocessBandJob) => Promise<void>;
+
+export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelper): Promise<PreprocessResult> {
   const t0 = performance.now();
+  // sharp decodes on a libuv thread; the hash is computed here meanwhile.
+  const decoding = decodeToRgb(task.bytes);
   const contentHash = createHash('sha256').update(task.bytes).digest();
-  const image = await decodeToRgb(task.bytes);
+  const image = await decoding;
   const t1 = performance.now();
   const o = task.output;
   const into = o
     ? { ...(o.pixelValues ? { pixelValues: new Float32Array(o.pixelValues, 0, o.elements) } : {}), ...(o.bf16 ? { bf16: new Uint16Array(o.bf16, 0, o.elements) } : {}) }
     : undefined;
-  const out = preprocessRgb(image.rgb, image.width, image.height, task.config, { bf16: task.bf16, float32: task.float32 !== false, ...(into ? { into } : {}) });
+  // With a helper and shared outputs, two threads take half of the image each.
+  const split = helper && into ? await preprocessRgbInBands(image.rgb, image.width, image.height, task.config, into, helper) : null;
+  const out = split ?? preprocessRgb(image.rgb, image.width, image.height, task.config, { bf16: task.bf16, float32: task.float32 !== false, ...(into ? { into } : {}) });
   const t2 = performance.now();
-  return { ...out, width: image.width, height: image.height, format: image.format, contentHash, timings: { decode: t1 - t0, preprocess: t2 - t1 } };
+  return { ...out, width: image.width, height: image.height, format: image.format, contentHash, timings: { decode: t1 - t0, preprocess: t2 - t1 }, threads: split ? 2 : 1 };
 }

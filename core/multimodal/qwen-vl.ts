@@ -18,6 +18,7 @@
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
 import { fnv1a64 } from '../transport/fnv.ts';
 import { resizeRgbInto } from './resize.ts';
+import { kernelsOn, planResize, resizeBand, simdKernels, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
 
 export type QwenVlFamily = 'qwen2_vl' | 'qwen3_vl';
 
@@ -168,44 +169,131 @@ export function preprocessRgb(
   options: { bf16?: boolean; float32?: boolean; into?: { pixelValues?: Float32Array; bf16?: Uint16Array } } = {},
 ): PreprocessedImage {
   const g = patchGeometry(height, width, cfg);
+  // Caller-provided outputs (reused, already-faulted memory) when given and big enough.
+  const into = options.into;
+  const n = g.patches * g.features;
+  if (options.float32 === false && !options.bf16) throw new RangeError('preprocessRgb: asked for neither float32 nor bfloat16 output');
+  const out = options.float32 === false ? undefined : into?.pixelValues?.length === n ? into.pixelValues : new Float32Array(n);
+  const bf = options.bf16 ? (into?.bf16?.length === n ? into.bf16 : new Uint16Array(n)) : undefined;
+  const scatter = patchScatter(g, cfg, out, bf);
+  resizeRgbInto(rgb, width, height, g.resizedWidth, g.resizedHeight, scatter.row);
+  scatter.repeatTemporal(0, g.patches);
+  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), gridThw: [g.gridT, g.gridH, g.gridW] };
+}
+
+/**
+ * Writes resized rows into the encoder input(s): the table lookup for rescale/normalize
+ * (and bfloat16) plus the patch-layout scatter, then the temporal copies of a still image.
+ */
+function patchScatter(g: PatchGeometry, cfg: QwenVlImageConfig, out: Float32Array | undefined, bf: Uint16Array | undefined) {
   const P = cfg.patch_size;
   const m = cfg.merge_size;
   const T = cfg.temporal_patch_size;
   const F = g.features;
   const PP = P * P;
-  // Caller-provided outputs (reused, already-faulted memory) when given and big enough.
-  const into = options.into;
-  const n = g.patches * F;
-  if (options.float32 === false && !options.bf16) throw new RangeError('preprocessRgb: asked for neither float32 nor bfloat16 output');
-  const out = options.float32 === false ? undefined : into?.pixelValues?.length === n ? into.pixelValues : new Float32Array(n);
-  const bf = options.bf16 ? (into?.bf16?.length === n ? into.bf16 : new Uint16Array(n)) : undefined;
-  const tables = levelTable(cfg);
-  const [t0, t1, t2] = tables as [Float32Array, Float32Array, Float32Array];
+  const [t0, t1, t2] = levelTable(cfg) as [Float32Array, Float32Array, Float32Array];
   const toBf16 = (t: Float32Array) => Uint16Array.from(t, (v) => bf16BitsFromF32Bits(new Uint32Array(Float32Array.of(v).buffer)[0]!));
   const [b0, b1, b2] = bf ? [toBf16(t0), toBf16(t1), toBf16(t2)] : [new Uint16Array(256), new Uint16Array(256), new Uint16Array(256)];
   const blocksW = g.gridW / m;
   const cs = T * PP; // distance between channels within a feature vector
-  const outW = g.resizedWidth;
-
   // The scatter walks one patch row (P pixels) at a time: its P values per channel and
   // temporal copy land in P consecutive slots, so every store stream is sequential.
-  const gridW = g.gridW;
-  const layout: ScatterLayout = { P, m, F, cs, blocksW, gridW, rowStride: blocksW * m * m * F };
-  resizeRgbInto(rgb, width, height, outW, g.resizedHeight, (y, row) => {
-    if (out) scatterRow(row, y, out, t0, t1, t2, layout);
-    if (bf) scatterRow(row, y, bf, b0, b1, b2, layout);
-  });
-  // A still image is repeated T times: copy each channel's P×P block to temporal slots 1..T-1.
-  for (let patch = 0; patch < g.patches; patch++) {
-    for (let c = 0; c < 3; c++) {
-      const from = patch * F + c * cs;
-      for (let t = 1; t < T; t++) {
-        out?.copyWithin(from + t * PP, from, from + PP);
-        bf?.copyWithin(from + t * PP, from, from + PP);
+  const layout: ScatterLayout = { P, m, F, cs, blocksW, gridW: g.gridW, rowStride: blocksW * m * m * F };
+  return {
+    row: (y: number, row: Uint8Array) => {
+      if (out) scatterRow(row, y, out, t0, t1, t2, layout);
+      if (bf) scatterRow(row, y, bf, b0, b1, b2, layout);
+    },
+    /** A still image is repeated T times: copy each channel's P×P block to temporal slots 1..T-1. */
+    repeatTemporal: (fromPatch: number, toPatch: number) => {
+      for (let patch = fromPatch; patch < toPatch; patch++) {
+        for (let c = 0; c < 3; c++) {
+          const from = patch * F + c * cs;
+          for (let t = 1; t < T; t++) {
+            out?.copyWithin(from + t * PP, from, from + PP);
+            bf?.copyWithin(from + t * PP, from, from + PP);
+          }
+        }
       }
-    }
-  }
-  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), gridThw: [g.gridT, g.gridH, g.gridW] };
+    },
+  };
+}
+
+/**
+ * One band of an image's preprocessing, as a thread runs it: a planned resize in shared
+ * WebAssembly memory, and encoder outputs in shared memory. Plain data, so the band can be
+ * posted to another thread.
+ */
+export interface PreprocessBandJob {
+  /** The WebAssembly memory the plan lives in. */
+  memory: SharedWasmMemory;
+  plan: ResizePlan;
+  band: number;
+  cfg: QwenVlImageConfig;
+  geometry: PatchGeometry;
+  pixelValues?: Float32Array;
+  bf16?: Uint16Array;
+}
+
+/**
+ * Output rows where bands after the first start, for `count` bands: whole merge-block rows
+ * (patch_size · merge_size pixels), so each band writes its own patches; fewer bands when
+ * the image has fewer block rows.
+ */
+export function bandStarts(g: PatchGeometry, cfg: QwenVlImageConfig, count: number): number[] {
+  const blockRows = g.gridH / cfg.merge_size;
+  const rowsPerBlock = cfg.patch_size * cfg.merge_size;
+  const starts: number[] = [];
+  for (let b = 1; b < Math.min(count, blockRows); b++) starts.push(Math.round((b * blockRows) / count) * rowsPerBlock);
+  return starts;
+}
+
+/** Run a band another thread planned, on kernels over its memory (what a helper thread does). */
+export function runPostedPreprocessBand(job: PreprocessBandJob): void {
+  const k = kernelsOn(job.memory);
+  if (!k) throw new Error('WebAssembly SIMD kernels are unavailable in this thread');
+  runPreprocessBand(k, job);
+}
+
+/** Resize, scatter and repeat one band of a planned image (any thread holding kernels on the plan's memory). */
+function runPreprocessBand(k: Kernels, job: PreprocessBandJob): void {
+  const { cfg, geometry: g } = job;
+  const scatter = patchScatter(g, cfg, job.pixelValues, job.bf16);
+  resizeBand(k, job.plan, job.band, scatter.row);
+  const band = job.plan.bands[job.band]!;
+  const rowsPerBlock = cfg.patch_size * cfg.merge_size;
+  const patchesPerBlockRow = g.gridW * cfg.merge_size;
+  scatter.repeatTemporal((band.y0 / rowsPerBlock) * patchesPerBlockRow, (band.y1 / rowsPerBlock) * patchesPerBlockRow);
+}
+
+/**
+ * Preprocess in two bands, this thread running the first while `helper` runs the second on
+ * another thread, into shared outputs. Null when the image cannot be split (no SIMD
+ * kernels, a single merge-block row, a layout over the kernels' memory limit): the caller
+ * then runs preprocessRgb. A failed helper is made up for by running its band here.
+ */
+export async function preprocessRgbInBands(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: QwenVlImageConfig,
+  outputs: { pixelValues?: Float32Array; bf16?: Uint16Array },
+  helper: (job: PreprocessBandJob) => Promise<void>,
+): Promise<PreprocessedImage | null> {
+  const k = simdKernels();
+  if (!k || (!outputs.pixelValues && !outputs.bf16)) return null;
+  const g = patchGeometry(height, width, cfg);
+  const n = g.patches * g.features;
+  if ((outputs.pixelValues && outputs.pixelValues.length !== n) || (outputs.bf16 && outputs.bf16.length !== n)) return null;
+  const starts = bandStarts(g, cfg, 2);
+  if (starts.length === 0) return null;
+  const plan = planResize(k, rgb, width, height, g.resizedWidth, g.resizedHeight, starts);
+  if (!plan || plan.bands.length !== 2) return null;
+  const job = { memory: k.memory, plan, cfg, geometry: g, ...outputs };
+  const helped = helper({ ...job, band: 1 });
+  runPreprocessBand(k, { ...job, band: 0 });
+  await helped.catch(() => runPreprocessBand(k, { ...job, band: 1 }));
+  return { ...g, ...outputs, gridThw: [g.gridT, g.gridH, g.gridW] };
 }
 
 interface ScatterLayout {

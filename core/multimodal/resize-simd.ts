@@ -1,92 +1,186 @@
 // Runs the WebAssembly SIMD resize kernels (resize.wat, compiled into core/gen/resize.wasm)
 // with the coefficients of resize.ts: the same bytes as the JavaScript passes and as Pillow,
-// about 4x faster. One module instance per thread; its memory grows to the largest image
-// seen and is reused.
+// about 4x faster.
+//
+// The module works in shared memory. A resize is planned once (coefficients and source
+// pixels copied into the memory, every buffer laid out) and then run as bands of output
+// rows: one thread can run every band, or two threads holding instances on the same memory
+// can each run one (the preprocessing pool does that for a lone image). Each band has its
+// own intermediate and destination buffers, so the kernels' vector spill past a buffer's end
+// never lands in rows another thread writes. A thread's own memory grows to the largest
+// image it has seen and is reused.
 import { existsSync, readFileSync } from 'node:fs';
 import { resampleCoefficients, type ResampleCoefficients, type RowSink } from './resize.ts';
 
 const WASM_PATH = new URL('../gen/resize.wasm', import.meta.url);
 
 // The WebAssembly API, typed here: core is built without the DOM library that declares it.
-interface WasmMemory {
-  readonly buffer: ArrayBuffer;
+export interface SharedWasmMemory {
+  readonly buffer: SharedArrayBuffer;
   grow(pages: number): number;
 }
-const wasm = (globalThis as unknown as { WebAssembly: { Module: new (bytes: Uint8Array) => object; Instance: new (module: object) => { exports: unknown } } }).WebAssembly;
+interface WasmApi {
+  Module: new (bytes: Uint8Array) => object;
+  Instance: new (module: object, imports: object) => { exports: unknown };
+  Memory: new (descriptor: { initial: number; maximum: number; shared: true }) => SharedWasmMemory;
+}
+const wasm = (globalThis as unknown as { WebAssembly: WasmApi }).WebAssembly;
 const SLACK = 16;
+const PAGE = 65536;
+/** The memory's declared maximum in resize.wat: 1 GiB. */
+const MAX_PAGES = 16384;
 
-interface Kernels {
-  memory: WasmMemory;
+export interface Kernels {
+  memory: SharedWasmMemory;
   horizontal(src: number, inW: number, rows: number, dst: number, outW: number, ksize: number, starts: number, counts: number, weights: number): void;
   vertical(src: number, stride: number, outH: number, dst: number, ksize: number, starts: number, counts: number, weights: number, rowShift: number): void;
 }
 
-let kernels: Kernels | null | undefined;
+let module: object | null | undefined;
+let own: Kernels | null | undefined;
 
-/** The kernels, or null where WebAssembly SIMD or the generated module is unavailable. */
-export function simdKernels(): Kernels | null {
-  if (kernels !== undefined) return kernels;
+function compiled(): object | null {
+  if (module !== undefined) return module;
   try {
-    if (!existsSync(WASM_PATH)) return (kernels = null);
-    const instance = new wasm.Instance(new wasm.Module(readFileSync(WASM_PATH)));
-    kernels = instance.exports as unknown as Kernels;
+    module = existsSync(WASM_PATH) ? new wasm.Module(readFileSync(WASM_PATH)) : null;
   } catch {
-    kernels = null;
+    module = null; // no WebAssembly SIMD or threads here
   }
-  return kernels;
+  return module;
 }
 
-/** Bump allocator over the module's memory, growing it as needed. */
-function layout(k: Kernels, sizes: number[]): number[] {
-  const offsets: number[] = [];
-  let at = 0;
-  for (const size of sizes) {
-    offsets.push(at);
-    at += Math.ceil((size + SLACK) / 16) * 16;
+/** Kernels running on `memory` (another thread's, for a band of its image). */
+export function kernelsOn(memory: SharedWasmMemory): Kernels | null {
+  const m = compiled();
+  if (!m) return null;
+  const exports = new wasm.Instance(m, { env: { memory } }).exports as Omit<Kernels, 'memory'>;
+  return { memory, horizontal: exports.horizontal, vertical: exports.vertical };
+}
+
+/** This thread's kernels on its own memory, or null where WebAssembly SIMD or the generated module is unavailable. */
+export function simdKernels(): Kernels | null {
+  if (own !== undefined) return own;
+  try {
+    own = compiled() ? kernelsOn(new wasm.Memory({ initial: 1, maximum: MAX_PAGES, shared: true })) : null;
+  } catch {
+    own = null;
   }
-  const need = at - k.memory.buffer.byteLength;
-  if (need > 0) k.memory.grow(Math.ceil(need / 65536));
-  return offsets;
+  return own;
 }
 
-function putCoefficients(mem: ArrayBuffer, c: ResampleCoefficients, [starts, counts, weights]: number[]): void {
-  new Int32Array(mem, starts, c.start.length).set(c.start);
-  new Int32Array(mem, counts, c.count.length).set(c.count);
-  new Int32Array(mem, weights, c.weights.length).set(c.weights);
+interface CoefficientsAt {
+  ksize: number;
+  starts: number;
+  counts: number;
+  weights: number;
 }
 
-const coefficientBytes = (c: ResampleCoefficients | undefined) => (c ? [c.start.byteLength, c.count.byteLength, c.weights.byteLength] : [0, 0, 0]);
+/** Where one band's rows come from and go to, in the kernels' memory. */
+export interface ResizeBand {
+  /** Output rows [y0, y1). */
+  y0: number;
+  y1: number;
+  /** Source rows [srcFirst, srcLast) the band reads. */
+  srcFirst: number;
+  srcLast: number;
+  /** Horizontal-pass output (rows srcFirst..srcLast at outW), when there is a horizontal pass. */
+  temp: number;
+  /** Vertical-pass output (rows y0..y1), when there is a vertical pass. */
+  dst: number;
+}
 
-/** As resizeRgbInto, on the SIMD kernels. */
-export function resizeRgbIntoSimd(k: Kernels, src: Uint8Array, width: number, height: number, outW: number, outH: number, emitRow: RowSink): void {
+/** A planned resize: plain numbers, so it can be posted to the thread running another band. */
+export interface ResizePlan {
+  width: number;
+  height: number;
+  outW: number;
+  outH: number;
+  src: number;
+  horiz: CoefficientsAt | null;
+  vert: CoefficientsAt | null;
+  bands: ResizeBand[];
+}
+
+/**
+ * Lay out a resize in the kernels' memory (growing it) and copy the source pixels and the
+ * coefficients in. `bandStarts` are the first output rows of the bands after the first.
+ * Returns null when the layout does not fit the memory's maximum (the caller falls back to
+ * the JavaScript passes).
+ */
+export function planResize(k: Kernels, src: Uint8Array, width: number, height: number, outW: number, outH: number, bandStarts: number[] = []): ResizePlan | null {
   const horiz = outW !== width ? resampleCoefficients(width, outW) : undefined;
   const vert = outH !== height ? resampleCoefficients(height, outH) : undefined;
-  const first = vert ? vert.start[0]! : 0;
-  const last = vert ? vert.start[outH - 1]! + vert.count[outH - 1]! : height;
-  const rows = horiz ? last - first : height;
-  const [hs, hc, hw, vs, vc, vw, srcAt, tempAt, dstAt] = layout(k, [
-    ...coefficientBytes(horiz),
-    ...coefficientBytes(vert),
-    width * height * 3,
-    horiz ? outW * rows * 3 : 0,
-    vert ? outW * outH * 3 : 0,
-  ]) as [number, number, number, number, number, number, number, number, number];
+  const edges = [0, ...bandStarts, outH];
+  const stride = outW * 3;
+  let at = 0;
+  const take = (bytes: number) => {
+    const offset = at;
+    at += Math.ceil((bytes + SLACK) / 16) * 16;
+    return offset;
+  };
+  const place = (c: ResampleCoefficients | undefined): CoefficientsAt | null =>
+    c ? { ksize: c.ksize, starts: take(c.start.byteLength), counts: take(c.count.byteLength), weights: take(c.weights.byteLength) } : null;
+  const h = place(horiz);
+  const v = place(vert);
+  const srcAt = take(width * height * 3);
+  const bands: ResizeBand[] = [];
+  for (let b = 0; b + 1 < edges.length; b++) {
+    const y0 = edges[b]!;
+    const y1 = edges[b + 1]!;
+    if (y1 <= y0) continue;
+    const srcFirst = vert ? vert.start[y0]! : y0;
+    const srcLast = vert ? vert.start[y1 - 1]! + vert.count[y1 - 1]! : y1;
+    const temp = horiz ? take(stride * (srcLast - srcFirst)) : 0;
+    const dst = vert ? take(stride * (y1 - y0)) : 0;
+    bands.push({ y0, y1, srcFirst, srcLast, temp, dst });
+  }
+  const pages = Math.ceil(at / PAGE);
+  const have = k.memory.buffer.byteLength / PAGE;
+  if (pages > MAX_PAGES) return null;
+  if (pages > have) k.memory.grow(pages - have);
   const mem = k.memory.buffer;
+  const put = (c: ResampleCoefficients | undefined, at: CoefficientsAt | null) => {
+    if (!c || !at) return;
+    new Int32Array(mem, at.starts, c.start.length).set(c.start);
+    new Int32Array(mem, at.counts, c.count.length).set(c.count);
+    new Int32Array(mem, at.weights, c.weights.length).set(c.weights);
+  };
+  put(horiz, h);
+  put(vert, v);
   new Uint8Array(mem, srcAt, src.byteLength).set(src);
-  let image = srcAt;
-  let rowShift = 0;
+  return { width, height, outW, outH, src: srcAt, horiz: h, vert: v, bands };
+}
+
+/** Run band `index` of a plan, handing each finished output row to `emitRow` in order. */
+export function resizeBand(k: Kernels, plan: ResizePlan, index: number, emitRow: RowSink): void {
+  const { width, outW, horiz, vert } = plan;
+  const band = plan.bands[index]!;
+  const stride = outW * 3;
+  // Where row y of the band's result sits: the source, the horizontal output or the vertical output.
+  let image = plan.src;
+  let firstRow = 0;
   if (horiz) {
-    putCoefficients(mem, horiz, [hs, hc, hw]);
-    k.horizontal(srcAt + first * width * 3, width, rows, tempAt, outW, horiz.ksize, hs, hc, hw);
-    image = tempAt;
-    rowShift = first;
+    k.horizontal(plan.src + band.srcFirst * width * 3, width, band.srcLast - band.srcFirst, band.temp, outW, horiz.ksize, horiz.starts, horiz.counts, horiz.weights);
+    image = band.temp;
+    firstRow = band.srcFirst;
   }
   if (vert) {
-    putCoefficients(mem, vert, [vs, vc, vw]);
-    k.vertical(image, outW * 3, outH, dstAt, vert.ksize, vs, vc, vw, rowShift);
-    image = dstAt;
+    const rows = band.y1 - band.y0;
+    k.vertical(image, stride, rows, band.dst, vert.ksize, vert.starts + band.y0 * 4, vert.counts + band.y0 * 4, vert.weights + band.y0 * vert.ksize * 4, firstRow);
+    image = band.dst;
+    firstRow = band.y0;
   }
-  const stride = outW * 3;
-  const out = new Uint8Array(k.memory.buffer, image, stride * outH);
-  for (let y = 0; y < outH; y++) emitRow(y, out.subarray(y * stride, (y + 1) * stride));
+  const out = new Uint8Array(k.memory.buffer);
+  for (let y = band.y0; y < band.y1; y++) {
+    const at = image + (y - firstRow) * stride;
+    emitRow(y, out.subarray(at, at + stride));
+  }
+}
+
+/** As resizeRgbInto, on the SIMD kernels in this thread; false when the image is too large for them. */
+export function resizeRgbIntoSimd(k: Kernels, src: Uint8Array, width: number, height: number, outW: number, outH: number, emitRow: RowSink): boolean {
+  const plan = planResize(k, src, width, height, outW, outH);
+  if (!plan) return false;
+  resizeBand(k, plan, 0, emitRow);
+  return true;
 }

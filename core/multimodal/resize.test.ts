@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { runPython } from '../test/python.ts';
-import { simdKernels } from './resize-simd.ts';
+import { kernelsOn, planResize, resizeBand, simdKernels } from './resize-simd.ts';
 import { resampleCoefficients, resizeRgb } from './resize.ts';
 
 // Each case: source w×h -> output w×h. Down- and up-scaling, odd sizes, 1-pixel sides,
@@ -73,6 +73,25 @@ describe('Pillow-exact bicubic resize', () => {
       }
     });
     expect(pos).toBe(pillow.byteLength);
+  });
+
+  it('gives the same bytes in bands, each band run by its own instance on the shared memory', () => {
+    const k = simdKernels()!;
+    const other = kernelsOn(k.memory)!; // what a helper thread builds from the posted memory
+    // Down both ways, up both ways, one pass skipped each way, no pass at all.
+    for (const [w, h, ow, oh] of [[1920, 1080, 980, 560], [33, 17, 66, 34], [257, 131, 257, 64], [100, 80, 37, 80], [9, 9, 9, 9]] as const) {
+      const src = sourceImage(w, h, 7);
+      const whole = resizeRgb(src, w, h, ow, oh, 'js');
+      for (const starts of [[Math.floor(oh / 2)], [1, oh - 1], [Math.floor(oh / 3), Math.floor((2 * oh) / 3)]]) {
+        const plan = planResize(k, src, w, h, ow, oh, starts)!;
+        expect(plan.bands.map((b) => [b.y0, b.y1])).toEqual([0, ...starts].map((s, i) => [s, [...starts, oh][i]]));
+        const banded = new Uint8Array(ow * oh * 3);
+        // Last band first, alternating instances: no band may spill into rows another writes.
+        for (let b = plan.bands.length - 1; b >= 0; b--) resizeBand(b % 2 ? other : k, plan, b, (y, rgb) => banded.set(rgb, y * ow * 3));
+        const mismatch = Buffer.from(banded).findIndex((v, i) => v !== whole[i]);
+        expect(mismatch, `${w}x${h} -> ${ow}x${oh} in bands from ${starts.join(',')}`).toBe(-1);
+      }
+    }
   });
 
   it('runs on the WebAssembly SIMD kernels here', () => {

@@ -141,7 +141,7 @@ export type RowSink = (y: number, rgb: Uint8Array) => void;
 export function resizeRgbInto(src: Uint8Array, width: number, height: number, outW: number, outH: number, emitRow: RowSink): void {
   if (src.byteLength !== width * height * 3) throw new RangeError(`expected ${width * height * 3} bytes of RGB for ${width}x${height}, got ${src.byteLength}`);
   const k = simdKernels();
-  if (k) return resizeRgbIntoSimd(k, src, width, height, outW, outH, emitRow);
+  if (k && resizeRgbIntoSimd(k, src, width, height, outW, outH, emitRow)) return;
   resizeRgbIntoJs(src, width, height, outW, outH, emitRow);
 }
 

@@ -3,11 +3,14 @@
 ;; weights, sums start at 1 << 21, arithmetic shift by 22, clip to 0..255. Only the work is
 ;; vectorised: 4 lanes of i32 per pixel (horizontal), 16 bytes of a row per step (vertical).
 ;;
-;; Buffers are laid out by the caller in this module's memory. Source buffers need 16 bytes
-;; of readable slack after their end, destination buffers 16 bytes of writable slack: the
-;; kernels load and store whole vectors and let the next pixel or row overwrite the spill.
+;; Buffers are laid out by the caller in the memory it gives the module: shared memory, so
+;; that two threads can each resize a band of the same image with their own instance.
+;; Source buffers need 16 bytes of readable slack after their end, destination buffers 16
+;; bytes of writable slack: the kernels load and store whole vectors and let the next pixel
+;; or row overwrite the spill (so two threads never write into one destination buffer).
 (module
-  (memory (export "memory") 1)
+  ;; Up to 1 GiB (16384 pages of 64 KiB); larger layouts fall back to the JavaScript passes.
+  (import "env" "memory" (memory 1 16384 shared))
 
   ;; Horizontal pass: `rows` rows of packed RGB, `inW` pixels wide, to `outW` pixels.
   ;; starts/counts: i32 per output pixel; weights: i32, `ksize` per output pixel.

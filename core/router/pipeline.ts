@@ -114,7 +114,7 @@ function grpcFailure(err: grpc.ServiceError, worker: WorkerState, timeoutSecs: n
 
 /**
  * Where a request's time went, sent as a Server-Timing header on JSON responses:
- * fetch (image bytes), preprocess (decode + resize + patchify, in the pool), prompt
+ * body (reading and parsing the HTTP body), fetch (image bytes), preprocess (decode + resize + patchify, in the pool), prompt
  * (template + tokenize), place (engine request + inline copies / SHM writes), worker (gRPC
  * call to its last message), total. Router overhead = total - preprocess - place - worker.
  */
@@ -173,8 +173,8 @@ class IncrementalDetokenizer {
   }
 }
 
-export async function handleChatCompletion(ctx: RouterContext, body: unknown, res: ServerResponse): Promise<void> {
-  const timing = new RequestTiming();
+/** `timing` starts when the request arrives, and has its body span marked. */
+export async function handleChatCompletion(ctx: RouterContext, body: unknown, res: ServerResponse, timing = new RequestTiming()): Promise<void> {
   const req = parseChatRequest(body);
   const images = imagesOf(req);
   const requestId = `chatcmpl-${randomUUID().replaceAll('-', '')}`;

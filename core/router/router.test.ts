@@ -166,7 +166,7 @@ describe('OpenAI API behaviour', () => {
     const r = await router(await startWorker('vllm'), 'inline');
     const res = await post(r, { ...chatBody(false), max_tokens: 5 });
     const spans = Object.fromEntries(res.headers.get('server-timing')!.split(', ').map((p) => p.split(';dur=') as [string, string]));
-    expect(Object.keys(spans)).toEqual(['fetch', 'preprocess', 'prompt', 'place', 'worker', 'total']);
+    expect(Object.keys(spans)).toEqual(['body', 'fetch', 'preprocess', 'prompt', 'place', 'worker', 'total']);
     expect(Number(spans.total)).toBeGreaterThanOrEqual(Number(spans.preprocess) + Number(spans.worker));
     const body = await json(res);
     expect(body.choices[0].finish_reason).toBe('length');

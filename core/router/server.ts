@@ -19,7 +19,7 @@ import { readNamespaceToken } from '../transport/namespace.ts';
 import { ShmWriter } from '../transport/shm-writer.ts';
 import { WorkerRegistry } from '../workers/registry.ts';
 import { ApiError } from './openai.ts';
-import { handleChatCompletion, transportFor, type RouterContext } from './pipeline.ts';
+import { handleChatCompletion, RequestTiming, transportFor, type RouterContext } from './pipeline.ts';
 
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
@@ -186,8 +186,10 @@ async function route(ctx: RouterContext, req: IncomingMessage, res: ServerRespon
   const url = new URL(req.url ?? '/', 'http://router');
   try {
     if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
+      const timing = new RequestTiming();
       const body = await readBody(req);
-      await handleChatCompletion(ctx, body, res);
+      timing.mark('body');
+      await handleChatCompletion(ctx, body, res, timing);
       return;
     }
     if (req.method === 'GET' && url.pathname === '/v1/models') {
