@@ -13,10 +13,11 @@ import { register } from 'tsx/esm/api';
 
 // sharp hands back each decoded image in memory only this thread's garbage collector frees.
 // Until it does, the next decode gets fresh memory, and touching fresh pages costs 2-3x the
-// decode itself on a VM (1080p: 8 ms with reused memory, 25-28 ms without). Collecting after
-// each image, once the result is on its way, keeps the freed memory in the heap for the next
-// decode. (A worker thread cannot be started with --expose-gc, so the flag is set here and
-// the function taken from a fresh context.)
+// decode itself on a VM (1080p: 8 ms with reused memory, 25-28 ms without). A young-generation
+// collection after each image (~0.5 ms, once the result is on its way) frees that memory in
+// time for the next decode; a full one does the same at 10-14 ms. (A worker thread cannot be
+// started with --expose-gc, so the flag is set here and the function taken from a fresh
+// context.)
 v8.setFlagsFromString('--expose-gc');
 const collectGarbage = vm.runInNewContext('gc');
 
@@ -70,5 +71,5 @@ parentPort.on('message', async ({ id, task, helper, help }) => {
     if (helper && !used) helper.postMessage(null); // release the helper
     helper?.close();
   }
-  collectGarbage();
+  collectGarbage({ type: 'minor' });
 });
