@@ -91,6 +91,20 @@ describe('PreprocessPool', () => {
     only.release();
   });
 
+  it('gives the header geometry before the pixels are done, then the result', async () => {
+    const order: string[] = [];
+    const job = pool.start({ bytes: images.bytes('photo.jpg'), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false });
+    const header = job.header.then((h) => (order.push('header'), h));
+    const result = job.result.then((r) => (order.push('result'), r));
+    const [h, r] = await Promise.all([header, result]);
+    expect(order).toEqual(['header', 'result']);
+    expect(h).toMatchObject({ tokens: r.tokens, gridH: 28, gridW: 38, patches: r.patches });
+    r.release();
+    const bad = pool.start({ bytes: Buffer.from('nope'), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false });
+    expect(await bad.header).toBeUndefined(); // no header: the thread's decode error is what the caller sees
+    await expect(bad.result).rejects.toBeInstanceOf(ImageDecodeError);
+  });
+
   it('rebuilds decode errors as their own type', async () => {
     const err = await pool.run({ bytes: Buffer.from('nope'), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ImageDecodeError);

@@ -16,7 +16,7 @@ import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import sharp, { type Metadata } from 'sharp';
 import { ImageDecodeError } from './decode.ts';
 import type { PreprocessResult, PreprocessTask } from './preprocess-task.ts';
-import { ImageSizeError, patchGeometry } from './qwen-vl.ts';
+import { ImageSizeError, patchGeometry, type PatchGeometry } from './qwen-vl.ts';
 
 /**
  * Lower every thread of this process but the main one to nice 10 (Linux; elsewhere a no-op).
@@ -157,8 +157,8 @@ export class PreprocessPool {
     for (const w of this.idle) w.unref();
   }
 
-  /** Shared output buffers for this image, from its header; none when the header does not parse. */
-  private async outputFor(task: PreprocessTask): Promise<PreprocessTask['output']> {
+  /** The image's geometry from its header (no decode); undefined when the header does not parse. */
+  private async headerGeometry(task: PreprocessTask): Promise<PatchGeometry | undefined> {
     let meta: Metadata;
     try {
       meta = await sharp(task.bytes).metadata();
@@ -167,7 +167,12 @@ export class PreprocessPool {
     }
     const height = meta.pageHeight ?? meta.height;
     if (!meta.width || !height) return undefined;
-    const g = patchGeometry(height, meta.width, task.config); // ImageSizeError for bad sizes
+    return patchGeometry(height, meta.width, task.config); // ImageSizeError for bad sizes
+  }
+
+  /** Shared output buffers sized from the header's geometry. */
+  private outputFor(task: PreprocessTask, g: PatchGeometry | undefined): PreprocessTask['output'] {
+    if (!g) return undefined;
     const elements = g.patches * g.features;
     return {
       ...(task.float32 !== false ? { pixelValues: this.shared.acquire(elements * 4) } : {}),
@@ -176,9 +181,30 @@ export class PreprocessPool {
     };
   }
 
-  async run(task: PreprocessTask): Promise<PooledPreprocessResult> {
+  /**
+   * Start an image: `header` settles first, with the geometry its header promises (what the
+   * caller needs to build the prompt while the pixels are still being processed; undefined
+   * when the header does not parse, rejected with ImageSizeError for a size smart_resize
+   * refuses), then `result`. The decoded image decides: a result may differ from its header.
+   */
+  start(task: PreprocessTask): { header: Promise<PatchGeometry | undefined>; result: Promise<PooledPreprocessResult> } {
+    if (this.closed) {
+      const closed = Promise.reject(new Error('preprocessing pool is closed'));
+      closed.catch(() => {});
+      return { header: closed, result: closed as Promise<never> };
+    }
+    const header = this.headerGeometry(task);
+    header.catch(() => {}); // the same error reaches the caller through result
+    return { header, result: header.then((g) => this.process(task, g)) };
+  }
+
+  run(task: PreprocessTask): Promise<PooledPreprocessResult> {
+    return this.start(task).result;
+  }
+
+  private async process(task: PreprocessTask, g: PatchGeometry | undefined): Promise<PooledPreprocessResult> {
     if (this.closed) throw new Error('preprocessing pool is closed');
-    const output = await this.outputFor(task);
+    const output = this.outputFor(task, g);
     const giveBack = () => {
       if (output?.pixelValues) this.shared.release(output.pixelValues);
       if (output?.bf16) this.shared.release(output.bf16);

@@ -21,7 +21,7 @@ import { ImageDecodeError } from '../multimodal/decode.ts';
 import { ImageInputError, loadImageBytes } from '../multimodal/fetch.ts';
 import type { ModelDirectory } from '../multimodal/model-dir.ts';
 import type { PreprocessPool } from '../multimodal/pool.ts';
-import { buildPrompt, PromptError, type ChatMessage } from '../multimodal/prompt.ts';
+import { buildPrompt, PromptError, type BuiltPrompt, type ChatMessage } from '../multimodal/prompt.ts';
 import { ImageSizeError } from '../multimodal/qwen-vl.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
@@ -202,19 +202,26 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   // Pooled output memory goes back when the request is over, whatever its outcome.
   const releases: Array<() => void> = [];
   const releaseImages = () => releases.splice(0).forEach((release) => release());
+  // Bytes are handed over (transferred) to the pool thread, which also hashes them. Only what
+  // travels: bfloat16 alone for a bfloat16 wire dtype, float32 otherwise.
+  const jobs = bytes.map((b) => ctx.pool.start({ bytes: b, config: ctx.model.imageConfig, bf16: dtype === 'bfloat16', float32: dtype !== 'bfloat16' }));
+  const asImageError = (err: unknown, i: number) =>
+    err instanceof ImageDecodeError || err instanceof ImageSizeError ? new ApiError(400, `image ${i}: ${err.message}`, 'invalid_request_error', images[i]!.param) : err;
+  // The prompt needs each image's token count, which its header gives: build it while the
+  // pool works on the pixels (rebuilt below in the rare case the decoded image disagrees).
+  const headers = await Promise.all(jobs.map((j) => j.header.catch(() => undefined)));
+  let early: ReturnType<typeof promptFor> | undefined;
+  if (headers.every((h) => h !== undefined)) early = promptFor(ctx, req, images, headers.map((h) => h.tokens));
   const settled = await Promise.allSettled(
-    bytes.map(async (b, i) => {
+    jobs.map(async (job, i) => {
       try {
-        // Bytes are handed over (transferred) to the pool thread, which also hashes them.
-        // Only what travels: bfloat16 alone for a bfloat16 wire dtype, float32 otherwise.
-        const r = await ctx.pool.run({ bytes: b, config: ctx.model.imageConfig, bf16: dtype === 'bfloat16', float32: dtype !== 'bfloat16' });
+        const r = await job.result;
         releases.push(r.release);
         const contentHash = Buffer.from(r.contentHash.buffer, r.contentHash.byteOffset, r.contentHash.byteLength);
         const image: PreparedImage = { ...(r.pixelValues ? { pixelValues: r.pixelValues } : {}), ...(r.bf16 ? { bf16: r.bf16 } : {}), patches: r.patches, features: r.features, gridThw: r.gridThw, placeholder: { offset: 0, length: r.tokens }, contentHash };
         return image;
       } catch (err) {
-        if (err instanceof ImageDecodeError || err instanceof ImageSizeError) throw new ApiError(400, `image ${i}: ${err.message}`, 'invalid_request_error', images[i]!.param);
-        throw err;
+        throw asImageError(err, i);
       }
     }),
   );
@@ -225,14 +232,29 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   }
   const prepared = settled.map((s) => (s as PromiseFulfilledResult<PreparedImage>).value);
   try {
-    await generateWithImages(ctx, req, res, { images, prepared, worker, runtime, dtype, requestId, created, modelName, config, timing, isGone: () => clientGone });
+    timing.mark('preprocess');
+    const tokens = prepared.map((p) => p.placeholder.length);
+    const built = early && early.tokens.every((n, i) => n === tokens[i]) ? early : promptFor(ctx, req, images, tokens);
+    if ('error' in built) throw built.error;
+    built.prompt.placeholders.forEach((range, i) => (prepared[i]!.placeholder = range));
+    timing.mark('prompt');
+    await generateWithImages(ctx, req, res, { prompt: built.prompt, prepared, worker, runtime, dtype, requestId, created, modelName, config, timing, isGone: () => clientGone });
   } finally {
     releaseImages();
   }
 }
 
+/** The prompt for these image token counts, or the API error building it gives. */
+function promptFor(ctx: RouterContext, req: ChatCompletionRequest, images: ImageRef[], tokens: number[]): { tokens: number[] } & ({ prompt: BuiltPrompt } | { error: unknown }) {
+  try {
+    return { tokens, prompt: buildPrompt(ctx.model, req.messages as ChatMessage[], tokens) };
+  } catch (err) {
+    return { tokens, error: asApiError(err, images) };
+  }
+}
+
 interface GenerateInput {
-  images: ImageRef[];
+  prompt: BuiltPrompt;
   prepared: PreparedImage[];
   worker: WorkerState;
   runtime: 'tokenspeed' | 'vllm';
@@ -246,19 +268,7 @@ interface GenerateInput {
 }
 
 async function generateWithImages(ctx: RouterContext, req: ChatCompletionRequest, res: ServerResponse, g: GenerateInput): Promise<void> {
-  const { images, prepared, worker, runtime, dtype, requestId, created, modelName, config, timing } = g;
-
-  timing.mark('preprocess');
-  const prompt = (() => {
-    try {
-      return buildPrompt(ctx.model, req.messages as ChatMessage[], prepared.map((p) => p.placeholder.length));
-    } catch (err) {
-      throw asApiError(err, images);
-    }
-  })();
-  prompt.placeholders.forEach((range, i) => (prepared[i]!.placeholder = range));
-
-  timing.mark('prompt');
+  const { prompt, prepared, worker, runtime, dtype, requestId, created, modelName, config, timing } = g;
   const { decision, minBytes } = transportFor(ctx, worker);
   const scope = new ShmRequestScope(ctx.writer.dir);
   const placement = { requestId, worker: worker.spec.url, runtime, decision, minBytes, writer: ctx.writer, scope, metrics: ctx.metrics, events: ctx.events };
