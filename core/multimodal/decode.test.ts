@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { DECODABLE, makeTestImages } from '../test/images.ts';
-import { decodeToRgb, ImageDecodeError } from './decode.ts';
+import sharp from 'sharp';
+import { decodeToRgb, headerSize, ImageDecodeError } from './decode.ts';
 
 const images = makeTestImages();
 afterAll(() => images.remove());
@@ -22,6 +23,29 @@ describe('decodeToRgb (as Pillow convert("RGB"))', () => {
     const err = await decodeToRgb(Buffer.from('definitely not an image')).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ImageDecodeError);
     expect((err as Error).message).toMatch(/^not a decodable image/);
+  });
+
+  it('reads the size from the header alone, as the decoder sees it', async () => {
+    for (const name of DECODABLE) expect(headerSize(images.bytes(name)), name).toEqual({ width: 400, height: 300 });
+    // Odd sizes, so a swapped or misread field shows; every container variant the API accepts.
+    const base = sharp({ create: { width: 123, height: 45, channels: 4, background: { r: 200, g: 10, b: 90, alpha: 0.5 } } });
+    const variants: Record<string, Buffer> = {
+      'baseline JPEG': await base.clone().jpeg().toBuffer(),
+      'progressive JPEG': await base.clone().jpeg({ progressive: true }).toBuffer(),
+      'JPEG with EXIF': await base.clone().jpeg().withMetadata({ orientation: 6 }).toBuffer(),
+      PNG: await base.clone().png().toBuffer(),
+      GIF: await base.clone().gif().toBuffer(),
+      'lossy WebP with alpha (VP8X)': await base.clone().webp({ quality: 70 }).toBuffer(),
+      'lossy WebP (VP8)': await base.clone().removeAlpha().webp({ quality: 70 }).toBuffer(),
+      'lossless WebP (VP8L)': await base.clone().webp({ lossless: true }).toBuffer(),
+    };
+    for (const [label, bytes] of Object.entries(variants)) {
+      const decoded = await decodeToRgb(bytes);
+      expect(headerSize(bytes), label).toEqual({ width: 123, height: 45 });
+      expect([decoded.width, decoded.height], label).toEqual([123, 45]);
+    }
+    expect(headerSize(variants['baseline JPEG']!.subarray(0, 40))).toBeUndefined(); // cut before the frame header
+    expect(headerSize(Buffer.from('not an image at all'))).toBeUndefined();
   });
 
   it('refuses a truncated JPEG', async () => {

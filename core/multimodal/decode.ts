@@ -35,6 +35,59 @@ export function sniffFormat(bytes: Uint8Array): string | undefined {
   return undefined;
 }
 
+/**
+ * Width and height from the container header, without the decoder (microseconds, on the
+ * calling thread): JPEG's frame header, PNG's IHDR, GIF's logical screen, WebP's VP8, VP8L or
+ * VP8X chunk. Undefined when the header is not one of those or is cut short.
+ */
+export function headerSize(bytes: Uint8Array): { width: number; height: number } | undefined {
+  const b = bytes;
+  const u16be = (i: number) => (b[i]! << 8) | b[i + 1]!;
+  const u16le = (i: number) => b[i]! | (b[i + 1]! << 8);
+  const u24le = (i: number) => b[i]! | (b[i + 1]! << 8) | (b[i + 2]! << 16);
+  const size = (width: number, height: number) => (width > 0 && height > 0 ? { width, height } : undefined);
+  switch (sniffFormat(bytes)) {
+    case 'png':
+      if (b.length < 24) return undefined;
+      return size(new DataView(b.buffer, b.byteOffset).getUint32(16), new DataView(b.buffer, b.byteOffset).getUint32(20));
+    case 'gif':
+      return b.length >= 10 ? size(u16le(6), u16le(8)) : undefined;
+    case 'webp': {
+      if (b.length < 30) return undefined;
+      const chunk = String.fromCharCode(b[12]!, b[13]!, b[14]!, b[15]!);
+      if (chunk === 'VP8X') return size(u24le(24) + 1, u24le(27) + 1);
+      if (chunk === 'VP8L') {
+        const bits = b[21]! | (b[22]! << 8) | (b[23]! << 16) | (b[24]! << 24);
+        return size((bits & 0x3fff) + 1, ((bits >>> 14) & 0x3fff) + 1);
+      }
+      if (chunk === 'VP8 ') return size(u16le(26) & 0x3fff, u16le(28) & 0x3fff);
+      return undefined;
+    }
+    case 'jpeg': {
+      // Walk the marker segments to the first start-of-frame (SOF0..SOF15 but DHT, JPG, DAC).
+      let i = 2;
+      while (i + 9 < b.length) {
+        if (b[i] !== 0xff) return undefined;
+        const marker = b[i + 1]!;
+        if (marker === 0xff) {
+          i += 1; // fill byte
+          continue;
+        }
+        if (marker === 0xd8 || marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) {
+          i += 2; // no length
+          continue;
+        }
+        if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) return size(u16be(i + 7), u16be(i + 5));
+        if (marker === 0xd9 || marker === 0xda) return undefined; // end of image or scan before any frame
+        i += 2 + u16be(i + 2);
+      }
+      return undefined;
+    }
+    default:
+      return undefined;
+  }
+}
+
 export async function decodeToRgb(bytes: Uint8Array): Promise<RgbImage> {
   const sniffed = sniffFormat(bytes);
   if (!sniffed) {

@@ -14,7 +14,7 @@ import { readdirSync } from 'node:fs';
 import os from 'node:os';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import sharp, { type Metadata } from 'sharp';
-import { ImageDecodeError } from './decode.ts';
+import { headerSize, ImageDecodeError } from './decode.ts';
 import type { PreprocessResult, PreprocessTask } from './preprocess-task.ts';
 import { ImageSizeError, patchGeometry, type PatchGeometry } from './qwen-vl.ts';
 
@@ -157,17 +157,24 @@ export class PreprocessPool {
     for (const w of this.idle) w.unref();
   }
 
-  /** The image's geometry from its header (no decode); undefined when the header does not parse. */
+  /**
+   * The image's geometry from its header (no decode): read here in JavaScript, or by sharp for
+   * a header that does not parse that way; undefined when neither can read it.
+   */
   private async headerGeometry(task: PreprocessTask): Promise<PatchGeometry | undefined> {
-    let meta: Metadata;
-    try {
-      meta = await sharp(task.bytes).metadata();
-    } catch {
-      return undefined; // the thread reports the decode error itself
+    let size = headerSize(task.bytes);
+    if (!size) {
+      let meta: Metadata;
+      try {
+        meta = await sharp(task.bytes).metadata();
+      } catch {
+        return undefined; // the thread reports the decode error itself
+      }
+      const height = meta.pageHeight ?? meta.height;
+      if (!meta.width || !height) return undefined;
+      size = { width: meta.width, height };
     }
-    const height = meta.pageHeight ?? meta.height;
-    if (!meta.width || !height) return undefined;
-    return patchGeometry(height, meta.width, task.config); // ImageSizeError for bad sizes
+    return patchGeometry(size.height, size.width, task.config); // ImageSizeError for bad sizes
   }
 
   /** Shared output buffers sized from the header's geometry. */
