@@ -13,7 +13,7 @@ import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { decodeToRgb } from '../core/multimodal/decode.ts';
 import { PreprocessPool } from '../core/multimodal/pool.ts';
-import { preprocessRgb, QWEN_VL_DEFAULTS, type QwenVlFamily } from '../core/multimodal/qwen-vl.ts';
+import { encoderMemoryIn, preprocessRgb, QWEN_VL_DEFAULTS, type EncoderMemory, type QwenVlFamily } from '../core/multimodal/qwen-vl.ts';
 import { pythonWithPillow } from '../core/test/python.ts';
 import mallocTunables from '../bin/malloc-tunables.json' with { type: 'json' };
 import { renderBarChart } from './chart.ts';
@@ -49,13 +49,13 @@ async function ours(file: string, family: QwenVlFamily): Promise<{ ms: number; d
   const decodes: number[] = [];
   let shape = '';
   // Output memory reused across images, as the router's pool does (released after each request).
-  let into: { pixelValues: Float32Array } | undefined;
+  let into: EncoderMemory | undefined;
   for (let i = 0; i < RUNS + 1; i++) {
     const t0 = performance.now();
     const img = await decodeToRgb(bytes);
     const t1 = performance.now();
     const out = preprocessRgb(img.rgb, img.width, img.height, QWEN_VL_DEFAULTS[family], into ? { into } : {});
-    into = { pixelValues: out.pixelValues! };
+    into ??= out.memory && encoderMemoryIn(out.memory, out.patches * out.features, { float32: true, bf16: false });
     const t2 = performance.now();
     shape = `${out.patches}x${out.features}`;
     if (i === 0) continue; // warm-up

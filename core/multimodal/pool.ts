@@ -16,7 +16,14 @@ import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import sharp, { type Metadata } from 'sharp';
 import { headerSize, ImageDecodeError } from './decode.ts';
 import type { PreprocessResult, PreprocessTask } from './preprocess-task.ts';
-import { ImageSizeError, patchGeometry, type PatchGeometry } from './qwen-vl.ts';
+import { encoderMemoryBytes, encoderMemoryIn, ImageSizeError, patchGeometry, type EncoderMemory, type PatchGeometry } from './qwen-vl.ts';
+import { MAX_KERNEL_BYTES, newSharedMemory, type SharedWasmMemory } from './resize-simd.ts';
+
+interface ImageHeader {
+  width: number;
+  height: number;
+  geometry: PatchGeometry;
+}
 
 /**
  * Lower every thread of this process but the main one to nice 10 (Linux; elsewhere a no-op).
@@ -39,29 +46,32 @@ export function favourEventLoop(): void {
 /** A result whose output memory goes back to the pool on release(). */
 export type PooledPreprocessResult = PreprocessResult & { release(): void };
 
-/** Shared buffers by power-of-two size class, kept up to a byte budget. */
-class SharedBufferPool {
-  private readonly free = new Map<number, SharedArrayBuffer[]>();
+/** Shared WebAssembly memories by power-of-two size class, kept up to a byte budget. */
+class SharedMemoryPool {
+  private readonly free = new Map<number, SharedWasmMemory[]>();
   private pooled = 0;
   constructor(private readonly maxPooledBytes: number) {}
 
-  acquire(bytes: number): SharedArrayBuffer {
+  acquire(bytes: number): SharedWasmMemory {
     let cls = 1 << 20;
     while (cls < bytes) cls *= 2;
-    const buf = this.free.get(cls)?.pop();
-    if (buf) {
+    const memory = this.free.get(cls)?.pop();
+    if (memory) {
       this.pooled -= cls;
-      return buf;
+      return memory;
     }
-    return new SharedArrayBuffer(cls);
+    return newSharedMemory(cls);
   }
 
-  release(buf: SharedArrayBuffer): void {
-    if (this.pooled + buf.byteLength > this.maxPooledBytes) return;
-    this.pooled += buf.byteLength;
-    const list = this.free.get(buf.byteLength) ?? [];
-    list.push(buf);
-    this.free.set(buf.byteLength, list);
+  release(memory: SharedWasmMemory): void {
+    // A memory the resize grew is filed under the largest class it now covers.
+    let cls = 1 << 20;
+    while (cls * 2 <= memory.buffer.byteLength) cls *= 2;
+    if (this.pooled + cls > this.maxPooledBytes) return;
+    this.pooled += cls;
+    const list = this.free.get(cls) ?? [];
+    list.push(memory);
+    this.free.set(cls, list);
   }
 }
 
@@ -83,7 +93,7 @@ export class PreprocessPool {
   private closed = false;
   /** favourEventLoop() runs after each of the first completions, while helper threads appear. */
   private deprioritizeRounds = 16;
-  private readonly shared = new SharedBufferPool(768 * 1024 * 1024);
+  private readonly shared = new SharedMemoryPool(768 * 1024 * 1024);
 
   /**
    * One thread per core. The threads run at nice 10, so the event loop (nice 0) still gets a
@@ -158,10 +168,10 @@ export class PreprocessPool {
   }
 
   /**
-   * The image's geometry from its header (no decode): read here in JavaScript, or by sharp for
-   * a header that does not parse that way; undefined when neither can read it.
+   * The image's size and geometry from its header (no decode): read here in JavaScript, or
+   * by sharp for a header that does not parse that way; undefined when neither can read it.
    */
-  private async headerGeometry(task: PreprocessTask): Promise<PatchGeometry | undefined> {
+  private async header(task: PreprocessTask): Promise<ImageHeader | undefined> {
     let size = headerSize(task.bytes);
     if (!size) {
       let meta: Metadata;
@@ -174,18 +184,16 @@ export class PreprocessPool {
       if (!meta.width || !height) return undefined;
       size = { width: meta.width, height };
     }
-    return patchGeometry(size.height, size.width, task.config); // ImageSizeError for bad sizes
+    return { ...size, geometry: patchGeometry(size.height, size.width, task.config) }; // ImageSizeError for bad sizes
   }
 
-  /** Shared output buffers sized from the header's geometry. */
-  private outputFor(task: PreprocessTask, g: PatchGeometry | undefined): PreprocessTask['output'] {
-    if (!g) return undefined;
-    const elements = g.patches * g.features;
-    return {
-      ...(task.float32 !== false ? { pixelValues: this.shared.acquire(elements * 4) } : {}),
-      ...(task.bf16 ? { bf16: this.shared.acquire(elements * 2) } : {}),
-      elements,
-    };
+  /** Pooled shared memory for the outputs and the resize, sized from the header. */
+  private outputFor(task: PreprocessTask, h: ImageHeader | undefined): EncoderMemory | undefined {
+    if (!h) return undefined;
+    const kinds = { float32: task.float32 !== false, bf16: task.bf16 };
+    const bytes = encoderMemoryBytes(h.width, h.height, task.config, kinds);
+    if (bytes > MAX_KERNEL_BYTES) return undefined; // the thread allocates (and the JavaScript passes run)
+    return encoderMemoryIn(this.shared.acquire(bytes), h.geometry.patches * h.geometry.features, kinds);
   }
 
   /**
@@ -200,21 +208,22 @@ export class PreprocessPool {
       closed.catch(() => {});
       return { header: closed, result: closed as Promise<never> };
     }
-    const header = this.headerGeometry(task);
+    const header = this.header(task);
     header.catch(() => {}); // the same error reaches the caller through result
-    return { header, result: header.then((g) => this.process(task, g)) };
+    const geometry = header.then((h) => h?.geometry);
+    geometry.catch(() => {}); // a caller that only awaits result gets the error there
+    return { header: geometry, result: header.then((h) => this.process(task, h)) };
   }
 
   run(task: PreprocessTask): Promise<PooledPreprocessResult> {
     return this.start(task).result;
   }
 
-  private async process(task: PreprocessTask, g: PatchGeometry | undefined): Promise<PooledPreprocessResult> {
+  private async process(task: PreprocessTask, h: ImageHeader | undefined): Promise<PooledPreprocessResult> {
     if (this.closed) throw new Error('preprocessing pool is closed');
-    const output = this.outputFor(task, g);
+    const output = this.outputFor(task, h);
     const giveBack = () => {
-      if (output?.pixelValues) this.shared.release(output.pixelValues);
-      if (output?.bf16) this.shared.release(output.bf16);
+      if (output) this.shared.release(output.memory);
     };
     let result: PreprocessResult;
     try {
@@ -226,7 +235,7 @@ export class PreprocessPool {
       giveBack();
       throw err;
     }
-    const usesShared = output !== undefined && (result.pixelValues ?? result.bf16)?.buffer instanceof SharedArrayBuffer;
+    const usesShared = output !== undefined && result.inOutput;
     if (!usesShared) giveBack();
     let released = false;
     return {

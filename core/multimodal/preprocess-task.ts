@@ -2,7 +2,7 @@
 // pipeline, with the time of each stage.
 import { createHash } from 'node:crypto';
 import { decodeToRgb } from './decode.ts';
-import { preprocessRgb, preprocessRgbInBands, type PatchGeometry, type PreprocessBandJob, type QwenVlImageConfig } from './qwen-vl.ts';
+import { preprocessRgb, preprocessRgbInBands, type EncoderMemory, type PatchGeometry, type PreprocessBandJob, type QwenVlImageConfig } from './qwen-vl.ts';
 
 export interface PreprocessTask {
   bytes: Uint8Array;
@@ -10,8 +10,8 @@ export interface PreprocessTask {
   bf16: boolean;
   /** Produce float32 values too (default true); false when only bfloat16 travels. */
   float32?: boolean;
-  /** Shared output memory sized by the pool from the image header (reused across requests). */
-  output?: { pixelValues?: SharedArrayBuffer; bf16?: SharedArrayBuffer; elements: number };
+  /** Shared memory for the outputs and the resize, sized by the pool from the image header (reused across requests). */
+  output?: EncoderMemory;
 }
 
 export interface PreprocessResult extends PatchGeometry {
@@ -27,6 +27,8 @@ export interface PreprocessResult extends PatchGeometry {
   timings: { decode: number; preprocess: number };
   /** Threads that resized and scattered the image: 2 when a helper thread took half. */
   threads: number;
+  /** The outputs are in the task's `output` memory (false: the decoded image did not fit it). */
+  inOutput: boolean;
 }
 
 /** Runs a band of this thread's image on another thread; resolves when it is written. */
@@ -39,13 +41,10 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
   const contentHash = createHash('sha256').update(task.bytes).digest();
   const image = await decoding;
   const t1 = performance.now();
-  const o = task.output;
-  const into = o
-    ? { ...(o.pixelValues ? { pixelValues: new Float32Array(o.pixelValues, 0, o.elements) } : {}), ...(o.bf16 ? { bf16: new Uint16Array(o.bf16, 0, o.elements) } : {}) }
-    : undefined;
-  // With a helper and shared outputs, two threads take half of the image each.
-  const split = helper && into ? await preprocessRgbInBands(image.rgb, image.width, image.height, task.config, into, helper) : null;
-  const out = split ?? preprocessRgb(image.rgb, image.width, image.height, task.config, { bf16: task.bf16, float32: task.float32 !== false, ...(into ? { into } : {}) });
+  const options = { bf16: task.bf16, float32: task.float32 !== false };
+  // With a helper and pooled memory, two threads take half of the image each.
+  const split = helper && task.output ? await preprocessRgbInBands(image.rgb, image.width, image.height, task.config, task.output, options, helper) : null;
+  const { memory, ...out } = split ?? preprocessRgb(image.rgb, image.width, image.height, task.config, { ...options, ...(task.output ? { into: task.output } : {}) });
   const t2 = performance.now();
-  return { ...out, width: image.width, height: image.height, format: image.format, contentHash, timings: { decode: t1 - t0, preprocess: t2 - t1 }, threads: split ? 2 : 1 };
+  return { ...out, width: image.width, height: image.height, format: image.format, contentHash, timings: { decode: t1 - t0, preprocess: t2 - t1 }, threads: split ? 2 : 1, inOutput: memory !== undefined && memory === task.output?.memory };
 }

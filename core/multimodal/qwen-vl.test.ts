@@ -71,9 +71,45 @@ describe('encoder input agrees exactly with the Pillow + numpy reference', () =>
     expect(ours.gridThw).toEqual(info.grid_thw);
     expect(ours.tokens).toBe(info.tokens);
     const reference = readFileSync(out);
-    expect(Buffer.from(ours.pixelValues!.buffer).equals(reference)).toBe(true);
+    const bytesOf = (a: Float32Array | Uint16Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+    expect(bytesOf(ours.pixelValues!).equals(reference)).toBe(true);
     expect(encoderFingerprint(ours.pixelValues!)).toBe(info.fingerprint);
     // The fused bf16 output is exactly the float32 values rounded to bf16.
-    expect(Buffer.from(ours.bf16!.buffer).equals(Buffer.from(f32ToBf16(ours.pixelValues!)))).toBe(true);
+    expect(bytesOf(ours.bf16!).equals(Buffer.from(f32ToBf16(ours.pixelValues!)))).toBe(true);
+    // The JavaScript passes (the fallback without WebAssembly SIMD) give the same bits.
+    const js = preprocessRgb(img.rgb, img.width, img.height, cfg, { bf16: true, javascript: true });
+    expect(bytesOf(js.pixelValues!).equals(reference)).toBe(true);
+    expect(bytesOf(js.bf16!).equals(bytesOf(ours.bf16!))).toBe(true);
+  });
+});
+
+describe('the WebAssembly scatter kernel', () => {
+  // Every 8-bit level in every channel, plus a gradient: all 256 table entries are exercised.
+  const w = 256;
+  const h = 64;
+  const rgb = new Uint8Array(w * h * 3).map((_, i) => {
+    const px = Math.floor(i / 3);
+    const c = i % 3;
+    return c === 0 ? px % 256 : c === 1 ? (px * 7 + Math.floor(px / w)) % 256 : 255 - (px % 256);
+  });
+  const bytesOf = (a?: Float32Array | Uint16Array) => (a ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : undefined);
+  const base = QWEN_VL_DEFAULTS.qwen2_vl;
+  const configs: Array<[string, typeof base]> = [
+    ['Qwen2-VL defaults', base],
+    ['Qwen3-VL defaults', QWEN_VL_DEFAULTS.qwen3_vl],
+    ['one temporal copy, merge 1', { ...base, temporal_patch_size: 1, merge_size: 1 }],
+    ['three temporal copies, patch 4', { ...base, temporal_patch_size: 3, patch_size: 4, min_pixels: 1 }],
+    ['no rescale, odd mean and std', { ...base, do_rescale: false, image_mean: [100.5, -3, 0.25], image_std: [57.3, 1e-3, 3] }],
+    ['no normalize', { ...base, do_normalize: false }],
+    ['neither', { ...base, do_rescale: false, do_normalize: false }],
+  ];
+  it.each(configs)('%s: the same float32 and bfloat16 bits as the JavaScript table', (_, cfg) => {
+    for (const kinds of [{ bf16: true }, { bf16: true, float32: false }, { bf16: false }]) {
+      const simd = preprocessRgb(rgb, w, h, cfg, kinds);
+      const js = preprocessRgb(rgb, w, h, cfg, { ...kinds, javascript: true });
+      expect(simd.memory, 'ran on the kernels').toBeDefined();
+      expect(bytesOf(simd.pixelValues)?.equals(bytesOf(js.pixelValues)!) ?? js.pixelValues === undefined).toBe(true);
+      expect(bytesOf(simd.bf16)?.equals(bytesOf(js.bf16)!) ?? js.bf16 === undefined).toBe(true);
+    }
   });
 });

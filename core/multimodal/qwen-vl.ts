@@ -17,8 +17,8 @@
 // wire dtype is bfloat16 the bf16 bits are written in the same pass.
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
 import { fnv1a64 } from '../transport/fnv.ts';
-import { resizeRgbInto } from './resize.ts';
-import { kernelsOn, planResize, resizeBand, simdKernels, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
+import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
+import { kernelsOn, newSharedMemory, planResize, resizeBand, resizeBytes, simdAvailable, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
 
 export type QwenVlFamily = 'qwen2_vl' | 'qwen3_vl';
 
@@ -154,36 +154,123 @@ export interface PreprocessedImage extends PatchGeometry {
   bf16?: Uint16Array;
   /** [1, 3] int64 (grid_t, grid_h, grid_w). */
   gridThw: [number, number, number];
+  /** The shared memory the outputs live in (the caller's `into`, or a new one). */
+  memory?: SharedWasmMemory;
+}
+
+/** Which encodings of the encoder input to produce. */
+export interface OutputKinds {
+  float32: boolean;
+  bf16: boolean;
 }
 
 /**
- * Resize, rescale, normalize and patchify packed RGB in one pass over the output pixels.
- * `bf16: true` also fills the bfloat16 encoding in the same pass; `float32: false` skips the
- * float32 output when only bfloat16 travels (half the writes and memory).
+ * Where an image's encoder input is written: shared memory holding the float32 and/or
+ * bfloat16 outputs (byte offsets), then the resize's working space from `scratchAt`. The
+ * WebAssembly kernels resize and scatter in it directly, from one or two threads; the
+ * preprocessing pool keeps these and reuses them across requests.
+ */
+export interface EncoderMemory {
+  memory: SharedWasmMemory;
+  elements: number;
+  f32At?: number;
+  bf16At?: number;
+  scratchAt: number;
+}
+
+const align16 = (n: number) => Math.ceil(n / 16) * 16;
+/** Scatter constants (float64 rescale, float32 mean[3] and std[3]) at the start of the scratch space. */
+const CONSTS_BYTES = 64;
+
+function encoderLayout(elements: number, kinds: OutputKinds): Omit<EncoderMemory, 'memory'> {
+  let at = 0;
+  const f32At = kinds.float32 ? at : undefined;
+  if (kinds.float32) at = align16(at + elements * 4);
+  const bf16At = kinds.bf16 ? at : undefined;
+  if (kinds.bf16) at = align16(at + elements * 2);
+  return { elements, ...(f32At !== undefined ? { f32At } : {}), ...(bf16At !== undefined ? { bf16At } : {}), scratchAt: at };
+}
+
+/** Bytes an image of this size needs in its EncoderMemory, resized in `bands` bands. */
+export function encoderMemoryBytes(width: number, height: number, cfg: QwenVlImageConfig, kinds: OutputKinds, bands = 2): number {
+  const g = patchGeometry(height, width, cfg);
+  const layout = encoderLayout(g.patches * g.features, kinds);
+  const base = layout.scratchAt + CONSTS_BYTES;
+  return base + resizeBytes(width, height, g.resizedWidth, g.resizedHeight, bandStarts(g, cfg, bands), base);
+}
+
+/** Lay out `elements` of encoder input in `memory` (which the resize then grows as needed). */
+export function encoderMemoryIn(memory: SharedWasmMemory, elements: number, kinds: OutputKinds): EncoderMemory {
+  return { memory, ...encoderLayout(elements, kinds) };
+}
+
+function outputKinds(options: { bf16?: boolean; float32?: boolean }): OutputKinds {
+  if (options.float32 === false && !options.bf16) throw new RangeError('preprocessRgb: asked for neither float32 nor bfloat16 output');
+  return { float32: options.float32 !== false, bf16: options.bf16 === true };
+}
+
+/** `into` holds this many elements in (at least) these encodings. */
+const fits = (into: EncoderMemory | undefined, elements: number, kinds: OutputKinds): into is EncoderMemory =>
+  into !== undefined && into.elements === elements && (!kinds.float32 || into.f32At !== undefined) && (!kinds.bf16 || into.bf16At !== undefined);
+
+function outputViews(mem: EncoderMemory, kinds: OutputKinds): { pixelValues?: Float32Array; bf16?: Uint16Array } {
+  const buffer = mem.memory.buffer;
+  return {
+    ...(kinds.float32 ? { pixelValues: new Float32Array(buffer, mem.f32At!, mem.elements) } : {}),
+    ...(kinds.bf16 ? { bf16: new Uint16Array(buffer, mem.bf16At!, mem.elements) } : {}),
+  };
+}
+
+/**
+ * Resize, rescale, normalize and patchify packed RGB. Where WebAssembly SIMD is available
+ * the kernels resize in shared memory and the scatter kernel writes float32 and/or bfloat16
+ * straight into the encoder input; elsewhere (or for a patch size under 4, or constants the
+ * kernel cannot reproduce bit for bit) the JavaScript passes do, with the same bits.
+ * `bf16: true` also produces the bfloat16 encoding; `float32: false` skips float32 when only
+ * bfloat16 travels. `into` (reused memory) is used when it fits the image; `javascript`
+ * forces the JavaScript passes (the second implementation the tests hold the kernels to).
  */
 export function preprocessRgb(
   rgb: Uint8Array,
   width: number,
   height: number,
   cfg: QwenVlImageConfig,
-  options: { bf16?: boolean; float32?: boolean; into?: { pixelValues?: Float32Array; bf16?: Uint16Array } } = {},
+  options: { bf16?: boolean; float32?: boolean; into?: EncoderMemory; javascript?: boolean } = {},
 ): PreprocessedImage {
   const g = patchGeometry(height, width, cfg);
-  // Caller-provided outputs (reused, already-faulted memory) when given and big enough.
-  const into = options.into;
+  const kinds = outputKinds(options);
   const n = g.patches * g.features;
-  if (options.float32 === false && !options.bf16) throw new RangeError('preprocessRgb: asked for neither float32 nor bfloat16 output');
-  const out = options.float32 === false ? undefined : into?.pixelValues?.length === n ? into.pixelValues : new Float32Array(n);
-  const bf = options.bf16 ? (into?.bf16?.length === n ? into.bf16 : new Uint16Array(n)) : undefined;
+  const gridThw: [number, number, number] = [g.gridT, g.gridH, g.gridW];
+  const into = fits(options.into, n, kinds) ? options.into : undefined;
+  if (!options.javascript && simdAvailable() && scatterable(cfg)) {
+    const mem = into ?? encoderMemoryIn(newSharedMemory(encoderMemoryBytes(width, height, cfg, kinds, 1)), n, kinds);
+    const planned = planPreprocess(mem, rgb, width, height, cfg, g, kinds, []);
+    if (planned) {
+      runPreprocessBand(planned.k, { ...planned.job, band: 0 });
+      return { ...g, ...outputViews(mem, kinds), gridThw, memory: mem.memory };
+    }
+  }
+  // The JavaScript scatter (after either resize implementation), into `into` when given.
+  const views = into ? outputViews(into, kinds) : {};
+  const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(n)) : undefined;
+  const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(n)) : undefined;
   const scatter = patchScatter(g, cfg, out, bf);
-  resizeRgbInto(rgb, width, height, g.resizedWidth, g.resizedHeight, scatter.row);
+  (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, g.resizedWidth, g.resizedHeight, scatter.row);
   scatter.repeatTemporal(0, g.patches);
-  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), gridThw: [g.gridT, g.gridH, g.gridW] };
+  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), gridThw, ...(into ? { memory: into.memory } : {}) };
+}
+
+/** Whether the scatter kernel reproduces levelTable() bit for bit for this configuration. */
+function scatterable(cfg: QwenVlImageConfig): boolean {
+  const finite = [cfg.rescale_factor, ...cfg.image_mean, ...cfg.image_std].every(Number.isFinite);
+  // The kernel's last 4-pixel step of a patch row overlaps the one before it.
+  return cfg.patch_size >= 4 && finite && cfg.image_std.every((v) => Math.fround(v) !== 0);
 }
 
 /**
  * Writes resized rows into the encoder input(s): the table lookup for rescale/normalize
  * (and bfloat16) plus the patch-layout scatter, then the temporal copies of a still image.
+ * (The JavaScript path; the scatter kernel in resize.wat does the same in WebAssembly.)
  */
 function patchScatter(g: PatchGeometry, cfg: QwenVlImageConfig, out: Float32Array | undefined, bf: Uint16Array | undefined) {
   const P = cfg.patch_size;
@@ -220,19 +307,21 @@ function patchScatter(g: PatchGeometry, cfg: QwenVlImageConfig, out: Float32Arra
 }
 
 /**
- * One band of an image's preprocessing, as a thread runs it: a planned resize in shared
- * WebAssembly memory, and encoder outputs in shared memory. Plain data, so the band can be
- * posted to another thread.
+ * One band of an image's preprocessing, as a thread runs it: a resize planned in the shared
+ * memory that also holds the encoder outputs. Plain data, so the band can be posted to
+ * another thread.
  */
 export interface PreprocessBandJob {
-  /** The WebAssembly memory the plan lives in. */
+  /** The shared memory the plan and the outputs live in. */
   memory: SharedWasmMemory;
   plan: ResizePlan;
   band: number;
   cfg: QwenVlImageConfig;
   geometry: PatchGeometry;
-  pixelValues?: Float32Array;
-  bf16?: Uint16Array;
+  /** Byte offsets of the outputs to write (float32, bfloat16) and of the scatter constants. */
+  f32At?: number;
+  bf16At?: number;
+  consts: number;
 }
 
 /**
@@ -248,6 +337,30 @@ export function bandStarts(g: PatchGeometry, cfg: QwenVlImageConfig, count: numb
   return starts;
 }
 
+/** Plan an image's resize into `mem` (after its outputs) and write the scatter constants. */
+function planPreprocess(
+  mem: EncoderMemory,
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: QwenVlImageConfig,
+  g: PatchGeometry,
+  kinds: OutputKinds,
+  starts: number[],
+): { k: Kernels; job: Omit<PreprocessBandJob, 'band'> } | null {
+  const k = kernelsOn(mem.memory);
+  if (!k) return null;
+  const consts = align16(mem.scratchAt);
+  const plan = planResize(k, rgb, width, height, g.resizedWidth, g.resizedHeight, starts, consts + CONSTS_BYTES);
+  if (!plan) return null;
+  const buffer = mem.memory.buffer;
+  new Float64Array(buffer, consts, 1)[0] = cfg.do_rescale ? cfg.rescale_factor : 1;
+  new Float32Array(buffer, consts + 16, 3).set(cfg.do_normalize ? cfg.image_mean : [0, 0, 0]);
+  new Float32Array(buffer, consts + 32, 3).set(cfg.do_normalize ? cfg.image_std : [1, 1, 1]);
+  const outputs = { ...(kinds.float32 ? { f32At: mem.f32At! } : {}), ...(kinds.bf16 ? { bf16At: mem.bf16At! } : {}) };
+  return { k, job: { memory: mem.memory, plan, cfg, geometry: g, ...outputs, consts } };
+}
+
 /** Run a band another thread planned, on kernels over its memory (what a helper thread does). */
 export function runPostedPreprocessBand(job: PreprocessBandJob): void {
   const k = kernelsOn(job.memory);
@@ -255,45 +368,47 @@ export function runPostedPreprocessBand(job: PreprocessBandJob): void {
   runPreprocessBand(k, job);
 }
 
-/** Resize, scatter and repeat one band of a planned image (any thread holding kernels on the plan's memory). */
+/** Resize one band of a planned image and scatter its rows into the outputs (any thread holding kernels on the plan's memory). */
 function runPreprocessBand(k: Kernels, job: PreprocessBandJob): void {
   const { cfg, geometry: g } = job;
-  const scatter = patchScatter(g, cfg, job.pixelValues, job.bf16);
-  resizeBand(k, job.plan, job.band, scatter.row);
+  const rows = resizeBand(k, job.plan, job.band);
   const band = job.plan.bands[job.band]!;
-  const rowsPerBlock = cfg.patch_size * cfg.merge_size;
-  const patchesPerBlockRow = g.gridW * cfg.merge_size;
-  scatter.repeatTemporal((band.y0 / rowsPerBlock) * patchesPerBlockRow, (band.y1 / rowsPerBlock) * patchesPerBlockRow);
+  const m = cfg.merge_size;
+  const rowStride = (g.gridW / m) * m * m * g.features;
+  for (const [at, bf16] of [[job.f32At, 0], [job.bf16At, 1]] as const) {
+    if (at === undefined) continue;
+    k.scatter(rows.at, rows.stride, band.y0, band.y1 - band.y0, at, bf16, cfg.patch_size, m, g.features, cfg.temporal_patch_size, g.gridW, rowStride, job.consts);
+  }
 }
 
 /**
- * Preprocess in two bands, this thread running the first while `helper` runs the second on
- * another thread, into shared outputs. Null when the image cannot be split (no SIMD
- * kernels, a single merge-block row, a layout over the kernels' memory limit): the caller
- * then runs preprocessRgb. A failed helper is made up for by running its band here.
+ * Preprocess in two bands into `into`, this thread running the first while `helper` runs
+ * the second on another thread. Null when the image cannot be split (no SIMD kernels, a
+ * configuration the scatter kernel does not take, a single merge-block row, `into` not
+ * fitting the image, a layout over the kernels' memory limit): the caller then runs
+ * preprocessRgb. A failed helper is made up for by running its band here.
  */
 export async function preprocessRgbInBands(
   rgb: Uint8Array,
   width: number,
   height: number,
   cfg: QwenVlImageConfig,
-  outputs: { pixelValues?: Float32Array; bf16?: Uint16Array },
+  into: EncoderMemory,
+  options: { bf16?: boolean; float32?: boolean },
   helper: (job: PreprocessBandJob) => Promise<void>,
 ): Promise<PreprocessedImage | null> {
-  const k = simdKernels();
-  if (!k || (!outputs.pixelValues && !outputs.bf16)) return null;
+  if (!simdAvailable() || !scatterable(cfg)) return null;
+  const kinds = outputKinds(options);
   const g = patchGeometry(height, width, cfg);
-  const n = g.patches * g.features;
-  if ((outputs.pixelValues && outputs.pixelValues.length !== n) || (outputs.bf16 && outputs.bf16.length !== n)) return null;
+  if (!fits(into, g.patches * g.features, kinds)) return null;
   const starts = bandStarts(g, cfg, 2);
   if (starts.length === 0) return null;
-  const plan = planResize(k, rgb, width, height, g.resizedWidth, g.resizedHeight, starts);
-  if (!plan || plan.bands.length !== 2) return null;
-  const job = { memory: k.memory, plan, cfg, geometry: g, ...outputs };
-  const helped = helper({ ...job, band: 1 });
-  runPreprocessBand(k, { ...job, band: 0 });
-  await helped.catch(() => runPreprocessBand(k, { ...job, band: 1 }));
-  return { ...g, ...outputs, gridThw: [g.gridT, g.gridH, g.gridW] };
+  const planned = planPreprocess(into, rgb, width, height, cfg, g, kinds, starts);
+  if (!planned || planned.job.plan.bands.length !== 2) return null;
+  const helped = helper({ ...planned.job, band: 1 });
+  runPreprocessBand(planned.k, { ...planned.job, band: 0 });
+  await helped.catch(() => runPreprocessBand(planned.k, { ...planned.job, band: 1 }));
+  return { ...g, ...outputViews(into, kinds), gridThw: [g.gridT, g.gridH, g.gridW], memory: into.memory };
 }
 
 interface ScatterLayout {

@@ -3,12 +3,13 @@
 // about 4x faster.
 //
 // The module works in shared memory. A resize is planned once (coefficients and source
-// pixels copied into the memory, every buffer laid out) and then run as bands of output
-// rows: one thread can run every band, or two threads holding instances on the same memory
-// can each run one (the preprocessing pool does that for a lone image). Each band has its
-// own intermediate and destination buffers, so the kernels' vector spill past a buffer's end
-// never lands in rows another thread writes. A thread's own memory grows to the largest
-// image it has seen and is reused.
+// pixels copied into the memory, every buffer laid out from a base offset) and then run as
+// bands of output rows: one thread can run every band, or two threads holding instances on
+// the same memory can each run one (the preprocessing pool does that for a lone image). Each
+// band has its own intermediate and destination buffers, so the kernels' vector spill past a
+// buffer's end never lands in rows another thread writes. Preprocessing plans into the memory
+// that also holds the encoder input, so the scatter kernel writes the output in place; plain
+// resizes use this thread's own memory, grown to the largest image seen and reused.
 import { existsSync, readFileSync } from 'node:fs';
 import { resampleCoefficients, type ResampleCoefficients, type RowSink } from './resize.ts';
 
@@ -34,7 +35,16 @@ export interface Kernels {
   memory: SharedWasmMemory;
   horizontal(src: number, inW: number, rows: number, dst: number, outW: number, ksize: number, starts: number, counts: number, weights: number): void;
   vertical(src: number, stride: number, outH: number, dst: number, ksize: number, starts: number, counts: number, weights: number, rowShift: number): void;
+  scatter(rowsPtr: number, stride: number, y0: number, rows: number, out: number, bf16: number, P: number, m: number, F: number, T: number, gridW: number, rowStride: number, consts: number): void;
 }
+
+/** A new shared memory of at least `bytes`, able to grow to the kernels' limit. */
+export function newSharedMemory(bytes: number): SharedWasmMemory {
+  return new wasm.Memory({ initial: Math.max(1, Math.ceil(bytes / PAGE)), maximum: MAX_PAGES, shared: true });
+}
+
+/** Bytes the kernels' memory can hold at most. */
+export const MAX_KERNEL_BYTES = MAX_PAGES * PAGE;
 
 let module: object | null | undefined;
 let own: Kernels | null | undefined;
@@ -54,7 +64,7 @@ export function kernelsOn(memory: SharedWasmMemory): Kernels | null {
   const m = compiled();
   if (!m) return null;
   const exports = new wasm.Instance(m, { env: { memory } }).exports as Omit<Kernels, 'memory'>;
-  return { memory, horizontal: exports.horizontal, vertical: exports.vertical };
+  return { memory, horizontal: exports.horizontal, vertical: exports.vertical, scatter: exports.scatter };
 }
 
 /** This thread's kernels on its own memory, or null where WebAssembly SIMD or the generated module is unavailable. */
@@ -66,6 +76,11 @@ export function simdKernels(): Kernels | null {
     own = null;
   }
   return own;
+}
+
+/** Whether the WebAssembly SIMD kernels can run in this process. */
+export function simdAvailable(): boolean {
+  return compiled() !== null;
 }
 
 interface CoefficientsAt {
@@ -101,18 +116,20 @@ export interface ResizePlan {
   bands: ResizeBand[];
 }
 
-/**
- * Lay out a resize in the kernels' memory (growing it) and copy the source pixels and the
- * coefficients in. `bandStarts` are the first output rows of the bands after the first.
- * Returns null when the layout does not fit the memory's maximum (the caller falls back to
- * the JavaScript passes).
- */
-export function planResize(k: Kernels, src: Uint8Array, width: number, height: number, outW: number, outH: number, bandStarts: number[] = []): ResizePlan | null {
+interface ResizeLayout {
+  horiz: ResampleCoefficients | undefined;
+  vert: ResampleCoefficients | undefined;
+  plan: ResizePlan;
+  /** First byte after the layout. */
+  end: number;
+}
+
+function layoutResize(width: number, height: number, outW: number, outH: number, bandStarts: number[], base: number): ResizeLayout {
   const horiz = outW !== width ? resampleCoefficients(width, outW) : undefined;
   const vert = outH !== height ? resampleCoefficients(height, outH) : undefined;
   const edges = [0, ...bandStarts, outH];
   const stride = outW * 3;
-  let at = 0;
+  let at = Math.ceil(base / 16) * 16;
   const take = (bytes: number) => {
     const offset = at;
     at += Math.ceil((bytes + SLACK) / 16) * 16;
@@ -134,7 +151,23 @@ export function planResize(k: Kernels, src: Uint8Array, width: number, height: n
     const dst = vert ? take(stride * (y1 - y0)) : 0;
     bands.push({ y0, y1, srcFirst, srcLast, temp, dst });
   }
-  const pages = Math.ceil(at / PAGE);
+  return { horiz, vert, plan: { width, height, outW, outH, src: srcAt, horiz: h, vert: v, bands }, end: at };
+}
+
+/** Bytes a planned resize occupies from `base` (to size a memory before planning into it). */
+export function resizeBytes(width: number, height: number, outW: number, outH: number, bandStarts: number[] = [], base = 0): number {
+  return layoutResize(width, height, outW, outH, bandStarts, base).end - base;
+}
+
+/**
+ * Lay out a resize in the kernels' memory from byte `base` (growing the memory as needed)
+ * and copy the source pixels and the coefficients in. `bandStarts` are the first output rows
+ * of the bands after the first. Returns null when the layout does not fit the memory's
+ * maximum (the caller falls back to the JavaScript passes).
+ */
+export function planResize(k: Kernels, src: Uint8Array, width: number, height: number, outW: number, outH: number, bandStarts: number[] = [], base = 0): ResizePlan | null {
+  const { horiz, vert, plan, end } = layoutResize(width, height, outW, outH, bandStarts, base);
+  const pages = Math.ceil(end / PAGE);
   const have = k.memory.buffer.byteLength / PAGE;
   if (pages > MAX_PAGES) return null;
   if (pages > have) k.memory.grow(pages - have);
@@ -145,14 +178,17 @@ export function planResize(k: Kernels, src: Uint8Array, width: number, height: n
     new Int32Array(mem, at.counts, c.count.length).set(c.count);
     new Int32Array(mem, at.weights, c.weights.length).set(c.weights);
   };
-  put(horiz, h);
-  put(vert, v);
-  new Uint8Array(mem, srcAt, src.byteLength).set(src);
-  return { width, height, outW, outH, src: srcAt, horiz: h, vert: v, bands };
+  put(horiz, plan.horiz);
+  put(vert, plan.vert);
+  new Uint8Array(mem, plan.src, src.byteLength).set(src);
+  return plan;
 }
 
-/** Run band `index` of a plan, handing each finished output row to `emitRow` in order. */
-export function resizeBand(k: Kernels, plan: ResizePlan, index: number, emitRow: RowSink): void {
+/**
+ * Run band `index` of a plan, handing each finished output row to `emitRow` in order when
+ * given. Returns where the band's rows are: row y at `at + (y - y0) * stride`.
+ */
+export function resizeBand(k: Kernels, plan: ResizePlan, index: number, emitRow?: RowSink): { at: number; stride: number } {
   const { width, outW, horiz, vert } = plan;
   const band = plan.bands[index]!;
   const stride = outW * 3;
@@ -170,11 +206,12 @@ export function resizeBand(k: Kernels, plan: ResizePlan, index: number, emitRow:
     image = band.dst;
     firstRow = band.y0;
   }
-  const out = new Uint8Array(k.memory.buffer);
-  for (let y = band.y0; y < band.y1; y++) {
-    const at = image + (y - firstRow) * stride;
-    emitRow(y, out.subarray(at, at + stride));
+  const at = image + (band.y0 - firstRow) * stride;
+  if (emitRow) {
+    const out = new Uint8Array(k.memory.buffer);
+    for (let y = band.y0; y < band.y1; y++) emitRow(y, out.subarray(at + (y - band.y0) * stride, at + (y - band.y0 + 1) * stride));
   }
+  return { at, stride };
 }
 
 /** As resizeRgbInto, on the SIMD kernels in this thread; false when the image is too large for them. */

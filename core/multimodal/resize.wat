@@ -109,4 +109,129 @@
             (br $colLoop)))
         (local.set $yy (i32.add (local.get $yy) (i32.const 1)))
         (br $rowLoop))))
+
+  ;; Patch scatter: resized rows y0 .. y0+rows (packed RGB, `stride` bytes apart from
+  ;; $rowsPtr) into the encoder input at $out, rescaled and normalised per channel exactly as
+  ;; qwen-vl.ts's level table computes it: float32(value * rescale) in float64 then rounded,
+  ;; then (x - mean) / std in float32 (the same IEEE operations, so the same bits). Output is
+  ;; float32, or bfloat16 (round to nearest even, NaN kept quiet) when $bf16 is 1. Each patch
+  ;; row's P values per channel are written once per temporal copy (T), 4 values per step;
+  ;; the last step of a patch row starts at P-4 and rewrites up to 3 values with the same
+  ;; bits, so P must be at least 4. Reads up to 4 bytes past a row's last pixel.
+  ;; $consts: float64 rescale at +0, float32 mean[3] at +16, float32 std[3] at +32.
+  (func (export "scatter")
+    (param $rowsPtr i32) (param $stride i32) (param $y0 i32) (param $rows i32) (param $out i32) (param $bf16 i32)
+    (param $P i32) (param $m i32) (param $F i32) (param $T i32) (param $gridW i32) (param $rowStride i32) (param $consts i32)
+    (local $r i32) (local $y i32) (local $gy i32) (local $pr i32) (local $bh i32) (local $mr i32)
+    (local $rowBase i32) (local $rowSrc i32) (local $gx i32) (local $bw i32) (local $base i32)
+    (local $pc i32) (local $at i32) (local $c i32) (local $t i32) (local $e i32) (local $cs i32) (local $PP i32)
+    (local $v v128) (local $ch v128) (local $f v128) (local $bits v128) (local $scale v128)
+    (local $mean v128) (local $std v128) (local $means0 v128) (local $means1 v128) (local $means2 v128)
+    (local $stds0 v128) (local $stds1 v128) (local $stds2 v128)
+    (local.set $PP (i32.mul (local.get $P) (local.get $P)))
+    (local.set $cs (i32.mul (local.get $T) (local.get $PP)))
+    (local.set $scale (f64x2.splat (f64.load (local.get $consts))))
+    (local.set $means0 (f32x4.splat (f32.load offset=16 (local.get $consts))))
+    (local.set $means1 (f32x4.splat (f32.load offset=20 (local.get $consts))))
+    (local.set $means2 (f32x4.splat (f32.load offset=24 (local.get $consts))))
+    (local.set $stds0 (f32x4.splat (f32.load offset=32 (local.get $consts))))
+    (local.set $stds1 (f32x4.splat (f32.load offset=36 (local.get $consts))))
+    (local.set $stds2 (f32x4.splat (f32.load offset=40 (local.get $consts))))
+    (local.set $r (i32.const 0))
+    (block $rowsDone
+      (loop $rowLoop
+        (br_if $rowsDone (i32.ge_u (local.get $r) (local.get $rows)))
+        (local.set $y (i32.add (local.get $y0) (local.get $r)))
+        (local.set $gy (i32.div_u (local.get $y) (local.get $P)))
+        (local.set $pr (i32.sub (local.get $y) (i32.mul (local.get $gy) (local.get $P))))
+        (local.set $bh (i32.div_u (local.get $gy) (local.get $m)))
+        (local.set $mr (i32.sub (local.get $gy) (i32.mul (local.get $bh) (local.get $m))))
+        (local.set $rowBase (i32.add (i32.add
+          (i32.mul (local.get $bh) (local.get $rowStride))
+          (i32.mul (i32.mul (local.get $mr) (local.get $m)) (local.get $F)))
+          (i32.mul (local.get $pr) (local.get $P))))
+        (local.set $rowSrc (i32.add (local.get $rowsPtr) (i32.mul (local.get $r) (local.get $stride))))
+        (local.set $gx (i32.const 0))
+        (block $colsDone
+          (loop $colLoop
+            (br_if $colsDone (i32.ge_u (local.get $gx) (local.get $gridW)))
+            (local.set $bw (i32.div_u (local.get $gx) (local.get $m)))
+            (local.set $base (i32.add (local.get $rowBase)
+              (i32.mul (i32.add (i32.mul (i32.mul (local.get $bw) (local.get $m)) (local.get $m))
+                                (i32.sub (local.get $gx) (i32.mul (local.get $bw) (local.get $m))))
+                       (local.get $F))))
+            (local.set $pc (i32.const 0))
+            (block $pixDone
+              (loop $pixLoop
+                (br_if $pixDone (i32.ge_u (local.get $pc) (local.get $P)))
+                ;; 4 pixels from $at (the last group starts at P-4)
+                (local.set $at (select (i32.sub (local.get $P) (i32.const 4)) (local.get $pc)
+                  (i32.gt_u (i32.add (local.get $pc) (i32.const 4)) (local.get $P))))
+                (local.set $v (v128.load (i32.add (local.get $rowSrc)
+                  (i32.mul (i32.add (i32.mul (local.get $gx) (local.get $P)) (local.get $at)) (i32.const 3)))))
+                (local.set $c (i32.const 0))
+                (block $chDone
+                  (loop $chLoop
+                    (br_if $chDone (i32.ge_u (local.get $c) (i32.const 3)))
+                    ;; channel c of the 4 pixels as i32x4, and its mean and std
+                    (if (i32.eqz (local.get $c))
+                      (then
+                        (local.set $ch (i8x16.shuffle 0 16 16 16 3 16 16 16 6 16 16 16 9 16 16 16 (local.get $v) (v128.const i64x2 0 0)))
+                        (local.set $mean (local.get $means0)) (local.set $std (local.get $stds0)))
+                      (else (if (i32.eq (local.get $c) (i32.const 1))
+                        (then
+                          (local.set $ch (i8x16.shuffle 1 16 16 16 4 16 16 16 7 16 16 16 10 16 16 16 (local.get $v) (v128.const i64x2 0 0)))
+                          (local.set $mean (local.get $means1)) (local.set $std (local.get $stds1)))
+                        (else
+                          (local.set $ch (i8x16.shuffle 2 16 16 16 5 16 16 16 8 16 16 16 11 16 16 16 (local.get $v) (v128.const i64x2 0 0)))
+                          (local.set $mean (local.get $means2)) (local.set $std (local.get $stds2))))))
+                    (local.set $f
+                      (f32x4.div
+                        (f32x4.sub
+                          (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23
+                            (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.convert_low_i32x4_u (local.get $ch)) (local.get $scale)))
+                            (f32x4.demote_f64x2_zero (f64x2.mul
+                              (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $ch) (local.get $ch)))
+                              (local.get $scale))))
+                          (local.get $mean))
+                        (local.get $std)))
+                    (local.set $e (i32.add (i32.add (local.get $base) (i32.mul (local.get $c) (local.get $cs))) (local.get $at)))
+                    (if (local.get $bf16)
+                      (then
+                        (local.set $bits
+                          (v128.bitselect
+                            (v128.or (i32x4.shr_u (local.get $f) (i32.const 16)) (i32x4.splat (i32.const 0x40)))
+                            (i32x4.shr_u
+                              (i32x4.add (i32x4.add (local.get $f) (i32x4.splat (i32.const 0x7fff)))
+                                         (v128.and (i32x4.shr_u (local.get $f) (i32.const 16)) (i32x4.splat (i32.const 1))))
+                              (i32.const 16))
+                            (i32x4.gt_s (v128.and (local.get $f) (i32x4.splat (i32.const 0x7fffffff))) (i32x4.splat (i32.const 0x7f800000)))))
+                        (local.set $bits (i16x8.narrow_i32x4_u (local.get $bits) (local.get $bits)))
+                        (local.set $t (i32.const 0))
+                        (block $tDone
+                          (loop $tLoop
+                            (br_if $tDone (i32.ge_u (local.get $t) (local.get $T)))
+                            (v128.store64_lane 0
+                              (i32.add (local.get $out) (i32.shl (i32.add (local.get $e) (i32.mul (local.get $t) (local.get $PP))) (i32.const 1)))
+                              (local.get $bits))
+                            (local.set $t (i32.add (local.get $t) (i32.const 1)))
+                            (br $tLoop))))
+                      (else
+                        (local.set $t (i32.const 0))
+                        (block $tDone2
+                          (loop $tLoop2
+                            (br_if $tDone2 (i32.ge_u (local.get $t) (local.get $T)))
+                            (v128.store
+                              (i32.add (local.get $out) (i32.shl (i32.add (local.get $e) (i32.mul (local.get $t) (local.get $PP))) (i32.const 2)))
+                              (local.get $f))
+                            (local.set $t (i32.add (local.get $t) (i32.const 1)))
+                            (br $tLoop2)))))
+                    (local.set $c (i32.add (local.get $c) (i32.const 1)))
+                    (br $chLoop)))
+                (local.set $pc (i32.add (local.get $pc) (i32.const 4)))
+                (br $pixLoop)))
+            (local.set $gx (i32.add (local.get $gx) (i32.const 1)))
+            (br $colLoop)))
+        (local.set $r (i32.add (local.get $r) (i32.const 1)))
+        (br $rowLoop))))
 )
