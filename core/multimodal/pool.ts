@@ -5,11 +5,13 @@
 // of the image (bands of whole merge-block rows), so a lone request's image is ready in
 // about half the time. Under load every thread takes whole images.
 //
-// Outputs land in shared memory the pool owns and reuses: the image header gives the
-// geometry before decoding, so the pool hands the thread a SharedArrayBuffer of the right
-// size class, and the caller gives it back with release(). Fresh 20-200 MB buffers per image
-// would cost their page faults every time and, on the main thread, garbage-collection
-// pauses for the external memory; reused ones cost neither.
+// Each image is worked on in shared WebAssembly memory the pool owns and reuses: the image
+// header gives the geometry before decoding, so the pool hands the thread a memory of the
+// right size class for the encoder outputs plus the resize's working space (where the
+// kernels write the outputs in place), and the caller gives it back with release(). Fresh
+// 20-200 MB buffers per image would cost their page faults every time (on this kind of VM,
+// touching fresh memory costs more than the work done in it) and, on the main thread,
+// garbage-collection pauses for the external memory; reused ones cost neither.
 import { readdirSync } from 'node:fs';
 import os from 'node:os';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
