@@ -124,9 +124,9 @@
     (param $P i32) (param $m i32) (param $F i32) (param $T i32) (param $gridW i32) (param $rowStride i32) (param $consts i32)
     (local $r i32) (local $y i32) (local $gy i32) (local $pr i32) (local $bh i32) (local $mr i32)
     (local $rowBase i32) (local $rowSrc i32) (local $gx i32) (local $bw i32) (local $base i32)
-    (local $pc i32) (local $at i32) (local $c i32) (local $t i32) (local $e i32) (local $cs i32) (local $PP i32)
+    (local $pc i32) (local $at i32) (local $t i32) (local $e i32) (local $cs i32) (local $PP i32)
     (local $v v128) (local $ch v128) (local $f v128) (local $bits v128) (local $scale v128)
-    (local $mean v128) (local $std v128) (local $means0 v128) (local $means1 v128) (local $means2 v128)
+    (local $p i32) (local $means0 v128) (local $means1 v128) (local $means2 v128)
     (local $stds0 v128) (local $stds1 v128) (local $stds2 v128)
     (local.set $PP (i32.mul (local.get $P) (local.get $P)))
     (local.set $cs (i32.mul (local.get $T) (local.get $PP)))
@@ -169,65 +169,123 @@
                   (i32.gt_u (i32.add (local.get $pc) (i32.const 4)) (local.get $P))))
                 (local.set $v (v128.load (i32.add (local.get $rowSrc)
                   (i32.mul (i32.add (i32.mul (local.get $gx) (local.get $P)) (local.get $at)) (i32.const 3)))))
-                (local.set $c (i32.const 0))
-                (block $chDone
-                  (loop $chLoop
-                    (br_if $chDone (i32.ge_u (local.get $c) (i32.const 3)))
-                    ;; channel c of the 4 pixels as i32x4, and its mean and std
-                    (if (i32.eqz (local.get $c))
-                      (then
-                        (local.set $ch (i8x16.shuffle 0 16 16 16 3 16 16 16 6 16 16 16 9 16 16 16 (local.get $v) (v128.const i64x2 0 0)))
-                        (local.set $mean (local.get $means0)) (local.set $std (local.get $stds0)))
-                      (else (if (i32.eq (local.get $c) (i32.const 1))
-                        (then
-                          (local.set $ch (i8x16.shuffle 1 16 16 16 4 16 16 16 7 16 16 16 10 16 16 16 (local.get $v) (v128.const i64x2 0 0)))
-                          (local.set $mean (local.get $means1)) (local.set $std (local.get $stds1)))
-                        (else
-                          (local.set $ch (i8x16.shuffle 2 16 16 16 5 16 16 16 8 16 16 16 11 16 16 16 (local.get $v) (v128.const i64x2 0 0)))
-                          (local.set $mean (local.get $means2)) (local.set $std (local.get $stds2))))))
-                    (local.set $f
-                      (f32x4.div
-                        (f32x4.sub
-                          (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23
-                            (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.convert_low_i32x4_u (local.get $ch)) (local.get $scale)))
-                            (f32x4.demote_f64x2_zero (f64x2.mul
-                              (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $ch) (local.get $ch)))
-                              (local.get $scale))))
-                          (local.get $mean))
-                        (local.get $std)))
-                    (local.set $e (i32.add (i32.add (local.get $base) (i32.mul (local.get $c) (local.get $cs))) (local.get $at)))
-                    (if (local.get $bf16)
-                      (then
-                        (local.set $bits
-                          (v128.bitselect
-                            (v128.or (i32x4.shr_u (local.get $f) (i32.const 16)) (i32x4.splat (i32.const 0x40)))
-                            (i32x4.shr_u
-                              (i32x4.add (i32x4.add (local.get $f) (i32x4.splat (i32.const 0x7fff)))
-                                         (v128.and (i32x4.shr_u (local.get $f) (i32.const 16)) (i32x4.splat (i32.const 1))))
-                              (i32.const 16))
-                            (i32x4.gt_s (v128.and (local.get $f) (i32x4.splat (i32.const 0x7fffffff))) (i32x4.splat (i32.const 0x7f800000)))))
-                        (local.set $bits (i16x8.narrow_i32x4_u (local.get $bits) (local.get $bits)))
-                        (local.set $t (i32.const 0))
-                        (block $tDone
-                          (loop $tLoop
-                            (br_if $tDone (i32.ge_u (local.get $t) (local.get $T)))
-                            (v128.store64_lane 0
-                              (i32.add (local.get $out) (i32.shl (i32.add (local.get $e) (i32.mul (local.get $t) (local.get $PP))) (i32.const 1)))
-                              (local.get $bits))
-                            (local.set $t (i32.add (local.get $t) (i32.const 1)))
-                            (br $tLoop))))
-                      (else
-                        (local.set $t (i32.const 0))
-                        (block $tDone2
-                          (loop $tLoop2
-                            (br_if $tDone2 (i32.ge_u (local.get $t) (local.get $T)))
-                            (v128.store
-                              (i32.add (local.get $out) (i32.shl (i32.add (local.get $e) (i32.mul (local.get $t) (local.get $PP))) (i32.const 2)))
-                              (local.get $f))
-                            (local.set $t (i32.add (local.get $t) (i32.const 1)))
-                            (br $tLoop2)))))
-                    (local.set $c (i32.add (local.get $c) (i32.const 1)))
-                    (br $chLoop)))
+                ;; channel 0
+                (local.set $ch (i8x16.shuffle 0 16 16 16 3 16 16 16 6 16 16 16 9 16 16 16 (local.get $v) (v128.const i64x2 0 0)))
+                (local.set $f
+                  (f32x4.div
+                    (f32x4.sub
+                      (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23
+                        (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.convert_low_i32x4_u (local.get $ch)) (local.get $scale)))
+                        (f32x4.demote_f64x2_zero (f64x2.mul
+                          (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $ch) (local.get $ch)))
+                          (local.get $scale))))
+                      (local.get $means0))
+                    (local.get $stds0)))
+                (local.set $e (i32.add (i32.add (local.get $base) (i32.mul (i32.const 0) (local.get $cs))) (local.get $at)))
+                (if (local.get $bf16)
+                  (then
+                    (local.set $bits
+                      (v128.bitselect
+                        (v128.or (i32x4.shr_u (local.get $f) (i32.const 16)) (i32x4.splat (i32.const 0x40)))
+                        (i32x4.shr_u
+                          (i32x4.add (i32x4.add (local.get $f) (i32x4.splat (i32.const 0x7fff)))
+                                     (v128.and (i32x4.shr_u (local.get $f) (i32.const 16)) (i32x4.splat (i32.const 1))))
+                          (i32.const 16))
+                        (i32x4.gt_s (v128.and (local.get $f) (i32x4.splat (i32.const 0x7fffffff))) (i32x4.splat (i32.const 0x7f800000)))))
+                    (local.set $bits (i16x8.narrow_i32x4_u (local.get $bits) (local.get $bits)))
+                    (local.set $p (i32.add (local.get $out) (i32.shl (local.get $e) (i32.const 1))))
+                    (local.set $t (i32.const 0))
+                    (loop $tLoopB0
+                      (v128.store64_lane 0 (local.get $p) (local.get $bits))
+                      (local.set $p (i32.add (local.get $p) (i32.shl (local.get $PP) (i32.const 1))))
+                      (local.set $t (i32.add (local.get $t) (i32.const 1)))
+                      (br_if $tLoopB0 (i32.lt_u (local.get $t) (local.get $T)))))
+                  (else
+                    (local.set $p (i32.add (local.get $out) (i32.shl (local.get $e) (i32.const 2))))
+                    (local.set $t (i32.const 0))
+                    (loop $tLoopF0
+                      (v128.store (local.get $p) (local.get $f))
+                      (local.set $p (i32.add (local.get $p) (i32.shl (local.get $PP) (i32.const 2))))
+                      (local.set $t (i32.add (local.get $t) (i32.const 1)))
+                      (br_if $tLoopF0 (i32.lt_u (local.get $t) (local.get $T))))))
+                ;; channel 1
+                (local.set $ch (i8x16.shuffle 1 16 16 16 4 16 16 16 7 16 16 16 10 16 16 16 (local.get $v) (v128.const i64x2 0 0)))
+                (local.set $f
+                  (f32x4.div
+                    (f32x4.sub
+                      (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23
+                        (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.convert_low_i32x4_u (local.get $ch)) (local.get $scale)))
+                        (f32x4.demote_f64x2_zero (f64x2.mul
+                          (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $ch) (local.get $ch)))
+                          (local.get $scale))))
+                      (local.get $means1))
+                    (local.get $stds1)))
+                (local.set $e (i32.add (i32.add (local.get $base) (i32.mul (i32.const 1) (local.get $cs))) (local.get $at)))
+                (if (local.get $bf16)
+                  (then
+                    (local.set $bits
+                      (v128.bitselect
+                        (v128.or (i32x4.shr_u (local.get $f) (i32.const 16)) (i32x4.splat (i32.const 0x40)))
+                        (i32x4.shr_u
+                          (i32x4.add (i32x4.add (local.get $f) (i32x4.splat (i32.const 0x7fff)))
+                                     (v128.and (i32x4.shr_u (local.get $f) (i32.const 16)) (i32x4.splat (i32.const 1))))
+                          (i32.const 16))
+                        (i32x4.gt_s (v128.and (local.get $f) (i32x4.splat (i32.const 0x7fffffff))) (i32x4.splat (i32.const 0x7f800000)))))
+                    (local.set $bits (i16x8.narrow_i32x4_u (local.get $bits) (local.get $bits)))
+                    (local.set $p (i32.add (local.get $out) (i32.shl (local.get $e) (i32.const 1))))
+                    (local.set $t (i32.const 0))
+                    (loop $tLoopB1
+                      (v128.store64_lane 0 (local.get $p) (local.get $bits))
+                      (local.set $p (i32.add (local.get $p) (i32.shl (local.get $PP) (i32.const 1))))
+                      (local.set $t (i32.add (local.get $t) (i32.const 1)))
+                      (br_if $tLoopB1 (i32.lt_u (local.get $t) (local.get $T)))))
+                  (else
+                    (local.set $p (i32.add (local.get $out) (i32.shl (local.get $e) (i32.const 2))))
+                    (local.set $t (i32.const 0))
+                    (loop $tLoopF1
+                      (v128.store (local.get $p) (local.get $f))
+                      (local.set $p (i32.add (local.get $p) (i32.shl (local.get $PP) (i32.const 2))))
+                      (local.set $t (i32.add (local.get $t) (i32.const 1)))
+                      (br_if $tLoopF1 (i32.lt_u (local.get $t) (local.get $T))))))
+                ;; channel 2
+                (local.set $ch (i8x16.shuffle 2 16 16 16 5 16 16 16 8 16 16 16 11 16 16 16 (local.get $v) (v128.const i64x2 0 0)))
+                (local.set $f
+                  (f32x4.div
+                    (f32x4.sub
+                      (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23
+                        (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.convert_low_i32x4_u (local.get $ch)) (local.get $scale)))
+                        (f32x4.demote_f64x2_zero (f64x2.mul
+                          (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $ch) (local.get $ch)))
+                          (local.get $scale))))
+                      (local.get $means2))
+                    (local.get $stds2)))
+                (local.set $e (i32.add (i32.add (local.get $base) (i32.mul (i32.const 2) (local.get $cs))) (local.get $at)))
+                (if (local.get $bf16)
+                  (then
+                    (local.set $bits
+                      (v128.bitselect
+                        (v128.or (i32x4.shr_u (local.get $f) (i32.const 16)) (i32x4.splat (i32.const 0x40)))
+                        (i32x4.shr_u
+                          (i32x4.add (i32x4.add (local.get $f) (i32x4.splat (i32.const 0x7fff)))
+                                     (v128.and (i32x4.shr_u (local.get $f) (i32.const 16)) (i32x4.splat (i32.const 1))))
+                          (i32.const 16))
+                        (i32x4.gt_s (v128.and (local.get $f) (i32x4.splat (i32.const 0x7fffffff))) (i32x4.splat (i32.const 0x7f800000)))))
+                    (local.set $bits (i16x8.narrow_i32x4_u (local.get $bits) (local.get $bits)))
+                    (local.set $p (i32.add (local.get $out) (i32.shl (local.get $e) (i32.const 1))))
+                    (local.set $t (i32.const 0))
+                    (loop $tLoopB2
+                      (v128.store64_lane 0 (local.get $p) (local.get $bits))
+                      (local.set $p (i32.add (local.get $p) (i32.shl (local.get $PP) (i32.const 1))))
+                      (local.set $t (i32.add (local.get $t) (i32.const 1)))
+                      (br_if $tLoopB2 (i32.lt_u (local.get $t) (local.get $T)))))
+                  (else
+                    (local.set $p (i32.add (local.get $out) (i32.shl (local.get $e) (i32.const 2))))
+                    (local.set $t (i32.const 0))
+                    (loop $tLoopF2
+                      (v128.store (local.get $p) (local.get $f))
+                      (local.set $p (i32.add (local.get $p) (i32.shl (local.get $PP) (i32.const 2))))
+                      (local.set $t (i32.add (local.get $t) (i32.const 1)))
+                      (br_if $tLoopF2 (i32.lt_u (local.get $t) (local.get $T))))))
                 (local.set $pc (i32.add (local.get $pc) (i32.const 4)))
                 (br $pixLoop)))
             (local.set $gx (i32.add (local.get $gx) (i32.const 1)))
