@@ -33,7 +33,7 @@ const MAX_PAGES = 16384;
 
 export interface Kernels {
   memory: SharedWasmMemory;
-  horizontal(src: number, inW: number, rows: number, dst: number, outW: number, ksize: number, starts: number, counts: number, weights: number): void;
+  horizontal(src: number, inW: number, rows: number, dst: number, outW: number, pairs: number, starts: number, counts: number, vectors: number): void;
   vertical(src: number, stride: number, outH: number, dst: number, ksize: number, starts: number, counts: number, weights: number, rowShift: number): void;
   scatter(rowsPtr: number, stride: number, y0: number, rows: number, out: number, bf16: number, P: number, m: number, F: number, T: number, gridW: number, rowStride: number, consts: number): void;
 }
@@ -84,10 +84,42 @@ export function simdAvailable(): boolean {
 }
 
 interface CoefficientsAt {
+  /** Weights per output pixel (vertical: taps; horizontal: tap pairs). */
   ksize: number;
   starts: number;
   counts: number;
   weights: number;
+}
+
+/** The horizontal kernel's coefficients: tap pairs, each weight split as hi · 2048 + lo (see resize.wat). */
+interface PairCoefficients {
+  pairs: number;
+  start: Int32Array;
+  count: Int32Array;
+  vectors: Int16Array;
+}
+
+function pairCoefficients(c: ResampleCoefficients): PairCoefficients {
+  const n = c.start.length;
+  const pairs = Math.ceil(c.ksize / 2);
+  const count = new Int32Array(n);
+  const vectors = new Int16Array(n * pairs * 16);
+  for (let x = 0; x < n; x++) {
+    count[x] = Math.ceil(c.count[x]! / 2);
+    for (let j = 0; j < count[x]!; j++) {
+      const t = 2 * j;
+      const w0 = c.weights[x * c.ksize + t]!;
+      const w1 = t + 1 < c.count[x]! ? c.weights[x * c.ksize + t + 1]! : 0;
+      const v = (x * pairs + j) * 16;
+      for (let lane = 0; lane < 6; lane += 2) {
+        vectors[v + lane] = w0 >> 11;
+        vectors[v + lane + 1] = w1 >> 11;
+        vectors[v + 8 + lane] = w0 & 2047;
+        vectors[v + 8 + lane + 1] = w1 & 2047;
+      }
+    }
+  }
+  return { pairs, start: c.start, count, vectors };
 }
 
 /** Where one band's rows come from and go to, in the kernels' memory. */
@@ -117,7 +149,7 @@ export interface ResizePlan {
 }
 
 interface ResizeLayout {
-  horiz: ResampleCoefficients | undefined;
+  horiz: PairCoefficients | undefined;
   vert: ResampleCoefficients | undefined;
   plan: ResizePlan;
   /** First byte after the layout. */
@@ -125,7 +157,7 @@ interface ResizeLayout {
 }
 
 function layoutResize(width: number, height: number, outW: number, outH: number, bandStarts: number[], base: number): ResizeLayout {
-  const horiz = outW !== width ? resampleCoefficients(width, outW) : undefined;
+  const horiz = outW !== width ? pairCoefficients(resampleCoefficients(width, outW)) : undefined;
   const vert = outH !== height ? resampleCoefficients(height, outH) : undefined;
   const edges = [0, ...bandStarts, outH];
   const stride = outW * 3;
@@ -137,7 +169,7 @@ function layoutResize(width: number, height: number, outW: number, outH: number,
   };
   const place = (c: ResampleCoefficients | undefined): CoefficientsAt | null =>
     c ? { ksize: c.ksize, starts: take(c.start.byteLength), counts: take(c.count.byteLength), weights: take(c.weights.byteLength) } : null;
-  const h = place(horiz);
+  const h = horiz ? { ksize: horiz.pairs, starts: take(horiz.start.byteLength), counts: take(horiz.count.byteLength), weights: take(horiz.vectors.byteLength) } : null;
   const v = place(vert);
   const srcAt = take(width * height * 3);
   const bands: ResizeBand[] = [];
@@ -172,13 +204,14 @@ export function planResize(k: Kernels, src: Uint8Array, width: number, height: n
   if (pages > MAX_PAGES) return null;
   if (pages > have) k.memory.grow(pages - have);
   const mem = k.memory.buffer;
-  const put = (c: ResampleCoefficients | undefined, at: CoefficientsAt | null) => {
+  const put = (c: { start: Int32Array; count: Int32Array; weights: Int32Array | Int16Array } | undefined, at: CoefficientsAt | null) => {
     if (!c || !at) return;
     new Int32Array(mem, at.starts, c.start.length).set(c.start);
     new Int32Array(mem, at.counts, c.count.length).set(c.count);
-    new Int32Array(mem, at.weights, c.weights.length).set(c.weights);
+    if (c.weights instanceof Int16Array) new Int16Array(mem, at.weights, c.weights.length).set(c.weights);
+    else new Int32Array(mem, at.weights, c.weights.length).set(c.weights);
   };
-  put(horiz, plan.horiz);
+  put(horiz && { start: horiz.start, count: horiz.count, weights: horiz.vectors }, plan.horiz);
   put(vert, plan.vert);
   new Uint8Array(mem, plan.src, src.byteLength).set(src);
   return plan;

@@ -1,7 +1,8 @@
 ;; Pillow-exact bicubic resize kernels in WebAssembly SIMD (see resize.ts for the algorithm
 ;; and its exactness argument). Same integer arithmetic as Pillow: 22-bit fixed-point
 ;; weights, sums start at 1 << 21, arithmetic shift by 22, clip to 0..255. Only the work is
-;; vectorised: 4 lanes of i32 per pixel (horizontal), 16 bytes of a row per step (vertical).
+;; vectorised: two taps of a pixel's 3 channels per step (horizontal), 16 bytes of a row per
+;; step (vertical).
 ;;
 ;; Buffers are laid out by the caller in the memory it gives the module: shared memory, so
 ;; that two threads can each resize a band of the same image with their own instance.
@@ -12,13 +13,19 @@
   ;; Up to 1 GiB (16384 pages of 64 KiB); larger layouts fall back to the JavaScript passes.
   (import "env" "memory" (memory 1 16384 shared))
 
-  ;; Horizontal pass: `rows` rows of packed RGB, `inW` pixels wide, to `outW` pixels.
-  ;; starts/counts: i32 per output pixel; weights: i32, `ksize` per output pixel.
+  ;; Horizontal pass: `rows` rows of packed RGB, `inW` pixels wide, to `outW` pixels, two taps
+  ;; per step: the two pixels' channels as 16-bit lanes (R0 R1 G0 G1 B0 B1 0 0) times the two
+  ;; taps' weights, summed pairwise (i32x4.dot_i16x8_s). Pillow's 22-bit weights do not fit 16
+  ;; bits, so each is split as w = hi * 2048 + lo (lo in 0..2047) with one dot product for each
+  ;; half; (sum_hi << 11) + sum_lo is exactly Pillow's 32-bit sum.
+  ;; starts: i32 first source pixel per output pixel; counts: i32 tap pairs per output pixel;
+  ;; vectors: per output pixel, `pairs` entries of 32 bytes (hi weights, lo weights; a missing
+  ;; second tap has weight 0).
   (func (export "horizontal")
     (param $src i32) (param $inW i32) (param $rows i32) (param $dst i32) (param $outW i32)
-    (param $ksize i32) (param $starts i32) (param $counts i32) (param $weights i32)
-    (local $y i32) (local $x i32) (local $t i32) (local $n i32) (local $p i32) (local $kb i32)
-    (local $srcRow i32) (local $dstPix i32) (local $acc v128)
+    (param $pairs i32) (param $starts i32) (param $counts i32) (param $vectors i32)
+    (local $y i32) (local $x i32) (local $j i32) (local $n i32) (local $p i32) (local $wv i32)
+    (local $srcRow i32) (local $dstPix i32) (local $px v128) (local $hi v128) (local $lo v128) (local $acc v128)
     (local.set $y (i32.const 0))
     (block $rowsDone
       (loop $rowLoop
@@ -32,20 +39,23 @@
             (local.set $p (i32.add (local.get $srcRow)
               (i32.mul (i32.load (i32.add (local.get $starts) (i32.shl (local.get $x) (i32.const 2)))) (i32.const 3))))
             (local.set $n (i32.load (i32.add (local.get $counts) (i32.shl (local.get $x) (i32.const 2)))))
-            (local.set $kb (i32.add (local.get $weights) (i32.shl (i32.mul (local.get $x) (local.get $ksize)) (i32.const 2))))
-            (local.set $acc (i32x4.splat (i32.const 2097152)))
-            (local.set $t (i32.const 0))
-            (block $tapsDone
-              (loop $tapLoop
-                (br_if $tapsDone (i32.ge_u (local.get $t) (local.get $n)))
-                (local.set $acc
-                  (i32x4.add (local.get $acc)
-                    (i32x4.mul
-                      (i32x4.extend_low_i16x8_u (i16x8.extend_low_i8x16_u (v128.load32_zero (local.get $p))))
-                      (i32x4.splat (i32.load (i32.add (local.get $kb) (i32.shl (local.get $t) (i32.const 2))))))))
-                (local.set $p (i32.add (local.get $p) (i32.const 3)))
-                (local.set $t (i32.add (local.get $t) (i32.const 1)))
-                (br $tapLoop)))
+            (local.set $wv (i32.add (local.get $vectors) (i32.shl (i32.mul (local.get $x) (local.get $pairs)) (i32.const 5))))
+            (local.set $hi (v128.const i32x4 0 0 0 0))
+            (local.set $lo (v128.const i32x4 0 0 0 0))
+            (local.set $j (i32.const 0))
+            (block $pairsDone
+              (loop $pairLoop
+                (br_if $pairsDone (i32.ge_u (local.get $j) (local.get $n)))
+                (local.set $px (i8x16.shuffle 0 16 3 16 1 16 4 16 2 16 5 16 16 16 16 16
+                  (v128.load64_zero (local.get $p)) (v128.const i32x4 0 0 0 0)))
+                (local.set $hi (i32x4.add (local.get $hi) (i32x4.dot_i16x8_s (local.get $px) (v128.load (local.get $wv)))))
+                (local.set $lo (i32x4.add (local.get $lo) (i32x4.dot_i16x8_s (local.get $px) (v128.load offset=16 (local.get $wv)))))
+                (local.set $p (i32.add (local.get $p) (i32.const 6)))
+                (local.set $wv (i32.add (local.get $wv) (i32.const 32)))
+                (local.set $j (i32.add (local.get $j) (i32.const 1)))
+                (br $pairLoop)))
+            (local.set $acc (i32x4.add (i32x4.add (i32x4.shl (local.get $hi) (i32.const 11)) (local.get $lo))
+              (v128.const i32x4 2097152 2097152 2097152 2097152)))
             (local.set $acc
               (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $acc) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
             (local.set $acc (i16x8.narrow_i32x4_s (local.get $acc) (local.get $acc)))
