@@ -123,9 +123,9 @@ async function eventLoopUnderLoad(file: string): Promise<{ load: { worstMs: numb
   const images = quick ? 8 : 16;
   const batch = () => Array.from({ length: images }, () => Buffer.from(bytes)); // copies made before the clock starts
   // Warm-up: threads started, JIT warm, shared output buffers allocated.
-  for (const r of await Promise.all(batch().map((b) => pool.run({ bytes: b, config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: true })))) r.release();
+  for (const r of await Promise.all(batch().map((b) => pool.run({ bytes: b, config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: true, float32: false })))) r.release();
   const inputs = batch();
-  const load = await eventLoopDelay(() => Promise.all(inputs.map(async (b) => (await pool.run({ bytes: b, config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: true })).release())));
+  const load = await eventLoopDelay(() => Promise.all(inputs.map(async (b) => (await pool.run({ bytes: b, config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: true, float32: false })).release())));
   await pool.close();
   const idle = await eventLoopDelay(() => new Promise((resolve) => setTimeout(resolve, load.wallMs)));
   return { load, idle, images };

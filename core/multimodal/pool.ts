@@ -48,32 +48,42 @@ export function favourEventLoop(): void {
 /** A result whose output memory goes back to the pool on release(). */
 export type PooledPreprocessResult = PreprocessResult & { release(): void };
 
-/** Shared WebAssembly memories by power-of-two size class, kept up to a byte budget. */
+/**
+ * Shared WebAssembly memories by size class (four classes per doubling, so at most 19 % of a
+ * memory is unused), kept up to a byte budget. Reuse is the point: a fresh memory costs its
+ * page faults on first touch, and a dropped one a garbage collection on the event loop.
+ */
 class SharedMemoryPool {
   private readonly free = new Map<number, SharedWasmMemory[]>();
+  private readonly classOf = new WeakMap<SharedWasmMemory, number>();
   private pooled = 0;
   constructor(private readonly maxPooledBytes: number) {}
 
+  private static sizeClass(bytes: number): number {
+    const exact = 2 ** (Math.ceil(4 * Math.log2(Math.max(bytes, 1 << 20))) / 4);
+    return Math.ceil(exact / 65536) * 65536;
+  }
+
   acquire(bytes: number): SharedWasmMemory {
-    let cls = 1 << 20;
-    while (cls < bytes) cls *= 2;
+    const cls = SharedMemoryPool.sizeClass(bytes);
     const memory = this.free.get(cls)?.pop();
     if (memory) {
       this.pooled -= cls;
       return memory;
     }
-    return newSharedMemory(cls);
+    const fresh = newSharedMemory(cls);
+    this.classOf.set(fresh, cls);
+    return fresh;
   }
 
   release(memory: SharedWasmMemory): void {
-    // A memory the resize grew is filed under the largest class it now covers.
-    let cls = 1 << 20;
-    while (cls * 2 <= memory.buffer.byteLength) cls *= 2;
-    if (this.pooled + cls > this.maxPooledBytes) return;
-    this.pooled += cls;
-    const list = this.free.get(cls) ?? [];
+    const size = memory.buffer.byteLength;
+    // Over budget, or grown past its class by an image its header misdescribed: let it go.
+    if (size !== this.classOf.get(memory) || this.pooled + size > this.maxPooledBytes) return;
+    this.pooled += size;
+    const list = this.free.get(size) ?? [];
     list.push(memory);
-    this.free.set(cls, list);
+    this.free.set(size, list);
   }
 }
 
@@ -95,7 +105,7 @@ export class PreprocessPool {
   private closed = false;
   /** favourEventLoop() runs after each of the first completions, while helper threads appear. */
   private deprioritizeRounds = 16;
-  private readonly shared = new SharedMemoryPool(768 * 1024 * 1024);
+  private readonly shared = new SharedMemoryPool(1024 * 1024 * 1024);
 
   /**
    * One thread per core. The threads run at nice 10, so the event loop (nice 0) still gets a

@@ -11,7 +11,7 @@
 // that also holds the encoder input, so the scatter kernel writes the output in place; plain
 // resizes use this thread's own memory, grown to the largest image seen and reused.
 import { existsSync, readFileSync } from 'node:fs';
-import { resampleCoefficients, type ResampleCoefficients, type RowSink } from './resize.ts';
+import { kernelSize, resampleCoefficients, sourceSpan, type ResampleCoefficients, type RowSink } from './resize.ts';
 
 const WASM_PATH = new URL('../gen/resize.wasm', import.meta.url);
 
@@ -148,17 +148,13 @@ export interface ResizePlan {
   bands: ResizeBand[];
 }
 
-interface ResizeLayout {
-  horiz: PairCoefficients | undefined;
-  vert: ResampleCoefficients | undefined;
-  plan: ResizePlan;
-  /** First byte after the layout. */
-  end: number;
-}
-
-function layoutResize(width: number, height: number, outW: number, outH: number, bandStarts: number[], base: number): ResizeLayout {
-  const horiz = outW !== width ? pairCoefficients(resampleCoefficients(width, outW)) : undefined;
-  const vert = outH !== height ? resampleCoefficients(height, outH) : undefined;
+/**
+ * Where every buffer of a resize goes, from sizes alone: no coefficient is computed, so the
+ * pool can size an image's memory on the event loop in microseconds.
+ */
+function layoutResize(width: number, height: number, outW: number, outH: number, bandStarts: number[], base: number): { plan: ResizePlan; end: number } {
+  const needH = outW !== width;
+  const needV = outH !== height;
   const edges = [0, ...bandStarts, outH];
   const stride = outW * 3;
   let at = Math.ceil(base / 16) * 16;
@@ -167,23 +163,24 @@ function layoutResize(width: number, height: number, outW: number, outH: number,
     at += Math.ceil((bytes + SLACK) / 16) * 16;
     return offset;
   };
-  const place = (c: ResampleCoefficients | undefined): CoefficientsAt | null =>
-    c ? { ksize: c.ksize, starts: take(c.start.byteLength), counts: take(c.count.byteLength), weights: take(c.weights.byteLength) } : null;
-  const h = horiz ? { ksize: horiz.pairs, starts: take(horiz.start.byteLength), counts: take(horiz.count.byteLength), weights: take(horiz.vectors.byteLength) } : null;
-  const v = place(vert);
+  const pairs = Math.ceil(kernelSize(width, outW) / 2);
+  const h = needH ? { ksize: pairs, starts: take(outW * 4), counts: take(outW * 4), weights: take(outW * pairs * 32) } : null;
+  const vk = kernelSize(height, outH);
+  const v = needV ? { ksize: vk, starts: take(outH * 4), counts: take(outH * 4), weights: take(outH * vk * 4) } : null;
   const srcAt = take(width * height * 3);
   const bands: ResizeBand[] = [];
   for (let b = 0; b + 1 < edges.length; b++) {
     const y0 = edges[b]!;
     const y1 = edges[b + 1]!;
     if (y1 <= y0) continue;
-    const srcFirst = vert ? vert.start[y0]! : y0;
-    const srcLast = vert ? vert.start[y1 - 1]! + vert.count[y1 - 1]! : y1;
-    const temp = horiz ? take(stride * (srcLast - srcFirst)) : 0;
-    const dst = vert ? take(stride * (y1 - y0)) : 0;
+    const last = needV ? sourceSpan(height, outH, y1 - 1) : undefined;
+    const srcFirst = needV ? sourceSpan(height, outH, y0).start : y0;
+    const srcLast = last ? last.start + last.count : y1;
+    const temp = needH ? take(stride * (srcLast - srcFirst)) : 0;
+    const dst = needV ? take(stride * (y1 - y0)) : 0;
     bands.push({ y0, y1, srcFirst, srcLast, temp, dst });
   }
-  return { horiz, vert, plan: { width, height, outW, outH, src: srcAt, horiz: h, vert: v, bands }, end: at };
+  return { plan: { width, height, outW, outH, src: srcAt, horiz: h, vert: v, bands }, end: at };
 }
 
 /** Bytes a planned resize occupies from `base` (to size a memory before planning into it). */
@@ -198,7 +195,7 @@ export function resizeBytes(width: number, height: number, outW: number, outH: n
  * maximum (the caller falls back to the JavaScript passes).
  */
 export function planResize(k: Kernels, src: Uint8Array, width: number, height: number, outW: number, outH: number, bandStarts: number[] = [], base = 0): ResizePlan | null {
-  const { horiz, vert, plan, end } = layoutResize(width, height, outW, outH, bandStarts, base);
+  const { plan, end } = layoutResize(width, height, outW, outH, bandStarts, base);
   const pages = Math.ceil(end / PAGE);
   const have = k.memory.buffer.byteLength / PAGE;
   if (pages > MAX_PAGES) return null;
@@ -211,8 +208,9 @@ export function planResize(k: Kernels, src: Uint8Array, width: number, height: n
     if (c.weights instanceof Int16Array) new Int16Array(mem, at.weights, c.weights.length).set(c.weights);
     else new Int32Array(mem, at.weights, c.weights.length).set(c.weights);
   };
+  const horiz = plan.horiz ? pairCoefficients(resampleCoefficients(width, outW)) : undefined;
   put(horiz && { start: horiz.start, count: horiz.count, weights: horiz.vectors }, plan.horiz);
-  put(vert, plan.vert);
+  put(plan.vert ? resampleCoefficients(height, outH) : undefined, plan.vert);
   new Uint8Array(mem, plan.src, src.byteLength).set(src);
   return plan;
 }

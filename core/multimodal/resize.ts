@@ -35,11 +35,31 @@ export interface ResampleCoefficients {
   weights: Int32Array;
 }
 
-export function resampleCoefficients(inSize: number, outSize: number): ResampleCoefficients {
+function filterScale(inSize: number, outSize: number): { scale: number; filterscale: number; support: number } {
   const scale = inSize / outSize;
   const filterscale = scale < 1.0 ? 1.0 : scale;
-  const support = SUPPORT * filterscale;
-  const ksize = Math.ceil(support) * 2 + 1;
+  return { scale, filterscale, support: SUPPORT * filterscale };
+}
+
+/** Taps per output pixel (the stride of the weights) for a resize of inSize to outSize. */
+export function kernelSize(inSize: number, outSize: number): number {
+  return Math.ceil(filterScale(inSize, outSize).support) * 2 + 1;
+}
+
+/** The source pixels output pixel `xx` reads: first index and count (no weights computed). */
+export function sourceSpan(inSize: number, outSize: number, xx: number): { start: number; count: number } {
+  const { scale, support } = filterScale(inSize, outSize);
+  const center = (xx + 0.5) * scale;
+  let xmin = Math.trunc(center - support + 0.5);
+  if (xmin < 0) xmin = 0;
+  let xmax = Math.trunc(center + support + 0.5);
+  if (xmax > inSize) xmax = inSize;
+  return { start: xmin, count: xmax - xmin };
+}
+
+export function resampleCoefficients(inSize: number, outSize: number): ResampleCoefficients {
+  const { scale, filterscale } = filterScale(inSize, outSize);
+  const ksize = kernelSize(inSize, outSize);
   const start = new Int32Array(outSize);
   const count = new Int32Array(outSize);
   const weights = new Int32Array(outSize * ksize);
@@ -47,11 +67,7 @@ export function resampleCoefficients(inSize: number, outSize: number): ResampleC
   const ss = 1.0 / filterscale;
   for (let xx = 0; xx < outSize; xx++) {
     const center = (xx + 0.5) * scale;
-    let xmin = Math.trunc(center - support + 0.5);
-    if (xmin < 0) xmin = 0;
-    let xmax = Math.trunc(center + support + 0.5);
-    if (xmax > inSize) xmax = inSize;
-    xmax -= xmin;
+    const { start: xmin, count: xmax } = sourceSpan(inSize, outSize, xx);
     let ww = 0.0;
     for (let x = 0; x < xmax; x++) {
       const w = bicubic((x + xmin - center + 0.5) * ss);
