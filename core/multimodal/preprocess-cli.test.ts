@@ -27,6 +27,7 @@ describe('mmtc preprocess', () => {
     expect(r.stdout).toContain('resized     1316x728');
     expect(r.stdout).toContain('shape       [4888, 1176]  grid_thw [1, 52, 94]  1222 tokens');
     expect(r.stdout).toContain(`encoder     bfloat16, ${4888 * 1176 * 2} bytes`);
+    expect(r.stdout).toMatch(/resize\+normalize\+patchify [\d.]+ ms \(2 threads\)/); // a lone image is split between two threads
   });
 
   it('a missing image fails with its index and the cause, exit 1', () => {

@@ -28,6 +28,8 @@ export interface PreprocessReport {
   nbytes: number;
   fingerprint: string;
   ms: { read: number; decode: number; preprocess: number };
+  /** Threads that resized and scattered the image (2 when a free pool thread helped). */
+  threads: number;
 }
 
 export async function runPreprocessCommand(images: string[], opts: PreprocessCommandOptions): Promise<number> {
@@ -65,6 +67,7 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
           nbytes: r.patches * r.features * elem,
           fingerprint: encoderFingerprint(r.pixelValues!),
           ms: { read: round(read), decode: round(r.timings.decode), preprocess: round(r.timings.preprocess) },
+          threads: r.threads,
         };
         return report;
       }),
@@ -96,7 +99,7 @@ function formatReport(r: PreprocessReport): string {
     `  resized     ${r.resized[1]}x${r.resized[0]}`,
     `  shape       [${r.shape.join(', ')}]  grid_thw [${r.grid_thw.join(', ')}]  ${r.tokens} tokens`,
     `  encoder     ${r.dtype}, ${r.nbytes} bytes (${(r.nbytes / 1e6).toFixed(1)} MB)`,
-    `  time        read ${r.ms.read} ms, decode ${r.ms.decode} ms, resize+normalize+patchify ${r.ms.preprocess} ms`,
+    `  time        read ${r.ms.read} ms, decode ${r.ms.decode} ms, resize+normalize+patchify ${r.ms.preprocess} ms (${r.threads} thread${r.threads === 1 ? '' : 's'})`,
     `  fingerprint ${r.fingerprint}`,
     '',
   ].join('\n');
