@@ -18,7 +18,7 @@
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
 import { fnv1a64 } from '../transport/fnv.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
-import { kernelsOn, newSharedMemory, planResize, resizeBand, resizeBytes, simdAvailable, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
+import { kernelsOn, MAX_KERNEL_BYTES, newSharedMemory, planResize, resizeBand, resizeBytes, simdAvailable, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
 
 export type QwenVlFamily = 'qwen2_vl' | 'qwen3_vl';
 
@@ -242,8 +242,9 @@ export function preprocessRgb(
   const n = g.patches * g.features;
   const gridThw: [number, number, number] = [g.gridT, g.gridH, g.gridW];
   const into = fits(options.into, n, kinds) ? options.into : undefined;
-  if (!options.javascript && simdAvailable() && scatterable(cfg)) {
-    const mem = into ?? encoderMemoryIn(newSharedMemory(encoderMemoryBytes(width, height, cfg, kinds, 1)), n, kinds);
+  const bytes = into ? 0 : encoderMemoryBytes(width, height, cfg, kinds, 1);
+  if (!options.javascript && simdAvailable() && scatterable(cfg) && bytes <= MAX_KERNEL_BYTES) {
+    const mem = into ?? encoderMemoryIn(newSharedMemory(bytes), n, kinds);
     const planned = planPreprocess(mem, rgb, width, height, cfg, g, kinds, []);
     if (planned) {
       runPreprocessBand(planned.k, { ...planned.job, band: 0 });
