@@ -5,7 +5,8 @@ import { f32ToBf16 } from '../transport/dtype.ts';
 import { makeTestImages } from '../test/images.ts';
 import { runPythonScript } from '../test/python.ts';
 import { decodeToRgb } from './decode.ts';
-import { encoderFingerprint, ImageSizeError, patchGeometry, preprocessRgb, QWEN_VL_DEFAULTS, smartResize } from './qwen-vl.ts';
+import { encoderFingerprint, encoderMemoryBytes, encoderMemoryIn, ImageSizeError, patchGeometry, preprocessRgb, preprocessRgbInBands, QWEN_VL_DEFAULTS, runPostedPreprocessBand, smartResize } from './qwen-vl.ts';
+import { newSharedMemory } from './resize-simd.ts';
 
 const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/qwen_vl_reference.py');
 const images = makeTestImages();
@@ -111,5 +112,34 @@ describe('the WebAssembly scatter kernel', () => {
       expect(bytesOf(simd.pixelValues)?.equals(bytesOf(js.pixelValues)!) ?? js.pixelValues === undefined).toBe(true);
       expect(bytesOf(simd.bf16)?.equals(bytesOf(js.bf16)!) ?? js.bf16 === undefined).toBe(true);
     }
+  });
+});
+
+describe('preprocessRgbInBands', () => {
+  const w = 640;
+  const h = 480;
+  const rgb = new Uint8Array(w * h * 3).map((_, i) => (i * 131 + (i >> 7)) & 255);
+  const cfg = QWEN_VL_DEFAULTS.qwen2_vl;
+  const bytesOf = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+  const fresh = () => {
+    const one = preprocessRgb(rgb, w, h, cfg);
+    return { expected: Buffer.from(bytesOf(one.pixelValues!)), into: encoderMemoryIn(newSharedMemory(encoderMemoryBytes(w, h, cfg, { float32: true, bf16: false })), one.patches * one.features, { float32: true, bf16: false }) };
+  };
+
+  it('runs its half here and the other half through the helper, with the same bytes as one pass', async () => {
+    const { expected, into } = fresh();
+    const bands: number[] = [];
+    const out = await preprocessRgbInBands(rgb, w, h, cfg, into, {}, async (job) => {
+      bands.push(job.band);
+      runPostedPreprocessBand(job);
+    });
+    expect(bands).toEqual([1]);
+    expect(bytesOf(out!.pixelValues!).equals(expected)).toBe(true);
+  });
+
+  it('makes up for a helper that fails by running its band here', async () => {
+    const { expected, into } = fresh();
+    const out = await preprocessRgbInBands(rgb, w, h, cfg, into, {}, () => Promise.reject(new Error('helper thread went away')));
+    expect(bytesOf(out!.pixelValues!).equals(expected)).toBe(true);
   });
 });
