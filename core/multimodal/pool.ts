@@ -127,9 +127,7 @@ export class PreprocessPool {
         this.deprioritizeRounds -= 1;
         favourEventLoop();
       }
-      // The lead has its helper's answer before it answers, so the helper is free too. The
-      // lead goes back on top: the next lone image runs where the last one did, whose heap
-      // already holds a decode's worth of memory (the other thread's decode would fault it in).
+      // The lead has its helper's answer before it answers, so the helper is free too.
       if (current.helper && this.running.delete(current.helper)) this.idle.push(current.helper);
       this.idle.push(worker);
       this.pump();

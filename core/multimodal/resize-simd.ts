@@ -59,7 +59,7 @@ function compiled(): object | null {
   return module;
 }
 
-/** Kernels running on `memory` (another thread's, for a band of its image). */
+/** Kernels running on `memory` (an image's memory, possibly shared with another thread working on it). */
 export function kernelsOn(memory: SharedWasmMemory): Kernels | null {
   const m = compiled();
   if (!m) return null;
@@ -71,7 +71,7 @@ export function kernelsOn(memory: SharedWasmMemory): Kernels | null {
 export function simdKernels(): Kernels | null {
   if (own !== undefined) return own;
   try {
-    own = compiled() ? kernelsOn(new wasm.Memory({ initial: 1, maximum: MAX_PAGES, shared: true })) : null;
+    own = compiled() ? kernelsOn(newSharedMemory(PAGE)) : null;
   } catch {
     own = null;
   }
