@@ -203,7 +203,13 @@ export class PreprocessPool {
     const kinds = { float32: task.float32 !== false, bf16: task.bf16 };
     const bytes = encoderMemoryBytes(h.width, h.height, task.config, kinds);
     if (bytes > MAX_KERNEL_BYTES) return undefined; // the thread allocates (and the JavaScript passes run)
-    return encoderMemoryIn(this.shared.acquire(bytes), h.geometry.patches * h.geometry.features, kinds);
+    let memory: SharedWasmMemory;
+    try {
+      memory = this.shared.acquire(bytes);
+    } catch {
+      return undefined; // no memory could be reserved: the thread works in its own
+    }
+    return encoderMemoryIn(memory, h.geometry.patches * h.geometry.features, kinds);
   }
 
   /**

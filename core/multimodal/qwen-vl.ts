@@ -243,8 +243,8 @@ export function preprocessRgb(
   const gridThw: [number, number, number] = [g.gridT, g.gridH, g.gridW];
   const into = fits(options.into, n, kinds) ? options.into : undefined;
   const bytes = into ? 0 : encoderMemoryBytes(width, height, cfg, kinds, 1);
-  if (!options.javascript && simdAvailable() && scatterable(cfg) && bytes <= MAX_KERNEL_BYTES) {
-    const mem = into ?? encoderMemoryIn(newSharedMemory(bytes), n, kinds);
+  const mem = !options.javascript && simdAvailable() && scatterable(cfg) && bytes <= MAX_KERNEL_BYTES ? (into ?? newEncoderMemory(bytes, n, kinds)) : undefined;
+  if (mem) {
     const planned = planPreprocess(mem, rgb, width, height, cfg, g, kinds, []);
     if (planned) {
       runPreprocessBand(planned.k, { ...planned.job, band: 0 });
@@ -259,6 +259,15 @@ export function preprocessRgb(
   (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, g.resizedWidth, g.resizedHeight, scatter.row);
   scatter.repeatTemporal(0, g.patches);
   return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), gridThw, ...(into ? { memory: into.memory } : {}) };
+}
+
+/** A new memory for one image, or undefined when the process cannot reserve one (the JavaScript passes then run). */
+function newEncoderMemory(bytes: number, elements: number, kinds: OutputKinds): EncoderMemory | undefined {
+  try {
+    return encoderMemoryIn(newSharedMemory(bytes), elements, kinds);
+  } catch {
+    return undefined; // e.g. address space limited (ulimit -v): WebAssembly memories reserve theirs up front
+  }
 }
 
 /** Whether the scatter kernel reproduces levelTable() bit for bit for this configuration. */

@@ -192,14 +192,18 @@ export function resizeBytes(width: number, height: number, outW: number, outH: n
  * Lay out a resize in the kernels' memory from byte `base` (growing the memory as needed)
  * and copy the source pixels and the coefficients in. `bandStarts` are the first output rows
  * of the bands after the first. Returns null when the layout does not fit the memory's
- * maximum (the caller falls back to the JavaScript passes).
+ * maximum or the memory cannot grow (the caller falls back to the JavaScript passes).
  */
 export function planResize(k: Kernels, src: Uint8Array, width: number, height: number, outW: number, outH: number, bandStarts: number[] = [], base = 0): ResizePlan | null {
   const { plan, end } = layoutResize(width, height, outW, outH, bandStarts, base);
   const pages = Math.ceil(end / PAGE);
   const have = k.memory.buffer.byteLength / PAGE;
   if (pages > MAX_PAGES) return null;
-  if (pages > have) k.memory.grow(pages - have);
+  try {
+    if (pages > have) k.memory.grow(pages - have);
+  } catch {
+    return null; // the memory could not grow (address space or memory limits)
+  }
   const mem = k.memory.buffer;
   const put = (c: { start: Int32Array; count: Int32Array; weights: Int32Array | Int16Array } | undefined, at: CoefficientsAt | null) => {
     if (!c || !at) return;
