@@ -385,10 +385,9 @@ function runPreprocessBand(k: Kernels, job: PreprocessBandJob): void {
   const band = job.plan.bands[job.band]!;
   const m = cfg.merge_size;
   const rowStride = (g.gridW / m) * m * m * g.features;
-  for (const [at, bf16] of [[job.f32At, 0], [job.bf16At, 1]] as const) {
-    if (at === undefined) continue;
-    k.scatter(rows.at, rows.stride, band.y0, band.y1 - band.y0, at, bf16, cfg.patch_size, m, g.features, cfg.temporal_patch_size, g.gridW, rowStride, job.consts);
-  }
+  // One pass writes every encoding asked for: bit 0 float32, bit 1 bfloat16.
+  const kinds = (job.f32At !== undefined ? 1 : 0) | (job.bf16At !== undefined ? 2 : 0);
+  k.scatter(rows.at, rows.stride, band.y0, band.y1 - band.y0, job.f32At ?? 0, job.bf16At ?? 0, kinds, cfg.patch_size, m, g.features, cfg.temporal_patch_size, g.gridW, rowStride, job.consts);
 }
 
 /**

@@ -121,16 +121,17 @@
         (br $rowLoop))))
 
   ;; Patch scatter: resized rows y0 .. y0+rows (packed RGB, `stride` bytes apart from
-  ;; $rowsPtr) into the encoder input at $out, rescaled and normalised per channel exactly as
+  ;; $rowsPtr) into the encoder input, rescaled and normalised per channel exactly as
   ;; qwen-vl.ts's level table computes it: float32(value * rescale) in float64 then rounded,
-  ;; then (x - mean) / std in float32 (the same IEEE operations, so the same bits). Output is
-  ;; float32, or bfloat16 (round to nearest even, NaN kept quiet) when $bf16 is 1. Each patch
+  ;; then (x - mean) / std in float32 (the same IEEE operations, so the same bits). In one
+  ;; pass: float32 at $outF when $kinds has bit 0, bfloat16 (round to nearest even, NaN kept
+  ;; quiet) at $outB when it has bit 1. Each patch
   ;; row's P values per channel are written once per temporal copy (T), 4 values per step;
   ;; the last step of a patch row starts at P-4 and rewrites up to 3 values with the same
   ;; bits, so P must be at least 4. Reads up to 4 bytes past a row's last pixel.
   ;; $consts: float64 rescale at +0, float32 mean[3] at +16, float32 std[3] at +32.
   (func (export "scatter")
-    (param $rowsPtr i32) (param $stride i32) (param $y0 i32) (param $rows i32) (param $out i32) (param $bf16 i32)
+    (param $rowsPtr i32) (param $stride i32) (param $y0 i32) (param $rows i32) (param $outF i32) (param $outB i32) (param $kinds i32)
     (param $P i32) (param $m i32) (param $F i32) (param $T i32) (param $gridW i32) (param $rowStride i32) (param $consts i32)
     (local $r i32) (local $y i32) (local $gy i32) (local $pr i32) (local $bh i32) (local $mr i32)
     (local $rowBase i32) (local $rowSrc i32) (local $gx i32) (local $bw i32) (local $base i32)
@@ -192,7 +193,7 @@
                       (local.get $means0))
                     (local.get $stds0)))
                 (local.set $e (i32.add (i32.add (local.get $base) (i32.mul (i32.const 0) (local.get $cs))) (local.get $at)))
-                (if (local.get $bf16)
+                (if (i32.and (local.get $kinds) (i32.const 2))
                   (then
                     (local.set $bits
                       (v128.bitselect
@@ -203,15 +204,16 @@
                           (i32.const 16))
                         (i32x4.gt_s (v128.and (local.get $f) (i32x4.splat (i32.const 0x7fffffff))) (i32x4.splat (i32.const 0x7f800000)))))
                     (local.set $bits (i16x8.narrow_i32x4_u (local.get $bits) (local.get $bits)))
-                    (local.set $p (i32.add (local.get $out) (i32.shl (local.get $e) (i32.const 1))))
+                    (local.set $p (i32.add (local.get $outB) (i32.shl (local.get $e) (i32.const 1))))
                     (local.set $t (i32.const 0))
                     (loop $tLoopB0
                       (v128.store64_lane 0 (local.get $p) (local.get $bits))
                       (local.set $p (i32.add (local.get $p) (i32.shl (local.get $PP) (i32.const 1))))
                       (local.set $t (i32.add (local.get $t) (i32.const 1)))
-                      (br_if $tLoopB0 (i32.lt_u (local.get $t) (local.get $T)))))
-                  (else
-                    (local.set $p (i32.add (local.get $out) (i32.shl (local.get $e) (i32.const 2))))
+                      (br_if $tLoopB0 (i32.lt_u (local.get $t) (local.get $T))))))
+                (if (i32.and (local.get $kinds) (i32.const 1))
+                  (then
+                    (local.set $p (i32.add (local.get $outF) (i32.shl (local.get $e) (i32.const 2))))
                     (local.set $t (i32.const 0))
                     (loop $tLoopF0
                       (v128.store (local.get $p) (local.get $f))
@@ -231,7 +233,7 @@
                       (local.get $means1))
                     (local.get $stds1)))
                 (local.set $e (i32.add (i32.add (local.get $base) (i32.mul (i32.const 1) (local.get $cs))) (local.get $at)))
-                (if (local.get $bf16)
+                (if (i32.and (local.get $kinds) (i32.const 2))
                   (then
                     (local.set $bits
                       (v128.bitselect
@@ -242,15 +244,16 @@
                           (i32.const 16))
                         (i32x4.gt_s (v128.and (local.get $f) (i32x4.splat (i32.const 0x7fffffff))) (i32x4.splat (i32.const 0x7f800000)))))
                     (local.set $bits (i16x8.narrow_i32x4_u (local.get $bits) (local.get $bits)))
-                    (local.set $p (i32.add (local.get $out) (i32.shl (local.get $e) (i32.const 1))))
+                    (local.set $p (i32.add (local.get $outB) (i32.shl (local.get $e) (i32.const 1))))
                     (local.set $t (i32.const 0))
                     (loop $tLoopB1
                       (v128.store64_lane 0 (local.get $p) (local.get $bits))
                       (local.set $p (i32.add (local.get $p) (i32.shl (local.get $PP) (i32.const 1))))
                       (local.set $t (i32.add (local.get $t) (i32.const 1)))
-                      (br_if $tLoopB1 (i32.lt_u (local.get $t) (local.get $T)))))
-                  (else
-                    (local.set $p (i32.add (local.get $out) (i32.shl (local.get $e) (i32.const 2))))
+                      (br_if $tLoopB1 (i32.lt_u (local.get $t) (local.get $T))))))
+                (if (i32.and (local.get $kinds) (i32.const 1))
+                  (then
+                    (local.set $p (i32.add (local.get $outF) (i32.shl (local.get $e) (i32.const 2))))
                     (local.set $t (i32.const 0))
                     (loop $tLoopF1
                       (v128.store (local.get $p) (local.get $f))
@@ -270,7 +273,7 @@
                       (local.get $means2))
                     (local.get $stds2)))
                 (local.set $e (i32.add (i32.add (local.get $base) (i32.mul (i32.const 2) (local.get $cs))) (local.get $at)))
-                (if (local.get $bf16)
+                (if (i32.and (local.get $kinds) (i32.const 2))
                   (then
                     (local.set $bits
                       (v128.bitselect
@@ -281,15 +284,16 @@
                           (i32.const 16))
                         (i32x4.gt_s (v128.and (local.get $f) (i32x4.splat (i32.const 0x7fffffff))) (i32x4.splat (i32.const 0x7f800000)))))
                     (local.set $bits (i16x8.narrow_i32x4_u (local.get $bits) (local.get $bits)))
-                    (local.set $p (i32.add (local.get $out) (i32.shl (local.get $e) (i32.const 1))))
+                    (local.set $p (i32.add (local.get $outB) (i32.shl (local.get $e) (i32.const 1))))
                     (local.set $t (i32.const 0))
                     (loop $tLoopB2
                       (v128.store64_lane 0 (local.get $p) (local.get $bits))
                       (local.set $p (i32.add (local.get $p) (i32.shl (local.get $PP) (i32.const 1))))
                       (local.set $t (i32.add (local.get $t) (i32.const 1)))
-                      (br_if $tLoopB2 (i32.lt_u (local.get $t) (local.get $T)))))
-                  (else
-                    (local.set $p (i32.add (local.get $out) (i32.shl (local.get $e) (i32.const 2))))
+                      (br_if $tLoopB2 (i32.lt_u (local.get $t) (local.get $T))))))
+                (if (i32.and (local.get $kinds) (i32.const 1))
+                  (then
+                    (local.set $p (i32.add (local.get $outF) (i32.shl (local.get $e) (i32.const 2))))
                     (local.set $t (i32.const 0))
                     (loop $tLoopF2
                       (v128.store (local.get $p) (local.get $f))
