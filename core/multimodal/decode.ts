@@ -49,7 +49,7 @@ export function headerSize(bytes: Uint8Array): { width: number; height: number }
   switch (sniffFormat(bytes)) {
     case 'png':
       if (b.length < 24) return undefined;
-      return size(new DataView(b.buffer, b.byteOffset).getUint32(16), new DataView(b.buffer, b.byteOffset).getUint32(20));
+      return size(u16be(16) * 65536 + u16be(18), u16be(20) * 65536 + u16be(22));
     case 'gif':
       return b.length >= 10 ? size(u16le(6), u16le(8)) : undefined;
     case 'webp': {

@@ -2,7 +2,7 @@
 // pipeline, with the time of each stage.
 import { createHash } from 'node:crypto';
 import { decodeToRgb } from './decode.ts';
-import { preprocessRgb, preprocessRgbInBands, type EncoderMemory, type PatchGeometry, type PreprocessBandJob, type QwenVlImageConfig } from './qwen-vl.ts';
+import { preprocessRgb, preprocessRgbInBands, type BandHelper, type EncoderMemory, type PatchGeometry, type QwenVlImageConfig } from './qwen-vl.ts';
 
 export interface PreprocessTask {
   bytes: Uint8Array;
@@ -30,9 +30,6 @@ export interface PreprocessResult extends PatchGeometry {
   /** The outputs are in the task's `output` memory (false: the decoded image did not fit it). */
   inOutput: boolean;
 }
-
-/** Runs a band of this thread's image on another thread; resolves when it is written. */
-export type BandHelper = (job: PreprocessBandJob) => Promise<void>;
 
 export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelper): Promise<PreprocessResult> {
   const t0 = performance.now();

@@ -257,7 +257,7 @@ export function preprocessRgb(
   const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(n)) : undefined;
   const scatter = patchScatter(g, cfg, out, bf);
   (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, g.resizedWidth, g.resizedHeight, scatter.row);
-  scatter.repeatTemporal(0, g.patches);
+  scatter.repeatTemporal();
   return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), gridThw, ...(into ? { memory: into.memory } : {}) };
 }
 
@@ -268,6 +268,11 @@ function newEncoderMemory(bytes: number, elements: number, kinds: OutputKinds): 
   } catch {
     return undefined; // e.g. address space limited (ulimit -v): WebAssembly memories reserve theirs up front
   }
+}
+
+/** Encoder-input elements in one row of merge blocks: grid_w · merge patches of `features` values. */
+function blockRowElements(g: PatchGeometry, cfg: QwenVlImageConfig): number {
+  return g.gridW * cfg.merge_size * g.features;
 }
 
 /** Whether the scatter kernel reproduces levelTable() bit for bit for this configuration. */
@@ -291,19 +296,18 @@ function patchScatter(g: PatchGeometry, cfg: QwenVlImageConfig, out: Float32Arra
   const [t0, t1, t2] = levelTable(cfg) as [Float32Array, Float32Array, Float32Array];
   const toBf16 = (t: Float32Array) => Uint16Array.from(t, (v) => bf16BitsFromF32Bits(new Uint32Array(Float32Array.of(v).buffer)[0]!));
   const [b0, b1, b2] = bf ? [toBf16(t0), toBf16(t1), toBf16(t2)] : [new Uint16Array(256), new Uint16Array(256), new Uint16Array(256)];
-  const blocksW = g.gridW / m;
   const cs = T * PP; // distance between channels within a feature vector
   // The scatter walks one patch row (P pixels) at a time: its P values per channel and
   // temporal copy land in P consecutive slots, so every store stream is sequential.
-  const layout: ScatterLayout = { P, m, F, cs, blocksW, gridW: g.gridW, rowStride: blocksW * m * m * F };
+  const layout: ScatterLayout = { P, m, F, cs, gridW: g.gridW, rowStride: blockRowElements(g, cfg) };
   return {
     row: (y: number, row: Uint8Array) => {
       if (out) scatterRow(row, y, out, t0, t1, t2, layout);
       if (bf) scatterRow(row, y, bf, b0, b1, b2, layout);
     },
     /** A still image is repeated T times: copy each channel's P×P block to temporal slots 1..T-1. */
-    repeatTemporal: (fromPatch: number, toPatch: number) => {
-      for (let patch = fromPatch; patch < toPatch; patch++) {
+    repeatTemporal: () => {
+      for (let patch = 0; patch < g.patches; patch++) {
         for (let c = 0; c < 3; c++) {
           const from = patch * F + c * cs;
           for (let t = 1; t < T; t++) {
@@ -334,6 +338,9 @@ export interface PreprocessBandJob {
   consts: number;
 }
 
+/** Runs a band of this thread's image on another thread; resolves when it is written. */
+export type BandHelper = (job: PreprocessBandJob) => Promise<void>;
+
 /**
  * Output rows where bands after the first start, for `count` bands: whole merge-block rows
  * (patch_size · merge_size pixels), so each band writes its own patches; fewer bands when
@@ -360,7 +367,7 @@ function planPreprocess(
 ): { k: Kernels; job: Omit<PreprocessBandJob, 'band'> } | null {
   const k = kernelsOn(mem.memory);
   if (!k) return null;
-  const consts = align16(mem.scratchAt);
+  const consts = mem.scratchAt; // 16-byte aligned by encoderLayout
   const plan = planResize(k, rgb, width, height, g.resizedWidth, g.resizedHeight, starts, consts + CONSTS_BYTES);
   if (!plan) return null;
   const buffer = mem.memory.buffer;
@@ -383,11 +390,9 @@ function runPreprocessBand(k: Kernels, job: PreprocessBandJob): void {
   const { cfg, geometry: g } = job;
   const rows = resizeBand(k, job.plan, job.band);
   const band = job.plan.bands[job.band]!;
-  const m = cfg.merge_size;
-  const rowStride = (g.gridW / m) * m * m * g.features;
   // One pass writes every encoding asked for: bit 0 float32, bit 1 bfloat16.
   const kinds = (job.f32At !== undefined ? 1 : 0) | (job.bf16At !== undefined ? 2 : 0);
-  k.scatter(rows.at, rows.stride, band.y0, band.y1 - band.y0, job.f32At ?? 0, job.bf16At ?? 0, kinds, cfg.patch_size, m, g.features, cfg.temporal_patch_size, g.gridW, rowStride, job.consts);
+  k.scatter(rows.at, rows.stride, band.y0, band.y1 - band.y0, job.f32At ?? 0, job.bf16At ?? 0, kinds, cfg.patch_size, cfg.merge_size, g.features, cfg.temporal_patch_size, g.gridW, blockRowElements(g, cfg), job.consts);
 }
 
 /**
@@ -404,7 +409,7 @@ export async function preprocessRgbInBands(
   cfg: QwenVlImageConfig,
   into: EncoderMemory,
   options: { bf16?: boolean; float32?: boolean },
-  helper: (job: PreprocessBandJob) => Promise<void>,
+  helper: BandHelper,
 ): Promise<PreprocessedImage | null> {
   if (!simdAvailable() || !scatterable(cfg)) return null;
   const kinds = outputKinds(options);
@@ -425,7 +430,6 @@ interface ScatterLayout {
   m: number;
   F: number;
   cs: number;
-  blocksW: number;
   gridW: number;
   rowStride: number;
 }

@@ -205,17 +205,20 @@ export function planResize(k: Kernels, src: Uint8Array, width: number, height: n
     return null; // the memory could not grow (address space or memory limits)
   }
   const mem = k.memory.buffer;
-  const put = (c: { start: Int32Array; count: Int32Array; weights: Int32Array | Int16Array } | undefined, at: CoefficientsAt | null) => {
-    if (!c || !at) return;
-    new Int32Array(mem, at.starts, c.start.length).set(c.start);
-    new Int32Array(mem, at.counts, c.count.length).set(c.count);
-    if (c.weights instanceof Int16Array) new Int16Array(mem, at.weights, c.weights.length).set(c.weights);
-    else new Int32Array(mem, at.weights, c.weights.length).set(c.weights);
-  };
-  const horiz = plan.horiz ? pairCoefficients(resampleCoefficients(width, outW)) : undefined;
-  put(horiz && { start: horiz.start, count: horiz.count, weights: horiz.vectors }, plan.horiz);
-  put(plan.vert ? resampleCoefficients(height, outH) : undefined, plan.vert);
-  new Uint8Array(mem, plan.src, src.byteLength).set(src);
+  const copy = (at: number, a: ArrayBufferView) => new Uint8Array(mem, at, a.byteLength).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
+  if (plan.horiz) {
+    const h = pairCoefficients(resampleCoefficients(width, outW));
+    copy(plan.horiz.starts, h.start);
+    copy(plan.horiz.counts, h.count);
+    copy(plan.horiz.weights, h.vectors);
+  }
+  if (plan.vert) {
+    const v = resampleCoefficients(height, outH);
+    copy(plan.vert.starts, v.start);
+    copy(plan.vert.counts, v.count);
+    copy(plan.vert.weights, v.weights);
+  }
+  copy(plan.src, src);
   return plan;
 }
 

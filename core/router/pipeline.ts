@@ -113,10 +113,11 @@ function grpcFailure(err: grpc.ServiceError, worker: WorkerState, timeoutSecs: n
 }
 
 /**
- * Where a request's time went, sent as a Server-Timing header on JSON responses:
- * body (reading and parsing the HTTP body), fetch (image bytes), preprocess (decode + resize + patchify, in the pool), prompt
- * (template + tokenize), place (engine request + inline copies / SHM writes), worker (gRPC
- * call to its last message), total. Router overhead = total - preprocess - place - worker.
+ * Where a request's time went, sent as a Server-Timing header on JSON responses: body
+ * (reading and parsing the HTTP body), fetch (image bytes), preprocess (decode + resize +
+ * patchify, in the pool), prompt (template + tokenize, when not already built from the image
+ * headers meanwhile), place (engine request + inline copies / SHM writes), worker (gRPC call
+ * to its last message), total. Router overhead = total - body - preprocess - place - worker.
  */
 export class RequestTiming {
   private readonly start = performance.now();
