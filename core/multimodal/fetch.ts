@@ -1,9 +1,13 @@
-// Where image bytes come from: `data:` URLs (base64), http(s) URLs (size cap, timeout,
+// Where image bytes come from: `data:` URLs (base64), http(s) URLs (address policy from
+// media-policy.ts, redirects re-checked per hop, size cap, one overall timeout,
 // content-type check) and, from the CLI only, local files. Every failure is an
 // ImageInputError naming the image's index and the cause, with the HTTP status the API
 // should answer (400 bad input, 413 too large).
 import { promises as fs } from 'node:fs';
+import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
+import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { fileURLToPath } from 'node:url';
+import { DEFAULT_MEDIA_POLICY, checkMediaUrl, classifyAddress, type MediaPolicy, type ResolvedAddress, type UrlCheck } from './media-policy.ts';
 
 export class ImageInputError extends Error {
   override readonly name = 'ImageInputError';
@@ -23,6 +27,10 @@ export interface ImageSourceOptions {
   timeoutMs?: number;
   /** Local paths and file:// URLs: only for the CLI, never for API requests. */
   allowFiles?: boolean;
+  /** Which http(s) hosts may be fetched; the default refuses every non-public address. */
+  policy?: MediaPolicy;
+  /** Test hook: opens each HTTP exchange (default node:http / node:https request). */
+  request?: HttpRequestFn;
 }
 
 export const DEFAULT_MAX_IMAGE_BYTES = 20 * 1024 * 1024;
@@ -52,41 +60,164 @@ function fromDataUrl(url: string, index: number, maxBytes: number): Uint8Array {
   return bytes;
 }
 
-async function fromHttp(url: string, index: number, maxBytes: number, timeoutMs: number): Promise<Uint8Array> {
-  let res: Response;
+/** Opens one HTTP exchange; tests inject a wrapper to observe (or forbid) connections. */
+export type HttpRequestFn = (options: RequestOptions) => ClientRequest;
+
+const defaultRequest: HttpRequestFn = (options) => (options.protocol === 'https:' ? httpsRequest : httpRequest)(options);
+
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+
+class Timeout extends Error {}
+
+/** Rejects with Timeout once the download's deadline passes, whatever `work` is doing. */
+function beforeDeadline<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(new Timeout());
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new Timeout());
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
+}
+
+// The lookup hands Node the addresses the policy already checked, so the socket cannot
+// connect anywhere else and no second DNS answer (a rebinding one) is ever consulted.
+function pinnedLookup(addresses: readonly ResolvedAddress[]): NonNullable<RequestOptions['lookup']> {
+  return ((_host: string, opts: { all?: boolean }, cb: (err: Error | null, address: string | ResolvedAddress[], family?: number) => void) => {
+    if (opts?.all) cb(null, addresses.map((a) => ({ ...a })));
+    else cb(null, addresses[0]!.address, addresses[0]!.family);
+  }) as NonNullable<RequestOptions['lookup']>;
+}
+
+function send(request: HttpRequestFn, target: Extract<UrlCheck, { verdict: 'allowed' }>, signal: AbortSignal): Promise<IncomingMessage> {
+  const { url, hostname, addresses } = target;
+  const literal = classifyAddress(hostname) !== null;
+  return new Promise((resolve, reject) => {
+    const req = request({
+      protocol: url.protocol,
+      hostname,
+      port: url.port || (url.protocol === 'https:' ? 443 : 80),
+      path: `${url.pathname}${url.search}`,
+      method: 'GET',
+      headers: { host: url.host, accept: 'image/*', 'accept-encoding': 'identity' },
+      lookup: pinnedLookup(addresses),
+      // TLS verifies the certificate against the name the client asked for, not the address.
+      ...(url.protocol === 'https:' && !literal ? { servername: hostname.replace(/\.$/, '') } : {}),
+      agent: false, // a pooled socket could outlive the check that allowed it
+      signal,
+    });
+    req.once('response', (res: IncomingMessage) => {
+      res.on('error', () => {}); // readBody reports body failures; a late one must not crash the process
+      resolve(res);
+    });
+    req.on('error', reject); // kept for the request's lifetime: a late error after the response is a no-op
+    req.end();
+  });
+}
+
+// What a connection failure says: the category only. errno, address and port would tell
+// the client which internal ports are open.
+function connectionFailure(err: unknown): string {
+  const code = String((err as NodeJS.ErrnoException)?.code ?? '');
+  if (/^(ERR_TLS_|ERR_SSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_)/.test(code) || code.includes('CERT')) return 'the TLS handshake failed';
+  return 'the connection failed';
+}
+
+function readBody(res: IncomingMessage, source: string, index: number, maxBytes: number): Promise<Uint8Array> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    res.on('data', (chunk: Buffer) => {
+      total += chunk.byteLength;
+      if (total > maxBytes) {
+        res.destroy();
+        reject(new ImageInputError(index, `image at ${source} is above the ${mib(maxBytes)} limit`, 413));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    res.once('end', () => resolve(Buffer.concat(chunks, total)));
+    res.once('error', reject);
+    res.once('close', () => {
+      if (!res.complete) reject(new Error('closed before the body was complete'));
+    });
+  });
+}
+
+async function download(source: string, index: number, maxBytes: number, policy: MediaPolicy, request: HttpRequestFn, signal: AbortSignal): Promise<Uint8Array> {
+  let url: URL;
   try {
-    res = await fetch(url, { signal: AbortSignal.timeout(timeoutMs), redirect: 'follow' });
-  } catch (err) {
-    const e = err as Error;
-    if (e.name === 'TimeoutError') throw new ImageInputError(index, `download of ${url} timed out after ${timeoutMs} ms`);
-    throw new ImageInputError(index, `cannot download ${url}: ${(e.cause as Error)?.message ?? e.message}`);
+    url = new URL(source);
+  } catch {
+    throw new ImageInputError(index, `${source} is not a valid URL`);
   }
-  if (!res.ok) throw new ImageInputError(index, `download of ${url} answered HTTP ${res.status}`);
-  const type = (res.headers.get('content-type') ?? '').split(';')[0]!.trim().toLowerCase();
-  if (!type.startsWith('image/') && type !== 'application/octet-stream') {
-    await res.body?.cancel();
-    throw new ImageInputError(index, `${url} has content type '${type || 'none'}', expected image/*`);
-  }
-  const declared = Number(res.headers.get('content-length') ?? NaN);
-  if (Number.isFinite(declared) && declared > maxBytes) {
-    await res.body?.cancel();
-    throw new ImageInputError(index, `image at ${url} is ${mib(declared)}, above the ${mib(maxBytes)} limit`, 413);
-  }
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  const reader = res.body?.getReader();
-  if (!reader) throw new ImageInputError(index, `${url} returned no body`);
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    total += value.byteLength;
-    if (total > maxBytes) {
-      await reader.cancel();
-      throw new ImageInputError(index, `image at ${url} is above the ${mib(maxBytes)} limit`, 413);
+  for (let hop = 0; ; hop++) {
+    const check = await beforeDeadline(checkMediaUrl(policy, url), signal);
+    const where = hop === 0 ? '' : `its redirect to ${url.href}: `;
+    if (check.verdict === 'refused') {
+      throw new ImageInputError(index, hop === 0 ? `${source} is refused: ${check.reason}` : `${source} redirects to ${url.href}, which is refused: ${check.reason}`);
     }
-    chunks.push(value);
+    if (check.verdict === 'not-found') throw new ImageInputError(index, `cannot download ${source}: ${where}host not found`);
+    let res: IncomingMessage;
+    try {
+      res = await send(request, check, signal);
+    } catch (err) {
+      if (signal.aborted) throw new Timeout();
+      throw new ImageInputError(index, `cannot download ${source}: ${where}${connectionFailure(err)}`);
+    }
+    const status = res.statusCode ?? 0;
+    const location = res.headers.location;
+    if (REDIRECT_STATUSES.has(status) && location) {
+      res.destroy();
+      if (hop >= policy.maxRedirects) throw new ImageInputError(index, `${source} redirects more than ${policy.maxRedirects} times; at most ${policy.maxRedirects} redirects are followed`);
+      try {
+        url = new URL(location, url);
+      } catch {
+        throw new ImageInputError(index, `${source} redirects to an invalid URL`);
+      }
+      continue;
+    }
+    if (status < 200 || status > 299) {
+      res.destroy();
+      throw new ImageInputError(index, `download of ${source} answered HTTP ${status}`);
+    }
+    const type = (res.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+    if (!type.startsWith('image/') && type !== 'application/octet-stream') {
+      res.destroy();
+      throw new ImageInputError(index, `${source} has content type '${type || 'none'}', expected image/*`);
+    }
+    const declared = Number(res.headers['content-length'] ?? NaN);
+    if (Number.isFinite(declared) && declared > maxBytes) {
+      res.destroy();
+      throw new ImageInputError(index, `image at ${source} is ${mib(declared)}, above the ${mib(maxBytes)} limit`, 413);
+    }
+    let bytes: Uint8Array;
+    try {
+      bytes = await readBody(res, source, index, maxBytes);
+    } catch (err) {
+      if (err instanceof ImageInputError) throw err;
+      if (signal.aborted) throw new Timeout();
+      throw new ImageInputError(index, `cannot download ${source}: the connection failed before the image was complete`);
+    }
+    if (bytes.byteLength === 0) throw new ImageInputError(index, `${source} returned an empty body`);
+    return bytes;
   }
-  return Buffer.concat(chunks, total);
+}
+
+async function fromHttp(source: string, index: number, maxBytes: number, timeoutMs: number, policy: MediaPolicy, request: HttpRequestFn): Promise<Uint8Array> {
+  // One deadline for resolution, every redirect hop and the body, so a server that
+  // trickles bytes cannot hold the request open past timeoutMs.
+  const deadline = new AbortController();
+  const timer = setTimeout(() => deadline.abort(), timeoutMs);
+  try {
+    return await download(source, index, maxBytes, policy, request, deadline.signal);
+  } catch (err) {
+    if (err instanceof Timeout || (deadline.signal.aborted && !(err instanceof ImageInputError))) {
+      throw new ImageInputError(index, `download of ${source} timed out after ${timeoutMs} ms`);
+    }
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function fromFile(file: string, index: number, maxBytes: number): Promise<Uint8Array> {
@@ -104,7 +235,9 @@ async function fromFile(file: string, index: number, maxBytes: number): Promise<
 export async function loadImageBytes(source: string, index: number, options: ImageSourceOptions = {}): Promise<Uint8Array> {
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_IMAGE_BYTES;
   if (source.startsWith('data:')) return fromDataUrl(source, index, maxBytes);
-  if (/^https?:\/\//i.test(source)) return fromHttp(source, index, maxBytes, options.timeoutMs ?? 10_000);
+  if (/^https?:\/\//i.test(source)) {
+    return fromHttp(source, index, maxBytes, options.timeoutMs ?? 10_000, options.policy ?? DEFAULT_MEDIA_POLICY, options.request ?? defaultRequest);
+  }
   if (options.allowFiles) {
     if (source.startsWith('file://')) return fromFile(fileURLToPath(source), index, maxBytes);
     if (!/^[a-z][a-z0-9+.-]*:/i.test(source)) return fromFile(source, index, maxBytes);
