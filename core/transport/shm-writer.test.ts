@@ -1,12 +1,16 @@
+import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { TensorEventBus, type TensorEvent } from '../telemetry/events.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
-import { deadPid, makeShmTestDir } from '../test/shm-dir.ts';
+import { deadPid, makeShmTestDir, tensorName, writeAt } from '../test/shm-dir.ts';
 import type { TransportDecision } from './decision.ts';
 import { placeTensor, type PlacementContext } from './placement.ts';
+import type { OrphanSweepResult } from './orphans.ts';
 import { isOurTensorName, realShmFileOps, ShmRequestScope, ShmWriter, type ShmFileOps } from './shm-writer.ts';
+
+const HOUR = 3600_000;
 
 let shm: ReturnType<typeof makeShmTestDir>;
 beforeEach(() => {
@@ -20,7 +24,7 @@ function context(writer: ShmWriter, minBytes: number, decision = SHM_ON) {
   const metrics = new TransportMetrics();
   const events: TensorEvent[] = [];
   const bus = new TensorEventBus();
-  const ctx: PlacementContext = { requestId: 'req-1', worker: 'grpc://w:1', runtime: 'tokenspeed', decision, minBytes, writer, scope: new ShmRequestScope(writer.dir), metrics, events: bus };
+  const ctx: PlacementContext = { requestId: 'req-1', revision: 1, worker: 'grpc://w:1', runtime: 'tokenspeed', decision, minBytes, writer, scope: new ShmRequestScope(writer.dir), metrics, events: bus };
   const origPublish = bus.publish.bind(bus);
   bus.publish = (e) => {
     events.push(e);
@@ -102,22 +106,66 @@ describe('ShmWriter', () => {
     expect(r.error).toContain('ENOENT');
   });
 
-  it('sweeps dead routers files, never a live one, our own, the probe or foreign names', () => {
+  it('constructing a writer and writing sweep nothing; start() sweeps at once, logs one line, reports the result', async () => {
     const dead = deadPid();
-    const names = {
-      dead1: `smg-tokenspeed-${dead}-100-1`,
-      dead2: `smg-tokenspeed-${dead}-101-2`,
-      live: `smg-tokenspeed-${process.ppid}-100-1`,
-      ours: `smg-tokenspeed-${process.pid}-100-1`,
-      probe: `smg-tokenspeed-probe-${dead}`,
-      foreign: `other-${dead}-1-1`,
-    };
-    for (const n of Object.values(names)) writeFileSync(path.join(shm.dir, n), 'x');
+    const old = Date.now() - 2 * HOUR;
+    const orphan = writeAt(shm.dir, tensorName(dead, old), old, 'orphan');
+    const lines: string[] = [];
+    const results: OrphanSweepResult[] = [];
+    const writer = new ShmWriter({ dir: shm.dir, maxFileAgeMs: 60_000, sweepIntervalMs: 0, log: (l) => lines.push(l), onSweep: (r) => results.push(r) });
+    const w = await writer.write(bytes(8));
+    if (!w.ok) throw new Error(w.error);
+    expect(existsSync(orphan)).toBe(true);
+    expect(writer.lastSweep).toBeUndefined();
+    const first = writer.start();
+    expect(first).toMatchObject({ removed: 1, removedBytes: 6, byPid: { [dead]: 1 }, reasonsByPid: { [dead]: ['dead'] }, keptYoung: 1, errors: [] });
+    expect(shm.files()).toEqual([w.handle.name]);
+    expect(results).toEqual([first]);
+    expect(lines).toEqual([`${shm.dir} orphan sweep: removed 1 orphaned tensor file (0.0 MiB) of pid ${dead} (gone: 1); kept 1 too young to judge and 0 of live older processes`]);
+    expect(writer.start()).toBe(first); // once
+    expect(writer.sweepOrphans().removed).toBe(0); // the call shape doctor uses: a fresh sweep each call
+    writer.close();
+  });
+
+  it('sweeps again every sweepIntervalMs, silent when nothing is found, a planted fifo logged once; close() stops it', () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
+    try {
+      const dead = deadPid();
+      const lines: string[] = [];
+      let sweeps = 0;
+      const writer = new ShmWriter({ dir: shm.dir, maxFileAgeMs: 60_000, sweepIntervalMs: 1000, log: (l) => lines.push(l), onSweep: () => (sweeps += 1) });
+      writer.start();
+      expect([sweeps, lines]).toEqual([1, []]);
+      const old = Date.now() - 2 * HOUR;
+      writeAt(shm.dir, tensorName(dead, old, 1), old);
+      const fifo = path.join(shm.dir, tensorName(dead, old, 2));
+      execFileSync('mkfifo', [fifo]);
+      vi.advanceTimersByTime(1000);
+      expect(sweeps).toBe(2);
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toContain(`removed 1 orphaned tensor file`);
+      expect(lines[0]).toContain(`left 1 entry under our name that is not a regular file: ${path.basename(fifo)} (fifo)`);
+      vi.advanceTimersByTime(3000);
+      expect(sweeps).toBe(5);
+      expect(lines).toHaveLength(1); // the same fifo again is not news
+      expect(shm.files()).toEqual([path.basename(fifo)]);
+      writer.close();
+      writeAt(shm.dir, tensorName(dead, old, 3), old);
+      vi.advanceTimersByTime(5000);
+      expect(sweeps).toBe(5);
+      expect(shm.files()).toHaveLength(2);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('the periodic timer never keeps the process alive', () => {
     const writer = new ShmWriter({ dir: shm.dir });
-    const swept = writer.sweepOrphans();
-    expect(swept).toEqual({ removed: 2, byPid: { [String(dead)]: 2 }, errors: [] });
-    expect(shm.files()).toEqual([names.foreign, names.live, names.ours, names.probe].sort());
-    expect(writer.sweepOrphans()).toBe(swept); // once
+    writer.start();
+    const timer = writer['timer'];
+    expect(timer?.hasRef()).toBe(false);
+    writer.close();
+    expect(writer['timer']).toBeUndefined();
   });
 
   it('a failed request unlinks every file it created, and only names with our prefix', async () => {

@@ -7,9 +7,12 @@
 // the file we created is unlinked and the caller falls back to inline: SHM never fails a
 // request. A name that already exists is not ours and is never unlinked.
 //
-// Once at start: a writability probe (`smg-tokenspeed-probe-<pid>`, one byte, unlinked). Once
-// before the first write: the orphan sweep, which deletes `smg-tokenspeed-<pid>-…` files whose
-// pid is not ours and has no /proc/<pid>, never the probe, and reports the count.
+// Once at start: a writability probe (`smg-tokenspeed-probe-<pid>`, one byte, unlinked).
+// start() runs the orphan sweep at once and then every sweepIntervalMs, so a crashed router's
+// files go when the next router starts (not at its first SHM write) and keep going while it
+// runs. The sweep removes only files it can prove are orphans; the rule, and why age and not
+// /proc decides, is in orphans.ts. Constructing a writer sweeps nothing: `mmtc doctor` builds
+// one and is read-only unless asked.
 //
 // Small tensors are written synchronously (a thread-pool hop costs more than the copy);
 // large ones asynchronously so the event loop keeps serving while the kernel copies.
@@ -17,9 +20,10 @@ import { constants, promises as fsp } from 'node:fs';
 import * as fs from 'node:fs';
 import path from 'node:path';
 import { SHM_DIR } from './namespace.ts';
+import { describeSweep, realOrphanFileOps, sweepOrphanFiles, TENSOR_NAME, type OrphanFileOps, type OrphanRuleOptions, type OrphanSweepResult, type ProcessInfo } from './orphans.ts';
 
 export const SHM_PREFIX = 'smg-tokenspeed-';
-const TENSOR_NAME = /^smg-tokenspeed-(\d+)-(\d+)-(\d+)$/;
+export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
 const SYNC_WRITE_LIMIT = 1 << 20;
 
 export interface ShmHandleData {
@@ -29,26 +33,21 @@ export interface ShmHandleData {
   owner_id: string;
 }
 
-/** The file-system calls the writer makes; tests swap one to inject ENOSPC or EACCES. */
-export interface ShmFileOps {
+/** The file-system calls the writer and its sweep make; tests swap one to inject ENOSPC or EACCES. */
+export interface ShmFileOps extends OrphanFileOps {
   openExclusive(file: string): number;
   writeSync(fd: number, bytes: Uint8Array, position: number): number;
   write(fd: number, bytes: Uint8Array, position: number): Promise<number>;
   close(fd: number): void;
-  unlink(file: string): void;
-  readdir(dir: string): string[];
-  pidAlive(pid: number): boolean;
 }
 
 export const realShmFileOps: ShmFileOps = {
+  ...realOrphanFileOps,
   openExclusive: (file) => fs.openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600),
   writeSync: (fd, bytes, position) => fs.writeSync(fd, bytes, 0, bytes.byteLength, position),
   write: (fd, bytes, position) =>
     new Promise((resolve, reject) => fs.write(fd, bytes, 0, bytes.byteLength, position, (err, written) => (err ? reject(err) : resolve(written)))),
   close: (fd) => fs.closeSync(fd),
-  unlink: (file) => fs.unlinkSync(file),
-  readdir: (dir) => fs.readdirSync(dir),
-  pidAlive: (pid) => fs.existsSync(`/proc/${pid}`),
 };
 
 export function isOurTensorName(name: string): boolean {
@@ -60,13 +59,6 @@ export interface ShmProbeResult {
   error?: string;
 }
 
-export interface OrphanSweepResult {
-  removed: number;
-  /** Dead pid -> files removed for it. */
-  byPid: Record<string, number>;
-  errors: string[];
-}
-
 export type ShmWriteResult = { ok: true; handle: ShmHandleData; micros: number } | { ok: false; error: string; code: string };
 
 function errText(err: unknown): { code: string; message: string } {
@@ -74,24 +66,44 @@ function errText(err: unknown): { code: string; message: string } {
   return { code: e.code ?? 'EIO', message: e.code ? `${e.code}: ${e.message}` : String(e.message ?? err) };
 }
 
-export interface ShmWriterOptions {
+export interface ShmWriterOptions extends OrphanRuleOptions {
   dir?: string;
   pid?: number;
   ops?: ShmFileOps;
+  /** Clock and /proc readers for the sweep (default: the real ones). */
+  proc?: ProcessInfo;
+  /** Period of the sweep after start(); 0 sweeps only at start. Default 60 s. */
+  sweepIntervalMs?: number;
+  /** One line per sweep that removed something, or found new suspicious entries or errors. */
+  log?: (line: string) => void;
+  /** Every sweep's result, including the silent ones. */
+  onSweep?: (result: OrphanSweepResult) => void;
 }
 
 export class ShmWriter {
   readonly dir: string;
   readonly pid: number;
   private readonly ops: ShmFileOps;
+  private readonly options: ShmWriterOptions;
   private seq = 0;
   private probed: ShmProbeResult | undefined;
-  private swept: OrphanSweepResult | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private started = false;
+  /** What the last logged line said about suspicious entries and errors, so a planted fifo or a
+   *  persistent EPERM is logged once, not every minute. */
+  private lastComplaint = '';
+  private last: OrphanSweepResult | undefined;
 
   constructor(options: ShmWriterOptions = {}) {
     this.dir = options.dir ?? SHM_DIR;
     this.pid = options.pid ?? process.pid;
     this.ops = options.ops ?? realShmFileOps;
+    this.options = options;
+  }
+
+  /** The most recent sweep's result (start(), the timer or sweepOrphans()). */
+  get lastSweep(): OrphanSweepResult | undefined {
+    return this.last;
   }
 
   get probeName(): string {
@@ -129,30 +141,51 @@ export class ShmWriter {
     return this.probed;
   }
 
-  /** Remove files left by dead routers; runs once, before the first write. */
+  /** One sweep now, by the rule in orphans.ts; never throws. Does not log (start() does). */
   sweepOrphans(): OrphanSweepResult {
-    if (this.swept) return this.swept;
-    const result: OrphanSweepResult = { removed: 0, byPid: {}, errors: [] };
-    let names: string[] = [];
-    try {
-      names = this.ops.readdir(this.dir);
-    } catch (err) {
-      result.errors.push(`cannot list ${this.dir}: ${errText(err).message}`);
+    const { maxFileAgeMs, liveOwnerMaxAgeMs, proc } = this.options;
+    this.last = sweepOrphanFiles(this.dir, { ops: this.ops, proc, maxFileAgeMs, liveOwnerMaxAgeMs });
+    return this.last;
+  }
+
+  /** Sweep now and every sweepIntervalMs until close(); returns the first sweep. Later calls only return the last sweep. */
+  start(): OrphanSweepResult {
+    if (this.started) return this.last!;
+    this.started = true;
+    const first = this.sweepAndReport();
+    const every = this.options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
+    if (every > 0 && Number.isFinite(every)) {
+      this.timer = setInterval(() => this.sweepAndReport(), every);
+      // The sweep is housekeeping: it must never keep a router (or a test) alive.
+      this.timer.unref();
     }
-    for (const name of names) {
-      const m = TENSOR_NAME.exec(name);
-      if (!m) continue;
-      const pid = Number(m[1]);
-      if (pid === this.pid || this.ops.pidAlive(pid)) continue;
+    return first;
+  }
+
+  /** Stop the periodic sweep; the writer still writes. */
+  close(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+
+  private sweepAndReport(): OrphanSweepResult {
+    const result = this.sweepOrphans();
+    try {
+      this.options.onSweep?.(result);
+    } catch {
+      /* a listener's failure is not the sweep's */
+    }
+    const complaint = JSON.stringify([result.suspicious.map((x) => x.name), result.errors]);
+    const news = complaint !== this.lastComplaint;
+    this.lastComplaint = complaint;
+    if (this.options.log && (result.removed > 0 || (news && (result.suspicious.length > 0 || result.errors.length > 0)))) {
+      const line = describeSweep(result, this.dir);
       try {
-        this.ops.unlink(path.join(this.dir, name));
-        result.removed += 1;
-        result.byPid[String(pid)] = (result.byPid[String(pid)] ?? 0) + 1;
-      } catch (err) {
-        if (errText(err).code !== 'ENOENT') result.errors.push(`${name}: ${errText(err).message}`);
+        if (line) this.options.log(line);
+      } catch {
+        /* logging must not break the timer */
       }
     }
-    this.swept = result;
     return result;
   }
 
@@ -164,7 +197,6 @@ export class ShmWriter {
 
   /** Write one tensor's bytes to a new file; never throws. */
   async write(bytes: Uint8Array, scope?: ShmRequestScope): Promise<ShmWriteResult> {
-    if (!this.swept) this.sweepOrphans();
     const started = process.hrtime.bigint();
     const name = this.nextName();
     const file = path.join(this.dir, name);
@@ -238,27 +270,6 @@ export class ShmRequestScope {
     this.names.clear();
     return removed;
   }
-}
-
-/** Our tensor files in `dir`, grouped by the pid that wrote them (for `mmtc doctor`). */
-export function listTensorFiles(dir = SHM_DIR, ops: Pick<ShmFileOps, 'readdir' | 'pidAlive'> = realShmFileOps) {
-  const byPid = new Map<number, { files: number; bytes: number; alive: boolean }>();
-  for (const name of ops.readdir(dir)) {
-    const m = TENSOR_NAME.exec(name);
-    if (!m) continue;
-    const pid = Number(m[1]);
-    let size = 0;
-    try {
-      size = fs.lstatSync(path.join(dir, name)).size;
-    } catch {
-      continue;
-    }
-    const entry = byPid.get(pid) ?? { files: 0, bytes: 0, alive: ops.pidAlive(pid) };
-    entry.files += 1;
-    entry.bytes += size;
-    byPid.set(pid, entry);
-  }
-  return [...byPid.entries()].map(([pid, v]) => ({ pid, ...v })).sort((a, b) => a.pid - b.pid);
 }
 
 export async function shmFreeBytes(dir = SHM_DIR): Promise<{ free: number; total: number } | undefined> {
