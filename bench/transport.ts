@@ -16,12 +16,11 @@ import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import * as grpc from '@grpc/grpc-js';
+import { ENGINES } from '../core/engines/engine.ts';
+import { tensorDataFromPlaced } from '../core/engines/tensor-data.ts';
 import * as ts from '../core/gen/tokenspeed/grpc/scheduler.ts';
 import { placeTensor } from '../core/transport/placement.ts';
 import { ShmRequestScope, ShmWriter } from '../core/transport/shm-writer.ts';
-import { tensorDataFromPlaced } from '../core/transport/wire.ts';
-import { connectWorker } from '../core/workers/client.ts';
 import { renderLineChart } from './chart.ts';
 
 const KiB = 1024;
@@ -66,20 +65,17 @@ async function measure(): Promise<Row[]> {
     });
     worker.on('exit', (code) => reject(new Error(`worker exited ${code}`)));
   });
-  const { client } = connectWorker(url, 'tokenspeed') as { client: ts.TokenSpeedSchedulerClient };
+  const connection = ENGINES.tokenspeed.connect(url);
   const writer = new ShmWriter();
   if (!writer.probe().writable) throw new Error('/dev/shm is not writable');
 
   const generate = (req: ts.GenerateRequest) =>
     new Promise<void>((resolve, reject) => {
-      const call = client.generate(req);
-      let failed = false;
-      call.on('data', () => {});
-      call.on('error', (e: grpc.ServiceError) => {
-        failed = true;
-        reject(e);
+      connection.generate({ runtime: 'tokenspeed', message: req }, { deadline: Date.now() + 60_000 }, {
+        event: () => {},
+        failure: (f) => reject(new Error(`${f.status}: ${f.details}`)),
+        end: resolve,
       });
-      call.on('end', () => !failed && resolve());
     });
   const request = (id: string, encoderInput: ts.TensorData) =>
     ts.GenerateRequest.fromPartial({ requestId: id, tokenized: { inputIds: [1] }, mmInputs: { items: [{ modality: 1, encoderInput, placeholders: [] }] } });
@@ -102,7 +98,7 @@ async function measure(): Promise<Row[]> {
         const t = performance.now();
         const scope = new ShmRequestScope();
         const placed = await placeTensor(
-          { requestId: `b${seq}`, worker: url, runtime: 'tokenspeed', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
+          { requestId: `b${seq}`, revision: 1, worker: url, runtime: 'tokenspeed', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
           { name: 'encoder_input', shape, dtype: 'uint8', bytes: src },
         );
         if (placed.payload.kind !== 'shm') throw new Error('SHM write failed during the benchmark');
@@ -138,7 +134,7 @@ async function measure(): Promise<Row[]> {
     rows.push({ size, runs, memcpyMs: median(samples.memcpy!), shmMs: median(samples.shm!), inlineMs: median(samples.inline!), writerMs: median(samples.writer!) });
     process.stderr.write(`  ${fmtSize(size)} done (${runs} runs)\n`);
   }
-  client.close();
+  connection.close();
   worker.kill('SIGTERM');
   return rows;
 }

@@ -47,6 +47,6 @@ if (
     }, 500).unref();
   }
   register();
-  const { main } = await import('../core/cli.ts');
+  const { main } = await import('../core/cli/program.ts');
   process.exitCode = await main(process.argv);
 }

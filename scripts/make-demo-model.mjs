@@ -171,6 +171,7 @@ const config = {
   bos_token_id: 151643,
   eos_token_id: 151645,
   image_token_id: 151655,
+  max_position_embeddings: 32768,
   model_type: 'qwen2_vl',
   torch_dtype: 'bfloat16',
   video_token_id: 151656,

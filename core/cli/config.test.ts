@@ -50,10 +50,20 @@ describe('mmtc config resolve', () => {
   it('shows the winning layer and every layer as a table', () => {
     const r = runMmtc(['config', 'resolve', '--worker-urls', 'grpc://127.0.0.1:50051', '--multimodal-shm-min-bytes', '0'], { SMG_MM_TENSOR_TRANSPORT: 'shm', SMG_MM_SHM_MIN_BYTES: '1024' });
     expect(r.status).toBe(0);
-    expect(r.stdout).toContain('worker grpc://127.0.0.1:50051 (regular)');
+    expect(r.stdout).toContain('worker grpc://127.0.0.1:50051 (regular, --worker-urls)');
     expect(r.stdout).toContain("multimodal_tensor_transport = 'shm'   from env (SMG_MM_TENSOR_TRANSPORT)");
     expect(r.stdout).toContain('multimodal_shm_min_bytes = 0   from router (--multimodal-shm-min-bytes)');
     expect(r.stdout).toMatch(/env\s+SMG_MM_SHM_MIN_BYTES\s+'1024'\s+beaten/);
+  });
+
+  it('with no worker configured, shows the embedded default worker the router will start', () => {
+    const r = runMmtc(['config', 'resolve', '--multimodal-tensor-transport', 'auto']);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain('no workers configured: `mmtc router` starts its embedded reference worker');
+    expect(r.stdout).toContain('worker grpc://127.0.0.1:<port chosen at start> (regular, embedded default)');
+    expect(r.stdout).toContain("multimodal_tensor_transport = 'auto'   from router (--multimodal-tensor-transport)");
+    const json = JSON.parse(runMmtc(['config', 'resolve', '--json']).stdout);
+    expect(json.workers[0]).toMatchObject({ origin: 'embedded default', worker_type: 'regular' });
   });
 
   it('warns once per deprecated alias however many workers resolve', () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { runMmtc, startMmtc } from '../test/cli.ts';
-import { readNamespaceToken } from './namespace.ts';
+import { readNamespaceToken } from '../transport/namespace.ts';
 
 describe('mmtc doctor and mmtc worker as processes', () => {
   it('doctor explains why auto stays inline for a worker with its own /dev/shm', async () => {
@@ -25,6 +25,6 @@ describe('mmtc doctor and mmtc worker as processes', () => {
   it('worker refuses a bad port with the flag and value', () => {
     const r = runMmtc(['worker', '--runtime', 'tokenspeed', '--port', 'http']);
     expect(r.status).toBe(2);
-    expect(r.stderr.trim()).toBe("error: invalid value 'http' for --port: expected an integer port 0-65535");
+    expect(r.stderr.trim()).toBe("error: invalid value 'http' for --port: expected an integer port 0-65535 (0 picks a free one)");
   });
 });

@@ -2,10 +2,11 @@
 // will receive (sizes, grid, tokens, bytes, per-stage time) and comparing fingerprints with
 // a Python reference.
 import { formatValue } from '../config/errors.ts';
-import { loadImageBytes, ImageInputError } from './fetch.ts';
-import { loadModelDirectory } from './model-dir.ts';
-import { PreprocessPool } from './pool.ts';
-import { encoderFingerprint, QWEN_VL_DEFAULTS, type QwenVlFamily, type QwenVlImageConfig } from './qwen-vl.ts';
+import { loadImageBytes, ImageInputError } from '../multimodal/fetch.ts';
+import { loadModelDirectory } from '../multimodal/model-dir.ts';
+import { PreprocessPool } from '../multimodal/pool.ts';
+import { encoderFingerprint, QWEN_VL_DEFAULTS, type QwenVlFamily, type QwenVlImageConfig } from '../multimodal/qwen-vl.ts';
+import { formatPreprocessReport, type PreprocessReport } from './reports.ts';
 
 export interface PreprocessCommandOptions {
   model?: QwenVlFamily;
@@ -13,23 +14,6 @@ export interface PreprocessCommandOptions {
   normalize: boolean;
   dtype: 'float32' | 'bfloat16';
   json?: boolean;
-}
-
-export interface PreprocessReport {
-  image: string;
-  width: number;
-  height: number;
-  /** [height, width] after smart_resize. */
-  resized: [number, number];
-  shape: [number, number];
-  grid_thw: [number, number, number];
-  tokens: number;
-  dtype: string;
-  nbytes: number;
-  fingerprint: string;
-  ms: { read: number; decode: number; preprocess: number };
-  /** Threads that resized and scattered the image (2 when a free pool thread helped). */
-  threads: number;
 }
 
 export async function runPreprocessCommand(images: string[], opts: PreprocessCommandOptions): Promise<number> {
@@ -84,23 +68,10 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
     await pool.close();
   }
   if (opts.json) process.stdout.write(`${JSON.stringify(reports, null, 2)}\n`);
-  else for (const r of reports) process.stdout.write(formatReport(r));
+  else for (const r of reports) process.stdout.write(formatPreprocessReport(r));
   return failed > 0 ? 1 : 0;
 }
 
 function round(ms: number): number {
   return Math.round(ms * 100) / 100;
-}
-
-function formatReport(r: PreprocessReport): string {
-  return [
-    `${r.image}`,
-    `  input       ${r.width}x${r.height}`,
-    `  resized     ${r.resized[1]}x${r.resized[0]}`,
-    `  shape       [${r.shape.join(', ')}]  grid_thw [${r.grid_thw.join(', ')}]  ${r.tokens} tokens`,
-    `  encoder     ${r.dtype}, ${r.nbytes} bytes (${(r.nbytes / 1e6).toFixed(1)} MB)`,
-    `  time        read ${r.ms.read} ms, decode ${r.ms.decode} ms, resize+normalize+patchify ${r.ms.preprocess} ms (${r.threads} thread${r.threads === 1 ? '' : 's'})`,
-    `  fingerprint ${r.fingerprint}`,
-    '',
-  ].join('\n');
 }

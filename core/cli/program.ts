@@ -1,61 +1,34 @@
-// The `mmtc` command. Each subcommand is a thin shell over a core module; errors an
-// operator can fix (bad flag, bad YAML) print one clear message per problem and exit 2.
+// The `mmtc` command. Each subcommand is a thin shell over a core module; what it prints
+// for people is laid out in reports.ts. Errors an operator can fix (bad flag, bad YAML)
+// print one clear message per problem and exit 2.
 import { Command, Option } from 'commander';
 import { readFileSync } from 'node:fs';
-import { transportEnvironmentAtStart } from './config/env.ts';
-import { ConfigError, formatValue } from './config/errors.ts';
-import { CONFIG_FLAG_HELP, loadRouterConfig, type ConfigFlags } from './config/load.ts';
-import { exportConfigYaml, loadConfigFile } from './config/yaml.ts';
-import { formatDoctorReport, runDoctor } from './transport/doctor.ts';
-import { startReferenceWorker } from './refworker/server.ts';
-import type { WireRuntime } from './workers/client.ts';
-import { runPreprocessCommand, type PreprocessCommandOptions } from './multimodal/preprocess-cli.ts';
-import { resolveConfiguredWorkers, type LayerReading, type ResolvedKnob, type ResolvedWorkerTransport } from './transport/resolve.ts';
+import { transportEnvironmentAtStart } from '../config/env.ts';
+import { ConfigError } from '../config/errors.ts';
+import { CONFIG_FLAG_HELP, loadRouterConfig, type ConfigFlags } from '../config/load.ts';
+import { flagValue, parseLoosePort } from '../config/loose.ts';
+import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN, embeddedDefaultWorker } from '../config/store.ts';
+import { exportConfigYaml, loadConfigFile } from '../config/yaml.ts';
+import { startReferenceWorker } from '../refworker/server.ts';
+import { runDoctor } from '../workers/doctor.ts';
+import { resolveConfiguredWorkers } from '../transport/resolve.ts';
+import type { WireRuntime } from '../transport/vocabulary.ts';
+import { runPreprocessCommand, type PreprocessCommandOptions } from './preprocess.ts';
+import { formatDoctorReport, formatResolutionTable } from './reports.ts';
 
 const EXIT_USAGE = 2;
 
+/** How `mmtc config resolve` names the embedded worker, whose port is chosen at start. */
+const EMBEDDED_WORKER_URL = 'grpc://127.0.0.1:<port chosen at start>';
+
 function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
   return pkg.version;
 }
 
 function withConfigFlags(cmd: Command): Command {
   for (const f of CONFIG_FLAG_HELP) cmd.addOption(new Option(f.flags, f.description));
   return cmd;
-}
-
-function rawText(raw: string | number | null): string {
-  return raw === null ? '-' : formatValue(raw);
-}
-
-function layerLine(l: LayerReading<unknown>, widths: [number, number]): string {
-  const state = l.state === 'won' ? 'WON' : l.state.replace('_', ' ');
-  const origin = l.origin ? `  ${l.origin}` : '';
-  return `      ${l.layer.padEnd(11)}${l.name.padEnd(widths[0])}${rawText(l.raw).padEnd(widths[1])}${state}${origin}`;
-}
-
-function knobBlock(name: string, knob: ResolvedKnob<unknown>): string[] {
-  const won = knob.layers.find((l) => l.state === 'won');
-  const from = won ? `${won.layer}${won.origin ? ` (${won.origin})` : won.layer === 'env' || won.layer === 'env_legacy' ? ` (${won.name})` : ''}` : knob.source;
-  const nameWidth = Math.max(...knob.layers.map((l) => l.name.length)) + 2;
-  const rawWidth = Math.max(8, ...knob.layers.map((l) => rawText(l.raw).length)) + 2;
-  return [
-    `  ${name} = ${formatValue(knob.value)}   from ${from}`,
-    ...knob.layers.map((l) => layerLine(l, [nameWidth, rawWidth])),
-    ...knob.warnings.map((w) => `      warning: ${w}`),
-  ];
-}
-
-export function formatResolutionTable(resolved: ResolvedWorkerTransport[]): string {
-  const out: string[] = [];
-  for (const w of resolved) {
-    out.push(`worker ${w.url} (${w.worker_type})`);
-    for (const note of w.notes) out.push(`  note: ${note}`);
-    out.push(...knobBlock('multimodal_tensor_transport', w.multimodal_tensor_transport));
-    out.push(...knobBlock('multimodal_shm_min_bytes', w.multimodal_shm_min_bytes));
-    out.push('');
-  }
-  return `${out.join('\n')}\n`;
 }
 
 function buildProgram(): Command {
@@ -72,11 +45,16 @@ function buildProgram(): Command {
     .action(async (opts: ConfigFlags & { json?: boolean }) => {
       const env = transportEnvironmentAtStart();
       const loaded = await loadRouterConfig(opts);
-      const resolved = resolveConfiguredWorkers(loaded.config, env, loaded.origins);
+      // With no worker configured the router starts its embedded reference worker on a free
+      // port: show that entry as the router will hold it.
+      const embedded = loaded.config.workers.length === 0;
+      const config = embedded ? { ...loaded.config, workers: [{ ...embeddedDefaultWorker('grpc://127.0.0.1:1'), url: EMBEDDED_WORKER_URL }] } : loaded.config;
+      const origins = embedded ? { ...loaded.origins, 'workers[0]': EMBEDDED_DEFAULT_ORIGIN } : loaded.origins;
+      const resolved = resolveConfiguredWorkers(config, env, origins);
       if (opts.json) {
         process.stdout.write(`${JSON.stringify({ config_file: loaded.file ?? null, workers: resolved, warnings: env.warnings }, null, 2)}\n`);
       } else {
-        if (loaded.config.workers.length === 0) process.stdout.write('no workers configured; a worker without overrides gets:\n\n');
+        if (embedded) process.stdout.write('no workers configured: `mmtc router` starts its embedded reference worker (TokenSpeed, bundled model), which gets:\n\n');
         process.stdout.write(formatResolutionTable(resolved));
       }
     });
@@ -109,8 +87,9 @@ function buildProgram(): Command {
     .action(async (opts: ConfigFlags) => {
       const env = transportEnvironmentAtStart();
       const loaded = await loadRouterConfig(opts);
-      const { startRouter } = await import('./router/server.ts');
-      const router = await startRouter({ config: loaded.config, env });
+      const { startRouter } = await import('../router/server.ts');
+      const store = new ConfigStore({ config: loaded.config, origins: loaded.origins, env, ...(loaded.file !== undefined ? { file: loaded.file } : {}) });
+      const router = await startRouter({ store });
       await new Promise<void>((resolve) => {
         process.once('SIGINT', () => resolve());
         process.once('SIGTERM', () => resolve());
@@ -155,13 +134,13 @@ function buildProgram(): Command {
     .option('--no-fingerprint', 'do not hash tensor bytes (for benchmarks)')
     .option('--delay-ms <ms>', 'hold each request this long before reading its tensors (simulates a queue)', '0')
     .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string }) => {
-      if (!/^\d+$/.test(opts.port) || Number(opts.port) > 65535) {
-        throw new ConfigError([{ path: '--port', message: `invalid value '${opts.port}' for --port: expected an integer port 0-65535` }]);
-      }
+      const issues: ConfigError['issues'] = [];
+      const port = flagValue('--port', opts.port, parseLoosePort, issues);
+      if (port === undefined) throw new ConfigError(issues);
       const worker = await startReferenceWorker({
         runtime: opts.runtime,
         host: opts.host,
-        port: Number(opts.port),
+        port,
         ...(opts.socket ? { socket: opts.socket } : {}),
         ...(opts.modelPath ? { modelPath: opts.modelPath } : {}),
         ...(opts.shmNamespaceId !== undefined ? { shmNamespaceId: opts.shmNamespaceId } : {}),

@@ -6,8 +6,8 @@
 // console can say which input decided it. Flag values are validated by the same schemas as
 // the file, and a bad one names the flag: invalid value 'fast' for
 // --multimodal-tensor-transport: expected inline, shm, auto or rdma.
-import { ConfigError, invalidValueMessage, type ConfigIssue } from './errors.ts';
-import { parseLooseBytes, parseLooseMode } from './loose.ts';
+import { ConfigError, type ConfigIssue } from './errors.ts';
+import { flagValue, parseLoose, parseLooseBytes, parseLooseMode, parseLoosePort } from './loose.ts';
 import { RouterConfigSchema, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig } from './schema.ts';
 import { loadConfigFile } from './yaml.ts';
 
@@ -41,22 +41,6 @@ export interface LoadedRouterConfig {
   file?: string;
 }
 
-function checkFlag<T>(flag: string, raw: string, parse: (raw: string) => { ok: true; value: T } | { ok: false; expected: string }, issues: ConfigIssue[]): T | undefined {
-  const result = parse(raw);
-  if (result.ok) return result.value;
-  issues.push({ path: flag, message: invalidValueMessage(flag, raw.trim(), result.expected) });
-  return undefined;
-}
-
-function schemaParser<T>(schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: { issues: Array<{ message: string }> } } }, coerce: (raw: string) => unknown = (r) => r) {
-  return (raw: string) => {
-    const r = schema.safeParse(coerce(raw.trim()));
-    return r.success ? ({ ok: true, value: r.data } as const) : ({ ok: false, expected: r.error.issues[0]?.message ?? 'invalid value' } as const);
-  };
-}
-
-const digitsToNumber = (raw: string): unknown => (/^\d+$/.test(raw) ? Number(raw) : raw);
-
 /**
  * Apply command-line flags over a validated config. All flags are checked before any is
  * applied; on error nothing changes and every bad flag is listed.
@@ -71,18 +55,18 @@ export function applyConfigFlags(base: RouterConfig, flags: ConfigFlags, origins
     nextOrigins[key] = flag;
   };
   const shape = RouterConfigSchema.shape;
-  if (flags.host !== undefined) set('host', '--host', checkFlag('--host', flags.host, schemaParser(shape.host), issues));
-  if (flags.port !== undefined) set('port', '--port', checkFlag('--port', flags.port, schemaParser(shape.port, digitsToNumber), issues));
-  if (flags.modelPath !== undefined) set('model_path', '--model-path', checkFlag('--model-path', flags.modelPath, schemaParser(shape.model_path), issues));
+  if (flags.host !== undefined) set('host', '--host', flagValue('--host', flags.host, (raw) => parseLoose(shape.host, raw), issues));
+  if (flags.port !== undefined) set('port', '--port', flagValue('--port', flags.port, parseLoosePort, issues));
+  if (flags.modelPath !== undefined) set('model_path', '--model-path', flagValue('--model-path', flags.modelPath, (raw) => parseLoose(shape.model_path, raw), issues));
   if (flags.multimodalTensorTransport !== undefined) {
-    set('multimodal_tensor_transport', '--multimodal-tensor-transport', checkFlag('--multimodal-tensor-transport', flags.multimodalTensorTransport, parseLooseMode, issues));
+    set('multimodal_tensor_transport', '--multimodal-tensor-transport', flagValue('--multimodal-tensor-transport', flags.multimodalTensorTransport, parseLooseMode, issues));
   }
   if (flags.multimodalShmMinBytes !== undefined) {
-    set('multimodal_shm_min_bytes', '--multimodal-shm-min-bytes', checkFlag('--multimodal-shm-min-bytes', flags.multimodalShmMinBytes, parseLooseBytes, issues));
+    set('multimodal_shm_min_bytes', '--multimodal-shm-min-bytes', flagValue('--multimodal-shm-min-bytes', flags.multimodalShmMinBytes, parseLooseBytes, issues));
   }
   if (flags.workerUrls !== undefined) {
     const urls = flags.workerUrls.flatMap((u) => u.split(',')).map((u) => u.trim()).filter((u) => u !== '');
-    const valid = urls.map((u) => checkFlag('--worker-urls', u, schemaParser(WorkerUrlSchema), issues));
+    const valid = urls.map((u) => flagValue('--worker-urls', u, (raw) => parseLoose(WorkerUrlSchema, raw), issues));
     if (valid.every((u): u is string => u !== undefined)) {
       const fileIndexByUrl = new Map(base.workers.map((w, i) => [w.url, i] as const));
       for (const key of Object.keys(nextOrigins)) if (key.startsWith('workers[')) delete nextOrigins[key];

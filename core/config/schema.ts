@@ -5,7 +5,7 @@
 //
 // The two transport knobs are optional on purpose, at router and worker level: "not set"
 // must stay distinguishable from "set to the default", or the env layer below could never
-// win and provenance would lie (SPEC §2).
+// win and provenance would lie (docs/configuration.md, "Precedence").
 import { z } from 'zod';
 
 export const TRANSPORT_MODES = ['inline', 'shm', 'auto', 'rdma'] as const;
@@ -65,11 +65,12 @@ export type WorkerSpec = z.output<typeof WorkerSpecSchema>;
 export type WorkerSpecInput = z.input<typeof WorkerSpecSchema>;
 
 const PORT_EXPECTED = 'expected an integer port 0-65535 (0 picks a free one)';
+export const PortSchema = z.int({ error: PORT_EXPECTED }).min(0, { error: PORT_EXPECTED }).max(65535, { error: PORT_EXPECTED });
 const SECONDS_EXPECTED = 'expected a positive number of seconds';
 
 export const RouterConfigSchema = z.strictObject({
   host: z.string({ error: 'expected a host name or address' }).min(1, { error: 'expected a host name or address' }).default('127.0.0.1'),
-  port: z.int({ error: PORT_EXPECTED }).min(0, { error: PORT_EXPECTED }).max(65535, { error: PORT_EXPECTED }).default(30000),
+  port: PortSchema.default(30000),
   model_path: z.string({ error: 'expected a directory path' }).min(1, { error: 'expected a directory path' }).optional(),
   policy: PolicySchema.default('round_robin'),
   multimodal_tensor_transport: TransportModeSchema.optional(),

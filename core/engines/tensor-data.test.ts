@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
 import * as vllm from '../gen/vllm/grpc/engine.ts';
-import { tensorDataFromPlaced, wireTensorFromTensorData } from './wire.ts';
+import { tensorDataFromPlaced, wireTensorFromTensorData } from './tensor-data.ts';
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex').match(/../g)!.join(' ');
 

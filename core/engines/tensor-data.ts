@@ -3,8 +3,8 @@
 // one conversion serves both; the field numbers live in proto/ only.
 import type { TensorData as TokenSpeedTensorData } from '../gen/tokenspeed/grpc/scheduler.ts';
 import type { TensorData as VllmTensorData } from '../gen/vllm/grpc/engine.ts';
-import type { PlacedTensor } from './placement.ts';
-import type { WireTensor } from './shm-reader.ts';
+import type { PlacedTensor } from '../transport/placement.ts';
+import type { WireTensor } from '../transport/shm-reader.ts';
 
 export type AnyTensorData = TokenSpeedTensorData | VllmTensorData;
 

@@ -2,7 +2,7 @@
 // wire dtype (bytes straight from the preprocessing output, converted only when the fused
 // bf16 pass did not already produce them) and int64 side tensors.
 import { f32ToF16 } from '../transport/dtype.ts';
-import type { PreparedImage } from './types.ts';
+import type { PreparedImage } from './engine.ts';
 
 export function float32Values(image: PreparedImage): Float32Array {
   if (!image.pixelValues) throw new Error('float32 encoder input requested but preprocessing produced only bfloat16');

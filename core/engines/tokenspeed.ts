@@ -1,15 +1,19 @@
-// TokenSpeed GenerateRequest from an engine-neutral request: one MultimodalItem per image in
-// prompt order, the encoder input in the resolved wire dtype, image_grid_thw and
-// patches_per_image as int64 side tensors, the image's placeholder range and token id, and
-// a content hash. Every tensor is placed (inline or /dev/shm) through placeTensor.
+// The TokenSpeed engine (package tokenspeed.grpc.scheduler). Its GenerateRequest carries one
+// MultimodalItem per image in prompt order: the encoder input in the resolved wire dtype,
+// image_grid_thw and patches_per_image as int64 side tensors, the image's placeholder range
+// and token id, and a content hash; every tensor is placed (inline or /dev/shm) through
+// placeTensor. Discovery labels: model dtype and multimodal_encoder_dtype from GetModelInfo,
+// the /dev/shm namespace token as the key shm_namespace_id of GetServerInfo's scheduler_info.
+import * as grpc from '@grpc/grpc-js';
 import * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
-import type * as vllm from '../gen/vllm/grpc/engine.ts';
 import { placeTensor, type PlacementContext } from '../transport/placement.ts';
-import { tensorDataFromPlaced } from '../transport/wire.ts';
+import { messageFor, type Engine, type EngineConnection, type EngineEvent, type EngineRequest, type WireRequest } from './engine.ts';
+import { GRPC_CHANNEL_OPTIONS, grpcTarget, readGenerateStream, unary } from './grpc.ts';
+import { modelLabels, setLabel } from './labels.ts';
+import { tensorDataFromPlaced } from './tensor-data.ts';
 import { encoderBytes, int64Bytes } from './tensors.ts';
-import type { EngineEvent, EngineRequest } from './types.ts';
 
-export async function buildTokenSpeedRequest(req: EngineRequest, ctx: PlacementContext): Promise<ts.GenerateRequest> {
+async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
   const items: ts.MultimodalItem[] = [];
   for (const [i, image] of req.images.entries()) {
     const suffix = req.images.length > 1 ? `[${i}]` : '';
@@ -27,7 +31,7 @@ export async function buildTokenSpeedRequest(req: EngineRequest, ctx: PlacementC
       }),
     );
   }
-  return ts.GenerateRequest.fromPartial({
+  const message = ts.GenerateRequest.fromPartial({
     requestId: req.requestId,
     tokenized: { inputIds: req.inputIds, originalText: req.text },
     samplingParams: {
@@ -39,13 +43,11 @@ export async function buildTokenSpeedRequest(req: EngineRequest, ctx: PlacementC
     stream: req.stream,
     ...(items.length ? { mmInputs: { items } } : {}),
   });
+  return { runtime: 'tokenspeed', message };
 }
 
-/**
- * The neutral event of a Generate response. Both protocols number their responses
- * differently but generate the same TypeScript shape, so one reader serves both.
- */
-export function engineEvent(res: ts.GenerateResponse | vllm.GenerateResponse): EngineEvent | undefined {
+/** The neutral event of a TokenSpeed Generate response. */
+export function tokenSpeedEvent(res: ts.GenerateResponse): EngineEvent | undefined {
   const r = res.response;
   if (r?.$case === 'chunk') return { kind: 'chunk', tokenIds: r.value.tokenIds, promptTokens: r.value.promptTokens, completionTokens: r.value.completionTokens };
   if (r?.$case === 'complete') {
@@ -54,3 +56,33 @@ export function engineEvent(res: ts.GenerateResponse | vllm.GenerateResponse): E
   }
   return undefined;
 }
+
+function connect(url: string): EngineConnection {
+  const client = new ts.TokenSpeedSchedulerClient(grpcTarget(url), grpc.credentials.createInsecure(), GRPC_CHANNEL_OPTIONS);
+  return {
+    runtime: 'tokenspeed',
+    url,
+    generate(request, options, sink) {
+      const call = client.generate(messageFor<ts.GenerateRequest>(request, 'tokenspeed'), new grpc.Metadata(), { deadline: options.deadline });
+      return readGenerateStream(call, tokenSpeedEvent, sink);
+    },
+    abort(requestId, reason) {
+      client.abort({ requestId, reason }, new grpc.Metadata(), { deadline: Date.now() + 2000 }, () => {});
+    },
+    health: (timeoutMs) => unary(client.healthCheck.bind(client), {}, timeoutMs),
+    async info(timeoutMs) {
+      const labels: Record<string, string> = {};
+      const model = await unary(client.getModelInfo.bind(client), {}, timeoutMs);
+      const server = await unary(client.getServerInfo.bind(client), {}, timeoutMs);
+      modelLabels(labels, model);
+      setLabel(labels, 'model_dtype', model.modelDtype);
+      setLabel(labels, 'multimodal_encoder_dtype', model.multimodalEncoderDtype);
+      setLabel(labels, 'shm_namespace_id', server.schedulerInfo?.shm_namespace_id);
+      setLabel(labels, 'tokenspeed_version', server.tokenspeedVersion);
+      return { labels };
+    },
+    close: () => client.close(),
+  };
+}
+
+export const tokenSpeedEngine: Engine = { runtime: 'tokenspeed', connect, buildRequest };

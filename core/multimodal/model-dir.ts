@@ -33,6 +33,8 @@ export interface ModelDirectory {
   visionEndTokenId: number;
   eosTokenIds: number[];
   vocabSize: number;
+  /** Longest prompt plus completion, in tokens (config.json max_position_embeddings). */
+  maxContextLength: number;
   imageConfig: QwenVlImageConfig;
   tokenizer: Tokenizer;
   chatTemplate: Template;
@@ -66,6 +68,16 @@ function tokenId(config: Record<string, unknown>, key: string, file: string): nu
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
     throw new ModelDirectoryError(`${file}: ${key} must be a non-negative integer token id, got ${JSON.stringify(value)}`);
   }
+  return value;
+}
+
+/** Qwen-VL's context window; 32768 (the Qwen2-VL checkpoints' value) when config.json omits it. */
+export const DEFAULT_CONTEXT_LENGTH = 32768;
+
+function contextLength(config: Record<string, unknown>, file: string): number {
+  const value = config.max_position_embeddings ?? (config.text_config as Record<string, unknown> | undefined)?.max_position_embeddings;
+  if (value === undefined) return DEFAULT_CONTEXT_LENGTH;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) throw new ModelDirectoryError(`${file}: max_position_embeddings must be a positive integer, got ${JSON.stringify(value)}`);
   return value;
 }
 
@@ -183,6 +195,7 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
     visionEndTokenId: tokenId(config!, 'vision_end_token_id', configFile),
     eosTokenIds,
     vocabSize: typeof config!.vocab_size === 'number' ? config!.vocab_size : tokenizer.get_vocab(true).size,
+    maxContextLength: contextLength(config!, configFile),
     imageConfig: imageConfigFrom(family, pre, path.join(abs, 'preprocessor_config.json')),
     tokenizer,
     chatTemplate,

@@ -1,20 +1,20 @@
 // The reference worker and the probe client over real loopback gRPC, with the tensor bytes
 // going through the real /dev/shm tmpfs (a private directory of this test).
-import * as grpc from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
 import * as vllm from '../gen/vllm/grpc/engine.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
 import { makeShmTestDir } from '../test/shm-dir.ts';
 import { decideTransport } from '../transport/decision.ts';
-import { runDoctor } from '../transport/doctor.ts';
 import { fnv1a64Hex } from '../transport/fnv.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
 import { placeTensor } from '../transport/placement.ts';
 import { TensorReader } from '../transport/shm-reader.ts';
 import { ShmRequestScope, ShmWriter } from '../transport/shm-writer.ts';
-import { tensorDataFromPlaced } from '../transport/wire.ts';
-import { connectWorker, probeWorker } from '../workers/client.ts';
+import { ENGINES, type EngineFailure } from '../engines/engine.ts';
+import { tensorDataFromPlaced } from '../engines/tensor-data.ts';
+import { probeWorker } from '../workers/discovery.ts';
+import { runDoctor } from '../workers/doctor.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { startReferenceWorker, type ReferenceWorker } from './server.ts';
 
@@ -34,23 +34,21 @@ afterAll(async () => {
   shm.remove();
 });
 
-function generate(url: string, runtime: 'tokenspeed' | 'vllm', request: ts.GenerateRequest | vllm.GenerateRequest): Promise<{ text: string; error?: grpc.ServiceError }> {
-  const c = connectWorker(url, runtime);
+/** One Generate through the router's own engine connection: the text the worker answered, or its failure. */
+function generate(url: string, runtime: 'tokenspeed' | 'vllm', request: ts.GenerateRequest | vllm.GenerateRequest): Promise<{ text: string; error?: EngineFailure }> {
+  const connection = ENGINES[runtime].connect(url);
   return new Promise((resolve) => {
-    const call = (c.client as ts.TokenSpeedSchedulerClient).generate(request as ts.GenerateRequest);
     const ids: number[] = [];
-    call.on('data', (res: ts.GenerateResponse | vllm.GenerateResponse) => {
-      const r = res.response;
-      if (r?.$case === 'chunk') ids.push(...r.value.tokenIds);
-      if (r?.$case === 'complete') ids.push(...r.value.outputIds);
-    });
-    call.on('error', (error: grpc.ServiceError) => {
-      c.client.close();
-      resolve({ text: '', error });
-    });
-    call.on('end', () => {
-      c.client.close();
-      resolve({ text: ids.length ? model.tokenizer.decode(ids) : '' });
+    connection.generate({ runtime, message: request }, { deadline: Date.now() + 10_000 }, {
+      event: (ev) => ids.push(...ev.tokenIds),
+      failure: (error) => {
+        connection.close();
+        resolve({ text: '', error });
+      },
+      end: () => {
+        connection.close();
+        resolve({ text: ids.length ? model.tokenizer.decode(ids) : '' });
+      },
     });
   });
 }
@@ -110,7 +108,7 @@ describe('SHM handoff through a real gRPC call', () => {
     const bytes = new Uint8Array(values.buffer);
     const grid = new Uint8Array(new BigInt64Array([1n, 4n, 4n]).buffer);
     const scope = new ShmRequestScope(shm.dir);
-    const ctx = { requestId: 'r1', worker: worker.url, runtime, decision, minBytes: 1024, writer, scope };
+    const ctx = { requestId: 'r1', revision: 1, worker: worker.url, runtime, decision, minBytes: 1024, writer, scope };
     const pixels = await placeTensor(ctx, { name: 'pixel_values', shape: [16, 1176], dtype: 'float32', bytes });
     const gridPlaced = await placeTensor(ctx, { name: 'image_grid_thw', shape: [1, 3], dtype: 'int64', bytes: grid });
     expect(pixels.payload.kind).toBe('shm');
@@ -143,11 +141,11 @@ describe('SHM handoff through a real gRPC call', () => {
     const writer = new ShmWriter({ dir: shm.dir });
     const scope = new ShmRequestScope(shm.dir);
     const placed = await placeTensor(
-      { requestId: 'r2', worker: worker.url, runtime: 'vllm', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
+      { requestId: 'r2', revision: 1, worker: worker.url, runtime: 'vllm', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
       { name: 'pixel_values', shape: [8], dtype: 'bfloat16', bytes: new Uint8Array(16) },
     );
     const { error } = await generate(worker.url, 'vllm', vllm.GenerateRequest.fromPartial({ requestId: 'r2', mmInputs: { pixelValues: tensorDataFromPlaced(placed), modelSpecificTensors: { image_grid_thw: GRID_INLINE } } }));
-    expect(error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(error?.status).toBe('INVALID_ARGUMENT');
     expect(error?.details).toBe('vLLM accepts float32, int64 and uint32 tensors; pixel_values is bfloat16');
     expect(shm.files().filter((f) => f.startsWith('smg-tokenspeed-'))).toHaveLength(1);
     expect(scope.cleanup()).toBe(1);
@@ -164,7 +162,7 @@ describe('SHM handoff through a real gRPC call', () => {
         mmInputs: { items: [{ encoderInput: { shape: [1], dtype: 'float32', payload: { $case: 'shm', value: { name: '../etc/passwd', offset: 0, nbytes: 4, ownerId: 'x' } } }, modelSpecificTensors: { image_grid_thw: GRID_INLINE } }] },
       }),
     );
-    expect(error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(error?.status).toBe('INVALID_ARGUMENT');
     expect(error?.details).toBe(`invalid shm name "../etc/passwd": contains '/'`);
   });
 
@@ -180,7 +178,7 @@ describe('SHM handoff through a real gRPC call', () => {
       'tokenspeed',
       ts.GenerateRequest.fromPartial({ requestId: 'r4', tokenized: { inputIds }, mmInputs: { items: [{ encoderInput, modelSpecificTensors: { image_grid_thw: GRID_INLINE }, placeholders: [placeholder], placeholderTokenId: PAD }] } }),
     );
-    expect(error?.code).toBe(grpc.status.INVALID_ARGUMENT);
+    expect(error?.status).toBe('INVALID_ARGUMENT');
     expect(error?.details).toBe(message);
   });
 });

@@ -2,10 +2,14 @@
 // counterpart of the gateway's Python `RouterArgs`. Options use the same field names as the
 // YAML file and are validated by the same schemas; an invalid transport mode or threshold
 // throws a ConfigError naming the field, the value and what is accepted. Nothing falls back
-// silently and nothing is half-applied: applyConfig swaps the whole config or nothing.
+// silently and nothing is half-applied.
+//
+// The router owns one config store. applyConfig() goes through it, so once start()ed the
+// running server uses the new revision for the next request that starts (requests already
+// running finish on theirs); a change to host, port or model_path is refused while it runs.
 import { transportEnvironmentAtStart, type TransportEnvironment } from '../config/env.ts';
-import type { ConfigOrigins } from '../config/load.ts';
 import type { RouterConfig, RouterConfigInput } from '../config/schema.ts';
+import { ConfigStore, originsOfInput } from '../config/store.ts';
 import { parseRouterConfig } from '../config/validate.ts';
 import { resolveConfiguredWorkers, type ResolvedWorkerTransport } from '../transport/resolve.ts';
 import type { RunningRouter } from './server.ts';
@@ -18,53 +22,48 @@ export interface RouterEmbedding {
 }
 
 export interface Router {
+  /** The live configuration: revisions, origins, subscribers. */
+  readonly store: ConfigStore;
   /** The current validated configuration (replaced whole by applyConfig, never mutated). */
   readonly config: RouterConfig;
-  /** Increments on every applied change; the next request sees the new revision. */
+  /** Increments on every applied change. */
   readonly revision: number;
   readonly environment: TransportEnvironment;
   /** Every worker's resolved transport settings with their provenance. */
   resolveTransport(): ResolvedWorkerTransport[];
-  /** Validate and swap in a new configuration atomically; returns the new revision. */
-  applyConfig(options: RouterOptions): number;
-  /** Serve the OpenAI API on `config.host:port` with the current configuration. */
+  /**
+   * Validate and swap in a new configuration atomically; returns the new revision. With
+   * `expectedRevision`, a config changed meanwhile is a ConfigConflictError instead.
+   */
+  applyConfig(options: RouterOptions, expectedRevision?: number): number;
+  /** Serve the OpenAI API on `config.host:port`; later applyConfig calls reach it. */
   start(options?: { log?: (line: string) => void }): Promise<RunningRouter>;
 }
 
 const API_ORIGIN = 'createRouter()';
 
-function apiOrigins(config: RouterConfig): ConfigOrigins {
-  const origins: ConfigOrigins = {};
-  for (const key of ['multimodal_tensor_transport', 'multimodal_shm_min_bytes'] as const) {
-    if (config[key] !== undefined) origins[key] = API_ORIGIN;
-    config.workers.forEach((w, i) => {
-      if (w[key] !== undefined) origins[`workers[${i}].${key}`] = API_ORIGIN;
-    });
-  }
-  return origins;
-}
-
 export function createRouter(options: RouterOptions = {}, embedding: RouterEmbedding = {}): Router {
-  let config = parseRouterConfig(options, 'invalid router options:');
-  let revision = 1;
   const environment = embedding.environment ?? transportEnvironmentAtStart();
+  const store = new ConfigStore({ config: parseRouterConfig(options, 'invalid router options:'), origins: originsOfInput(options, API_ORIGIN), env: environment, client: 'api' });
   return {
+    store,
     get config() {
-      return config;
+      return store.current().config;
     },
     get revision() {
-      return revision;
+      return store.current().revision;
     },
     environment,
-    resolveTransport: () => resolveConfiguredWorkers(config, environment, apiOrigins(config)),
-    applyConfig(next) {
-      config = parseRouterConfig(next, 'invalid router options:');
-      revision += 1;
-      return revision;
+    resolveTransport: () => {
+      const s = store.current();
+      return resolveConfiguredWorkers(s.config, s.env, s.origins);
     },
-    async start(options = {}) {
+    applyConfig(next, expectedRevision = store.current().revision) {
+      return store.apply(next, expectedRevision, { origin: API_ORIGIN, client: 'api' }).revision;
+    },
+    async start(start = {}) {
       const { startRouter } = await import('./server.ts');
-      return startRouter({ config, env: environment, ...(options.log ? { log: options.log } : {}) });
+      return startRouter({ store, ...(start.log ? { log: start.log } : {}) });
     },
   };
 }

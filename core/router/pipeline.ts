@@ -1,22 +1,20 @@
-// One chat completion, end to end:
-//   validate -> fetch images -> pick a worker -> preprocess (worker threads, in the worker's
-//   wire dtype) -> chat template + tokenize + expand placeholders -> resolve the worker's
-//   transport -> place every tensor inline or in /dev/shm -> gRPC Generate stream ->
-//   detokenize -> JSON or SSE.
-// Failure rules: bad input is 400/413 naming the field; no healthy worker 503; a worker
-// that fails or disconnects 502; a timeout 504. Any failure after a /dev/shm write, and a
-// client that goes away, unlinks every file of the request; a client that goes away also
-// cancels the call and sends Abort.
+// One chat completion, end to end, over one config snapshot:
+//   read the config store once -> validate -> fetch images -> pick a regular worker of that
+//   revision -> preprocess (worker threads, in the worker's wire dtype) -> chat template +
+//   tokenize + expand placeholders -> resolve the worker's transport -> the worker's engine
+//   builds its request, placing every tensor inline or in /dev/shm -> Generate stream ->
+//   detokenize -> JSON or SSE (responder.ts).
+// The pipeline knows no protocol: the engine of the worker's runtime does (core/engines/).
+// Failure rules: bad input is 400/413 naming the field; no healthy worker 503 (and 503 when
+// only disaggregated workers are configured: one request across prefill/decode/encode
+// workers is not routed by this version); a worker that fails or disconnects 502; a timeout
+// 504. Any failure after a /dev/shm write, and a client that goes away, unlinks every file
+// of the request; a client that goes away also cancels the call and sends Abort.
 import { randomUUID } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
-import * as grpc from '@grpc/grpc-js';
-import type { TransportEnvironment } from '../config/env.ts';
-import type { RouterConfig } from '../config/schema.ts';
-import { buildTokenSpeedRequest, engineEvent } from '../engines/tokenspeed.ts';
-import type { EngineEvent, EngineRequest, PreparedImage } from '../engines/types.ts';
-import { buildVllmRequest } from '../engines/vllm.ts';
-import type * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
-import type * as vllm from '../gen/vllm/grpc/engine.ts';
+import type { ConfigSnapshot, ConfigStore } from '../config/store.ts';
+import type { WorkerSpec } from '../config/schema.ts';
+import { engineFor, type EngineEvent, type EngineFailure, type EngineRequest, type PreparedImage, type WireRequest } from '../engines/engine.ts';
 import { ImageDecodeError } from '../multimodal/decode.ts';
 import { ImageInputError, loadImageBytes } from '../multimodal/fetch.ts';
 import type { ModelDirectory } from '../multimodal/model-dir.ts';
@@ -25,27 +23,42 @@ import { buildPrompt, PromptError, type BuiltPrompt, type ChatMessage } from '..
 import { ImageSizeError } from '../multimodal/qwen-vl.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
-import { decideTransport, type TransportDecision } from '../transport/decision.ts';
 import { resolveEncoderDtype } from '../transport/dtype.ts';
-import { resolveWorkerTransport, type ResolvedWorkerTransport } from '../transport/resolve.ts';
+import type { PlacementContext } from '../transport/placement.ts';
+import { transportForWorker, type ShmHostFacts } from '../transport/resolve.ts';
 import { ShmRequestScope, type ShmWriter } from '../transport/shm-writer.ts';
+import type { EncoderDtype, TensorPath } from '../transport/vocabulary.ts';
 import type { WorkerRegistry, WorkerState } from '../workers/registry.ts';
-import { ApiError, chunkBody, completionBody, openAiFinishReason, parseChatRequest, type ChatCompletionRequest } from './openai.ts';
+import { ApiError, openAiFinishReason, parseChatRequest, type ChatCompletionRequest } from './openai.ts';
+import { ChatResponder } from './responder.ts';
 
 export interface RouterContext {
-  config: () => RouterConfig;
-  env: TransportEnvironment;
+  store: ConfigStore;
   processEnv: Readonly<Record<string, string | undefined>>;
   model: ModelDirectory;
   modelName: string;
   pool: PreprocessPool;
   writer: ShmWriter;
-  shmWritable: boolean;
-  routerToken: string | undefined;
+  host: ShmHostFacts;
   metrics: TransportMetrics;
   events: TensorEventBus;
   registry: WorkerRegistry;
   maxImageBytes: number;
+}
+
+/** The header every chat response carries: which config revision the request used. */
+export const REVISION_HEADER = 'x-mmtc-config-revision';
+
+/** What one request did, for its log line (filled in as the request goes). */
+export interface RequestRecord {
+  id?: string;
+  revision?: number;
+  worker?: string;
+  paths: Record<TensorPath, number>;
+}
+
+export function newRequestRecord(): RequestRecord {
+  return { paths: { inline: 0, shm: 0, remote: 0 } };
 }
 
 interface ImageRef {
@@ -72,46 +85,6 @@ function asApiError(err: unknown, images: ImageRef[]): ApiError {
   return new ApiError(500, `internal error: ${(err as Error).message}`);
 }
 
-/** Which transport this request uses for this worker, and why. */
-export function transportFor(ctx: RouterContext, worker: WorkerState): { decision: TransportDecision; minBytes: number; resolved: ResolvedWorkerTransport } {
-  const config = ctx.config();
-  const resolved = resolveWorkerTransport({ worker: worker.spec, workers: config.workers, router: config, env: ctx.env });
-  const mode = resolved.multimodal_tensor_transport.value;
-  const decision = decideTransport({
-    mode,
-    shmWritable: ctx.shmWritable,
-    routerToken: ctx.routerToken,
-    workers: [{ url: worker.spec.url, worker_type: worker.spec.worker_type, shm_namespace_id: worker.labels.shm_namespace_id, reachable: worker.healthy }],
-  });
-  return { decision, minBytes: resolved.multimodal_shm_min_bytes.value, resolved };
-}
-
-function callGenerate(worker: WorkerState, request: ts.GenerateRequest | vllm.GenerateRequest, deadline: number): grpc.ClientReadableStream<ts.GenerateResponse | vllm.GenerateResponse> {
-  const c = worker.client!;
-  const options = { deadline };
-  return c.runtime === 'tokenspeed'
-    ? c.client.generate(request as ts.GenerateRequest, new grpc.Metadata(), options)
-    : c.client.generate(request as vllm.GenerateRequest, new grpc.Metadata(), options);
-}
-
-function sendAbort(worker: WorkerState, requestId: string): void {
-  const c = worker.client;
-  if (!c) return;
-  const done = () => {};
-  const options = { deadline: Date.now() + 2000 };
-  if (c.runtime === 'tokenspeed') c.client.abort({ requestId, reason: 'client disconnected' }, new grpc.Metadata(), options, done);
-  else c.client.abort({ requestIds: [requestId] }, new grpc.Metadata(), options, done);
-}
-
-function grpcFailure(err: grpc.ServiceError, worker: WorkerState, timeoutSecs: number): ApiError {
-  if (err.code === grpc.status.DEADLINE_EXCEEDED) return new ApiError(504, `worker ${worker.spec.url} did not finish within ${timeoutSecs} s`, 'timeout');
-  const broken = [grpc.status.UNAVAILABLE, grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.CANCELLED, grpc.status.ABORTED];
-  if (broken.includes(err.code)) {
-    return new ApiError(502, `worker ${worker.spec.url} failed: ${grpc.status[err.code]}: ${err.details || err.message}`, 'server_error');
-  }
-  return new ApiError(502, `worker ${worker.spec.url} rejected the request: ${grpc.status[err.code] ?? err.code}: ${err.details || err.message}`, 'server_error');
-}
-
 /**
  * Where a request's time went, sent as a Server-Timing header on JSON responses: body
  * (reading and parsing the HTTP body), fetch (image bytes), preprocess (decode + resize +
@@ -128,6 +101,10 @@ export class RequestTiming {
     const now = performance.now();
     this.spans.push([name, now - this.last]);
     this.last = now;
+  }
+
+  elapsedMs(): number {
+    return performance.now() - this.start;
   }
 
   header(): string {
@@ -174,14 +151,35 @@ class IncrementalDetokenizer {
   }
 }
 
+/** 503 for a config with workers but none that takes a whole chat request. */
+function noRegularWorker(snapshot: ConfigSnapshot): ApiError {
+  const types = new Map<string, number>();
+  for (const w of snapshot.config.workers) types.set(w.worker_type, (types.get(w.worker_type) ?? 0) + 1);
+  const present = [...types].map(([t, n]) => `${n} ${t}`).join(', ');
+  return new ApiError(
+    503,
+    `no regular worker is configured (configured: ${present}); routing one request across prefill, decode and encode workers is not available in this version of mmtc`,
+    'service_unavailable',
+  );
+}
+
+function selectWorker(ctx: RouterContext, snapshot: ConfigSnapshot): { state: WorkerState; spec: WorkerSpec } {
+  const eligible = snapshot.config.workers.filter((w) => w.worker_type === 'regular');
+  if (eligible.length === 0 && snapshot.config.workers.length > 0) throw noRegularWorker(snapshot);
+  const picked = ctx.registry.select(snapshot.config.policy, eligible);
+  if (picked) return picked;
+  const reasons = eligible.map((spec) => `${spec.url}: ${ctx.registry.get(spec.url)?.lastError ?? 'not yet discovered'}`);
+  throw new ApiError(503, `no healthy worker (${reasons.join('; ') || 'none configured'})`, 'service_unavailable');
+}
+
 /** `timing` starts when the request arrives, and has its body span marked. */
-export async function handleChatCompletion(ctx: RouterContext, body: unknown, res: ServerResponse, timing = new RequestTiming()): Promise<void> {
+export async function handleChatCompletion(ctx: RouterContext, body: unknown, res: ServerResponse, timing: RequestTiming, record: RequestRecord): Promise<void> {
+  const snapshot = ctx.store.current();
+  record.revision = snapshot.revision;
   const req = parseChatRequest(body);
   const images = imagesOf(req);
   const requestId = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
-  const created = Math.floor(Date.now() / 1000);
-  const modelName = req.model ?? ctx.modelName;
-  const config = ctx.config();
+  record.id = requestId;
   let clientGone = false;
   res.on('close', () => {
     if (!res.writableFinished) clientGone = true;
@@ -192,11 +190,8 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   });
 
   timing.mark('fetch');
-  const worker = ctx.registry.select(config.policy);
-  if (!worker) {
-    const reasons = ctx.registry.list().map((w) => `${w.spec.url}: ${w.lastError ?? 'not yet discovered'}`);
-    throw new ApiError(503, `no healthy worker (${reasons.join('; ') || 'none configured'})`, 'service_unavailable');
-  }
+  const { state: worker, spec } = selectWorker(ctx, snapshot);
+  record.worker = spec.url;
   const runtime = worker.runtime!;
   const dtype = resolveEncoderDtype(runtime, 'image', ctx.processEnv, worker.labels).dtype;
 
@@ -239,7 +234,7 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
     if ('error' in built) throw built.error;
     built.prompt.placeholders.forEach((range, i) => (prepared[i]!.placeholder = range));
     timing.mark('prompt');
-    await generateWithImages(ctx, req, res, { prompt: built.prompt, prepared, worker, runtime, dtype, requestId, created, modelName, config, timing, isGone: () => clientGone });
+    await generate(ctx, req, res, { snapshot, prompt: built.prompt, prepared, worker, spec, dtype, requestId, timing, record, isGone: () => clientGone });
   } finally {
     releaseImages();
   }
@@ -255,24 +250,36 @@ function promptFor(ctx: RouterContext, req: ChatCompletionRequest, images: Image
 }
 
 interface GenerateInput {
+  snapshot: ConfigSnapshot;
   prompt: BuiltPrompt;
   prepared: PreparedImage[];
   worker: WorkerState;
-  runtime: 'tokenspeed' | 'vllm';
-  dtype: 'float32' | 'bfloat16' | 'float16';
+  spec: WorkerSpec;
+  dtype: EncoderDtype;
   requestId: string;
-  created: number;
-  modelName: string;
-  config: RouterConfig;
   timing: RequestTiming;
+  record: RequestRecord;
   isGone: () => boolean;
 }
 
-async function generateWithImages(ctx: RouterContext, req: ChatCompletionRequest, res: ServerResponse, g: GenerateInput): Promise<void> {
-  const { prompt, prepared, worker, runtime, dtype, requestId, created, modelName, config, timing } = g;
-  const { decision, minBytes } = transportFor(ctx, worker);
+async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: ServerResponse, g: GenerateInput): Promise<void> {
+  const { snapshot, prompt, prepared, worker, spec, dtype, requestId, timing } = g;
+  const runtime = worker.runtime!;
+  const { decision, minBytes } = transportForWorker({ spec, config: snapshot.config, env: snapshot.env, labels: worker.labels, reachable: worker.healthy, host: ctx.host });
   const scope = new ShmRequestScope(ctx.writer.dir);
-  const placement = { requestId, worker: worker.spec.url, runtime, decision, minBytes, writer: ctx.writer, scope, metrics: ctx.metrics, events: ctx.events };
+  const placement: PlacementContext = {
+    requestId,
+    revision: snapshot.revision,
+    worker: spec.url,
+    runtime,
+    decision,
+    minBytes,
+    writer: ctx.writer,
+    scope,
+    metrics: ctx.metrics,
+    events: ctx.events,
+    tally: g.record.paths,
+  };
   const maxTokens = req.max_completion_tokens ?? req.max_tokens ?? undefined;
   const engineRequest: EngineRequest = {
     requestId,
@@ -289,130 +296,112 @@ async function generateWithImages(ctx: RouterContext, req: ChatCompletionRequest
     stream: req.stream === true,
     encoderDtype: dtype,
   };
+  const responder = new ChatResponder(res, {
+    stream: req.stream === true,
+    includeUsage: req.stream_options?.include_usage === true,
+    requestId,
+    created: Math.floor(Date.now() / 1000),
+    model: req.model ?? ctx.modelName,
+    headers: { [REVISION_HEADER]: String(snapshot.revision) },
+  });
 
-  worker.inFlight += 1;
+  ctx.registry.acquire(worker);
   try {
-    const wire = runtime === 'tokenspeed' ? await buildTokenSpeedRequest(engineRequest, placement) : await buildVllmRequest(engineRequest, placement);
+    const wire = await engineFor(runtime).buildRequest(engineRequest, placement);
     timing.mark('place');
     if (g.isGone()) {
       scope.cleanup();
       return;
     }
-    await streamFromWorker(ctx, worker, wire, { requestId, created, modelName, stream: req.stream === true, includeUsage: req.stream_options?.include_usage === true, scope, res, isGone: g.isGone, timeoutSecs: config.request_timeout_secs, timing });
+    await streamFromWorker(ctx, worker, wire, { requestId, scope, res, responder, isGone: g.isGone, timeoutSecs: snapshot.config.request_timeout_secs, timing });
   } catch (err) {
     scope.cleanup();
     throw err;
   } finally {
-    worker.inFlight -= 1;
+    ctx.registry.release(worker);
   }
 }
 
 interface StreamOptions {
   requestId: string;
-  created: number;
-  modelName: string;
-  stream: boolean;
-  includeUsage: boolean;
   scope: ShmRequestScope;
   res: ServerResponse;
+  responder: ChatResponder;
   isGone: () => boolean;
   timeoutSecs: number;
   timing: RequestTiming;
 }
 
-function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: ts.GenerateRequest | vllm.GenerateRequest, o: StreamOptions): Promise<void> {
-  const call = callGenerate(worker, wire, Date.now() + o.timeoutSecs * 1000);
+function failureError(failure: EngineFailure, worker: WorkerState, timeoutSecs: number): ApiError {
+  const url = worker.spec.url;
+  if (failure.kind === 'deadline') return new ApiError(504, `worker ${url} did not finish within ${timeoutSecs} s`, 'timeout');
+  if (failure.kind === 'rejected') return new ApiError(502, `worker ${url} rejected the request: ${failure.status}: ${failure.details}`, 'server_error');
+  return new ApiError(502, `worker ${url} failed: ${failure.status}: ${failure.details}`, 'server_error');
+}
+
+/** Resolves when the response is complete (or the client left); rejects only before anything was written. */
+function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: WireRequest, o: StreamOptions): Promise<void> {
+  const connection = worker.connection!;
   const detok = new IncrementalDetokenizer(ctx.model);
-  let headersSent = false;
   let complete: Extract<EngineEvent, { kind: 'complete' }> | undefined;
   let promptTokens = 0;
-  const sse = (payload: unknown) => o.res.write(`data: ${JSON.stringify(payload)}\n\n`);
 
   return new Promise<void>((resolve, reject) => {
+    let settled = false;
+    const settle = (error?: ApiError) => {
+      if (settled) return;
+      settled = true;
+      o.res.off('close', onClose);
+      if (!error) return resolve();
+      o.scope.cleanup();
+      if (!o.responder.streaming) return reject(error);
+      o.responder.fail(error);
+      resolve();
+    };
     const onClose = () => {
-      if (complete || o.res.writableFinished) return;
+      if (complete || o.res.writableFinished || settled) return;
+      settled = true;
       call.cancel();
-      sendAbort(worker, o.requestId);
+      connection.abort(o.requestId, 'client disconnected');
       o.scope.cleanup();
       resolve();
     };
+    if (o.isGone()) {
+      o.scope.cleanup();
+      return resolve();
+    }
     o.res.on('close', onClose);
-    if (o.isGone()) return onClose();
 
-    const failFromWorker = (apiError: ApiError) => {
-      o.res.off('close', onClose);
-      call.removeAllListeners('end');
-      call.removeAllListeners('error');
-      call.on('error', () => {}); // the cancel below surfaces as a CANCELLED error
-      call.cancel();
-      o.scope.cleanup();
-      if (!headersSent) return reject(apiError);
-      sse(apiError.body());
-      o.res.end('data: [DONE]\n\n');
-      resolve();
-    };
-    call.on('data', (message: unknown) => {
-      const ev = engineEvent(message as ts.GenerateResponse | vllm.GenerateResponse);
-      if (!ev) return;
-      const bad = ev.tokenIds.find((id) => !Number.isInteger(id) || id < 0 || id >= ctx.model.vocabSize);
-      if (bad !== undefined) {
-        failFromWorker(new ApiError(502, `worker ${worker.spec.url} sent token id ${bad}, outside the model's vocabulary of ${ctx.model.vocabSize}`));
-        return;
-      }
-      promptTokens = ev.promptTokens || promptTokens;
-      if (ev.kind === 'complete') complete = ev;
-      if (!o.stream) {
-        detok.collect(ev.tokenIds);
-        return;
-      }
-      if (!headersSent) {
-        o.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-        headersSent = true;
-        sse(chunkBody(o.requestId, o.created, o.modelName, { role: 'assistant', content: '' }, null));
-      }
-      const delta = detok.push(ev.tokenIds);
-      if (delta) sse(chunkBody(o.requestId, o.created, o.modelName, { content: delta }, null));
-    });
-    call.on('error', (err: grpc.ServiceError) => {
-      o.res.off('close', onClose);
-      if (err.code === grpc.status.CANCELLED && o.isGone()) return resolve();
-      o.scope.cleanup();
-      if (err.code === grpc.status.UNAVAILABLE) ctx.registry.markDown(worker, `${grpc.status[err.code]}: ${err.details}`);
-      const apiError = grpcFailure(err, worker, o.timeoutSecs);
-      if (!headersSent) return reject(apiError);
-      sse(apiError.body());
-      o.res.end('data: [DONE]\n\n');
-      resolve();
-    });
-    call.on('end', () => {
-      o.res.off('close', onClose);
-      if (!complete) {
-        o.scope.cleanup();
-        const apiError = new ApiError(502, `worker ${worker.spec.url} ended the stream without a completion`);
-        if (!headersSent) return reject(apiError);
-        sse(apiError.body());
-        o.res.end('data: [DONE]\n\n');
-        return resolve();
-      }
-      o.scope.complete();
-      const usage = { prompt_tokens: complete.promptTokens || promptTokens, completion_tokens: detok.count, total_tokens: (complete.promptTokens || promptTokens) + detok.count };
-      const finish = openAiFinishReason(complete.finishReason);
-      if (!o.stream) {
-        o.timing.mark('worker');
-        o.res.writeHead(200, { 'content-type': 'application/json', 'server-timing': o.timing.header() });
-        o.res.end(JSON.stringify(completionBody(o.requestId, o.created, o.modelName, detok.text(), finish, usage)));
-        return resolve();
-      }
-      if (!headersSent) {
-        o.res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
-        sse(chunkBody(o.requestId, o.created, o.modelName, { role: 'assistant', content: '' }, null));
-      }
-      const tail = detok.flush();
-      if (tail) sse(chunkBody(o.requestId, o.created, o.modelName, { content: tail }, null));
-      sse(chunkBody(o.requestId, o.created, o.modelName, {}, finish));
-      if (o.includeUsage) sse(chunkBody(o.requestId, o.created, o.modelName, {}, null, usage));
-      o.res.end('data: [DONE]\n\n');
-      resolve();
+    const call = connection.generate(wire, { deadline: Date.now() + o.timeoutSecs * 1000 }, {
+      event(ev) {
+        const bad = ev.tokenIds.find((id) => !Number.isInteger(id) || id < 0 || id >= ctx.model.vocabSize);
+        if (bad !== undefined) {
+          call.cancel();
+          settle(new ApiError(502, `worker ${worker.spec.url} sent token id ${bad}, outside the model's vocabulary of ${ctx.model.vocabSize}`));
+          return;
+        }
+        promptTokens = ev.promptTokens || promptTokens;
+        if (ev.kind === 'complete') complete = ev;
+        if (o.responder.stream) o.responder.delta(detok.push(ev.tokenIds));
+        else detok.collect(ev.tokenIds);
+      },
+      failure(failure) {
+        if (failure.kind === 'unavailable') ctx.registry.markDown(worker, `${failure.status}: ${failure.details}`);
+        settle(failureError(failure, worker, o.timeoutSecs));
+      },
+      end() {
+        if (!complete) return settle(new ApiError(502, `worker ${worker.spec.url} ended the stream without a completion`));
+        o.scope.complete();
+        const prompt = complete.promptTokens || promptTokens;
+        const usage = { prompt_tokens: prompt, completion_tokens: detok.count, total_tokens: prompt + detok.count };
+        const finish = openAiFinishReason(complete.finishReason);
+        if (o.responder.stream) o.responder.finish(detok.flush(), finish, usage);
+        else {
+          o.timing.mark('worker');
+          o.responder.finish(detok.text(), finish, usage, { 'server-timing': o.timing.header() });
+        }
+        settle();
+      },
     });
   });
 }

@@ -292,7 +292,7 @@ describe('mmtc router with no worker configured (the README command)', () => {
     expect(res.status).toBe(200);
     expect((await json(res)).choices[0].message.content).toContain('encoder_input[1] [1064,1176] bfloat16 via shm');
     expect(await r.stop()).toBe(0);
-    const after = await import('../workers/client.ts').then((m) => m.probeWorker(workerUrl, { timeoutMs: 1000 }));
+    const after = await import('../workers/discovery.ts').then((m) => m.probeWorker(workerUrl, { timeoutMs: 1000 }));
     expect(after.reachable).toBe(false);
   });
 });

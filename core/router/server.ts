@@ -1,38 +1,51 @@
 // The router process: the HTTP API (POST /v1/chat/completions, GET /v1/models, GET /health,
-// GET /metrics) over the request pipeline, the worker registry with its health loop, the
-// preprocessing pool, the /dev/shm writer (probe at start, orphan sweep before the first
-// write) and, when no worker is configured, an embedded reference worker child process on
-// the bundled model, so a fresh install serves a working multimodal API at once.
+// GET /metrics) over the request pipeline, the live config store every request reads once,
+// the worker registry (reconciled on every applied revision) with its health loop, the
+// preprocessing pool, the /dev/shm writer (probe, then the orphan sweep at start and every
+// minute) and, when no worker is configured, an embedded reference worker child process on
+// the bundled model, entered in the store as an ordinary worker whose origin is
+// `embedded default`, so a fresh install serves a working multimodal API at once.
+//
+// Every chat request gets one JSON log line (id, status, latency, worker, tensors by path,
+// config revision, error); successful /health, /metrics and /v1/models polls do not.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { TransportEnvironment } from '../config/env.ts';
-import { WorkerSpecSchema, type RouterConfig } from '../config/schema.ts';
+import type { ConfigOrigins } from '../config/load.ts';
+import type { RouterConfig } from '../config/schema.ts';
+import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN, embeddedDefaultWorker } from '../config/store.ts';
 import { DEFAULT_MAX_IMAGE_BYTES } from '../multimodal/fetch.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
 import { TensorEventBus } from '../telemetry/events.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
-import { DECISION_REASONS } from '../transport/decision.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
+import { transportForWorker } from '../transport/resolve.ts';
 import { ShmWriter } from '../transport/shm-writer.ts';
+import { DECISION_REASONS } from '../transport/vocabulary.ts';
 import { WorkerRegistry } from '../workers/registry.ts';
 import { ApiError } from './openai.ts';
-import { handleChatCompletion, RequestTiming, transportFor, type RouterContext } from './pipeline.ts';
+import { handleChatCompletion, newRequestRecord, REVISION_HEADER, RequestTiming, type RequestRecord, type RouterContext } from './pipeline.ts';
+import { sendError } from './responder.ts';
 
 const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
 export interface RunningRouter {
   url: string;
   context: RouterContext;
+  store: ConfigStore;
   embeddedWorker?: { url: string; pid: number | undefined };
+  /** Settles when the workers added by the latest applied revision have been discovered. */
+  reconciled(): Promise<void>;
   close(): Promise<void>;
 }
 
-export interface StartRouterOptions {
-  config: RouterConfig;
-  env: TransportEnvironment;
+export type StartRouterOptions = (
+  | { store: ConfigStore }
+  | { config: RouterConfig; env: TransportEnvironment; origins?: ConfigOrigins; file?: string }
+) & {
   processEnv?: Readonly<Record<string, string | undefined>>;
   /** Where to write start-up lines; defaults to stdout. */
   log?: (line: string) => void;
@@ -66,10 +79,6 @@ function readBody(req: IncomingMessage): Promise<unknown> {
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  if (res.headersSent) {
-    res.end();
-    return;
-  }
   res.writeHead(status, { 'content-type': 'application/json' });
   res.end(JSON.stringify(body));
 }
@@ -108,31 +117,42 @@ async function startEmbeddedWorker(modelPath: string, processEnv: Readonly<Recor
 export async function startRouter(options: StartRouterOptions): Promise<RunningRouter> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   const processEnv = options.processEnv ?? process.env;
-  const model = await loadModelDirectory(options.config.model_path);
-  let config = options.config;
+  const store =
+    'store' in options
+      ? options.store
+      : new ConfigStore({ config: options.config, env: options.env, ...(options.origins ? { origins: options.origins } : {}), ...(options.file !== undefined ? { file: options.file } : {}) });
+  const model = await loadModelDirectory(store.current().config.model_path);
   let embedded: { child: ChildProcess; url: string } | undefined;
-  if (config.workers.length === 0) {
+  if (store.current().config.workers.length === 0) {
     embedded = await startEmbeddedWorker(model.path, processEnv);
-    config = { ...config, workers: [WorkerSpecSchema.parse({ url: embedded.url, runtime: 'tokenspeed' })] };
+    const current = store.current();
+    store.apply({ ...current.config, workers: [embeddedDefaultWorker(embedded.url)] }, current.revision, { origin: EMBEDDED_DEFAULT_ORIGIN, client: 'router' });
   }
-  const writer = new ShmWriter(options.shmDir ? { dir: options.shmDir } : {});
+  const config = store.current().config;
+  // A live router keeps a tensor file at most for its request timeout: older ones of routers
+  // it cannot see are what the sweep may prove to be orphans (docs/transport.md, "Orphan sweep").
+  const writer = new ShmWriter({ ...(options.shmDir ? { dir: options.shmDir } : {}), maxFileAgeMs: () => store.current().config.request_timeout_secs * 1000, log });
   const probe = writer.probe();
+  if (probe.writable) writer.start();
   const metrics = new TransportMetrics();
   const events = new TensorEventBus();
   const registry = new WorkerRegistry(config.workers, { healthIntervalMs: config.health_check_interval_secs * 1000 });
   await registry.discoverAll();
   registry.start();
+  let reconciling: Promise<void> = Promise.resolve();
+  const unsubscribe = store.subscribe((next) => {
+    reconciling = registry.reconcile(next.config.workers);
+    registry.setHealthInterval(next.config.health_check_interval_secs * 1000);
+  });
   const ns = readNamespaceToken();
   const context: RouterContext = {
-    config: () => config,
-    env: options.env,
+    store,
     processEnv,
     model,
     modelName: path.basename(model.path),
     pool: new PreprocessPool(),
     writer,
-    shmWritable: probe.writable,
-    routerToken: ns.token,
+    host: { shmWritable: probe.writable, routerToken: ns.token },
     metrics,
     events,
     registry,
@@ -140,7 +160,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   };
 
   const server: Server = createServer((req, res) => {
-    void route(context, req, res);
+    void route(context, req, res, log);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -153,8 +173,9 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   log(`mmtc router listening on ${url} (OpenAI API: ${url}/v1/chat/completions)`);
   log(`model ${model.path} (${model.modelType})`);
   if (!probe.writable) log(`/dev/shm: ${probe.error}; shm and auto stay inline`);
+  const snapshot = store.current();
   for (const w of registry.list()) {
-    const { decision, resolved } = transportFor(context, w);
+    const { decision, resolved } = transportForWorker({ spec: w.spec, config: snapshot.config, env: snapshot.env, labels: w.labels, reachable: w.healthy, host: context.host });
     const mode = resolved.multimodal_tensor_transport;
     const who = embedded && w.spec.url === embedded.url ? ', embedded reference worker' : '';
     log(`worker ${w.spec.url} (${w.runtime ?? 'runtime unknown'}${who}): ${w.healthy ? 'healthy' : `DOWN: ${w.lastError}`}`);
@@ -165,10 +186,14 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   return {
     url,
     context,
+    store,
     ...(embedded ? { embeddedWorker: { url: embedded.url, pid: embedded.child.pid } } : {}),
+    reconciled: () => reconciling,
     close: async () => {
       if (closed) return;
       closed = true;
+      unsubscribe();
+      writer.close();
       registry.close();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -182,32 +207,54 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   };
 }
 
-async function route(ctx: RouterContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** One JSON line per request, for log shippers: what happened, how long, where, on which revision. */
+function requestLogLine(req: IncomingMessage, pathname: string, status: number, latencyMs: number, record: RequestRecord, error?: string): string {
+  return JSON.stringify({
+    time: new Date().toISOString(),
+    event: 'request',
+    ...(record.id ? { id: record.id } : {}),
+    method: req.method,
+    path: pathname,
+    status,
+    latency_ms: Math.round(latencyMs * 100) / 100,
+    ...(record.worker ? { worker: record.worker } : {}),
+    tensors: record.paths,
+    ...(record.revision !== undefined ? { revision: record.revision } : {}),
+    ...(error ? { error } : {}),
+  });
+}
+
+const QUIET_POLLS = new Set(['/health', '/metrics', '/v1/models']);
+
+async function route(ctx: RouterContext, req: IncomingMessage, res: ServerResponse, log: (line: string) => void): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://router');
+  const timing = new RequestTiming();
+  const record = newRequestRecord();
+  let error: string | undefined;
   try {
     if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
-      const timing = new RequestTiming();
       const body = await readBody(req);
       timing.mark('body');
-      await handleChatCompletion(ctx, body, res, timing);
-      return;
-    }
-    if (req.method === 'GET' && url.pathname === '/v1/models') {
-      return sendJson(res, 200, { object: 'list', data: [{ id: ctx.modelName, object: 'model', created: 0, owned_by: 'mmtc' }] });
-    }
-    if (req.method === 'GET' && url.pathname === '/health') {
+      await handleChatCompletion(ctx, body, res, timing, record);
+    } else if (req.method === 'GET' && url.pathname === '/v1/models') {
+      sendJson(res, 200, { object: 'list', data: [{ id: ctx.modelName, object: 'model', created: 0, owned_by: 'mmtc' }] });
+    } else if (req.method === 'GET' && url.pathname === '/health') {
       const workers = ctx.registry.list().map((w) => ({ url: w.spec.url, runtime: w.runtime ?? null, healthy: w.healthy, in_flight: w.inFlight, ...(w.lastError ? { error: w.lastError } : {}) }));
       const healthy = workers.some((w) => w.healthy);
-      return sendJson(res, healthy ? 200 : 503, { status: healthy ? 'ok' : 'no healthy worker', workers });
-    }
-    if (req.method === 'GET' && url.pathname === '/metrics') {
+      sendJson(res, healthy ? 200 : 503, { status: healthy ? 'ok' : 'no healthy worker', revision: ctx.store.current().revision, workers });
+    } else if (req.method === 'GET' && url.pathname === '/metrics') {
+      const text = await ctx.metrics.text();
       res.writeHead(200, { 'content-type': ctx.metrics.registry.contentType });
-      res.end(await ctx.metrics.text());
-      return;
+      res.end(text);
+    } else {
+      throw new ApiError(404, `no route for ${req.method} ${url.pathname}`);
     }
-    throw new ApiError(404, `no route for ${req.method} ${url.pathname}`);
   } catch (err) {
     const apiError = err instanceof ApiError ? err : new ApiError(500, `internal error: ${(err as Error).message}`);
-    sendJson(res, apiError.status, apiError.body());
+    error = apiError.message;
+    sendError(res, apiError, record.revision !== undefined ? { [REVISION_HEADER]: String(record.revision) } : {});
   }
+  // 499 (nginx's word for it): the client went away before its response was complete.
+  const status = !res.writableFinished && res.destroyed ? 499 : res.statusCode;
+  if (status >= 400 || !QUIET_POLLS.has(url.pathname)) log(requestLogLine(req, url.pathname, status, timing.elapsedMs(), record, error));
 }

@@ -1,8 +1,10 @@
 import { describe, expect, it } from 'vitest';
+import type { TensorReason } from '../transport/vocabulary.ts';
 import { TensorEventBus, type TensorEvent } from './events.ts';
 
-const event = (time: number, path: TensorEvent['path'], nbytes: number, reason = 'shm_writable'): TensorEvent => ({
+const event = (time: number, path: TensorEvent['path'], nbytes: number, reason: TensorReason = 'shm_writable'): TensorEvent => ({
   time,
+  revision: 1,
   requestId: 'r',
   worker: 'grpc://w:1',
   runtime: 'vllm',

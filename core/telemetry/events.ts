@@ -3,21 +3,23 @@
 // The bus keeps a bounded ring of recent events and per-second aggregates; listeners get
 // events in batches (the console wants ~10 updates a second, never one message per tensor).
 // Publishing never blocks placement: a slow or failing listener cannot stall a request.
-import type { TensorPath } from './metrics.ts';
+import type { TensorPath, TensorReason, WireRuntime } from '../transport/vocabulary.ts';
 
 export interface TensorEvent {
   /** Unix milliseconds. */
   time: number;
+  /** The config revision the request used. */
+  revision: number;
   requestId: string;
   worker: string;
-  runtime: string;
+  runtime: WireRuntime;
   tensor: string;
   shape: number[];
   dtype: string;
   nbytes: number;
   path: TensorPath;
-  /** Why this path: a decision reason, `below_threshold`, or `shm_write_failed`. */
-  reason: string;
+  /** Why this path: the request's decision reason, or why this one tensor differs from it. */
+  reason: TensorReason;
   /** Error text when an SHM write failed and the tensor fell back to inline. */
   detail?: string;
   /** Time spent writing the SHM file (0 inline). */

@@ -2,8 +2,7 @@
 // dashboards keep working, plus our SHM write/read latency histograms. Each router owns its
 // own Registry (tests and embedded routers never share counters).
 import { Counter, Histogram, Registry } from 'prom-client';
-
-export type TensorPath = 'inline' | 'shm' | 'remote';
+import type { TensorPath, WireRuntime } from '../transport/vocabulary.ts';
 
 /** 50 µs .. 250 ms: a 64 KiB write takes ~0.1 ms, a 128 MiB one ~30 ms. */
 const LATENCY_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
@@ -28,7 +27,7 @@ export class TransportMetrics {
     registers: [this.registry],
   });
 
-  countTensor(runtime: string, path: TensorPath, nbytes: number): void {
+  countTensor(runtime: WireRuntime, path: TensorPath, nbytes: number): void {
     this.tensors.inc({ runtime, path });
     this.tensorBytes.inc({ runtime, path }, nbytes);
   }

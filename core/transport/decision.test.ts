@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DECISION_REASONS, decideTransport, type DecisionWorker } from './decision.ts';
+import { decideTransport, type DecisionWorker } from './decision.ts';
+import { DECISION_REASONS } from './vocabulary.ts';
 
 const ROUTER = 'boot-a:26';
 const worker = (token: string | undefined, extra: Partial<DecisionWorker> = {}): DecisionWorker => ({ url: 'grpc://w:1', worker_type: 'regular', shm_namespace_id: token, ...extra });

@@ -7,31 +7,7 @@
 // request must share /dev/shm; without encode workers, both prefill and decode must.
 import type { TransportMode, WorkerType } from '../config/schema.ts';
 import { parseNamespaceToken } from './namespace.ts';
-
-export const DECISION_REASONS = {
-  mode_inline: 'mode inline: tensors travel inside the gRPC message',
-  mode_rdma: 'mode rdma: this router has no RDMA lane yet, tensors travel inline',
-  shm_writable: 'mode shm and /dev/shm is writable',
-  shm_not_writable: 'mode shm but /dev/shm is not writable by the router: inline',
-  auto_tokens_equal: "auto: the worker shares the router's /dev/shm (namespace tokens equal)",
-  auto_shm_not_writable: 'auto but /dev/shm is not writable by the router: inline',
-  auto_router_no_token: 'auto but the router has no /dev/shm namespace token (boot_id or /dev/shm unreadable): inline',
-  auto_worker_no_token: 'auto but the worker advertised no /dev/shm namespace token (too old, or it could not compute one): inline',
-  auto_different_host: 'auto but the worker is on a different host (boot_id differs): inline',
-  auto_different_shm: 'auto but the worker is on the same host with a different /dev/shm (st_dev differs: a container without a shared /dev/shm): inline',
-  auto_worker_unreachable: 'auto but the worker could not be reached to read its namespace token: inline',
-} as const;
-export type DecisionReason = keyof typeof DECISION_REASONS;
-
-export const DECISION_ADVICE: Partial<Record<DecisionReason, string>> = {
-  shm_not_writable: 'make /dev/shm writable for the router user, or use mode inline',
-  auto_shm_not_writable: 'make /dev/shm writable for the router user, or use mode inline',
-  auto_router_no_token: 'run the router where /proc/sys/kernel/random/boot_id and /dev/shm are readable',
-  auto_worker_no_token: "upgrade the worker to one that advertises shm_namespace_id, or set the worker label shm_namespace_id to the router's token if you know it shares /dev/shm",
-  auto_different_host: 'nothing to do if the worker is remote: inline is right; co-locate it to use /dev/shm',
-  auto_different_shm: "run the worker container with --ipc=host or mount the host's /dev/shm into it",
-  auto_worker_unreachable: 'check the worker URL and that the worker is running',
-};
+import type { DecisionReason } from './vocabulary.ts';
 
 export interface TransportDecision {
   shmEnabled: boolean;

@@ -12,6 +12,10 @@
 //   -> worker label multimodal_encoder_dtype -> bfloat16.
 // vLLM accepts only float32 (plus int64/uint32 side tensors), so it is always float32.
 
+import type { EncoderDtype, WireRuntime } from './vocabulary.ts';
+
+export type { EncoderDtype };
+
 export const ELEMENT_SIZES: Readonly<Record<string, number>> = {
   float32: 4,
   float16: 2,
@@ -32,7 +36,6 @@ export function elementSize(dtype: string): number | undefined {
   return ELEMENT_SIZES[dtype];
 }
 
-export type EncoderDtype = 'float32' | 'bfloat16' | 'float16';
 
 const SPELLINGS: Readonly<Record<string, EncoderDtype>> = {
   float32: 'float32',
@@ -85,7 +88,7 @@ export function resolveTokenSpeedEncoderDtype(
 }
 
 export function resolveEncoderDtype(
-  runtime: 'tokenspeed' | 'vllm',
+  runtime: WireRuntime,
   modality: Modality,
   env: Readonly<Record<string, string | undefined>>,
   workerLabels: Readonly<Record<string, string>>,

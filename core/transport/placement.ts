@@ -8,6 +8,7 @@ import type { TensorEventBus } from '../telemetry/events.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
 import type { TransportDecision } from './decision.ts';
 import type { ShmHandleData, ShmRequestScope, ShmWriter } from './shm-writer.ts';
+import type { TensorPath, TensorReason, WireRuntime } from './vocabulary.ts';
 
 /** A placed tensor, engine-neutral: the engines turn it into their own TensorData. */
 export interface PlacedTensor {
@@ -18,14 +19,18 @@ export interface PlacedTensor {
 
 export interface PlacementContext {
   requestId: string;
+  /** The config revision the request uses (carried by every traffic event). */
+  revision: number;
   worker: string;
-  runtime: string;
+  runtime: WireRuntime;
   decision: TransportDecision;
   minBytes: number;
   writer: ShmWriter;
   scope: ShmRequestScope;
   metrics?: TransportMetrics;
   events?: TensorEventBus;
+  /** Counts of tensors by path, for the request's log line. */
+  tally?: Record<TensorPath, number>;
 }
 
 export interface TensorToPlace {
@@ -38,7 +43,7 @@ export interface TensorToPlace {
 export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace): Promise<PlacedTensor> {
   const nbytes = tensor.bytes.byteLength;
   let placed: PlacedTensor = { shape: tensor.shape, dtype: tensor.dtype, payload: { kind: 'inline', bytes: tensor.bytes } };
-  let reason: string = ctx.decision.reason;
+  let reason: TensorReason = ctx.decision.reason;
   let detail: string | undefined;
   let writeMicros = 0;
 
@@ -61,8 +66,10 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
 
   const path = placed.payload.kind;
   ctx.metrics?.countTensor(ctx.runtime, path, nbytes);
+  if (ctx.tally) ctx.tally[path] += 1;
   ctx.events?.publish({
     time: Date.now(),
+    revision: ctx.revision,
     requestId: ctx.requestId,
     worker: ctx.worker,
     runtime: ctx.runtime,

@@ -1,4 +1,5 @@
-// Which transport mode and SHM threshold a worker gets, and why (SPEC §2).
+// Which transport mode and SHM threshold a worker gets, and why (docs/configuration.md,
+// "Precedence").
 //
 // Highest first, separately for each knob:
 //   1. worker   the worker's own multimodal_tensor_transport / multimodal_shm_min_bytes
@@ -17,6 +18,7 @@
 import type { TransportEnvironment, EnvVariableReading } from '../config/env.ts';
 import type { ConfigOrigins } from '../config/load.ts';
 import { TRANSPORT_KNOBS, type RouterConfig, type TransportKnob, type TransportKnobValues, type WorkerSpec } from '../config/schema.ts';
+import { decideTransport, type TransportDecision } from './decision.ts';
 
 export type TransportLayer = 'worker' | 'router' | 'env' | 'env_legacy' | 'default';
 
@@ -50,6 +52,8 @@ export interface ResolvedKnob<T> {
 
 export interface ResolvedWorkerTransport {
   url: string;
+  /** Where the worker's entry came from ("router.yaml:5:5", "--worker-urls", "embedded default"). */
+  origin?: string;
   worker_type: WorkerSpec['worker_type'];
   /** Whose per-worker overrides apply (differs from `url` under disaggregation). */
   overrides_from: string;
@@ -69,7 +73,7 @@ export interface TransportResolutionInput {
   env: TransportEnvironment;
 }
 
-/** The worker whose overrides govern requests that involve `worker` (SPEC §2 disaggregation). */
+/** The worker whose overrides govern requests that involve `worker` (disaggregation, docs/configuration.md). */
 export function transportOverrideWorker(worker: WorkerSpec, workers: readonly WorkerSpec[]): { worker: WorkerSpec; index: number; why?: string } {
   const indexOf = (w: WorkerSpec) => workers.indexOf(w);
   if (worker.worker_type === 'encode' || worker.worker_type === 'regular') return { worker, index: indexOf(worker) };
@@ -130,8 +134,11 @@ export function resolveWorkerTransport(input: TransportResolutionInput): Resolve
   if ('why' in owner && owner.why) notes.push(owner.why);
   const mode = resolveKnob('multimodal_tensor_transport', input, owner);
   if (mode.value === 'rdma') notes.push('rdma has no lane in this router yet: tensors travel inline');
+  const index = input.worker ? workers.indexOf(input.worker) : -1;
+  const origin = index >= 0 ? input.origins?.[`workers[${index}]`] ?? input.origins?.[`workers[${index}].url`] : undefined;
   return {
     url: input.worker?.url ?? '(any worker without overrides)',
+    ...(origin !== undefined ? { origin } : {}),
     worker_type: input.worker?.worker_type ?? 'regular',
     overrides_from: owner.worker?.url ?? '(none)',
     multimodal_tensor_transport: mode,
@@ -144,4 +151,39 @@ export function resolveWorkerTransport(input: TransportResolutionInput): Resolve
 export function resolveConfiguredWorkers(config: RouterConfig, env: TransportEnvironment, origins: ConfigOrigins = {}): ResolvedWorkerTransport[] {
   if (config.workers.length === 0) return [resolveWorkerTransport({ router: config, env, origins })];
   return config.workers.map((worker) => resolveWorkerTransport({ worker, workers: config.workers, router: config, env, origins }));
+}
+
+/** What the router knows about its own side of the /dev/shm lane. */
+export interface ShmHostFacts {
+  shmWritable: boolean;
+  routerToken: string | undefined;
+}
+
+export interface WorkerTransport {
+  resolved: ResolvedWorkerTransport;
+  decision: TransportDecision;
+  minBytes: number;
+}
+
+/**
+ * The transport one request uses for one worker: the precedence over the request's own
+ * config snapshot, then the per-request decision from the worker's advertised token.
+ */
+export function transportForWorker(input: {
+  spec: WorkerSpec;
+  config: RouterConfig;
+  env: TransportEnvironment;
+  origins?: ConfigOrigins;
+  labels: Readonly<Record<string, string>>;
+  reachable: boolean;
+  host: ShmHostFacts;
+}): WorkerTransport {
+  const resolved = resolveWorkerTransport({ worker: input.spec, workers: input.config.workers, router: input.config, env: input.env, ...(input.origins ? { origins: input.origins } : {}) });
+  const decision = decideTransport({
+    mode: resolved.multimodal_tensor_transport.value,
+    shmWritable: input.host.shmWritable,
+    routerToken: input.host.routerToken,
+    workers: [{ url: input.spec.url, worker_type: input.spec.worker_type, shm_namespace_id: input.labels.shm_namespace_id, reachable: input.reachable }],
+  });
+  return { resolved, decision, minBytes: resolved.multimodal_shm_min_bytes.value };
 }

@@ -1,11 +1,13 @@
 // `mmtc doctor`: can this router hand tensors through /dev/shm, and to this worker?
 // Read-only unless asked to sweep: it reports the namespace token, whether /dev/shm is
-// writable and how full it is, tensor files by pid (dead pids are orphans), and with a
+// writable and how full it is, tensor files by pid (judged by the sweep's own rule), and with a
 // worker URL the worker's advertised token, the verdict of `auto`, and what to do about it.
-import { probeWorker, type WireRuntime } from '../workers/client.ts';
-import { autoVerdict, DECISION_ADVICE, DECISION_REASONS, type DecisionReason } from './decision.ts';
-import { readNamespaceToken, SHM_DIR } from './namespace.ts';
-import { listTensorFiles, shmFreeBytes, ShmWriter } from './shm-writer.ts';
+import { autoVerdict } from '../transport/decision.ts';
+import { readNamespaceToken, SHM_DIR } from '../transport/namespace.ts';
+import { listTensorFiles, type TensorFilesOfPid } from '../transport/orphans.ts';
+import { shmFreeBytes, ShmWriter } from '../transport/shm-writer.ts';
+import { DECISION_ADVICE, DECISION_REASONS, type DecisionReason, type WireRuntime } from '../transport/vocabulary.ts';
+import { probeWorker } from './discovery.ts';
 
 export interface DoctorReport {
   router: {
@@ -18,7 +20,7 @@ export interface DoctorReport {
     shm_error?: string;
     shm_free_bytes: number | null;
     shm_total_bytes: number | null;
-    tensor_files: Array<{ pid: number; files: number; bytes: number; alive: boolean }>;
+    tensor_files: TensorFilesOfPid[];
     orphan_files: number;
     swept?: number;
   };
@@ -61,7 +63,7 @@ export async function runDoctor(options: { worker?: string; runtime?: WireRuntim
       shm_free_bytes: space?.free ?? null,
       shm_total_bytes: space?.total ?? null,
       tensor_files: files,
-      orphan_files: files.filter((f) => !f.alive).reduce((n, f) => n + f.files, 0),
+      orphan_files: files.reduce((n, f) => n + f.orphans, 0),
       ...(swept !== undefined ? { swept } : {}),
     },
   };
@@ -84,31 +86,4 @@ export async function runDoctor(options: { worker?: string; runtime?: WireRuntim
     };
   }
   return report;
-}
-
-function mib(n: number | null): string {
-  return n === null ? 'unknown' : `${(n / 1024 / 1024).toFixed(1)} MiB`;
-}
-
-export function formatDoctorReport(r: DoctorReport): string {
-  const lines: string[] = [];
-  const R = r.router;
-  lines.push('router host');
-  lines.push(`  namespace token   ${R.token ?? `none (${R.token_problem ?? 'unknown'})`}`);
-  lines.push(`  ${R.shm_dir} writable  ${R.shm_writable ? 'yes' : `NO: ${R.shm_error}`}`);
-  lines.push(`  ${R.shm_dir} free      ${mib(R.shm_free_bytes)} of ${mib(R.shm_total_bytes)}`);
-  if (R.tensor_files.length === 0) lines.push('  tensor files      none');
-  for (const f of R.tensor_files) lines.push(`  tensor files      pid ${f.pid}: ${f.files} file${f.files === 1 ? '' : 's'}, ${mib(f.bytes)} (${f.alive ? 'running' : 'ORPHANED: process is gone'})`);
-  if (R.orphan_files > 0 && R.swept === undefined) lines.push(`  ${R.orphan_files} orphaned file(s): run 'mmtc doctor --sweep-orphans' (a router also sweeps them before its first write)`);
-  if (R.swept !== undefined) lines.push(`  swept             ${R.swept} orphaned file(s) removed`);
-  if (r.worker) {
-    const W = r.worker;
-    lines.push('', `worker ${W.url}`);
-    lines.push(`  reachable         ${W.reachable ? `yes (${W.runtime ?? 'runtime unknown'}${W.healthy === false ? ', reports unhealthy' : ''})` : 'no'}`);
-    if (W.error) lines.push(`  error             ${W.error}`);
-    lines.push(`  namespace token   ${W.token ?? 'none advertised'}`);
-    lines.push(`  auto verdict      ${W.auto_uses_shm ? 'SHM' : 'inline'}: ${W.explanation}`);
-    if (W.advice) lines.push(`  what to do        ${W.advice}`);
-  }
-  return `${lines.join('\n')}\n`;
 }

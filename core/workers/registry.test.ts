@@ -1,53 +1,110 @@
 import { describe, expect, it } from 'vitest';
-import { WorkerSpecSchema } from '../config/schema.ts';
-import type { WorkerClient } from './client.ts';
+import { WorkerSpecSchema, type WorkerSpec } from '../config/schema.ts';
+import type { EngineConnection } from '../engines/engine.ts';
 import { WorkerRegistry } from './registry.ts';
 
-// Selection only looks at health, load and priority; the gRPC client is not exercised here
-// (router.test.ts drives real workers), so a placeholder stands in for a connected client.
-const connected = { runtime: 'vllm', client: { close() {} } } as unknown as WorkerClient;
+// Selection and reconciliation only look at health, load, priority and urls; the gRPC side is
+// exercised against real workers in router.test.ts and live-config.test.ts, so a connection
+// that records whether it was closed stands in at the network edge.
+function fakeConnection(url: string): EngineConnection & { closed: boolean } {
+  return {
+    runtime: 'vllm',
+    url,
+    closed: false,
+    generate: () => ({ cancel() {} }),
+    abort() {},
+    health: async () => ({ healthy: true, message: '' }),
+    info: async () => ({ labels: {} }),
+    close() {
+      this.closed = true;
+    },
+  };
+}
+
+const spec = (i: number, priority = 50): WorkerSpec => WorkerSpecSchema.parse({ url: `grpc://w${i}:1`, priority });
 
 function registry(...priorities: number[]) {
-  const r = new WorkerRegistry(priorities.map((priority, i) => WorkerSpecSchema.parse({ url: `grpc://w${i}:1`, priority })), { healthIntervalMs: 60_000 });
+  const specs = priorities.map((p, i) => spec(i, p));
+  const r = new WorkerRegistry(specs, { healthIntervalMs: 60_000 });
   for (const w of r.list()) {
     w.healthy = true;
-    w.client = connected;
+    w.runtime = 'vllm';
+    w.connection = fakeConnection(w.spec.url);
   }
-  return r;
+  return { r, specs };
 }
 
 describe('worker selection', () => {
   it('round_robin cycles over healthy workers and skips unhealthy ones', () => {
-    const r = registry(50, 50, 50);
+    const { r, specs } = registry(50, 50, 50);
     r.list()[1]!.healthy = false;
-    expect([1, 2, 3, 4].map(() => r.select('round_robin')!.spec.url)).toEqual(['grpc://w0:1', 'grpc://w2:1', 'grpc://w0:1', 'grpc://w2:1']);
+    expect([1, 2, 3, 4].map(() => r.select('round_robin', specs)!.spec.url)).toEqual(['grpc://w0:1', 'grpc://w2:1', 'grpc://w0:1', 'grpc://w2:1']);
   });
 
-  it('least_load picks the fewest in flight, then the higher priority', () => {
-    const r = registry(10, 90, 50);
+  it('least_load picks the fewest in flight, then the higher priority of the request\'s own entries', () => {
+    const { r, specs } = registry(10, 90, 50);
     const [a, b, c] = r.list();
     a!.inFlight = 1;
     b!.inFlight = 3;
     c!.inFlight = 1;
-    expect(r.select('least_load')!.spec.url).toBe('grpc://w2:1'); // tie at 1: priority 50 beats 10
+    expect(r.select('least_load', specs)!.spec.url).toBe('grpc://w2:1'); // tie at 1: priority 50 beats 10
+    // The request's snapshot may hold other priorities than the registry's newest entries.
+    expect(r.select('least_load', [spec(0, 99), specs[1]!, specs[2]!])!.spec.url).toBe('grpc://w0:1');
     c!.inFlight = 5;
-    expect(r.select('least_load')!.spec.url).toBe('grpc://w0:1');
+    expect(r.select('least_load', specs)!.spec.url).toBe('grpc://w0:1');
+  });
+
+  it('only the workers the request\'s snapshot lists are eligible', () => {
+    const { r, specs } = registry(50, 50);
+    expect(r.select('round_robin', [specs[1]!])!.spec.url).toBe('grpc://w1:1');
+    expect(r.select('round_robin', [spec(7)])).toBeUndefined();
   });
 
   it('no healthy worker selects nothing', () => {
-    const r = registry(50);
+    const { r, specs } = registry(50);
     r.markDown(r.list()[0]!, 'UNAVAILABLE');
-    expect(r.select('least_load')).toBeUndefined();
+    expect(r.select('least_load', specs)).toBeUndefined();
     expect(r.list()[0]!.lastError).toBe('UNAVAILABLE');
   });
+});
 
-  it('replace keeps the discovered state of workers that stay and drops the others', async () => {
-    const r = registry(50, 50);
-    r.list()[0]!.runtime = 'vllm';
-    r.list()[0]!.discoveredLabels = { shm_namespace_id: 'a:1' };
-    await r.replace([WorkerSpecSchema.parse({ url: 'grpc://w0:1', labels: { zone: 'x' } })]);
+describe('reconcile', () => {
+  it('a changed entry with the same url keeps its connection and discovered labels', async () => {
+    const { r } = registry(50, 50);
+    const w0 = r.list()[0]!;
+    const connection = w0.connection;
+    w0.discoveredLabels = { shm_namespace_id: 'a:1' };
+    await r.reconcile([WorkerSpecSchema.parse({ url: 'grpc://w0:1', labels: { zone: 'x' }, priority: 70 })]);
     expect(r.list()).toHaveLength(1);
-    expect(r.list()[0]).toMatchObject({ runtime: 'vllm', labels: { shm_namespace_id: 'a:1', zone: 'x' } });
+    expect(r.list()[0]).toBe(w0);
+    expect(w0.connection).toBe(connection);
+    expect(w0).toMatchObject({ healthy: true, labels: { shm_namespace_id: 'a:1', zone: 'x' }, spec: { priority: 70 } });
+  });
+
+  it('a removed worker takes no new requests, finishes its in-flight one, then closes', async () => {
+    const { r, specs } = registry(50, 50);
+    const w1 = r.list()[1]!;
+    const connection = w1.connection as ReturnType<typeof fakeConnection>;
+    r.acquire(w1);
+    await r.reconcile([specs[0]!]);
+    expect(r.select('round_robin', specs)!.spec.url).toBe('grpc://w0:1');
+    expect(r.select('round_robin', specs)!.spec.url).toBe('grpc://w0:1');
+    expect(r.drainingWorkers()).toEqual([w1]);
+    expect(connection.closed).toBe(false);
+    r.release(w1);
+    expect(connection.closed).toBe(true);
+    expect(r.drainingWorkers()).toEqual([]);
+  });
+
+  it('an added worker is not selectable before discovery says it is healthy', async () => {
+    const { r, specs } = registry(50);
+    // grpc://127.0.0.1:1 refuses connections: discovery finishes unhealthy, with the reason.
+    const added = WorkerSpecSchema.parse({ url: 'grpc://127.0.0.1:1' });
+    const reconciled = r.reconcile([specs[0]!, added]);
+    expect(r.get(added.url)!.healthy).toBe(false);
+    expect(r.select('round_robin', [added])).toBeUndefined();
+    await reconciled;
+    expect(r.get(added.url)).toMatchObject({ healthy: false, lastError: expect.stringContaining('no worker protocol answered HealthCheck') });
     r.close();
   });
 });

@@ -1,14 +1,25 @@
 // The router's view of its workers: which protocol each speaks, what it advertises (labels
-// from GetModelInfo/GetServerInfo, operator labels winning), whether it is healthy, and how
-// many requests it has in flight. A periodic HealthCheck marks workers up and down; a worker
-// that comes back is discovered again (a restarted worker may have a new /dev/shm token).
-// Selection skips unhealthy workers: round_robin, or least_load (fewest in flight).
+// from model/server info, operator labels winning), whether it is healthy, and how many
+// requests it has in flight. A periodic HealthCheck marks workers up and down; a worker that
+// comes back is discovered again (a restarted worker may have a new /dev/shm token).
+//
+// reconcile() follows an applied configuration: an added worker is discovered and
+// health-checked before it can be selected; a removed worker gets no new requests, its
+// in-flight requests finish, then its channel closes; a changed entry with the same url
+// (labels, priority, overrides) takes effect on the next request without reconnecting.
+// Selection is among the workers of the request's own config snapshot, so a request never
+// picks a worker its revision does not have: round_robin, or least_load (fewest in flight,
+// then the higher priority).
 import type { WorkerSpec } from '../config/schema.ts';
-import { connectWorker, healthOf, probeWorker, type WireRuntime, type WorkerClient } from './client.ts';
+import { engineFor, type EngineConnection } from '../engines/engine.ts';
+import type { WireRuntime } from '../transport/vocabulary.ts';
+import { probeWorker } from './discovery.ts';
 
 export interface WorkerState {
+  /** The entry of the newest applied revision that has this url. */
   spec: WorkerSpec;
   runtime?: WireRuntime;
+  connection?: EngineConnection;
   discoveredLabels: Record<string, string>;
   /** Discovered labels with the operator's labels over them. */
   labels: Record<string, string>;
@@ -16,7 +27,8 @@ export interface WorkerState {
   inFlight: number;
   lastError?: string;
   lastCheckedAt?: number;
-  client?: WorkerClient;
+  /** No longer configured: takes no new requests and closes when the last one finishes. */
+  removed: boolean;
 }
 
 export interface RegistryOptions {
@@ -25,50 +37,75 @@ export interface RegistryOptions {
   onChange?: (worker: WorkerState) => void;
 }
 
-function runtimeOf(spec: WorkerSpec): WireRuntime | undefined {
+function declaredRuntime(spec: WorkerSpec): WireRuntime | undefined {
   return spec.runtime === 'tokenspeed' || spec.runtime === 'vllm' ? spec.runtime : undefined;
 }
 
 export class WorkerRegistry {
   private workers: WorkerState[];
+  private readonly draining = new Set<WorkerState>();
+  private readonly discovering = new Map<WorkerState, Promise<void>>();
   private timer: NodeJS.Timeout | undefined;
+  private intervalMs: number;
   private cursor = 0;
   private checking = false;
+  private closed = false;
 
   constructor(
     specs: readonly WorkerSpec[],
     private readonly options: RegistryOptions,
   ) {
     this.workers = specs.map((spec) => this.fresh(spec));
+    this.intervalMs = options.healthIntervalMs;
   }
 
   private fresh(spec: WorkerSpec): WorkerState {
-    return { spec, discoveredLabels: {}, labels: { ...spec.labels }, healthy: false, inFlight: 0 };
+    return { spec, discoveredLabels: {}, labels: { ...spec.labels }, healthy: false, inFlight: 0, removed: false };
   }
 
+  /** The configured workers (removed ones that are still finishing requests are not listed). */
   list(): readonly WorkerState[] {
     return this.workers;
   }
 
-  /** Detect runtime and labels of one worker; marks it healthy when it answered. */
-  async discover(w: WorkerState): Promise<void> {
+  /** Removed workers whose in-flight requests have not finished yet. */
+  drainingWorkers(): readonly WorkerState[] {
+    return [...this.draining];
+  }
+
+  get(url: string): WorkerState | undefined {
+    return this.workers.find((w) => w.spec.url === url);
+  }
+
+  /** Detect runtime and labels of one worker; marks it healthy when it answered. One at a time per worker. */
+  discover(w: WorkerState): Promise<void> {
+    const running = this.discovering.get(w);
+    if (running) return running;
+    const done = this.discoverNow(w).finally(() => this.discovering.delete(w));
+    this.discovering.set(w, done);
+    return done;
+  }
+
+  private async discoverNow(w: WorkerState): Promise<void> {
     if (w.spec.runtime === 'sglang') {
       w.healthy = false;
-      w.lastError = 'the sglang runtime is not supported by this router (tokenspeed and vllm are)';
+      w.lastError = 'the sglang runtime is not supported by this router (tokenspeed and vllm are; see docs/router.md, "Adding a runtime")';
+      this.options.onChange?.(w);
       return;
     }
-    const known = w.runtime ?? runtimeOf(w.spec);
+    const known = declaredRuntime(w.spec) ?? w.runtime;
     const probe = await probeWorker(w.spec.url, { ...(known ? { runtime: known } : {}), timeoutMs: this.options.probeTimeoutMs ?? 3000 });
     w.lastCheckedAt = Date.now();
+    if (w.removed || this.closed) return;
     if (!probe.reachable || !probe.runtime || probe.error) {
       w.healthy = false;
       w.lastError = probe.error ?? 'unreachable';
       this.options.onChange?.(w);
       return;
     }
-    if (w.runtime !== probe.runtime || !w.client) {
-      w.client?.client.close();
-      w.client = connectWorker(w.spec.url, probe.runtime);
+    if (w.runtime !== probe.runtime || !w.connection) {
+      w.connection?.close();
+      w.connection = engineFor(probe.runtime).connect(w.spec.url);
     }
     w.runtime = probe.runtime;
     w.discoveredLabels = probe.labels;
@@ -84,9 +121,9 @@ export class WorkerRegistry {
   }
 
   private async healthCheck(w: WorkerState): Promise<boolean> {
-    if (!w.client) return false;
+    if (!w.connection) return false;
     try {
-      return (await healthOf(w.client, this.options.probeTimeoutMs ?? 3000)).healthy;
+      return (await w.connection.health(this.options.probeTimeoutMs ?? 3000)).healthy;
     } catch {
       return false;
     }
@@ -102,7 +139,7 @@ export class WorkerRegistry {
           if (!w.healthy || !w.runtime) return this.discover(w);
           const ok = await this.healthCheck(w);
           w.lastCheckedAt = Date.now();
-          if (!ok) {
+          if (!ok && !w.removed) {
             w.healthy = false;
             w.lastError = 'HealthCheck failed';
             this.options.onChange?.(w);
@@ -115,8 +152,20 @@ export class WorkerRegistry {
   }
 
   start(): void {
-    this.timer ??= setInterval(() => void this.checkAll(), this.options.healthIntervalMs);
+    if (this.closed || this.timer) return;
+    this.timer = setInterval(() => void this.checkAll(), this.intervalMs);
     this.timer.unref();
+  }
+
+  /** A new health-check interval, from the next tick on. */
+  setHealthInterval(ms: number): void {
+    if (ms === this.intervalMs) return;
+    this.intervalMs = ms;
+    if (this.timer) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+      this.start();
+    }
   }
 
   /** A request to this worker failed at the transport level: take it out until it answers. */
@@ -126,34 +175,88 @@ export class WorkerRegistry {
     this.options.onChange?.(w);
   }
 
-  select(policy: 'round_robin' | 'least_load'): WorkerState | undefined {
-    const healthy = this.workers.filter((w) => w.healthy && w.client);
-    if (healthy.length === 0) return undefined;
-    if (policy === 'least_load') {
-      return healthy.reduce((best, w) => (w.inFlight < best.inFlight || (w.inFlight === best.inFlight && w.spec.priority > best.spec.priority) ? w : best));
+  /**
+   * A worker for a request whose config snapshot lists `eligible` (its regular workers),
+   * with the snapshot's entry for it; undefined when none of them is healthy.
+   */
+  select(policy: 'round_robin' | 'least_load', eligible: readonly WorkerSpec[]): { state: WorkerState; spec: WorkerSpec } | undefined {
+    const candidates: Array<{ state: WorkerState; spec: WorkerSpec }> = [];
+    for (const spec of eligible) {
+      const state = this.get(spec.url);
+      if (state && !state.removed && state.healthy && state.connection) candidates.push({ state, spec });
     }
-    const w = healthy[this.cursor % healthy.length]!;
-    this.cursor = (this.cursor + 1) % Math.max(1, healthy.length);
-    return w;
+    if (candidates.length === 0) return undefined;
+    if (policy === 'least_load') {
+      return candidates.reduce((best, c) => (c.state.inFlight < best.state.inFlight || (c.state.inFlight === best.state.inFlight && c.spec.priority > best.spec.priority) ? c : best));
+    }
+    const pick = candidates[this.cursor % candidates.length]!;
+    this.cursor = (this.cursor + 1) % candidates.length;
+    return pick;
   }
 
-  /** Swap in a new worker list; entries with the same url keep their discovered state. */
-  async replace(specs: readonly WorkerSpec[]): Promise<void> {
-    const byUrl = new Map(this.workers.map((w) => [w.spec.url, w]));
+  /** A request starts on `w`. */
+  acquire(w: WorkerState): void {
+    w.inFlight += 1;
+  }
+
+  /** A request on `w` is over; a removed worker closes with its last request. */
+  release(w: WorkerState): void {
+    w.inFlight -= 1;
+    if (w.removed && w.inFlight === 0) this.retire(w);
+  }
+
+  private retire(w: WorkerState): void {
+    this.draining.delete(w);
+    w.connection?.close();
+    delete w.connection;
+    w.healthy = false;
+  }
+
+  /**
+   * Follow a new worker list. Resolves when every added worker has been discovered (healthy
+   * or with the reason it is not); the swap itself happens before the first await.
+   */
+  reconcile(specs: readonly WorkerSpec[]): Promise<void> {
+    const byUrl = new Map(this.workers.map((w) => [w.spec.url, w] as const));
+    for (const w of this.draining) if (!byUrl.has(w.spec.url)) byUrl.set(w.spec.url, w);
+    const added: WorkerState[] = [];
     const next = specs.map((spec) => {
-      const old = byUrl.get(spec.url);
-      if (!old) return this.fresh(spec);
+      const existing = byUrl.get(spec.url);
+      if (!existing) {
+        const w = this.fresh(spec);
+        added.push(w);
+        return w;
+      }
       byUrl.delete(spec.url);
-      return { ...old, spec, labels: { ...old.discoveredLabels, ...spec.labels } };
+      if (existing.removed) {
+        existing.removed = false;
+        this.draining.delete(existing);
+      }
+      const runtimeChanged = declaredRuntime(spec) !== undefined && existing.runtime !== undefined && declaredRuntime(spec) !== existing.runtime;
+      existing.spec = spec;
+      existing.labels = { ...existing.discoveredLabels, ...spec.labels };
+      if (runtimeChanged) {
+        // Another protocol on the same url: not selectable until discovered as that runtime.
+        existing.healthy = false;
+        added.push(existing);
+      }
+      return existing;
     });
-    for (const gone of byUrl.values()) gone.client?.client.close();
+    for (const gone of byUrl.values()) {
+      if (gone.removed) continue;
+      gone.removed = true;
+      if (gone.inFlight === 0) this.retire(gone);
+      else this.draining.add(gone);
+    }
     this.workers = next;
-    await Promise.all(next.filter((w) => !w.runtime).map((w) => this.discover(w)));
+    return Promise.all(added.map((w) => this.discover(w))).then(() => undefined);
   }
 
   close(): void {
+    this.closed = true;
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
-    for (const w of this.workers) w.client?.client.close();
+    for (const w of [...this.workers, ...this.draining]) w.connection?.close();
+    this.draining.clear();
   }
 }

@@ -1,0 +1,109 @@
+// Everything `mmtc` prints for people, in one place: the resolution table of `mmtc config
+// resolve`, the report of `mmtc doctor` and the image report of `mmtc preprocess`. The
+// commands compute; these functions only lay the results out (`--json` prints the same
+// objects unformatted).
+import { formatValue } from '../config/errors.ts';
+import type { TensorFilesOfPid } from '../transport/orphans.ts';
+import type { DoctorReport } from '../workers/doctor.ts';
+import type { LayerReading, ResolvedKnob, ResolvedWorkerTransport } from '../transport/resolve.ts';
+
+export interface PreprocessReport {
+  image: string;
+  width: number;
+  height: number;
+  /** [height, width] after smart_resize. */
+  resized: [number, number];
+  shape: [number, number];
+  grid_thw: [number, number, number];
+  tokens: number;
+  dtype: string;
+  nbytes: number;
+  fingerprint: string;
+  ms: { read: number; decode: number; preprocess: number };
+  /** Threads that resized and scattered the image (2 when a free pool thread helped). */
+  threads: number;
+}
+
+function rawText(raw: string | number | null): string {
+  return raw === null ? '-' : formatValue(raw);
+}
+
+function layerLine(l: LayerReading<unknown>, widths: [number, number]): string {
+  const state = l.state === 'won' ? 'WON' : l.state.replace('_', ' ');
+  const origin = l.origin ? `  ${l.origin}` : '';
+  return `      ${l.layer.padEnd(11)}${l.name.padEnd(widths[0])}${rawText(l.raw).padEnd(widths[1])}${state}${origin}`;
+}
+
+function knobBlock(name: string, knob: ResolvedKnob<unknown>): string[] {
+  const won = knob.layers.find((l) => l.state === 'won');
+  const from = won ? `${won.layer}${won.origin ? ` (${won.origin})` : won.layer === 'env' || won.layer === 'env_legacy' ? ` (${won.name})` : ''}` : knob.source;
+  const nameWidth = Math.max(...knob.layers.map((l) => l.name.length)) + 2;
+  const rawWidth = Math.max(8, ...knob.layers.map((l) => rawText(l.raw).length)) + 2;
+  return [
+    `  ${name} = ${formatValue(knob.value)}   from ${from}`,
+    ...knob.layers.map((l) => layerLine(l, [nameWidth, rawWidth])),
+    ...knob.warnings.map((w) => `      warning: ${w}`),
+  ];
+}
+
+export function formatResolutionTable(resolved: ResolvedWorkerTransport[]): string {
+  const out: string[] = [];
+  for (const w of resolved) {
+    out.push(`worker ${w.url} (${w.worker_type}${w.origin ? `, ${w.origin}` : ''})`);
+    for (const note of w.notes) out.push(`  note: ${note}`);
+    out.push(...knobBlock('multimodal_tensor_transport', w.multimodal_tensor_transport));
+    out.push(...knobBlock('multimodal_shm_min_bytes', w.multimodal_shm_min_bytes));
+    out.push('');
+  }
+  return `${out.join('\n')}\n`;
+}
+
+const PROCESS_WORDS: Record<TensorFilesOfPid['process'], string> = { alive: 'running', dead: 'process is gone', reused: 'pid reused by a newer process' };
+
+function describePidFiles(f: TensorFilesOfPid): string {
+  const parts = [PROCESS_WORDS[f.process]];
+  if (f.orphans > 0) parts.push(`${f.orphans} ORPHANED`);
+  if (f.young > 0 && f.process !== 'alive') parts.push(`${f.young} too recent to judge`);
+  if (f.suspicious > 0) parts.push(`${f.suspicious} NOT A REGULAR FILE (planted under our name; left alone)`);
+  return parts.join(', ');
+}
+
+function mib(n: number | null): string {
+  return n === null ? 'unknown' : `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+export function formatDoctorReport(r: DoctorReport): string {
+  const lines: string[] = [];
+  const R = r.router;
+  lines.push('router host');
+  lines.push(`  namespace token   ${R.token ?? `none (${R.token_problem ?? 'unknown'})`}`);
+  lines.push(`  ${R.shm_dir} writable  ${R.shm_writable ? 'yes' : `NO: ${R.shm_error}`}`);
+  lines.push(`  ${R.shm_dir} free      ${mib(R.shm_free_bytes)} of ${mib(R.shm_total_bytes)}`);
+  if (R.tensor_files.length === 0) lines.push('  tensor files      none');
+  for (const f of R.tensor_files) lines.push(`  tensor files      pid ${f.pid}: ${f.files} file${f.files === 1 ? '' : 's'}, ${mib(f.bytes)} (${describePidFiles(f)})`);
+  if (R.orphan_files > 0 && R.swept === undefined) lines.push(`  ${R.orphan_files} orphaned file(s): run 'mmtc doctor --sweep-orphans' (a running router also sweeps them, at start and every minute)`);
+  if (R.swept !== undefined) lines.push(`  swept             ${R.swept} orphaned file(s) removed`);
+  if (r.worker) {
+    const W = r.worker;
+    lines.push('', `worker ${W.url}`);
+    lines.push(`  reachable         ${W.reachable ? `yes (${W.runtime ?? 'runtime unknown'}${W.healthy === false ? ', reports unhealthy' : ''})` : 'no'}`);
+    if (W.error) lines.push(`  error             ${W.error}`);
+    lines.push(`  namespace token   ${W.token ?? 'none advertised'}`);
+    lines.push(`  auto verdict      ${W.auto_uses_shm ? 'SHM' : 'inline'}: ${W.explanation}`);
+    if (W.advice) lines.push(`  what to do        ${W.advice}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+export function formatPreprocessReport(r: PreprocessReport): string {
+  return [
+    `${r.image}`,
+    `  input       ${r.width}x${r.height}`,
+    `  resized     ${r.resized[1]}x${r.resized[0]}`,
+    `  shape       [${r.shape.join(', ')}]  grid_thw [${r.grid_thw.join(', ')}]  ${r.tokens} tokens`,
+    `  encoder     ${r.dtype}, ${r.nbytes} bytes (${(r.nbytes / 1e6).toFixed(1)} MB)`,
+    `  time        read ${r.ms.read} ms, decode ${r.ms.decode} ms, resize+normalize+patchify ${r.ms.preprocess} ms (${r.threads} thread${r.threads === 1 ? '' : 's'})`,
+    `  fingerprint ${r.fingerprint}`,
+    '',
+  ].join('\n');
+}

@@ -1,0 +1,200 @@
+// The one live configuration of a running router: the current validated RouterConfig, its
+// revision, where every value came from, and the environment layer (read once at start).
+//
+// apply(next, expectedRevision) is all or nothing: a stale expectedRevision is a conflict
+// naming the current revision, an invalid config lists every issue, a change to a setting
+// that only takes effect at start (host, port, model_path) is refused with that reason; in
+// each case nothing changes. Otherwise the whole config is swapped at once, the revision
+// goes up by one, and subscribers hear of it. A request reads `current()` once when it
+// starts and keeps that snapshot to its end, so no request ever mixes two revisions.
+//
+// What changes live and what needs a restart is written down in docs/configuration.md
+// ("Live changes"); RESTART_ONLY_KEYS below is that list.
+import { ConfigError, formatValue, type ConfigIssue } from './errors.ts';
+import type { TransportEnvironment } from './env.ts';
+import type { ConfigOrigins } from './load.ts';
+import { RouterConfigSchema, WorkerSpecSchema, type RouterConfig, type WorkerSpec } from './schema.ts';
+import { parseRouterConfig } from './validate.ts';
+
+/** Who applied a revision: how the console shows it in the history. */
+export const CONFIG_CLIENTS = ['start', 'api', 'ipc', 'http', 'router'] as const;
+export type ConfigClient = (typeof CONFIG_CLIENTS)[number];
+
+/** The origin of the embedded reference worker's entry (started when no worker is configured). */
+export const EMBEDDED_DEFAULT_ORIGIN = 'embedded default';
+
+/** The entry the router adds for its embedded reference worker when no worker is configured. */
+export function embeddedDefaultWorker(url: string): WorkerSpec {
+  return WorkerSpecSchema.parse({ url, runtime: 'tokenspeed' });
+}
+
+/** Settings the running server read once at start; changing them means a restart. */
+export const RESTART_ONLY_KEYS = ['host', 'port', 'model_path'] as const;
+
+export interface ConfigSnapshot {
+  readonly revision: number;
+  readonly config: RouterConfig;
+  /** Key path (`multimodal_tensor_transport`, `workers[1].url`) -> where its value came from. */
+  readonly origins: Readonly<ConfigOrigins>;
+  readonly env: TransportEnvironment;
+  /** Unix milliseconds when this revision was applied. */
+  readonly appliedAt: number;
+  readonly client: ConfigClient;
+  /** The YAML file the router was started with, if any. */
+  readonly file?: string;
+}
+
+export class ConfigConflictError extends Error {
+  override readonly name = 'ConfigConflictError';
+  constructor(
+    readonly expectedRevision: number,
+    readonly currentRevision: number,
+  ) {
+    super(`the configuration changed meanwhile: you edited revision ${expectedRevision}, the router is at revision ${currentRevision}; review the changes and apply again`);
+  }
+}
+
+/** A change the running router cannot take: the issues name each setting. */
+export class RestartRequiredError extends ConfigError {
+  constructor(issues: ConfigIssue[]) {
+    super(issues, 'these settings take effect only when the router starts; nothing was applied:');
+  }
+}
+
+export interface ApplyOptions {
+  /** How this change's values are labelled in provenance: 'createRouter()', 'console (HTTP)', … */
+  origin: string;
+  client: ConfigClient;
+}
+
+type Listener = (next: ConfigSnapshot, previous: ConfigSnapshot) => void;
+
+const WORKER_KEYS = Object.keys(WorkerSpecSchema.shape) as Array<keyof RouterConfig['workers'][number]>;
+const WORKER_DEFAULTS: Readonly<Record<string, unknown>> = WorkerSpecSchema.parse({ url: 'grpc://defaults:1' });
+const ROUTER_KEYS = (Object.keys(RouterConfigSchema.shape) as Array<keyof RouterConfig>).filter((k) => k !== 'workers');
+
+function same(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * Origins of `next` after a change labelled `origin`: a value equal to the previous
+ * revision's keeps its previous origin (workers are matched by url, so reordering keeps
+ * them), a new or changed one gets `origin`, and a value that was only a default stays
+ * without one.
+ */
+export function carryOrigins(previous: RouterConfig, previousOrigins: Readonly<ConfigOrigins>, next: RouterConfig, origin: string): ConfigOrigins {
+  const out: ConfigOrigins = {};
+  for (const key of ROUTER_KEYS) {
+    if (next[key] === undefined) continue;
+    if (same(next[key], previous[key])) {
+      if (previousOrigins[key] !== undefined) out[key] = previousOrigins[key];
+    } else out[key] = origin;
+  }
+  const previousIndex = new Map(previous.workers.map((w, i) => [w.url, i] as const));
+  next.workers.forEach((worker, i) => {
+    const j = previousIndex.get(worker.url);
+    const before = j === undefined ? undefined : previous.workers[j];
+    const at = `workers[${i}]`;
+    if (!before) {
+      out[at] = origin;
+      for (const key of WORKER_KEYS) if (worker[key] !== undefined && (key === 'url' || !same(worker[key], WORKER_DEFAULTS[key]))) out[`${at}.${key}`] = origin;
+      return;
+    }
+    const was = `workers[${j}]`;
+    if (previousOrigins[was] !== undefined) out[at] = previousOrigins[was];
+    for (const key of WORKER_KEYS) {
+      if (worker[key] === undefined) continue;
+      if (!same(worker[key], before[key])) {
+        out[`${at}.${key}`] = origin;
+        continue;
+      }
+      // Unchanged: keep this field's origin and, for labels, each label's.
+      for (const [path, o] of Object.entries(previousOrigins)) {
+        if (path === `${was}.${key}` || path.startsWith(`${was}.${key}.`)) out[`${at}${path.slice(was.length)}`] = o;
+      }
+    }
+  });
+  return out;
+}
+
+/** Origins for a config given as plain data: every key the input spelled out gets `origin`. */
+export function originsOfInput(input: unknown, origin: string): ConfigOrigins {
+  const out: ConfigOrigins = {};
+  if (input === null || typeof input !== 'object') return out;
+  const record = input as Record<string, unknown>;
+  for (const key of ROUTER_KEYS) if (record[key] !== undefined) out[key] = origin;
+  if (Array.isArray(record.workers)) {
+    record.workers.forEach((w: unknown, i) => {
+      out[`workers[${i}]`] = origin;
+      if (w && typeof w === 'object') for (const key of WORKER_KEYS) if ((w as Record<string, unknown>)[key] !== undefined) out[`workers[${i}].${key}`] = origin;
+    });
+  }
+  return out;
+}
+
+function restartIssues(current: RouterConfig, next: RouterConfig): ConfigIssue[] {
+  return RESTART_ONLY_KEYS.filter((key) => !same(current[key], next[key])).map((key) => ({
+    path: key,
+    message: `${key} cannot change while the router runs (${formatValue(current[key])} -> ${formatValue(next[key])}): restart the router with the new value`,
+  }));
+}
+
+export class ConfigStore {
+  private snapshot: ConfigSnapshot;
+  private readonly listeners = new Set<Listener>();
+
+  constructor(initial: { config: RouterConfig; origins?: ConfigOrigins; env: TransportEnvironment; file?: string; client?: ConfigClient }) {
+    this.snapshot = Object.freeze({
+      revision: 1,
+      config: initial.config,
+      origins: Object.freeze({ ...(initial.origins ?? {}) }),
+      env: initial.env,
+      appliedAt: Date.now(),
+      client: initial.client ?? 'start',
+      ...(initial.file !== undefined ? { file: initial.file } : {}),
+    });
+  }
+
+  /** The configuration a request starting now uses, with its revision. Never mutated. */
+  current(): ConfigSnapshot {
+    return this.snapshot;
+  }
+
+  /**
+   * Validate `next` whole and swap it in; returns the new snapshot. Throws (changing
+   * nothing) ConfigConflictError for a stale revision, ConfigError for an invalid config,
+   * RestartRequiredError for a change to a start-only setting.
+   */
+  apply(next: unknown, expectedRevision: number, options: ApplyOptions): ConfigSnapshot {
+    const current = this.snapshot;
+    if (expectedRevision !== current.revision) throw new ConfigConflictError(expectedRevision, current.revision);
+    const config = parseRouterConfig(next, 'invalid configuration; nothing was applied:');
+    const restart = restartIssues(current.config, config);
+    if (restart.length > 0) throw new RestartRequiredError(restart);
+    const snapshot: ConfigSnapshot = Object.freeze({
+      revision: current.revision + 1,
+      config,
+      origins: Object.freeze(carryOrigins(current.config, current.origins, config, options.origin)),
+      env: current.env,
+      appliedAt: Date.now(),
+      client: options.client,
+      ...(current.file !== undefined ? { file: current.file } : {}),
+    });
+    this.snapshot = snapshot;
+    for (const listener of this.listeners) {
+      try {
+        listener(snapshot, current);
+      } catch {
+        /* a listener's failure is its own; the change is applied */
+      }
+    }
+    return snapshot;
+  }
+
+  /** Hear of every applied revision (after the swap); returns the unsubscribe function. */
+  subscribe(listener: Listener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+}

@@ -1,0 +1,73 @@
+// What both engines share about talking gRPC with grpc-js: the channel settings (inline
+// tensors of a few hundred MB must fit, so gRPC's 4 MiB default is raised both ways), how a
+// worker URL becomes a gRPC target, unary calls with a deadline, and how a gRPC status maps
+// onto the engine-neutral failure the router turns into an HTTP status.
+import * as grpc from '@grpc/grpc-js';
+import type { EngineEvent, EngineFailure, GenerateCall, GenerateSink } from './engine.ts';
+
+export const GRPC_CHANNEL_OPTIONS: grpc.ChannelOptions = {
+  'grpc.max_receive_message_length': 1024 * 1024 * 1024,
+  'grpc.max_send_message_length': 1024 * 1024 * 1024,
+  'grpc.keepalive_time_ms': 30_000,
+};
+
+/** grpc://host:port -> host:port; unix:///path stays as is (grpc-js understands it). */
+export function grpcTarget(url: string): string {
+  if (url.startsWith('grpc://')) return url.slice('grpc://'.length);
+  if (url.startsWith('unix://')) return url;
+  throw new Error(`unsupported worker url '${url}': expected grpc://host:port or unix:///path`);
+}
+
+export function unary<Req, Res>(fn: (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res: Res) => void) => unknown, req: Req, timeoutMs: number): Promise<Res> {
+  return new Promise((resolve, reject) => {
+    fn(req, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res)));
+  });
+}
+
+export function describeGrpcError(err: unknown): string {
+  const e = err as grpc.ServiceError;
+  if (typeof e?.code === 'number') return `${grpc.status[e.code] ?? e.code}: ${e.details || e.message}`;
+  return String((err as Error)?.message ?? err);
+}
+
+const BROKEN = new Set([grpc.status.UNAVAILABLE, grpc.status.INTERNAL, grpc.status.UNKNOWN, grpc.status.ABORTED, grpc.status.DATA_LOSS]);
+
+export function engineFailure(err: grpc.ServiceError): EngineFailure {
+  const status = grpc.status[err.code] ?? String(err.code);
+  const details = err.details || err.message;
+  if (err.code === grpc.status.DEADLINE_EXCEEDED) return { kind: 'deadline', status, details };
+  if (err.code === grpc.status.CANCELLED) return { kind: 'cancelled', status, details };
+  if (err.code === grpc.status.UNAVAILABLE) return { kind: 'unavailable', status, details };
+  if (BROKEN.has(err.code)) return { kind: 'broken', status, details };
+  return { kind: 'rejected', status, details };
+}
+
+/**
+ * A server-streaming Generate call read into the neutral sink: every message through
+ * `toEvent`, then exactly one of failure or end. After cancel() the sink hears nothing more
+ * (the caller asked for it).
+ */
+export function readGenerateStream<Res>(call: grpc.ClientReadableStream<Res>, toEvent: (res: Res) => EngineEvent | undefined, sink: GenerateSink): GenerateCall {
+  let settled = false;
+  call.on('data', (res: Res) => {
+    if (settled) return;
+    const ev = toEvent(res);
+    if (ev) sink.event(ev);
+  });
+  call.on('error', (err: grpc.ServiceError) => {
+    if (settled) return;
+    settled = true;
+    sink.failure(engineFailure(err));
+  });
+  call.on('end', () => {
+    if (settled) return;
+    settled = true;
+    sink.end();
+  });
+  return {
+    cancel: () => {
+      settled = true;
+      call.cancel();
+    },
+  };
+}

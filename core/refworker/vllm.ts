@@ -1,0 +1,95 @@
+// The reference worker's vLLM face (service VllmEngine): where this protocol keeps the
+// tensors (one batched MultimodalInputs: pixel_values for every image, image_grid_thw one
+// row per image, one placeholder range per image), the dtypes vLLM accepts (float32, int64,
+// uint32 — anything else is refused as vLLM refuses it), what it advertises
+// (shm_namespace_id, field 10 of GetServerInfoResponse), and its response messages.
+import type * as grpc from '@grpc/grpc-js';
+import { VllmEngineService, type GenerateRequest, type GenerateResponse, type VllmEngineServer } from '../gen/vllm/grpc/engine.ts';
+import { wireTensorFromTensorData } from '../engines/tensor-data.ts';
+import { RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor } from './receive.ts';
+import type { WorkerIdentity } from './server.ts';
+
+const VLLM_DTYPES = { allowed: new Set(['float32', 'int64', 'uint32']), says: 'vLLM accepts float32, int64 and uint32 tensors' };
+
+function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[] } {
+  const mm = req.mmInputs;
+  if (!mm) return { images: 0, tensors: [], checks: [] };
+  if (!mm.pixelValues) throw new RequestInvalid('mm_inputs has no pixel_values');
+  if (!mm.modelSpecificTensors.image_grid_thw) throw new RequestInvalid('mm_inputs has no image_grid_thw tensor');
+  const tensors: NamedTensor[] = [{ name: 'pixel_values', tensor: wireTensorFromTensorData(mm.pixelValues) }];
+  for (const [key, t] of Object.entries(mm.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    tensors.push({ name: key, tensor: wireTensorFromTensorData(t) });
+  }
+  const checks = mm.mmPlaceholders.map((p, i) => ({ label: `image ${i}`, encoder: 'pixel_values', grid: 'image_grid_thw', gridRow: i, placeholders: [p], placeholderTokenId: mm.imTokenId }));
+  return { images: mm.mmPlaceholders.length, tensors, checks };
+}
+
+export function addVllmService(server: grpc.Server, s: GenerateServing, id: WorkerIdentity): void {
+  const { model } = s;
+  const impl: VllmEngineServer = {
+    generate(call) {
+      const req = call.request;
+      serveGenerate<GenerateResponse>(
+        s,
+        call,
+        () => ({
+          requestId: req.requestId,
+          stream: req.stream,
+          inputIds: req.input?.$case === 'tokenized' ? req.input.value.inputIds : [],
+          maxTokens: req.samplingParams?.maxTokens,
+          dtypeRule: VLLM_DTYPES,
+          ...tensorsOf(req),
+        }),
+        {
+          chunk: (tokenIds, completionTokens, promptTokens) => ({ response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, inputLogprobs: undefined, index: 0 } } }),
+          complete: (outputIds, finishReason, promptTokens, completionTokens) => ({
+            response: {
+              $case: 'complete',
+              value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, inputLogprobs: undefined, index: 0, matchedStop: undefined, kvTransferParamsJson: undefined },
+            },
+          }),
+        },
+      );
+    },
+    healthCheck(_call, cb) {
+      cb(null, { healthy: true, message: 'reference worker ready' });
+    },
+    abort(call, cb) {
+      for (const requestId of call.request.requestIds) s.active.delete(requestId);
+      cb(null, {});
+    },
+    getModelInfo(_call, cb) {
+      cb(null, {
+        modelPath: model.path,
+        isGeneration: true,
+        maxContextLength: model.maxContextLength,
+        vocabSize: model.vocabSize,
+        supportsVision: true,
+        servedModelName: 'mmtc-reference',
+        tokenizerPath: model.path,
+        modelType: model.modelType,
+        architectures: model.architectures,
+        eosTokenIds: model.eosTokenIds,
+        padTokenId: 0,
+        bosTokenId: 0,
+        maxReqInputLen: model.maxContextLength,
+        defaultSamplingParamsJson: '',
+      });
+    },
+    getServerInfo(_call, cb) {
+      cb(null, {
+        activeRequests: s.active.size,
+        isPaused: false,
+        lastReceiveTimestamp: Date.now() / 1000,
+        uptimeSeconds: (Date.now() - id.started) / 1000,
+        serverType: 'mmtc-reference',
+        kvConnector: '',
+        kvRole: '',
+        kvEngineId: '',
+        dataParallelSize: 1,
+        shmNamespaceId: id.token ?? '',
+      });
+    },
+  };
+  server.addService(VllmEngineService, impl);
+}

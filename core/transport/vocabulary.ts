@@ -1,0 +1,67 @@
+// The closed sets of words the transport speaks: the paths a tensor can take, the wire
+// runtimes and dtypes, and every reason a tensor went the way it went. Placement, traffic
+// events, metrics, `mmtc doctor`, the CLI and the console contract all name the same causes
+// from this one module, so a reason can never be spelled two ways. It imports nothing (no
+// `node:`), so the renderer can use it through the console contract.
+//
+// The rules behind each reason are in docs/transport.md ("Decision reasons").
+
+export const TENSOR_PATHS = ['inline', 'shm', 'remote'] as const;
+/** How one tensor reached the worker. */
+export type TensorPath = (typeof TENSOR_PATHS)[number];
+
+export const WIRE_RUNTIMES = ['tokenspeed', 'vllm'] as const;
+/** The gRPC protocols this router speaks. */
+export type WireRuntime = (typeof WIRE_RUNTIMES)[number];
+
+export const ENCODER_DTYPES = ['float32', 'bfloat16', 'float16'] as const;
+/** The dtypes an encoder input may travel in. */
+export type EncoderDtype = (typeof ENCODER_DTYPES)[number];
+
+export const WIRE_DTYPES = [...ENCODER_DTYPES, 'int64'] as const;
+/** Every dtype this router puts on the wire (int64 for grids and patch counts). */
+export type WireDtype = (typeof WIRE_DTYPES)[number];
+
+/** Why a request may or may not use /dev/shm for a worker: the per-request decision. */
+export const DECISION_REASONS = {
+  mode_inline: 'mode inline: tensors travel inside the gRPC message',
+  mode_rdma: 'mode rdma: this router has no RDMA lane yet, tensors travel inline',
+  shm_writable: 'mode shm and /dev/shm is writable',
+  shm_not_writable: 'mode shm but /dev/shm is not writable by the router: inline',
+  auto_tokens_equal: "auto: the worker shares the router's /dev/shm (namespace tokens equal)",
+  auto_shm_not_writable: 'auto but /dev/shm is not writable by the router: inline',
+  auto_router_no_token: 'auto but the router has no /dev/shm namespace token (boot_id or /dev/shm unreadable): inline',
+  auto_worker_no_token: 'auto but the worker advertised no /dev/shm namespace token (too old, or it could not compute one): inline',
+  auto_different_host: 'auto but the worker is on a different host (boot_id differs): inline',
+  auto_different_shm: 'auto but the worker is on the same host with a different /dev/shm (st_dev differs: a container without a shared /dev/shm): inline',
+  auto_worker_unreachable: 'auto but the worker could not be reached to read its namespace token: inline',
+} as const;
+export type DecisionReason = keyof typeof DECISION_REASONS;
+export const DECISION_REASON_NAMES = Object.keys(DECISION_REASONS) as [DecisionReason, ...DecisionReason[]];
+
+/** Why one tensor of a request that may use /dev/shm still went inline. */
+export const TENSOR_REASONS = {
+  below_threshold: 'smaller than multimodal_shm_min_bytes: inline',
+  shm_write_failed: 'the /dev/shm write failed: inline (the event carries the error)',
+} as const;
+export type TensorOnlyReason = keyof typeof TENSOR_REASONS;
+
+/** The reason carried by every traffic event. */
+export type TensorReason = DecisionReason | TensorOnlyReason;
+export const TENSOR_REASON_NAMES = [...DECISION_REASON_NAMES, ...(Object.keys(TENSOR_REASONS) as TensorOnlyReason[])] as [TensorReason, ...TensorReason[]];
+
+export function describeReason(reason: TensorReason): string {
+  return reason in DECISION_REASONS ? DECISION_REASONS[reason as DecisionReason] : TENSOR_REASONS[reason as TensorOnlyReason];
+}
+
+/** What an operator can do about a reason that keeps tensors inline. */
+export const DECISION_ADVICE: Partial<Record<TensorReason, string>> = {
+  shm_not_writable: 'make /dev/shm writable for the router user, or use mode inline',
+  auto_shm_not_writable: 'make /dev/shm writable for the router user, or use mode inline',
+  auto_router_no_token: 'run the router where /proc/sys/kernel/random/boot_id and /dev/shm are readable',
+  auto_worker_no_token: "upgrade the worker to one that advertises shm_namespace_id, or set the worker label shm_namespace_id to the router's token if you know it shares /dev/shm",
+  auto_different_host: 'nothing to do if the worker is remote: inline is right; co-locate it to use /dev/shm',
+  auto_different_shm: "run the worker container with --ipc=host or mount the host's /dev/shm into it",
+  auto_worker_unreachable: 'check the worker URL and that the worker is running',
+  shm_write_failed: 'see the error: free space in /dev/shm (df /dev/shm) or fix its permissions',
+};
