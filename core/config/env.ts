@@ -1,4 +1,5 @@
-// The environment layer of the transport precedence (SPEC §2), read once at start.
+// The environment layer of the transport precedence (docs/configuration.md, "Precedence"),
+// read once at start.
 //
 // For each knob: the canonical variable (SMG_MM_*) when set and non-blank after trimming;
 // otherwise the deprecated alias (SMG_TOKENSPEED_MM_*), with one deprecation warning that

@@ -6,7 +6,7 @@ import { tensorDataFromPlaced, wireTensorFromTensorData } from './tensor-data.ts
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex').match(/../g)!.join(' ');
 
 describe('wire format', () => {
-  it('TokenSpeed TensorData test vector (SPEC §7) byte for byte', () => {
+  it('TokenSpeed TensorData test vector (docs/transport.md, "Wire format") byte for byte', () => {
     const bytes = ts.TensorData.encode({ shape: [2, 3], dtype: 'uint32', payload: { $case: 'inline', value: Buffer.from([0xaa, 0xbb]) } }).finish();
     expect(hex(bytes)).toBe('0a 02 02 03 12 06 75 69 6e 74 33 32 1a 02 aa bb');
   });

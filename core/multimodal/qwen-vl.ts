@@ -1,5 +1,5 @@
-// Qwen2-VL / Qwen2.5-VL / Qwen3-VL image preprocessing (SPEC §9), from 8-bit RGB pixels to
-// the encoder input the model expects.
+// Qwen2-VL / Qwen2.5-VL / Qwen3-VL image preprocessing (docs/preprocessing.md, "Pipeline"),
+// from 8-bit RGB pixels to the encoder input the model expects.
 //
 //   smart_resize   factor = patch·merge; each side rounded to a multiple (half to even, at
 //                  least one factor); scaled down (floor) above max_pixels, up (ceil) below

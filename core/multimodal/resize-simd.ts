@@ -11,7 +11,7 @@
 // that also holds the encoder input, so the scatter kernel writes the output in place; plain
 // resizes use this thread's own memory, grown to the largest image seen and reused.
 import { existsSync, readFileSync } from 'node:fs';
-import { kernelSize, resampleCoefficients, sourceSpan, type ResampleCoefficients, type RowSink } from './resize.ts';
+import { kernelSize, resampleCoefficients, sourceSpan, type ResampleCoefficients, type RowSink } from './resample.ts';
 
 const WASM_PATH = new URL('../gen/resize.wasm', import.meta.url);
 

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { runPython } from '../test/python.ts';
 import { kernelsOn, planResize, resizeBand, simdKernels } from './resize-simd.ts';
-import { resampleCoefficients, resizeRgb } from './resize.ts';
+import { resampleCoefficients } from './resample.ts';
+import { resizeRgb } from './resize.ts';
 
 // Each case: source w×h -> output w×h. Down- and up-scaling, odd sizes, 1-pixel sides,
 // extreme aspect ratios, one unchanged side (a skipped pass), and no change at all.

@@ -11,78 +11,8 @@
 // starts at 1 << 21 (rounding) and is clipped to 0..255 after an arithmetic shift by 22.
 // The double-precision steps are written in Pillow's evaluation order so that every
 // coefficient comes out bit-identical.
+import { PRECISION_BITS, resampleCoefficients, type ResampleCoefficients, type RowSink } from './resample.ts';
 import { resizeRgbIntoSimd, simdKernels } from './resize-simd.ts';
-
-const PRECISION_BITS = 22;
-const SUPPORT = 2.0;
-
-function bicubic(x: number): number {
-  const a = -0.5;
-  if (x < 0.0) x = -x;
-  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1;
-  if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
-  return 0.0;
-}
-
-export interface ResampleCoefficients {
-  /** Taps per output pixel (the stride of `weights`). */
-  ksize: number;
-  /** First source index for each output pixel. */
-  start: Int32Array;
-  /** Number of taps actually used for each output pixel. */
-  count: Int32Array;
-  /** Fixed-point weights, `ksize` per output pixel. */
-  weights: Int32Array;
-}
-
-function filterScale(inSize: number, outSize: number): { scale: number; filterscale: number; support: number } {
-  const scale = inSize / outSize;
-  const filterscale = scale < 1.0 ? 1.0 : scale;
-  return { scale, filterscale, support: SUPPORT * filterscale };
-}
-
-/** Taps per output pixel (the stride of the weights) for a resize of inSize to outSize. */
-export function kernelSize(inSize: number, outSize: number): number {
-  return Math.ceil(filterScale(inSize, outSize).support) * 2 + 1;
-}
-
-/** The source pixels output pixel `xx` reads: first index and count (no weights computed). */
-export function sourceSpan(inSize: number, outSize: number, xx: number): { start: number; count: number } {
-  const { scale, support } = filterScale(inSize, outSize);
-  const center = (xx + 0.5) * scale;
-  let xmin = Math.trunc(center - support + 0.5);
-  if (xmin < 0) xmin = 0;
-  let xmax = Math.trunc(center + support + 0.5);
-  if (xmax > inSize) xmax = inSize;
-  return { start: xmin, count: xmax - xmin };
-}
-
-export function resampleCoefficients(inSize: number, outSize: number): ResampleCoefficients {
-  const { scale, filterscale } = filterScale(inSize, outSize);
-  const ksize = kernelSize(inSize, outSize);
-  const start = new Int32Array(outSize);
-  const count = new Int32Array(outSize);
-  const weights = new Int32Array(outSize * ksize);
-  const k = new Float64Array(ksize);
-  const ss = 1.0 / filterscale;
-  for (let xx = 0; xx < outSize; xx++) {
-    const center = (xx + 0.5) * scale;
-    const { start: xmin, count: xmax } = sourceSpan(inSize, outSize, xx);
-    let ww = 0.0;
-    for (let x = 0; x < xmax; x++) {
-      const w = bicubic((x + xmin - center + 0.5) * ss);
-      k[x] = w;
-      ww += w;
-    }
-    for (let x = 0; x < xmax; x++) {
-      const v = ww !== 0.0 ? k[x]! / ww : k[x]!;
-      weights[xx * ksize + x] = v < 0 ? Math.trunc(-0.5 + v * (1 << PRECISION_BITS)) : Math.trunc(0.5 + v * (1 << PRECISION_BITS));
-    }
-    start[xx] = xmin;
-    count[xx] = xmax;
-  }
-  return { ksize, start, count, weights };
-}
 
 const HALF = 1 << (PRECISION_BITS - 1);
 const clip8 = (ss: number) => {
@@ -145,8 +75,6 @@ function resizeVertical(src: Uint8Array, width: number, outH: number, c: Resampl
   }
 }
 
-/** Receives output row `y` as packed RGB; the buffer is reused after the call returns. */
-export type RowSink = (y: number, rgb: Uint8Array) => void;
 
 /**
  * Resize packed 8-bit RGB (`width * height * 3` bytes) to outW × outH exactly as Pillow

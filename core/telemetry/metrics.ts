@@ -1,4 +1,4 @@
-// Prometheus metrics of the tensor transport, named as SMG names them (SPEC §8) so existing
+// Prometheus metrics of the tensor transport, named as SMG names them (docs/transport.md, "Metrics") so existing
 // dashboards keep working, plus our SHM write/read latency histograms. Each router owns its
 // own Registry (tests and embedded routers never share counters).
 import { Counter, Histogram, Registry } from 'prom-client';

@@ -1,5 +1,6 @@
 // Whether a request's large tensors may go through /dev/shm, and the reason in words an
-// operator understands (SPEC §1, §3). The reason is one of a closed set, so the console,
+// operator understands (docs/transport.md, "Modes and the per-tensor rule", "Decision
+// reasons"). The reason is one of a closed set, so the console,
 // `mmtc doctor` and the traffic stream name the same causes.
 //
 // auto is verified only when the worker's advertised shm_namespace_id is present, non-empty
@@ -46,7 +47,7 @@ export function autoVerdict(routerToken: string | undefined, worker: DecisionWor
   return 'auto_different_host';
 }
 
-/** The workers whose /dev/shm must match for auto (SPEC §2 disaggregation). */
+/** The workers whose /dev/shm must match for auto (disaggregation: docs/transport.md, "Modes and the per-tensor rule"). */
 export function workersThatMustShareShm(workers: readonly DecisionWorker[]): readonly DecisionWorker[] {
   const encode = workers.filter((w) => w.worker_type === 'encode');
   if (encode.length > 0) return encode;

@@ -1,4 +1,4 @@
-// Tensor dtypes on the wire (SPEC §6).
+// Tensor dtypes on the wire (docs/transport.md, "Tensor dtypes").
 //
 // Preprocessing produces float32; the encoder input travels in the worker's wire dtype.
 // float32 -> bfloat16: round to nearest even on the bit pattern (add 0x7FFF plus the lowest

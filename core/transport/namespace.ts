@@ -1,4 +1,4 @@
-// The /dev/shm namespace token (SPEC §3): `<boot_id>:<st_dev>`.
+// The /dev/shm namespace token (docs/transport.md, "The namespace token"): `<boot_id>:<st_dev>`.
 //
 // boot_id pins the running kernel (another host or VM has another one); st_dev is the
 // device number of the tmpfs mounted at /dev/shm, equal for containers that share it

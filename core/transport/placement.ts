@@ -1,4 +1,5 @@
-// Where one tensor goes: inline bytes or a file in /dev/shm (SPEC §1).
+// Where one tensor goes: inline bytes or a file in /dev/shm (docs/transport.md, "Modes and
+// the per-tensor rule").
 //
 // SHM only when the request's decision enabled it AND nbytes >= the threshold (a tensor
 // strictly smaller stays inline; threshold 0 sends every tensor, even empty ones). A failed

@@ -4,7 +4,7 @@ import { WorkerSpecSchema, type WorkerSpecInput } from '../config/schema.ts';
 import { resolveConfiguredWorkers, resolveWorkerTransport } from './resolve.ts';
 import { RouterConfigSchema } from '../config/schema.ts';
 
-// The environment cases of SPEC §2, with what the env layers must end up as.
+// The environment cases of the precedence (docs/configuration.md, "Precedence"), with what the env layers must end up as.
 type EnvCase = {
   name: string;
   vars: (canonical: string, legacy: string) => Record<string, string>;

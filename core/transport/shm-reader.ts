@@ -1,4 +1,4 @@
-// Worker side of the tensor lanes (SPEC §5), to the letter:
+// Worker side of the tensor lanes (docs/transport.md, "Reading a tensor"), to the letter:
 //   inline -> the bytes; remote -> "remote payload not supported"; no payload -> error.
 //   SHM name: strip leading '/', refuse empty, any remaining '/', '.', '..', NUL.
 //   open /dev/shm/<name> read-only with O_NOFOLLOW (a symlink is refused and NOT unlinked),

@@ -1,4 +1,4 @@
-// Router side of the /dev/shm lane (SPEC §4).
+// Router side of the /dev/shm lane (docs/transport.md, "Writing a tensor").
 //
 // One file per tensor, named `smg-tokenspeed-<router pid>-<unix nanos>-<seq>` (the historical
 // prefix, so SMG-era workers and sweepers recognise it), created with O_CREAT|O_EXCL|
