@@ -3,6 +3,7 @@
 // a Python reference.
 import { formatValue } from '../config/errors.ts';
 import { loadImageBytes, ImageInputError } from '../multimodal/fetch.ts';
+import { createMediaPolicy } from '../multimodal/media-policy.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
 import { encoderFingerprint, QWEN_VL_DEFAULTS, type QwenVlFamily, type QwenVlImageConfig } from '../multimodal/qwen-vl.ts';
@@ -15,6 +16,9 @@ export interface PreprocessCommandOptions {
   dtype: 'float32' | 'bfloat16';
   json?: boolean;
 }
+
+/** The operator's own command on their own machine: local files and hosts of their network are theirs to read. */
+const OPERATOR_MEDIA_POLICY = createMediaPolicy({ allowPrivateHosts: true });
 
 export async function runPreprocessCommand(images: string[], opts: PreprocessCommandOptions): Promise<number> {
   let config: QwenVlImageConfig;
@@ -35,7 +39,7 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
     const results = await Promise.allSettled(
       images.map(async (image, index) => {
         const t0 = performance.now();
-        const bytes = await loadImageBytes(image, index, { allowFiles: true });
+        const bytes = await loadImageBytes(image, index, { allowFiles: true, policy: OPERATOR_MEDIA_POLICY });
         const read = performance.now() - t0;
         const r = await pool.run({ bytes, config, bf16: false });
         const elem = opts.dtype === 'bfloat16' ? 2 : 4;
