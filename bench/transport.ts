@@ -98,7 +98,7 @@ async function measure(): Promise<Row[]> {
         const t = performance.now();
         const scope = new ShmRequestScope();
         const placed = await placeTensor(
-          { requestId: `b${seq}`, revision: 1, worker: url, runtime: 'tokenspeed', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
+          { requestId: `b${seq}`, revision: 1, source: 'api' as const, worker: url, runtime: 'tokenspeed', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
           { name: 'encoder_input', shape, dtype: 'uint8', bytes: src },
         );
         if (placed.payload.kind !== 'shm') throw new Error('SHM write failed during the benchmark');

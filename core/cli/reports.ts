@@ -5,7 +5,7 @@
 import { formatValue } from '../config/errors.ts';
 import type { TensorFilesOfPid } from '../transport/orphans.ts';
 import type { DoctorReport } from '../workers/doctor.ts';
-import type { LayerReading, ResolvedKnob, ResolvedWorkerTransport } from '../transport/resolve.ts';
+import type { LayerReading, ResolvedKnob, ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
 
 export interface PreprocessReport {
   image: string;

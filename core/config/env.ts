@@ -8,37 +8,8 @@
 // an old setting. Invalid values never fail start-up; they only warn.
 import { formatValue } from './errors.ts';
 import { parseLooseKnob } from './loose.ts';
-import { TRANSPORT_KNOBS, type TransportKnob, type TransportKnobValues } from './schema.ts';
-
-export type EnvVariableState =
-  | 'unset' // not in the environment
-  | 'blank' // set to '' or whitespace: treated as unset
-  | 'valid'
-  | 'invalid' // set but not parseable: warned, ignored
-  | 'not_consulted'; // alias while the canonical variable is set
-
-export interface EnvVariableReading {
-  name: string;
-  raw: string | undefined;
-  state: EnvVariableState;
-}
-
-export interface EnvKnobReading<K extends TransportKnob = TransportKnob> {
-  knob: K;
-  canonical: EnvVariableReading;
-  legacy: EnvVariableReading;
-  /** The value this layer contributes, if any. */
-  value?: TransportKnobValues[K];
-  source?: 'env' | 'env_legacy';
-  warnings: string[];
-}
-
-export interface TransportEnvironment {
-  multimodal_tensor_transport: EnvKnobReading<'multimodal_tensor_transport'>;
-  multimodal_shm_min_bytes: EnvKnobReading<'multimodal_shm_min_bytes'>;
-  /** All warnings of both knobs, in a stable order: what is logged once at start. */
-  warnings: string[];
-}
+import type { EnvKnobReading, TransportEnvironment } from './env-schema.ts';
+import { TRANSPORT_KNOBS, type TransportKnob } from './schema.ts';
 
 function readKnob<K extends TransportKnob>(knob: K, env: Readonly<Record<string, string | undefined>>): EnvKnobReading<K> {
   const { env: canonicalName, legacyEnv: legacyName } = TRANSPORT_KNOBS[knob];

@@ -11,7 +11,7 @@
 // What changes live and what needs a restart is written down in docs/configuration.md
 // ("Live changes"); RESTART_ONLY_KEYS below is that list.
 import { ConfigError, formatValue, type ConfigIssue } from './errors.ts';
-import type { TransportEnvironment } from './env.ts';
+import type { TransportEnvironment } from './env-schema.ts';
 import type { ConfigOrigins } from './load.ts';
 import { RouterConfigSchema, WorkerSpecSchema, type RouterConfig, type WorkerSpec } from './schema.ts';
 import { parseRouterConfig } from './validate.ts';

@@ -108,7 +108,7 @@ describe('SHM handoff through a real gRPC call', () => {
     const bytes = new Uint8Array(values.buffer);
     const grid = new Uint8Array(new BigInt64Array([1n, 4n, 4n]).buffer);
     const scope = new ShmRequestScope(shm.dir);
-    const ctx = { requestId: 'r1', revision: 1, worker: worker.url, runtime, decision, minBytes: 1024, writer, scope };
+    const ctx = { requestId: 'r1', revision: 1, source: 'api' as const, worker: worker.url, runtime, decision, minBytes: 1024, writer, scope };
     const pixels = await placeTensor(ctx, { name: 'pixel_values', shape: [16, 1176], dtype: 'float32', bytes });
     const gridPlaced = await placeTensor(ctx, { name: 'image_grid_thw', shape: [1, 3], dtype: 'int64', bytes: grid });
     expect(pixels.payload.kind).toBe('shm');
@@ -141,7 +141,7 @@ describe('SHM handoff through a real gRPC call', () => {
     const writer = new ShmWriter({ dir: shm.dir });
     const scope = new ShmRequestScope(shm.dir);
     const placed = await placeTensor(
-      { requestId: 'r2', revision: 1, worker: worker.url, runtime: 'vllm', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
+      { requestId: 'r2', revision: 1, source: 'api' as const, worker: worker.url, runtime: 'vllm', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
       { name: 'pixel_values', shape: [8], dtype: 'bfloat16', bytes: new Uint8Array(16) },
     );
     const { error } = await generate(worker.url, 'vllm', vllm.GenerateRequest.fromPartial({ requestId: 'r2', mmInputs: { pixelValues: tensorDataFromPlaced(placed), modelSpecificTensors: { image_grid_thw: GRID_INLINE } } }));

@@ -7,11 +7,13 @@
 // The router owns one config store. applyConfig() goes through it, so once start()ed the
 // running server uses the new revision for the next request that starts (requests already
 // running finish on theirs); a change to host, port or model_path is refused while it runs.
-import { transportEnvironmentAtStart, type TransportEnvironment } from '../config/env.ts';
+import type { TransportEnvironment } from '../config/env-schema.ts';
+import { transportEnvironmentAtStart } from '../config/env.ts';
 import type { RouterConfig, RouterConfigInput } from '../config/schema.ts';
 import { ConfigStore, originsOfInput } from '../config/store.ts';
 import { parseRouterConfig } from '../config/validate.ts';
-import { resolveConfiguredWorkers, type ResolvedWorkerTransport } from '../transport/resolve.ts';
+import type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
+import { resolveConfiguredWorkers } from '../transport/resolve.ts';
 import type { RunningRouter } from './server.ts';
 
 export type RouterOptions = RouterConfigInput;

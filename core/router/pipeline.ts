@@ -11,9 +11,8 @@
 // 504. Any failure after a /dev/shm write, and a client that goes away, unlinks every file
 // of the request; a client that goes away also cancels the call and sends Abort.
 import { randomUUID } from 'node:crypto';
-import type { ServerResponse } from 'node:http';
 import type { ConfigSnapshot, ConfigStore } from '../config/store.ts';
-import type { WorkerSpec } from '../config/schema.ts';
+import type { TransportMode, WorkerSpec } from '../config/schema.ts';
 import { engineFor, type EngineEvent, type EngineFailure, type EngineRequest, type PreparedImage, type WireRequest } from '../engines/engine.ts';
 import { ImageDecodeError } from '../multimodal/decode.ts';
 import { ImageInputError, loadImageBytes } from '../multimodal/fetch.ts';
@@ -21,6 +20,7 @@ import type { ModelDirectory } from '../multimodal/model-dir.ts';
 import type { PreprocessPool } from '../multimodal/pool.ts';
 import { buildPrompt, PromptError, type BuiltPrompt, type ChatMessage } from '../multimodal/prompt.ts';
 import { ImageSizeError } from '../multimodal/qwen-vl.ts';
+import type { TrafficSource } from '../telemetry/event-schema.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
 import { resolveEncoderDtype } from '../transport/dtype.ts';
@@ -30,7 +30,7 @@ import { ShmRequestScope, type ShmWriter } from '../transport/shm-writer.ts';
 import type { EncoderDtype, TensorPath } from '../transport/vocabulary.ts';
 import type { WorkerRegistry, WorkerState } from '../workers/registry.ts';
 import { ApiError, openAiFinishReason, parseChatRequest, type ChatCompletionRequest } from './openai.ts';
-import { ChatResponder } from './responder.ts';
+import { ChatResponder, type ResponseTarget } from './responder.ts';
 
 export interface RouterContext {
   store: ConfigStore;
@@ -48,6 +48,17 @@ export interface RouterContext {
 
 /** The header every chat response carries: which config revision the request used. */
 export const REVISION_HEADER = 'x-mmtc-config-revision';
+
+/**
+ * How the console runs a request through this same pipeline: its events are marked as the
+ * console's own, it may pin one worker of the snapshot, and calibration may force the mode
+ * and threshold (never reachable from the HTTP API).
+ */
+export interface ChatOptions {
+  source?: TrafficSource;
+  worker?: string;
+  transport?: { mode: TransportMode; minBytes: number };
+}
 
 /** What one request did, for its log line (filled in as the request goes). */
 export interface RequestRecord {
@@ -163,8 +174,10 @@ function noRegularWorker(snapshot: ConfigSnapshot): ApiError {
   );
 }
 
-function selectWorker(ctx: RouterContext, snapshot: ConfigSnapshot): { state: WorkerState; spec: WorkerSpec } {
-  const eligible = snapshot.config.workers.filter((w) => w.worker_type === 'regular');
+function selectWorker(ctx: RouterContext, snapshot: ConfigSnapshot, pinned?: string): { state: WorkerState; spec: WorkerSpec } {
+  if (pinned !== undefined && !snapshot.config.workers.some((w) => w.url === pinned)) throw new ApiError(404, `no worker ${pinned} in configuration revision ${snapshot.revision}`);
+  const eligible = snapshot.config.workers.filter((w) => w.worker_type === 'regular' && (pinned === undefined || w.url === pinned));
+  if (eligible.length === 0 && pinned !== undefined) throw new ApiError(400, `worker ${pinned} is not a regular worker: a whole chat request only goes to a regular worker`);
   if (eligible.length === 0 && snapshot.config.workers.length > 0) throw noRegularWorker(snapshot);
   const picked = ctx.registry.select(snapshot.config.policy, eligible);
   if (picked) return picked;
@@ -173,7 +186,7 @@ function selectWorker(ctx: RouterContext, snapshot: ConfigSnapshot): { state: Wo
 }
 
 /** `timing` starts when the request arrives, and has its body span marked. */
-export async function handleChatCompletion(ctx: RouterContext, body: unknown, res: ServerResponse, timing: RequestTiming, record: RequestRecord): Promise<void> {
+export async function handleChatCompletion(ctx: RouterContext, body: unknown, res: ResponseTarget, timing: RequestTiming, record: RequestRecord, options: ChatOptions = {}): Promise<void> {
   const snapshot = ctx.store.current();
   record.revision = snapshot.revision;
   const req = parseChatRequest(body);
@@ -190,7 +203,7 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   });
 
   timing.mark('fetch');
-  const { state: worker, spec } = selectWorker(ctx, snapshot);
+  const { state: worker, spec } = selectWorker(ctx, snapshot, options.worker);
   record.worker = spec.url;
   const runtime = worker.runtime!;
   const dtype = resolveEncoderDtype(runtime, 'image', ctx.processEnv, worker.labels).dtype;
@@ -234,7 +247,7 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
     if ('error' in built) throw built.error;
     built.prompt.placeholders.forEach((range, i) => (prepared[i]!.placeholder = range));
     timing.mark('prompt');
-    await generate(ctx, req, res, { snapshot, prompt: built.prompt, prepared, worker, spec, dtype, requestId, timing, record, isGone: () => clientGone });
+    await generate(ctx, req, res, { snapshot, prompt: built.prompt, prepared, worker, spec, dtype, requestId, timing, record, options, isGone: () => clientGone });
   } finally {
     releaseImages();
   }
@@ -259,17 +272,23 @@ interface GenerateInput {
   requestId: string;
   timing: RequestTiming;
   record: RequestRecord;
+  options: ChatOptions;
   isGone: () => boolean;
 }
 
-async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: ServerResponse, g: GenerateInput): Promise<void> {
+async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: ResponseTarget, g: GenerateInput): Promise<void> {
   const { snapshot, prompt, prepared, worker, spec, dtype, requestId, timing } = g;
   const runtime = worker.runtime!;
-  const { decision, minBytes } = transportForWorker({ spec, config: snapshot.config, env: snapshot.env, labels: worker.labels, reachable: worker.healthy, host: ctx.host });
+  const forced = g.options.transport;
+  // A forced mode (calibration) replaces the worker's resolved mode and threshold; the
+  // decision still checks /dev/shm and the worker's token as for any request.
+  const effectiveSpec = forced ? { ...spec, multimodal_tensor_transport: forced.mode, multimodal_shm_min_bytes: forced.minBytes } : spec;
+  const { decision, minBytes } = transportForWorker({ spec: effectiveSpec, config: snapshot.config, env: snapshot.env, labels: worker.labels, reachable: worker.healthy, host: ctx.host });
   const scope = new ShmRequestScope(ctx.writer.dir);
   const placement: PlacementContext = {
     requestId,
     revision: snapshot.revision,
+    source: g.options.source ?? 'api',
     worker: spec.url,
     runtime,
     decision,
@@ -325,7 +344,7 @@ async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: Ser
 interface StreamOptions {
   requestId: string;
   scope: ShmRequestScope;
-  res: ServerResponse;
+  res: ResponseTarget;
   responder: ChatResponder;
   isGone: () => boolean;
   timeoutSecs: number;

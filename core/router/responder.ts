@@ -5,8 +5,71 @@
 // when asked for, and `data: [DONE]`. Failing: before anything was sent the client gets the
 // error's status with an OpenAI error body; once a stream has started the error is one more
 // `data:` event carrying the same body, then `[DONE]`, so OpenAI clients surface it.
-import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import { EventEmitter } from 'node:events';
+import type { OutgoingHttpHeaders } from 'node:http';
 import { ApiError, chunkBody, completionBody, type CompletionUsage } from './openai.ts';
+
+/**
+ * Where a response goes: an HTTP ServerResponse, or a CapturedResponse when the console runs
+ * a request through the pipeline itself (test requests, calibration).
+ */
+export interface ResponseTarget {
+  writeHead(status: number, headers: OutgoingHttpHeaders): unknown;
+  write(chunk: string): unknown;
+  end(chunk?: string): unknown;
+  readonly headersSent: boolean;
+  readonly writableEnded: boolean;
+  readonly writableFinished: boolean;
+  readonly destroyed: boolean;
+  readonly statusCode: number;
+  on(event: 'close', listener: () => void): unknown;
+  off(event: 'close', listener: () => void): unknown;
+}
+
+/** A response kept in memory: status, headers and body text. */
+export class CapturedResponse extends EventEmitter implements ResponseTarget {
+  statusCode = 200;
+  headers: OutgoingHttpHeaders = {};
+  body = '';
+  headersSent = false;
+  writableEnded = false;
+  writableFinished = false;
+  readonly destroyed = false;
+  private readonly done: Promise<void>;
+  private finish!: () => void;
+
+  constructor() {
+    super();
+    this.done = new Promise((resolve) => (this.finish = resolve));
+  }
+
+  writeHead(status: number, headers: OutgoingHttpHeaders): this {
+    this.statusCode = status;
+    this.headers = headers;
+    this.headersSent = true;
+    return this;
+  }
+
+  write(chunk: string): boolean {
+    this.headersSent = true;
+    this.body += chunk;
+    return true;
+  }
+
+  end(chunk?: string): this {
+    if (chunk) this.body += chunk;
+    this.headersSent = true;
+    this.writableEnded = true;
+    this.writableFinished = true;
+    this.finish();
+    return this;
+  }
+
+  /** Settles when the response has ended. */
+  ended(): Promise<void> {
+    return this.done;
+  }
+}
 
 export interface ResponderOptions {
   stream: boolean;
@@ -24,7 +87,7 @@ export class ChatResponder {
   readonly stream: boolean;
 
   constructor(
-    private readonly res: ServerResponse,
+    private readonly res: ResponseTarget,
     private readonly o: ResponderOptions,
   ) {
     this.stream = o.stream;
@@ -81,7 +144,7 @@ export class ChatResponder {
 }
 
 /** An OpenAI error body with its status (or, once a response has started, just the end of it). */
-export function sendError(res: ServerResponse, error: ApiError, headers: OutgoingHttpHeaders = {}): void {
+export function sendError(res: ResponseTarget, error: ApiError, headers: OutgoingHttpHeaders = {}): void {
   if (res.headersSent) {
     res.end();
     return;

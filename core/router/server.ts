@@ -12,7 +12,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import type { TransportEnvironment } from '../config/env.ts';
+import type { TransportEnvironment } from '../config/env-schema.ts';
 import type { ConfigOrigins } from '../config/load.ts';
 import type { RouterConfig } from '../config/schema.ts';
 import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN, embeddedDefaultWorker } from '../config/store.ts';

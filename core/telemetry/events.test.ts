@@ -1,10 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import type { TensorReason } from '../transport/vocabulary.ts';
-import { TensorEventBus, type TensorEvent } from './events.ts';
+import type { TensorEvent } from './event-schema.ts';
+import { TensorEventBus } from './events.ts';
 
 const event = (time: number, path: TensorEvent['path'], nbytes: number, reason: TensorReason = 'shm_writable'): TensorEvent => ({
   time,
   revision: 1,
+  source: 'api',
   requestId: 'r',
   worker: 'grpc://w:1',
   runtime: 'vllm',

@@ -3,35 +3,7 @@
 // The bus keeps a bounded ring of recent events and per-second aggregates; listeners get
 // events in batches (the console wants ~10 updates a second, never one message per tensor).
 // Publishing never blocks placement: a slow or failing listener cannot stall a request.
-import type { TensorPath, TensorReason, WireRuntime } from '../transport/vocabulary.ts';
-
-export interface TensorEvent {
-  /** Unix milliseconds. */
-  time: number;
-  /** The config revision the request used. */
-  revision: number;
-  requestId: string;
-  worker: string;
-  runtime: WireRuntime;
-  tensor: string;
-  shape: number[];
-  dtype: string;
-  nbytes: number;
-  path: TensorPath;
-  /** Why this path: the request's decision reason, or why this one tensor differs from it. */
-  reason: TensorReason;
-  /** Error text when an SHM write failed and the tensor fell back to inline. */
-  detail?: string;
-  /** Time spent writing the SHM file (0 inline). */
-  writeMicros: number;
-}
-
-export interface SecondAggregate {
-  second: number;
-  tensors: Record<TensorPath, number>;
-  bytes: Record<TensorPath, number>;
-  shmWriteFailures: number;
-}
+import type { SecondAggregate, TensorEvent } from './event-schema.ts';
 
 type Listener = (batch: readonly TensorEvent[]) => void;
 

@@ -5,6 +5,7 @@
 // strictly smaller stays inline; threshold 0 sends every tensor, even empty ones). A failed
 // SHM write falls back to inline for that tensor and counts a failure; it never fails the
 // request. Every placement emits one TensorEvent and feeds the Prometheus counters.
+import type { TrafficSource } from '../telemetry/event-schema.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
 import type { TransportDecision } from './decision.ts';
@@ -22,6 +23,8 @@ export interface PlacementContext {
   requestId: string;
   /** The config revision the request uses (carried by every traffic event). */
   revision: number;
+  /** A client's request, or the console's own test traffic. */
+  source: TrafficSource;
   worker: string;
   runtime: WireRuntime;
   decision: TransportDecision;
@@ -72,6 +75,7 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
     time: Date.now(),
     revision: ctx.revision,
     requestId: ctx.requestId,
+    source: ctx.source,
     worker: ctx.worker,
     runtime: ctx.runtime,
     tensor: tensor.name,

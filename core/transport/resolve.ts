@@ -15,52 +15,11 @@
 //
 // Unlike SMG, which folds this once at start-up, every value keeps its provenance: the
 // winning layer, the raw value of every layer (including those it beat), and warnings.
-import type { TransportEnvironment, EnvVariableReading } from '../config/env.ts';
+import type { EnvVariableReading, TransportEnvironment } from '../config/env-schema.ts';
 import type { ConfigOrigins } from '../config/load.ts';
 import { TRANSPORT_KNOBS, type RouterConfig, type TransportKnob, type TransportKnobValues, type WorkerSpec } from '../config/schema.ts';
 import { decideTransport, type TransportDecision } from './decision.ts';
-
-export type TransportLayer = 'worker' | 'router' | 'env' | 'env_legacy' | 'default';
-
-export type LayerState =
-  | 'won' // this layer decided the value
-  | 'beaten' // set and valid, but a higher layer won
-  | 'unset'
-  | 'blank' // env variable set to whitespace: same as unset
-  | 'invalid' // env variable not parseable: warned, ignored
-  | 'not_consulted'; // alias while the canonical variable is set
-
-export interface LayerReading<T> {
-  layer: TransportLayer;
-  /** The name the operator knows this input by: key path, env variable, "built-in default". */
-  name: string;
-  /** Where it was set: "router.yaml:3:1", "--multimodal-tensor-transport", "createRouter()"; absent when not set. */
-  origin?: string;
-  /** What the layer holds as given (env: the untrimmed string), null when unset. */
-  raw: string | number | null;
-  /** The parsed value, null when unset or invalid. */
-  value: T | null;
-  state: LayerState;
-}
-
-export interface ResolvedKnob<T> {
-  value: T;
-  source: TransportLayer;
-  layers: LayerReading<T>[];
-  warnings: string[];
-}
-
-export interface ResolvedWorkerTransport {
-  url: string;
-  /** Where the worker's entry came from ("router.yaml:5:5", "--worker-urls", "embedded default"). */
-  origin?: string;
-  worker_type: WorkerSpec['worker_type'];
-  /** Whose per-worker overrides apply (differs from `url` under disaggregation). */
-  overrides_from: string;
-  multimodal_tensor_transport: ResolvedKnob<TransportKnobValues['multimodal_tensor_transport']>;
-  multimodal_shm_min_bytes: ResolvedKnob<number>;
-  notes: string[];
-}
+import type { LayerReading, LayerState, ResolvedKnob, ResolvedWorkerTransport, TransportLayer } from './resolution-schema.ts';
 
 export interface TransportResolutionInput {
   /** The worker's own overrides; undefined resolves what a worker without overrides gets. */

@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { TensorEventBus, type TensorEvent } from '../telemetry/events.ts';
+import type { TensorEvent } from '../telemetry/event-schema.ts';
+import { TensorEventBus } from '../telemetry/events.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
 import { deadPid, makeShmTestDir, tensorName, writeAt } from '../test/shm-dir.ts';
 import type { TransportDecision } from './decision.ts';
@@ -24,7 +25,7 @@ function context(writer: ShmWriter, minBytes: number, decision = SHM_ON) {
   const metrics = new TransportMetrics();
   const events: TensorEvent[] = [];
   const bus = new TensorEventBus();
-  const ctx: PlacementContext = { requestId: 'req-1', revision: 1, worker: 'grpc://w:1', runtime: 'tokenspeed', decision, minBytes, writer, scope: new ShmRequestScope(writer.dir), metrics, events: bus };
+  const ctx: PlacementContext = { requestId: 'req-1', revision: 1, source: 'api', worker: 'grpc://w:1', runtime: 'tokenspeed', decision, minBytes, writer, scope: new ShmRequestScope(writer.dir), metrics, events: bus };
   const origPublish = bus.publish.bind(bus);
   bus.publish = (e) => {
     events.push(e);

@@ -1,0 +1,45 @@
+// The shape of one traffic event (one placed tensor) and of the per-second aggregates, as
+// the event bus keeps them and the console streams them. zod only, so the console contract
+// and the renderer share it.
+import { z } from 'zod';
+import { TENSOR_PATHS, TENSOR_REASON_NAMES, WIRE_RUNTIMES } from '../transport/vocabulary.ts';
+
+export const TensorPathSchema = z.enum(TENSOR_PATHS);
+
+/** Who caused a request: a client of the router's API, or the console's own test traffic. */
+export const TRAFFIC_SOURCES = ['api', 'console'] as const;
+export const TrafficSourceSchema = z.enum(TRAFFIC_SOURCES);
+export type TrafficSource = z.infer<typeof TrafficSourceSchema>;
+
+export const TensorEventSchema = z.object({
+  /** Unix milliseconds. */
+  time: z.number(),
+  /** The config revision the request used. */
+  revision: z.int(),
+  requestId: z.string(),
+  source: TrafficSourceSchema,
+  worker: z.string(),
+  runtime: z.enum(WIRE_RUNTIMES),
+  tensor: z.string(),
+  shape: z.array(z.int()),
+  dtype: z.string(),
+  nbytes: z.int(),
+  path: TensorPathSchema,
+  /** Why this path: the request's decision reason, or why this one tensor differs from it. */
+  reason: z.enum(TENSOR_REASON_NAMES),
+  /** Error text when an SHM write failed and the tensor fell back to inline. */
+  detail: z.string().optional(),
+  /** Time spent writing the SHM file (0 inline). */
+  writeMicros: z.number(),
+});
+export type TensorEvent = z.infer<typeof TensorEventSchema>;
+
+const perPath = z.object({ inline: z.number(), shm: z.number(), remote: z.number() });
+export const SecondAggregateSchema = z.object({
+  /** Unix seconds. */
+  second: z.int(),
+  tensors: perPath,
+  bytes: perPath,
+  shmWriteFailures: z.int(),
+});
+export type SecondAggregate = z.infer<typeof SecondAggregateSchema>;
