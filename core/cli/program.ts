@@ -97,6 +97,22 @@ function buildProgram(): Command {
       await router.close();
     });
 
+  withConfigFlags(program.command('serve'))
+    .description('run the router and the operator console in the browser: prints a URL with a per-launch token (the console binds the router\'s --host, 127.0.0.1 by default)')
+    .option('--console-port <port>', 'port of the console (0 picks a free one)', '30001')
+    .action(async (opts: ConfigFlags & { consolePort: string }) => {
+      const issues: ConfigError['issues'] = [];
+      const consolePort = flagValue('--console-port', opts.consolePort, parseLoosePort, issues);
+      if (consolePort === undefined) throw new ConfigError(issues);
+      const { serveConsole } = await import('./serve.ts');
+      const stop = await serveConsole({ flags: opts, consolePort });
+      await new Promise<void>((resolve) => {
+        process.once('SIGINT', () => resolve());
+        process.once('SIGTERM', () => resolve());
+      });
+      await stop();
+    });
+
   program
     .command('doctor')
     .description('check the /dev/shm lane on this host and, with --worker, whether auto would use it for that worker')

@@ -144,9 +144,10 @@ export class ConfigStore {
   private snapshot: ConfigSnapshot;
   private readonly listeners = new Set<Listener>();
 
-  constructor(initial: { config: RouterConfig; origins?: ConfigOrigins; env: TransportEnvironment; file?: string; client?: ConfigClient }) {
+  constructor(initial: { config: RouterConfig; origins?: ConfigOrigins; env: TransportEnvironment; file?: string; client?: ConfigClient; revision?: number }) {
     this.snapshot = Object.freeze({
-      revision: 1,
+      // A router whose history survives restarts continues its numbering.
+      revision: initial.revision ?? 1,
       config: initial.config,
       origins: Object.freeze({ ...(initial.origins ?? {}) }),
       env: initial.env,
@@ -168,10 +169,7 @@ export class ConfigStore {
    */
   apply(next: unknown, expectedRevision: number, options: ApplyOptions): ConfigSnapshot {
     const current = this.snapshot;
-    if (expectedRevision !== current.revision) throw new ConfigConflictError(expectedRevision, current.revision);
-    const config = parseRouterConfig(next, 'invalid configuration; nothing was applied:');
-    const restart = restartIssues(current.config, config);
-    if (restart.length > 0) throw new RestartRequiredError(restart);
+    const config = this.check(next, expectedRevision);
     const snapshot: ConfigSnapshot = Object.freeze({
       revision: current.revision + 1,
       config,
@@ -190,6 +188,16 @@ export class ConfigStore {
       }
     }
     return snapshot;
+  }
+
+  /** Everything apply() checks, without applying: the validated config, or the error apply() would throw. */
+  check(next: unknown, expectedRevision: number): RouterConfig {
+    const current = this.snapshot;
+    if (expectedRevision !== current.revision) throw new ConfigConflictError(expectedRevision, current.revision);
+    const config = parseRouterConfig(next, 'invalid configuration; nothing was applied:');
+    const restart = restartIssues(current.config, config);
+    if (restart.length > 0) throw new RestartRequiredError(restart);
+    return config;
   }
 
   /** Hear of every applied revision (after the swap); returns the unsubscribe function. */

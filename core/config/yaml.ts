@@ -207,8 +207,12 @@ export async function loadConfigFile(file: string): Promise<ParsedConfigFile> {
   return parseConfigYaml(text, file);
 }
 
-/** Atomic write (temp file in the same directory, fsync, rename); the old file becomes `<file>.bak`. */
-export async function writeFileAtomic(file: string, text: string): Promise<void> {
+/**
+ * Atomic write (temp file in the same directory, fsync, rename, fsync of the directory); the
+ * old file becomes `<file>.bak`. `beforeRename` is where a test stages a crash: whatever
+ * happens before the rename, `file` still holds its old text.
+ */
+export async function writeFileAtomic(file: string, text: string, hooks: { beforeRename?: () => Promise<void> } = {}): Promise<void> {
   const dir = path.dirname(file);
   const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`);
   const handle = await fs.open(tmp, 'wx', 0o600);
@@ -224,11 +228,15 @@ export async function writeFileAtomic(file: string, text: string): Promise<void>
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
+    await hooks.beforeRename?.();
     await fs.rename(tmp, file);
   } catch (err) {
     await fs.rm(tmp, { force: true });
     throw err;
   }
+  // The rename is durable only once the directory entry is.
+  const d = await fs.open(dir, 'r').catch(() => undefined);
+  if (d) await d.sync().catch(() => {}).finally(() => d.close());
 }
 
 /** Save `config` to `file`: an edit of the existing text when there is one, else a fresh export. */

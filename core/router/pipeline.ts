@@ -30,7 +30,7 @@ import { ShmRequestScope, type ShmWriter } from '../transport/shm-writer.ts';
 import type { EncoderDtype, TensorPath } from '../transport/vocabulary.ts';
 import type { WorkerRegistry, WorkerState } from '../workers/registry.ts';
 import { ApiError, openAiFinishReason, parseChatRequest, type ChatCompletionRequest } from './openai.ts';
-import { ChatResponder, type ResponseTarget } from './responder.ts';
+import { CapturedResponse, ChatResponder, sendError, type ResponseTarget } from './responder.ts';
 
 export interface RouterContext {
   store: ConfigStore;
@@ -58,6 +58,8 @@ export interface ChatOptions {
   source?: TrafficSource;
   worker?: string;
   transport?: { mode: TransportMode; minBytes: number };
+  /** Calibration's own pixel bounds, so its tensors can span sizes the model's bounds would not give. */
+  pixelBounds?: { min_pixels: number; max_pixels: number };
 }
 
 /** What one request did, for its log line (filled in as the request goes). */
@@ -116,6 +118,11 @@ export class RequestTiming {
 
   elapsedMs(): number {
     return performance.now() - this.start;
+  }
+
+  /** Milliseconds of a marked span (0 when it was never marked). */
+  span(name: string): number {
+    return this.spans.find(([n]) => n === name)?.[1] ?? 0;
   }
 
   header(): string {
@@ -213,7 +220,8 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   const releaseImages = () => releases.splice(0).forEach((release) => release());
   // Bytes are handed over (transferred) to the pool thread, which also hashes them. Only what
   // travels: bfloat16 alone for a bfloat16 wire dtype, float32 otherwise.
-  const jobs = bytes.map((b) => ctx.pool.start({ bytes: b, config: ctx.model.imageConfig, bf16: dtype === 'bfloat16', float32: dtype !== 'bfloat16' }));
+  const imageConfig = options.pixelBounds ? { ...ctx.model.imageConfig, ...options.pixelBounds } : ctx.model.imageConfig;
+  const jobs = bytes.map((b) => ctx.pool.start({ bytes: b, config: imageConfig, bf16: dtype === 'bfloat16', float32: dtype !== 'bfloat16' }));
   const asImageError = (err: unknown, i: number) =>
     err instanceof ImageDecodeError || err instanceof ImageSizeError ? new ApiError(400, `image ${i}: ${err.message}`, 'invalid_request_error', images[i]!.param) : err;
   // The prompt needs each image's token count, which its header gives: build it while the
@@ -423,4 +431,29 @@ function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: WireReq
       },
     });
   });
+}
+
+export interface InMemoryChat {
+  status: number;
+  /** The response body: the completion JSON, or the OpenAI error body. */
+  body: string;
+  requestId: string | undefined;
+  revision: number | undefined;
+  timing: RequestTiming;
+}
+
+/**
+ * One chat completion through this same pipeline without HTTP: how the console sends its
+ * test requests and calibration traffic (marked as its own through `options.source`).
+ */
+export async function runChatInMemory(ctx: RouterContext, body: unknown, options: ChatOptions): Promise<InMemoryChat> {
+  const res = new CapturedResponse();
+  const timing = new RequestTiming();
+  const record = newRequestRecord();
+  try {
+    await handleChatCompletion(ctx, body, res, timing, record, options);
+  } catch (err) {
+    sendError(res, err instanceof ApiError ? err : new ApiError(500, `internal error: ${(err as Error).message}`));
+  }
+  return { status: res.statusCode, body: res.body, requestId: record.id, revision: record.revision, timing };
 }

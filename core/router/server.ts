@@ -21,9 +21,9 @@ import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
 import { TensorEventBus } from '../telemetry/events.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
-import { readNamespaceToken } from '../transport/namespace.ts';
+import { readNamespaceToken, type NamespaceTokenReading } from '../transport/namespace.ts';
 import { transportForWorker } from '../transport/resolve.ts';
-import { ShmWriter } from '../transport/shm-writer.ts';
+import { ShmWriter, type ShmProbeResult } from '../transport/shm-writer.ts';
 import { DECISION_REASONS } from '../transport/vocabulary.ts';
 import { WorkerRegistry } from '../workers/registry.ts';
 import { ApiError } from './openai.ts';
@@ -36,6 +36,10 @@ export interface RunningRouter {
   url: string;
   context: RouterContext;
   store: ConfigStore;
+  /** The router's /dev/shm namespace token as read at start, with why it is missing. */
+  namespace: NamespaceTokenReading;
+  /** The start-up writability probe of the SHM directory. */
+  shmProbe: ShmProbeResult;
   embeddedWorker?: { url: string; pid: number | undefined };
   /** Settles when the workers added by the latest applied revision have been discovered. */
   reconciled(): Promise<void>;
@@ -187,6 +191,8 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     url,
     context,
     store,
+    namespace: ns,
+    shmProbe: probe,
     ...(embedded ? { embeddedWorker: { url: embedded.url, pid: embedded.child.pid } } : {}),
     reconciled: () => reconciling,
     close: async () => {

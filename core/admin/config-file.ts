@@ -1,0 +1,165 @@
+// Where the console keeps the applied configuration, and its history.
+//
+// The file is `--config FILE`, else `$XDG_CONFIG_HOME/mmtc/router.yaml`, else
+// `~/.config/mmtc/router.yaml`. It is written atomically (a temp file in the same directory,
+// fsync, rename; the previous version kept as `FILE.bak`), as an edit of the text that is
+// there, so the operator's comments and key order survive. A crash at any point leaves the
+// old file or the new one, never a mix; a temp file a crash left behind is removed at the next
+// start. The text last read or written is remembered: when the file on disk differs (edited
+// by hand while the console runs), that is drift, reported and never overwritten.
+//
+// The history of applied revisions lives beside it, one JSON line per revision in
+// `FILE.history.jsonl` (appended, never rewritten except to drop the oldest past
+// MAX_HISTORY), so it survives a restart and revision numbers keep counting up.
+import { existsSync, promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ConfigError } from '../config/errors.ts';
+import type { RouterConfig } from '../config/schema.ts';
+import { exportConfigYaml, parseConfigYaml, updateConfigYaml, writeFileAtomic, type ParsedConfigFile } from '../config/yaml.ts';
+import { parseRouterConfig } from '../config/validate.ts';
+import type { ConfigClient } from '../config/store.ts';
+import type { DiffEntry } from './contract.ts';
+
+export function defaultConfigPath(env: Readonly<Record<string, string | undefined>> = process.env): string {
+  const base = env.XDG_CONFIG_HOME && path.isAbsolute(env.XDG_CONFIG_HOME) ? env.XDG_CONFIG_HOME : path.join(env.HOME || os.homedir(), '.config');
+  return path.join(base, 'mmtc', 'router.yaml');
+}
+
+/** Temp files of writeFileAtomic for `file`: `.<name>.<pid>.<ms>.tmp`. */
+function isTempOf(file: string, name: string): boolean {
+  const base = path.basename(file).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return new RegExp(`^\\.${base}\\.\\d+\\.\\d+\\.tmp$`).test(name);
+}
+
+export class ConfigFile {
+  /** The text last read from or written to the file; undefined while the file does not exist. */
+  private known: string | undefined;
+
+  private constructor(readonly path: string) {}
+
+  /**
+   * Open the file (it need not exist yet: the first apply creates it). A file that exists
+   * must be a valid configuration, or this throws the ConfigError with every problem.
+   */
+  static async open(file: string): Promise<{ file: ConfigFile; parsed: ParsedConfigFile | undefined }> {
+    const f = new ConfigFile(path.resolve(file));
+    await f.removeStaleTemps();
+    const text = await f.readText();
+    f.known = text;
+    return { file: f, parsed: text === undefined ? undefined : parseConfigYaml(text, file) };
+  }
+
+  private async removeStaleTemps(): Promise<void> {
+    let names: string[];
+    try {
+      names = await fs.readdir(path.dirname(this.path));
+    } catch {
+      return;
+    }
+    for (const name of names) if (isTempOf(this.path, name)) await fs.rm(path.join(path.dirname(this.path), name), { force: true });
+  }
+
+  private async readText(): Promise<string | undefined> {
+    try {
+      return await fs.readFile(this.path, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw new ConfigError([{ path: '', message: `cannot read ${this.path}: ${(err as Error).message}` }]);
+    }
+  }
+
+  /** The file as it is on disk now, and whether it differs from what we last read or wrote. */
+  async drift(): Promise<{ drifted: boolean; text: string | undefined }> {
+    const text = await this.readText();
+    return { drifted: text !== this.known, text };
+  }
+
+  /** Parse the text on disk (after drift), or say why it cannot be loaded. */
+  parse(text: string | undefined): ParsedConfigFile {
+    return text === undefined ? { config: parseRouterConfig({}), positions: new Map() } : parseConfigYaml(text, this.path);
+  }
+
+  /** Write `config` as an edit of the known text (or a fresh export), atomically; returns the text written. */
+  async save(config: RouterConfig, hooks?: { beforeRename?: () => Promise<void> }): Promise<string> {
+    await fs.mkdir(path.dirname(this.path), { recursive: true });
+    const text = this.known === undefined ? exportConfigYaml(config) : updateConfigYaml(this.known, config, this.path);
+    await writeFileAtomic(this.path, text, hooks);
+    this.known = text;
+    return text;
+  }
+
+  /** The drifted text on disk is now the one we hold (it was reloaded). */
+  adopt(text: string | undefined): void {
+    this.known = text;
+  }
+
+  get exists(): boolean {
+    return existsSync(this.path);
+  }
+}
+
+export interface HistoryRecord {
+  revision: number;
+  appliedAt: number;
+  client: ConfigClient;
+  diff: DiffEntry[];
+  /** The whole configuration of this revision (normalized), for rollback. */
+  config: Record<string, unknown>;
+}
+
+export const MAX_HISTORY = 500;
+
+export class ConfigHistory {
+  private constructor(
+    readonly path: string | undefined,
+    private records: HistoryRecord[],
+  ) {}
+
+  /** The history beside `configFile` (in memory only when there is no file). Lines that do not parse are skipped. */
+  static async open(configFile: string | undefined): Promise<ConfigHistory> {
+    if (configFile === undefined) return new ConfigHistory(undefined, []);
+    const file = `${path.resolve(configFile)}.history.jsonl`;
+    let text = '';
+    try {
+      text = await fs.readFile(file, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    const records: HistoryRecord[] = [];
+    for (const line of text.split('\n')) {
+      if (!line.trim()) continue;
+      try {
+        const r = JSON.parse(line) as HistoryRecord;
+        if (Number.isInteger(r.revision) && r.config && typeof r.config === 'object') records.push(r);
+      } catch {
+        /* a line cut short by a crash: the revisions before it are intact */
+      }
+    }
+    return new ConfigHistory(file, records.slice(-MAX_HISTORY));
+  }
+
+  entries(): readonly HistoryRecord[] {
+    return this.records;
+  }
+
+  last(): HistoryRecord | undefined {
+    return this.records.at(-1);
+  }
+
+  get(revision: number): HistoryRecord | undefined {
+    return this.records.find((r) => r.revision === revision);
+  }
+
+  async append(record: HistoryRecord): Promise<void> {
+    this.records.push(record);
+    if (!this.path) return;
+    await fs.mkdir(path.dirname(this.path), { recursive: true });
+    if (this.records.length > MAX_HISTORY) {
+      this.records = this.records.slice(-MAX_HISTORY);
+      await writeFileAtomic(this.path, this.records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+      return;
+    }
+    await fs.appendFile(this.path, `${JSON.stringify(record)}\n`, { mode: 0o600 });
+  }
+}

@@ -1,0 +1,359 @@
+// The console contract: every command the operator UI can send and every event stream it can
+// hear, each with zod schemas for its input and output (or payload). The TypeScript types
+// come from the schemas, and both bindings are built from this one table: Electron's
+// ipcMain.handle per command (electron/main.ts) and HTTP `POST /api/<command>` with one
+// WebSocket for the streams (core/admin/http.ts). Adding a command is one entry here plus
+// its handler in core/admin/handlers.ts.
+//
+// Errors cross either binding as `{error: {code, message, path?, issues?, details?}}` and
+// the client rebuilds them into a real ContractError (errorFromWire). This module imports
+// only zod and schema modules (no `node:`), so the renderer imports it as is.
+import { z } from 'zod';
+import { TransportEnvironmentSchema } from '../config/env-schema.ts';
+import { RouterConfigSchema, WorkerSpecSchema, WorkerUrlSchema } from '../config/schema.ts';
+import { SecondAggregateSchema, TensorEventSchema } from '../telemetry/event-schema.ts';
+import { ResolvedWorkerTransportSchema } from '../transport/resolution-schema.ts';
+import { DECISION_REASON_NAMES, WIRE_RUNTIMES } from '../transport/vocabulary.ts';
+
+const Empty = z.strictObject({});
+const Revision = z.int().min(1);
+
+// ---------------------------------------------------------------- shared shapes
+
+/** One problem with a configuration: where (key path, and in YAML line:column) and what. */
+export const ConfigIssueSchema = z.object({ path: z.string(), message: z.string(), line: z.int().optional(), column: z.int().optional() });
+export type ConfigIssue = z.infer<typeof ConfigIssueSchema>;
+
+/** One change between two configurations; workers are keyed by url (`workers["grpc://a:1"].priority`). */
+export const DiffEntrySchema = z.object({
+  path: z.string(),
+  kind: z.enum(['added', 'removed', 'changed']),
+  before: z.unknown().optional(),
+  after: z.unknown().optional(),
+});
+export type DiffEntry = z.infer<typeof DiffEntrySchema>;
+
+/**
+ * A configuration the operator is working on: plain data in the YAML file's shape, or YAML
+ * text (whose errors then carry line:column).
+ */
+function draftInput<E extends z.ZodRawShape>(extra: E) {
+  return z.union([z.strictObject({ draft: z.record(z.string(), z.unknown()), ...extra }), z.strictObject({ yaml: z.string().max(1_000_000), ...extra })], {
+    error: 'expected {draft: {...}} or {yaml: "..."}',
+  });
+}
+export const DraftSchema = draftInput({});
+export type Draft = z.infer<typeof DraftSchema>;
+
+export const CONFIG_CLIENT_NAMES = ['start', 'api', 'ipc', 'http', 'router'] as const;
+
+/** The YAML file the applied configuration lives in, and whether it changed behind our back. */
+export const ConfigFileSchema = z.object({
+  path: z.string().nullable(),
+  /** The file's text differs from what the console last read or wrote. */
+  drifted: z.boolean(),
+  /** What reloading the file would change, when drifted and the file is valid. */
+  driftDiff: z.array(DiffEntrySchema),
+  /** Why the drifted file cannot be reloaded as it is. */
+  driftIssues: z.array(ConfigIssueSchema),
+});
+
+export const ConfigViewSchema = z.object({
+  revision: Revision,
+  config: RouterConfigSchema,
+  /** Key path -> where its value came from (file:line:col, flag, env, API, console). */
+  origins: z.record(z.string(), z.string()),
+  env: TransportEnvironmentSchema,
+  appliedAt: z.number(),
+  client: z.enum(CONFIG_CLIENT_NAMES),
+  file: ConfigFileSchema,
+  /** Settings only a restart changes (an apply that touches them is refused). */
+  restartOnly: z.array(z.string()),
+  /** The built-in defaults of every router setting. */
+  defaults: RouterConfigSchema,
+});
+export type ConfigView = z.infer<typeof ConfigViewSchema>;
+
+export const ValidationSchema = z.object({
+  ok: z.boolean(),
+  issues: z.array(ConfigIssueSchema),
+  /** The validated configuration (defaults filled in), when ok. */
+  config: RouterConfigSchema.optional(),
+});
+
+export const ApplyResultSchema = z.object({
+  revision: Revision,
+  diff: z.array(DiffEntrySchema),
+  /** The YAML file written (atomically, the previous version kept as `.bak`), or null. */
+  file: z.string().nullable(),
+});
+export type ApplyResult = z.infer<typeof ApplyResultSchema>;
+
+export const HistoryEntrySchema = z.object({
+  revision: Revision,
+  appliedAt: z.number(),
+  client: z.enum(CONFIG_CLIENT_NAMES),
+  /** What this revision changed against the one before it. */
+  diff: z.array(DiffEntrySchema),
+  /** This revision can be rolled back to (its configuration is kept). */
+  restorable: z.boolean(),
+});
+
+const DecisionSchema = z.object({
+  shmEnabled: z.boolean(),
+  reason: z.enum(DECISION_REASON_NAMES),
+  explanation: z.string(),
+  advice: z.string().optional(),
+});
+
+export const WORKER_HEALTH = ['healthy', 'unhealthy', 'discovering', 'draining'] as const;
+
+/** How the worker's advertised /dev/shm token compares with the router's. */
+export const TOKEN_MATCH = ['equal', 'different_shm', 'different_host', 'missing', 'router_has_none'] as const;
+
+export const WorkerViewSchema = z.object({
+  url: z.string(),
+  spec: WorkerSpecSchema,
+  /** Where the entry came from ("router.yaml:5:5", "embedded default", "console (HTTP)"). */
+  origin: z.string().nullable(),
+  runtime: z.enum(WIRE_RUNTIMES).nullable(),
+  health: z.enum(WORKER_HEALTH),
+  lastError: z.string().nullable(),
+  lastCheckedAt: z.number().nullable(),
+  discoveredLabels: z.record(z.string(), z.string()),
+  labels: z.record(z.string(), z.string()),
+  token: z.string().nullable(),
+  tokenMatch: z.enum(TOKEN_MATCH),
+  inFlight: z.int(),
+  /** This worker's share of the tensors sent in the last 60 s (0-1). */
+  trafficShare: z.number(),
+  resolution: ResolvedWorkerTransportSchema,
+  /** What auto/shm/inline decides for this worker's next request. */
+  decision: DecisionSchema,
+});
+export type WorkerView = z.infer<typeof WorkerViewSchema>;
+
+export const DiagnosisStepSchema = z.object({
+  id: z.enum(['reachable', 'token_advertised', 'same_boot_id', 'same_st_dev', 'shm_writable', 'probe_file_read']),
+  label: z.string(),
+  /** null: not checked, because an earlier step failed. */
+  ok: z.boolean().nullable(),
+  detail: z.string(),
+  remedy: z.string().optional(),
+});
+
+const RatesSchema = z.object({ inline: z.number(), shm: z.number(), remote: z.number() });
+
+export const WarningSchema = z.object({
+  kind: z.enum(['deprecated_env', 'invalid_env', 'unhealthy_worker', 'orphan_files', 'suspicious_files', 'config_drift', 'shm_not_writable', 'no_token']),
+  message: z.string(),
+  remedy: z.string(),
+});
+
+export const OverviewSchema = z.object({
+  host: z.object({
+    token: z.string().nullable(),
+    tokenProblem: z.string().nullable(),
+    shmDir: z.string(),
+    shmWritable: z.boolean(),
+    shmError: z.string().nullable(),
+    shmFreeBytes: z.number().nullable(),
+    shmTotalBytes: z.number().nullable(),
+  }),
+  files: z.object({ count: z.int(), bytes: z.number(), orphans: z.int(), orphanBytes: z.number(), suspicious: z.int() }),
+  router: z.object({ url: z.string(), model: z.string(), pid: z.int() }),
+  config: z.object({ file: z.string().nullable(), revision: Revision, drifted: z.boolean() }),
+  workers: z.object({ total: z.int(), healthy: z.int(), unhealthy: z.int(), discovering: z.int(), draining: z.int() }),
+  /** Over the last complete seconds (about 5), by path. */
+  rates: z.object({ tensorsPerSecond: RatesSchema, bytesPerSecond: RatesSchema }),
+  warnings: z.array(WarningSchema),
+});
+export type Overview = z.infer<typeof OverviewSchema>;
+
+export const TrafficBatchSchema = z.object({
+  events: z.array(TensorEventSchema),
+  /** Per-second aggregates that changed since the last batch (the current second included). */
+  seconds: z.array(SecondAggregateSchema),
+  /** Events this client did not receive because it fell behind (since it subscribed). */
+  dropped: z.int(),
+});
+export type TrafficBatch = z.infer<typeof TrafficBatchSchema>;
+
+export const TEST_IMAGE_FORMATS = ['png', 'jpeg', 'webp'] as const;
+
+export const TestRequestResultSchema = z.object({
+  status: z.int(),
+  requestId: z.string().nullable(),
+  revision: Revision,
+  worker: z.string(),
+  /** What the worker answered (the reference worker states what it received), or the error. */
+  content: z.string(),
+  events: z.array(TensorEventSchema),
+  ms: z.number(),
+});
+
+export const CalibrationPointSchema = z.object({
+  width: z.int(),
+  height: z.int(),
+  /** Bytes of the encoder tensor at this size. */
+  nbytes: z.int(),
+  inlineMs: z.number(),
+  shmMs: z.number(),
+  inlineSamples: z.array(z.number()),
+  shmSamples: z.array(z.number()),
+});
+
+export const CalibrationResultSchema = z.object({
+  worker: z.string(),
+  runtime: z.enum(WIRE_RUNTIMES),
+  dtype: z.string(),
+  samplesPerPoint: z.int(),
+  points: z.array(CalibrationPointSchema),
+  /** Smallest measured size from which SHM stays faster than inline; null when it never is. */
+  crossoverBytes: z.int().nullable(),
+  /** The multimodal_shm_min_bytes this measurement recommends for this worker. */
+  recommendedMinBytes: z.int().nullable(),
+  note: z.string(),
+});
+export type CalibrationResult = z.infer<typeof CalibrationResultSchema>;
+
+export const GatewayExportSchema = z.object({
+  /** `smg launch …` with only the flags the gateway has, as one shell line. */
+  command: z.string(),
+  argv: z.array(z.string()),
+  /** One `POST /workers` body per worker, with its overrides. */
+  workers: z.array(z.object({ url: z.string(), body: z.record(z.string(), z.unknown()), curl: z.string() })),
+  /** Every setting the gateway cannot express, and what happens to it. */
+  notes: z.array(z.string()),
+});
+
+// ---------------------------------------------------------------- the table
+
+const WorkerTarget = z.strictObject({ url: WorkerUrlSchema });
+const Applying = { expectedRevision: Revision };
+
+export const commands = {
+  overview: { input: Empty, output: OverviewSchema },
+  'config.get': { input: Empty, output: ConfigViewSchema },
+  'config.validate': { input: DraftSchema, output: ValidationSchema },
+  'config.diff': { input: DraftSchema, output: z.object({ revision: Revision, diff: z.array(DiffEntrySchema) }) },
+  'config.apply': { input: draftInput(Applying), output: ApplyResultSchema },
+  /** Parse and validate YAML text: the draft it gives and its diff against the applied revision (nothing is applied). */
+  'config.importYaml': { input: z.strictObject({ text: z.string().max(1_000_000) }), output: z.object({ ok: z.boolean(), issues: z.array(ConfigIssueSchema), draft: RouterConfigSchema.optional(), diff: z.array(DiffEntrySchema) }) },
+  'config.exportYaml': { input: Empty, output: z.object({ yaml: z.string(), revision: Revision }) },
+  'config.exportForGateway': { input: Empty, output: GatewayExportSchema },
+  'config.history': { input: Empty, output: z.object({ entries: z.array(HistoryEntrySchema) }) },
+  'config.rollback': { input: z.strictObject({ revision: Revision, ...Applying }), output: ApplyResultSchema },
+  /** Take the YAML file as it is on disk now (after drift) as the next revision. */
+  'config.reloadFile': { input: z.strictObject(Applying), output: ApplyResultSchema },
+  'workers.list': { input: Empty, output: z.object({ revision: Revision, workers: z.array(WorkerViewSchema) }) },
+  'workers.add': { input: z.strictObject({ worker: WorkerSpecSchema.partial({ runtime: true, worker_type: true, labels: true, priority: true }), ...Applying }), output: ApplyResultSchema },
+  'workers.update': { input: z.strictObject({ url: WorkerUrlSchema, worker: WorkerSpecSchema.partial({ runtime: true, worker_type: true, labels: true, priority: true }), ...Applying }), output: ApplyResultSchema },
+  'workers.remove': { input: z.strictObject({ url: WorkerUrlSchema, ...Applying }), output: ApplyResultSchema },
+  'workers.diagnose': { input: WorkerTarget, output: z.object({ url: z.string(), steps: z.array(DiagnosisStepSchema), verdict: DecisionSchema }) },
+  'traffic.snapshot': { input: z.strictObject({ limit: z.int().min(1).max(10_000).optional() }), output: z.object({ events: z.array(TensorEventSchema), seconds: z.array(SecondAggregateSchema) }) },
+  'traffic.sendTestRequest': {
+    input: z.strictObject({ url: WorkerUrlSchema, width: z.int().min(16).max(4096), height: z.int().min(16).max(4096), format: z.enum(TEST_IMAGE_FORMATS) }),
+    output: TestRequestResultSchema,
+  },
+  'transport.calibrate': { input: z.strictObject({ url: WorkerUrlSchema, samples: z.int().min(1).max(20).optional() }), output: CalibrationResultSchema },
+  'metrics.text': { input: Empty, output: z.object({ text: z.string() }) },
+} as const;
+
+export const streams = {
+  /** Tensor traffic, about ten batches a second while there is any. */
+  traffic: TrafficBatchSchema,
+  /** A new revision was applied (by anyone): refetch what depends on it. */
+  config: z.object({ revision: Revision, client: z.enum(CONFIG_CLIENT_NAMES), appliedAt: z.number() }),
+  /** Progress of a running calibration. */
+  calibration: z.object({ url: z.string(), done: z.int(), total: z.int(), phase: z.string() }),
+} as const;
+
+export type CommandName = keyof typeof commands;
+export type StreamName = keyof typeof streams;
+export type CommandInput<C extends CommandName> = z.input<(typeof commands)[C]['input']>;
+export type CommandOutput<C extends CommandName> = z.output<(typeof commands)[C]['output']>;
+export type StreamPayload<S extends StreamName> = z.output<(typeof streams)[S]>;
+export const COMMAND_NAMES = Object.keys(commands) as CommandName[];
+export const STREAM_NAMES = Object.keys(streams) as StreamName[];
+
+export function isCommandName(name: string): name is CommandName {
+  return Object.hasOwn(commands, name);
+}
+
+/** What a client of either binding offers: the UI depends on this and nothing else. */
+export interface ConsoleClient {
+  call<C extends CommandName>(command: C, input: CommandInput<C>): Promise<CommandOutput<C>>;
+  subscribe<S extends StreamName>(stream: S, listener: (payload: StreamPayload<S>) => void): () => void;
+}
+
+// ---------------------------------------------------------------- errors across the boundary
+
+export const ERROR_CODES = ['invalid_input', 'invalid_config', 'conflict', 'restart_required', 'file_drift', 'not_found', 'unauthorized', 'forbidden', 'busy', 'internal'] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+export const WireErrorSchema = z.object({
+  error: z.object({
+    code: z.enum(ERROR_CODES),
+    message: z.string(),
+    /** The input field or config key path the error is about. */
+    path: z.string().optional(),
+    issues: z.array(ConfigIssueSchema).optional(),
+    /** Conflict: the current revision and what changed since the one the client edited. */
+    details: z.record(z.string(), z.unknown()).optional(),
+  }),
+});
+export type WireError = z.infer<typeof WireErrorSchema>;
+
+/** A contract error rebuilt on the client side: a real Error with the code and details. */
+export class ContractError extends Error {
+  override readonly name = 'ContractError';
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly path?: string,
+    readonly issues: ConfigIssue[] = [],
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(message);
+  }
+
+  toWire(): WireError {
+    return {
+      error: {
+        code: this.code,
+        message: this.message,
+        ...(this.path !== undefined ? { path: this.path } : {}),
+        ...(this.issues.length ? { issues: this.issues } : {}),
+        ...(Object.keys(this.details).length ? { details: this.details } : {}),
+      },
+    };
+  }
+}
+
+/** Rebuild the error a binding carried; anything unexpected becomes an `internal` error that says so. */
+export function errorFromWire(body: unknown): ContractError {
+  const parsed = WireErrorSchema.safeParse(body);
+  if (!parsed.success) return new ContractError('internal', `the console backend answered with something that is not a contract error: ${JSON.stringify(body)?.slice(0, 200)}`);
+  const e = parsed.data.error;
+  return new ContractError(e.code, e.message, e.path, e.issues ?? [], e.details ?? {});
+}
+
+/** The input of a command checked against its schema: the parsed value, or an invalid_input error naming the field. */
+export function parseCommandInput<C extends CommandName>(command: C, input: unknown): z.output<(typeof commands)[C]['input']> {
+  const schema = commands[command].input as z.ZodType;
+  const r = schema.safeParse(input ?? {});
+  if (r.success) return r.data as z.output<(typeof commands)[C]['input']>;
+  const issue = r.error.issues[0]!;
+  const path = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : String(p))).join('.').replaceAll('.[', '[');
+  throw new ContractError('invalid_input', `invalid input for ${command}${path ? ` at ${path}` : ''}: ${issue.code === 'unrecognized_keys' ? `unknown field ${issue.keys.join(', ')}` : issue.message}`, path || undefined);
+}
+
+// ---------------------------------------------------------------- vocabulary the UI shows
+// The renderer imports nothing from core/ but this module; these are the words and
+// defaults it shows, from their one source.
+export { DEFAULT_SHM_MIN_BYTES, DEFAULT_TRANSPORT_MODE, POLICIES, RUNTIMES, TRANSPORT_KNOBS, TRANSPORT_MODES, WORKER_TYPES } from '../config/schema.ts';
+export { DECISION_ADVICE, DECISION_REASONS, describeReason, TENSOR_PATHS, TENSOR_REASONS } from '../transport/vocabulary.ts';
+export type { TensorEvent, SecondAggregate } from '../telemetry/event-schema.ts';
+export type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
+export type { RouterConfig, WorkerSpec } from '../config/schema.ts';

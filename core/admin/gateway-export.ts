@@ -1,0 +1,213 @@
+// The applied configuration restated for the real gateway (SMG): the `smg launch` line an
+// operator runs, one `POST /workers` body per worker, and a note for every setting SMG
+// cannot express or treats differently.
+//
+// Mapping rule: a router setting becomes a flag only when `smg launch` has that flag with the
+// same meaning; its value is written in SMG's own spelling (policies and modes are snake_case
+// / lowercase there too). Settings with a built-in default that differs from SMG's (host,
+// policy, request timeout, health-check interval) are always emitted, so the gateway does
+// what this router does rather than what SMG defaults to. The two transport knobs are emitted
+// only when set: "unset" hands the decision to the gateway's environment, exactly as here.
+// Per-worker settings exist only in the POST /workers body (SMG's WorkerSpec JSON).
+//
+// Based on reading (stored copies, not live):
+// - smg-project/smg model_gateway/src/main.rs at 003bcd0377be (the clap `CliArgs`: Worker
+//   Configuration, Routing Policy, PD Disaggregation, Multimodal, Request Handling, Health
+//   Checks and Tokenizer headings), and a later revision of it that adds the RDMA flags.
+//   The lightseekorg/smg revisions of that file available (1cb0593, 059da7a) predate the
+//   multimodal flags, least_load and --encode.
+// - smg-project/smg crates/protocols/src/worker.rs at 003bcd0377be (`WorkerSpec`, the POST
+//   /workers body; `TransportMode`, `RuntimeType`, `WorkerType`; `ConnectionMode::from_url`
+//   in a later revision).
+// - smg-project/smg model_gateway/src/worker/builder.rs (no setter for the per-worker
+//   multimodal fields) and docs/reference/configuration.md, the revision that describes SMG
+//   v1.11.0 ("does not copy them onto registered workers, so per-worker values have no effect").
+// - lightseekorg/smg model_gateway/src/core/steps/worker/local/create_worker.rs at 13a74d6
+//   (posted labels are merged over the labels the worker advertises).
+import type { z } from 'zod';
+import { DEFAULT_TRANSPORT_MODE, TRANSPORT_KNOBS, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
+import type { GatewayExportSchema } from './contract.ts';
+
+export type GatewayExport = z.output<typeof GatewayExportSchema>;
+
+export interface GatewayExportOptions {
+  /** Worker urls never exported (the router's embedded reference worker). */
+  excludeUrls?: ReadonlySet<string>;
+}
+
+// SMG's own default: the CLI refuses port 0, so a "pick a free port" config falls back to it.
+const SMG_DEFAULT_PORT = 30000;
+// SMG's default priority; a worker registered by url alone gets it.
+const SMG_DEFAULT_PRIORITY = 50;
+// Policies `--encode-policy` accepts; anything else leaves encode workers on SMG's default.
+const SMG_ENCODE_POLICIES = new Set(['random', 'round_robin', 'consistent_hashing']);
+
+/** One shell word: bare when it holds only characters no POSIX shell treats specially, else single-quoted. */
+export function shellQuote(value: string): string {
+  if (/^[A-Za-z0-9_@%+=:,./-]+$/.test(value)) return value;
+  return `'${value.replaceAll("'", `'\\''`)}'`;
+}
+
+function isIpv6Literal(host: string): boolean {
+  return host.includes(':') && !host.startsWith('[');
+}
+
+/** SMG joins host and port into one socket address, so an IPv6 literal needs its brackets. */
+function bracketHost(host: string): string {
+  return isIpv6Literal(host) ? `[${host}]` : host;
+}
+
+/** Where a client on the same machine reaches a server bound to `host` (a wildcard bind is not an address to send to). */
+function reachableHost(host: string): string {
+  const bare = host.replace(/^\[(.*)\]$/, '$1');
+  if (bare === '0.0.0.0') return '127.0.0.1';
+  if (bare === '::') return '[::1]';
+  return bracketHost(host);
+}
+
+function quoted(value: string | number): string {
+  return typeof value === 'number' ? String(value) : `'${value}'`;
+}
+
+function list(urls: readonly string[]): string {
+  return urls.join(', ');
+}
+
+/** The JSON SMG's POST /workers deserializes into its WorkerSpec, carrying this worker's own settings. */
+function workerBody(worker: WorkerSpec): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    url: worker.url,
+    worker_type: worker.worker_type,
+    // SMG's WorkerSpec defaults connection_mode to http; our workers always speak gRPC.
+    connection_mode: 'grpc',
+    // SMG's canonical field name (it also accepts `runtime` as an alias); our names are its lowercase enum values.
+    runtime_type: worker.runtime,
+    priority: worker.priority,
+  };
+  const labelKeys = Object.keys(worker.labels).sort();
+  if (labelKeys.length > 0) body.labels = Object.fromEntries(labelKeys.map((k) => [k, worker.labels[k]]));
+  if (worker.multimodal_tensor_transport !== undefined) body.multimodal_tensor_transport = worker.multimodal_tensor_transport;
+  if (worker.multimodal_shm_min_bytes !== undefined) body.multimodal_shm_min_bytes = worker.multimodal_shm_min_bytes;
+  return body;
+}
+
+/** SMG takes whole seconds (u64); rounding up keeps a short timeout from becoming 0 (none). */
+function wholeSeconds(setting: string, value: number, notes: string[]): number {
+  if (Number.isInteger(value)) return value;
+  const rounded = Math.ceil(value);
+  notes.push(`${setting} = ${value} is not a whole number of seconds; SMG takes whole seconds, so the command uses ${rounded}.`);
+  return rounded;
+}
+
+export function exportForGateway(config: RouterConfig, options: GatewayExportOptions = {}): GatewayExport {
+  const notes: string[] = [];
+  const exclude = options.excludeUrls ?? new Set<string>();
+  const excluded = config.workers.filter((w) => exclude.has(w.url));
+  const workers = config.workers.filter((w) => !exclude.has(w.url));
+  if (excluded.length > 0) {
+    notes.push(`workers ${list(excluded.map((w) => w.url))} ${excluded.length === 1 ? 'is' : 'are'} left out: excluded from the export (the router's embedded reference worker is not part of a real deployment).`);
+  }
+
+  const argv = ['smg', 'launch'];
+
+  const host = bracketHost(config.host);
+  if (host !== config.host) notes.push(`host = '${config.host}' is written --host ${host}: SMG parses host and port as one socket address, which needs an IPv6 literal in brackets.`);
+  argv.push('--host', host);
+
+  let port = config.port;
+  if (port === 0) {
+    port = SMG_DEFAULT_PORT;
+    notes.push(`port = 0 (pick a free port) has no SMG equivalent: SMG requires a port above 0, so the command uses --port ${SMG_DEFAULT_PORT} and the curl lines target it.`);
+  }
+  argv.push('--port', String(port));
+
+  if (config.model_path !== undefined) argv.push('--model-path', config.model_path);
+  else notes.push(`model_path is unset (this router then uses its bundled demo model); the command has no --model-path, so the gateway must load its tokenizer from what the workers report.`);
+
+  argv.push('--policy', config.policy);
+  if (config.policy === 'least_load') {
+    notes.push(`policy = 'least_load' is written --policy least_load, but SMG's least_load picks the lowest expected wait from the engines' load reports (queued and in-flight tokens over throughput, plus KV pressure) where this router picks the fewest requests in flight, so the two can choose differently.`);
+  }
+
+  argv.push('--request-timeout-secs', String(wholeSeconds('request_timeout_secs', config.request_timeout_secs, notes)));
+  argv.push('--health-check-interval-secs', String(wholeSeconds('health_check_interval_secs', config.health_check_interval_secs, notes)));
+
+  const mode = TRANSPORT_KNOBS.multimodal_tensor_transport;
+  if (config.multimodal_tensor_transport !== undefined) {
+    argv.push(mode.flag, config.multimodal_tensor_transport);
+    if (config.multimodal_tensor_transport === 'rdma') {
+      notes.push(`multimodal_tensor_transport = 'rdma' is written ${mode.flag} rdma: this router has no RDMA lane and sends those tensors inline, while SMG pulls pixel tensors to TokenSpeed workers over its NIXL RDMA lane when it is built with the mm-rdma feature and given --rdma-listen-ip (not exported; without both it stays inline too).`);
+    }
+  } else {
+    notes.push(`multimodal_tensor_transport is unset, so the command has no ${mode.flag}: the gateway then reads ${mode.env} (or the deprecated ${mode.legacyEnv}) from its own environment and otherwise uses ${DEFAULT_TRANSPORT_MODE}, as this router does.`);
+  }
+  const threshold = TRANSPORT_KNOBS.multimodal_shm_min_bytes;
+  if (config.multimodal_shm_min_bytes !== undefined) {
+    argv.push(threshold.flag, String(config.multimodal_shm_min_bytes));
+  } else {
+    notes.push(`multimodal_shm_min_bytes is unset, so the command has no ${threshold.flag}: the gateway then reads ${threshold.env} (or the deprecated ${threshold.legacyEnv}) from its own environment and otherwise uses ${threshold.defaultValue}, as this router does.`);
+  }
+
+  // Disaggregation is a start-up routing mode in SMG, chosen for the whole gateway.
+  const ofType = (t: WorkerSpec['worker_type']) => workers.filter((w) => w.worker_type === t).map((w) => w.url);
+  const regular = ofType('regular');
+  const prefill = ofType('prefill');
+  const decode = ofType('decode');
+  const encode = ofType('encode');
+  if (workers.length === 0) {
+    notes.push(`workers is empty${excluded.length > 0 ? ' after the exclusion' : ''}, so the command registers none; add workers later with POST /workers.`);
+  } else if (prefill.length + decode.length + encode.length === 0) {
+    argv.push('--worker-urls', ...regular);
+  } else {
+    if (encode.length > 0) {
+      argv.push('--epd-disaggregation');
+      for (const url of encode) argv.push('--encode', url);
+      if (SMG_ENCODE_POLICIES.has(config.policy)) argv.push('--encode-policy', config.policy);
+      else notes.push(`policy = '${config.policy}' cannot apply to the encode workers: SMG's --encode-policy takes only random, round_robin or consistent_hashing, so they get its default, consistent_hashing.`);
+      notes.push(`worker_type = 'encode' (${list(encode)}) puts the command in SMG's EPD mode (--epd-disaggregation with --encode), which SMG supports for gRPC TokenSpeed workers only; SMG releases without the multimodal transport have no --encode flag at all.`);
+    } else {
+      argv.push('--pd-disaggregation');
+    }
+    // SMG reads an optional bootstrap port after each --prefill/--encode url; ours have none,
+    // and every url is followed by a flag or the end of the line, so none is consumed.
+    for (const url of prefill) argv.push('--prefill', url);
+    for (const url of decode) argv.push('--decode', url);
+    if (regular.length > 0) {
+      notes.push(`worker_type = 'regular' (${list(regular)}) cannot join a disaggregated SMG: in PD/EPD mode it takes no --worker-urls, so these workers are left off the command line (their POST /workers bodies are still listed).`);
+    }
+    if (prefill.length === 0 || decode.length === 0) {
+      notes.push(`the workers include ${prefill.length} with worker_type = 'prefill' and ${decode.length} with worker_type = 'decode'; SMG's disaggregated mode sends every request to a prefill and a decode worker, so it cannot serve without both.`);
+    }
+  }
+
+  const gateway = `http://${reachableHost(config.host)}:${port}/workers`;
+  const exported = workers.map((worker, i) => {
+    const body = workerBody(worker);
+    const curl = ['curl', '-sS', ...(gateway.includes('[') ? ['-g'] : []), '-X', 'POST', gateway, '-H', 'content-type: application/json', '-d', JSON.stringify(body)].map(shellQuote).join(' ');
+    const which = `workers[${i}] (${worker.url})`;
+
+    if (worker.url.startsWith('unix://')) {
+      notes.push(`${which} url = '${worker.url}' is a unix socket: SMG dials only http(s)://, grpc(s):// and ipc:// (ZMQ) workers, so the url is listed as is but the gateway cannot reach this worker until it also listens on grpc://host:port.`);
+    }
+    const overrides: string[] = [];
+    if (worker.multimodal_tensor_transport !== undefined) overrides.push(`multimodal_tensor_transport = ${quoted(worker.multimodal_tensor_transport)}`);
+    if (worker.multimodal_shm_min_bytes !== undefined) overrides.push(`multimodal_shm_min_bytes = ${quoted(worker.multimodal_shm_min_bytes)}`);
+    if (overrides.length > 0) {
+      notes.push(`${which} ${overrides.join(' and ')} ${overrides.length === 1 ? 'is' : 'are'} in its POST /workers body, which SMG accepts, but SMG (v1.11.0) does not copy the per-worker multimodal fields onto the registered worker, so on the gateway this worker follows the gateway-wide transport settings instead (this router applies the override).`);
+    }
+    const namespace = worker.labels.shm_namespace_id;
+    if (namespace !== undefined) {
+      notes.push(`${which} labels.shm_namespace_id = '${namespace}' is posted as a label, and SMG, like this router, lets a posted label win over the one the worker advertises, so 'auto' trusts it; but SMG compares it with the gateway host's own /dev/shm namespace, so it must be that host's <boot_id>:<st_dev>, not this router's.`);
+    }
+    const extras: string[] = [];
+    if (Object.keys(worker.labels).length > 0) extras.push(`labels = ${JSON.stringify(body.labels)}`);
+    if (worker.priority !== SMG_DEFAULT_PRIORITY) extras.push(`priority = ${worker.priority}`);
+    if (worker.runtime !== 'unspecified') extras.push(`runtime = '${worker.runtime}'`);
+    if (extras.length > 0 && argv.includes(worker.url)) {
+      notes.push(`${which} ${extras.join(', ')} ${extras.length === 1 ? 'exists' : 'exist'} only in its POST /workers body: the command line registers a worker by url alone (no labels, priority ${SMG_DEFAULT_PRIORITY}, runtime detected) and SMG refuses to register a url twice, so to keep ${extras.length === 1 ? 'it' : 'them'} drop this url from the command and run its curl line once the gateway is up.`);
+    }
+    return { url: worker.url, body, curl };
+  });
+
+  return { command: argv.map(shellQuote).join(' '), argv, workers: exported, notes };
+}

@@ -1,0 +1,268 @@
+// The browser binding of the console contract: `POST /api/<command>` with a JSON body, one
+// WebSocket (`/api/events`) for the streams, and the built renderer as static files.
+//
+// Guards, in order, on every request:
+//   - Host must name the bound address (127.0.0.1:port, localhost:port, …): a page on another
+//     origin that rebinds its DNS name to 127.0.0.1 sends its own name and gets 403.
+//   - Origin, when the browser sends one, must be this console's own: 403 otherwise.
+//   - The API needs the per-launch token: `Authorization: Bearer <token>` on commands, the
+//     subprotocol `mmtc.token.<token>` on the WebSocket (browsers cannot set headers there).
+//     Without it: 401, and the WebSocket upgrade is refused. The token travels in the URL
+//     the server prints only as a fragment (`#token=…`), which browsers never send, and the
+//     page keeps it in memory; it is compared in constant time and never logged.
+//   - Commands take `application/json` only (a cross-origin form cannot send it without a
+//     preflight this server never answers).
+// Every response carries a strict Content-Security-Policy and nosniff.
+import { timingSafeEqual } from 'node:crypto';
+import { createReadStream, existsSync, statSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { ConsoleBackend } from './backend.ts';
+import { ContractError, isCommandName, STREAM_NAMES, type ErrorCode, type StreamName } from './contract.ts';
+
+export const TOKEN_SUBPROTOCOL_PREFIX = 'mmtc.token.';
+export const EVENTS_SUBPROTOCOL = 'mmtc.v1';
+const MAX_COMMAND_BODY = 2 * 1024 * 1024;
+/** A WebSocket with more than this waiting to go out gets no new traffic batch until it drains. */
+const MAX_BUFFERED = 1024 * 1024;
+
+export const CONTENT_SECURITY_POLICY = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+const STATUS: Record<ErrorCode, number> = {
+  invalid_input: 400,
+  invalid_config: 422,
+  conflict: 409,
+  restart_required: 409,
+  file_drift: 409,
+  not_found: 404,
+  unauthorized: 401,
+  forbidden: 403,
+  busy: 429,
+  internal: 500,
+};
+
+const CONTENT_TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.json': 'application/json',
+  '.woff2': 'font/woff2',
+  '.map': 'application/json',
+};
+
+export interface ConsoleServerOptions {
+  backend: ConsoleBackend;
+  host: string;
+  port: number;
+  token: string;
+  /** The built renderer (index.html and its assets). */
+  staticDir: string;
+}
+
+export interface RunningConsoleServer {
+  /** The console's address, without the token. */
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\./.test(host);
+}
+
+/** Host header values that name this server: what DNS rebinding cannot fake. */
+function allowedHosts(bound: string, port: number): Set<string> {
+  const names = new Set<string>(['localhost', '127.0.0.1', '[::1]']);
+  if (bound === '0.0.0.0' || bound === '::') {
+    names.add(os.hostname().toLowerCase());
+    for (const list of Object.values(os.networkInterfaces())) for (const a of list ?? []) names.add(a.family === 'IPv6' ? `[${a.address}]` : a.address);
+  } else names.add(bound.includes(':') ? `[${bound}]` : bound.toLowerCase());
+  return new Set([...names].map((n) => `${n}:${port}`));
+}
+
+function sameToken(given: string | undefined, token: string): boolean {
+  if (!given) return false;
+  const a = Buffer.from(given);
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+function securityHeaders(extra: Record<string, string> = {}): Record<string, string> {
+  return { 'content-security-policy': CONTENT_SECURITY_POLICY, 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer', 'x-frame-options': 'DENY', ...extra };
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, securityHeaders({ 'content-type': 'application/json', 'cache-control': 'no-store' }));
+  res.end(JSON.stringify(body));
+}
+
+function sendContractError(res: ServerResponse, err: ContractError): void {
+  sendJson(res, STATUS[err.code], err.toWire());
+}
+
+function readJson(req: IncomingMessage): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_COMMAND_BODY) {
+        reject(new ContractError('invalid_input', `the command body is above ${MAX_COMMAND_BODY / 1024 / 1024} MiB`));
+        req.destroy();
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => {
+      const text = Buffer.concat(chunks).toString('utf8');
+      try {
+        resolve(text === '' ? {} : JSON.parse(text));
+      } catch (err) {
+        reject(new ContractError('invalid_input', `the command body is not valid JSON: ${(err as Error).message}`));
+      }
+    });
+    req.on('error', reject);
+  });
+}
+
+/** The page served when the renderer has not been built: it says so and what to do, nothing more. */
+const NOT_BUILT = `<!doctype html><meta charset="utf-8"><title>mm-transport-console</title>
+<p>The console's user interface has not been built in this checkout.</p>
+<p>Run <code>npm run build:renderer</code>, then reload this page. The router and the console API are running.</p>`;
+
+function serveStatic(staticDir: string, pathname: string, res: ServerResponse): void {
+  const rel = pathname === '/' ? 'index.html' : decodeURIComponent(pathname).replace(/^\/+/, '');
+  const file = path.resolve(staticDir, rel);
+  if (!file.startsWith(path.resolve(staticDir) + path.sep) || rel.includes('\0')) {
+    res.writeHead(404, securityHeaders({ 'content-type': 'text/plain' })).end('not found');
+    return;
+  }
+  if (!existsSync(file) || !statSync(file).isFile()) {
+    if (pathname === '/' || pathname === '/index.html') {
+      res.writeHead(200, securityHeaders({ 'content-type': 'text/html; charset=utf-8' })).end(NOT_BUILT);
+      return;
+    }
+    res.writeHead(404, securityHeaders({ 'content-type': 'text/plain' })).end('not found');
+    return;
+  }
+  const type = CONTENT_TYPES[path.extname(file)] ?? 'application/octet-stream';
+  // Built assets have content hashes in their names; index.html must always be fresh.
+  const cache = path.basename(file) === 'index.html' ? 'no-cache' : 'public, max-age=31536000, immutable';
+  res.writeHead(200, securityHeaders({ 'content-type': type, 'cache-control': cache }));
+  createReadStream(file).pipe(res);
+}
+
+export async function startConsoleServer(options: ConsoleServerOptions): Promise<RunningConsoleServer> {
+  const { backend, token } = options;
+  let hosts = new Set<string>();
+  let origins = new Set<string>();
+
+  const guard = (req: IncomingMessage): ContractError | undefined => {
+    const host = (req.headers.host ?? '').toLowerCase();
+    if (!hosts.has(host)) return new ContractError('forbidden', `this console answers only to ${[...hosts].join(', ')}, not to Host '${host}'`);
+    const origin = req.headers.origin;
+    if (origin !== undefined && !origins.has(origin.toLowerCase())) return new ContractError('forbidden', `requests from origin '${origin}' are not accepted`);
+    return undefined;
+  };
+
+  const server: Server = createServer((req, res) => {
+    void handle(req, res);
+  });
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const refused = guard(req);
+    if (refused) return sendContractError(res, refused);
+    const url = new URL(req.url ?? '/', 'http://console');
+    if (!url.pathname.startsWith('/api/')) {
+      if (req.method !== 'GET' && req.method !== 'HEAD') return sendContractError(res, new ContractError('not_found', `no route for ${req.method} ${url.pathname}`));
+      return serveStatic(options.staticDir, url.pathname, res);
+    }
+    const auth = req.headers.authorization;
+    if (!sameToken(auth?.startsWith('Bearer ') ? auth.slice(7) : undefined, token)) {
+      return sendContractError(res, new ContractError('unauthorized', 'missing or wrong console token: open the URL mmtc serve printed (it ends with #token=…)'));
+    }
+    const command = url.pathname.slice('/api/'.length);
+    if (req.method !== 'POST') return sendContractError(res, new ContractError('not_found', `console commands are POST /api/<command>, not ${req.method}`));
+    if (!isCommandName(command)) return sendContractError(res, new ContractError('not_found', `no console command '${command}'`));
+    if (!(req.headers['content-type'] ?? '').toLowerCase().startsWith('application/json')) {
+      return sendJson(res, 415, new ContractError('invalid_input', 'console commands take a JSON body (content-type: application/json)').toWire());
+    }
+    try {
+      const input = await readJson(req);
+      const output = await backend.invoke(command, input, { client: 'http' });
+      sendJson(res, 200, output);
+    } catch (err) {
+      sendContractError(res, err instanceof ContractError ? err : new ContractError('internal', (err as Error).message));
+    }
+  }
+
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024, handleProtocols: (protocols) => (protocols.has(EVENTS_SUBPROTOCOL) ? EVENTS_SUBPROTOCOL : false) });
+  server.on('upgrade', (req, socket, head) => {
+    const refuse = (status: number, text: string) => {
+      socket.write(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+      socket.destroy();
+    };
+    const refused = guard(req);
+    if (refused) return refuse(403, 'Forbidden');
+    if (new URL(req.url ?? '/', 'http://console').pathname !== '/api/events') return refuse(404, 'Not Found');
+    const offered = String(req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
+    const given = offered.find((p) => p.startsWith(TOKEN_SUBPROTOCOL_PREFIX))?.slice(TOKEN_SUBPROTOCOL_PREFIX.length);
+    if (!sameToken(given, token)) return refuse(401, 'Unauthorized');
+    wss.handleUpgrade(req, socket, head, (ws) => serveEvents(ws));
+  });
+
+  const sockets = new Set<WebSocket>();
+  function serveEvents(ws: WebSocket): void {
+    sockets.add(ws);
+    const subscriptions = new Map<StreamName, () => void>();
+    const send = (stream: StreamName, payload: unknown) => {
+      if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ stream, payload }));
+    };
+    ws.on('message', (data) => {
+      let msg: { op?: string; stream?: string };
+      try {
+        msg = JSON.parse(String(data)) as { op?: string; stream?: string };
+      } catch {
+        return ws.close(1003, 'expected JSON');
+      }
+      const stream = msg.stream as StreamName;
+      if (!STREAM_NAMES.includes(stream)) return ws.close(1008, `no stream '${String(msg.stream).slice(0, 40)}'`);
+      if (msg.op === 'subscribe' && !subscriptions.has(stream)) {
+        subscriptions.set(stream, backend.subscribe(stream, (payload) => send(stream, payload), { canSend: () => ws.bufferedAmount < MAX_BUFFERED }));
+      } else if (msg.op === 'unsubscribe') {
+        subscriptions.get(stream)?.();
+        subscriptions.delete(stream);
+      }
+    });
+    ws.on('close', () => {
+      for (const off of subscriptions.values()) off();
+      subscriptions.clear();
+      sockets.delete(ws);
+    });
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  hosts = allowedHosts(options.host, port);
+  origins = new Set([...hosts].map((h) => `http://${h}`));
+  const shown = isLoopback(options.host) ? '127.0.0.1' : options.host.includes(':') ? `[${options.host}]` : options.host;
+  return {
+    url: `http://${options.host === '0.0.0.0' || options.host === '::' ? os.hostname() : shown}:${port}/`,
+    port,
+    close: async () => {
+      for (const ws of sockets) ws.terminate();
+      wss.close();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}

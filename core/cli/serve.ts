@@ -1,0 +1,37 @@
+// `mmtc serve`: the router plus the operator console over HTTP, for a headless rig reached
+// through an SSH tunnel (and for the end-to-end tests). The console binds the same address
+// as the router (`--host`, 127.0.0.1 by default) on `--console-port`, with a random token
+// per launch printed once inside the URL's fragment; binding anything but loopback prints a
+// warning, because the token is then all that stands between the network and the router.
+import { randomBytes } from 'node:crypto';
+import path from 'node:path';
+import type { ConfigFlags } from '../config/load.ts';
+import { startConsole } from '../admin/console.ts';
+import { startConsoleServer } from '../admin/http.ts';
+
+export const RENDERER_DIR = path.resolve(import.meta.dirname, '../../dist/renderer');
+
+function isLoopback(host: string): boolean {
+  return host === 'localhost' || host === '::1' || /^127\./.test(host);
+}
+
+export async function serveConsole(options: { flags: ConfigFlags; consolePort: number; log?: (line: string) => void }): Promise<() => Promise<void>> {
+  const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  const running = await startConsole({ flags: options.flags, log });
+  const host = running.router.store.current().config.host;
+  const token = randomBytes(24).toString('base64url');
+  let server;
+  try {
+    server = await startConsoleServer({ backend: running.backend, host, port: options.consolePort, token, staticDir: RENDERER_DIR });
+  } catch (err) {
+    await running.close();
+    throw err;
+  }
+  if (!isLoopback(host)) log(`warning: the console listens on ${host}, reachable from other machines; anyone with the URL below can change this router`);
+  log(`config file ${running.configFile}`);
+  log(`mmtc console: ${server.url}#token=${token}`);
+  return async () => {
+    await server.close();
+    await running.close();
+  };
+}
