@@ -148,7 +148,12 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
       };
       const result = queue.then(run, run);
       queue = result.catch(() => {});
-      return result;
+      // Answer once the workers this revision added have been discovered, so the reply (and
+      // the next workers.list) shows whether they are healthy; other applies need not wait.
+      return result.then(async (r) => {
+        await running.reconciled();
+        return r;
+      });
     },
   };
 

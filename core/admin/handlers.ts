@@ -266,9 +266,12 @@ export function createHandlers(state: ConsoleState): Handlers {
       const file = state.file;
       if (!file) throw new ContractError('not_found', 'the console has no configuration file');
       const drift = await file.drift();
-      const config = file.parse(drift.text).config;
+      const config = file.parse(drift.text).config as Record<string, unknown> & RouterConfig;
       const current = store.current();
-      const next = { ...config, workers: config.workers.length === 0 ? current.config.workers.filter((w) => state.embeddedUrls().has(w.url)) : config.workers };
+      // Flags given at start still override the file, as they did when it was first loaded.
+      const flagged = Object.entries(current.origins).filter(([key, origin]) => origin.startsWith('--') && !key.includes('[') && key !== 'workers').map(([key]) => key);
+      const next: Record<string, unknown> = { ...config, workers: config.workers.length === 0 ? current.config.workers.filter((w) => state.embeddedUrls().has(w.url)) : config.workers };
+      for (const key of flagged) next[key] = (current.config as Record<string, unknown>)[key];
       store.check(next, input.expectedRevision);
       file.adopt(drift.text);
       return state.apply(next, input.expectedRevision, meta.client);
