@@ -114,6 +114,8 @@ export class ConfigHistory {
   private constructor(
     readonly path: string | undefined,
     private records: HistoryRecord[],
+    /** The file ends in a line a crash cut short: the next record starts on a new line. */
+    private partialLine = false,
   ) {}
 
   /** The history beside `configFile` (in memory only when there is no file). Lines that do not parse are skipped. */
@@ -136,7 +138,7 @@ export class ConfigHistory {
         /* a line cut short by a crash: the revisions before it are intact */
       }
     }
-    return new ConfigHistory(file, records.slice(-MAX_HISTORY));
+    return new ConfigHistory(file, records.slice(-MAX_HISTORY), text !== '' && !text.endsWith('\n'));
   }
 
   entries(): readonly HistoryRecord[] {
@@ -160,6 +162,7 @@ export class ConfigHistory {
       await writeFileAtomic(this.path, this.records.map((r) => JSON.stringify(r)).join('\n') + '\n');
       return;
     }
-    await fs.appendFile(this.path, `${JSON.stringify(record)}\n`, { mode: 0o600 });
+    await fs.appendFile(this.path, `${this.partialLine ? '\n' : ''}${JSON.stringify(record)}\n`, { mode: 0o600 });
+    this.partialLine = false;
   }
 }

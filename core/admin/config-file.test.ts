@@ -1,0 +1,81 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { RouterConfigSchema } from '../config/schema.ts';
+import { ConfigFile, ConfigHistory, defaultConfigPath } from './config-file.ts';
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(path.join(tmpdir(), 'mmtc-config-file-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const config = (mode: 'inline' | 'shm') => RouterConfigSchema.parse({ multimodal_tensor_transport: mode, workers: [{ url: 'grpc://127.0.0.1:50051' }] });
+
+describe('the configuration file', () => {
+  it('defaults to $XDG_CONFIG_HOME/mmtc/router.yaml, else ~/.config/mmtc/router.yaml', () => {
+    expect(defaultConfigPath({ XDG_CONFIG_HOME: '/x', HOME: '/home/op' })).toBe('/x/mmtc/router.yaml');
+    expect(defaultConfigPath({ HOME: '/home/op' })).toBe('/home/op/.config/mmtc/router.yaml');
+    expect(defaultConfigPath({ XDG_CONFIG_HOME: 'relative', HOME: '/home/op' })).toBe('/home/op/.config/mmtc/router.yaml');
+  });
+
+  it('is created on the first save, then edited in place keeping comments, with the previous version as .bak', async () => {
+    const file = path.join(dir, 'nested', 'router.yaml');
+    const { file: f, parsed } = await ConfigFile.open(file);
+    expect(parsed).toBeUndefined();
+    await f.save(config('inline'));
+    expect(readFileSync(file, 'utf8')).toContain('multimodal_tensor_transport: inline');
+    writeFileSync(file, `# keep me\n${readFileSync(file, 'utf8')}`);
+    const reopened = (await ConfigFile.open(file)).file;
+    await reopened.save(config('shm'));
+    expect(readFileSync(file, 'utf8')).toMatch(/^# keep me\n[\s\S]*multimodal_tensor_transport: shm/);
+    expect(readFileSync(`${file}.bak`, 'utf8')).toContain('multimodal_tensor_transport: inline');
+  });
+
+  it('a crash between the temp write and the rename leaves the old file intact; the next start removes the temp file', async () => {
+    const file = path.join(dir, 'router.yaml');
+    const { file: f } = await ConfigFile.open(file);
+    await f.save(config('inline'));
+    const before = readFileSync(file, 'utf8');
+    // What a crash leaves: the temp file written and synced, no rename.
+    await expect(f.save(config('shm'), { beforeRename: () => Promise.reject(new Error('killed')) })).rejects.toThrow('killed');
+    expect(readFileSync(file, 'utf8')).toBe(before);
+    writeFileSync(path.join(dir, `.router.yaml.${4_000_000}.${Date.now()}.tmp`), 'half of a new file');
+    await ConfigFile.open(file);
+    expect(readdirSync(dir).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+    expect(readFileSync(file, 'utf8')).toBe(before);
+  });
+
+  it('reports drift when the file changes on disk, and an invalid file as what it is', async () => {
+    const file = path.join(dir, 'router.yaml');
+    const { file: f } = await ConfigFile.open(file);
+    await f.save(config('inline'));
+    expect((await f.drift()).drifted).toBe(false);
+    writeFileSync(file, 'multimodal_tensor_transport: fast\n');
+    const drift = await f.drift();
+    expect(drift.drifted).toBe(true);
+    expect(() => f.parse(drift.text)).toThrow(/router.yaml:1:30: invalid value 'fast'/);
+    rmSync(file);
+    expect(await f.drift()).toEqual({ drifted: true, text: undefined });
+  });
+});
+
+describe('the config history', () => {
+  it('survives a restart and ignores a line a crash cut short', async () => {
+    const file = path.join(dir, 'router.yaml');
+    const h = await ConfigHistory.open(file);
+    await h.append({ revision: 1, appliedAt: 1, client: 'start', diff: [], config: { multimodal_tensor_transport: 'inline' } });
+    await h.append({ revision: 2, appliedAt: 2, client: 'http', diff: [{ path: 'multimodal_tensor_transport', kind: 'changed', before: 'inline', after: 'shm' }], config: { multimodal_tensor_transport: 'shm' } });
+    writeFileSync(`${file}.history.jsonl`, `${readFileSync(`${file}.history.jsonl`, 'utf8')}{"revision":3,"appl`);
+    const again = await ConfigHistory.open(file);
+    expect(again.entries().map((r) => [r.revision, r.client])).toEqual([
+      [1, 'start'],
+      [2, 'http'],
+    ]);
+    expect(again.get(2)!.config).toEqual({ multimodal_tensor_transport: 'shm' });
+    await again.append({ revision: 3, appliedAt: 3, client: 'ipc', diff: [], config: {} });
+    expect((await ConfigHistory.open(file)).entries().map((r) => r.revision)).toEqual([1, 2, 3]);
+    expect(existsSync(`${file}.history.jsonl`)).toBe(true);
+  });
+});
