@@ -237,6 +237,8 @@ export const commands = {
   'config.get': { input: Empty, output: ConfigViewSchema },
   'config.validate': { input: DraftSchema, output: ValidationSchema },
   'config.diff': { input: DraftSchema, output: z.object({ revision: Revision, diff: z.array(DiffEntrySchema) }) },
+  /** How a draft would resolve for each of its workers (the precedence ladder before apply), with the SHM decision their next request would get. */
+  'config.resolve': { input: DraftSchema, output: z.object({ ok: z.boolean(), issues: z.array(ConfigIssueSchema), workers: z.array(z.object({ url: z.string(), resolution: ResolvedWorkerTransportSchema, decision: DecisionSchema })) }) },
   'config.apply': { input: draftInput(Applying), output: ApplyResultSchema },
   /** Parse and validate YAML text: the draft it gives and its diff against the applied revision (nothing is applied). */
   'config.importYaml': { input: z.strictObject({ text: z.string().max(1_000_000) }), output: z.object({ ok: z.boolean(), issues: z.array(ConfigIssueSchema), draft: RouterConfigSchema.optional(), diff: z.array(DiffEntrySchema) }) },
@@ -279,6 +281,14 @@ export const STREAM_NAMES = Object.keys(streams) as StreamName[];
 
 export function isCommandName(name: string): name is CommandName {
   return Object.hasOwn(commands, name);
+}
+
+/** What the Electron preload exposes as `window.mmtc` (electron/preload.ts), wrapped by the renderer into a ConsoleClient. */
+export type BridgeResult<C extends CommandName> = { ok: true; result: CommandOutput<C> } | ({ ok: false } & WireError);
+export interface IpcBridge {
+  readonly binding: 'ipc';
+  invoke<C extends CommandName>(command: C, input: CommandInput<C>): Promise<BridgeResult<C>>;
+  subscribe<S extends StreamName>(stream: S, listener: (payload: StreamPayload<S>) => void): () => void;
 }
 
 /** What a client of either binding offers: the UI depends on this and nothing else. */
@@ -352,7 +362,20 @@ export function parseCommandInput<C extends CommandName>(command: C, input: unkn
 // ---------------------------------------------------------------- vocabulary the UI shows
 // The renderer imports nothing from core/ but this module; these are the words and
 // defaults it shows, from their one source.
-export { DEFAULT_SHM_MIN_BYTES, DEFAULT_TRANSPORT_MODE, POLICIES, RUNTIMES, TRANSPORT_KNOBS, TRANSPORT_MODES, WORKER_TYPES } from '../config/schema.ts';
+export {
+  DEFAULT_SHM_MIN_BYTES,
+  DEFAULT_TRANSPORT_MODE,
+  POLICIES,
+  RouterConfigSchema,
+  RUNTIMES,
+  ShmMinBytesSchema,
+  TRANSPORT_KNOBS,
+  TRANSPORT_MODES,
+  TransportModeSchema,
+  WORKER_TYPES,
+  WorkerSpecSchema,
+  WorkerUrlSchema,
+} from '../config/schema.ts';
 export { DECISION_ADVICE, DECISION_REASONS, describeReason, TENSOR_PATHS, TENSOR_REASONS } from '../transport/vocabulary.ts';
 export type { TensorEvent, SecondAggregate } from '../telemetry/event-schema.ts';
 export type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';

@@ -4,7 +4,7 @@
 // config errors the backend translates) for what the operator must fix.
 import { ConfigError } from '../config/errors.ts';
 import { RouterConfigSchema, WorkerSpecSchema, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
-import { RESTART_ONLY_KEYS, type ConfigSnapshot } from '../config/store.ts';
+import { carryOrigins, RESTART_ONLY_KEYS, type ConfigSnapshot } from '../config/store.ts';
 import { checkRouterConfig } from '../config/validate.ts';
 import { exportConfigYaml, parseConfigYaml } from '../config/yaml.ts';
 import { runChatInMemory } from '../router/pipeline.ts';
@@ -64,6 +64,11 @@ function tokenMatch(routerToken: string | undefined, theirs: string | undefined)
 function decisionView(reason: DecisionReason, shmEnabled: boolean) {
   const advice = DECISION_ADVICE[reason];
   return { shmEnabled, reason, explanation: DECISION_REASONS[reason], ...(advice ? { advice } : {}) };
+}
+
+/** A draft's origins: what is unchanged keeps its origin, the rest is the draft's own. */
+function draftOrigins(s: ConfigSnapshot, draft: RouterConfig) {
+  return carryOrigins(s.config, s.origins, draft, 'draft (not applied)');
 }
 
 /** Tensors per worker over the last `seconds`, from the event ring. */
@@ -224,6 +229,18 @@ export function createHandlers(state: ConsoleState): Handlers {
     async 'config.diff'(input: Draft) {
       const s = store.current();
       return { revision: s.revision, diff: diffConfigs(s.config, draftConfig(input)) };
+    },
+
+    async 'config.resolve'(input: Draft) {
+      const r = readDraft(input);
+      if (!r.ok) return { ok: false, issues: r.issues, workers: [] };
+      const s = store.current();
+      const workers = r.config.workers.map((spec) => {
+        const w = ctx.registry.get(spec.url);
+        const { decision, resolved } = transportForWorker({ spec, config: r.config, env: s.env, origins: draftOrigins(s, r.config), labels: w?.labels ?? spec.labels, reachable: w?.healthy ?? false, host: ctx.host });
+        return { url: spec.url, resolution: resolved, decision: decisionView(decision.reason, decision.shmEnabled) };
+      });
+      return { ok: true, issues: [], workers };
     },
 
     async 'config.apply'(input: Draft & { expectedRevision: number }, meta: CallMeta) {

@@ -49,6 +49,10 @@ export function describeContract(name: string, setup: () => ContractEnv): void {
       const before = await client.call('config.get', {});
       const draft = { ...before.config, multimodal_tensor_transport: 'auto' as const };
       const diff = await client.call('config.diff', { draft });
+      const ladder = await client.call('config.resolve', { draft });
+      expect(ladder.workers[0]!.resolution.multimodal_tensor_transport).toMatchObject({ value: 'auto', source: 'router' });
+      expect(ladder.workers[0]!.resolution.multimodal_tensor_transport.layers[1]).toMatchObject({ origin: 'draft (not applied)', state: 'won' });
+      expect(ladder.workers[0]!.decision).toMatchObject({ shmEnabled: true, reason: 'auto_tokens_equal' });
       expect(diff.diff).toEqual([{ path: 'multimodal_tensor_transport', kind: 'changed', before: before.config.multimodal_tensor_transport, after: 'auto' }]);
       const applied = await client.call('config.apply', { draft, expectedRevision: before.revision });
       expect(applied).toMatchObject({ revision: before.revision + 1, file: env().configFile });
