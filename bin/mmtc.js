@@ -48,5 +48,7 @@ if (
   }
   register();
   const { main } = await import('../core/cli/program.ts');
-  process.exitCode = await main(process.argv);
+  // The desktop shell lives beside the core, not in it: load it only for `mmtc desktop`.
+  const shells = process.argv[2] === 'desktop' ? { launchDesktop: (await import('../electron/launch.ts')).launchDesktop } : {};
+  process.exitCode = await main(process.argv, shells);
 }

@@ -11,6 +11,7 @@
 import type { App, IpcMainInvokeEvent, WebContents, WebFrameMain, WebPreferences } from 'electron';
 import { shell } from 'electron';
 import { fileURLToPath } from 'node:url';
+import { CONTENT_SECURITY_POLICY } from '../core/admin/csp.ts';
 
 /** The bundled preload (scripts/build-electron.mjs); the only script with the bridge. */
 export const PRELOAD_PATH = fileURLToPath(new URL('../dist/electron/preload.cjs', import.meta.url));
@@ -39,23 +40,7 @@ export const SECURE_WEB_PREFERENCES = Object.freeze({
   preload: PRELOAD_PATH,
 } satisfies WebPreferences);
 
-/**
- * The app's responses may load scripts, styles, fonts and data only from the app itself (no
- * inline script, no eval), images also from data:/blob: (charts, exported files), and may
- * not be framed, post forms, change their base URL or embed plugins.
- */
-export const CONTENT_SECURITY_POLICY = [
-  "default-src 'self'",
-  "script-src 'self'",
-  "style-src 'self'",
-  "img-src 'self' data: blob:",
-  "connect-src 'self'",
-  "font-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join('; ');
+export { CONTENT_SECURITY_POLICY };
 
 /**
  * Headers on every response of the app's scheme (protocol.ts sets them: session.webRequest

@@ -21,6 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ConsoleBackend } from './backend.ts';
+import { CONTENT_SECURITY_POLICY } from './csp.ts';
 import { ContractError, isCommandName, STREAM_NAMES, type ErrorCode, type StreamName } from './contract.ts';
 
 export const TOKEN_SUBPROTOCOL_PREFIX = 'mmtc.token.';
@@ -29,7 +30,6 @@ const MAX_COMMAND_BODY = 2 * 1024 * 1024;
 /** A WebSocket with more than this waiting to go out gets no new traffic batch until it drains. */
 const MAX_BUFFERED = 1024 * 1024;
 
-export const CONTENT_SECURITY_POLICY = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 const STATUS: Record<ErrorCode, number> = {
   invalid_input: 400,

@@ -31,7 +31,12 @@ function withConfigFlags(cmd: Command): Command {
   return cmd;
 }
 
-function buildProgram(): Command {
+/** What the entry point (bin/mmtc.js) provides from outside core/: the desktop shell's launcher. */
+export interface Shells {
+  launchDesktop?: (options: { args: string[]; log: (line: string) => void }) => Promise<{ status: 'exited' | 'unavailable'; exitCode: number; reason?: string }>;
+}
+
+function buildProgram(shells: Shells): Command {
   const program = new Command('mmtc')
     .description('mm-transport-console: router core and ops console for multimodal tensor transport (inline gRPC or /dev/shm)')
     .version(version())
@@ -114,6 +119,20 @@ function buildProgram(): Command {
     });
 
   program
+    .command('desktop')
+    .description('open the console as a desktop app (Electron), running the router in its main process; flags are those of mmtc router')
+    .allowUnknownOption()
+    .helpOption(false)
+    .argument('[args...]', 'router flags (--config FILE, --worker-urls …)')
+    .action(async (args: string[]) => {
+      // The core never imports the Electron shell: bin/mmtc.js hands its launcher in.
+      if (!shells.launchDesktop) throw new ConfigError([{ path: 'desktop', message: 'the desktop app is not available from this entry point: run `npx mmtc desktop` or `npm start`' }]);
+      const r = await shells.launchDesktop({ args, log: (line) => process.stderr.write(`${line}\n`) });
+      if (r.status === 'unavailable') process.stderr.write(`${r.reason}\n`);
+      process.exitCode = r.exitCode;
+    });
+
+  program
     .command('doctor')
     .description('check the /dev/shm lane on this host and, with --worker, whether auto would use it for that worker')
     .option('--worker <url>', 'a worker to check (grpc://host:port or unix:///path)')
@@ -176,9 +195,9 @@ function buildProgram(): Command {
   return program;
 }
 
-export async function main(argv: string[]): Promise<number> {
+export async function main(argv: string[], shells: Shells = {}): Promise<number> {
   try {
-    await buildProgram().parseAsync(argv);
+    await buildProgram(shells).parseAsync(argv);
     return typeof process.exitCode === 'number' ? process.exitCode : 0;
   } catch (err) {
     if (err instanceof ConfigError) {

@@ -20,6 +20,53 @@ export interface ConfigFlags {
   modelPath?: string;
   multimodalTensorTransport?: string;
   multimodalShmMinBytes?: string;
+  /** The limit flags (LIMIT_FLAGS), by commander's camelCase name. */
+  [limit: string]: string | string[] | boolean | undefined;
+}
+
+type LimitKey = 'limit_mm_per_prompt' | 'max_request_image_pixels' | 'max_image_bytes' | 'max_request_image_bytes' | 'max_body_bytes' | 'body_timeout_secs' | 'media_fetch_timeout_secs' | 'allowed_media_domains' | 'allow_private_media_hosts' | 'preprocess_memory_bytes' | 'multimodal_shm_max_outstanding_bytes' | 'request_timeout_secs';
+
+/**
+ * The admission limits and media policy as flags: one row each, the YAML key it sets, how
+ * its text is read (then checked by that key's schema, whose message names the flag).
+ */
+export const LIMIT_FLAGS: ReadonlyArray<{ flag: string; key: LimitKey; kind: 'integer' | 'number' | 'list' | 'boolean' | 'per_modality'; description: string }> = [
+  { flag: '--limit-mm-per-prompt <limits>', key: 'limit_mm_per_prompt', kind: 'per_modality', description: 'most images one request may carry, as image=N or {"image": N} (default image=16)' },
+  { flag: '--max-request-image-pixels <n>', key: 'max_request_image_pixels', kind: 'integer', description: "most pixels (width × height from the images' headers) one request's images may have in all (default 64000000)" },
+  { flag: '--max-image-bytes <n>', key: 'max_image_bytes', kind: 'integer', description: 'largest encoded image, in bytes (default 20 MiB)' },
+  { flag: '--max-request-image-bytes <n>', key: 'max_request_image_bytes', kind: 'integer', description: "most encoded image bytes one request may bring, all its images together (default 64 MiB)" },
+  { flag: '--max-body-bytes <n>', key: 'max_body_bytes', kind: 'integer', description: 'largest request body, in bytes (default 64 MiB)' },
+  { flag: '--body-timeout-secs <s>', key: 'body_timeout_secs', kind: 'number', description: 'a request body must arrive within this many seconds (default 30)' },
+  { flag: '--media-fetch-timeout-secs <s>', key: 'media_fetch_timeout_secs', kind: 'number', description: 'an image URL must download within this many seconds (default 10)' },
+  { flag: '--allowed-media-domains <host...>', key: 'allowed_media_domains', kind: 'list', description: 'image URLs may only name these hosts (default: any public host)' },
+  { flag: '--allow-private-media-hosts', key: 'allow_private_media_hosts', kind: 'boolean', description: 'let image URLs reach loopback, private and link-local addresses (never cloud metadata)' },
+  { flag: '--preprocess-memory-bytes <n>', key: 'preprocess_memory_bytes', kind: 'integer', description: 'memory images may take while being decoded and preprocessed, all requests together (default 1 GiB)' },
+  { flag: '--multimodal-shm-max-outstanding-bytes <n>', key: 'multimodal_shm_max_outstanding_bytes', kind: 'integer', description: "most bytes of this router's tensor files in /dev/shm at once; above it tensors go inline (default: half of /dev/shm's free space at start)" },
+  { flag: '--request-timeout-secs <s>', key: 'request_timeout_secs', kind: 'number', description: 'a request not finished by then fails with 504 (default 600)' },
+];
+
+/** commander's property name of a flag: --max-image-bytes -> maxImageBytes. */
+function flagProperty(flag: string): string {
+  return flag.split(' ')[0]!.replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+}
+
+/** `image=16` or `{"image": 16}` as data for limit_mm_per_prompt's schema. */
+function perModality(raw: string): unknown {
+  const text = raw.trim();
+  if (text.startsWith('{')) {
+    try {
+      return JSON.parse(text);
+    } catch {
+      return text;
+    }
+  }
+  const out: Record<string, unknown> = {};
+  for (const part of text.split(',')) {
+    const [k, v] = part.split('=').map((x) => x.trim());
+    if (!k || v === undefined) return text;
+    out[k] = /^\d+$/.test(v) ? Number(v) : v;
+  }
+  return out;
 }
 
 export const CONFIG_FLAG_HELP: ReadonlyArray<{ flags: string; description: string }> = [
@@ -30,6 +77,7 @@ export const CONFIG_FLAG_HELP: ReadonlyArray<{ flags: string; description: strin
   { flags: '--model-path <dir>', description: 'model directory (config.json, tokenizer.json, preprocessor_config.json)' },
   { flags: '--multimodal-tensor-transport <mode>', description: 'router-wide tensor transport: inline, shm, auto or rdma' },
   { flags: '--multimodal-shm-min-bytes <n>', description: 'smallest tensor, in bytes, that goes through /dev/shm' },
+  ...LIMIT_FLAGS.map((f) => ({ flags: f.flag, description: f.description })),
 ];
 
 /** key path -> human description of the input that set it. */
@@ -63,6 +111,24 @@ export function applyConfigFlags(base: RouterConfig, flags: ConfigFlags, origins
   }
   if (flags.multimodalShmMinBytes !== undefined) {
     set('multimodal_shm_min_bytes', '--multimodal-shm-min-bytes', flagValue('--multimodal-shm-min-bytes', flags.multimodalShmMinBytes, parseLooseBytes, issues));
+  }
+  for (const limit of LIMIT_FLAGS) {
+    const raw = flags[flagProperty(limit.flag)];
+    if (raw === undefined) continue;
+    const name = limit.flag.split(' ')[0]!;
+    const schema = shape[limit.key];
+    if (limit.kind === 'boolean') {
+      set(limit.key, name, raw === true || raw === 'true' ? true : undefined);
+      continue;
+    }
+    const text = Array.isArray(raw) ? raw.join(',') : String(raw);
+    const value =
+      limit.kind === 'list'
+        ? flagValue(name, text, (t) => { const r = schema.safeParse(t.split(',').map((x) => x.trim()).filter(Boolean)); return r.success ? { ok: true, value: r.data } : { ok: false, expected: r.error.issues[0]?.message ?? 'invalid value' }; }, issues)
+        : limit.kind === 'per_modality'
+          ? flagValue(name, text, (t) => { const r = schema.safeParse(perModality(t)); return r.success ? { ok: true, value: r.data } : { ok: false, expected: r.error.issues[0]?.path.length ? `${r.error.issues[0].path.join('.')}: ${r.error.issues[0].message}` : 'expected image=N or {"image": N}' }; }, issues)
+          : flagValue(name, text, (t) => parseLoose(schema as never, t, { digits: true, ...(limit.kind === 'number' ? { decimal: true } : {}) }), issues);
+    set(limit.key, name, value as RouterConfig[typeof limit.key] | undefined);
   }
   if (flags.workerUrls !== undefined) {
     const urls = flags.workerUrls.flatMap((u) => u.split(',')).map((u) => u.trim()).filter((u) => u !== '');

@@ -9,11 +9,15 @@ import { PortSchema, ShmMinBytesSchema, TransportModeSchema, type TransportKnob,
 
 export type LooseParse<T> = { ok: true; value: T } | { ok: false; expected: string };
 
-/** `raw` through `schema`: trimmed, lowercased for `lowercase`, digits turned into a number for `digits`. */
-export function parseLoose<T>(schema: z.ZodType<T>, raw: string, options: { digits?: boolean; lowercase?: boolean } = {}): LooseParse<T> {
+/**
+ * `raw` through `schema`: trimmed, lowercased for `lowercase`, plain digits turned into a
+ * number for `digits` (and a plain decimal such as 0.5 for `decimal`).
+ */
+export function parseLoose<T>(schema: z.ZodType<T>, raw: string, options: { digits?: boolean; decimal?: boolean; lowercase?: boolean } = {}): LooseParse<T> {
   let text = raw.trim();
   if (options.lowercase) text = text.toLowerCase();
-  const result = schema.safeParse(options.digits && /^\d+$/.test(text) ? Number(text) : text);
+  const numeric = options.decimal ? /^\d+(?:\.\d+)?$/ : /^\d+$/;
+  const result = schema.safeParse(options.digits && numeric.test(text) ? Number(text) : text);
   return result.success ? { ok: true, value: result.data } : { ok: false, expected: result.error.issues[0]?.message ?? 'invalid value' };
 }
 

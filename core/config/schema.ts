@@ -67,6 +67,32 @@ export type WorkerSpecInput = z.input<typeof WorkerSpecSchema>;
 const PORT_EXPECTED = 'expected an integer port 0-65535 (0 picks a free one)';
 export const PortSchema = z.int({ error: PORT_EXPECTED }).min(0, { error: PORT_EXPECTED }).max(65535, { error: PORT_EXPECTED });
 const SECONDS_EXPECTED = 'expected a positive number of seconds';
+const seconds = () => z.number({ error: SECONDS_EXPECTED }).positive({ error: SECONDS_EXPECTED }).max(86_400 * 7, { error: 'expected at most a week of seconds' });
+const BYTES_EXPECTED = 'expected a positive integer number of bytes';
+const bytes = () => z.int({ error: BYTES_EXPECTED }).positive({ error: BYTES_EXPECTED });
+
+const MEDIA_DOMAIN_EXPECTED = 'expected a host name such as images.example.com (no scheme, port, path or wildcard)';
+/** A host name (or IP literal) as an allowlist entry: what the URL's host must equal. */
+export const MediaDomainSchema = z
+  .string({ error: MEDIA_DOMAIN_EXPECTED })
+  .refine((d) => /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.?$/i.test(d) || /^\[?[0-9a-f:.]+\]?$/i.test(d), { error: MEDIA_DOMAIN_EXPECTED });
+
+/** Items of each modality one request may carry (vLLM's --limit-mm-per-prompt). */
+export const LimitMmPerPromptSchema = z.strictObject({
+  image: z.int({ error: 'expected a whole number of images, 0 or more' }).min(0, { error: 'expected a whole number of images, 0 or more' }).max(1000, { error: 'expected at most 1000 images' }),
+});
+
+/** The request limits every request is admitted against (docs/router.md, "Limits"). */
+export const DEFAULT_LIMITS = {
+  limit_mm_per_prompt: { image: 16 },
+  max_request_image_pixels: 64_000_000,
+  max_image_bytes: 20 * 1024 * 1024,
+  max_request_image_bytes: 64 * 1024 * 1024,
+  max_body_bytes: 64 * 1024 * 1024,
+  body_timeout_secs: 30,
+  media_fetch_timeout_secs: 10,
+  preprocess_memory_bytes: 1024 * 1024 * 1024,
+} as const;
 
 export const RouterConfigSchema = z.strictObject({
   host: z.string({ error: 'expected a host name or address' }).min(1, { error: 'expected a host name or address' }).default('127.0.0.1'),
@@ -75,8 +101,24 @@ export const RouterConfigSchema = z.strictObject({
   policy: PolicySchema.default('round_robin'),
   multimodal_tensor_transport: TransportModeSchema.optional(),
   multimodal_shm_min_bytes: ShmMinBytesSchema.optional(),
-  request_timeout_secs: z.number({ error: SECONDS_EXPECTED }).positive({ error: SECONDS_EXPECTED }).default(600),
-  health_check_interval_secs: z.number({ error: SECONDS_EXPECTED }).positive({ error: SECONDS_EXPECTED }).default(10),
+  /** Bytes of our files in /dev/shm at once; default: half of /dev/shm's free space at start. */
+  multimodal_shm_max_outstanding_bytes: bytes().optional(),
+  request_timeout_secs: seconds().default(600),
+  health_check_interval_secs: seconds().default(10),
+  limit_mm_per_prompt: LimitMmPerPromptSchema.default({ ...DEFAULT_LIMITS.limit_mm_per_prompt }),
+  /** Width × height summed over a request's images, read from their headers before decoding. */
+  max_request_image_pixels: bytes().default(DEFAULT_LIMITS.max_request_image_pixels),
+  max_image_bytes: bytes().default(DEFAULT_LIMITS.max_image_bytes),
+  max_request_image_bytes: bytes().default(DEFAULT_LIMITS.max_request_image_bytes),
+  max_body_bytes: bytes().default(DEFAULT_LIMITS.max_body_bytes),
+  body_timeout_secs: seconds().default(DEFAULT_LIMITS.body_timeout_secs),
+  media_fetch_timeout_secs: seconds().default(DEFAULT_LIMITS.media_fetch_timeout_secs),
+  /** When non-empty, image URLs may only name these hosts (vLLM's --allowed-media-domains). */
+  allowed_media_domains: z.array(MediaDomainSchema, { error: 'expected a list of host names' }).default([]),
+  /** Let image URLs reach loopback, private and link-local addresses (never cloud metadata). */
+  allow_private_media_hosts: z.boolean({ error: 'expected true or false' }).default(false),
+  /** Memory images may take while they are decoded and preprocessed, all requests together. */
+  preprocess_memory_bytes: bytes().min(64 * 1024 * 1024, { error: 'expected at least 64 MiB (67108864 bytes)' }).default(DEFAULT_LIMITS.preprocess_memory_bytes),
   workers: z.array(WorkerSpecSchema, { error: 'expected a list of workers' }).default([]),
 });
 export type RouterConfig = z.output<typeof RouterConfigSchema>;

@@ -22,7 +22,7 @@ export interface RgbImage {
   format: string;
 }
 
-/** Keep decompression bombs out: refuse images above this many pixels before decoding. */
+/** Keep decompression bombs out: refuse images above this many pixels before decoding (the router passes its own, lower, request limit). */
 export const MAX_DECODE_PIXELS = 100_000_000;
 
 /** The container format from its magic bytes, without asking the decoder (one pass fewer). */
@@ -88,7 +88,7 @@ export function headerSize(bytes: Uint8Array): { width: number; height: number }
   }
 }
 
-export async function decodeToRgb(bytes: Uint8Array): Promise<RgbImage> {
+export async function decodeToRgb(bytes: Uint8Array, maxPixels: number = MAX_DECODE_PIXELS): Promise<RgbImage> {
   const sniffed = sniffFormat(bytes);
   if (!sniffed) {
     let format = 'unknown';
@@ -104,14 +104,14 @@ export async function decodeToRgb(bytes: Uint8Array): Promise<RgbImage> {
     // No colour-space step: decoders give gray, gray+alpha, RGB or RGBA, all handled below.
     // Sequential access streams the decoder's rows straight into the output: 3x faster than
     // libvips' default of decoding into a whole intermediate image first (9 ms vs 27 ms, 1080p).
-    raw = await sharp(bytes, { limitInputPixels: MAX_DECODE_PIXELS, failOn: 'error', pages: 1, sequentialRead: true }).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
+    raw = await sharp(bytes, { limitInputPixels: maxPixels, failOn: 'error', pages: 1, sequentialRead: true }).raw({ depth: 'uchar' }).toBuffer({ resolveWithObject: true });
   } catch (err) {
     throw new ImageDecodeError(`cannot decode ${sniffed} image (${firstLine(err)})`);
   }
   const { width, height, channels } = raw.info;
   if (sniffed === 'jpeg' && channels === 4) {
     // CMYK JPEG: the one case where the decoder's channels are not RGB(A); convert to sRGB.
-    const rgb = await sharp(bytes, { limitInputPixels: MAX_DECODE_PIXELS, failOn: 'error' }).toColourspace('srgb').removeAlpha().raw({ depth: 'uchar' }).toBuffer();
+    const rgb = await sharp(bytes, { limitInputPixels: maxPixels, failOn: 'error' }).toColourspace('srgb').removeAlpha().raw({ depth: 'uchar' }).toBuffer();
     return { width, height, rgb, format: sniffed };
   }
   return { width, height, rgb: toRgb(raw.data, width * height, channels), format: sniffed };

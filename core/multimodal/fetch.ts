@@ -31,6 +31,27 @@ export interface ImageSourceOptions {
   policy?: MediaPolicy;
   /** Test hook: opens each HTTP exchange (default node:http / node:https request). */
   request?: HttpRequestFn;
+  /** Bytes all images of one request may bring together, shared by their loads. */
+  requestBudget?: RequestImageBudget;
+}
+
+/**
+ * What all images of one request may bring together. Downloads run at once, so each one
+ * takes its bytes from here as they arrive: the request stops at its limit, not at the
+ * limit times its image count.
+ */
+export class RequestImageBudget {
+  private taken = 0;
+  constructor(
+    readonly limit: number,
+    /** How the limit is named in the error (its config key). */
+    readonly name = 'max_request_image_bytes',
+  ) {}
+
+  take(index: number, bytes: number): void {
+    this.taken += bytes;
+    if (this.taken > this.limit) throw new ImageInputError(index, `the request's images are above ${mib(this.limit)} in all (${this.name})`, 413);
+  }
 }
 
 export const DEFAULT_MAX_IMAGE_BYTES = 20 * 1024 * 1024;
@@ -50,7 +71,7 @@ function fromDataUrl(url: string, index: number, maxBytes: number): Uint8Array {
   let payload = url.slice(comma + 1);
   if (/\s/.test(payload.slice(0, 256))) payload = payload.replace(/\s+/g, ''); // line-wrapped base64
   const approx = Math.floor((payload.length * 3) / 4);
-  if (approx > maxBytes) throw new ImageInputError(index, `image is ${mib(approx)}, above the ${mib(maxBytes)} limit`, 413);
+  if (approx > maxBytes) throw new ImageInputError(index, `image is ${mib(approx)}, above the ${mib(maxBytes)} limit (max_image_bytes)`, 413);
   const bytes = Buffer.from(payload, 'base64');
   // Node's decoder skips characters outside the alphabet, so a payload that is not base64
   // decodes to fewer bytes than its length promises: one comparison instead of a regex pass.
@@ -122,7 +143,7 @@ function connectionFailure(err: unknown): string {
   return 'the connection failed';
 }
 
-function readBody(res: IncomingMessage, source: string, index: number, maxBytes: number): Promise<Uint8Array> {
+function readBody(res: IncomingMessage, source: string, index: number, maxBytes: number, budget: RequestImageBudget | undefined): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let total = 0;
@@ -130,7 +151,14 @@ function readBody(res: IncomingMessage, source: string, index: number, maxBytes:
       total += chunk.byteLength;
       if (total > maxBytes) {
         res.destroy();
-        reject(new ImageInputError(index, `image at ${source} is above the ${mib(maxBytes)} limit`, 413));
+        reject(new ImageInputError(index, `image at ${source} is above the ${mib(maxBytes)} limit (max_image_bytes)`, 413));
+        return;
+      }
+      try {
+        budget?.take(index, chunk.byteLength);
+      } catch (err) {
+        res.destroy();
+        reject(err);
         return;
       }
       chunks.push(chunk);
@@ -143,7 +171,7 @@ function readBody(res: IncomingMessage, source: string, index: number, maxBytes:
   });
 }
 
-async function download(source: string, index: number, maxBytes: number, policy: MediaPolicy, request: HttpRequestFn, signal: AbortSignal): Promise<Uint8Array> {
+async function download(source: string, index: number, maxBytes: number, policy: MediaPolicy, request: HttpRequestFn, signal: AbortSignal, budget: RequestImageBudget | undefined): Promise<Uint8Array> {
   let url: URL;
   try {
     url = new URL(source);
@@ -188,11 +216,11 @@ async function download(source: string, index: number, maxBytes: number, policy:
     const declared = Number(res.headers['content-length'] ?? NaN);
     if (Number.isFinite(declared) && declared > maxBytes) {
       res.destroy();
-      throw new ImageInputError(index, `image at ${source} is ${mib(declared)}, above the ${mib(maxBytes)} limit`, 413);
+      throw new ImageInputError(index, `image at ${source} is ${mib(declared)}, above the ${mib(maxBytes)} limit (max_image_bytes)`, 413);
     }
     let bytes: Uint8Array;
     try {
-      bytes = await readBody(res, source, index, maxBytes);
+      bytes = await readBody(res, source, index, maxBytes, budget);
     } catch (err) {
       if (err instanceof ImageInputError) throw err;
       if (signal.aborted) throw new Timeout();
@@ -203,13 +231,13 @@ async function download(source: string, index: number, maxBytes: number, policy:
   }
 }
 
-async function fromHttp(source: string, index: number, maxBytes: number, timeoutMs: number, policy: MediaPolicy, request: HttpRequestFn): Promise<Uint8Array> {
+async function fromHttp(source: string, index: number, maxBytes: number, timeoutMs: number, policy: MediaPolicy, request: HttpRequestFn, budget: RequestImageBudget | undefined): Promise<Uint8Array> {
   // One deadline for resolution, every redirect hop and the body, so a server that
   // trickles bytes cannot hold the request open past timeoutMs.
   const deadline = new AbortController();
   const timer = setTimeout(() => deadline.abort(), timeoutMs);
   try {
-    return await download(source, index, maxBytes, policy, request, deadline.signal);
+    return await download(source, index, maxBytes, policy, request, deadline.signal, budget);
   } catch (err) {
     if (err instanceof Timeout || (deadline.signal.aborted && !(err instanceof ImageInputError))) {
       throw new ImageInputError(index, `download of ${source} timed out after ${timeoutMs} ms`);
@@ -228,15 +256,19 @@ async function fromFile(file: string, index: number, maxBytes: number): Promise<
     throw new ImageInputError(index, `cannot read ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
   }
   if (!stat.isFile()) throw new ImageInputError(index, `${file} is not a file`);
-  if (stat.size > maxBytes) throw new ImageInputError(index, `${file} is ${mib(stat.size)}, above the ${mib(maxBytes)} limit`, 413);
+  if (stat.size > maxBytes) throw new ImageInputError(index, `${file} is ${mib(stat.size)}, above the ${mib(maxBytes)} limit (max_image_bytes)`, 413);
   return fs.readFile(file);
 }
 
 export async function loadImageBytes(source: string, index: number, options: ImageSourceOptions = {}): Promise<Uint8Array> {
   const maxBytes = options.maxBytes ?? DEFAULT_MAX_IMAGE_BYTES;
-  if (source.startsWith('data:')) return fromDataUrl(source, index, maxBytes);
+  if (source.startsWith('data:')) {
+    const bytes = fromDataUrl(source, index, maxBytes);
+    options.requestBudget?.take(index, bytes.byteLength);
+    return bytes;
+  }
   if (/^https?:\/\//i.test(source)) {
-    return fromHttp(source, index, maxBytes, options.timeoutMs ?? 10_000, options.policy ?? DEFAULT_MEDIA_POLICY, options.request ?? defaultRequest);
+    return fromHttp(source, index, maxBytes, options.timeoutMs ?? 10_000, options.policy ?? DEFAULT_MEDIA_POLICY, options.request ?? defaultRequest, options.requestBudget);
   }
   if (options.allowFiles) {
     if (source.startsWith('file://')) return fromFile(fileURLToPath(source), index, maxBytes);

@@ -35,6 +35,11 @@ export interface ModelDirectory {
   vocabSize: number;
   /** Longest prompt plus completion, in tokens (config.json max_position_embeddings). */
   maxContextLength: number;
+  /**
+   * Most UTF-8 bytes one token can stand for: text of N bytes has at least N / this many
+   * tokens, so a prompt too long for the context is refused before it is tokenized.
+   */
+  maxTokenBytes: number;
   imageConfig: QwenVlImageConfig;
   tokenizer: Tokenizer;
   chatTemplate: Template;
@@ -69,6 +74,20 @@ function tokenId(config: Record<string, unknown>, key: string, file: string): nu
     throw new ModelDirectoryError(`${file}: ${key} must be a non-negative integer token id, got ${JSON.stringify(value)}`);
   }
   return value;
+}
+
+/**
+ * The longest vocabulary entry, in the bytes of text it covers. Byte-level BPE (Qwen's
+ * tokenizers) writes one character per byte; other vocabularies write characters, each up
+ * to 4 UTF-8 bytes.
+ */
+function maxTokenBytes(tokenizer: Tokenizer, json: Record<string, unknown>): number {
+  const vocab = tokenizer.get_vocab(true) as Map<string, number> | Record<string, number>;
+  let longest = 1;
+  // get_vocab can hold an entry without a token string (an added token's slot): skip it.
+  for (const token of vocab instanceof Map ? vocab.keys() : Object.keys(vocab)) if (typeof token === 'string' && token.length > longest) longest = token.length;
+  const byteLevel = JSON.stringify([json.pre_tokenizer, json.decoder]).includes('ByteLevel');
+  return byteLevel ? longest : longest * 4;
 }
 
 /** Qwen-VL's context window; 32768 (the Qwen2-VL checkpoints' value) when config.json omits it. */
@@ -196,6 +215,7 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
     eosTokenIds,
     vocabSize: typeof config!.vocab_size === 'number' ? config!.vocab_size : tokenizer.get_vocab(true).size,
     maxContextLength: contextLength(config!, configFile),
+    maxTokenBytes: maxTokenBytes(tokenizer, tokenizerJson!),
     imageConfig: imageConfigFrom(family, pre, path.join(abs, 'preprocessor_config.json')),
     tokenizer,
     chatTemplate,

@@ -12,6 +12,14 @@
 // 20-200 MB buffers per image would cost their page faults every time (on this kind of VM,
 // touching fresh memory costs more than the work done in it) and, on the main thread,
 // garbage-collection pauses for the external memory; reused ones cost neither.
+//
+// Memory is bounded by one budget for all requests (preprocess_memory_bytes): an image's
+// cost (its shared memory plus the decoder's transient buffers, from its header) is taken
+// when a thread starts on it, not while it waits in the queue, and given back as it is
+// released; an image waits at the head of the queue until its cost fits. An image that could
+// never fit is refused before it queues (ImageMemoryError). Memories kept for reuse count
+// against the same budget and are let go when the pool has been idle for IDLE_TRIM_MS, so a
+// burst does not keep its memory.
 import { readdirSync } from 'node:fs';
 import os from 'node:os';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
@@ -20,12 +28,6 @@ import { headerSize, ImageDecodeError } from './decode.ts';
 import type { PreprocessResult, PreprocessTask } from './preprocess-task.ts';
 import { encoderMemoryBytes, encoderMemoryIn, ImageSizeError, patchGeometry, type EncoderMemory, type PatchGeometry } from './qwen-vl.ts';
 import { MAX_KERNEL_BYTES, newSharedMemory, type SharedWasmMemory } from './resize-simd.ts';
-
-interface ImageHeader {
-  width: number;
-  height: number;
-  geometry: PatchGeometry;
-}
 
 /**
  * Lower every thread of this process but the main one to nice 10 (Linux; elsewhere a no-op).
@@ -48,6 +50,30 @@ export function favourEventLoop(): void {
 /** A result whose output memory goes back to the pool on release(). */
 export type PooledPreprocessResult = PreprocessResult & { release(): void };
 
+/** An image whose preprocessing needs more memory than the whole budget: never started. */
+export class ImageMemoryError extends Error {
+  override readonly name = 'ImageMemoryError';
+}
+
+/** The pool lets its kept memories go after this long without work. */
+export const IDLE_TRIM_MS = 15_000;
+
+/** What an image holds while it is processed: its shared memory (until released) and the decoder's buffers (until its result). */
+interface MemoryCost {
+  shared: number;
+  transient: number;
+}
+
+export interface ImageHeader {
+  width: number;
+  height: number;
+  geometry: PatchGeometry;
+}
+
+function mib(n: number): string {
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
+
 /**
  * Shared WebAssembly memories by size class (four classes per doubling, so at most 19 % of a
  * memory is unused), kept up to a byte budget. Reuse is the point: a fresh memory costs its
@@ -56,10 +82,10 @@ export type PooledPreprocessResult = PreprocessResult & { release(): void };
 class SharedMemoryPool {
   private readonly free = new Map<number, SharedWasmMemory[]>();
   private readonly classOf = new WeakMap<SharedWasmMemory, number>();
-  private pooled = 0;
-  constructor(private readonly maxPooledBytes: number) {}
+  /** Bytes of the memories kept for reuse. */
+  pooled = 0;
 
-  private static sizeClass(bytes: number): number {
+  static sizeClass(bytes: number): number {
     const exact = 2 ** (Math.ceil(4 * Math.log2(Math.max(bytes, 1 << 20))) / 4);
     return Math.ceil(exact / 65536) * 65536;
   }
@@ -76,19 +102,36 @@ class SharedMemoryPool {
     return fresh;
   }
 
-  release(memory: SharedWasmMemory): void {
+  /** Keep `memory` for reuse if `room` allows; otherwise let it go. */
+  release(memory: SharedWasmMemory, room: number): void {
     const size = memory.buffer.byteLength;
-    // Over budget, or grown past its class by an image its header misdescribed: let it go.
-    if (size !== this.classOf.get(memory) || this.pooled + size > this.maxPooledBytes) return;
+    // Grown past its class by an image its header misdescribed, or no room: let it go.
+    if (size !== this.classOf.get(memory) || size > room) return;
     this.pooled += size;
     const list = this.free.get(size) ?? [];
     list.push(memory);
     this.free.set(size, list);
   }
+
+  /** Let kept memories go until at most `keep` bytes are kept (the largest first). */
+  shrinkTo(keep: number): void {
+    for (const size of [...this.free.keys()].sort((a, b) => b - a)) {
+      const list = this.free.get(size)!;
+      while (list.length > 0 && this.pooled > keep) {
+        list.pop();
+        this.pooled -= size;
+      }
+      if (list.length === 0) this.free.delete(size);
+    }
+  }
 }
 
 interface Pending {
   task: PreprocessTask;
+  header: ImageHeader | undefined;
+  cost: MemoryCost;
+  /** Bytes taken from the budget when a thread started on it (0 while queued). */
+  taken: number;
   resolve: (r: PreprocessResult) => void;
   reject: (e: Error) => void;
 }
@@ -105,13 +148,66 @@ export class PreprocessPool {
   private closed = false;
   /** favourEventLoop() runs after each of the first completions, while helper threads appear. */
   private deprioritizeRounds = 16;
-  private readonly shared = new SharedMemoryPool(1024 * 1024 * 1024);
+  private readonly shared = new SharedMemoryPool();
+  private budget: number;
+  /** Bytes taken by images being processed and by results not yet released. */
+  private inUse = 0;
+  private trimTimer: NodeJS.Timeout | undefined;
 
   /**
    * One thread per core. The threads run at nice 10, so the event loop (nice 0) still gets a
    * core within milliseconds when all of them are busy.
    */
-  constructor(readonly size = Math.max(1, os.availableParallelism())) {}
+  constructor(
+    readonly size = Math.max(1, os.availableParallelism()),
+    options: { memoryBytes?: number } = {},
+  ) {
+    this.budget = options.memoryBytes ?? 1024 * 1024 * 1024;
+  }
+
+  /** The memory budget; a lower one applies as running images give their memory back. */
+  setMemoryBudget(bytes: number): void {
+    this.budget = bytes;
+    this.shared.shrinkTo(Math.max(0, this.budget - this.inUse));
+    this.pump();
+  }
+
+  /** Memory in use and kept for reuse, against the budget (for metrics and tests). */
+  memory(): { budget: number; inUse: number; pooled: number } {
+    return { budget: this.budget, inUse: this.inUse, pooled: this.shared.pooled };
+  }
+
+  /** Bytes a memory given back may take in the kept set: the budget minus what stays in use and is kept. */
+  private roomToKeep(freeing: number): number {
+    return Math.max(0, this.budget - (this.inUse - freeing) - this.shared.pooled);
+  }
+
+  private take(bytes: number): void {
+    this.inUse += bytes;
+    if (this.trimTimer) clearTimeout(this.trimTimer);
+    this.trimTimer = undefined;
+    // Kept memories give way to memory in use.
+    this.shared.shrinkTo(Math.max(0, this.budget - this.inUse));
+  }
+
+  private give(bytes: number): void {
+    this.inUse -= bytes;
+    if (this.inUse <= 0 && this.running.size === 0 && this.queue.length === 0 && !this.trimTimer && this.shared.pooled > 0) {
+      this.trimTimer = setTimeout(() => {
+        this.trimTimer = undefined;
+        this.trimIdle();
+      }, IDLE_TRIM_MS);
+      this.trimTimer.unref();
+    }
+    this.pump();
+  }
+
+  /** After a burst: let every kept memory go, and have the threads collect theirs. */
+  private trimIdle(): void {
+    if (this.inUse > 0 || this.running.size > 0) return;
+    this.shared.shrinkTo(0);
+    for (const w of this.idle) w.postMessage({ trim: true });
+  }
 
   private spawn(): Worker {
     const worker = new Worker(new URL('./preprocess-worker.mjs', import.meta.url));
@@ -154,9 +250,17 @@ export class PreprocessPool {
 
   private pump(): void {
     while (this.queue.length > 0) {
+      const head = this.queue[0]!;
+      // FIFO: the head waits until its memory fits (nothing overtakes it, so nothing starves).
+      const cost = head.cost.shared + head.cost.transient;
+      if (this.inUse > 0 && this.inUse + cost > this.budget) return;
       const worker = this.freeThread();
       if (!worker) return;
       const job = this.queue.shift()!;
+      this.take(cost);
+      job.taken = cost;
+      const output = this.outputFor(job.task, job.header);
+      job.task = output ? { ...job.task, output } : job.task;
       const id = this.nextId++;
       const transfer: Array<ArrayBuffer | MessagePort> = [job.task.bytes.buffer as ArrayBuffer].filter((b) => b.byteLength === job.task.bytes.byteLength);
       // Nothing waiting behind this image, and its output is shared: let a free thread help.
@@ -181,12 +285,12 @@ export class PreprocessPool {
    * The image's size and geometry from its header (no decode): read here in JavaScript, or
    * by sharp for a header that does not parse that way; undefined when neither can read it.
    */
-  private async header(task: PreprocessTask): Promise<ImageHeader | undefined> {
-    let size = headerSize(task.bytes);
+  async readHeader(bytes: Uint8Array, config: PreprocessTask['config']): Promise<ImageHeader | undefined> {
+    let size = headerSize(bytes);
     if (!size) {
       let meta: Metadata;
       try {
-        meta = await sharp(task.bytes).metadata();
+        meta = await sharp(bytes).metadata();
       } catch {
         return undefined; // the thread reports the decode error itself
       }
@@ -194,7 +298,17 @@ export class PreprocessPool {
       if (!meta.width || !height) return undefined;
       size = { width: meta.width, height };
     }
-    return { ...size, geometry: patchGeometry(size.height, size.width, task.config) }; // ImageSizeError for bad sizes
+    return { ...size, geometry: patchGeometry(size.height, size.width, config) }; // ImageSizeError for bad sizes
+  }
+
+  /** What processing this image takes from the budget, from its header. */
+  memoryCost(task: PreprocessTask, h: ImageHeader | undefined): MemoryCost {
+    // Without a header the decoder will refuse it; a few times its bytes covers that attempt.
+    if (!h) return { shared: 0, transient: task.bytes.byteLength * 4 };
+    const kinds = { float32: task.float32 !== false, bf16: task.bf16 };
+    const bytes = encoderMemoryBytes(h.width, h.height, task.config, kinds);
+    // The decoder's RGB output and libvips' own buffers for it, freed when the thread is done.
+    return { shared: SharedMemoryPool.sizeClass(bytes), transient: 2 * h.width * h.height * 3 };
   }
 
   /** Pooled shared memory for the outputs and the resize, sized from the header. */
@@ -218,13 +332,13 @@ export class PreprocessPool {
    * when the header does not parse, rejected with ImageSizeError for a size smart_resize
    * refuses), then `result`. The decoded image decides: a result may differ from its header.
    */
-  start(task: PreprocessTask): { header: Promise<PatchGeometry | undefined>; result: Promise<PooledPreprocessResult> } {
+  start(task: PreprocessTask, known?: Promise<ImageHeader | undefined>): { header: Promise<PatchGeometry | undefined>; result: Promise<PooledPreprocessResult> } {
     if (this.closed) {
       const closed = Promise.reject(new Error('preprocessing pool is closed'));
       closed.catch(() => {});
       return { header: closed, result: closed as Promise<never> };
     }
-    const header = this.header(task);
+    const header = known ?? this.readHeader(task.bytes, task.config);
     header.catch(() => {}); // the same error reaches the caller through result
     const geometry = header.then((h) => h?.geometry);
     geometry.catch(() => {}); // a caller that only awaits result gets the error there
@@ -237,35 +351,49 @@ export class PreprocessPool {
 
   private async process(task: PreprocessTask, h: ImageHeader | undefined): Promise<PooledPreprocessResult> {
     if (this.closed) throw new Error('preprocessing pool is closed');
-    const output = this.outputFor(task, h);
-    const giveBack = () => {
-      if (output) this.shared.release(output.memory);
-    };
+    const cost = this.memoryCost(task, h);
+    if (cost.shared + cost.transient > this.budget) {
+      throw new ImageMemoryError(`preprocessing this ${h?.width}x${h?.height} image needs ${mib(cost.shared + cost.transient)}, above the preprocessing memory budget of ${mib(this.budget)} (preprocess_memory_bytes)`);
+    }
+    const job: Pending = { task, header: h, cost, taken: 0, resolve: () => {}, reject: () => {} };
     let result: PreprocessResult;
     try {
       result = await new Promise<PreprocessResult>((resolve, reject) => {
-        this.queue.push({ task: output ? { ...task, output } : task, resolve, reject });
+        job.resolve = resolve;
+        job.reject = reject;
+        this.queue.push(job);
         this.pump();
       });
     } catch (err) {
-      giveBack();
+      this.settle(job, 0);
       throw err;
     }
-    const usesShared = output !== undefined && result.inOutput;
-    if (!usesShared) giveBack();
+    // The decoder's buffers are gone with the thread's result; shared outputs stay until release.
+    const usesShared = job.task.output !== undefined && result.inOutput;
+    this.settle(job, usesShared ? cost.shared : 0);
     let released = false;
     return {
       ...result,
       release: () => {
         if (released || !usesShared) return;
         released = true;
-        giveBack();
+        this.shared.release(job.task.output!.memory, this.roomToKeep(cost.shared));
+        this.give(cost.shared);
       },
     };
   }
 
+  /** A job is over: give back what it took but `kept` (outputs the caller still reads). */
+  private settle(job: Pending, kept: number): void {
+    const queued = this.queue.indexOf(job);
+    if (queued >= 0) this.queue.splice(queued, 1);
+    if (kept === 0 && job.task.output) this.shared.release(job.task.output.memory, this.roomToKeep(job.taken));
+    if (job.taken > 0) this.give(job.taken - kept);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
+    if (this.trimTimer) clearTimeout(this.trimTimer);
     for (const job of this.queue.splice(0)) job.reject(new Error('preprocessing pool is closed'));
     await Promise.all(this.all.map((w) => w.terminate()));
     this.all.length = 0;

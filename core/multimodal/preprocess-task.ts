@@ -12,6 +12,8 @@ export interface PreprocessTask {
   float32?: boolean;
   /** Shared memory for the outputs and the resize, sized by the pool from the image header (reused across requests). */
   output?: EncoderMemory;
+  /** The decoder refuses images above this many pixels, whatever their header said. */
+  maxPixels?: number;
 }
 
 export interface PreprocessResult extends PatchGeometry {
@@ -34,7 +36,7 @@ export interface PreprocessResult extends PatchGeometry {
 export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelper): Promise<PreprocessResult> {
   const t0 = performance.now();
   // sharp decodes on a libuv thread; the hash is computed here meanwhile.
-  const decoding = decodeToRgb(task.bytes);
+  const decoding = decodeToRgb(task.bytes, task.maxPixels);
   const contentHash = createHash('sha256').update(task.bytes).digest();
   const image = await decoding;
   const t1 = performance.now();

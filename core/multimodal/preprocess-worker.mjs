@@ -1,8 +1,9 @@
 // Entry of a preprocessing pool thread. Worker threads do not inherit the TypeScript loader
 // of the thread that started them, so register tsx here before loading the task module.
 //
-// A thread gets either an image ({ id, task, helper? }) or a request to help another thread
-// with one ({ help: port }). A helper waits on its port for one band job (or null when the
+// A thread gets an image ({ id, task, helper? }), a request to help another thread with one
+// ({ help: port }), or, when the pool has been idle a while, { trim: true }: a full
+// collection, so what the last burst left behind goes back to the system. A helper waits on its port for one band job (or null when the
 // image was not split), runs it, and answers on the same port.
 import { readlinkSync } from 'node:fs';
 import os from 'node:os';
@@ -57,7 +58,8 @@ function bandHelper(port) {
     });
 }
 
-parentPort.on('message', async ({ id, task, helper, help }) => {
+parentPort.on('message', async ({ id, task, helper, help, trim }) => {
+  if (trim) return collectGarbage({ type: 'major' });
   if (help) return helpWith(help);
   let used = false;
   try {

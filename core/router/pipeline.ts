@@ -12,13 +12,14 @@
 // of the request; a client that goes away also cancels the call and sends Abort.
 import { randomUUID } from 'node:crypto';
 import type { ConfigSnapshot, ConfigStore } from '../config/store.ts';
-import type { TransportMode, WorkerSpec } from '../config/schema.ts';
+import type { RouterConfig, TransportMode, WorkerSpec } from '../config/schema.ts';
 import { engineFor, type EngineEvent, type EngineFailure, type EngineRequest, type PreparedImage, type WireRequest } from '../engines/engine.ts';
 import { ImageDecodeError } from '../multimodal/decode.ts';
-import { ImageInputError, loadImageBytes } from '../multimodal/fetch.ts';
+import { ImageInputError, loadImageBytes, RequestImageBudget } from '../multimodal/fetch.ts';
+import { createMediaPolicy, type MediaPolicy } from '../multimodal/media-policy.ts';
 import type { ModelDirectory } from '../multimodal/model-dir.ts';
-import type { PreprocessPool } from '../multimodal/pool.ts';
-import { buildPrompt, PromptError, type BuiltPrompt, type ChatMessage } from '../multimodal/prompt.ts';
+import { ImageMemoryError, type PreprocessPool } from '../multimodal/pool.ts';
+import { buildPromptWithin, ContextLengthError, PromptError, type BuiltPrompt, type ChatMessage } from '../multimodal/prompt.ts';
 import { ImageSizeError } from '../multimodal/qwen-vl.ts';
 import type { TrafficSource } from '../telemetry/event-schema.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
@@ -43,7 +44,6 @@ export interface RouterContext {
   metrics: TransportMetrics;
   events: TensorEventBus;
   registry: WorkerRegistry;
-  maxImageBytes: number;
 }
 
 /** The header every chat response carries: which config revision the request used. */
@@ -193,19 +193,74 @@ function selectWorker(ctx: RouterContext, snapshot: ConfigSnapshot, pinned?: str
 }
 
 /** `timing` starts when the request arrives, and has its body span marked. */
+/** The media policy of a config revision, built once per revision. */
+const policies = new WeakMap<RouterConfig, MediaPolicy>();
+function mediaPolicyOf(config: RouterConfig): MediaPolicy {
+  let policy = policies.get(config);
+  if (!policy) {
+    policy = createMediaPolicy({ allowedMediaDomains: config.allowed_media_domains, allowPrivateHosts: config.allow_private_media_hosts });
+    policies.set(config, policy);
+  }
+  return policy;
+}
+
+function contextError(err: ContextLengthError): ApiError {
+  return new ApiError(400, err.message, 'invalid_request_error', 'messages', 'context_length_exceeded');
+}
+
+/**
+ * Characters of every text part: what the prompt's text is made of (the template adds
+ * little). A UTF-8 text has at least as many bytes as characters, so this bounds its tokens
+ * from below as bytes would, without a pass over a huge string.
+ */
+function textLength(req: ChatCompletionRequest): number {
+  let n = 0;
+  for (const m of req.messages) {
+    if (typeof m.content === 'string') n += m.content.length;
+    else if (Array.isArray(m.content)) for (const p of m.content) if (p.type === 'text') n += p.text.length;
+  }
+  return n;
+}
+
+/**
+ * What a request is admitted against before any heavy work (docs/router.md, "Limits"): its
+ * image count, a completion that could never fit, and text whose bytes alone prove it
+ * longer than the context; the image bytes as they arrive; the images' pixels from their
+ * headers before anything is decoded; preprocessing memory when each image starts.
+ */
+function admitRequest(ctx: RouterContext, config: RouterConfig, req: ChatCompletionRequest, images: ImageRef[]): void {
+  const limit = config.limit_mm_per_prompt.image;
+  if (images.length > limit) {
+    throw new ApiError(400, `this request has ${images.length} images; at most ${limit} are accepted per request (limit_mm_per_prompt.image = ${limit})`, 'invalid_request_error', 'messages');
+  }
+  const context = ctx.model.maxContextLength;
+  const maxTokens = req.max_completion_tokens ?? req.max_tokens;
+  if (maxTokens != null && maxTokens >= context) {
+    const param = req.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
+    throw new ApiError(400, `${param} is ${maxTokens}, but this model's maximum context length is ${context} tokens, prompt and completion together`, 'invalid_request_error', param, 'context_length_exceeded');
+  }
+  const atLeast = Math.ceil(textLength(req) / ctx.model.maxTokenBytes);
+  if (atLeast > context) throw contextError(new ContextLengthError(atLeast, context, true));
+}
+
+/** `timing` starts when the request arrives, and has its body span marked. */
 export async function handleChatCompletion(ctx: RouterContext, body: unknown, res: ResponseTarget, timing: RequestTiming, record: RequestRecord, options: ChatOptions = {}): Promise<void> {
   const snapshot = ctx.store.current();
+  const config = snapshot.config;
   record.revision = snapshot.revision;
   const req = parseChatRequest(body);
   const images = imagesOf(req);
   const requestId = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
   record.id = requestId;
+  admitRequest(ctx, config, req, images);
   let clientGone = false;
   res.on('close', () => {
     if (!res.writableFinished) clientGone = true;
   });
 
-  const bytes = await Promise.all(images.map((im, i) => loadImageBytes(im.url, i, { maxBytes: ctx.maxImageBytes }))).catch((err: unknown) => {
+  const budget = new RequestImageBudget(config.max_request_image_bytes);
+  const sourceOptions = { maxBytes: config.max_image_bytes, timeoutMs: config.media_fetch_timeout_secs * 1000, policy: mediaPolicyOf(config), requestBudget: budget };
+  const bytes = await Promise.all(images.map((im, i) => loadImageBytes(im.url, i, sourceOptions))).catch((err: unknown) => {
     throw asApiError(err, images);
   });
 
@@ -214,21 +269,40 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   record.worker = spec.url;
   const runtime = worker.runtime!;
   const dtype = resolveEncoderDtype(runtime, 'image', ctx.processEnv, worker.labels).dtype;
+  const asImageError = (err: unknown, i: number) => {
+    if (err instanceof ImageDecodeError || err instanceof ImageSizeError) return new ApiError(400, `image ${i}: ${err.message}`, 'invalid_request_error', images[i]!.param);
+    if (err instanceof ImageMemoryError) return new ApiError(413, `image ${i}: ${err.message}`, 'invalid_request_error', images[i]!.param);
+    return err;
+  };
+
+  // Sizes from the headers, before anything is decoded: a decompression bomb stops here.
+  const imageConfig = options.pixelBounds ? { ...ctx.model.imageConfig, ...options.pixelBounds } : ctx.model.imageConfig;
+  const headers = await Promise.all(
+    bytes.map((b, i) =>
+      ctx.pool.readHeader(b, imageConfig).catch((err: unknown) => {
+        throw asImageError(err, i);
+      }),
+    ),
+  );
+  const pixels = headers.reduce((n, h) => n + (h ? h.width * h.height : 0), 0);
+  if (pixels > config.max_request_image_pixels) {
+    const sizes = headers.map((h, i) => (h ? `image ${i} ${h.width}x${h.height}` : `image ${i} unknown`)).join(', ');
+    throw new ApiError(413, `the request's images have ${pixels} pixels in all (${sizes}), above max_request_image_pixels = ${config.max_request_image_pixels}`, 'invalid_request_error', 'messages');
+  }
 
   // Pooled output memory goes back when the request is over, whatever its outcome.
   const releases: Array<() => void> = [];
   const releaseImages = () => releases.splice(0).forEach((release) => release());
   // Bytes are handed over (transferred) to the pool thread, which also hashes them. Only what
   // travels: bfloat16 alone for a bfloat16 wire dtype, float32 otherwise.
-  const imageConfig = options.pixelBounds ? { ...ctx.model.imageConfig, ...options.pixelBounds } : ctx.model.imageConfig;
-  const jobs = bytes.map((b) => ctx.pool.start({ bytes: b, config: imageConfig, bf16: dtype === 'bfloat16', float32: dtype !== 'bfloat16' }));
-  const asImageError = (err: unknown, i: number) =>
-    err instanceof ImageDecodeError || err instanceof ImageSizeError ? new ApiError(400, `image ${i}: ${err.message}`, 'invalid_request_error', images[i]!.param) : err;
+  const jobs = bytes.map((b, i) =>
+    ctx.pool.start({ bytes: b, config: imageConfig, bf16: dtype === 'bfloat16', float32: dtype !== 'bfloat16', maxPixels: config.max_request_image_pixels }, Promise.resolve(headers[i])),
+  );
   // The prompt needs each image's token count, which its header gives: build it while the
   // pool works on the pixels (rebuilt below in the rare case the decoded image disagrees).
-  const headers = await Promise.all(jobs.map((j) => j.header.catch(() => undefined)));
-  let early: ReturnType<typeof promptFor> | undefined;
-  if (headers.every((h) => h !== undefined)) early = promptFor(ctx, req, images, headers.map((h) => h.tokens));
+  const context = ctx.model.maxContextLength;
+  const headerTokens = headers.map((h) => h?.geometry.tokens);
+  const early = headerTokens.every((t): t is number => t !== undefined) ? promptFor(ctx, req, images, headerTokens, context) : undefined;
   const settled = await Promise.allSettled(
     jobs.map(async (job, i) => {
       try {
@@ -251,9 +325,20 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   try {
     timing.mark('preprocess');
     const tokens = prepared.map((p) => p.placeholder.length);
-    const built = early && early.tokens.every((n, i) => n === tokens[i]) ? early : promptFor(ctx, req, images, tokens);
+    const built = await (early && headerTokens.every((n, i) => n === tokens[i]) ? early : promptFor(ctx, req, images, tokens, context));
     if ('error' in built) throw built.error;
     built.prompt.placeholders.forEach((range, i) => (prepared[i]!.placeholder = range));
+    const maxTokens = req.max_completion_tokens ?? req.max_tokens;
+    const promptTokens = built.prompt.inputIds.length;
+    if (maxTokens != null && promptTokens + maxTokens > context) {
+      throw new ApiError(
+        400,
+        `This model's maximum context length is ${context} tokens. However, you requested ${promptTokens + maxTokens} tokens (${promptTokens} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+        'invalid_request_error',
+        'messages',
+        'context_length_exceeded',
+      );
+    }
     timing.mark('prompt');
     await generate(ctx, req, res, { snapshot, prompt: built.prompt, prepared, worker, spec, dtype, requestId, timing, record, options, isGone: () => clientGone });
   } finally {
@@ -261,12 +346,12 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   }
 }
 
-/** The prompt for these image token counts, or the API error building it gives. */
-function promptFor(ctx: RouterContext, req: ChatCompletionRequest, images: ImageRef[], tokens: number[]): { tokens: number[] } & ({ prompt: BuiltPrompt } | { error: unknown }) {
+/** The prompt for these image token counts, admitted against the context, or the API error building it gives. */
+async function promptFor(ctx: RouterContext, req: ChatCompletionRequest, images: ImageRef[], tokens: number[], context: number): Promise<{ prompt: BuiltPrompt } | { error: unknown }> {
   try {
-    return { tokens, prompt: buildPrompt(ctx.model, req.messages as ChatMessage[], tokens) };
+    return { prompt: await buildPromptWithin(ctx.model, req.messages as ChatMessage[], tokens, context) };
   } catch (err) {
-    return { tokens, error: asApiError(err, images) };
+    return { error: err instanceof ContextLengthError ? contextError(err) : asApiError(err, images) };
   }
 }
 

@@ -2,13 +2,12 @@
 // GET /metrics) over the request pipeline, the live config store every request reads once,
 // the worker registry (reconciled on every applied revision) with its health loop, the
 // preprocessing pool, the /dev/shm writer (probe, then the orphan sweep at start and every
-// minute) and, when no worker is configured, an embedded reference worker child process on
+// minute) and, when no worker is configured, an embedded reference worker (refworker/embedded.ts) on
 // the bundled model, entered in the store as an ordinary worker whose origin is
 // `embedded default`, so a fresh install serves a working multimodal API at once.
 //
 // Every chat request gets one JSON log line (id, status, latency, worker, tensors by path,
 // config revision, error); successful /health, /metrics and /v1/models polls do not.
-import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -16,7 +15,6 @@ import type { TransportEnvironment } from '../config/env-schema.ts';
 import type { ConfigOrigins } from '../config/load.ts';
 import type { RouterConfig } from '../config/schema.ts';
 import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN, embeddedDefaultWorker } from '../config/store.ts';
-import { DEFAULT_MAX_IMAGE_BYTES } from '../multimodal/fetch.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
 import { TensorEventBus } from '../telemetry/events.ts';
@@ -25,12 +23,11 @@ import { readNamespaceToken, type NamespaceTokenReading } from '../transport/nam
 import { transportForWorker } from '../transport/resolve.ts';
 import { ShmWriter, type ShmProbeResult } from '../transport/shm-writer.ts';
 import { DECISION_REASONS } from '../transport/vocabulary.ts';
+import { startEmbeddedWorker, type EmbeddedWorker } from '../refworker/embedded.ts';
 import { WorkerRegistry } from '../workers/registry.ts';
 import { ApiError } from './openai.ts';
 import { handleChatCompletion, newRequestRecord, REVISION_HEADER, RequestTiming, type RequestRecord, type RouterContext } from './pipeline.ts';
 import { sendError } from './responder.ts';
-
-const MAX_BODY_BYTES = 64 * 1024 * 1024;
 
 export interface RunningRouter {
   url: string;
@@ -57,20 +54,49 @@ export type StartRouterOptions = (
   shmDir?: string;
 }
 
-function readBody(req: IncomingMessage): Promise<unknown> {
+/** A body the router will not read further: answered, then the connection is closed. */
+class BodyRefused extends ApiError {}
+
+function mib(n: number): string {
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}
+
+/**
+ * The request body as JSON: at most max_body_bytes (413 before reading a body whose length
+ * says so, or as soon as it passes the limit), within body_timeout_secs (400 naming the
+ * timeout: a client that trickles its body cannot hold the router's memory and a socket).
+ */
+function readBody(req: IncomingMessage, config: RouterConfig): Promise<unknown> {
+  const limit = config.max_body_bytes;
   return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length'] ?? NaN);
+    if (Number.isFinite(declared) && declared > limit) {
+      req.pause();
+      return reject(new BodyRefused(413, `request body is ${mib(declared)}, above the ${mib(limit)} limit (max_body_bytes)`));
+    }
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (c: Buffer) => {
+    const timer = setTimeout(() => {
+      stop();
+      reject(new BodyRefused(400, `the request body did not arrive within ${config.body_timeout_secs} s (body_timeout_secs)`));
+    }, config.body_timeout_secs * 1000);
+    const stop = () => {
+      clearTimeout(timer);
+      req.off('data', onData);
+      req.pause();
+    };
+    const onData = (c: Buffer) => {
       size += c.length;
-      if (size > MAX_BODY_BYTES) {
-        reject(new ApiError(413, `request body is above ${MAX_BODY_BYTES / 1024 / 1024} MiB`));
-        req.destroy();
+      if (size > limit) {
+        stop();
+        reject(new BodyRefused(413, `request body is above the ${mib(limit)} limit (max_body_bytes)`));
         return;
       }
       chunks.push(c);
-    });
+    };
+    req.on('data', onData);
     req.on('end', () => {
+      clearTimeout(timer);
       const text = Buffer.concat(chunks).toString('utf8');
       try {
         resolve(text === '' ? {} : JSON.parse(text));
@@ -78,44 +104,16 @@ function readBody(req: IncomingMessage): Promise<unknown> {
         reject(new ApiError(400, `request body is not valid JSON: ${(err as Error).message}`));
       }
     });
-    req.on('error', reject);
+    req.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
   });
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.writeHead(status, { 'content-type': 'application/json' });
   res.end(JSON.stringify(body));
-}
-
-async function startEmbeddedWorker(modelPath: string, processEnv: Readonly<Record<string, string | undefined>>): Promise<{ child: ChildProcess; url: string }> {
-  const bin = path.resolve(import.meta.dirname, '../../bin/mmtc.js');
-  const child = spawn(process.execPath, [bin, 'worker', '--runtime', 'tokenspeed', '--port', '0', '--model-path', modelPath], {
-    stdio: ['ignore', 'pipe', 'inherit'],
-    env: {
-      ...processEnv,
-      // Our own GLIBC_TUNABLES was cut down by glibc at start; give the worker the whole setting.
-      ...(processEnv.MMTC_GLIBC_TUNABLES ? { GLIBC_TUNABLES: processEnv.MMTC_GLIBC_TUNABLES } : {}),
-      MMTC_EXIT_WITH_PARENT: String(process.pid),
-    } as NodeJS.ProcessEnv,
-  });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    const timer = setTimeout(() => reject(new Error('the embedded reference worker did not start within 30 s')), 30_000);
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /listening on (\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]!);
-      }
-    });
-    child.on('exit', (code) => {
-      clearTimeout(timer);
-      reject(new Error(`the embedded reference worker exited with status ${code}: ${out}`));
-    });
-  });
-  child.stdout!.resume();
-  return { child, url };
 }
 
 export async function startRouter(options: StartRouterOptions): Promise<RunningRouter> {
@@ -126,7 +124,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
       ? options.store
       : new ConfigStore({ config: options.config, env: options.env, ...(options.origins ? { origins: options.origins } : {}), ...(options.file !== undefined ? { file: options.file } : {}) });
   const model = await loadModelDirectory(store.current().config.model_path);
-  let embedded: { child: ChildProcess; url: string } | undefined;
+  let embedded: EmbeddedWorker | undefined;
   if (store.current().config.workers.length === 0) {
     embedded = await startEmbeddedWorker(model.path, processEnv);
     const current = store.current();
@@ -146,6 +144,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   let reconciling: Promise<void> = Promise.resolve();
   const unsubscribe = store.subscribe((next) => {
     reconciling = registry.reconcile(next.config.workers);
+    context.pool.setMemoryBudget(next.config.preprocess_memory_bytes);
     registry.setHealthInterval(next.config.health_check_interval_secs * 1000);
   });
   const ns = readNamespaceToken();
@@ -154,13 +153,12 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     processEnv,
     model,
     modelName: path.basename(model.path),
-    pool: new PreprocessPool(),
+    pool: new PreprocessPool(undefined, { memoryBytes: config.preprocess_memory_bytes }),
     writer,
     host: { shmWritable: probe.writable, routerToken: ns.token },
     metrics,
     events,
     registry,
-    maxImageBytes: DEFAULT_MAX_IMAGE_BYTES,
   };
 
   const server: Server = createServer((req, res) => {
@@ -193,7 +191,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     store,
     namespace: ns,
     shmProbe: probe,
-    ...(embedded ? { embeddedWorker: { url: embedded.url, pid: embedded.child.pid } } : {}),
+    ...(embedded ? { embeddedWorker: { url: embedded.url, pid: embedded.pid } } : {}),
     reconciled: () => reconciling,
     close: async () => {
       if (closed) return;
@@ -204,11 +202,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await context.pool.close();
-      if (embedded && embedded.child.exitCode === null) {
-        const exited = new Promise<void>((resolve) => embedded!.child.once('exit', () => resolve()));
-        embedded.child.kill('SIGTERM');
-        await exited;
-      }
+      await embedded?.stop();
     },
   };
 }
@@ -239,7 +233,7 @@ async function route(ctx: RouterContext, req: IncomingMessage, res: ServerRespon
   let error: string | undefined;
   try {
     if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
-      const body = await readBody(req);
+      const body = await readBody(req, ctx.store.current().config);
       timing.mark('body');
       await handleChatCompletion(ctx, body, res, timing, record);
     } else if (req.method === 'GET' && url.pathname === '/v1/models') {
@@ -258,7 +252,17 @@ async function route(ctx: RouterContext, req: IncomingMessage, res: ServerRespon
   } catch (err) {
     const apiError = err instanceof ApiError ? err : new ApiError(500, `internal error: ${(err as Error).message}`);
     error = apiError.message;
-    sendError(res, apiError, record.revision !== undefined ? { [REVISION_HEADER]: String(record.revision) } : {});
+    const headers: Record<string, string> = record.revision !== undefined ? { [REVISION_HEADER]: String(record.revision) } : {};
+    // The rest of a refused body is not read: answer, then close the connection.
+    if (err instanceof BodyRefused) headers.connection = 'close';
+    sendError(res, apiError, headers);
+    if (err instanceof BodyRefused) {
+      // Closing with unread data queued would reset the connection and lose the answer:
+      // let what is already on its way drain (not kept), then close for good.
+      req.on('data', () => {});
+      req.resume();
+      setTimeout(() => req.destroy(), 2000).unref();
+    }
   }
   // 499 (nginx's word for it): the client went away before its response was complete.
   const status = !res.writableFinished && res.destroyed ? 499 : res.statusCode;

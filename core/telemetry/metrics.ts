@@ -1,8 +1,17 @@
-// Prometheus metrics of the tensor transport, named as SMG names them (docs/transport.md, "Metrics") so existing
+// Prometheus metrics of the tensor transport and of the HTTP API, named as SMG names them (docs/transport.md, "Metrics") so existing
 // dashboards keep working, plus our SHM write/read latency histograms. Each router owns its
 // own Registry (tests and embedded routers never share counters).
-import { Counter, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { TensorPath, WireRuntime } from '../transport/vocabulary.ts';
+
+/** 5 ms .. 10 min: a chat request with images takes tens of ms to minutes. */
+const REQUEST_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
+const ROUTER_LABELS = ['router_type', 'backend_type', 'connection_mode', 'model', 'endpoint'] as const;
+
+/** The router labels of this router's requests (gRPC workers, one regular worker per request). */
+export function routerLabels(model: string): Record<(typeof ROUTER_LABELS)[number], string> {
+  return { router_type: 'grpc', backend_type: 'regular', connection_mode: 'grpc', model, endpoint: 'chat' };
+}
 
 /** 50 µs .. 250 ms: a 64 KiB write takes ~0.1 ms, a 128 MiB one ~30 ms. */
 const LATENCY_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25];
@@ -26,6 +35,24 @@ export class TransportMetrics {
     buckets: LATENCY_BUCKETS,
     registers: [this.registry],
   });
+
+  /** A worker that could not read a request's /dev/shm files; the request was sent again inline. */
+  readonly shmReadFallbacks = new Counter({ name: 'smg_mm_shm_read_fallbacks_total', help: 'Requests whose worker could not read their /dev/shm files and that were sent again inline', labelNames: ['runtime'] as const, registers: [this.registry] });
+  readonly shmOutstandingBytes = new Gauge({ name: 'smg_mm_shm_outstanding_bytes', help: "Bytes of this router's tensor files in /dev/shm not yet read by a worker", registers: [this.registry] });
+
+  // The gateway's own HTTP and router metrics, same names and labels, so its dashboards work here.
+  readonly httpRequests = new Counter({ name: 'smg_http_requests_total', help: 'HTTP requests by method and path', labelNames: ['method', 'path'] as const, registers: [this.registry] });
+  readonly httpResponses = new Counter({ name: 'smg_http_responses_total', help: 'HTTP responses by status code and error code', labelNames: ['status_code', 'error_code'] as const, registers: [this.registry] });
+  readonly httpDuration = new Histogram({
+    name: 'smg_http_request_duration_seconds',
+    help: 'HTTP request duration, from arrival to the end of the response',
+    labelNames: ['method', 'path'] as const,
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly routerRequests = new Counter({ name: 'smg_router_requests_total', help: 'Requests routed to a worker', labelNames: ROUTER_LABELS, registers: [this.registry] });
+  readonly routerErrors = new Counter({ name: 'smg_router_request_errors_total', help: 'Routed requests that failed, by error type', labelNames: [...ROUTER_LABELS, 'error_type'] as const, registers: [this.registry] });
+  readonly routerTtft = new Histogram({ name: 'smg_router_ttft_seconds', help: 'Time from the request arriving to the first generated token', labelNames: ROUTER_LABELS, buckets: REQUEST_BUCKETS, registers: [this.registry] });
 
   countTensor(runtime: WireRuntime, path: TensorPath, nbytes: number): void {
     this.tensors.inc({ runtime, path });
