@@ -130,11 +130,13 @@ export const WorkerViewSchema = z.object({
   resolution: ResolvedWorkerTransportSchema,
   /** What auto/shm/inline decides for this worker's next request. */
   decision: DecisionSchema,
+  /** Set when the worker could not read the router's /dev/shm files: its requests go inline until reset. */
+  shmLane: z.object({ error: z.string(), since: z.number() }).nullable(),
 });
 export type WorkerView = z.infer<typeof WorkerViewSchema>;
 
 export const DiagnosisStepSchema = z.object({
-  id: z.enum(['reachable', 'token_advertised', 'same_boot_id', 'same_st_dev', 'shm_writable', 'probe_file_read']),
+  id: z.enum(['reachable', 'token_advertised', 'same_boot_id', 'same_st_dev', 'shm_writable', 'probe_file_read', 'shm_lane']),
   label: z.string(),
   /** null: not checked, because an earlier step failed. */
   ok: z.boolean().nullable(),
@@ -145,7 +147,7 @@ export const DiagnosisStepSchema = z.object({
 const RatesSchema = z.object({ inline: z.number(), shm: z.number(), remote: z.number() });
 
 export const WarningSchema = z.object({
-  kind: z.enum(['deprecated_env', 'invalid_env', 'unhealthy_worker', 'orphan_files', 'suspicious_files', 'config_drift', 'shm_not_writable', 'no_token']),
+  kind: z.enum(['deprecated_env', 'invalid_env', 'unhealthy_worker', 'orphan_files', 'suspicious_files', 'config_drift', 'shm_not_writable', 'no_token', 'shm_read_failed', 'shm_budget']),
   message: z.string(),
   remedy: z.string(),
 });
@@ -160,7 +162,16 @@ export const OverviewSchema = z.object({
     shmFreeBytes: z.number().nullable(),
     shmTotalBytes: z.number().nullable(),
   }),
-  files: z.object({ count: z.int(), bytes: z.number(), orphans: z.int(), orphanBytes: z.number(), suspicious: z.int() }),
+  files: z.object({
+    count: z.int(),
+    bytes: z.number(),
+    orphans: z.int(),
+    orphanBytes: z.number(),
+    suspicious: z.int(),
+    /** Bytes of this router's files not yet read, against multimodal_shm_max_outstanding_bytes (null: no limit). */
+    outstandingBytes: z.number(),
+    maxOutstandingBytes: z.number().nullable(),
+  }),
   router: z.object({ url: z.string(), model: z.string(), pid: z.int() }),
   config: z.object({ file: z.string().nullable(), revision: Revision, drifted: z.boolean() }),
   workers: z.object({ total: z.int(), healthy: z.int(), unhealthy: z.int(), discovering: z.int(), draining: z.int() }),
@@ -252,6 +263,8 @@ export const commands = {
   'workers.add': { input: z.strictObject({ worker: WorkerSpecSchema.partial({ runtime: true, worker_type: true, labels: true, priority: true }), ...Applying }), output: ApplyResultSchema },
   'workers.update': { input: z.strictObject({ url: WorkerUrlSchema, worker: WorkerSpecSchema.partial({ runtime: true, worker_type: true, labels: true, priority: true }), ...Applying }), output: ApplyResultSchema },
   'workers.remove': { input: z.strictObject({ url: WorkerUrlSchema, ...Applying }), output: ApplyResultSchema },
+  /** The worker can read our /dev/shm files again (fixed its uid or mount): let SHM/auto use it. */
+  'workers.resetShmLane': { input: WorkerTarget, output: z.object({ url: z.string(), wasBroken: z.boolean() }) },
   'workers.diagnose': { input: WorkerTarget, output: z.object({ url: z.string(), steps: z.array(DiagnosisStepSchema), verdict: DecisionSchema }) },
   'traffic.snapshot': { input: z.strictObject({ limit: z.int().min(1).max(10_000).optional() }), output: z.object({ events: z.array(TensorEventSchema), seconds: z.array(SecondAggregateSchema) }) },
   'traffic.sendTestRequest': {

@@ -70,7 +70,7 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
   if (!reachable || !writable.writable || !worker?.healthy) {
     steps.push(skip('probe_file_read', 'the worker reads a file the router writes', !reachable ? 'the worker was not reached' : !writable.writable ? '/dev/shm is not writable' : 'the router has not discovered the worker as healthy yet'));
   } else {
-    const chat = await runChatInMemory(ctx, await syntheticChat(64, 64, 'png'), { source: 'console', worker: url, transport: { mode: 'shm', minBytes: 1024 } });
+    const chat = await runChatInMemory(ctx, await syntheticChat(64, 64, 'png'), { source: 'console', worker: url, transport: { mode: 'shm', minBytes: 1024 }, probe: true });
     const events = chat.requestId ? ctx.events.recent().filter((e) => e.requestId === chat.requestId) : [];
     const encoder = events.find((e) => e.nbytes >= 1024);
     const viaShm = chat.status === 200 && encoder?.path === 'shm';
@@ -84,7 +84,10 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
     });
   }
 
-  const { decision } = transportForWorker({ spec, config: snapshot.config, env: snapshot.env, labels: worker?.labels ?? {}, reachable: worker?.healthy ?? false, host: ctx.host });
+  if (worker?.shmLane) {
+    steps.push({ id: 'shm_lane', label: "the router's requests to it use /dev/shm", ok: false, detail: `a request failed to read its files at ${new Date(worker.shmLane.since).toISOString()}: ${worker.shmLane.error}`, remedy: DECISION_ADVICE.auto_worker_read_failed! });
+  }
+  const { decision } = transportForWorker({ spec, config: snapshot.config, env: snapshot.env, labels: worker?.labels ?? {}, reachable: worker?.healthy ?? false, host: ctx.host, shmLaneBroken: worker?.shmLane?.error });
   const advice = DECISION_ADVICE[decision.reason];
   return { url, steps, verdict: { shmEnabled: decision.shmEnabled, reason: decision.reason, explanation: DECISION_REASONS[decision.reason], ...(advice ? { advice } : {}) } };
 }

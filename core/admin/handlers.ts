@@ -97,7 +97,7 @@ export function createHandlers(state: ConsoleState): Handlers {
   const workerView = (snapshot: ConfigSnapshot, w: WorkerState, shares: Map<string, number>): WorkerView => {
     const index = snapshot.config.workers.findIndex((s) => s.url === w.spec.url);
     const spec = index >= 0 ? snapshot.config.workers[index]! : w.spec;
-    const { decision, resolved } = transportForWorker({ spec, config: snapshot.config, env: snapshot.env, origins: snapshot.origins, labels: w.labels, reachable: w.healthy, host: ctx.host });
+    const { decision, resolved } = transportForWorker({ spec, config: snapshot.config, env: snapshot.env, origins: snapshot.origins, labels: w.labels, reachable: w.healthy, host: ctx.host, shmLaneBroken: w.shmLane?.error });
     const origin = index >= 0 ? (snapshot.origins[`workers[${index}]`] ?? snapshot.origins[`workers[${index}].url`] ?? null) : null;
     return {
       url: spec.url,
@@ -115,6 +115,7 @@ export function createHandlers(state: ConsoleState): Handlers {
       trafficShare: shares.get(spec.url) ?? 0,
       resolution: resolved,
       decision: decisionView(decision.reason, decision.shmEnabled),
+      shmLane: w.shmLane ?? null,
     };
   };
 
@@ -187,6 +188,13 @@ export function createHandlers(state: ConsoleState): Handlers {
       if (suspicious > 0) warnings.push({ kind: 'suspicious_files', message: `${suspicious} entr${suspicious === 1 ? 'y' : 'ies'} under our file names in ${ctx.writer.dir} are not regular files`, remedy: `inspect them (ls -l ${ctx.writer.dir}/smg-tokenspeed-*) and remove what you did not create` });
       if (drift.drifted) warnings.push({ kind: 'config_drift', message: `${drift.path} was changed on disk since the console loaded it`, remedy: 'review the change in YAML and reload the file (it is never overwritten silently)' });
       if (!ctx.host.shmWritable) warnings.push({ kind: 'shm_not_writable', message: `${ctx.writer.dir} is not writable by the router: shm and auto stay inline`, remedy: DECISION_ADVICE.shm_not_writable! });
+      for (const w of workers) {
+        if (w.shmLane) warnings.push({ kind: 'shm_read_failed', message: `worker ${w.spec.url} could not read the router's /dev/shm files (${w.shmLane.error}); its requests go inline`, remedy: DECISION_ADVICE.auto_worker_read_failed! });
+      }
+      const maxOutstanding = ctx.writer.maxOutstanding();
+      if (maxOutstanding !== undefined && ctx.writer.outstanding >= maxOutstanding * 0.9) {
+        warnings.push({ kind: 'shm_budget', message: `this router's files in ${ctx.writer.dir} are at ${Math.round((100 * ctx.writer.outstanding) / maxOutstanding)}% of multimodal_shm_max_outstanding_bytes`, remedy: DECISION_ADVICE.shm_budget_exceeded! });
+      }
       if (!ctx.host.routerToken) warnings.push({ kind: 'no_token', message: 'the router has no /dev/shm namespace token: auto stays inline', remedy: DECISION_ADVICE.auto_router_no_token! });
       return {
         host: {
@@ -204,6 +212,8 @@ export function createHandlers(state: ConsoleState): Handlers {
           orphans,
           orphanBytes: files.reduce((n, f) => n + f.orphanBytes, 0),
           suspicious,
+          outstandingBytes: ctx.writer.outstanding,
+          maxOutstandingBytes: ctx.writer.maxOutstanding() ?? null,
         },
         router: { url: running.url, model: ctx.model.path, pid: process.pid },
         config: { file: state.file?.path ?? null, revision: s.revision, drifted: drift.drifted },
@@ -328,6 +338,14 @@ export function createHandlers(state: ConsoleState): Handlers {
       return state.apply(withWorkers(s, s.config.workers.filter((w) => w.url !== input.url)), input.expectedRevision, meta.client).catch((err: unknown) => {
         throw conflictWithDiff(err);
       });
+    },
+
+    async 'workers.resetShmLane'(input: { url: string }) {
+      const w = ctx.registry.get(input.url);
+      if (!w) throw new ContractError('not_found', `no worker ${input.url} in the registry`, 'url');
+      const wasBroken = w.shmLane !== undefined;
+      ctx.registry.resetShmLane(w);
+      return { url: input.url, wasBroken };
     },
 
     async 'workers.diagnose'(input: { url: string }) {

@@ -23,11 +23,11 @@ import { buildPromptWithin, ContextLengthError, PromptError, type BuiltPrompt, t
 import { ImageSizeError } from '../multimodal/qwen-vl.ts';
 import type { TrafficSource } from '../telemetry/event-schema.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
-import type { TransportMetrics } from '../telemetry/metrics.ts';
+import { routerLabels, type TransportMetrics } from '../telemetry/metrics.ts';
 import { resolveEncoderDtype } from '../transport/dtype.ts';
 import type { PlacementContext } from '../transport/placement.ts';
 import { transportForWorker, type ShmHostFacts } from '../transport/resolve.ts';
-import { ShmRequestScope, type ShmWriter } from '../transport/shm-writer.ts';
+import type { ShmRequestScope, ShmWriter } from '../transport/shm-writer.ts';
 import type { EncoderDtype, TensorPath } from '../transport/vocabulary.ts';
 import type { WorkerRegistry, WorkerState } from '../workers/registry.ts';
 import { ApiError, openAiFinishReason, parseChatRequest, type ChatCompletionRequest } from './openai.ts';
@@ -60,6 +60,8 @@ export interface ChatOptions {
   transport?: { mode: TransportMode; minBytes: number };
   /** Calibration's own pixel bounds, so its tensors can span sizes the model's bounds would not give. */
   pixelBounds?: { min_pixels: number; max_pixels: number };
+  /** The doctor's probe: use /dev/shm even on a lane marked broken, and report a read failure instead of retrying inline. */
+  probe?: boolean;
 }
 
 /** What one request did, for its log line (filled in as the request goes). */
@@ -67,6 +69,11 @@ export interface RequestRecord {
   id?: string;
   revision?: number;
   worker?: string;
+  model?: string;
+  /** The OpenAI error code or type the request ended with. */
+  errorCode?: string;
+  /** The worker could not read this request's /dev/shm files (what it said); it was sent again inline. */
+  shmFallback?: string;
   paths: Record<TensorPath, number>;
 }
 
@@ -267,6 +274,7 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   timing.mark('fetch');
   const { state: worker, spec } = selectWorker(ctx, snapshot, options.worker);
   record.worker = spec.url;
+  record.model = req.model ?? ctx.modelName;
   const runtime = worker.runtime!;
   const dtype = resolveEncoderDtype(runtime, 'image', ctx.processEnv, worker.labels).dtype;
   const asImageError = (err: unknown, i: number) => {
@@ -376,8 +384,8 @@ async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: Res
   // A forced mode (calibration) replaces the worker's resolved mode and threshold; the
   // decision still checks /dev/shm and the worker's token as for any request.
   const effectiveSpec = forced ? { ...spec, multimodal_tensor_transport: forced.mode, multimodal_shm_min_bytes: forced.minBytes } : spec;
-  const { decision, minBytes } = transportForWorker({ spec: effectiveSpec, config: snapshot.config, env: snapshot.env, labels: worker.labels, reachable: worker.healthy, host: ctx.host });
-  const scope = new ShmRequestScope(ctx.writer.dir);
+  const { decision, minBytes } = transportForWorker({ spec: effectiveSpec, config: snapshot.config, env: snapshot.env, labels: worker.labels, reachable: worker.healthy, host: ctx.host, shmLaneBroken: g.options.probe ? undefined : worker.shmLane?.error });
+  const scope = ctx.writer.newScope();
   const placement: PlacementContext = {
     requestId,
     revision: snapshot.revision,
@@ -417,7 +425,10 @@ async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: Res
     headers: { [REVISION_HEADER]: String(snapshot.revision) },
   });
 
+  const stream = (wire: WireRequest, s: ShmRequestScope) =>
+    streamFromWorker(ctx, worker, wire, { requestId, model: req.model ?? ctx.modelName, scope: s, res, responder, isGone: g.isGone, timeoutSecs: snapshot.config.request_timeout_secs, timing });
   ctx.registry.acquire(worker);
+  let current = scope;
   try {
     const wire = await engineFor(runtime).buildRequest(engineRequest, placement);
     timing.mark('place');
@@ -425,17 +436,51 @@ async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: Res
       scope.cleanup();
       return;
     }
-    await streamFromWorker(ctx, worker, wire, { requestId, scope, res, responder, isGone: g.isGone, timeoutSecs: snapshot.config.request_timeout_secs, timing });
+    try {
+      await stream(wire, scope);
+    } catch (err) {
+      if (!(err instanceof ShmReadFailure)) throw err;
+      if (g.options.probe) throw new ApiError(502, `worker ${spec.url} could not read the request's /dev/shm files: ${err.details}`, 'server_error');
+      // The worker could not open what we wrote (another uid, another /dev/shm): not the
+      // client's problem. Send the same request once more, inline, and keep this worker's
+      // lane inline until it is rediscovered or the operator resets it.
+      scope.cleanup();
+      ctx.registry.breakShmLane(worker, err.details);
+      ctx.metrics.shmReadFallbacks.inc({ runtime });
+      g.record.shmFallback = err.details;
+      for (const path of Object.keys(g.record.paths) as TensorPath[]) g.record.paths[path] = 0;
+      current = ctx.writer.newScope();
+      const inline: PlacementContext = { ...placement, scope: current, decision: { shmEnabled: false, reason: 'auto_worker_read_failed', worker: spec.url, detail: err.details } };
+      await stream(await engineFor(runtime).buildRequest(engineRequest, inline), current);
+    }
   } catch (err) {
-    scope.cleanup();
+    current.cleanup();
     throw err;
   } finally {
     ctx.registry.release(worker);
   }
 }
 
+/** A worker's answer that it could not read the request's /dev/shm files. */
+class ShmReadFailure extends Error {
+  constructor(readonly details: string) {
+    super(details);
+  }
+}
+
+/**
+ * How workers say they could not open or read a file in /dev/shm: our reference worker names
+ * the file and the errno, Python servicers raise FileNotFoundError / PermissionError with
+ * "[Errno 2]" / "[Errno 13]" and the path.
+ */
+export function isShmReadFailure(failure: EngineFailure): boolean {
+  if (failure.kind !== 'broken' && failure.kind !== 'rejected') return false;
+  return /smg-tokenspeed-|\/dev\/shm|\[Errno (?:2|13)\]|\bEACCES\b|\bENOENT\b|\bEPERM\b|Permission denied|No such file/i.test(failure.details);
+}
+
 interface StreamOptions {
   requestId: string;
+  model: string;
   scope: ShmRequestScope;
   res: ResponseTarget;
   responder: ChatResponder;
@@ -484,8 +529,13 @@ function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: WireReq
     }
     o.res.on('close', onClose);
 
+    let firstToken = true;
     const call = connection.generate(wire, { deadline: Date.now() + o.timeoutSecs * 1000 }, {
       event(ev) {
+        if (firstToken && ev.tokenIds.length > 0) {
+          firstToken = false;
+          ctx.metrics.routerTtft.observe(routerLabels(o.model), o.timing.elapsedMs() / 1000);
+        }
         const bad = ev.tokenIds.find((id) => !Number.isInteger(id) || id < 0 || id >= ctx.model.vocabSize);
         if (bad !== undefined) {
           call.cancel();
@@ -499,6 +549,12 @@ function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: WireReq
       },
       failure(failure) {
         if (failure.kind === 'unavailable') ctx.registry.markDown(worker, `${failure.status}: ${failure.details}`);
+        // Nothing sent to the client yet and the worker could not read our files: the caller retries inline.
+        if (!o.responder.streaming && o.scope.pending.length > 0 && isShmReadFailure(failure) && !settled) {
+          settled = true;
+          o.res.off('close', onClose);
+          return reject(new ShmReadFailure(`${failure.status}: ${failure.details}`));
+        }
         settle(failureError(failure, worker, o.timeoutSecs));
       },
       end() {

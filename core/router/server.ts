@@ -18,10 +18,10 @@ import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN, embeddedDefaultWorker } from '../
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
 import { TensorEventBus } from '../telemetry/events.ts';
-import { TransportMetrics } from '../telemetry/metrics.ts';
-import { readNamespaceToken, type NamespaceTokenReading } from '../transport/namespace.ts';
+import { routerLabels, TransportMetrics } from '../telemetry/metrics.ts';
+import { readNamespaceToken, SHM_DIR, type NamespaceTokenReading } from '../transport/namespace.ts';
 import { transportForWorker } from '../transport/resolve.ts';
-import { ShmWriter, type ShmProbeResult } from '../transport/shm-writer.ts';
+import { shmFreeBytes, ShmWriter, type ShmProbeResult } from '../transport/shm-writer.ts';
 import { DECISION_REASONS } from '../transport/vocabulary.ts';
 import { startEmbeddedWorker, type EmbeddedWorker } from '../refworker/embedded.ts';
 import { WorkerRegistry } from '../workers/registry.ts';
@@ -133,7 +133,17 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   const config = store.current().config;
   // A live router keeps a tensor file at most for its request timeout: older ones of routers
   // it cannot see are what the sweep may prove to be orphans (docs/transport.md, "Orphan sweep").
-  const writer = new ShmWriter({ ...(options.shmDir ? { dir: options.shmDir } : {}), maxFileAgeMs: () => store.current().config.request_timeout_secs * 1000, log });
+  const shmDir = options.shmDir ?? SHM_DIR;
+  // Unless the config says otherwise, our files may take half of what /dev/shm had free at start
+  // (Docker's default /dev/shm is 64 MB): beyond that tensors go inline (shm_budget_exceeded).
+  const shmSpace = await shmFreeBytes(shmDir);
+  const defaultOutstanding = shmSpace ? Math.floor(shmSpace.free / 2) : undefined;
+  const writer = new ShmWriter({
+    dir: shmDir,
+    maxFileAgeMs: () => store.current().config.request_timeout_secs * 1000,
+    maxOutstandingBytes: () => store.current().config.multimodal_shm_max_outstanding_bytes ?? defaultOutstanding,
+    log,
+  });
   const probe = writer.probe();
   if (probe.writable) writer.start();
   const metrics = new TransportMetrics();
@@ -220,11 +230,14 @@ function requestLogLine(req: IncomingMessage, pathname: string, status: number, 
     ...(record.worker ? { worker: record.worker } : {}),
     tensors: record.paths,
     ...(record.revision !== undefined ? { revision: record.revision } : {}),
+    ...(record.shmFallback ? { shm_read_failed: record.shmFallback } : {}),
     ...(error ? { error } : {}),
   });
 }
 
 const QUIET_POLLS = new Set(['/health', '/metrics', '/v1/models']);
+/** Paths metrics are labelled with; anything else is `other`, so a scanner cannot blow up the label set. */
+const ROUTES = new Set(['/v1/chat/completions', ...QUIET_POLLS]);
 
 async function route(ctx: RouterContext, req: IncomingMessage, res: ServerResponse, log: (line: string) => void): Promise<void> {
   const url = new URL(req.url ?? '/', 'http://router');
@@ -252,6 +265,7 @@ async function route(ctx: RouterContext, req: IncomingMessage, res: ServerRespon
   } catch (err) {
     const apiError = err instanceof ApiError ? err : new ApiError(500, `internal error: ${(err as Error).message}`);
     error = apiError.message;
+    record.errorCode = apiError.code ?? apiError.type;
     const headers: Record<string, string> = record.revision !== undefined ? { [REVISION_HEADER]: String(record.revision) } : {};
     // The rest of a refused body is not read: answer, then close the connection.
     if (err instanceof BodyRefused) headers.connection = 'close';
@@ -266,5 +280,15 @@ async function route(ctx: RouterContext, req: IncomingMessage, res: ServerRespon
   }
   // 499 (nginx's word for it): the client went away before its response was complete.
   const status = !res.writableFinished && res.destroyed ? 499 : res.statusCode;
+  const pathLabel = ROUTES.has(url.pathname) ? url.pathname : 'other';
+  const m = ctx.metrics;
+  m.httpRequests.inc({ method: req.method ?? 'GET', path: pathLabel });
+  m.httpResponses.inc({ status_code: String(status), error_code: record.errorCode ?? '' });
+  m.httpDuration.observe({ method: req.method ?? 'GET', path: pathLabel }, timing.elapsedMs() / 1000);
+  if (record.worker) {
+    const labels = routerLabels(record.model ?? ctx.modelName);
+    m.routerRequests.inc(labels);
+    if (status >= 400) m.routerErrors.inc({ ...labels, error_type: record.errorCode ?? (status === 499 ? 'client_disconnected' : String(status)) });
+  }
   if (status >= 400 || !QUIET_POLLS.has(url.pathname)) log(requestLogLine(req, url.pathname, status, timing.elapsedMs(), record, error));
 }

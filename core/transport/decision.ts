@@ -15,6 +15,8 @@ export interface TransportDecision {
   reason: DecisionReason;
   /** The worker the reason is about, for auto verdicts over several workers. */
   worker?: string;
+  /** What the worker said when it could not read our files (auto_worker_read_failed). */
+  detail?: string;
 }
 
 export interface DecisionWorker {

@@ -2,7 +2,8 @@
 // the per-tensor rule").
 //
 // SHM only when the request's decision enabled it AND nbytes >= the threshold (a tensor
-// strictly smaller stays inline; threshold 0 sends every tensor, even empty ones). A failed
+// strictly smaller stays inline; threshold 0 sends every tensor, even empty ones) AND our
+// files in /dev/shm stay under multimodal_shm_max_outstanding_bytes with it. A failed
 // SHM write falls back to inline for that tensor and counts a failure; it never fails the
 // request. Every placement emits one TensorEvent and feeds the Prometheus counters.
 import type { TrafficSource } from '../telemetry/event-schema.ts';
@@ -48,12 +49,14 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
   const nbytes = tensor.bytes.byteLength;
   let placed: PlacedTensor = { shape: tensor.shape, dtype: tensor.dtype, payload: { kind: 'inline', bytes: tensor.bytes } };
   let reason: TensorReason = ctx.decision.reason;
-  let detail: string | undefined;
+  let detail: string | undefined = ctx.decision.detail;
   let writeMicros = 0;
 
   if (ctx.decision.shmEnabled) {
     if (nbytes < ctx.minBytes) {
       reason = 'below_threshold';
+    } else if (!ctx.writer.hasRoom(nbytes)) {
+      reason = 'shm_budget_exceeded';
     } else {
       const written = await ctx.writer.write(tensor.bytes, ctx.scope);
       if (written.ok) {

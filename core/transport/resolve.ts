@@ -136,6 +136,8 @@ export function transportForWorker(input: {
   labels: Readonly<Record<string, string>>;
   reachable: boolean;
   host: ShmHostFacts;
+  /** The worker failed to read our /dev/shm files (its error): its lane stays inline until reset. */
+  shmLaneBroken?: string | undefined;
 }): WorkerTransport {
   const resolved = resolveWorkerTransport({ worker: input.spec, workers: input.config.workers, router: input.config, env: input.env, ...(input.origins ? { origins: input.origins } : {}) });
   const decision = decideTransport({
@@ -144,5 +146,8 @@ export function transportForWorker(input: {
     routerToken: input.host.routerToken,
     workers: [{ url: input.spec.url, worker_type: input.spec.worker_type, shm_namespace_id: input.labels.shm_namespace_id, reachable: input.reachable }],
   });
+  if (decision.shmEnabled && input.shmLaneBroken !== undefined) {
+    return { resolved, decision: { shmEnabled: false, reason: 'auto_worker_read_failed', worker: input.spec.url, detail: input.shmLaneBroken }, minBytes: resolved.multimodal_shm_min_bytes.value };
+  }
   return { resolved, decision, minBytes: resolved.multimodal_shm_min_bytes.value };
 }

@@ -183,13 +183,32 @@ describe('ShmWriter', () => {
     expect(isOurTensorName('smg-tokenspeed-probe-1')).toBe(false);
   });
 
-  it('after a successful request the files are the worker\'s', async () => {
+  it('after a successful request a file the worker left in place (it does not unlink) is removed, and its bytes are no longer outstanding', async () => {
     const writer = new ShmWriter({ dir: shm.dir });
-    const scope = new ShmRequestScope(shm.dir);
-    await writer.write(bytes(64), scope);
-    scope.complete();
-    expect(scope.cleanup()).toBe(0);
+    const scope = writer.newScope();
+    const r = await writer.write(bytes(64), scope);
+    expect(r.ok && writer.outstanding).toBe(64);
     expect(shm.files()).toHaveLength(1);
+    expect(scope.complete()).toBe(1); // the worker read it but left it
+    expect(shm.files()).toEqual([]);
+    expect(writer.outstanding).toBe(0);
+    expect(scope.cleanup()).toBe(0);
+  });
+
+  it('above multimodal_shm_max_outstanding_bytes tensors go inline (shm_budget_exceeded) until earlier files are gone', async () => {
+    const writer = new ShmWriter({ dir: shm.dir, maxOutstandingBytes: () => 10_000 });
+    const first = context(writer, 0);
+    first.ctx.scope = writer.newScope();
+    const a = await placeTensor(first.ctx, { name: 'a', shape: [6000], dtype: 'uint8', bytes: bytes(6000) });
+    const b = await placeTensor(first.ctx, { name: 'b', shape: [6000], dtype: 'uint8', bytes: bytes(6000) });
+    expect([a.payload.kind, b.payload.kind]).toEqual(['shm', 'inline']);
+    expect(first.events.map((e) => e.reason)).toEqual(['shm_writable', 'shm_budget_exceeded']);
+    expect(shm.files()).toHaveLength(1);
+    first.ctx.scope.complete();
+    const again = await placeTensor(first.ctx, { name: 'c', shape: [6000], dtype: 'uint8', bytes: bytes(6000) });
+    expect(again.payload.kind).toBe('shm');
+    first.ctx.scope.cleanup();
+    expect(shm.files()).toEqual([]);
   });
 });
 

@@ -78,10 +78,14 @@ export interface ShmWriterOptions extends OrphanRuleOptions {
   log?: (line: string) => void;
   /** Every sweep's result, including the silent ones. */
   onSweep?: (result: OrphanSweepResult) => void;
+  /** Most bytes of our files in the directory at once (read at every write); unlimited when absent. */
+  maxOutstandingBytes?: () => number | undefined;
 }
 
-export class ShmWriter {
+export class ShmWriter implements OutstandingLedger {
   readonly dir: string;
+  /** Bytes of files written for request scopes and not yet gone. */
+  outstanding = 0;
   readonly pid: number;
   private readonly ops: ShmFileOps;
   private readonly options: ShmWriterOptions;
@@ -99,6 +103,26 @@ export class ShmWriter {
     this.pid = options.pid ?? process.pid;
     this.ops = options.ops ?? realShmFileOps;
     this.options = options;
+  }
+
+  /** A scope whose files count against this writer's outstanding bytes. */
+  newScope(): ShmRequestScope {
+    return new ShmRequestScope(this.dir, this.ops, this);
+  }
+
+  settle(bytes: number): void {
+    this.outstanding = Math.max(0, this.outstanding - bytes);
+  }
+
+  /** The limit on outstanding bytes now (undefined: none). */
+  maxOutstanding(): number | undefined {
+    return this.options.maxOutstandingBytes?.();
+  }
+
+  /** Whether `bytes` more fit under maxOutstandingBytes. */
+  hasRoom(bytes: number): boolean {
+    const max = this.maxOutstanding();
+    return max === undefined || this.outstanding + bytes <= max;
   }
 
   /** The most recent sweep's result (start(), the timer or sweepOrphans()). */
@@ -207,7 +231,8 @@ export class ShmWriter {
       const e = errText(err);
       return { ok: false, code: e.code, error: `create ${file}: ${e.message}` };
     }
-    scope?.track(name);
+    scope?.track(name, bytes.byteLength);
+    if (scope?.ledger === this) this.outstanding += bytes.byteLength;
     try {
       let done = 0;
       while (done < bytes.byteLength) {
@@ -228,38 +253,59 @@ export class ShmWriter {
   }
 }
 
+/** Where a request scope gives back the bytes of its files once they are gone. */
+export interface OutstandingLedger {
+  settle(bytes: number): void;
+}
+
 /**
- * The files one request created. When the request succeeds, complete() leaves them to the
- * worker (it unlinks after reading). When it fails, times out or is cancelled, cleanup()
- * unlinks every one still present, whether or not the worker had answered: a worker that
- * read them already unlinked them (ENOENT is fine), one that did not would leave them
- * behind. Only valid names with our prefix are ever unlinked.
+ * The files one request created. Whatever the outcome they are unlinked when the request is
+ * over: complete() once the worker has answered (it read them, and normally unlinked them
+ * already: ENOENT is the usual answer, but a worker run with
+ * TOKENSPEED_UNLINK_MM_SHM_AFTER_READ=0 leaves them, and /dev/shm must not fill up with
+ * them), cleanup() when the request failed, timed out or was cancelled (a file the worker
+ * never read would otherwise stay). Only valid names with our prefix are ever unlinked. The
+ * bytes go back to the writer's outstanding count either way.
  */
 export class ShmRequestScope {
-  private readonly names = new Set<string>();
-  constructor(readonly dir: string = SHM_DIR, private readonly ops: Pick<ShmFileOps, 'unlink'> = realShmFileOps) {}
+  private readonly names = new Map<string, number>();
+  constructor(
+    readonly dir: string = SHM_DIR,
+    private readonly ops: Pick<ShmFileOps, 'unlink'> = realShmFileOps,
+    /** Where the bytes of this scope's files are counted while they exist (a writer's newScope()). */
+    readonly ledger?: OutstandingLedger,
+  ) {}
 
-  track(name: string): void {
-    if (isOurTensorName(name)) this.names.add(name);
+  track(name: string, nbytes = 0): void {
+    if (isOurTensorName(name)) this.names.set(name, nbytes);
   }
 
   forget(name: string): void {
+    const n = this.names.get(name);
+    if (n === undefined) return;
     this.names.delete(name);
+    this.ledger?.settle(n);
   }
 
   get pending(): readonly string[] {
-    return [...this.names];
+    return [...this.names.keys()];
   }
 
-  /** The request succeeded: the worker has read, and unlinked, every file. */
-  complete(): void {
-    this.names.clear();
+  /** The request succeeded: the worker has read every file. Returns how many it had left in place. */
+  complete(): number {
+    return this.unlinkAll();
   }
 
-  /** Unlink every file of the request that is still ours; returns how many were removed. */
+  /** The request failed: unlink every file of it still present; returns how many were removed. */
   cleanup(): number {
+    return this.unlinkAll();
+  }
+
+  private unlinkAll(): number {
     let removed = 0;
-    for (const name of this.names) {
+    let bytes = 0;
+    for (const [name, n] of this.names) {
+      bytes += n;
       try {
         this.ops.unlink(path.join(this.dir, name));
         removed += 1;
@@ -268,6 +314,7 @@ export class ShmRequestScope {
       }
     }
     this.names.clear();
+    if (bytes > 0) this.ledger?.settle(bytes);
     return removed;
   }
 }

@@ -35,6 +35,7 @@ export const DECISION_REASONS = {
   auto_different_host: 'auto but the worker is on a different host (boot_id differs): inline',
   auto_different_shm: 'auto but the worker is on the same host with a different /dev/shm (st_dev differs: a container without a shared /dev/shm): inline',
   auto_worker_unreachable: 'auto but the worker could not be reached to read its namespace token: inline',
+  auto_worker_read_failed: "the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered or the lane is reset",
 } as const;
 export type DecisionReason = keyof typeof DECISION_REASONS;
 export const DECISION_REASON_NAMES = Object.keys(DECISION_REASONS) as [DecisionReason, ...DecisionReason[]];
@@ -43,6 +44,7 @@ export const DECISION_REASON_NAMES = Object.keys(DECISION_REASONS) as [DecisionR
 export const TENSOR_REASONS = {
   below_threshold: 'smaller than multimodal_shm_min_bytes: inline',
   shm_write_failed: 'the /dev/shm write failed: inline (the event carries the error)',
+  shm_budget_exceeded: "this router's files in /dev/shm are at multimodal_shm_max_outstanding_bytes: inline until workers read what is there",
 } as const;
 export type TensorOnlyReason = keyof typeof TENSOR_REASONS;
 
@@ -64,4 +66,6 @@ export const DECISION_ADVICE: Partial<Record<TensorReason, string>> = {
   auto_different_shm: "run the worker container with --ipc=host or mount the host's /dev/shm into it",
   auto_worker_unreachable: 'check the worker URL and that the worker is running',
   shm_write_failed: 'see the error: free space in /dev/shm (df /dev/shm) or fix its permissions',
+  auto_worker_read_failed: "let the worker read the router's files: the same /dev/shm (--ipc=host) and a user that may open them (the router's uid, or root); then reset the lane (Doctor) or restart the worker",
+  shm_budget_exceeded: 'raise multimodal_shm_max_outstanding_bytes or /dev/shm itself (docker --shm-size), or check that workers read (and unlink) their files',
 };

@@ -29,6 +29,8 @@ export interface WorkerState {
   lastCheckedAt?: number;
   /** No longer configured: takes no new requests and closes when the last one finishes. */
   removed: boolean;
+  /** The worker could not read our /dev/shm files: what it said, and when. Cleared on rediscovery or by the operator. */
+  shmLane?: { error: string; since: number };
 }
 
 export interface RegistryOptions {
@@ -107,6 +109,8 @@ export class WorkerRegistry {
       w.connection?.close();
       w.connection = engineFor(probe.runtime).connect(w.spec.url);
     }
+    // A rediscovered worker (restarted, moved, fixed) gets its /dev/shm lane back.
+    if (!w.healthy) delete w.shmLane;
     w.runtime = probe.runtime;
     w.discoveredLabels = probe.labels;
     w.labels = { ...probe.labels, ...w.spec.labels };
@@ -166,6 +170,18 @@ export class WorkerRegistry {
       this.timer = undefined;
       this.start();
     }
+  }
+
+  /** The worker failed to read a request's /dev/shm files: its requests go inline until the lane is reset. */
+  breakShmLane(w: WorkerState, error: string): void {
+    w.shmLane = { error, since: Date.now() };
+    this.options.onChange?.(w);
+  }
+
+  /** The operator says the worker can read our files again. */
+  resetShmLane(w: WorkerState): void {
+    delete w.shmLane;
+    this.options.onChange?.(w);
   }
 
   /** A request to this worker failed at the transport level: take it out until it answers. */
