@@ -211,7 +211,8 @@ function mediaPolicyOf(config: RouterConfig): MediaPolicy {
   return policy;
 }
 
-function contextError(err: ContextLengthError): ApiError {
+/** OpenAI's answer to a prompt longer than the context. */
+export function contextLengthApiError(err: ContextLengthError): ApiError {
   return new ApiError(400, err.message, 'invalid_request_error', 'messages', 'context_length_exceeded');
 }
 
@@ -247,7 +248,7 @@ function admitRequest(ctx: RouterContext, config: RouterConfig, req: ChatComplet
     throw new ApiError(400, `${param} is ${maxTokens}, but this model's maximum context length is ${context} tokens, prompt and completion together`, 'invalid_request_error', param, 'context_length_exceeded');
   }
   const atLeast = Math.ceil(textLength(req) / ctx.model.maxTokenBytes);
-  if (atLeast > context) throw contextError(new ContextLengthError(atLeast, context, true));
+  if (atLeast > context) throw contextLengthApiError(new ContextLengthError(atLeast, context, true));
 }
 
 /** `timing` starts when the request arrives, and has its body span marked. */
@@ -359,7 +360,7 @@ async function promptFor(ctx: RouterContext, req: ChatCompletionRequest, images:
   try {
     return { prompt: await buildPromptWithin(ctx.model, req.messages as ChatMessage[], tokens, context) };
   } catch (err) {
-    return { error: err instanceof ContextLengthError ? contextError(err) : asApiError(err, images) };
+    return { error: err instanceof ContextLengthError ? contextLengthApiError(err) : asApiError(err, images) };
   }
 }
 

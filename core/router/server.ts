@@ -25,8 +25,10 @@ import { shmFreeBytes, ShmWriter, type ShmProbeResult } from '../transport/shm-w
 import { DECISION_REASONS } from '../transport/vocabulary.ts';
 import { startEmbeddedWorker, type EmbeddedWorker } from '../refworker/embedded.ts';
 import { WorkerRegistry } from '../workers/registry.ts';
+import { ContextLengthError } from '../multimodal/prompt.ts';
+import { parseBody } from './body-json.ts';
 import { ApiError } from './openai.ts';
-import { handleChatCompletion, newRequestRecord, REVISION_HEADER, RequestTiming, type RequestRecord, type RouterContext } from './pipeline.ts';
+import { contextLengthApiError, handleChatCompletion, newRequestRecord, REVISION_HEADER, RequestTiming, type RequestRecord, type RouterContext } from './pipeline.ts';
 import { sendError } from './responder.ts';
 
 export interface RunningRouter {
@@ -66,7 +68,7 @@ function mib(n: number): string {
  * says so, or as soon as it passes the limit), within body_timeout_secs (400 naming the
  * timeout: a client that trickles its body cannot hold the router's memory and a socket).
  */
-function readBody(req: IncomingMessage, config: RouterConfig): Promise<unknown> {
+function readBody(req: IncomingMessage, config: RouterConfig): Promise<Buffer> {
   const limit = config.max_body_bytes;
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length'] ?? NaN);
@@ -74,6 +76,8 @@ function readBody(req: IncomingMessage, config: RouterConfig): Promise<unknown> 
       req.pause();
       return reject(new BodyRefused(413, `request body is ${mib(declared)}, above the ${mib(limit)} limit (max_body_bytes)`));
     }
+    // Copied once into a buffer of the declared size when there is one (no concat at the end).
+    const whole = Number.isFinite(declared) && declared > 0 ? Buffer.allocUnsafe(declared) : undefined;
     const chunks: Buffer[] = [];
     let size = 0;
     const timer = setTimeout(() => {
@@ -92,17 +96,13 @@ function readBody(req: IncomingMessage, config: RouterConfig): Promise<unknown> 
         reject(new BodyRefused(413, `request body is above the ${mib(limit)} limit (max_body_bytes)`));
         return;
       }
-      chunks.push(c);
+      if (whole && size <= whole.byteLength) c.copy(whole, size - c.length);
+      else chunks.push(c);
     };
     req.on('data', onData);
     req.on('end', () => {
       clearTimeout(timer);
-      const text = Buffer.concat(chunks).toString('utf8');
-      try {
-        resolve(text === '' ? {} : JSON.parse(text));
-      } catch (err) {
-        reject(new ApiError(400, `request body is not valid JSON: ${(err as Error).message}`));
-      }
+      resolve(whole && chunks.length === 0 ? whole.subarray(0, size) : Buffer.concat(whole ? [whole.subarray(0, Math.min(size, whole.byteLength)), ...chunks] : chunks));
     });
     req.on('error', (err) => {
       clearTimeout(timer);
@@ -246,7 +246,14 @@ async function route(ctx: RouterContext, req: IncomingMessage, res: ServerRespon
   let error: string | undefined;
   try {
     if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
-      const body = await readBody(req, ctx.store.current().config);
+      const raw = await readBody(req, ctx.store.current().config);
+      const context = ctx.model.maxContextLength;
+      const parsed = await parseBody(raw, context * ctx.model.maxTokenBytes);
+      if (!parsed.ok) {
+        if ('textChars' in parsed) throw contextLengthApiError(new ContextLengthError(Math.ceil(parsed.textChars / ctx.model.maxTokenBytes), context, true));
+        throw new ApiError(400, `request body is not valid JSON: ${parsed.error}`);
+      }
+      const body = parsed.value;
       timing.mark('body');
       await handleChatCompletion(ctx, body, res, timing, record);
     } else if (req.method === 'GET' && url.pathname === '/v1/models') {

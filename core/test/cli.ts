@@ -21,11 +21,15 @@ export function runMmtc(args: string[], env: Record<string, string> = {}, cwd?: 
   return { status: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-/** Start a long-running `mmtc …` (e.g. `worker`) and wait for a stdout line matching `ready`. */
-export async function startMmtc(args: string[], ready: RegExp, env: Record<string, string> = {}): Promise<{ line: string; output(): string; pid: number; stop(signal?: NodeJS.Signals): Promise<number | null> }> {
+/**
+ * Start a long-running `mmtc …` (e.g. `worker`) and wait for a stdout line matching `ready`.
+ * `prefix` runs it under another command: `unshare --pid --fork --mount-proc`, `setpriv --reuid=nobody …`.
+ */
+export async function startMmtc(args: string[], ready: RegExp, env: Record<string, string> = {}, prefix: string[] = []): Promise<{ line: string; output(): string; errors(): string; pid: number; stop(signal?: NodeJS.Signals): Promise<number | null> }> {
   const { spawn } = await import('node:child_process');
   // MMTC_MALLOC_HUGETLB=0: no re-exec, so the pid we hold is the process doing the work.
-  const child = spawn(process.execPath, [bin, ...args], { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MMTC_MALLOC_HUGETLB: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const argv = [...prefix, process.execPath, bin, ...args];
+  const child = spawn(argv[0]!, argv.slice(1), { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MMTC_MALLOC_HUGETLB: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));
@@ -44,6 +48,7 @@ export async function startMmtc(args: string[], ready: RegExp, env: Record<strin
   return {
     line,
     output: () => out,
+    errors: () => err,
     pid: child.pid!,
     stop: (signal: NodeJS.Signals = 'SIGTERM') =>
       new Promise((resolve) => {
