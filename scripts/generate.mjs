@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Generates core/gen/: typed messages, grpc-js clients and services from proto/ (buf and
 // ts-proto), and the WebAssembly SIMD resize kernel from core/multimodal/resize.wat (wabt),
-// all from npm. Runs on `npm install` (prepare), before tests, and from bin/mmtc.js when the
-// output is missing; skips when the inputs are unchanged. Nothing here is committed.
+// all from npm, and (scripts/build-native.mjs) the optional native helper native/memtrim.
+// Runs on `npm install` (prepare), before tests, and from bin/mmtc.js when the output is
+// missing; skips when the inputs are unchanged. Nothing here is committed.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -25,6 +26,9 @@ const hash = createHash('sha256');
 for (const file of [...inputs(protoDir), watFile]) hash.update(path.relative(root, file)).update(readFileSync(file));
 hash.update(readFileSync(path.join(root, 'node_modules', 'ts-proto', 'package.json')));
 const stamp = hash.digest('hex');
+
+// The optional native helper has its own stamp and never fails the generation.
+spawnSync(process.execPath, [path.join(root, 'scripts', 'build-native.mjs')], { stdio: 'inherit' });
 
 if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) process.exit(0);
 

@@ -59,20 +59,27 @@ if (existsSync(vitestJson)) {
   totals.failed += 1;
 }
 
-// 3. Playwright end-to-end specs, once the e2e folder has any.
+// 3. Playwright end-to-end specs, once the e2e folder has any. They drive the built
+// renderer, so it is built first; a failed build fails the run and says so (the specs
+// would otherwise test a stale or missing UI).
 const playwrightConfig = path.join(root, 'playwright.config.ts');
 if (existsSync(playwrightConfig)) {
-  const pwJson = path.join(results, 'playwright.json');
-  const status = run('playwright', bin('playwright'), ['test', '--config', playwrightConfig], { PLAYWRIGHT_JSON_OUTPUT_NAME: pwJson });
-  if (existsSync(pwJson)) {
-    const stats = JSON.parse(readFileSync(pwJson, 'utf8')).stats;
-    totals.passed += stats.expected + stats.flaky;
-    totals.failed += stats.unexpected;
-    totals.skipped += stats.skipped;
-    if (status !== 0 && stats.unexpected === 0) totals.failed += 1;
-  } else {
-    process.stdout.write('playwright wrote no report\n');
+  if (run('renderer build', bin('vite'), ['build', '--config', path.join(root, 'renderer', 'vite.config.ts')]) !== 0) {
+    process.stdout.write('the renderer did not build (vite build --config renderer/vite.config.ts failed above): the Playwright specs were not run\n');
     totals.failed += 1;
+  } else {
+    const pwJson = path.join(results, 'playwright.json');
+    const status = run('playwright', bin('playwright'), ['test', '--config', playwrightConfig], { PLAYWRIGHT_JSON_OUTPUT_NAME: pwJson });
+    if (existsSync(pwJson)) {
+      const stats = JSON.parse(readFileSync(pwJson, 'utf8')).stats;
+      totals.passed += stats.expected + stats.flaky;
+      totals.failed += stats.unexpected;
+      totals.skipped += stats.skipped;
+      if (status !== 0 && stats.unexpected === 0) totals.failed += 1;
+    } else {
+      process.stdout.write('playwright wrote no report\n');
+      totals.failed += 1;
+    }
   }
 }
 

@@ -13,13 +13,13 @@
 // touching fresh memory costs more than the work done in it) and, on the main thread,
 // garbage-collection pauses for the external memory; reused ones cost neither.
 //
-// Memory is bounded by one budget for all requests (preprocess_memory_bytes): an image's
-// cost (its shared memory plus the decoder's transient buffers, from its header) is taken
-// when a thread starts on it, not while it waits in the queue, and given back as it is
-// released; an image waits at the head of the queue until its cost fits. An image that could
-// never fit is refused before it queues (ImageMemoryError). Memories kept for reuse count
-// against the same budget and are let go when the pool has been idle for IDLE_TRIM_MS, so a
-// burst does not keep its memory.
+// Memory is bounded by one budget for all requests (preprocess_memory_bytes): what
+// preprocessing keeps resident, its arena of shared memories (used or kept for reuse) plus
+// the decoders' buffers of the images being processed, stays within it. An image's share
+// (from its header) is taken when a thread starts on it, not while it waits in the queue; an
+// image waits at the head of the queue until its share fits. An image that could never fit is
+// refused before it queues (ImageMemoryError). After IDLE_TRIM_MS without work the kept
+// memories' pages go back to the system, so a burst does not keep its memory.
 import { readdirSync } from 'node:fs';
 import os from 'node:os';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
@@ -27,6 +27,7 @@ import sharp, { type Metadata } from 'sharp';
 import { headerSize, ImageDecodeError } from './decode.ts';
 import type { PreprocessResult, PreprocessTask } from './preprocess-task.ts';
 import { encoderMemoryBytes, encoderMemoryIn, ImageSizeError, patchGeometry, type EncoderMemory, type PatchGeometry } from './qwen-vl.ts';
+import { memTrim } from './memory-release.ts';
 import { MAX_KERNEL_BYTES, newSharedMemory, type SharedWasmMemory } from './resize-simd.ts';
 
 /**
@@ -75,54 +76,86 @@ function mib(n: number): string {
 }
 
 /**
- * Shared WebAssembly memories by size class (four classes per doubling, so at most 19 % of a
- * memory is unused), kept up to a byte budget. Reuse is the point: a fresh memory costs its
- * page faults on first touch, and a dropped one a garbage collection on the event loop.
+ * The pool's shared WebAssembly memories: an arena that only grows, up to a cap. V8 never
+ * frees a shared WebAssembly.Memory once another thread has received it (the worker threads
+ * and this one all hold it in their wasm engines; measured: ten 32 MiB memories stay resident
+ * after both threads drop them, collect, and the worker exits). So memories are never let go
+ * here: they are kept and reused (best fit, by size; grown in place when none fits), and the
+ * arena stops growing at its cap, beyond which an image is processed with the JavaScript
+ * passes in ordinary memory. After a burst, releasePages() hands the free memories' pages
+ * back to the system (native/memtrim; where it is not built, the arena stays resident but
+ * bounded by the cap).
  */
-class SharedMemoryPool {
-  private readonly free = new Map<number, SharedWasmMemory[]>();
-  private readonly classOf = new WeakMap<SharedWasmMemory, number>();
-  /** Bytes of the memories kept for reuse. */
+class SharedMemoryArena {
+  private readonly free: SharedWasmMemory[] = [];
+  /** Bytes of every memory created (they are never freed). */
+  created = 0;
+  /** Bytes of the memories not in use. */
   pooled = 0;
+
+  constructor(public cap: number) {}
 
   static sizeClass(bytes: number): number {
     const exact = 2 ** (Math.ceil(4 * Math.log2(Math.max(bytes, 1 << 20))) / 4);
     return Math.ceil(exact / 65536) * 65536;
   }
 
-  acquire(bytes: number): SharedWasmMemory {
-    const cls = SharedMemoryPool.sizeClass(bytes);
-    const memory = this.free.get(cls)?.pop();
-    if (memory) {
-      this.pooled -= cls;
-      return memory;
+  /** Whether a free memory already holds `bytes` (taking it grows nothing). */
+  fitsFree(bytes: number): boolean {
+    return this.free.some((m) => m.buffer.byteLength >= bytes);
+  }
+
+  /** A memory of at least `bytes`, or undefined when the arena is at its cap and none fits. */
+  acquire(bytes: number): SharedWasmMemory | undefined {
+    // Best fit: the smallest free memory that is large enough; of equals, the one given back
+    // last (its pages are the likeliest to be resident still).
+    let best = -1;
+    for (let i = this.free.length - 1; i >= 0; i--) {
+      const size = this.free[i]!.buffer.byteLength;
+      if (size >= bytes && (best < 0 || size < this.free[best]!.buffer.byteLength)) best = i;
     }
-    const fresh = newSharedMemory(cls);
-    this.classOf.set(fresh, cls);
-    return fresh;
-  }
-
-  /** Keep `memory` for reuse if `room` allows; otherwise let it go. */
-  release(memory: SharedWasmMemory, room: number): void {
-    const size = memory.buffer.byteLength;
-    // Grown past its class by an image its header misdescribed, or no room: let it go.
-    if (size !== this.classOf.get(memory) || size > room) return;
-    this.pooled += size;
-    const list = this.free.get(size) ?? [];
-    list.push(memory);
-    this.free.set(size, list);
-  }
-
-  /** Let kept memories go until at most `keep` bytes are kept (the largest first). */
-  shrinkTo(keep: number): void {
-    for (const size of [...this.free.keys()].sort((a, b) => b - a)) {
-      const list = this.free.get(size)!;
-      while (list.length > 0 && this.pooled > keep) {
-        list.pop();
-        this.pooled -= size;
+    if (best >= 0) return this.take(best);
+    const cls = SharedMemoryArena.sizeClass(bytes);
+    if (this.created + cls <= this.cap) {
+      this.created += cls;
+      return newSharedMemory(cls);
+    }
+    // Grow the largest free memory in place, if the arena can take the difference.
+    let largest = -1;
+    for (let i = 0; i < this.free.length; i++) if (largest < 0 || this.free[i]!.buffer.byteLength > this.free[largest]!.buffer.byteLength) largest = i;
+    if (largest >= 0) {
+      const size = this.free[largest]!.buffer.byteLength;
+      if (this.created + cls - size <= this.cap) {
+        const memory = this.take(largest);
+        memory.grow((cls - size) / 65536);
+        this.created += cls - size;
+        return memory;
       }
-      if (list.length === 0) this.free.delete(size);
     }
+    return undefined;
+  }
+
+  private take(i: number): SharedWasmMemory {
+    const [memory] = this.free.splice(i, 1);
+    this.pooled -= memory!.buffer.byteLength;
+    return memory!;
+  }
+
+  /** A memory back for reuse (an image may have grown it: its new size counts). */
+  release(memory: SharedWasmMemory, sizeWhenTaken: number): void {
+    const size = memory.buffer.byteLength;
+    this.created += size - sizeWhenTaken;
+    this.pooled += size;
+    this.free.push(memory);
+  }
+
+  /** Hand the free memories' pages back to the system; returns the bytes released. */
+  releasePages(): number {
+    const native = memTrim();
+    if (!native) return 0;
+    let released = 0;
+    for (const memory of this.free) released += native.releasePages(new Uint8Array(memory.buffer));
+    return released;
   }
 }
 
@@ -132,6 +165,8 @@ interface Pending {
   cost: MemoryCost;
   /** Bytes taken from the budget when a thread started on it (0 while queued). */
   taken: number;
+  /** Size of its arena memory when it got it (an image may grow it). */
+  outputSize: number;
   resolve: (r: PreprocessResult) => void;
   reject: (e: Error) => void;
 }
@@ -148,46 +183,45 @@ export class PreprocessPool {
   private closed = false;
   /** favourEventLoop() runs after each of the first completions, while helper threads appear. */
   private deprioritizeRounds = 16;
-  private readonly shared = new SharedMemoryPool();
+  private readonly shared: SharedMemoryArena;
   private budget: number;
   /** Bytes taken by images being processed and by results not yet released. */
   private inUse = 0;
+  /** Of those, the decoders' buffers of images being processed. */
+  private transientInUse = 0;
   private trimTimer: NodeJS.Timeout | undefined;
 
   /**
    * One thread per core. The threads run at nice 10, so the event loop (nice 0) still gets a
    * core within milliseconds when all of them are busy.
    */
+  private readonly onIdle: (() => void) | undefined;
+
   constructor(
     readonly size = Math.max(1, os.availableParallelism()),
-    options: { memoryBytes?: number } = {},
+    options: { memoryBytes?: number; onIdle?: () => void } = {},
   ) {
     this.budget = options.memoryBytes ?? 1024 * 1024 * 1024;
+    this.shared = new SharedMemoryArena(this.budget);
+    this.onIdle = options.onIdle;
   }
 
-  /** The memory budget; a lower one applies as running images give their memory back. */
+  /** The memory budget; a lower one applies to images that start from now on (the arena never shrinks). */
   setMemoryBudget(bytes: number): void {
     this.budget = bytes;
-    this.shared.shrinkTo(Math.max(0, this.budget - this.inUse));
+    this.shared.cap = Math.max(this.shared.cap, bytes);
     this.pump();
   }
 
-  /** Memory in use and kept for reuse, against the budget (for metrics and tests). */
-  memory(): { budget: number; inUse: number; pooled: number } {
-    return { budget: this.budget, inUse: this.inUse, pooled: this.shared.pooled };
-  }
-
-  /** Bytes a memory given back may take in the kept set: the budget minus what stays in use and is kept. */
-  private roomToKeep(freeing: number): number {
-    return Math.max(0, this.budget - (this.inUse - freeing) - this.shared.pooled);
+  /** Memory in use, kept for reuse, the arena's size and what is resident by the budget's rule (for metrics and tests). */
+  memory(): { budget: number; inUse: number; pooled: number; arena: number; resident: number } {
+    return { budget: this.budget, inUse: this.inUse, pooled: this.shared.pooled, arena: this.shared.created, resident: this.shared.created + this.transientInUse };
   }
 
   private take(bytes: number): void {
     this.inUse += bytes;
     if (this.trimTimer) clearTimeout(this.trimTimer);
     this.trimTimer = undefined;
-    // Kept memories give way to memory in use.
-    this.shared.shrinkTo(Math.max(0, this.budget - this.inUse));
   }
 
   private give(bytes: number): void {
@@ -205,8 +239,9 @@ export class PreprocessPool {
   /** After a burst: let every kept memory go, and have the threads collect theirs. */
   private trimIdle(): void {
     if (this.inUse > 0 || this.running.size > 0) return;
-    this.shared.shrinkTo(0);
+    this.shared.releasePages();
     for (const w of this.idle) w.postMessage({ trim: true });
+    this.onIdle?.();
   }
 
   private spawn(): Worker {
@@ -253,14 +288,19 @@ export class PreprocessPool {
       const head = this.queue[0]!;
       // FIFO: the head waits until its memory fits (nothing overtakes it, so nothing starves).
       const cost = head.cost.shared + head.cost.transient;
-      if (this.inUse > 0 && this.inUse + cost > this.budget) return;
+      // What preprocessing keeps resident: the arena (used or free: it never shrinks) and the
+      // decoders' buffers of running images. The head starts when its share fits the budget.
+      const grows = this.shared.fitsFree(head.cost.shared) ? 0 : head.cost.shared;
+      if (this.running.size > 0 && this.shared.created + this.transientInUse + grows + head.cost.transient > this.budget) return;
       const worker = this.freeThread();
       if (!worker) return;
       const job = this.queue.shift()!;
       this.take(cost);
       job.taken = cost;
+      this.transientInUse += head.cost.transient;
       const output = this.outputFor(job.task, job.header);
       job.task = output ? { ...job.task, output } : job.task;
+      job.outputSize = output?.memory.buffer.byteLength ?? 0;
       const id = this.nextId++;
       const transfer: Array<ArrayBuffer | MessagePort> = [job.task.bytes.buffer as ArrayBuffer].filter((b) => b.byteLength === job.task.bytes.byteLength);
       // Nothing waiting behind this image, and its output is shared: let a free thread help.
@@ -308,7 +348,7 @@ export class PreprocessPool {
     const kinds = { float32: task.float32 !== false, bf16: task.bf16 };
     const bytes = encoderMemoryBytes(h.width, h.height, task.config, kinds);
     // The decoder's RGB output and libvips' own buffers for it, freed when the thread is done.
-    return { shared: SharedMemoryPool.sizeClass(bytes), transient: 2 * h.width * h.height * 3 };
+    return { shared: SharedMemoryArena.sizeClass(bytes), transient: 2 * h.width * h.height * 3 };
   }
 
   /** Pooled shared memory for the outputs and the resize, sized from the header. */
@@ -317,13 +357,14 @@ export class PreprocessPool {
     const kinds = { float32: task.float32 !== false, bf16: task.bf16 };
     const bytes = encoderMemoryBytes(h.width, h.height, task.config, kinds);
     if (bytes > MAX_KERNEL_BYTES) return undefined; // the thread allocates (and the JavaScript passes run)
-    let memory: SharedWasmMemory;
+    let memory: SharedWasmMemory | undefined;
     try {
       memory = this.shared.acquire(bytes);
     } catch {
-      return undefined; // no memory could be reserved: the thread works in its own
+      memory = undefined; // no memory could be reserved
     }
-    return encoderMemoryIn(memory, h.geometry.patches * h.geometry.features, kinds);
+    // Without one the thread runs the JavaScript passes in ordinary (freeable) memory.
+    return memory ? encoderMemoryIn(memory, h.geometry.patches * h.geometry.features, kinds) : undefined;
   }
 
   /**
@@ -355,7 +396,7 @@ export class PreprocessPool {
     if (cost.shared + cost.transient > this.budget) {
       throw new ImageMemoryError(`preprocessing this ${h?.width}x${h?.height} image needs ${mib(cost.shared + cost.transient)}, above the preprocessing memory budget of ${mib(this.budget)} (preprocess_memory_bytes)`);
     }
-    const job: Pending = { task, header: h, cost, taken: 0, resolve: () => {}, reject: () => {} };
+    const job: Pending = { task, header: h, cost, taken: 0, outputSize: 0, resolve: () => {}, reject: () => {} };
     let result: PreprocessResult;
     try {
       result = await new Promise<PreprocessResult>((resolve, reject) => {
@@ -377,7 +418,7 @@ export class PreprocessPool {
       release: () => {
         if (released || !usesShared) return;
         released = true;
-        this.shared.release(job.task.output!.memory, this.roomToKeep(cost.shared));
+        this.shared.release(job.task.output!.memory, job.outputSize);
         this.give(cost.shared);
       },
     };
@@ -387,7 +428,8 @@ export class PreprocessPool {
   private settle(job: Pending, kept: number): void {
     const queued = this.queue.indexOf(job);
     if (queued >= 0) this.queue.splice(queued, 1);
-    if (kept === 0 && job.task.output) this.shared.release(job.task.output.memory, this.roomToKeep(job.taken));
+    if (job.taken > 0) this.transientInUse -= job.cost.transient;
+    if (kept === 0 && job.task.output) this.shared.release(job.task.output.memory, job.outputSize);
     if (job.taken > 0) this.give(job.taken - kept);
   }
 

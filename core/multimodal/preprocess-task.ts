@@ -40,7 +40,10 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
   const contentHash = createHash('sha256').update(task.bytes).digest();
   const image = await decoding;
   const t1 = performance.now();
-  const options = { bf16: task.bf16, float32: task.float32 !== false };
+  // Only the pool's memory, or the JavaScript passes in ordinary memory: a shared WebAssembly
+  // memory made here would reach the main thread with the result, and V8 never frees those
+  // once two threads have held them (pool.ts, SharedMemoryArena).
+  const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
   // With a helper and pooled memory, two threads take half of the image each.
   const split = helper && task.output ? await preprocessRgbInBands(image.rgb, image.width, image.height, task.config, task.output, options, helper) : null;
   const { memory, ...out } = split ?? preprocessRgb(image.rgb, image.width, image.height, task.config, { ...options, ...(task.output ? { into: task.output } : {}) });

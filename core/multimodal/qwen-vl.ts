@@ -228,14 +228,15 @@ function outputViews(mem: EncoderMemory, kinds: OutputKinds): { pixelValues?: Fl
  * kernel cannot reproduce bit for bit) the JavaScript passes do, with the same bits.
  * `bf16: true` also produces the bfloat16 encoding; `float32: false` skips float32 when only
  * bfloat16 travels. `into` (reused memory) is used when it fits the image; `javascript`
- * forces the JavaScript passes (the second implementation the tests hold the kernels to).
+ * forces the JavaScript passes (the second implementation the tests hold the kernels to);
+ * `allocate: false` forbids making a new shared memory (the JavaScript passes run instead).
  */
 export function preprocessRgb(
   rgb: Uint8Array,
   width: number,
   height: number,
   cfg: QwenVlImageConfig,
-  options: { bf16?: boolean; float32?: boolean; into?: EncoderMemory; javascript?: boolean } = {},
+  options: { bf16?: boolean; float32?: boolean; into?: EncoderMemory; javascript?: boolean; allocate?: boolean } = {},
 ): PreprocessedImage {
   const g = patchGeometry(height, width, cfg);
   const kinds = outputKinds(options);
@@ -243,7 +244,10 @@ export function preprocessRgb(
   const gridThw: [number, number, number] = [g.gridT, g.gridH, g.gridW];
   const into = fits(options.into, n, kinds) ? options.into : undefined;
   const bytes = into ? 0 : encoderMemoryBytes(width, height, cfg, kinds, 1);
-  const mem = !options.javascript && simdAvailable() && scatterable(cfg) && bytes <= MAX_KERNEL_BYTES ? (into ?? newEncoderMemory(bytes, n, kinds)) : undefined;
+  // allocate: false (pool threads): never a new shared memory; when `into` does not fit, the
+  // JavaScript passes run in ordinary memory instead.
+  const fresh = options.allocate !== false && bytes <= MAX_KERNEL_BYTES;
+  const mem = !options.javascript && simdAvailable() && scatterable(cfg) && (into || fresh) ? (into ?? newEncoderMemory(bytes, n, kinds)) : undefined;
   if (mem) {
     const planned = planPreprocess(mem, rgb, width, height, cfg, g, kinds, []);
     if (planned) {

@@ -98,6 +98,14 @@ function imagesOf(req: ChatCompletionRequest): ImageRef[] {
   return out;
 }
 
+/** What an image part's URL becomes once its bytes are loaded (chat templates only test that it is there). */
+const LOADED_IMAGE_URL = 'mmtc:loaded';
+
+function forgetImageUrls(req: ChatCompletionRequest, images: ImageRef[]): void {
+  for (const im of images) im.url = LOADED_IMAGE_URL;
+  for (const m of req.messages) if (Array.isArray(m.content)) for (const p of m.content) if (p.type === 'image_url') p.image_url.url = LOADED_IMAGE_URL;
+}
+
 function asApiError(err: unknown, images: ImageRef[]): ApiError {
   if (err instanceof ApiError) return err;
   if (err instanceof ImageInputError) return new ApiError(err.status, err.message, 'invalid_request_error', images[err.index]?.param ?? null);
@@ -257,6 +265,7 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   const config = snapshot.config;
   record.revision = snapshot.revision;
   const req = parseChatRequest(body);
+  body = undefined; // the parsed request holds what is needed
   const images = imagesOf(req);
   const requestId = `chatcmpl-${randomUUID().replaceAll('-', '')}`;
   record.id = requestId;
@@ -271,6 +280,9 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   const bytes = await Promise.all(images.map((im, i) => loadImageBytes(im.url, i, sourceOptions))).catch((err: unknown) => {
     throw asApiError(err, images);
   });
+  // The image URLs (a data: URL is the image, base64) are not needed once their bytes are here:
+  // let them go now rather than when the request ends.
+  forgetImageUrls(req, images);
 
   timing.mark('fetch');
   const { state: worker, spec } = selectWorker(ctx, snapshot, options.worker);

@@ -38,6 +38,7 @@ export class TransportMetrics {
 
   /** A worker that could not read a request's /dev/shm files; the request was sent again inline. */
   readonly shmReadFallbacks = new Counter({ name: 'smg_mm_shm_read_fallbacks_total', help: 'Requests whose worker could not read their /dev/shm files and that were sent again inline', labelNames: ['runtime'] as const, registers: [this.registry] });
+  readonly preprocessMemoryBytes = new Gauge({ name: 'mmtc_preprocess_memory_bytes', help: 'Memory preprocessing keeps resident (its arena of shared memories plus the decoders of running images), against preprocess_memory_bytes', registers: [this.registry] });
   readonly shmOutstandingBytes = new Gauge({ name: 'smg_mm_shm_outstanding_bytes', help: "Bytes of this router's tensor files in /dev/shm not yet read by a worker", registers: [this.registry] });
 
   // The gateway's own HTTP and router metrics, same names and labels, so its dashboards work here.

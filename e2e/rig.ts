@@ -1,0 +1,182 @@
+// The real backend for the end-to-end specs: `mmtc serve` with its own temp XDG_CONFIG_HOME
+// and --config file, and real reference workers (`mmtc worker`), each a child process
+// started the way an operator starts them. Everything is killed after the spec, and the
+// spec checks that the serve process left no tensor file in /dev/shm.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import type { Page } from '@playwright/test';
+
+export const ROOT = path.resolve(import.meta.dirname, '..');
+const BIN = path.join(ROOT, 'bin', 'mmtc.js');
+
+/** The host's /dev/shm namespace token, `<boot_id>:<st_dev>` (docs/transport.md). */
+export function hostToken(): { token: string; bootId: string; stDev: string } {
+  const bootId = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+  const stDev = String(statSync('/dev/shm', { bigint: true }).dev);
+  return { token: `${bootId}:${stDev}`, bootId, stDev };
+}
+
+/** A token with this host's boot_id but another st_dev: a container without the host's /dev/shm. */
+export function otherShmToken(): string {
+  const { bootId, stDev } = hostToken();
+  return `${bootId}:${stDev === '424242' ? '424243' : '424242'}`;
+}
+
+function baseEnv(extra: Record<string, string> = {}): Record<string, string> {
+  // Exactly these variables, so the host's SMG_* never leak into the run.
+  return { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/tmp', MMTC_MALLOC_HUGETLB: '0', ...extra };
+}
+
+interface Started {
+  child: ChildProcess;
+  match: RegExpMatchArray;
+  output: () => string;
+}
+
+function startProcess(args: string[], ready: RegExp, env: Record<string, string>, timeoutMs = 45_000): Promise<Started> {
+  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`mmtc ${args.join(' ')} not ready after ${timeoutMs} ms:\n${out}`));
+    }, timeoutMs);
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = ready.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        resolve({ child, match: m, output: () => out });
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`mmtc ${args.join(' ')} exited with ${code} before it was ready:\n${out}`));
+    });
+  });
+}
+
+function stopProcess(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const kill = setTimeout(() => child.kill('SIGKILL'), 5000);
+    child.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}
+
+export interface Worker {
+  url: string;
+  stop(): Promise<void>;
+}
+
+export async function startWorker(runtime: 'tokenspeed' | 'vllm', extra: string[] = []): Promise<Worker> {
+  const s = await startProcess(['worker', '--runtime', runtime, '--port', '0', ...extra], /listening on (grpc:\/\/\S+)/, baseEnv());
+  return { url: s.match[1]!, stop: () => stopProcess(s.child) };
+}
+
+export interface Serve {
+  url: string;
+  token: string;
+  pid: number;
+  dir: string;
+  configFile: string;
+  /** The flags the serve got, for comparing with `mmtc config export`. */
+  routerFlags: string[];
+  output(): string;
+  /** Call a console command over the HTTP binding, as the page does. */
+  call<T = unknown>(command: string, input?: unknown): Promise<T>;
+  /** Tensor files of the serve process in /dev/shm. */
+  shmFiles(): string[];
+  stop(): Promise<void>;
+}
+
+export async function startServe(options: { config: string; env?: Record<string, string> }): Promise<Serve> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'mmtc-e2e-'));
+  const configFile = path.join(dir, 'router.yaml');
+  writeFileSync(configFile, options.config);
+  const routerFlags = ['--config', configFile, '--port', '0'];
+  const s = await startProcess(['serve', ...routerFlags, '--console-port', '0'], /mmtc console: (http:\/\/\S+?)#token=(\S+)/, baseEnv({ XDG_CONFIG_HOME: dir, ...(options.env ?? {}) }));
+  const url = s.match[1]!;
+  const token = s.match[2]!;
+  const pid = s.child.pid!;
+  return {
+    url,
+    token,
+    pid,
+    dir,
+    configFile,
+    routerFlags,
+    output: s.output,
+    async call<T>(command: string, input: unknown = {}) {
+      const res = await fetch(`${url}api/${command}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(input) });
+      const body = (await res.json()) as T & { error?: { message: string } };
+      if (!res.ok) throw new Error(`${command}: ${body.error?.message ?? res.status}`);
+      return body;
+    },
+    shmFiles: () => readdirSync('/dev/shm').filter((f) => f.startsWith(`smg-tokenspeed-${pid}-`)),
+    async stop() {
+      await stopProcess(s.child);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** `mmtc config export` with the serve's router flags: what the console's download must equal. */
+export function cliExport(flags: string[]): string {
+  const r = spawnSync(process.execPath, [BIN, 'config', 'export', ...flags], { env: baseEnv(), encoding: 'utf8', timeout: 60_000 });
+  if (r.status !== 0) throw new Error(`mmtc config export failed: ${r.stderr}`);
+  return r.stdout;
+}
+
+/** Open the console as an operator does: the printed URL with its #token= fragment. */
+export async function openConsole(page: Page, serve: Serve, screen = 'overview'): Promise<void> {
+  await page.goto(`${serve.url}#token=${serve.token}`);
+  await page.getByRole('navigation', { name: 'Screens' }).waitFor();
+  if (screen !== 'overview') await goTo(page, screen);
+}
+
+const NAV_LABEL: Record<string, string> = { overview: 'Overview', router: 'Router settings', workers: 'Workers', precedence: 'Precedence', traffic: 'Traffic', doctor: 'Doctor', yaml: 'YAML', history: 'History' };
+
+export async function goTo(page: Page, screen: string): Promise<void> {
+  await page.getByRole('navigation', { name: 'Screens' }).getByRole('link', { name: new RegExp(`^${NAV_LABEL[screen]}`) }).click();
+  await page.getByRole('heading', { level: 1, name: NAV_LABEL[screen] }).waitFor();
+}
+
+/** Wait until the serve's router sees every configured worker healthy. */
+export async function waitHealthy(serve: Serve, count: number): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const r = await serve.call<{ workers: Array<{ health: string }> }>('workers.list');
+    if (r.workers.length >= count && r.workers.every((w) => w.health === 'healthy')) return;
+    await new Promise((res) => setTimeout(res, 200));
+  }
+  throw new Error('workers did not become healthy');
+}
+
+/** One chat request with a synthetic image straight to the router's OpenAI API (source 'api'), as a client sends it. */
+export async function apiChat(serve: Serve, width: number, height: number): Promise<number> {
+  const { default: sharp } = await import('sharp');
+  const pixels = Buffer.alloc(width * height * 3);
+  let x = 0x2545f491 ^ (width * 7919) ^ height;
+  for (let i = 0; i < pixels.length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    pixels[i] = x & 0xff;
+  }
+  const png = await sharp(pixels, { raw: { width, height, channels: 3 } }).png({ compressionLevel: 1 }).toBuffer();
+  const overview = await serve.call<{ router: { url: string } }>('overview');
+  const res = await fetch(`${overview.router.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ max_tokens: 16, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${png.toString('base64')}` } }, { type: 'text', text: 'what is this?' }] }] }),
+  });
+  await res.arrayBuffer();
+  return res.status;
+}

@@ -1,0 +1,51 @@
+// Roll back to an older revision from History (a reviewed apply): the next request follows
+// the older settings.
+import { expect, test } from '@playwright/test';
+import { goTo, openConsole, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
+
+let worker: Worker;
+let serve: Serve;
+
+test.beforeAll(async () => {
+  worker = await startWorker('tokenspeed');
+  serve = await startServe({ config: `multimodal_tensor_transport: inline\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n` });
+  await waitHealthy(serve, 1);
+});
+
+test.afterAll(async () => {
+  const files = serve?.shmFiles() ?? [];
+  await serve?.stop();
+  await worker?.stop();
+  expect(files).toEqual([]);
+});
+
+test('roll back a revision: the next request follows the older settings', async ({ page }) => {
+  const inlineRevision = (await serve.call<{ revision: number }>('config.get')).revision;
+  await openConsole(page, serve, 'router');
+  await page.getByRole('group', { name: 'multimodal_tensor_transport' }).getByRole('radio', { name: /^shm / }).check();
+  await page.getByRole('button', { name: 'Review & apply' }).click();
+  await page.getByRole('dialog', { name: 'Review changes' }).getByRole('button', { name: 'Apply', exact: true }).click();
+  await expect(page.getByRole('status').filter({ hasText: `Applied revision ${inlineRevision + 1}` })).toBeVisible();
+
+  await goTo(page, 'doctor');
+  await page.getByRole('button', { name: 'Send test tensor' }).click();
+  await expect(page.getByTestId('test-result').locator('tr[data-tensor="encoder_input"]')).toHaveAttribute('data-path', 'shm');
+
+  await goTo(page, 'history');
+  const row = page.getByTestId('history-table').locator(`tr[data-revision="${inlineRevision}"]`);
+  await row.getByRole('button', { name: `Roll back to revision ${inlineRevision}` }).click();
+  const dialog = page.getByRole('dialog', { name: `Roll back to revision ${inlineRevision}` });
+  // The preview says exactly what the rollback changes.
+  await expect(dialog.getByRole('table')).toContainText('multimodal_tensor_transport');
+  await expect(dialog.getByRole('table')).toContainText('inline');
+  await dialog.getByRole('button', { name: `Roll back to revision ${inlineRevision}` }).click();
+  await expect(page.getByRole('status').filter({ hasText: `Applied revision ${inlineRevision + 2}` })).toBeVisible();
+  await expect(page.getByTestId('history-table').locator(`tr[data-revision="${inlineRevision + 2}"]`)).toContainText('browser console');
+
+  await goTo(page, 'doctor');
+  await page.getByRole('button', { name: 'Send test tensor' }).click();
+  const encoder = page.getByTestId('test-result').locator('tr[data-tensor="encoder_input"]');
+  await expect(encoder).toHaveAttribute('data-path', 'inline');
+  await expect(encoder).toContainText('mode_inline');
+  await expect(page.getByTestId('test-result')).toContainText(`revision ${inlineRevision + 2}`);
+});

@@ -1,0 +1,107 @@
+// Every screen, light and dark, with realistic data (two workers — one sharing our
+// /dev/shm, one advertising another — API traffic, a test request, a calibration, a few
+// revisions, a file changed on disk): an accessibility check with axe (no serious or
+// critical violation) and a screenshot as a test artifact. With MMTC_UPDATE_SCREENSHOTS=1
+// the screenshots also replace docs/screenshots/<screen>-<scheme>.png.
+import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import AxeBuilder from '@axe-core/playwright';
+import { expect, test } from '@playwright/test';
+import { apiChat, goTo, openConsole, otherShmToken, ROOT, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
+
+const SCREENS = ['overview', 'router', 'workers', 'precedence', 'traffic', 'doctor', 'yaml', 'history'] as const;
+const update = process.env.MMTC_UPDATE_SCREENSHOTS === '1';
+
+let same: Worker;
+let other: Worker;
+let serve: Serve;
+
+test.beforeAll(async () => {
+  same = await startWorker('tokenspeed');
+  other = await startWorker('vllm', ['--shm-namespace-id', otherShmToken()]);
+  serve = await startServe({
+    config: `# GPU rig 1: router config\nmultimodal_tensor_transport: auto\npolicy: least_load\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${same.url}\n    runtime: tokenspeed\n  - url: ${other.url}\n    multimodal_shm_min_bytes: 0\n`,
+    env: { SMG_TOKENSPEED_MM_SHM_MIN_BYTES: '131072' },
+  });
+  await waitHealthy(serve, 2);
+  // A few revisions for History.
+  let view = await serve.call<{ revision: number; config: Record<string, unknown> }>('config.get');
+  await serve.call('config.apply', { draft: { ...view.config, policy: 'round_robin' }, expectedRevision: view.revision });
+  view = await serve.call('config.get');
+  await serve.call('config.apply', { draft: { ...view.config, multimodal_shm_min_bytes: 262144 }, expectedRevision: view.revision });
+  await waitHealthy(serve, 2);
+});
+
+test.afterAll(async () => {
+  const files = serve?.shmFiles() ?? [];
+  await serve?.stop();
+  await same?.stop();
+  await other?.stop();
+  expect(files).toEqual([]);
+});
+
+test('every screen passes axe in light and dark, with a screenshot of each', async ({ page }, testInfo) => {
+  test.setTimeout(240_000);
+  // The page runs under the console's strict CSP: no violation, no page error, anywhere.
+  const pageErrors: string[] = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  await page.addInitScript(() => {
+    const w = window as unknown as { __csp: string[] };
+    w.__csp = [];
+    document.addEventListener('securitypolicyviolation', (e) => w.__csp.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}:${e.columnNumber} ${e.sample}`));
+  });
+  await openConsole(page, serve);
+  // API traffic of several sizes, over both workers.
+  for (const [w, h] of [[448, 448], [640, 480], [224, 224], [1024, 768], [96, 96], [800, 600], [320, 240], [1280, 720]] as const) expect(await apiChat(serve, w, h)).toBe(200);
+
+  // Doctor with real results: the checklist, a test tensor and a calibration.
+  await goTo(page, 'doctor');
+  await page.getByRole('button', { name: 'Run checks' }).click();
+  await expect(page.getByTestId('checklist')).toBeVisible();
+  await page.getByRole('button', { name: 'Send test tensor' }).click();
+  await expect(page.getByTestId('test-result')).toBeVisible();
+  await page.getByRole('spinbutton', { name: 'Samples per size' }).fill('1');
+  await page.getByRole('button', { name: 'Calibrate', exact: true }).click();
+  await expect(page.getByTestId('calibration-result')).toBeVisible({ timeout: 150_000 });
+
+  // The file changed on disk behind the console's back: drift.
+  writeFileSync(serve.configFile, readFileSync(serve.configFile, 'utf8').replace(/request_timeout_secs: \d+\n|$/, '') + 'request_timeout_secs: 300\n');
+
+  // YAML with an error, so the screen shows how errors read.
+  await goTo(page, 'yaml');
+  await page.getByRole('textbox', { name: 'YAML to import' }).fill(`multimodal_tensor_transport: auto\nmultimodal_shm_min_bytes: 64k\nworkers:\n  - url: ${same.url}\n`);
+  await expect(page.getByTestId('yaml-issues')).toBeVisible();
+
+  if (update) mkdirSync(path.join(ROOT, 'docs', 'screenshots'), { recursive: true });
+  const problems: string[] = [];
+  for (const scheme of ['light', 'dark'] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    for (const screen of SCREENS) {
+      await goTo(page, screen);
+      if (screen === 'overview') await expect(page.getByText('File drift')).toBeVisible();
+      if (screen === 'traffic') {
+        await page.getByRole('slider', { name: /What if the threshold were/ }).focus();
+        for (let i = 0; i < 12; i++) await page.keyboard.press('PageDown');
+      }
+      if (screen === 'yaml') await expect(page.getByText('The configuration file changed on disk')).toBeVisible();
+      if (screen === 'history') await page.getByRole('button', { name: /Show the \d+ changes of revision/ }).first().click();
+      await page.waitForTimeout(700);
+      const results = await new AxeBuilder({ page }).analyze();
+      for (const v of results.violations) {
+        if (v.impact === 'serious' || v.impact === 'critical') problems.push(`${screen} (${scheme}): ${v.id} ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | ')}`);
+      }
+      // The shell scrolls inside <main>: grow the window to the content so the shot shows all of it.
+      const height = await page.evaluate(() => Math.ceil(document.getElementById('main')!.scrollHeight));
+      await page.setViewportSize({ width: 1440, height: Math.min(4000, Math.max(900, height)) });
+      await page.waitForTimeout(300);
+      const file = testInfo.outputPath(`${screen}-${scheme}.png`);
+      await page.screenshot({ path: file });
+      await page.setViewportSize({ width: 1440, height: 900 });
+      await testInfo.attach(`${screen}-${scheme}`, { path: file, contentType: 'image/png' });
+      if (update) copyFileSync(file, path.join(ROOT, 'docs', 'screenshots', `${screen}-${scheme}.png`));
+    }
+  }
+  expect(problems).toEqual([]);
+  expect(await page.evaluate(() => (window as unknown as { __csp: string[] }).__csp)).toEqual([]);
+  expect(pageErrors).toEqual([]);
+});

@@ -1,0 +1,90 @@
+// Workers added and removed from the console (workers.add / workers.remove, each reviewed),
+// undo from the toast (a reviewed rollback), the traffic table's pause/resume catching up
+// from the server, and the keyboard path into the page.
+import { expect, test } from '@playwright/test';
+import { apiChat, goTo, openConsole, startServe, startWorker, type Serve, type Worker } from './rig.ts';
+
+let worker: Worker;
+let serve: Serve;
+
+test.beforeAll(async () => {
+  worker = await startWorker('vllm');
+  // No worker configured: the serve runs its embedded reference worker.
+  serve = await startServe({ config: 'health_check_interval_secs: 0.5\n' });
+});
+
+test.afterAll(async () => {
+  const files = serve?.shmFiles() ?? [];
+  await serve?.stop();
+  await worker?.stop();
+  expect(files).toEqual([]);
+});
+
+test('add a worker (reviewed), undo it from the toast, remove it', async ({ page }) => {
+  await openConsole(page, serve, 'workers');
+  const table = page.getByTestId('workers-table');
+  await expect(table).toContainText('embedded reference worker');
+  await page.getByRole('button', { name: 'Add worker…' }).click();
+  await page.getByRole('textbox', { name: 'URL' }).fill('grpc://nowhere');
+  await expect(page.getByText('expected grpc://host:port or unix:///path/to/socket')).toBeVisible();
+  await page.getByRole('textbox', { name: 'URL' }).fill(worker.url);
+  await page.getByRole('combobox', { name: 'Runtime' }).selectOption('vllm');
+  await page.getByRole('button', { name: 'Review and add…' }).click();
+  const dialog = page.getByRole('dialog', { name: `Add worker ${worker.url}` });
+  await expect(dialog.getByRole('table')).toContainText('worker added');
+  await expect(dialog.getByRole('table')).toContainText('worker removed'); // the embedded stand-in
+  const start = (await serve.call<{ revision: number }>('config.get')).revision;
+  await dialog.getByRole('button', { name: 'Add worker' }).click();
+  const toast = page.getByRole('status').filter({ hasText: `Applied revision ${start + 1}` });
+  await expect(toast).toBeVisible();
+  await expect(table.getByRole('row').filter({ hasText: worker.url })).toContainText('healthy');
+  await expect(table).not.toContainText('embedded reference worker');
+
+  // Undo is a reviewed rollback to the revision the change was based on.
+  await toast.getByRole('button', { name: `Undo (roll back to ${start})` }).click();
+  const undo = page.getByRole('dialog', { name: `Undo revision ${start + 1}` });
+  await expect(undo.getByRole('table')).toContainText('worker removed');
+  await undo.getByRole('button', { name: `Roll back to revision ${start}` }).click();
+  await expect(page.getByRole('status').filter({ hasText: `Applied revision ${start + 2}` })).toBeVisible();
+  await expect(table).not.toContainText(worker.url);
+
+  // Add again through the API, remove through the console.
+  const view = await serve.call<{ revision: number }>('config.get');
+  await serve.call('workers.add', { worker: { url: worker.url }, expectedRevision: view.revision });
+  await expect(table).toContainText(worker.url);
+  await page.getByRole('button', { name: `Remove ${worker.url}` }).click();
+  const remove = page.getByRole('dialog', { name: `Remove worker ${worker.url}` });
+  await expect(remove.getByRole('table')).toContainText('worker removed');
+  await remove.getByRole('button', { name: 'Remove worker' }).click();
+  await expect(page.getByRole('status').filter({ hasText: `Applied revision ${view.revision + 2}` })).toBeVisible();
+  await expect(table).not.toContainText(worker.url);
+});
+
+test('traffic: pause holds the table, resume catches up from the server', async ({ page }) => {
+  await openConsole(page, serve, 'traffic');
+  const table = page.getByRole('table', { name: 'Tensor events, newest first' });
+  expect(await apiChat(serve, 256, 256)).toBe(200);
+  await expect(table.getByRole('row').filter({ hasText: 'encoder_input' })).toHaveCount(1);
+  await page.getByRole('button', { name: /Pause/ }).click();
+  expect(await apiChat(serve, 320, 240)).toBe(200);
+  await expect(page.getByText(/new events not shown/)).toBeVisible();
+  await expect(table.getByRole('row').filter({ hasText: 'encoder_input' })).toHaveCount(1);
+  await page.getByRole('button', { name: /Resume/ }).click();
+  await expect(table.getByRole('row').filter({ hasText: 'encoder_input' })).toHaveCount(2);
+  await expect(page.getByTestId('dropped')).toContainText('0 dropped');
+});
+
+test('keyboard: skip link, navigation and visible focus', async ({ page }) => {
+  await openConsole(page, serve);
+  await page.keyboard.press('Tab');
+  await expect(page.getByRole('link', { name: 'Skip to content' })).toBeFocused();
+  await page.keyboard.press('Tab');
+  const first = page.getByRole('navigation', { name: 'Screens' }).getByRole('link').first();
+  await expect(first).toBeFocused();
+  const outline = await first.evaluate((el) => getComputedStyle(el).outlineStyle);
+  expect(outline).not.toBe('none');
+  await page.keyboard.press('Tab');
+  await page.keyboard.press('Enter');
+  await expect(page.getByRole('heading', { level: 1, name: 'Router settings' })).toBeVisible();
+  await goTo(page, 'overview');
+});

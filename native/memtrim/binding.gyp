@@ -1,0 +1,9 @@
+{
+  "targets": [
+    {
+      "target_name": "memtrim",
+      "sources": ["memtrim.c"],
+      "cflags": ["-O2", "-Wall"]
+    }
+  ]
+}

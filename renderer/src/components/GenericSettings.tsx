@@ -1,0 +1,132 @@
+// Every router setting the dedicated panels do not cover (request limits, media fetching,
+// preprocessing memory, …), edited from the schema itself: the contract's RouterConfigSchema
+// validates each value as it is typed, so a setting added to the router later shows here
+// with its default and origin without a UI change.
+import { useId, useState } from 'react';
+import { RouterConfigSchema, type ConfigView, type RouterConfig } from '../../../core/admin/contract.ts';
+import { setRouterField } from '../lib/draft.ts';
+import { formatBytes } from '../lib/format.ts';
+
+const HANDLED = new Set(['host', 'port', 'model_path', 'policy', 'multimodal_tensor_transport', 'multimodal_shm_min_bytes', 'request_timeout_secs', 'health_check_interval_secs', 'workers']);
+
+type Shape = Record<string, { safeParse(v: unknown): { success: boolean; error?: { issues: Array<{ message: string }> } } }>;
+const shape = (RouterConfigSchema as unknown as { shape: Shape }).shape;
+
+function check(key: string, v: unknown): string | null {
+  const s = shape[key];
+  if (!s) return null;
+  const r = s.safeParse(v);
+  return r.success ? null : (r.error?.issues[0]?.message ?? 'invalid value');
+}
+
+function unitOf(key: string): 'bytes' | 's' | 'px' | '' {
+  if (key.endsWith('_bytes')) return 'bytes';
+  if (key.endsWith('_secs')) return 's';
+  if (key.endsWith('_pixels')) return 'px';
+  return '';
+}
+
+function hint(key: string, v: unknown): string {
+  if (typeof v !== 'number') return '';
+  if (unitOf(key) === 'bytes') return formatBytes(v);
+  if (unitOf(key) === 'px') return `${(v / 1e6).toFixed(1)} Mpx`;
+  return '';
+}
+
+function NumberInput({ id, keyName, value, onValid }: { id: string; keyName: string; value: number | undefined; onValid: (n: number | undefined) => void }) {
+  const [text, setText] = useState(value === undefined ? '' : String(value));
+  const [err, setErr] = useState<string | null>(null);
+  const optional = shape[keyName]?.safeParse(undefined).success ?? false;
+  return (
+    <>
+      <input
+        id={id}
+        className={`input num input-small ${err ? 'invalid' : ''}`}
+        inputMode="decimal"
+        value={text}
+        placeholder={optional ? 'unset' : ''}
+        aria-invalid={err ? true : undefined}
+        aria-describedby={`${id}-msg`}
+        onChange={(e) => {
+          setText(e.target.value);
+          const t = e.target.value.trim();
+          if (t === '' && optional) {
+            setErr(null);
+            return onValid(undefined);
+          }
+          const n = Number(t);
+          const problem = t === '' || !Number.isFinite(n) ? 'enter a number' : check(keyName, n);
+          setErr(problem);
+          if (!problem) onValid(n);
+        }}
+      />
+      <span id={`${id}-msg`} className={err ? 'field-error small' : 'field-hint small'}>
+        {err ?? (unitOf(keyName) ? `${unitOf(keyName)}${text.trim() && hint(keyName, Number(text)) ? ` · ${hint(keyName, Number(text))}` : ''}` : '')}
+      </span>
+    </>
+  );
+}
+
+export function GenericSettings({ view, config, edit }: { view: ConfigView; config: RouterConfig; edit: (f: (d: RouterConfig) => RouterConfig) => void }) {
+  const id = useId();
+  const keys = Object.keys(shape).filter((k) => !HANDLED.has(k));
+  if (keys.length === 0) return null;
+  const cfg = config as unknown as Record<string, unknown>;
+  const defaults = view.defaults as unknown as Record<string, unknown>;
+  const set = (k: string, v: unknown) => edit((d) => setRouterField(d, k as keyof RouterConfig, v as never));
+  return (
+    <table className="table settings">
+      <thead>
+        <tr>
+          <th scope="col">Setting</th>
+          <th scope="col">Value</th>
+          <th scope="col">Default</th>
+          <th scope="col">From</th>
+        </tr>
+      </thead>
+      <tbody>
+        {keys.map((k) => {
+          const v = cfg[k];
+          const d = defaults[k];
+          const sample = v ?? d;
+          const fid = `${id}-${k}`;
+          let control;
+          if (typeof sample === 'boolean') {
+            control = <input id={fid} type="checkbox" checked={Boolean(v)} onChange={(e) => set(k, e.target.checked)} />;
+          } else if (Array.isArray(sample)) {
+            control = (
+              <input id={fid} className="input mono" defaultValue={(v as string[] | undefined)?.join(', ') ?? ''} placeholder="none (comma-separated)" onChange={(e) => {
+                const list = e.target.value.split(',').map((x) => x.trim()).filter(Boolean);
+                if (!check(k, list)) set(k, list);
+              }} />
+            );
+          } else if (sample && typeof sample === 'object') {
+            const obj = (v ?? d) as Record<string, number>;
+            control = (
+              <span className="subfields">
+                {Object.entries(obj).map(([sub, n]) => (
+                  <span key={sub} className="subfield">
+                    <label htmlFor={`${fid}-${sub}`}>{sub}</label>
+                    <NumberInput id={`${fid}-${sub}`} keyName="__none" value={n} onValid={(x) => x !== undefined && set(k, { ...obj, [sub]: x })} />
+                  </span>
+                ))}
+              </span>
+            );
+          } else {
+            control = <NumberInput id={fid} keyName={k} value={v as number | undefined} onValid={(n) => set(k, n)} />;
+          }
+          return (
+            <tr key={k}>
+              <td>
+                <label htmlFor={typeof sample === 'object' && sample && !Array.isArray(sample) ? undefined : fid} className="mono">{k}</label>
+              </td>
+              <td className="setting-control">{control}</td>
+              <td className="mono small">{d === undefined ? <span className="muted">unset</span> : Array.isArray(d) ? (d.length ? d.join(', ') : 'none') : typeof d === 'object' ? Object.entries(d as object).map(([a, b]) => `${a}=${String(b)}`).join(', ') : `${String(d)}${hint(k, d) ? ` (${hint(k, d)})` : ''}`}</td>
+              <td className="muted small">{view.origins[k] ?? (v === undefined ? 'unset' : 'default')}</td>
+            </tr>
+          );
+        })}
+      </tbody>
+    </table>
+  );
+}

@@ -1,0 +1,49 @@
+// The draft's standing: how many changes, on which revision, whether it is still valid and
+// still based on the applied revision; Review & apply or Discard. Shown on every screen
+// while a draft exists, so an edit is never forgotten half-way.
+import { useConfig } from '../stores/config.ts';
+
+export function PendingBar() {
+  const draft = useConfig((s) => s.draft);
+  const base = useConfig((s) => s.base);
+  const diff = useConfig((s) => s.diff);
+  const issues = useConfig((s) => s.issues);
+  const view = useConfig((s) => s.view);
+  if (!draft || !base) return null;
+  const stale = view && view.revision !== base.revision;
+  return (
+    <div className="pending" role="region" aria-label="Unapplied changes">
+      <div className="pending-text">
+        <strong>
+          {diff.length} unapplied change{diff.length === 1 ? '' : 's'}
+        </strong>{' '}
+        <span className="muted">based on revision {base.revision}</span>
+        {issues.length > 0 && (
+          <span className="pending-issue">
+            <span aria-hidden="true">✕ </span>
+            {issues.length} problem{issues.length === 1 ? '' : 's'}: {issues[0]!.path ? <code>{issues[0]!.path}</code> : null} {issues[0]!.message}
+          </span>
+        )}
+        {stale && (
+          <span className="pending-issue warn">
+            <span aria-hidden="true">! </span>
+            revision {view!.revision} was applied meanwhile ({view!.client})
+          </span>
+        )}
+      </div>
+      <div className="pending-actions">
+        {stale && (
+          <button type="button" className="btn" onClick={() => useConfig.getState().rebase()}>
+            Rebase onto {view!.revision}
+          </button>
+        )}
+        <button type="button" className="btn" onClick={() => useConfig.getState().discard()}>
+          Discard
+        </button>
+        <button type="button" className="btn btn-primary" disabled={issues.length > 0} onClick={() => useConfig.getState().reviewDraft()}>
+          Review &amp; apply
+        </button>
+      </div>
+    </div>
+  );
+}

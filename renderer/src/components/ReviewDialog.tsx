@@ -1,0 +1,162 @@
+// The one dialog every change to the router passes through: it shows the diff first (asking
+// config.diff for the proposed config, or using the diff the caller has), applies only when
+// the operator confirms, and reports the outcome: a toast with the new revision and an Undo
+// (a reviewed rollback to the revision the change was based on), or the error in place —
+// a conflict shows what someone else changed meanwhile (details.changedMeanwhile) and can
+// carry the change onto the current revision.
+import { useEffect, useRef, useState } from 'react';
+import { ContractError, type DiffEntry } from '../../../core/admin/contract.ts';
+import { client, describeError } from '../stores/client.ts';
+import { useConfig } from '../stores/config.ts';
+import { useUi, type ReviewRequest } from '../stores/ui.ts';
+import { DiffList } from './DiffList.tsx';
+
+type Phase = { kind: 'loading' } | { kind: 'ready'; diff: DiffEntry[] } | { kind: 'applying'; diff: DiffEntry[] } | { kind: 'failed'; diff: DiffEntry[] | null; error: ContractError | Error };
+
+export function ReviewDialog() {
+  const review = useUi((s) => s.review);
+  const close = useUi((s) => s.closeReview);
+  const ref = useRef<HTMLDialogElement>(null);
+  // The review on screen: the dialog's close event arrives a task later, and must not close
+  // a review requested meanwhile (a rebase closes one review and opens the next at once).
+  const shown = useRef<ReviewRequest | null>(null);
+
+  useEffect(() => {
+    const d = ref.current;
+    if (!d) return;
+    shown.current = review;
+    if (review && !d.open) d.showModal();
+    if (!review && d.open) d.close();
+  }, [review]);
+
+  const onClose = () => {
+    const current = useUi.getState().review;
+    // Closed by the operator (Esc) while this review is still the current one.
+    if (current && current === shown.current && !ref.current?.open) close();
+  };
+
+  return (
+    <dialog ref={ref} className="dialog" aria-labelledby="review-title" onClose={onClose}>
+      {review && <ReviewBody key={review.title + review.intro} review={review} onClose={close} />}
+    </dialog>
+  );
+}
+
+function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () => void }) {
+  const [phase, setPhase] = useState<Phase>(review.diff ? { kind: 'ready', diff: review.diff } : { kind: 'loading' });
+
+  useEffect(() => {
+    if (review.diff || !review.proposed) return;
+    let live = true;
+    const input = 'yaml' in review.proposed ? { yaml: review.proposed.yaml as string } : { draft: review.proposed as unknown as Record<string, unknown> };
+    client()
+      .call('config.diff', input)
+      .then((r) => live && setPhase({ kind: 'ready', diff: r.diff }))
+      .catch((err: unknown) => live && setPhase({ kind: 'failed', diff: null, error: err as Error }));
+    return () => {
+      live = false;
+    };
+  }, [review]);
+
+  const apply = async () => {
+    const diff = phase.kind === 'ready' ? phase.diff : [];
+    setPhase({ kind: 'applying', diff });
+    try {
+      const result = await review.run();
+      review.onApplied?.(result);
+      await useConfig.getState().afterApply(result);
+      onClose();
+      const ui = useUi.getState();
+      const undo = review.undo;
+      ui.toast({
+        kind: 'success',
+        title: `Applied revision ${result.revision}`,
+        body: `${result.diff.length} change${result.diff.length === 1 ? '' : 's'}${result.file ? `, written to ${result.file}` : ''}. The next request uses it.`,
+        ...(undo
+          ? {
+              action: {
+                label: `Undo (roll back to ${undo.toRevision})`,
+                run: () =>
+                  ui.requestReview({
+                    title: `Undo revision ${result.revision}`,
+                    intro: `Roll back to revision ${undo.toRevision}: a new revision with its settings.`,
+                    ...(undo.config ? { proposed: undo.config } : { diff: result.diff.map(invert) }),
+                    confirmLabel: `Roll back to revision ${undo.toRevision}`,
+                    run: () => client().call('config.rollback', { revision: undo.toRevision, expectedRevision: result.revision }),
+                  }),
+              },
+            }
+          : {}),
+      }, 12_000);
+    } catch (err) {
+      setPhase({ kind: 'failed', diff, error: err as Error });
+    }
+  };
+
+  const err = phase.kind === 'failed' ? phase.error : null;
+  const conflict = err instanceof ContractError && err.code === 'conflict' ? err : null;
+  const changedMeanwhile = (conflict?.details.changedMeanwhile as DiffEntry[] | undefined) ?? [];
+  const diff = phase.kind === 'loading' ? null : phase.diff;
+  const nothing = phase.kind === 'ready' && phase.diff.length === 0;
+
+  return (
+    <div className="dialog-body">
+      <h2 id="review-title">{review.title}</h2>
+      <p>{review.intro}</p>
+      {phase.kind === 'loading' && <p className="muted" aria-live="polite">Computing what will change…</p>}
+      {diff && <DiffList diff={diff} caption="What this will change" empty="This changes nothing: the router already runs these settings." />}
+      {err && !conflict && (
+        <div className="note note-bad" role="alert">
+          <strong>Not applied.</strong> {describeError(err)}
+          {err instanceof ContractError && err.issues.length > 0 && (
+            <ul>
+              {err.issues.map((i) => (
+                <li key={i.path + i.message}>
+                  <code>{i.path || '(root)'}</code>
+                  {i.line ? ` line ${i.line}${i.column ? `:${i.column}` : ''}` : ''}: {i.message}
+                </li>
+              ))}
+            </ul>
+          )}
+        </div>
+      )}
+      {conflict && (
+        <div className="note note-warn" role="alert" data-testid="conflict">
+          <strong>Conflict: nothing was applied.</strong> Someone applied revision {String(conflict.details.currentRevision)} while you edited revision {String(conflict.details.expectedRevision)}. What changed meanwhile:
+          <DiffList diff={changedMeanwhile} caption="Changed meanwhile by someone else" empty="(the history no longer has the revision you edited)" />
+          {review.onRebase && <p>Rebasing carries your edits onto revision {String(conflict.details.currentRevision)} and keeps their change; review again before applying.</p>}
+        </div>
+      )}
+      <div className="dialog-actions">
+        <button type="button" className="btn" onClick={onClose}>
+          {conflict || err ? 'Close' : 'Cancel'}
+        </button>
+        {conflict && review.onRebase && (
+          <button
+            type="button"
+            className="btn btn-primary"
+            onClick={async () => {
+              await useConfig.getState().load();
+              review.onRebase!();
+              onClose();
+              setTimeout(() => useConfig.getState().reviewDraft(), 0);
+            }}
+          >
+            Rebase my edits onto revision {String(conflict.details.currentRevision)}
+          </button>
+        )}
+        {!conflict && !err && (
+          <button type="button" className="btn btn-primary" disabled={phase.kind !== 'ready' || nothing} onClick={() => void apply()}>
+            {phase.kind === 'applying' ? 'Applying…' : review.confirmLabel}
+          </button>
+        )}
+      </div>
+    </div>
+  );
+}
+
+function invert(d: DiffEntry): DiffEntry {
+  if (d.kind === 'added') return { path: d.path, kind: 'removed', before: d.after };
+  if (d.kind === 'removed') return { path: d.path, kind: 'added', after: d.before };
+  return { path: d.path, kind: 'changed', before: d.after, after: d.before };
+}

@@ -1,0 +1,164 @@
+// The operator's draft: a whole RouterConfig edited locally and applied in one go with the
+// revision it was based on. These helpers are the only way screens change it, so "inherit"
+// (a worker knob left unset, letting the router, env or default decide) is a real state —
+// the key is absent — and never the default value spelled out, which would beat the env
+// layer and make the ladder lie (docs/configuration.md, "Precedence").
+//
+// rebaseDraft carries the operator's own edits onto a newer applied config (after a
+// conflict, or after their own discrete apply), key by key and worker by worker (matched
+// by url), so someone else's change is kept rather than silently reverted.
+// configAtRevision rebuilds an older revision's config from the history's recorded diffs,
+// for a rollback preview.
+import type { DiffEntry, RouterConfig, WorkerSpec } from '../../../core/admin/contract.ts';
+
+export type Knob = 'multimodal_tensor_transport' | 'multimodal_shm_min_bytes';
+type Plain = Record<string, unknown>;
+
+const clone = <T>(v: T): T => structuredClone(v);
+const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+/** Set a router-level setting; undefined removes the key (unset). */
+export function setRouterField<K extends keyof RouterConfig>(draft: RouterConfig, key: K, value: RouterConfig[K] | undefined): RouterConfig {
+  const next = { ...draft } as Plain;
+  if (value === undefined) delete next[key];
+  else next[key] = value;
+  return next as RouterConfig;
+}
+
+/** Patch one worker by url; a field set to undefined is removed (inherit). */
+export function patchWorker(draft: RouterConfig, url: string, patch: Partial<Record<keyof WorkerSpec, unknown>>): RouterConfig {
+  return {
+    ...draft,
+    workers: draft.workers.map((w) => {
+      if (w.url !== url) return w;
+      const next = { ...w } as Plain;
+      for (const [k, v] of Object.entries(patch)) {
+        if (v === undefined) delete next[k];
+        else next[k] = v;
+      }
+      return next as WorkerSpec;
+    }),
+  };
+}
+
+export function addWorker(draft: RouterConfig, spec: WorkerSpec, options: { replaceUrls?: ReadonlySet<string> } = {}): RouterConfig {
+  const kept = draft.workers.filter((w) => w.url !== spec.url && !options.replaceUrls?.has(w.url));
+  return { ...draft, workers: [...kept, spec] };
+}
+
+export function removeWorker(draft: RouterConfig, url: string): RouterConfig {
+  return { ...draft, workers: draft.workers.filter((w) => w.url !== url) };
+}
+
+/** Replace worker `url` by `spec` (the url may change). */
+export function replaceWorker(draft: RouterConfig, url: string, spec: WorkerSpec): RouterConfig {
+  return { ...draft, workers: draft.workers.map((w) => (w.url === url ? spec : w)) };
+}
+
+/** Whether two configs differ in anything an apply would change (key order aside). */
+export function configsDiffer(a: RouterConfig, b: RouterConfig): boolean {
+  return !same(normalize(a), normalize(b));
+}
+
+function normalize(c: RouterConfig): Plain {
+  const sortKeys = (o: Plain): Plain => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)));
+  const workers = [...c.workers].map((w) => sortKeys({ ...w, labels: sortKeys(w.labels as Plain) } as Plain)).sort((x, y) => String(x.url).localeCompare(String(y.url)));
+  return { ...sortKeys(c as unknown as Plain), workers };
+}
+
+/** The operator's edits (base → draft) carried onto `current`. */
+export function rebaseDraft(base: RouterConfig, draft: RouterConfig, current: RouterConfig): RouterConfig {
+  const out = clone(current) as unknown as Plain;
+  const b = base as unknown as Plain;
+  const d = draft as unknown as Plain;
+  for (const key of new Set([...Object.keys(b), ...Object.keys(d)])) {
+    if (key === 'workers' || same(b[key], d[key])) continue;
+    if (d[key] === undefined) delete out[key];
+    else out[key] = clone(d[key]);
+  }
+  const baseWorkers = new Map(base.workers.map((w) => [w.url, w]));
+  const draftWorkers = new Map(draft.workers.map((w) => [w.url, w]));
+  let workers = [...current.workers];
+  for (const [url, w] of draftWorkers) {
+    const was = baseWorkers.get(url);
+    if (!was) {
+      if (!workers.some((x) => x.url === url)) workers.push(clone(w));
+      continue;
+    }
+    if (same(was, w)) continue;
+    workers = workers.map((x) => {
+      if (x.url !== url) return x;
+      const next = { ...x } as Plain;
+      const wp = w as unknown as Plain;
+      const bp = was as unknown as Plain;
+      for (const k of new Set([...Object.keys(wp), ...Object.keys(bp)])) {
+        if (same(wp[k], bp[k])) continue;
+        if (wp[k] === undefined) delete next[k];
+        else next[k] = clone(wp[k]);
+      }
+      return next as WorkerSpec;
+    });
+  }
+  for (const url of baseWorkers.keys()) if (!draftWorkers.has(url)) workers = workers.filter((x) => x.url !== url);
+  out.workers = workers;
+  return out as unknown as RouterConfig;
+}
+
+/** `workers["grpc://a:1"].labels.zone` → {url, rest: ['labels', 'zone']}; a router key → {key}. */
+export function parseDiffPath(path: string): { url: string; rest: string[] } | { key: string } {
+  const m = /^workers\[("(?:[^"\\]|\\.)*")\](?:\.(.+))?$/.exec(path);
+  if (m) return { url: JSON.parse(m[1]!) as string, rest: m[2] ? m[2].split('.') : [] };
+  return { key: path };
+}
+
+function setIn(obj: Plain, keys: string[], value: unknown): void {
+  let o = obj;
+  for (const k of keys.slice(0, -1)) {
+    if (typeof o[k] !== 'object' || o[k] === null) o[k] = {};
+    o = o[k] as Plain;
+  }
+  const last = keys.at(-1)!;
+  if (value === undefined) delete o[last];
+  else o[last] = clone(value);
+}
+
+/** Undo one recorded diff (the change from revision n-1 to n) on the config of revision n. */
+export function revertDiff(config: RouterConfig, diff: readonly DiffEntry[]): RouterConfig {
+  const out = clone(config) as unknown as Plain & { workers: Plain[] };
+  for (const entry of diff) {
+    const p = parseDiffPath(entry.path);
+    if ('key' in p) {
+      setIn(out, [p.key], entry.kind === 'added' ? undefined : entry.before);
+      continue;
+    }
+    if (p.rest.length === 0) {
+      if (entry.kind === 'added') out.workers = out.workers.filter((w) => w.url !== p.url);
+      else if (entry.kind === 'removed') out.workers.push(clone(entry.before) as Plain);
+      else out.workers = out.workers.map((w) => (w.url === p.url ? (clone(entry.before) as Plain) : w));
+      continue;
+    }
+    const w = out.workers.find((x) => x.url === p.url);
+    if (w) setIn(w, p.rest, entry.kind === 'added' ? undefined : entry.before);
+  }
+  return out as unknown as RouterConfig;
+}
+
+export interface RevisionRecord {
+  revision: number;
+  diff: DiffEntry[];
+}
+
+/**
+ * The config of `target`, rebuilt from `current` (at revision `currentRevision`) by undoing
+ * each later revision's diff, newest first; undefined when the history has a gap.
+ */
+export function configAtRevision(current: RouterConfig, currentRevision: number, entries: readonly RevisionRecord[], target: number): RouterConfig | undefined {
+  const byRevision = new Map(entries.map((e) => [e.revision, e]));
+  let config = current;
+  for (let r = currentRevision; r > target; r--) {
+    const e = byRevision.get(r);
+    if (!e) return undefined;
+    config = revertDiff(config, e.diff);
+  }
+  return config;
+}

@@ -1,0 +1,41 @@
+import { describe, expect, it } from 'vitest';
+import { bytesParts, formatBytes, formatClock, formatCountRate, formatMs, formatRate, naturalUnit, parseByteInput } from './format.ts';
+
+describe('format', () => {
+  it('sizes in binary units with three significant digits', () => {
+    expect(formatBytes(0)).toBe('0 B');
+    expect(formatBytes(24)).toBe('24 B');
+    expect(formatBytes(1023)).toBe('1023 B');
+    expect(formatBytes(1024)).toBe('1.00 KiB');
+    expect(formatBytes(75_264)).toBe('73.5 KiB');
+    expect(formatBytes(2_408_448)).toBe('2.30 MiB');
+    expect(formatBytes(32 * 1024 * 1024)).toBe('32.0 MiB');
+    expect(bytesParts(65536)).toEqual({ value: '64.0', unit: 'KiB' });
+  });
+  it('rates in decimal units, counts and durations', () => {
+    expect(formatRate(0)).toBe('0 B/s');
+    expect(formatRate(1_200_000_000)).toBe('1.20 GB/s');
+    expect(formatRate(950)).toBe('950 B/s');
+    expect(formatCountRate(4)).toBe('4.0/s');
+    expect(formatCountRate(5321)).toBe('5.32k/s');
+    expect(formatMs(0.4)).toBe('0.40 ms');
+    expect(formatMs(12.345)).toBe('12.3 ms');
+    expect(formatMs(1234)).toBe('1.23 s');
+  });
+  it('clock time with milliseconds', () => {
+    const t = new Date(2026, 0, 2, 3, 4, 5, 67).getTime();
+    expect(formatClock(t)).toBe('03:04:05.067');
+  });
+  it('threshold input: whole bytes in the chosen unit, or why not', () => {
+    expect(parseByteInput('64', 'KiB')).toEqual({ ok: true, bytes: 65536 });
+    expect(parseByteInput('1.5', 'KiB')).toEqual({ ok: true, bytes: 1536 });
+    expect(parseByteInput('0', 'B')).toEqual({ ok: true, bytes: 0 });
+    expect(parseByteInput('0.3', 'KiB')).toMatchObject({ ok: false });
+    expect(parseByteInput('64k', 'B')).toMatchObject({ ok: false, message: expect.stringContaining("'64k' is not a number") });
+    expect(parseByteInput('-1', 'B')).toMatchObject({ ok: false });
+    expect(parseByteInput('', 'B')).toMatchObject({ ok: false });
+    expect(naturalUnit(65536)).toBe('KiB');
+    expect(naturalUnit(1000)).toBe('B');
+    expect(naturalUnit(4 * 1024 * 1024)).toBe('MiB');
+  });
+});

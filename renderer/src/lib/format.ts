@@ -1,0 +1,137 @@
+// How numbers read in the console: sizes in binary units (KiB, MiB, GiB), throughput per
+// second in decimal units (kB/s, MB/s, GB/s, as link speeds are quoted), durations in ms or
+// µs, times as the operator's local clock. Every formatter returns a value and a unit
+// separately too, so tables can right-align digits and keep the unit in its own column.
+
+const BINARY = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
+const DECIMAL_RATE = ['B/s', 'kB/s', 'MB/s', 'GB/s', 'TB/s'] as const;
+
+export interface Quantity {
+  value: string;
+  unit: string;
+}
+
+/** 24 → "24 B", 75264 → "73.5 KiB", 2408448 → "2.30 MiB": three significant digits, binary units. */
+export function bytesParts(n: number): Quantity {
+  if (!Number.isFinite(n)) return { value: '–', unit: '' };
+  const sign = n < 0 ? '-' : '';
+  let v = Math.abs(n);
+  let i = 0;
+  while (v >= 1024 && i < BINARY.length - 1) {
+    v /= 1024;
+    i += 1;
+  }
+  if (i === 0) return { value: `${sign}${Math.round(v)}`, unit: 'B' };
+  return { value: `${sign}${threeDigits(v)}`, unit: BINARY[i]! };
+}
+
+export function formatBytes(n: number): string {
+  const q = bytesParts(n);
+  return `${q.value} ${q.unit}`.trim();
+}
+
+/** Bytes per second in decimal units: 1.2e9 → "1.20 GB/s". */
+export function rateParts(bytesPerSecond: number): Quantity {
+  if (!Number.isFinite(bytesPerSecond)) return { value: '–', unit: '' };
+  let v = Math.abs(bytesPerSecond);
+  let i = 0;
+  while (v >= 1000 && i < DECIMAL_RATE.length - 1) {
+    v /= 1000;
+    i += 1;
+  }
+  return { value: i === 0 ? String(Math.round(v)) : threeDigits(v), unit: DECIMAL_RATE[i]! };
+}
+
+export function formatRate(bytesPerSecond: number): string {
+  const q = rateParts(bytesPerSecond);
+  return `${q.value} ${q.unit}`;
+}
+
+/** A count per second: 4 → "4.0/s", 5321 → "5.32k/s". */
+export function formatCountRate(perSecond: number): string {
+  if (!Number.isFinite(perSecond)) return '–';
+  if (perSecond >= 1_000_000) return `${threeDigits(perSecond / 1_000_000)}M/s`;
+  if (perSecond >= 1000) return `${threeDigits(perSecond / 1000)}k/s`;
+  return `${perSecond.toFixed(1)}/s`;
+}
+
+/** 0.4 → "0.40 ms", 12.345 → "12.3 ms", 1234 → "1.23 s". */
+export function formatMs(ms: number): string {
+  if (!Number.isFinite(ms)) return '–';
+  if (ms >= 1000) return `${threeDigits(ms / 1000)} s`;
+  return `${threeDigits(ms)} ms`;
+}
+
+export function formatMicros(us: number): string {
+  if (!Number.isFinite(us)) return '–';
+  return us >= 10_000 ? `${threeDigits(us / 1000)} ms` : `${Math.round(us)} µs`;
+}
+
+/** Three significant digits, never exponent notation. */
+export function threeDigits(v: number): string {
+  const a = Math.abs(v);
+  if (a === 0) return '0';
+  if (a >= 100) return v.toFixed(0);
+  if (a >= 10) return v.toFixed(1);
+  return v.toFixed(2);
+}
+
+export function formatInt(n: number): string {
+  return Math.round(n).toLocaleString('en-US');
+}
+
+export function formatPercent(share: number): string {
+  if (!Number.isFinite(share)) return '–';
+  return `${(share * 100).toFixed(share > 0 && share < 0.1 ? 1 : 0)} %`;
+}
+
+const pad = (n: number, w = 2) => String(n).padStart(w, '0');
+
+/** Local wall-clock time with milliseconds: "14:03:07.412". */
+export function formatClock(ms: number): string {
+  const d = new Date(ms);
+  return `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
+}
+
+/** Local date and time: "2026-12-01 14:03:07". */
+export function formatDateTime(ms: number): string {
+  const d = new Date(ms);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+/** "3 s ago", "5 min ago", "2 h ago" relative to `now`. */
+export function formatAgo(ms: number, now = Date.now()): string {
+  const s = Math.max(0, Math.round((now - ms) / 1000));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86_400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86_400)} d ago`;
+}
+
+export const BYTE_UNITS = [
+  { unit: 'B', factor: 1 },
+  { unit: 'KiB', factor: 1024 },
+  { unit: 'MiB', factor: 1024 * 1024 },
+] as const;
+export type ByteUnit = (typeof BYTE_UNITS)[number]['unit'];
+
+/** The largest unit that shows `bytes` as a whole number (65536 → 64 KiB, 1000 → 1000 B). */
+export function naturalUnit(bytes: number): ByteUnit {
+  for (const u of [...BYTE_UNITS].reverse()) if (bytes >= u.factor && bytes % u.factor === 0) return u.unit;
+  return 'B';
+}
+
+/**
+ * Parse what the operator typed in a threshold field with the chosen unit: the byte count,
+ * or why it is refused. Only whole numbers of bytes are valid (the schema takes integers),
+ * so 1.5 KiB is fine (1536) but 0.3 KiB is not.
+ */
+export function parseByteInput(text: string, unit: ByteUnit): { ok: true; bytes: number } | { ok: false; message: string } {
+  const t = text.trim();
+  if (t === '') return { ok: false, message: 'enter a size' };
+  if (!/^\d+(\.\d+)?$/.test(t)) return { ok: false, message: `'${t}' is not a number: enter digits (e.g. 64) and pick the unit` };
+  const factor = BYTE_UNITS.find((u) => u.unit === unit)!.factor;
+  const bytes = Number(t) * factor;
+  if (!Number.isSafeInteger(bytes)) return { ok: false, message: `${t} ${unit} is not a whole number of bytes (${bytes})` };
+  return { ok: true, bytes };
+}

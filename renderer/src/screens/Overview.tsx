@@ -1,0 +1,216 @@
+// Overview: is this box ready to move tensors through /dev/shm, who serves, what flows now,
+// and what needs the operator's attention (each warning with its remedy).
+import { useMemo } from 'react';
+import { DiffList } from '../components/DiffList.tsx';
+import { Sparkline } from '../components/Sparkline.tsx';
+import { Badge, Bytes, CopyButton, Empty, ErrorNote, Panel, Rate, ScreenHeader, Stat, type Tone } from '../components/ui.tsx';
+import { formatCountRate, formatInt } from '../lib/format.ts';
+import { perSecondSeries } from '../lib/series.ts';
+import { client } from '../stores/client.ts';
+import { useConfig } from '../stores/config.ts';
+import { useOverview } from '../stores/overview.ts';
+import { useTraffic } from '../stores/traffic.ts';
+import { routeHref, useUi } from '../stores/ui.ts';
+
+const WARNING_TONE: Record<string, Tone> = { unhealthy_worker: 'bad', shm_not_writable: 'bad', no_token: 'bad', invalid_env: 'bad', suspicious_files: 'warn', orphan_files: 'warn', deprecated_env: 'warn', config_drift: 'warn' };
+const WARNING_WORD: Record<string, string> = { unhealthy_worker: 'Unhealthy worker', shm_not_writable: '/dev/shm', no_token: 'No token', invalid_env: 'Invalid env', suspicious_files: 'Suspicious files', orphan_files: 'Orphan files', deprecated_env: 'Deprecated env', config_drift: 'File drift' };
+
+export function reviewReloadFile() {
+  const view = useConfig.getState().view;
+  if (!view) return;
+  useUi.getState().requestReview({
+    title: 'Reload the configuration file',
+    intro: `${view.file.path} was changed on disk. Reloading makes it revision ${view.revision + 1}; flags given at start still override it.`,
+    diff: reloadDiff(view).diff,
+    confirmLabel: 'Reload file',
+    run: () => client().call('config.reloadFile', { expectedRevision: view.revision }),
+    undo: { toRevision: view.revision, config: view.config },
+  });
+}
+
+/** What reloading really changes: settings given by a flag at start keep the flag's value (config.reloadFile), so the file's value for them is no change. */
+export function reloadDiff(view: NonNullable<ReturnType<typeof useConfig.getState>['view']>) {
+  const flagged = (path: string) => (view.origins[path] ?? '').startsWith('--');
+  return { diff: view.file.driftDiff.filter((d) => !flagged(d.path)), kept: view.file.driftDiff.filter((d) => flagged(d.path)) };
+}
+
+export function DriftPanel() {
+  const view = useConfig((s) => s.view);
+  const file = view?.file;
+  if (!view || !file?.drifted) return null;
+  const { diff, kept } = reloadDiff(view);
+  return (
+    <Panel title={<><Badge tone="warn">Drift</Badge> The configuration file changed on disk</>} className="panel-warn" id="drift">
+      <p>
+        <code>{file.path}</code> differs from what the console last read or wrote. It is never overwritten silently: applies are refused until you reload it.
+      </p>
+      {file.driftIssues.length > 0 ? (
+        <ErrorNote>
+          The file cannot be reloaded as it is:
+          <ul>
+            {file.driftIssues.map((i) => (
+              <li key={i.path + i.message}>
+                {i.line ? `line ${i.line}${i.column ? `:${i.column}` : ''}: ` : ''}
+                <code>{i.path}</code> {i.message}
+              </li>
+            ))}
+          </ul>
+        </ErrorNote>
+      ) : (
+        <>
+          <DiffList diff={diff} caption="What reloading the file would change" empty="Only comments or formatting changed: reloading changes no setting." />
+          {kept.length > 0 && (
+            <p className="muted small">
+              Kept as they are: {kept.map((d) => `${d.path} (given by ${view.origins[d.path]} at start)`).join(', ')}.
+            </p>
+          )}
+          <div className="row-actions">
+            <button type="button" className="btn btn-primary" onClick={reviewReloadFile}>
+              Review and reload file…
+            </button>
+          </div>
+        </>
+      )}
+    </Panel>
+  );
+}
+
+export function OverviewScreen() {
+  const data = useOverview((s) => s.data);
+  const error = useOverview((s) => s.error);
+  const seconds = useTraffic((s) => s.seconds);
+  const series = useMemo(() => perSecondSeries(seconds, 60), [seconds]);
+
+  if (!data) return <>{error ? <ErrorNote>{error}</ErrorNote> : <p className="muted">Loading…</p>}</>;
+  const { host, files, router, workers, rates, warnings } = data;
+  const usedShare = host.shmTotalBytes && host.shmFreeBytes !== null ? 1 - host.shmFreeBytes / host.shmTotalBytes : null;
+
+  return (
+    <>
+      <ScreenHeader title="Overview" lead={<>Router <code>{router.url}</code> · model <code>{router.model.split('/').pop()}</code> · pid {router.pid} · revision {data.config.revision}</>} />
+      {error && <ErrorNote>Refresh failed: {error}</ErrorNote>}
+
+      <Panel title={`Warnings (${warnings.length})`} id="warnings" className={warnings.length ? 'panel-warn' : ''}>
+        {warnings.length === 0 ? (
+          <p className="okline">
+            <Badge tone="ok">All clear</Badge> no deprecated or invalid environment values, orphan files, unhealthy workers or file drift.
+          </p>
+        ) : (
+          <ul className="warnings">
+            {warnings.map((w, i) => (
+              <li key={i}>
+                <Badge tone={WARNING_TONE[w.kind] ?? 'warn'}>{WARNING_WORD[w.kind] ?? w.kind}</Badge>
+                <div>
+                  <div>{w.message}</div>
+                  <div className="remedy">
+                    <span className="remedy-label">What to do:</span> {w.remedy}
+                  </div>
+                </div>
+              </li>
+            ))}
+          </ul>
+        )}
+      </Panel>
+
+      <DriftPanel />
+
+      <div className="grid grid-3">
+        <Panel title="Host /dev/shm" id="host">
+          <div className="stats">
+            <Stat label="Writable">{host.shmWritable ? <Badge tone="ok">yes</Badge> : <Badge tone="bad">no</Badge>}</Stat>
+            <Stat label="Free" sub={host.shmTotalBytes !== null ? <>of <Bytes n={host.shmTotalBytes} /></> : undefined}>
+              <Bytes n={host.shmFreeBytes} />
+            </Stat>
+          </div>
+          {usedShare !== null && (
+            <div className="meter" role="meter" aria-label="/dev/shm used" aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(usedShare * 100)}>
+              <div className="meter-fill" style={{ width: `${Math.max(0.5, usedShare * 100)}%` }} />
+            </div>
+          )}
+          {host.shmError && <ErrorNote>{host.shmError}</ErrorNote>}
+          <div className="field-label">Namespace token</div>
+          {host.token ? (
+            <div className="token-row">
+              <code className="token" data-testid="host-token">{host.token}</code>
+              <CopyButton text={host.token} what="host namespace token" />
+            </div>
+          ) : (
+            <Badge tone="bad">none: {host.tokenProblem ?? 'unknown'}</Badge>
+          )}
+        </Panel>
+
+        <Panel title="Our tensor files" id="files">
+          <div className="stats">
+            <Stat label="Files">{formatInt(files.count)}</Stat>
+            <Stat label="Size"><Bytes n={files.bytes} /></Stat>
+            <Stat label="Orphans" sub={files.orphans ? <Bytes n={files.orphanBytes} /> : undefined}>
+              {files.orphans ? <Badge tone="warn">{files.orphans}</Badge> : <Badge tone="ok">0</Badge>}
+            </Stat>
+            <Stat label="Suspicious">{files.suspicious ? <Badge tone="bad">{files.suspicious}</Badge> : <Badge tone="ok">0</Badge>}</Stat>
+          </div>
+          <p className="muted small">Files in {host.shmDir} named smg-tokenspeed-&lt;pid&gt;-…; workers unlink what they read.</p>
+        </Panel>
+
+        <Panel title="Workers" id="workers" actions={<a className="btn btn-small" href={routeHref('workers')}>Open workers</a>}>
+          <div className="stats">
+            <Stat label="Total">{workers.total}</Stat>
+            <Stat label="Healthy">{workers.healthy ? <Badge tone="ok">{workers.healthy}</Badge> : '0'}</Stat>
+            <Stat label="Unhealthy">{workers.unhealthy ? <Badge tone="bad">{workers.unhealthy}</Badge> : '0'}</Stat>
+            <Stat label="Discovering">{workers.discovering ? <Badge tone="info">{workers.discovering}</Badge> : '0'}</Stat>
+            <Stat label="Draining">{workers.draining ? <Badge tone="warn">{workers.draining}</Badge> : '0'}</Stat>
+          </div>
+          {workers.total === 0 && <Empty title="No workers configured">Add one on the Workers screen.</Empty>}
+        </Panel>
+      </div>
+
+      <Panel title="Live traffic (last 5 s average; trend over 60 s)" id="rates" actions={<a className="btn btn-small" href={routeHref('traffic')}>Open traffic</a>}>
+        <table className="table rates">
+          <thead>
+            <tr>
+              <th scope="col">Path</th>
+              <th scope="col" className="r">Tensors/s</th>
+              <th scope="col">Trend</th>
+              <th scope="col" className="r">Throughput</th>
+              <th scope="col">Trend</th>
+            </tr>
+          </thead>
+          <tbody>
+            {(['inline', 'shm'] as const).map((p) => (
+              <tr key={p}>
+                <th scope="row">
+                  <span className={`path path-${p}`}>{p === 'shm' ? 'SHM' : 'inline'}</span>
+                </th>
+                <td className="r num">{formatCountRate(rates.tensorsPerSecond[p])}</td>
+                <td>
+                  <Sparkline values={series.tensors[p]} tone={p} label={`${p} tensors per second over the last minute`} />
+                </td>
+                <td className="r">
+                  <Rate n={rates.bytesPerSecond[p]} />
+                </td>
+                <td>
+                  <Sparkline values={series.bytes[p]} tone={p} label={`${p} bytes per second over the last minute`} />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+        {rates.tensorsPerSecond.remote > 0 && <p className="muted small">remote: {formatCountRate(rates.tensorsPerSecond.remote)}</p>}
+      </Panel>
+
+      <Panel title="Configuration" id="cfg">
+        <dl className="kv kv-wide">
+          <div>
+            <dt>File</dt>
+            <dd>
+              <code>{data.config.file ?? 'none (in memory only)'}</code> {data.config.drifted ? <Badge tone="warn">changed on disk</Badge> : <Badge tone="ok">in sync</Badge>}
+            </dd>
+          </div>
+          <div>
+            <dt>Revision</dt>
+            <dd className="num">{data.config.revision}</dd>
+          </div>
+        </dl>
+      </Panel>
+    </>
+  );
+}

@@ -1,0 +1,343 @@
+// Workers: every configured worker with its health, token match and effective transport
+// (value and the layer that decided it); add and remove (each a reviewed apply of its own,
+// workers.add / workers.remove with the revision it was based on), and the per-worker
+// editor whose changes go into the draft, with "inherit" (no override: router, env or
+// default decides) as a first-class choice for both knobs.
+import { useId, useMemo, useState } from 'react';
+import { RUNTIMES, WORKER_TYPES, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerView } from '../../../core/admin/contract.ts';
+import { Badge, Empty, ErrorNote, Panel, ScreenHeader, type Tone } from '../components/ui.tsx';
+import { addWorker, patchWorker, removeWorker } from '../lib/draft.ts';
+import { formatBytes, formatPercent } from '../lib/format.ts';
+import { LAYER_LABEL } from '../lib/vocab.ts';
+import { client } from '../stores/client.ts';
+import { useConfig, type Resolution } from '../stores/config.ts';
+import { routeHref, useUi } from '../stores/ui.ts';
+import { isEmbedded, useWorkers } from '../stores/workers.ts';
+import { ModeChoice, ThresholdChoice } from './Router.tsx';
+
+export const HEALTH_TONE: Record<WorkerView['health'], Tone> = { healthy: 'ok', unhealthy: 'bad', discovering: 'info', draining: 'warn' };
+export const TOKEN_WORDS: Record<WorkerView['tokenMatch'], { tone: Tone; word: string }> = {
+  equal: { tone: 'ok', word: 'same /dev/shm' },
+  different_shm: { tone: 'bad', word: 'other /dev/shm' },
+  different_host: { tone: 'warn', word: 'other host' },
+  missing: { tone: 'warn', word: 'no token' },
+  router_has_none: { tone: 'bad', word: 'router has none' },
+};
+
+function Layer({ source }: { source: string }) {
+  return <span className={`layer layer-${source}`}>{LAYER_LABEL[source] ?? source}</span>;
+}
+
+function resolutionFor(url: string, resolved: Resolution[], view: WorkerView | undefined) {
+  return resolved.find((r) => r.url === url) ?? (view ? { url, resolution: view.resolution, decision: view.decision } : undefined);
+}
+
+function reviewRemove(w: WorkerView) {
+  const view = useConfig.getState().view!;
+  const expectedRevision = view.revision;
+  useUi.getState().requestReview({
+    title: `Remove worker ${w.url}`,
+    intro: `New requests stop going to it at once; its ${w.inFlight} in-flight request(s) finish first. Based on revision ${expectedRevision}.`,
+    proposed: removeWorker(view.config, w.url),
+    confirmLabel: 'Remove worker',
+    run: () => client().call('workers.remove', { url: w.url, expectedRevision }),
+    undo: { toRevision: expectedRevision, config: view.config },
+  });
+}
+
+export function WorkersScreen() {
+  const workers = useWorkers((s) => s.workers);
+  const loaded = useWorkers((s) => s.loaded);
+  const error = useWorkers((s) => s.error);
+  const draft = useConfig((s) => s.draft);
+  const resolved = useConfig((s) => s.resolved);
+  const view = useConfig((s) => s.view);
+  const [editing, setEditing] = useState<string | null>(null);
+  const [adding, setAdding] = useState(false);
+  const draftOnly = (draft?.workers ?? []).filter((d) => !workers.some((w) => w.url === d.url));
+
+  return (
+    <>
+      <ScreenHeader
+        title="Workers"
+        lead="Each worker's effective mode and threshold, and the layer that decided them. Edit a worker to give it its own override, or leave it on inherit."
+        actions={
+          <button type="button" className="btn btn-primary" onClick={() => setAdding(true)}>
+            Add worker…
+          </button>
+        }
+      />
+      {error && <ErrorNote>{error}</ErrorNote>}
+      {adding && view && <AddWorker config={view.config} revision={view.revision} existing={workers} onClose={() => setAdding(false)} />}
+      <Panel id="workers-table">
+        {loaded && workers.length === 0 && draftOnly.length === 0 ? (
+          <Empty title="No workers">Add a worker (grpc://host:port or unix:///path) to send requests to it.</Empty>
+        ) : (
+          <div className="table-scroll" tabIndex={0} role="region" aria-label="Workers (scrollable)">
+            <table className="table workers" data-testid="workers-table">
+              <thead>
+                <tr>
+                  <th scope="col">Worker</th>
+                  <th scope="col">Runtime · role</th>
+                  <th scope="col">Health</th>
+                  <th scope="col">Token</th>
+                  <th scope="col">Mode</th>
+                  <th scope="col" className="r">Threshold</th>
+                  <th scope="col">Next request</th>
+                  <th scope="col" className="r">In flight · share</th>
+                  <th scope="col"><span className="sr-only">Actions</span></th>
+                </tr>
+              </thead>
+              <tbody>
+                {workers.map((w) => {
+                  const r = resolutionFor(w.url, draft ? resolved : [], w)!;
+                  const mode = r.resolution.multimodal_tensor_transport;
+                  const thr = r.resolution.multimodal_shm_min_bytes;
+                  const removedInDraft = draft && !draft.workers.some((d) => d.url === w.url);
+                  return (
+                    <tr key={w.url} className={editing === w.url ? 'selected' : undefined}>
+                      <td>
+                        <div className="mono">{w.url}</div>
+                        <div className="muted small origin-cell" title={w.origin ?? undefined}>
+                          {isEmbedded(w) ? 'embedded reference worker' : (w.origin ?? '').replace(/^.*\//, '')}
+                        </div>
+                        <div className="row-links small">
+                          <a href={routeHref('precedence', { worker: w.url })} aria-label={`Precedence of ${w.url}`}>ladder</a>
+                          <a href={routeHref('doctor', { worker: w.url })} aria-label={`Doctor for ${w.url}`}>doctor</a>
+                          {removedInDraft && <Badge tone="warn">removed in draft</Badge>}
+                        </div>
+                      </td>
+                      <td>
+                        <div>{w.runtime ?? <span className="muted">{w.spec.runtime}</span>}</div>
+                        <div className="muted small">{w.spec.worker_type}</div>
+                      </td>
+                      <td>
+                        <Badge tone={HEALTH_TONE[w.health]} title={w.lastError ?? undefined}>{w.health}</Badge>
+                      </td>
+                      <td>
+                        <Badge tone={TOKEN_WORDS[w.tokenMatch].tone} title={w.token ?? 'no token advertised'}>{TOKEN_WORDS[w.tokenMatch].word}</Badge>
+                      </td>
+                      <td>
+                        <div className="mono" data-testid="effective-mode">{mode.value}</div>
+                        <Layer source={mode.source} />
+                      </td>
+                      <td className="r">
+                        <div className="num">{formatBytes(thr.value)}</div>
+                        <Layer source={thr.source} />
+                      </td>
+                      <td>{r.decision.shmEnabled ? <Badge tone="ok">SHM ≥ threshold</Badge> : <Badge tone="neutral">inline</Badge>}<div className="muted small">{r.decision.reason}</div></td>
+                      <td className="r num">
+                        <div>{w.inFlight}</div>
+                        <div className="muted small">{formatPercent(w.trafficShare)} of 60 s</div>
+                      </td>
+                      <td className="actions">
+                        <div className="action-grid">
+                        <button type="button" className="btn btn-small" aria-expanded={editing === w.url} onClick={() => setEditing(editing === w.url ? null : w.url)} aria-label={`Edit ${w.url}`}>
+                          Edit
+                        </button>
+                        <button type="button" className="btn btn-small btn-danger" onClick={() => reviewRemove(w)} aria-label={`Remove ${w.url}`}>
+                          Remove
+                        </button>
+                        </div>
+                      </td>
+                    </tr>
+                  );
+                })}
+                {draftOnly.map((d) => (
+                  <tr key={d.url}>
+                    <td className="mono">{d.url}</td>
+                    <td colSpan={7}>
+                      <Badge tone="info">in draft, not applied</Badge>
+                    </td>
+                    <td className="actions">
+                      <button type="button" className="btn btn-small" onClick={() => setEditing(d.url)}>Edit</button>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </Panel>
+      {editing && <WorkerEditor url={editing} onClose={() => setEditing(null)} />}
+    </>
+  );
+}
+
+function AddWorker({ config, revision, existing, onClose }: { config: RouterConfig; revision: number; existing: WorkerView[]; onClose: () => void }) {
+  const id = useId();
+  const [url, setUrl] = useState('grpc://127.0.0.1:');
+  const [runtime, setRuntime] = useState<(typeof RUNTIMES)[number]>('unspecified');
+  const [type, setType] = useState<(typeof WORKER_TYPES)[number]>('regular');
+  const [priority, setPriority] = useState('50');
+  const urlCheck = WorkerUrlSchema.safeParse(url.trim());
+  const dup = config.workers.some((w) => w.url === url.trim() && !existing.find((e) => e.url === w.url && isEmbedded(e)));
+  const spec = WorkerSpecSchema.safeParse({ url: url.trim(), runtime, worker_type: type, priority: Number(priority) });
+  const problem = !urlCheck.success ? urlCheck.error.issues[0]?.message : dup ? `${url.trim()} is already configured; edit it instead` : !spec.success ? spec.error.issues[0]?.message : null;
+  const embedded = new Set(existing.filter(isEmbedded).map((w) => w.url));
+
+  const review = () => {
+    if (!spec.success) return;
+    const worker: WorkerSpec = spec.data;
+    useUi.getState().requestReview({
+      title: `Add worker ${worker.url}`,
+      intro: `The router discovers it (HealthCheck) before sending it anything.${embedded.size ? ' The embedded reference worker stands in only while no worker is configured, so it is removed.' : ''} Based on revision ${revision}.`,
+      proposed: addWorker(config, worker, { replaceUrls: embedded }),
+      confirmLabel: 'Add worker',
+      run: () => client().call('workers.add', { worker, expectedRevision: revision }),
+      onApplied: () => onClose(),
+      undo: { toRevision: revision, config },
+    });
+  };
+
+  return (
+    <Panel title="Add a worker" id="add-worker" actions={<button type="button" className="btn btn-small btn-ghost" onClick={onClose}>Cancel</button>}>
+      <form
+        className="form-grid"
+        onSubmit={(e) => {
+          e.preventDefault();
+          if (!problem) review();
+        }}
+      >
+        <div className="field span-2">
+          <label htmlFor={`${id}-url`}>URL</label>
+          <input id={`${id}-url`} className={`input mono ${problem && url.length > 10 ? 'invalid' : ''}`} value={url} onChange={(e) => setUrl(e.target.value)} aria-describedby={`${id}-url-hint`} autoFocus />
+          <div id={`${id}-url-hint`} className={problem && url.length > 10 ? 'field-error' : 'field-hint'}>
+            {problem && url.length > 10 ? problem : 'grpc://host:port or unix:///path/to/socket'}
+          </div>
+        </div>
+        <div className="field">
+          <label htmlFor={`${id}-rt`}>Runtime</label>
+          <select id={`${id}-rt`} className="select" value={runtime} onChange={(e) => setRuntime(e.target.value as typeof runtime)}>
+            {RUNTIMES.map((r) => <option key={r} value={r}>{r === 'unspecified' ? 'detect (unspecified)' : r}</option>)}
+          </select>
+        </div>
+        <div className="field">
+          <label htmlFor={`${id}-type`}>Role</label>
+          <select id={`${id}-type`} className="select" value={type} onChange={(e) => setType(e.target.value as typeof type)}>
+            {WORKER_TYPES.map((r) => <option key={r} value={r}>{r}</option>)}
+          </select>
+        </div>
+        <div className="field">
+          <label htmlFor={`${id}-prio`}>Priority</label>
+          <input id={`${id}-prio`} className="input num" type="number" min={0} max={100} value={priority} onChange={(e) => setPriority(e.target.value)} />
+        </div>
+        <div className="field form-submit">
+          <button type="submit" className="btn btn-primary" disabled={!!problem}>
+            Review and add…
+          </button>
+        </div>
+      </form>
+      <p className="muted small">Transport overrides start on inherit; set them afterwards with Edit.</p>
+    </Panel>
+  );
+}
+
+function parseLabels(text: string): { ok: true; labels: Record<string, string> } | { ok: false; message: string } {
+  const labels: Record<string, string> = {};
+  const lines = text.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!.trim();
+    if (!line) continue;
+    const eq = line.indexOf('=');
+    if (eq <= 0) return { ok: false, message: `line ${i + 1}: expected name=value, got '${line}'` };
+    labels[line.slice(0, eq).trim()] = line.slice(eq + 1).trim();
+  }
+  return { ok: true, labels };
+}
+
+export function WorkerEditor({ url, onClose }: { url: string; onClose: () => void }) {
+  const id = useId();
+  const view = useConfig((s) => s.view);
+  const draft = useConfig((s) => s.draft);
+  const resolved = useConfig((s) => s.resolved);
+  const edit = useConfig((s) => s.edit);
+  const worker = useWorkers((s) => s.workers.find((w) => w.url === url));
+  const cfg = draft ?? view?.config;
+  const spec = cfg?.workers.find((w) => w.url === url);
+  const labelText = useMemo(() => Object.entries(spec?.labels ?? {}).map(([k, v]) => `${k}=${v}`).join('\n'), [spec?.labels]);
+  const [labelsDraft, setLabelsDraft] = useState<string | null>(null);
+  const [labelError, setLabelError] = useState<string | null>(null);
+  if (!view || !spec) return <Panel title={`Edit ${url}`}><p className="muted">This worker is not in the configuration (removed in the draft?).</p></Panel>;
+  const r = resolutionFor(url, resolved, worker);
+  const rm = r?.resolution.multimodal_tensor_transport;
+  const rt = r?.resolution.multimodal_shm_min_bytes;
+  const router = (k: 'multimodal_tensor_transport' | 'multimodal_shm_min_bytes') => rm && rt ? (k === 'multimodal_tensor_transport' ? rm : rt).layers.find((l) => l.state === 'won' && l.layer !== 'worker') ?? (k === 'multimodal_tensor_transport' ? rm : rt).layers.filter((l) => l.layer !== 'worker' && l.value !== null)[0] : undefined;
+  const inhMode = router('multimodal_tensor_transport');
+  const inhThr = router('multimodal_shm_min_bytes');
+
+  return (
+    <Panel
+      title={<>Edit worker <code>{url}</code></>}
+      id="worker-editor"
+      actions={
+        <>
+          <a className="btn btn-small" href={routeHref('precedence', { worker: url })}>Show ladder</a>
+          <button type="button" className="btn btn-small btn-ghost" onClick={onClose}>Close</button>
+        </>
+      }
+    >
+      <p className="muted">
+        Changes go into the draft and show in the ladder at once; nothing reaches the router before Review &amp; apply.
+        {rm && rt && (
+          <>
+            {' '}With the {draft ? 'draft' : 'applied config'}: mode <strong className="mono">{rm.value}</strong> from <Layer source={rm.source} />, threshold <strong className="num">{formatBytes(rt.value)}</strong> from <Layer source={rt.source} />.
+          </>
+        )}
+      </p>
+      <div className="grid grid-2">
+        <ModeChoice
+          name={`mode-${url}`}
+          legend="Transport mode override"
+          value={spec.multimodal_tensor_transport}
+          inherit={inhMode ? `no override: ${String(inhMode.value ?? inhMode.raw)} from ${LAYER_LABEL[inhMode.layer]}` : 'no override: the router, env or default decides'}
+          onChange={(m) => edit((d) => patchWorker(d, url, { multimodal_tensor_transport: m }))}
+        />
+        <ThresholdChoice
+          label="SHM threshold override"
+          value={spec.multimodal_shm_min_bytes}
+          inherit={inhThr ? `no override: ${formatBytes(Number(inhThr.value ?? inhThr.raw))} from ${LAYER_LABEL[inhThr.layer]}` : 'no override'}
+          onChange={(n) => edit((d) => patchWorker(d, url, { multimodal_shm_min_bytes: n }))}
+        />
+      </div>
+      <div className="form-grid">
+        <div className="field">
+          <label htmlFor={`${id}-rt`}>Runtime</label>
+          <select id={`${id}-rt`} className="select" value={spec.runtime} onChange={(e) => edit((d) => patchWorker(d, url, { runtime: e.target.value }))}>
+            {RUNTIMES.map((x) => <option key={x} value={x}>{x}</option>)}
+          </select>
+        </div>
+        <div className="field">
+          <label htmlFor={`${id}-type`}>Role</label>
+          <select id={`${id}-type`} className="select" value={spec.worker_type} onChange={(e) => edit((d) => patchWorker(d, url, { worker_type: e.target.value }))}>
+            {WORKER_TYPES.map((x) => <option key={x} value={x}>{x}</option>)}
+          </select>
+        </div>
+        <div className="field">
+          <label htmlFor={`${id}-prio`}>Priority (0–100)</label>
+          <input id={`${id}-prio`} className="input num" type="number" min={0} max={100} defaultValue={spec.priority} key={spec.priority} onChange={(e) => { const n = Number(e.target.value); if (Number.isInteger(n) && n >= 0 && n <= 100) edit((d) => patchWorker(d, url, { priority: n })); }} />
+        </div>
+        <div className="field span-2">
+          <label htmlFor={`${id}-labels`}>Labels (one name=value per line)</label>
+          <textarea
+            id={`${id}-labels`}
+            className={`input mono ${labelError ? 'invalid' : ''}`}
+            rows={3}
+            value={labelsDraft ?? labelText}
+            aria-describedby={`${id}-labels-hint`}
+            onChange={(e) => {
+              setLabelsDraft(e.target.value);
+              const p = parseLabels(e.target.value);
+              if (!p.ok) return setLabelError(p.message);
+              setLabelError(null);
+              edit((d) => patchWorker(d, url, { labels: p.labels }));
+            }}
+          />
+          <div id={`${id}-labels-hint`} className={labelError ? 'field-error' : 'field-hint'}>
+            {labelError ?? 'shm_namespace_id set here overrides what the worker advertises.'}
+          </div>
+        </div>
+      </div>
+    </Panel>
+  );
+}

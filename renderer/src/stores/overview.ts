@@ -1,0 +1,26 @@
+// The Overview's data (the overview command), refreshed every few seconds while a screen
+// that shows it is open and whenever a revision lands.
+import { create } from 'zustand';
+import type { Overview } from '../../../core/admin/contract.ts';
+import { client, describeError } from './client.ts';
+
+interface OverviewState {
+  data: Overview | null;
+  error: string | null;
+  loadedAt: number | null;
+  load(): Promise<void>;
+}
+
+export const useOverview = create<OverviewState>((set) => ({
+  data: null,
+  error: null,
+  loadedAt: null,
+  async load() {
+    try {
+      const data = await client().call('overview', {});
+      set({ data, error: null, loadedAt: Date.now() });
+    } catch (err) {
+      set({ error: describeError(err) });
+    }
+  },
+}));

@@ -1,0 +1,33 @@
+// The workers as the router sees them (workers.list): spec, health, token match, the full
+// resolution with provenance and the decision for the next request.
+import { create } from 'zustand';
+import type { WorkerView } from '../../../core/admin/contract.ts';
+import { client, describeError } from './client.ts';
+
+interface WorkersState {
+  workers: WorkerView[];
+  revision: number | null;
+  loaded: boolean;
+  error: string | null;
+  load(): Promise<void>;
+}
+
+export const useWorkers = create<WorkersState>((set) => ({
+  workers: [],
+  revision: null,
+  loaded: false,
+  error: null,
+  async load() {
+    try {
+      const r = await client().call('workers.list', {});
+      set({ workers: r.workers, revision: r.revision, loaded: true, error: null });
+    } catch (err) {
+      set({ error: describeError(err), loaded: true });
+    }
+  },
+}));
+
+/** Whether a worker entry is the router's embedded reference worker (it stands in while none is configured). */
+export function isEmbedded(w: Pick<WorkerView, 'origin'>): boolean {
+  return w.origin === 'embedded default';
+}
