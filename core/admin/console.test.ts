@@ -45,7 +45,27 @@ describe('the console backend', () => {
       [1, 'start'],
     ]);
     expect(history.entries[0]!.diff).toEqual([]); // nothing changed while it was down
+    expect(history.entries[1]!.config?.multimodal_tensor_transport).toBe('shm'); // a rollback can be previewed
+    expect(history.entries[2]!.config).toBeDefined();
+    expect(history.entries[2]!.config!.multimodal_tensor_transport).toBeUndefined(); // not set: the environment or the default decides
     await second.close();
+  });
+
+  it('with no worker configured, the embedded worker is marked and an exported YAML imports with no change', async () => {
+    const file = path.join(dir, 'embedded.yaml');
+    const c = await startConsole({ flags: { config: file, port: '0' }, env, processEnv: {}, log: () => {} });
+    try {
+      const workers = await c.backend.invoke('workers.list', {}, { client: 'http' });
+      expect(workers.workers).toHaveLength(1);
+      expect(workers.workers[0]!.embedded).toBe(true);
+      const exported = await c.backend.invoke('config.exportYaml', {}, { client: 'http' });
+      expect(exported.yaml).not.toContain('workers:\n  -'); // the embedded worker is never written out
+      const imported = await c.backend.invoke('config.importYaml', { text: exported.yaml }, { client: 'http' });
+      expect(imported.ok).toBe(true);
+      expect(imported.diff).toEqual([]);
+    } finally {
+      await c.close();
+    }
   });
 
   it('a slow traffic subscriber gets bounded batches and the count of what it missed', async () => {

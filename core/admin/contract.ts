@@ -97,6 +97,8 @@ export const HistoryEntrySchema = z.object({
   diff: z.array(DiffEntrySchema),
   /** This revision can be rolled back to (its configuration is kept). */
   restorable: z.boolean(),
+  /** The whole configuration of this revision, when restorable (to preview a rollback). */
+  config: RouterConfigSchema.optional(),
 });
 
 const DecisionSchema = z.object({
@@ -116,6 +118,8 @@ export const WorkerViewSchema = z.object({
   spec: WorkerSpecSchema,
   /** Where the entry came from ("router.yaml:5:5", "embedded default", "console (HTTP)"). */
   origin: z.string().nullable(),
+  /** The router's embedded reference worker (stands in while no worker is configured; never written to the file). */
+  embedded: z.boolean(),
   runtime: z.enum(WIRE_RUNTIMES).nullable(),
   health: z.enum(WORKER_HEALTH),
   lastError: z.string().nullable(),

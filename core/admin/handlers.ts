@@ -4,7 +4,7 @@
 // config errors the backend translates) for what the operator must fix.
 import { ConfigError } from '../config/errors.ts';
 import { RouterConfigSchema, WorkerSpecSchema, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
-import { carryOrigins, RESTART_ONLY_KEYS, type ConfigSnapshot } from '../config/store.ts';
+import { carryOrigins, EMBEDDED_DEFAULT_ORIGIN, RESTART_ONLY_KEYS, type ConfigSnapshot } from '../config/store.ts';
 import { checkRouterConfig } from '../config/validate.ts';
 import { exportConfigYaml, parseConfigYaml } from '../config/yaml.ts';
 import { runChatInMemory } from '../router/pipeline.ts';
@@ -103,6 +103,7 @@ export function createHandlers(state: ConsoleState): Handlers {
       url: spec.url,
       spec,
       origin,
+      embedded: origin === EMBEDDED_DEFAULT_ORIGIN,
       runtime: w.runtime ?? null,
       health: workerHealth(w),
       lastError: w.lastError ?? null,
@@ -140,7 +141,7 @@ export function createHandlers(state: ConsoleState): Handlers {
     const drift = await state.file.drift();
     if (!drift.drifted) return { path: state.file.path, drifted: false, driftDiff: [], driftIssues: [] };
     try {
-      return { path: state.file.path, drifted: true, driftDiff: diffConfigs(s.config, state.file.parse(drift.text).config), driftIssues: [] };
+      return { path: state.file.path, drifted: true, driftDiff: diffConfigs(s.config, fileAsRunning(s, state.file.parse(drift.text).config)), driftIssues: [] };
     } catch (err) {
       if (err instanceof ConfigError) return { path: state.file.path, drifted: true, driftDiff: [], driftIssues: err.issues };
       throw err;
@@ -148,6 +149,30 @@ export function createHandlers(state: ConsoleState): Handlers {
   };
 
   const withWorkers = (snapshot: ConfigSnapshot, workers: WorkerSpec[]): RouterConfig => ({ ...snapshot.config, workers });
+
+  /**
+   * A YAML text as the running router takes it: with no worker in it, the embedded
+   * reference worker stays (it is never written out, so an exported file has none).
+   */
+  const withEmbedded = (s: ConfigSnapshot, fromYaml: RouterConfig): RouterConfig =>
+    fromYaml.workers.length === 0 ? { ...fromYaml, workers: s.config.workers.filter((w) => state.embeddedUrls().has(w.url)) } : fromYaml;
+  /**
+   * The configuration file as the running router would take it on a reload: as at start,
+   * the settings given by flags keep their values (flags override the file for the whole
+   * run). A YAML the operator imports is taken as written instead.
+   */
+  const fileAsRunning = (s: ConfigSnapshot, fromFile: RouterConfig): RouterConfig => {
+    const next: Record<string, unknown> = { ...withEmbedded(s, fromFile) };
+    for (const [key, origin] of Object.entries(s.origins)) {
+      if (origin.startsWith('--') && !key.includes('[') && key !== 'workers') next[key] = (s.config as Record<string, unknown>)[key];
+    }
+    return next as RouterConfig;
+  };
+  const yamlDraft = (s: ConfigSnapshot, draft: Draft): Draft => {
+    if (!('yaml' in draft)) return draft;
+    const r = readDraft(draft);
+    return r.ok ? { draft: withEmbedded(s, r.config) as unknown as Record<string, unknown> } : draft;
+  };
 
   const handlers = {
     async overview() {
@@ -238,13 +263,13 @@ export function createHandlers(state: ConsoleState): Handlers {
 
     async 'config.diff'(input: Draft) {
       const s = store.current();
-      return { revision: s.revision, diff: diffConfigs(s.config, draftConfig(input)) };
+      return { revision: s.revision, diff: diffConfigs(s.config, draftConfig(yamlDraft(s, input))) };
     },
 
     async 'config.resolve'(input: Draft) {
-      const r = readDraft(input);
-      if (!r.ok) return { ok: false, issues: r.issues, workers: [] };
       const s = store.current();
+      const r = readDraft(yamlDraft(s, input));
+      if (!r.ok) return { ok: false, issues: r.issues, workers: [] };
       const workers = r.config.workers.map((spec) => {
         const w = ctx.registry.get(spec.url);
         const { decision, resolved } = transportForWorker({ spec, config: r.config, env: s.env, origins: draftOrigins(s, r.config), labels: w?.labels ?? spec.labels, reachable: w?.healthy ?? false, host: ctx.host });
@@ -254,7 +279,8 @@ export function createHandlers(state: ConsoleState): Handlers {
     },
 
     async 'config.apply'(input: Draft & { expectedRevision: number }, meta: CallMeta) {
-      return state.apply(draftConfig(input), input.expectedRevision, meta.client).catch((err: unknown) => {
+      const draft = 'yaml' in input ? { yaml: input.yaml } : { draft: input.draft };
+      return state.apply(draftConfig(yamlDraft(store.current(), draft)), input.expectedRevision, meta.client).catch((err: unknown) => {
         throw conflictWithDiff(err);
       });
     },
@@ -262,7 +288,9 @@ export function createHandlers(state: ConsoleState): Handlers {
     async 'config.importYaml'(input: { text: string }) {
       const r = readDraft({ yaml: input.text });
       if (!r.ok) return { ok: false, issues: r.issues, diff: [] };
-      return { ok: true, issues: [], draft: r.config, diff: diffConfigs(store.current().config, r.config) };
+      const s = store.current();
+      const draft = withEmbedded(s, r.config);
+      return { ok: true, issues: [], draft, diff: diffConfigs(s.config, draft) };
     },
 
     async 'config.exportYaml'() {
@@ -276,7 +304,11 @@ export function createHandlers(state: ConsoleState): Handlers {
     },
 
     async 'config.history'() {
-      return { entries: history.entries().map((r) => ({ revision: r.revision, appliedAt: r.appliedAt, client: r.client, diff: r.diff, restorable: RouterConfigSchema.safeParse(r.config).success })).reverse() };
+      const entries = history.entries().map((r) => {
+        const kept = RouterConfigSchema.safeParse(r.config);
+        return { revision: r.revision, appliedAt: r.appliedAt, client: r.client, diff: r.diff, restorable: kept.success, ...(kept.success ? { config: kept.data } : {}) };
+      });
+      return { entries: entries.reverse() };
     },
 
     async 'config.rollback'(input: { revision: number; expectedRevision: number }, meta: CallMeta) {
@@ -293,12 +325,7 @@ export function createHandlers(state: ConsoleState): Handlers {
       const file = state.file;
       if (!file) throw new ContractError('not_found', 'the console has no configuration file');
       const drift = await file.drift();
-      const config = file.parse(drift.text).config as Record<string, unknown> & RouterConfig;
-      const current = store.current();
-      // Flags given at start still override the file, as they did when it was first loaded.
-      const flagged = Object.entries(current.origins).filter(([key, origin]) => origin.startsWith('--') && !key.includes('[') && key !== 'workers').map(([key]) => key);
-      const next: Record<string, unknown> = { ...config, workers: config.workers.length === 0 ? current.config.workers.filter((w) => state.embeddedUrls().has(w.url)) : config.workers };
-      for (const key of flagged) next[key] = (current.config as Record<string, unknown>)[key];
+      const next = fileAsRunning(store.current(), file.parse(drift.text).config);
       store.check(next, input.expectedRevision);
       file.adopt(drift.text);
       return state.apply(next, input.expectedRevision, meta.client);
