@@ -1,6 +1,6 @@
 #!/usr/bin/env node
-// The one test command (`npm test`): type-check, vitest, and (when present) Playwright,
-// then a single closing line "N passed, N failed, N skipped" summed over every runner.
+// The one test command (`npm test`): type-check, vitest, Playwright, the reliability
+// suite's short mode and the benchmark smoke (each when present), then a single closing line "N passed, N failed, N skipped" summed over every runner.
 // Exits non-zero when anything failed or a runner could not report.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -34,6 +34,8 @@ function ensureDebianPackages(check, packages) {
   return run('apt-get install', 'apt-get', ['install', '-y', '-qq', ...packages], { DEBIAN_FRONTEND: 'noninteractive' }) === 0;
 }
 if (!ensureDebianPackages("/usr/bin/python3 -c 'import PIL, numpy'", ['python3-pil', 'python3-numpy'])) totals.failed += 1;
+// Debian's Chromium drives the end-to-end specs and bench:ui (Playwright never downloads one).
+if (!ensureDebianPackages('test -x /usr/bin/chromium', ['chromium'])) totals.failed += 1;
 
 // 0. Generated protobuf code must exist before anything compiles.
 if (run('proto generation', process.execPath, [path.join(root, 'scripts', 'generate.mjs')]) !== 0) totals.failed += 1;
@@ -81,6 +83,33 @@ if (existsSync(playwrightConfig)) {
       totals.failed += 1;
     }
   }
+}
+
+// 4 and 5. The reliability suite in its short mode and every benchmark in its quick mode
+// (started and finished, nothing left behind; ratios are reported, not gated). Each writes
+// a JSON report {passed, failed, skipped}; `--no-slow` leaves both out for a quick local run.
+function countReport(label, file, status) {
+  if (!existsSync(file)) {
+    process.stdout.write(`${label} wrote no report\n`);
+    totals.failed += 1;
+    return;
+  }
+  const report = JSON.parse(readFileSync(file, 'utf8'));
+  totals.passed += report.passed;
+  totals.failed += report.failed;
+  totals.skipped += report.skipped ?? 0;
+  if (status !== 0 && report.failed === 0) totals.failed += 1;
+}
+const slow = !process.argv.includes('--no-slow');
+const scripts = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).scripts ?? {};
+if (slow && scripts['test:reliability']) {
+  const json = path.join(results, 'reliability.json');
+  countReport('the reliability suite', json, run('reliability (short)', 'npm', ['run', '--silent', 'test:reliability', '--', '--short', '--json', json]));
+}
+const benchSmoke = path.join(root, 'scripts', 'bench-smoke.mjs');
+if (slow && existsSync(benchSmoke)) {
+  const json = path.join(results, 'bench-smoke.json');
+  countReport('the benchmark smoke', json, run('benchmarks (quick)', process.execPath, [benchSmoke, '--json', json]));
 }
 
 const summary = `${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`;
