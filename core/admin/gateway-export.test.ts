@@ -32,7 +32,7 @@ describe('exportForGateway', () => {
   it('writes a typical config as one smg launch line with SMG spellings', () => {
     const out = exported(typical);
     expect(out.command).toBe(
-      'smg launch --host 127.0.0.1 --port 30000 --model-path /models/Qwen2.5-VL-3B --policy least_load --request-timeout-secs 600 --health-check-interval-secs 10 --multimodal-tensor-transport auto --multimodal-shm-min-bytes 1048576 --worker-urls grpc://10.0.0.5:50051 grpc://10.0.0.6:50052',
+      'smg launch --host 127.0.0.1 --port 30000 --model-path /models/Qwen2.5-VL-3B --policy least_load --request-timeout-secs 600 --health-check-interval-secs 10 --max-payload-size 67108864 --multimodal-tensor-transport auto --multimodal-shm-min-bytes 1048576 --worker-urls grpc://10.0.0.5:50051 grpc://10.0.0.6:50052',
     );
     expect(out.argv.slice(0, 2)).toEqual(['smg', 'launch']);
     expect(out.argv.join(' ')).toBe(out.command); // nothing here needs quoting
@@ -61,22 +61,24 @@ describe('exportForGateway', () => {
 
   it('notes what the gateway does differently in the typical config', () => {
     const { notes } = exported(typical);
-    expect(notes).toHaveLength(3);
+    expect(notes).toHaveLength(4);
     expect(notes[0]).toMatch(/^policy = 'least_load' is written --policy least_load, but SMG's least_load/);
-    expect(notes[2]).toMatch(/^workers\[1\] \(grpc:\/\/10\.0\.0\.6:50052\) labels = \{"zone":"b"\}, priority = 70, runtime = 'vllm' exist only in its POST \/workers body/);
-    expect(notes[1]).toMatch(/^workers\[1\] \(grpc:\/\/10\.0\.0\.6:50052\) multimodal_tensor_transport = 'shm' and multimodal_shm_min_bytes = 0 are in its POST \/workers body, which SMG accepts, but SMG \(v1\.11\.0\) does not copy/);
+    expect(notes[1]).toMatch(/^the request limits \(limit_mm_per_prompt, max_request_image_pixels, max_image_bytes, …\) have no smg launch flag/);
+    expect(notes[3]).toMatch(/^workers\[1\] \(grpc:\/\/10\.0\.0\.6:50052\) labels = \{"zone":"b"\}, priority = 70, runtime = 'vllm' exist only in its POST \/workers body/);
+    expect(notes[2]).toMatch(/^workers\[1\] \(grpc:\/\/10\.0\.0\.6:50052\) multimodal_tensor_transport = 'shm' and multimodal_shm_min_bytes = 0 are in its POST \/workers body, which SMG accepts, but SMG \(v1\.11\.0\) does not copy/);
     // set at router level: no env note
     expect(notes.join('\n')).not.toContain('SMG_MM_');
   });
 
   it('leaves a defaults-only config without transport flags and says the env decides', () => {
     const out = exported({ workers: [{ url: 'grpc://127.0.0.1:50051' }] });
-    expect(out.command).toBe('smg launch --host 127.0.0.1 --port 30000 --policy round_robin --request-timeout-secs 600 --health-check-interval-secs 10 --worker-urls grpc://127.0.0.1:50051');
+    expect(out.command).toBe('smg launch --host 127.0.0.1 --port 30000 --policy round_robin --request-timeout-secs 600 --health-check-interval-secs 10 --max-payload-size 67108864 --worker-urls grpc://127.0.0.1:50051');
     expect(out.argv).not.toContain('--multimodal-tensor-transport');
     expect(out.argv).not.toContain('--multimodal-shm-min-bytes');
     expect(out.argv).not.toContain('--model-path');
     expect(out.notes).toEqual([
       expect.stringMatching(/^model_path is unset/),
+      expect.stringMatching(/^the request limits \(/),
       "multimodal_tensor_transport is unset, so the command has no --multimodal-tensor-transport: the gateway then reads SMG_MM_TENSOR_TRANSPORT (or the deprecated SMG_TOKENSPEED_MM_TENSOR_TRANSPORT) from its own environment and otherwise uses inline, as this router does.",
       "multimodal_shm_min_bytes is unset, so the command has no --multimodal-shm-min-bytes: the gateway then reads SMG_MM_SHM_MIN_BYTES (or the deprecated SMG_TOKENSPEED_MM_SHM_MIN_BYTES) from its own environment and otherwise uses 65536, as this router does.",
     ]);
@@ -197,9 +199,16 @@ describe('exportForGateway', () => {
     expect(a.workers[0]!.curl).toContain('"labels":{"a":"2","z":"1"}');
   });
 
+  it('writes the body limit as --max-payload-size and names each other limit that differs from its default', () => {
+    const out = exported({ max_body_bytes: 1048576, limit_mm_per_prompt: { image: 4 }, allow_private_media_hosts: true, workers: [{ url: 'grpc://127.0.0.1:50051' }] });
+    expect(out.argv.slice(out.argv.indexOf('--max-payload-size'), out.argv.indexOf('--max-payload-size') + 2)).toEqual(['--max-payload-size', '1048576']);
+    const note = out.notes.find((n) => n.includes('no smg launch flag'));
+    expect(note).toBe('limit_mm_per_prompt = {"image":4}, allow_private_media_hosts = true have no smg launch flag, nor do this router\'s other request limits: the gateway does not apply them, so a request refused here may be accepted there.');
+  });
+
   it('names a setting in every note', () => {
     const out = exported({ host: '::1', port: 0, request_timeout_secs: 1.5, multimodal_tensor_transport: 'rdma', workers: [{ url: 'unix:///s', worker_type: 'encode', labels: { shm_namespace_id: 'x' }, multimodal_shm_min_bytes: 1 }, { url: 'grpc://r:1' }] }, new Set(['grpc://gone:1']));
-    const settings = /\b(host|port|model_path|policy|request_timeout_secs|health_check_interval_secs|multimodal_tensor_transport|multimodal_shm_min_bytes|workers|worker_type|labels|priority|runtime|url)\b/;
+    const settings = /\b(host|port|model_path|policy|limit_mm_per_prompt|request_timeout_secs|health_check_interval_secs|multimodal_tensor_transport|multimodal_shm_min_bytes|workers|worker_type|labels|priority|runtime|url)\b/;
     for (const note of out.notes) expect(note).toMatch(settings);
   });
 });

@@ -25,7 +25,7 @@
 // - lightseekorg/smg model_gateway/src/core/steps/worker/local/create_worker.rs at 13a74d6
 //   (posted labels are merged over the labels the worker advertises).
 import type { z } from 'zod';
-import { DEFAULT_TRANSPORT_MODE, TRANSPORT_KNOBS, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
+import { DEFAULT_TRANSPORT_MODE, RouterConfigSchema, TRANSPORT_KNOBS, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
 import type { GatewayExportSchema } from './contract.ts';
 
 export type GatewayExport = z.output<typeof GatewayExportSchema>;
@@ -41,6 +41,20 @@ const SMG_DEFAULT_PORT = 30000;
 const SMG_DEFAULT_PRIORITY = 50;
 // Policies `--encode-policy` accepts; anything else leaves encode workers on SMG's default.
 const SMG_ENCODE_POLICIES = new Set(['random', 'round_robin', 'consistent_hashing']);
+
+/** Request limits and policies of this router that `smg launch` cannot express (max_body_bytes is --max-payload-size). */
+const REQUEST_LIMITS_WITHOUT_SMG_FLAG = [
+  'limit_mm_per_prompt',
+  'max_request_image_pixels',
+  'max_image_bytes',
+  'max_request_image_bytes',
+  'body_timeout_secs',
+  'media_fetch_timeout_secs',
+  'allowed_media_domains',
+  'allow_private_media_hosts',
+  'preprocess_memory_bytes',
+  'multimodal_shm_max_outstanding_bytes',
+] as const satisfies ReadonlyArray<keyof RouterConfig>;
 
 /** One shell word: bare when it holds only characters no POSIX shell treats specially, else single-quoted. */
 export function shellQuote(value: string): string {
@@ -131,6 +145,15 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
 
   argv.push('--request-timeout-secs', String(wholeSeconds('request_timeout_secs', config.request_timeout_secs, notes)));
   argv.push('--health-check-interval-secs', String(wholeSeconds('health_check_interval_secs', config.health_check_interval_secs, notes)));
+  // SMG's --max-payload-size bounds the whole request body as max_body_bytes does (its default is 512 MiB).
+  argv.push('--max-payload-size', String(config.max_body_bytes));
+  const defaults = RouterConfigSchema.parse({}) as Record<string, unknown>;
+  const changed = REQUEST_LIMITS_WITHOUT_SMG_FLAG.filter((key) => config[key] !== undefined && JSON.stringify(config[key]) !== JSON.stringify(defaults[key]));
+  notes.push(
+    changed.length > 0
+      ? `${changed.map((key) => `${key} = ${JSON.stringify(config[key])}`).join(', ')} ${changed.length === 1 ? 'has' : 'have'} no smg launch flag, nor do this router's other request limits: the gateway does not apply them, so a request refused here may be accepted there.`
+      : `the request limits (${REQUEST_LIMITS_WITHOUT_SMG_FLAG.slice(0, 3).join(', ')}, …) have no smg launch flag: the gateway does not apply them, so a request refused here (too many images or pixels, a private image URL) may be accepted there.`,
+  );
 
   const mode = TRANSPORT_KNOBS.multimodal_tensor_transport;
   if (config.multimodal_tensor_transport !== undefined) {
