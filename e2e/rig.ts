@@ -3,10 +3,10 @@
 // started the way an operator starts them. Everything is killed after the spec, and the
 // spec checks that the serve process left no tensor file in /dev/shm.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { Page } from '@playwright/test';
+import type { Page, TestInfo } from '@playwright/test';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
 const BIN = path.join(ROOT, 'bin', 'mmtc.js');
@@ -35,8 +35,10 @@ interface Started {
   output: () => string;
 }
 
-function startProcess(args: string[], ready: RegExp, env: Record<string, string>, timeoutMs = 45_000): Promise<Started> {
-  const child = spawn(process.execPath, [BIN, ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+function startProcess(args: string[], ready: RegExp, env: Record<string, string>, timeoutMs = 45_000, prefix: string[] = []): Promise<Started> {
+  // A prefix (setpriv …) execs node in its place, so the child is still the worker itself.
+  const argv = [...prefix, process.execPath, BIN, ...args];
+  const child = spawn(argv[0]!, argv.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
   return new Promise((resolve, reject) => {
@@ -76,9 +78,17 @@ export interface Worker {
   stop(): Promise<void>;
 }
 
-export async function startWorker(runtime: 'tokenspeed' | 'vllm', extra: string[] = []): Promise<Worker> {
-  const s = await startProcess(['worker', '--runtime', runtime, '--port', '0', ...extra], /listening on (grpc:\/\/\S+)/, baseEnv());
+export async function startWorker(runtime: 'tokenspeed' | 'vllm', extra: string[] = [], options: { prefix?: string[]; env?: Record<string, string> } = {}): Promise<Worker> {
+  const s = await startProcess(['worker', '--runtime', runtime, '--port', '0', ...extra], /listening on (grpc:\/\/\S+)/, baseEnv(options.env), 45_000, options.prefix);
   return { url: s.match[1]!, stop: () => stopProcess(s.child) };
+}
+
+/** This process (and so every serve it starts) runs as root: its /dev/shm files (0600) are unreadable to another uid. */
+export const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
+
+/** A reference worker running as nobody (HOME=/tmp): it cannot open a root router's 0600 files in /dev/shm. Root only. */
+export function startWorkerAsNobody(runtime: 'tokenspeed' | 'vllm' = 'tokenspeed'): Promise<Worker> {
+  return startWorker(runtime, [], { prefix: ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups'], env: { HOME: '/tmp' } });
 }
 
 export interface Serve {
@@ -179,4 +189,24 @@ export async function apiChat(serve: Serve, width: number, height: number): Prom
   });
   await res.arrayBuffer();
   return res.status;
+}
+
+/**
+ * The whole screen as it is (the window grown to the content, which scrolls inside <main>),
+ * attached to the test's results; with docs and MMTC_UPDATE_SCREENSHOTS=1 also
+ * docs/screenshots/<name>-<scheme>.png.
+ */
+export async function shot(page: Page, testInfo: TestInfo, name: string, options: { docs?: boolean; scheme?: 'light' | 'dark' } = {}): Promise<void> {
+  const height = await page.evaluate(() => Math.ceil(document.getElementById('main')!.scrollHeight));
+  const before = page.viewportSize() ?? { width: 1440, height: 900 };
+  await page.setViewportSize({ width: before.width, height: Math.min(4000, Math.max(900, height)) });
+  await page.waitForTimeout(300);
+  const file = testInfo.outputPath(`${name}-${options.scheme ?? 'light'}.png`);
+  await page.screenshot({ path: file });
+  await page.setViewportSize(before);
+  await testInfo.attach(`${name}-${options.scheme ?? 'light'}`, { path: file, contentType: 'image/png' });
+  if (options.docs && process.env.MMTC_UPDATE_SCREENSHOTS === '1') {
+    mkdirSync(path.join(ROOT, 'docs', 'screenshots'), { recursive: true });
+    copyFileSync(file, path.join(ROOT, 'docs', 'screenshots', `${name}-${options.scheme ?? 'light'}.png`));
+  }
 }

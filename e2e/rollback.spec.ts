@@ -35,9 +35,13 @@ test('roll back a revision: the next request follows the older settings', async 
   const row = page.getByTestId('history-table').locator(`tr[data-revision="${inlineRevision}"]`);
   await row.getByRole('button', { name: `Roll back to revision ${inlineRevision}` }).click();
   const dialog = page.getByRole('dialog', { name: `Roll back to revision ${inlineRevision}` });
-  // The preview says exactly what the rollback changes.
+  // The preview (config.diff against the revision's kept configuration) says exactly what
+  // the rollback changes: the mode, and nothing else.
+  const history = await serve.call<{ entries: Array<{ revision: number; config?: { multimodal_tensor_transport?: string } }> }>('config.history');
+  expect(history.entries.find((e) => e.revision === inlineRevision)?.config?.multimodal_tensor_transport).toBe('inline');
   await expect(dialog.getByRole('table')).toContainText('multimodal_tensor_transport');
   await expect(dialog.getByRole('table')).toContainText('inline');
+  await expect(dialog.getByRole('table').locator('tbody tr')).toHaveCount(1);
   await dialog.getByRole('button', { name: `Roll back to revision ${inlineRevision}` }).click();
   await expect(page.getByRole('status').filter({ hasText: `Applied revision ${inlineRevision + 2}` })).toBeVisible();
   await expect(page.getByTestId('history-table').locator(`tr[data-revision="${inlineRevision + 2}"]`)).toContainText('browser console');

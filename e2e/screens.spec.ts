@@ -7,7 +7,7 @@ import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import AxeBuilder from '@axe-core/playwright';
 import { expect, test } from '@playwright/test';
-import { apiChat, goTo, openConsole, otherShmToken, ROOT, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
+import { apiChat, goTo, openConsole, otherShmToken, ROOT, shot, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
 
 const SCREENS = ['overview', 'router', 'workers', 'precedence', 'traffic', 'doctor', 'yaml', 'history'] as const;
 const update = process.env.MMTC_UPDATE_SCREENSHOTS === '1';
@@ -104,4 +104,31 @@ test('every screen passes axe in light and dark, with a screenshot of each', asy
   expect(problems).toEqual([]);
   expect(await page.evaluate(() => (window as unknown as { __csp: string[] }).__csp)).toEqual([]);
   expect(pageErrors).toEqual([]);
+});
+
+test('layout at 1440 and 1280 px: nothing clipped on any screen, the Workers actions always in view', async ({ page }, testInfo) => {
+  await openConsole(page, serve);
+  for (const width of [1440, 1280]) {
+    await page.setViewportSize({ width, height: 900 });
+    for (const screen of SCREENS) {
+      await goTo(page, screen);
+      await page.waitForTimeout(300);
+      // The content column never scrolls sideways (wide tables scroll inside their own region).
+      const main = await page.evaluate(() => {
+        const m = document.getElementById('main')!;
+        return { scroll: m.scrollWidth, client: m.clientWidth };
+      });
+      expect(main.scroll, `${screen} at ${width} px scrolls sideways`).toBeLessThanOrEqual(main.client + 1);
+      if (width === 1280) await shot(page, testInfo, `${screen}-1280`);
+    }
+    await goTo(page, 'workers');
+    const region = page.getByRole('region', { name: 'Workers (scrollable)' });
+    const fits = await region.evaluate((el) => el.scrollWidth <= el.clientWidth + 1);
+    expect(fits, `the workers table overflows its card at ${width} px`).toBe(true);
+    const box = (await region.boundingBox())!;
+    for (const button of await page.getByRole('button', { name: /^(Edit|Remove) grpc:/ }).all()) {
+      const b = (await button.boundingBox())!;
+      expect(b.x + b.width, `${await button.getAttribute('aria-label')} is clipped at ${width} px`).toBeLessThanOrEqual(box.x + box.width + 0.5);
+    }
+  }
 });

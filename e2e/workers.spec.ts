@@ -2,7 +2,7 @@
 // undo from the toast (a reviewed rollback), the traffic table's pause/resume catching up
 // from the server, and the keyboard path into the page.
 import { expect, test } from '@playwright/test';
-import { apiChat, goTo, openConsole, startServe, startWorker, type Serve, type Worker } from './rig.ts';
+import { apiChat, goTo, openConsole, shot, startServe, startWorker, type Serve, type Worker } from './rig.ts';
 
 let worker: Worker;
 let serve: Serve;
@@ -20,19 +20,25 @@ test.afterAll(async () => {
   expect(files).toEqual([]);
 });
 
-test('add a worker (reviewed), undo it from the toast, remove it', async ({ page }) => {
+test('add a worker (reviewed), undo it from the toast, remove it', async ({ page }, testInfo) => {
   await openConsole(page, serve, 'workers');
   const table = page.getByTestId('workers-table');
   await expect(table).toContainText('embedded reference worker');
+  const embedded = (await serve.call<{ workers: Array<{ url: string; embedded: boolean }> }>('workers.list')).workers.find((w) => w.embedded)!;
+  await expect(table.locator(`tr[data-worker="${embedded.url}"]`)).toContainText('embedded reference worker');
   await page.getByRole('button', { name: 'Add worker…' }).click();
+  // The add dialog says up front that the new worker replaces the embedded one.
+  await expect(page.getByTestId('replaces-embedded')).toContainText(`replaces the embedded reference worker (${embedded.url})`);
   await page.getByRole('textbox', { name: 'URL' }).fill('grpc://nowhere');
   await expect(page.getByText('expected grpc://host:port or unix:///path/to/socket')).toBeVisible();
   await page.getByRole('textbox', { name: 'URL' }).fill(worker.url);
   await page.getByRole('combobox', { name: 'Runtime' }).selectOption('vllm');
+  await shot(page, testInfo, 'workers-add', { docs: true });
   await page.getByRole('button', { name: 'Review and add…' }).click();
   const dialog = page.getByRole('dialog', { name: `Add worker ${worker.url}` });
   await expect(dialog.getByRole('table')).toContainText('worker added');
-  await expect(dialog.getByRole('table')).toContainText('worker removed'); // the embedded stand-in
+  await expect(dialog).toContainText('It replaces the embedded reference worker');
+  await expect(dialog.getByRole('row').filter({ hasText: embedded.url })).toContainText('worker removed'); // the embedded stand-in
   const start = (await serve.call<{ revision: number }>('config.get')).revision;
   await dialog.getByRole('button', { name: 'Add worker' }).click();
   const toast = page.getByRole('status').filter({ hasText: `Applied revision ${start + 1}` });

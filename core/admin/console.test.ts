@@ -51,6 +51,21 @@ describe('the console backend', () => {
     await second.close();
   });
 
+  it('an imported YAML is taken as written, and a flag it leaves out (--port 0 here) keeps its running value', async () => {
+    const c = await start();
+    try {
+      const mode = await c.backend.invoke('config.importYaml', { text: `multimodal_tensor_transport: auto\nworkers:\n  - url: ${url}\n` }, { client: 'http' });
+      expect(mode.diff.map((d) => d.path)).toEqual(['multimodal_tensor_transport']);
+      expect(mode.draft?.port).toBe(0);
+      const port = await c.backend.invoke('config.importYaml', { text: `port: 31000\nworkers:\n  - url: ${url}\n` }, { client: 'http' });
+      expect(port.diff).toContainEqual({ path: 'port', kind: 'changed', before: 0, after: 31000 });
+      const { revision } = await c.backend.invoke('config.get', {}, { client: 'http' });
+      await expect(c.backend.invoke('config.apply', { yaml: `port: 31000\nworkers:\n  - url: ${url}\n`, expectedRevision: revision }, { client: 'http' })).rejects.toMatchObject({ code: 'restart_required' });
+    } finally {
+      await c.close();
+    }
+  });
+
   it('with no worker configured, the embedded worker is marked and an exported YAML imports with no change', async () => {
     const file = path.join(dir, 'embedded.yaml');
     const c = await startConsole({ flags: { config: file, port: '0' }, env, processEnv: {}, log: () => {} });

@@ -159,7 +159,7 @@ export function createHandlers(state: ConsoleState): Handlers {
   /**
    * The configuration file as the running router would take it on a reload: as at start,
    * the settings given by flags keep their values (flags override the file for the whole
-   * run). A YAML the operator imports is taken as written instead.
+   * run), whatever the file says.
    */
   const fileAsRunning = (s: ConfigSnapshot, fromFile: RouterConfig): RouterConfig => {
     const next: Record<string, unknown> = { ...withEmbedded(s, fromFile) };
@@ -168,10 +168,29 @@ export function createHandlers(state: ConsoleState): Handlers {
     }
     return next as RouterConfig;
   };
+  /**
+   * A YAML text the operator imports, as the running router takes it: what it writes is taken
+   * as written; a setting given by a flag at start that it leaves out keeps its running value
+   * (an exported file has them all, a hand-written one need not restate `--port`).
+   */
+  const yamlAsDraft = (s: ConfigSnapshot, text: string): RouterConfig | undefined => {
+    let parsed;
+    try {
+      parsed = parseConfigYaml(text, 'draft.yaml');
+    } catch (err) {
+      if (err instanceof ConfigError) return undefined; // readDraft reports the issues
+      throw err;
+    }
+    const next: Record<string, unknown> = { ...withEmbedded(s, parsed.config) };
+    for (const [key, origin] of Object.entries(s.origins)) {
+      if (origin.startsWith('--') && !key.includes('[') && key !== 'workers' && !parsed.positions.has(key)) next[key] = (s.config as Record<string, unknown>)[key];
+    }
+    return next as RouterConfig;
+  };
   const yamlDraft = (s: ConfigSnapshot, draft: Draft): Draft => {
     if (!('yaml' in draft)) return draft;
-    const r = readDraft(draft);
-    return r.ok ? { draft: withEmbedded(s, r.config) as unknown as Record<string, unknown> } : draft;
+    const config = yamlAsDraft(s, draft.yaml);
+    return config ? { draft: config as unknown as Record<string, unknown> } : draft;
   };
 
   const handlers = {
@@ -289,7 +308,7 @@ export function createHandlers(state: ConsoleState): Handlers {
       const r = readDraft({ yaml: input.text });
       if (!r.ok) return { ok: false, issues: r.issues, diff: [] };
       const s = store.current();
-      const draft = withEmbedded(s, r.config);
+      const draft = yamlAsDraft(s, input.text) ?? r.config;
       return { ok: true, issues: [], draft, diff: diffConfigs(s.config, draft) };
     },
 
@@ -389,7 +408,7 @@ export function createHandlers(state: ConsoleState): Handlers {
       const s = store.current();
       findWorker(s, input.url);
       const t = performance.now();
-      const chat = await runChatInMemory(ctx, await syntheticChat(input.width, input.height, input.format), { source: 'console', worker: input.url });
+      const chat = await runChatInMemory(ctx, await syntheticChat(input.width, input.height, input.format, 512), { source: 'console', worker: input.url });
       const ms = performance.now() - t;
       const parsed = JSON.parse(chat.body || '{}') as { choices?: Array<{ message?: { content?: string } }>; error?: { message?: string } };
       const content = parsed.choices?.[0]?.message?.content ?? parsed.error?.message ?? chat.body;

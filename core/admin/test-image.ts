@@ -23,11 +23,15 @@ export async function syntheticImage(width: number, height: number, format: Test
   return format === 'png' ? image.png({ compressionLevel: 1 }).toBuffer() : format === 'jpeg' ? image.jpeg({ quality: 85 }).toBuffer() : image.webp({ quality: 80 }).toBuffer();
 }
 
-/** A chat request carrying one synthetic image, as an OpenAI client would send it. */
-export async function syntheticChat(width: number, height: number, format: TestImageFormat): Promise<Record<string, unknown>> {
+/**
+ * A chat request carrying one synthetic image, as an OpenAI client would send it. Probes and
+ * calibration need only a short answer; a test request the operator reads asks for enough
+ * tokens that the reference worker's account of what it received is not cut short.
+ */
+export async function syntheticChat(width: number, height: number, format: TestImageFormat, maxTokens = 64): Promise<Record<string, unknown>> {
   const bytes = await syntheticImage(width, height, format);
   return {
-    max_tokens: 64,
+    max_tokens: maxTokens,
     messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:${MIME[format]};base64,${bytes.toString('base64')}` } }, { type: 'text', text: 'mmtc console test request' }] }],
   };
 }

@@ -9,6 +9,11 @@ import { formatBytes } from '../lib/format.ts';
 
 const HANDLED = new Set(['host', 'port', 'model_path', 'policy', 'multimodal_tensor_transport', 'multimodal_shm_min_bytes', 'request_timeout_secs', 'health_check_interval_secs', 'workers']);
 
+/** What an optional setting means when it is left unset (its default is computed at start, not a fixed value). */
+const UNSET_MEANS: Record<string, string> = {
+  multimodal_shm_max_outstanding_bytes: 'half of /dev/shm free at start',
+};
+
 type Shape = Record<string, { safeParse(v: unknown): { success: boolean; error?: { issues: Array<{ message: string }> } } }>;
 const shape = (RouterConfigSchema as unknown as { shape: Shape }).shape;
 
@@ -67,7 +72,7 @@ function NumberInput({ id, keyName, value, onValid }: { id: string; keyName: str
   );
 }
 
-export function GenericSettings({ view, config, edit }: { view: ConfigView; config: RouterConfig; edit: (f: (d: RouterConfig) => RouterConfig) => void }) {
+export function GenericSettings({ view, config, edit, effective = {} }: { view: ConfigView; config: RouterConfig; edit: (f: (d: RouterConfig) => RouterConfig) => void; effective?: Record<string, number | null | undefined> }) {
   const id = useId();
   const keys = Object.keys(shape).filter((k) => !HANDLED.has(k));
   if (keys.length === 0) return null;
@@ -121,8 +126,8 @@ export function GenericSettings({ view, config, edit }: { view: ConfigView; conf
                 <label htmlFor={typeof sample === 'object' && sample && !Array.isArray(sample) ? undefined : fid} className="mono">{k}</label>
               </td>
               <td className="setting-control">{control}</td>
-              <td className="mono small">{d === undefined ? <span className="muted">unset</span> : Array.isArray(d) ? (d.length ? d.join(', ') : 'none') : typeof d === 'object' ? Object.entries(d as object).map(([a, b]) => `${a}=${String(b)}`).join(', ') : `${String(d)}${hint(k, d) ? ` (${hint(k, d)})` : ''}`}</td>
-              <td className="muted small">{view.origins[k] ?? (v === undefined ? 'unset' : 'default')}</td>
+              <td className="mono small">{d === undefined ? <span className="muted">{UNSET_MEANS[k] ? <>{UNSET_MEANS[k]}{v === undefined && typeof effective[k] === 'number' ? <> (now {formatBytes(effective[k])})</> : null}</> : 'unset'}</span> : Array.isArray(d) ? (d.length ? d.join(', ') : 'none') : typeof d === 'object' ? Object.entries(d as object).map(([a, b]) => `${a}=${String(b)}`).join(', ') : `${String(d)}${hint(k, d) ? ` (${hint(k, d)})` : ''}`}</td>
+              <td className="muted small">{view.origins[k] ?? (v === undefined && !UNSET_MEANS[k] ? 'unset' : 'default')}</td>
             </tr>
           );
         })}

@@ -1,6 +1,6 @@
 // Small building blocks every screen uses: status badges (colour plus an icon and a word,
 // never colour alone), quantities with their unit, copy buttons, panels and empty states.
-import { useState, type ReactNode } from 'react';
+import { Fragment, useState, type ReactNode } from 'react';
 import { bytesParts, rateParts } from '../lib/format.ts';
 
 export type Tone = 'ok' | 'warn' | 'bad' | 'info' | 'neutral';
@@ -112,5 +112,37 @@ export function ScreenHeader({ title, lead, actions }: { title: string; lead?: R
       </div>
       {actions && <div className="screen-actions">{actions}</div>}
     </header>
+  );
+}
+
+/**
+ * A key path, reason or file path that may wrap: break opportunities after `.`, `_`, `/`,
+ * `[` and `]` (never inside a word), so `workers[0].multimodal_tensor_transport` wraps as
+ * `workers[0].multimodal_` / `tensor_transport`. Copying the text copies it unchanged.
+ */
+export function Breakable({ text }: { text: string }) {
+  const parts = text.split(/(?<=[._/\]\[])/);
+  return (
+    <>
+      {parts.map((p, i) => (
+        <Fragment key={i}>
+          {i > 0 && <wbr />}
+          {p}
+        </Fragment>
+      ))}
+    </>
+  );
+}
+
+/**
+ * Backend prose (a remedy, an explanation) with its command-line flags kept whole:
+ * `--ipc=host` never wraps as `-` / `-ipc=host`.
+ */
+export function Prose({ text }: { text: string }) {
+  const parts = text.split(/(--[a-z][\w-]*(?:=[^\s,;)]+)?)/);
+  return (
+    <>
+      {parts.map((p, i) => (i % 2 === 1 ? <span key={i} className="nowrap">{p}</span> : <Fragment key={i}>{p}</Fragment>))}
+    </>
   );
 }

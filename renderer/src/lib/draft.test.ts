@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { RouterConfigSchema, type RouterConfig } from '../../../core/admin/contract.ts';
-import { configAtRevision, configsDiffer, parseDiffPath, patchWorker, rebaseDraft, revertDiff, setRouterField } from './draft.ts';
+import { addWorker, configsDiffer, parseDiffPath, patchWorker, rebaseDraft, setRouterField } from './draft.ts';
 
 const A = 'grpc://127.0.0.1:1';
 const B = 'grpc://127.0.0.1:2';
@@ -34,35 +34,16 @@ describe('draft edits', () => {
   });
 });
 
-describe('history reconstruction', () => {
+describe('diff paths and worker lists', () => {
   it('parses diff paths', () => {
     expect(parseDiffPath('policy')).toEqual({ key: 'policy' });
     expect(parseDiffPath('workers["grpc://a:1"].labels.zone')).toEqual({ url: 'grpc://a:1', rest: ['labels', 'zone'] });
     expect(parseDiffPath('workers["unix:///x"]')).toEqual({ url: 'unix:///x', rest: [] });
   });
 
-  it('undoes recorded diffs back to an older revision', () => {
-    const r3: RouterConfig = { ...patchWorker(base, A, { multimodal_tensor_transport: 'shm', labels: { zone: 'a' } }), multimodal_shm_min_bytes: 1024, workers: [] };
-    r3.workers = [{ ...worker(A), multimodal_tensor_transport: 'shm', labels: { zone: 'a' } }, worker('grpc://127.0.0.1:3')];
-    const entries = [
-      { revision: 3, diff: [
-        { path: 'multimodal_shm_min_bytes', kind: 'added' as const, after: 1024 },
-        { path: `workers["${B}"]`, kind: 'removed' as const, before: worker(B) },
-        { path: 'workers["grpc://127.0.0.1:3"]', kind: 'added' as const, after: worker('grpc://127.0.0.1:3') },
-      ] },
-      { revision: 2, diff: [
-        { path: `workers["${A}"].multimodal_tensor_transport`, kind: 'added' as const, after: 'shm' },
-        { path: `workers["${A}"].labels.zone`, kind: 'added' as const, after: 'a' },
-        { path: 'policy', kind: 'changed' as const, before: 'least_load', after: 'round_robin' },
-      ] },
-    ];
-    const r2 = configAtRevision(r3, 3, entries, 2)!;
-    expect(r2.multimodal_shm_min_bytes).toBeUndefined();
-    expect(r2.workers.map((w) => w.url).sort()).toEqual([A, B]);
-    const r1 = configAtRevision(r3, 3, entries, 1)!;
-    expect(r1.policy).toBe('least_load');
-    expect(r1.workers.find((w) => w.url === A)).toEqual(worker(A));
-    expect(configAtRevision(r3, 4, entries, 1)).toBeUndefined();
-    expect(revertDiff(r3, [])).toEqual(r3);
+  it('adding a worker replaces the embedded reference worker', () => {
+    const embedded = RouterConfigSchema.parse({ port: 0, workers: [worker('grpc://127.0.0.1:9')] });
+    const next = addWorker(embedded, worker(A), { replaceUrls: new Set(['grpc://127.0.0.1:9']) });
+    expect(next.workers.map((w) => w.url)).toEqual([A]);
   });
 });

@@ -7,9 +7,7 @@
 // rebaseDraft carries the operator's own edits onto a newer applied config (after a
 // conflict, or after their own discrete apply), key by key and worker by worker (matched
 // by url), so someone else's change is kept rather than silently reverted.
-// configAtRevision rebuilds an older revision's config from the history's recorded diffs,
-// for a rollback preview.
-import type { DiffEntry, RouterConfig, WorkerSpec } from '../../../core/admin/contract.ts';
+import type { RouterConfig, WorkerSpec } from '../../../core/admin/contract.ts';
 
 export type Knob = 'multimodal_tensor_transport' | 'multimodal_shm_min_bytes';
 type Plain = Record<string, unknown>;
@@ -109,56 +107,4 @@ export function parseDiffPath(path: string): { url: string; rest: string[] } | {
   const m = /^workers\[("(?:[^"\\]|\\.)*")\](?:\.(.+))?$/.exec(path);
   if (m) return { url: JSON.parse(m[1]!) as string, rest: m[2] ? m[2].split('.') : [] };
   return { key: path };
-}
-
-function setIn(obj: Plain, keys: string[], value: unknown): void {
-  let o = obj;
-  for (const k of keys.slice(0, -1)) {
-    if (typeof o[k] !== 'object' || o[k] === null) o[k] = {};
-    o = o[k] as Plain;
-  }
-  const last = keys.at(-1)!;
-  if (value === undefined) delete o[last];
-  else o[last] = clone(value);
-}
-
-/** Undo one recorded diff (the change from revision n-1 to n) on the config of revision n. */
-export function revertDiff(config: RouterConfig, diff: readonly DiffEntry[]): RouterConfig {
-  const out = clone(config) as unknown as Plain & { workers: Plain[] };
-  for (const entry of diff) {
-    const p = parseDiffPath(entry.path);
-    if ('key' in p) {
-      setIn(out, [p.key], entry.kind === 'added' ? undefined : entry.before);
-      continue;
-    }
-    if (p.rest.length === 0) {
-      if (entry.kind === 'added') out.workers = out.workers.filter((w) => w.url !== p.url);
-      else if (entry.kind === 'removed') out.workers.push(clone(entry.before) as Plain);
-      else out.workers = out.workers.map((w) => (w.url === p.url ? (clone(entry.before) as Plain) : w));
-      continue;
-    }
-    const w = out.workers.find((x) => x.url === p.url);
-    if (w) setIn(w, p.rest, entry.kind === 'added' ? undefined : entry.before);
-  }
-  return out as unknown as RouterConfig;
-}
-
-export interface RevisionRecord {
-  revision: number;
-  diff: DiffEntry[];
-}
-
-/**
- * The config of `target`, rebuilt from `current` (at revision `currentRevision`) by undoing
- * each later revision's diff, newest first; undefined when the history has a gap.
- */
-export function configAtRevision(current: RouterConfig, currentRevision: number, entries: readonly RevisionRecord[], target: number): RouterConfig | undefined {
-  const byRevision = new Map(entries.map((e) => [e.revision, e]));
-  let config = current;
-  for (let r = currentRevision; r > target; r--) {
-    const e = byRevision.get(r);
-    if (!e) return undefined;
-    config = revertDiff(config, e.diff);
-  }
-  return config;
 }

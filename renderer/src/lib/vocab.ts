@@ -1,7 +1,8 @@
 // Words the screens use for the transport's vocabulary. The closed sets come from the
 // contract (TRANSPORT_MODES, TRANSPORT_KNOBS, describeReason); this only adds the one-line
 // explanation of each mode shown next to the choice (docs/configuration.md, "Transport modes").
-import { TRANSPORT_KNOBS, TRANSPORT_MODES } from '../../../core/admin/contract.ts';
+import { TRANSPORT_KNOBS, TRANSPORT_MODES, type Overview } from '../../../core/admin/contract.ts';
+import type { Tone } from '../components/ui.tsx';
 
 export type Mode = (typeof TRANSPORT_MODES)[number];
 
@@ -24,5 +25,16 @@ export const LAYER_LABEL: Record<string, string> = {
   env_legacy: 'environment (deprecated alias)',
   default: 'built-in default',
 };
+
+/** Reasons that mean the SHM lane failed or was full for a tensor that would have used it (shown in the warning colour). */
+export const FALLBACK_REASONS: ReadonlySet<string> = new Set(['shm_write_failed', 'shm_budget_exceeded', 'auto_worker_read_failed']);
+
+type WarningKind = Overview['warnings'][number]['kind'];
+// Overview warnings: every kind the contract names has a tone and a word; a kind added to
+// the backend later still shows (as a warning, under its own name) until it gets one here.
+const WARNING_TONE: Record<WarningKind, Tone> = { unhealthy_worker: 'bad', shm_not_writable: 'bad', no_token: 'bad', invalid_env: 'bad', shm_read_failed: 'bad', suspicious_files: 'warn', orphan_files: 'warn', deprecated_env: 'warn', config_drift: 'warn', shm_budget: 'warn' };
+const WARNING_WORD: Record<WarningKind, string> = { unhealthy_worker: 'Unhealthy worker', shm_not_writable: '/dev/shm', no_token: 'No token', invalid_env: 'Invalid env', suspicious_files: 'Suspicious files', orphan_files: 'Orphan files', deprecated_env: 'Deprecated env', config_drift: 'File drift', shm_read_failed: 'SHM lane broken', shm_budget: 'SHM budget' };
+export const warningTone = (kind: string): Tone => (WARNING_TONE as Record<string, Tone>)[kind] ?? 'warn';
+export const warningWord = (kind: string): string => (WARNING_WORD as Record<string, string>)[kind] ?? kind.replaceAll('_', ' ');
 
 export { TRANSPORT_KNOBS, TRANSPORT_MODES };

@@ -7,17 +7,22 @@ import { useCallback, useId, useMemo, useState } from 'react';
 import type uPlot from 'uplot';
 import type { CalibrationResult } from '../../../core/admin/contract.ts';
 import { cssVar, themedAxis, UChart } from '../components/Chart.tsx';
-import { Badge, Empty, ErrorNote, Panel, PathTag, ScreenHeader } from '../components/ui.tsx';
+import { Badge, Empty, ErrorNote, Panel, PathTag, Prose, ScreenHeader } from '../components/ui.tsx';
 import { patchWorker } from '../lib/draft.ts';
+import { splitAttempts } from '../lib/attempts.ts';
 import { formatBytes, formatMs } from '../lib/format.ts';
+import { FALLBACK_REASONS } from '../lib/vocab.ts';
+import { describeError } from '../stores/client.ts';
 import { useConfig } from '../stores/config.ts';
 import { useDoctor } from '../stores/doctor.ts';
 import { useUi } from '../stores/ui.ts';
-import { useWorkers } from '../stores/workers.ts';
+import { resetShmLane, useWorkers } from '../stores/workers.ts';
+import { ShmLaneNote } from './Workers.tsx';
 
 function Checklist({ url }: { url: string }) {
   const d = useDoctor((s) => s.diagnoses[url]);
   const diagnose = useDoctor((s) => s.diagnose);
+  const worker = useWorkers((s) => s.workers.find((w) => w.url === url));
   return (
     <Panel
       title="auto checklist"
@@ -44,9 +49,10 @@ function Checklist({ url }: { url: string }) {
                   <div className="step-detail mono wrap">{s.detail}</div>
                   {s.remedy && (
                     <div className="remedy">
-                      <span className="remedy-label">What to do:</span> {s.remedy}
+                      <span className="remedy-label">What to do:</span> <Prose text={s.remedy} />
                     </div>
                   )}
+                  {s.id === 'shm_lane' && s.ok === false && <ResetLane url={url} stillBroken={worker?.shmLane !== null} />}
                 </div>
               </li>
             ))}
@@ -56,11 +62,40 @@ function Checklist({ url }: { url: string }) {
               <span className="verdict-label">Next request</span> {d.result.verdict.shmEnabled ? <Badge tone="ok">SHM</Badge> : <Badge tone="neutral">inline</Badge>} <code>{d.result.verdict.reason}</code>
             </div>
             <div>{d.result.verdict.explanation}</div>
-            {d.result.verdict.advice && <div className="remedy"><span className="remedy-label">What to do:</span> {d.result.verdict.advice}</div>}
+            {d.result.verdict.advice && <div className="remedy"><span className="remedy-label">What to do:</span> <Prose text={d.result.verdict.advice} /></div>}
           </div>
         </>
       )}
     </Panel>
+  );
+}
+
+/** The Reset button of the shm_lane step: workers.resetShmLane, then the checklist again. */
+function ResetLane({ url, stillBroken }: { url: string; stillBroken: boolean }) {
+  const diagnose = useDoctor((s) => s.diagnose);
+  const [state, setState] = useState<{ kind: 'idle' | 'resetting' | 'done' } | { kind: 'failed'; error: string }>({ kind: 'idle' });
+  return (
+    <div className="step-action">
+      <button
+        type="button"
+        className="btn btn-small btn-primary"
+        disabled={state.kind === 'resetting'}
+        onClick={async () => {
+          setState({ kind: 'resetting' });
+          try {
+            await resetShmLane(url);
+            setState({ kind: 'done' });
+            await diagnose(url);
+          } catch (err) {
+            setState({ kind: 'failed', error: describeError(err) });
+          }
+        }}
+      >
+        {state.kind === 'resetting' ? 'Resetting…' : 'Reset the SHM lane'}
+      </button>
+      {state.kind === 'failed' && <span className="field-error">Reset failed: {state.error}</span>}
+      {!stillBroken && state.kind === 'idle' && <span className="muted small">the Workers table shows it cleared meanwhile; check again</span>}
+    </div>
   );
 }
 
@@ -111,7 +146,7 @@ function TestTensor({ url }: { url: string }) {
       {t?.result && (
         <div data-testid="test-result">
           <p>
-            {t.result.status === 200 ? <Badge tone="ok">HTTP 200</Badge> : <Badge tone="bad">HTTP {t.result.status}</Badge>} revision <span className="num">{t.result.revision}</span> · <span className="num">{formatMs(t.result.ms)}</span> · request <code>{t.result.requestId ?? '—'}</code>
+            {t.result.status === 200 ? <Badge tone="ok">HTTP 200</Badge> : <Badge tone="bad">HTTP {t.result.status}</Badge>} revision <span className="num">{t.result.revision}</span> · <span className="num">{formatMs(t.result.ms)}</span> · request <code className="nowrap">{t.result.requestId ?? '—'}</code>
           </p>
           <div className="table-scroll" tabIndex={0} role="region" aria-label="Where each tensor went (scrollable)">
           <table className="table compact">
@@ -124,19 +159,42 @@ function TestTensor({ url }: { url: string }) {
                 <th scope="col">Why</th>
               </tr>
             </thead>
-            <tbody>
-              {t.result.events.map((e) => (
-                <tr key={e.tensor} data-tensor={e.tensor} data-path={e.path}>
-                  <td>
-                    <div className="mono">{e.tensor}</div>
-                    <div className="mono small muted">[{e.shape.join(',')}] {e.dtype}</div>
-                  </td>
-                  <td className="r num">{formatBytes(e.nbytes)}</td>
-                  <td><PathTag path={e.path} /></td>
-                  <td className="mono small" title={e.detail}>{e.reason}</td>
-                </tr>
-              ))}
-            </tbody>
+            {splitAttempts(t.result.events).map((attempt, n, all) => {
+              const retryDetail = all.length > 1 && !attempt.superseded ? attempt.events.find((e) => e.reason === 'auto_worker_read_failed')?.detail : undefined;
+              return (
+                <tbody key={n} data-attempt={attempt.superseded ? 'unread' : 'final'}>
+                  {all.length > 1 && (
+                    <tr className="attempt-head">
+                      <th scope="rowgroup" colSpan={4}>
+                        Attempt {n + 1}:{' '}
+                        {attempt.superseded ? (
+                          <span className="muted">written to /dev/shm, but the worker could not read it; the router sent the request again inline</span>
+                        ) : (
+                          <span className="muted">
+                            inline, after the worker could not read the first
+                            {retryDetail && <> (<span className="mono wrap">{retryDetail}</span>)</>}
+                          </span>
+                        )}
+                      </th>
+                    </tr>
+                  )}
+                  {attempt.events.map((e, i) => (
+                    <tr key={i} data-tensor={e.tensor} data-path={e.path}>
+                      <td>
+                        <div className="mono">{e.tensor}</div>
+                        <div className="mono small muted">[{e.shape.join(',')}] {e.dtype}</div>
+                      </td>
+                      <td className="r num">{formatBytes(e.nbytes)}</td>
+                      <td><PathTag path={e.path} /></td>
+                      <td className="small" title={e.detail}>
+                        <span className={`mono ${FALLBACK_REASONS.has(e.reason) ? 'reason-fallback' : ''}`}>{e.reason}</span>
+                        {e.detail && e.detail !== retryDetail && <div className="muted wrap">{e.detail}</div>}
+                      </td>
+                    </tr>
+                  ))}
+                </tbody>
+              );
+            })}
           </table>
           </div>
           <p className="small"><span className="muted">The worker answered:</span> <span className="mono wrap">{t.result.content}</span></p>
@@ -265,7 +323,7 @@ function Calibrate({ url }: { url: string }) {
             </div>
           </div>
           <p className="small">{r.note}</p>
-          <table className="table compact">
+          <table className="table compact fit">
             <thead>
               <tr>
                 <th scope="col" className="r">Tensor</th>
@@ -298,6 +356,8 @@ export function DoctorScreen({ worker }: { worker: string | undefined }) {
   const navigate = useUi((s) => s.navigate);
   const url = worker && workers.some((w) => w.url === worker) ? worker : workers[0]?.url;
   const w = workers.find((x) => x.url === url);
+  // The checklist's shm_lane step carries the reset once a diagnosis shows it; before that, the note does.
+  const laneInChecklist = useDoctor((s) => (url ? (s.diagnoses[url]?.result?.steps.some((st) => st.id === 'shm_lane' && st.ok === false) ?? false) : false));
   return (
     <>
       <ScreenHeader
@@ -318,6 +378,7 @@ export function DoctorScreen({ worker }: { worker: string | undefined }) {
         <Empty title="No workers">Add a worker first; Doctor checks one worker at a time.</Empty>
       ) : (
         <>
+          {w.shmLane && !laneInChecklist && <ShmLaneNote url={w.url} lane={w.shmLane} advice={w.decision.advice} onReset={() => void useDoctor.getState().diagnose(w.url)} />}
           <p className="muted">
             {w.runtime ?? w.spec.runtime} · {w.health} · mode <span className="mono">{w.resolution.multimodal_tensor_transport.value}</span> · threshold <span className="num">{formatBytes(w.resolution.multimodal_shm_min_bytes.value)}</span> · next request {w.decision.shmEnabled ? 'SHM' : 'inline'} (<code>{w.decision.reason}</code>)
           </p>

@@ -1,11 +1,10 @@
 // History: every applied revision with its time, the client that applied it and its diff;
 // roll back to one as a reviewed apply (config.rollback, recorded as a new revision). The
-// preview rebuilds that revision's configuration from the recorded diffs and asks
-// config.diff what the rollback changes against the applied revision.
+// preview asks config.diff what the rollback changes against the applied revision, with
+// the whole configuration the history keeps for each restorable revision (entry.config).
 import { useEffect, useState } from 'react';
 import { Badge, Empty, ErrorNote, Panel, ScreenHeader } from '../components/ui.tsx';
 import { DiffList } from '../components/DiffList.tsx';
-import { configAtRevision } from '../lib/draft.ts';
 import { formatAgo, formatDateTime } from '../lib/format.ts';
 import { client } from '../stores/client.ts';
 import { useConfig } from '../stores/config.ts';
@@ -14,15 +13,14 @@ import { useUi } from '../stores/ui.ts';
 
 const CLIENT_WORD: Record<string, string> = { start: 'router start', api: 'router API', ipc: 'desktop console', http: 'browser console', router: 'router' };
 
-function reviewRollback(entry: HistoryEntry, entries: HistoryEntry[]) {
+function reviewRollback(entry: HistoryEntry) {
   const view = useConfig.getState().view;
-  if (!view) return;
+  if (!view || !entry.config) return;
   const expectedRevision = view.revision;
-  const target = configAtRevision(view.config, view.revision, entries, entry.revision);
   useUi.getState().requestReview({
     title: `Roll back to revision ${entry.revision}`,
     intro: `Revision ${entry.revision}'s settings become revision ${expectedRevision + 1}; nothing is deleted from the history.`,
-    ...(target ? { proposed: target } : { diff: [] }),
+    proposed: entry.config,
     confirmLabel: `Roll back to revision ${entry.revision}`,
     run: () => client().call('config.rollback', { revision: entry.revision, expectedRevision }),
     undo: { toRevision: expectedRevision, config: view.config },
@@ -58,7 +56,7 @@ export function HistoryScreen() {
             </thead>
             <tbody>
               {entries.map((e) => (
-                <HistoryRow key={e.revision} e={e} current={e.revision === current} open={open === e.revision} onToggle={() => setOpen(open === e.revision ? null : e.revision)} onRollback={() => reviewRollback(e, entries)} />
+                <HistoryRow key={e.revision} e={e} current={e.revision === current} open={open === e.revision} onToggle={() => setOpen(open === e.revision ? null : e.revision)} onRollback={() => reviewRollback(e)} />
               ))}
             </tbody>
           </table>
@@ -87,12 +85,12 @@ function HistoryRow({ e, current, open, onToggle, onRollback }: { e: HistoryEntr
           <span className="muted small ellipsis-inline">{summary}</span>
         </td>
         <td className="actions">
-          {!current && e.restorable && (
+          {!current && e.restorable && e.config && (
             <button type="button" className="btn btn-small" onClick={onRollback} aria-label={`Roll back to revision ${e.revision}`}>
               Roll back to this…
             </button>
           )}
-          {!e.restorable && <span className="muted small">not restorable</span>}
+          {(!e.restorable || !e.config) && <span className="muted small" title="the history no longer holds a valid configuration for this revision">not restorable</span>}
         </td>
       </tr>
       {open && (

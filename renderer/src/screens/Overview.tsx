@@ -3,17 +3,16 @@
 import { useMemo } from 'react';
 import { DiffList } from '../components/DiffList.tsx';
 import { Sparkline } from '../components/Sparkline.tsx';
-import { Badge, Bytes, CopyButton, Empty, ErrorNote, Panel, Rate, ScreenHeader, Stat, type Tone } from '../components/ui.tsx';
-import { formatCountRate, formatInt } from '../lib/format.ts';
+import { Badge, Bytes, CopyButton, Empty, ErrorNote, Panel, Prose, Rate, ScreenHeader, Stat } from '../components/ui.tsx';
+import { formatBytes, formatCountRate, formatInt } from '../lib/format.ts';
 import { perSecondSeries } from '../lib/series.ts';
+import { warningTone, warningWord } from '../lib/vocab.ts';
 import { client } from '../stores/client.ts';
 import { useConfig } from '../stores/config.ts';
 import { useOverview } from '../stores/overview.ts';
 import { useTraffic } from '../stores/traffic.ts';
 import { routeHref, useUi } from '../stores/ui.ts';
 
-const WARNING_TONE: Record<string, Tone> = { unhealthy_worker: 'bad', shm_not_writable: 'bad', no_token: 'bad', invalid_env: 'bad', suspicious_files: 'warn', orphan_files: 'warn', deprecated_env: 'warn', config_drift: 'warn' };
-const WARNING_WORD: Record<string, string> = { unhealthy_worker: 'Unhealthy worker', shm_not_writable: '/dev/shm', no_token: 'No token', invalid_env: 'Invalid env', suspicious_files: 'Suspicious files', orphan_files: 'Orphan files', deprecated_env: 'Deprecated env', config_drift: 'File drift' };
 
 export function reviewReloadFile() {
   const view = useConfig.getState().view;
@@ -21,24 +20,50 @@ export function reviewReloadFile() {
   useUi.getState().requestReview({
     title: 'Reload the configuration file',
     intro: `${view.file.path} was changed on disk. Reloading makes it revision ${view.revision + 1}; flags given at start still override it.`,
-    diff: reloadDiff(view).diff,
+    diff: view.file.driftDiff,
     confirmLabel: 'Reload file',
     run: () => client().call('config.reloadFile', { expectedRevision: view.revision }),
     undo: { toRevision: view.revision, config: view.config },
   });
 }
 
-/** What reloading really changes: settings given by a flag at start keep the flag's value (config.reloadFile), so the file's value for them is no change. */
-export function reloadDiff(view: NonNullable<ReturnType<typeof useConfig.getState>['view']>) {
-  const flagged = (path: string) => (view.origins[path] ?? '').startsWith('--');
-  return { diff: view.file.driftDiff.filter((d) => !flagged(d.path)), kept: view.file.driftDiff.filter((d) => flagged(d.path)) };
+/** Router settings given by a flag at start: they keep the flag's value whatever a file or a YAML draft says (the backend's driftDiff already leaves them out). */
+export function flaggedSettings(view: NonNullable<ReturnType<typeof useConfig.getState>['view']>): Array<{ key: string; flag: string }> {
+  return Object.entries(view.origins)
+    .filter(([key, origin]) => origin.startsWith('--') && !key.includes('[') && key !== 'workers')
+    .map(([key, flag]) => ({ key, flag }));
+}
+
+/**
+ * Bytes of our files in /dev/shm that workers have not read yet, against
+ * multimodal_shm_max_outstanding_bytes (beyond it tensors go inline: shm_budget_exceeded).
+ */
+function OutstandingGauge({ bytes, max }: { bytes: number | undefined; max: number | null | undefined }) {
+  if (bytes === undefined) return null;
+  const share = max ? Math.min(1, bytes / max) : null;
+  const tone = share === null ? '' : share >= 0.9 ? 'meter-bad' : share >= 0.6 ? 'meter-warn' : '';
+  return (
+    <div className="gauge" data-testid="outstanding">
+      <div className="gauge-line">
+        <span className="field-label">In flight</span>{' '}
+        <span className="num">{formatBytes(bytes)}</span>
+        <span className="muted"> of {max === null || max === undefined ? 'no limit' : <span className="num">{formatBytes(max)}</span>}</span>
+      </div>
+      {share !== null && (
+        <div className={`meter ${tone}`} role="meter" aria-label="Our unread files in /dev/shm against multimodal_shm_max_outstanding_bytes" aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(share * 100)} aria-valuetext={`${formatBytes(bytes)} of ${formatBytes(max!)}`}>
+          <div className="meter-fill" style={{ width: `${Math.max(0.5, share * 100)}%` }} />
+        </div>
+      )}
+      <div className="muted small" title="Bytes of this router's files in /dev/shm that no worker has read yet. At multimodal_shm_max_outstanding_bytes, tensors go inline (shm_budget_exceeded) until workers catch up.">unread by workers; at the limit tensors go inline</div>
+    </div>
+  );
 }
 
 export function DriftPanel() {
   const view = useConfig((s) => s.view);
   const file = view?.file;
   if (!view || !file?.drifted) return null;
-  const { diff, kept } = reloadDiff(view);
+  const kept = flaggedSettings(view);
   return (
     <Panel title={<><Badge tone="warn">Drift</Badge> The configuration file changed on disk</>} className="panel-warn" id="drift">
       <p>
@@ -58,10 +83,10 @@ export function DriftPanel() {
         </ErrorNote>
       ) : (
         <>
-          <DiffList diff={diff} caption="What reloading the file would change" empty="Only comments or formatting changed: reloading changes no setting." />
+          <DiffList diff={file.driftDiff} caption="What reloading the file would change" empty="Only comments or formatting changed: reloading changes no setting." />
           {kept.length > 0 && (
             <p className="muted small">
-              Kept as they are: {kept.map((d) => `${d.path} (given by ${view.origins[d.path]} at start)`).join(', ')}.
+              Given by flags at start, so kept whatever the file says: {kept.map((k) => `${k.key} (${k.flag})`).join(', ')}.
             </p>
           )}
           <div className="row-actions">
@@ -98,12 +123,12 @@ export function OverviewScreen() {
         ) : (
           <ul className="warnings">
             {warnings.map((w, i) => (
-              <li key={i}>
-                <Badge tone={WARNING_TONE[w.kind] ?? 'warn'}>{WARNING_WORD[w.kind] ?? w.kind}</Badge>
+              <li key={i} data-kind={w.kind}>
+                <Badge tone={warningTone(w.kind)}>{warningWord(w.kind)}</Badge>
                 <div>
                   <div>{w.message}</div>
                   <div className="remedy">
-                    <span className="remedy-label">What to do:</span> {w.remedy}
+                    <span className="remedy-label">What to do:</span> <Prose text={w.remedy} />
                   </div>
                 </div>
               </li>
@@ -148,11 +173,12 @@ export function OverviewScreen() {
             </Stat>
             <Stat label="Suspicious">{files.suspicious ? <Badge tone="bad">{files.suspicious}</Badge> : <Badge tone="ok">0</Badge>}</Stat>
           </div>
+          <OutstandingGauge bytes={files.outstandingBytes} max={files.maxOutstandingBytes} />
           <p className="muted small">Files in {host.shmDir} named smg-tokenspeed-&lt;pid&gt;-…; workers unlink what they read.</p>
         </Panel>
 
         <Panel title="Workers" id="workers" actions={<a className="btn btn-small" href={routeHref('workers')}>Open workers</a>}>
-          <div className="stats">
+          <div className="stats stats-grid">
             <Stat label="Total">{workers.total}</Stat>
             <Stat label="Healthy">{workers.healthy ? <Badge tone="ok">{workers.healthy}</Badge> : '0'}</Stat>
             <Stat label="Unhealthy">{workers.unhealthy ? <Badge tone="bad">{workers.unhealthy}</Badge> : '0'}</Stat>

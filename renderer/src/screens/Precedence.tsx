@@ -7,7 +7,7 @@
 // match → per-tensor size against the threshold → verdict and reason (docs/transport.md).
 import { useId, useMemo, useState } from 'react';
 import { describeReason, type TensorEvent } from '../../../core/admin/contract.ts';
-import { Badge, Empty, Panel, ScreenHeader } from '../components/ui.tsx';
+import { Badge, Breakable, Empty, Panel, Prose, ScreenHeader } from '../components/ui.tsx';
 import { patchWorker, setRouterField } from '../lib/draft.ts';
 import { formatBytes, parseByteInput } from '../lib/format.ts';
 import { KNOB_LABEL, LAYER_LABEL, TRANSPORT_MODES, type Mode } from '../lib/vocab.ts';
@@ -50,14 +50,16 @@ function Ladder({ knob, resolution, url, editable }: { knob: Knob; resolution: R
           const valueShown = l.raw === null ? <span className="muted">not set</span> : l.state === 'beaten' || l.state === 'invalid' || l.state === 'not_consulted' ? <del>{show(knob, l.raw)}</del> : <strong>{show(knob, l.value ?? l.raw)}</strong>;
           return (
             <li key={l.layer} className={`rung rung-${l.state}`} data-layer={l.layer} data-state={l.state}>
-              <div className="rung-layer">
-                <span className="rung-name">{LAYER_LABEL[l.layer]}</span>
-                <span className="mono small muted">{l.name}</span>
-              </div>
+              <div className="rung-name">{LAYER_LABEL[l.layer]}</div>
               <div className="rung-value mono">{valueShown}</div>
-              <div className="rung-origin small">{l.origin ? <>set at <span className="mono">{l.origin}</span></> : l.raw !== null && (l.layer === 'env' || l.layer === 'env_legacy') ? <>set in the router's environment</> : l.layer === 'default' ? <span className="muted">built in</span> : <span className="muted">—</span>}</div>
               <div className="rung-state">
                 <Badge tone={st.tone}>{st.word}</Badge>
+              </div>
+              <div className="rung-meta small">
+                {l.layer !== 'default' && <span className="mono muted rung-key"><Breakable text={l.name} /></span>}
+                <span className="rung-origin">
+                  {l.origin ? <>set at <span className="mono" title={l.origin}><Breakable text={l.origin} /></span></> : l.raw !== null && (l.layer === 'env' || l.layer === 'env_legacy') ? <>set in the router's environment</> : null}
+                </span>
               </div>
               {editable && cfg && (l.layer === 'worker' || l.layer === 'router') && (
                 <div className="rung-edit">
@@ -184,7 +186,7 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
                 {probe && (probeBytes.ok ? <span>{probeBytes.bytes >= threshold ? <Badge tone="ok">SHM</Badge> : <Badge tone="neutral">inline: below_threshold</Badge>}</span> : <span className="field-error">{probeBytes.message}</span>)}
               </div>
               {sample.length > 0 ? (
-                <table className="table compact">
+                <table className="table compact fit">
                   <caption>The last request to this worker</caption>
                   <thead><tr><th scope="col">Tensor</th><th scope="col" className="r">Size</th><th scope="col">Would go</th></tr></thead>
                   <tbody>
@@ -203,7 +205,7 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
           <span className="verdict-label">Verdict</span> {enabled ? <Badge tone="ok">SHM for tensors ≥ {formatBytes(threshold)}</Badge> : <Badge tone="neutral">inline</Badge>} <code>{r.decision.reason}</code>
         </div>
         <div>{r.decision.explanation ?? describeReason(r.decision.reason)}</div>
-        {r.decision.advice && <div className="remedy"><span className="remedy-label">What to do:</span> {r.decision.advice}</div>}
+        {r.decision.advice && <div className="remedy"><span className="remedy-label">What to do:</span> <Prose text={r.decision.advice} /></div>}
       </div>
     </Panel>
   );

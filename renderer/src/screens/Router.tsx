@@ -11,6 +11,7 @@ import { setRouterField } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
 import { MODE_HELP, TRANSPORT_KNOBS, TRANSPORT_MODES, type Mode } from '../lib/vocab.ts';
 import { useConfig } from '../stores/config.ts';
+import { useOverview } from '../stores/overview.ts';
 import type { ConfigView } from '../../../core/admin/contract.ts';
 
 function Origin({ origin, unset = 'built-in default' }: { origin: string | undefined; unset?: string }) {
@@ -92,6 +93,7 @@ export function RouterScreen() {
   const draft = useConfig((s) => s.draft);
   const issues = useConfig((s) => s.issues);
   const edit = useConfig((s) => s.edit);
+  const overview = useOverview((s) => s.data);
   if (!view) return <p className="muted">Loading…</p>;
   const cfg = draft ?? view.config;
   const inhMode = inheritedValue(view, 'multimodal_tensor_transport');
@@ -160,7 +162,7 @@ export function RouterScreen() {
       </div>
 
       <Panel title="Limits and other live settings" id="other">
-        <GenericSettings view={view} config={cfg} edit={edit} />
+        <GenericSettings view={view} config={cfg} edit={edit} effective={{ multimodal_shm_max_outstanding_bytes: overview?.files.maxOutstandingBytes }} />
       </Panel>
 
       <Panel title="Environment layer (read once at start, read-only)" id="env">

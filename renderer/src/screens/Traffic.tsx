@@ -15,6 +15,7 @@ import { formatBytes, formatClock, formatCountRate, formatInt, formatMicros, for
 import { perSecondSeries } from '../lib/series.ts';
 import { useThrottled } from '../lib/useThrottled.ts';
 import { bytesToSlider, histogram, sliderToBytes, SLIDER_MAX, whatIf } from '../lib/whatif.ts';
+import { FALLBACK_REASONS } from '../lib/vocab.ts';
 import { filterRows, MAX_ROWS, useTraffic, type PathFilter } from '../stores/traffic.ts';
 import { useWorkers } from '../stores/workers.ts';
 
@@ -164,7 +165,7 @@ const Row = memo(function Row({ e, index, start }: { e: TensorEvent; index: numb
       <span role="cell" className="mono">{e.dtype}</span>
       <span role="cell" className="r num">{formatBytes(e.nbytes)}</span>
       <span role="cell" data-path={e.path}><span className={`path path-${e.path}`}>{e.path === 'shm' ? 'SHM' : e.path}</span></span>
-      <span role="cell" className="mono ellipsis" title={e.detail ? `${describeReason(e.reason)}: ${e.detail}` : describeReason(e.reason)}>{e.reason}</span>
+      <span role="cell" className={`mono ellipsis ${FALLBACK_REASONS.has(e.reason) ? 'reason-fallback' : ''}`} title={e.detail ? `${describeReason(e.reason)}: ${e.detail}` : describeReason(e.reason)}>{e.reason}</span>
       <span role="cell" className="r num">{e.path === 'shm' ? formatMicros(e.writeMicros) : '–'}</span>
     </div>
   );
@@ -214,7 +215,12 @@ export function TrafficScreen() {
   const filtered = useMemo(() => filterRows(rows, filters), [rows, filters]);
   const scoped = useThrottled(useMemo(() => (filters.path === 'all' && !filters.reason && !filters.text ? filtered : filterRows(rows, { ...filters, path: 'all', reason: '', text: '' })), [filtered, rows, filters]), 500);
   const consoleCount = useThrottled(useMemo(() => rows.reduce((n, e) => n + (e.source === 'console' ? 1 : 0), 0), [rows]), 500);
-  const reasons = useMemo(() => [...new Set(scoped.map((e) => e.reason))].sort(), [scoped]);
+  const reasons = useMemo(() => {
+    const counts = new Map<string, number>();
+    for (const e of scoped) counts.set(e.reason, (counts.get(e.reason) ?? 0) + 1);
+    if (filters.reason && !counts.has(filters.reason)) counts.set(filters.reason, 0);
+    return [...counts].sort(([a], [b]) => a.localeCompare(b));
+  }, [scoped, filters.reason]);
   const thresholdWorker = workers.find((w) => w.url === filters.worker) ?? workers[0];
   const threshold = thresholdWorker?.resolution.multimodal_shm_min_bytes.value ?? 65536;
   const thresholdLabel = thresholdWorker ? `${thresholdWorker.url.replace(/^grpc:\/\//, '')}, from ${thresholdWorker.resolution.multimodal_shm_min_bytes.source}` : 'default';
@@ -259,7 +265,7 @@ export function TrafficScreen() {
             <label htmlFor="f-reason">Reason</label>
             <select id="f-reason" className="select" value={filters.reason} onChange={(e) => setFilters({ reason: e.target.value })}>
               <option value="">all reasons</option>
-              {[...new Set([...reasons, ...(filters.reason ? [filters.reason] : [])])].map((r) => <option key={r} value={r}>{r}</option>)}
+              {reasons.map(([r, n]) => <option key={r} value={r} title={describeReason(r as TensorEvent['reason'])}>{r} ({formatInt(n)})</option>)}
             </select>
           </div>
           <div className="field inline-field">

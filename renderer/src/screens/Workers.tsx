@@ -3,16 +3,17 @@
 // workers.add / workers.remove with the revision it was based on), and the per-worker
 // editor whose changes go into the draft, with "inherit" (no override: router, env or
 // default decides) as a first-class choice for both knobs.
-import { useId, useMemo, useState } from 'react';
+import { Fragment, useId, useMemo, useState } from 'react';
 import { RUNTIMES, WORKER_TYPES, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerView } from '../../../core/admin/contract.ts';
-import { Badge, Empty, ErrorNote, Panel, ScreenHeader, type Tone } from '../components/ui.tsx';
+import { Badge, Breakable, Empty, ErrorNote, Panel, Prose, ScreenHeader, type Tone } from '../components/ui.tsx';
 import { addWorker, patchWorker, removeWorker } from '../lib/draft.ts';
-import { formatBytes, formatPercent } from '../lib/format.ts';
+import { formatAgo, formatBytes, formatDateTime, formatPercent } from '../lib/format.ts';
 import { LAYER_LABEL } from '../lib/vocab.ts';
 import { client } from '../stores/client.ts';
 import { useConfig, type Resolution } from '../stores/config.ts';
 import { routeHref, useUi } from '../stores/ui.ts';
-import { isEmbedded, useWorkers } from '../stores/workers.ts';
+import { isEmbedded, resetShmLane, useWorkers } from '../stores/workers.ts';
+import { describeError } from '../stores/client.ts';
 import { ModeChoice, ThresholdChoice } from './Router.tsx';
 
 export const HEALTH_TONE: Record<WorkerView['health'], Tone> = { healthy: 'ok', unhealthy: 'bad', discovering: 'info', draining: 'warn' };
@@ -23,6 +24,50 @@ export const TOKEN_WORDS: Record<WorkerView['tokenMatch'], { tone: Tone; word: s
   missing: { tone: 'warn', word: 'no token' },
   router_has_none: { tone: 'bad', word: 'router has none' },
 };
+
+const COLUMNS = 7;
+
+/**
+ * Why a worker's SHM lane is broken (it could not read our /dev/shm files), since when, what
+ * to do, and the reset (workers.resetShmLane) once the cause is fixed.
+ */
+export function ShmLaneNote({ url, lane, advice, onReset }: { url: string; lane: NonNullable<WorkerView['shmLane']>; advice?: string | undefined; onReset?: () => void }) {
+  const [state, setState] = useState<{ kind: 'idle' | 'resetting' } | { kind: 'failed'; error: string }>({ kind: 'idle' });
+  return (
+    <div className="note note-bad lane-note" data-testid="shm-lane-note">
+      <div>
+        <strong>SHM lane broken</strong> since <span className="num">{formatDateTime(lane.since)}</span> <span className="muted small">({formatAgo(lane.since)})</span>: the worker could not read the router's /dev/shm files, so its requests go inline.
+      </div>
+      <div className="mono small wrap lane-error">{lane.error}</div>
+      {advice && (
+        <div className="remedy">
+          <span className="remedy-label">What to do:</span> <Prose text={advice} />
+        </div>
+      )}
+      {state.kind === 'failed' && <div className="field-error">Reset failed: {state.error}</div>}
+      <div className="row-actions start">
+        <button
+          type="button"
+          className="btn btn-small"
+          disabled={state.kind === 'resetting'}
+          onClick={async () => {
+            setState({ kind: 'resetting' });
+            try {
+              await resetShmLane(url);
+              setState({ kind: 'idle' });
+              onReset?.();
+            } catch (err) {
+              setState({ kind: 'failed', error: describeError(err) });
+            }
+          }}
+        >
+          {state.kind === 'resetting' ? 'Resetting…' : 'Reset the SHM lane'}
+        </button>
+        <span className="muted small">Reset once the worker can read them (same /dev/shm, a user allowed to open the router's files); the next request tries /dev/shm again.</span>
+      </div>
+    </div>
+  );
+}
 
 function Layer({ source }: { source: string }) {
   return <span className={`layer layer-${source}`}>{LAYER_LABEL[source] ?? source}</span>;
@@ -54,6 +99,14 @@ export function WorkersScreen() {
   const view = useConfig((s) => s.view);
   const [editing, setEditing] = useState<string | null>(null);
   const [adding, setAdding] = useState(false);
+  const [laneOpen, setLaneOpen] = useState<ReadonlySet<string>>(new Set());
+  const toggleLane = (url: string) =>
+    setLaneOpen((open) => {
+      const next = new Set(open);
+      if (next.has(url)) next.delete(url);
+      else next.add(url);
+      return next;
+    });
   const draftOnly = (draft?.workers ?? []).filter((d) => !workers.some((w) => w.url === d.url));
 
   return (
@@ -78,14 +131,12 @@ export function WorkersScreen() {
               <thead>
                 <tr>
                   <th scope="col">Worker</th>
-                  <th scope="col">Runtime · role</th>
-                  <th scope="col">Health</th>
-                  <th scope="col">Token</th>
+                  <th scope="col">Status</th>
                   <th scope="col">Mode</th>
                   <th scope="col" className="r">Threshold</th>
                   <th scope="col">Next request</th>
-                  <th scope="col" className="r">In flight · share</th>
-                  <th scope="col"><span className="sr-only">Actions</span></th>
+                  <th scope="col" className="r">Load</th>
+                  <th scope="col" className="actions"><span className="sr-only">Actions</span></th>
                 </tr>
               </thead>
               <tbody>
@@ -94,59 +145,87 @@ export function WorkersScreen() {
                   const mode = r.resolution.multimodal_tensor_transport;
                   const thr = r.resolution.multimodal_shm_min_bytes;
                   const removedInDraft = draft && !draft.workers.some((d) => d.url === w.url);
+                  const laneShown = w.shmLane !== null && laneOpen.has(w.url);
                   return (
-                    <tr key={w.url} className={editing === w.url ? 'selected' : undefined}>
-                      <td>
-                        <div className="mono">{w.url}</div>
-                        <div className="muted small origin-cell" title={w.origin ?? undefined}>
-                          {isEmbedded(w) ? 'embedded reference worker' : (w.origin ?? '').replace(/^.*\//, '')}
-                        </div>
-                        <div className="row-links small">
-                          <a href={routeHref('precedence', { worker: w.url })} aria-label={`Precedence of ${w.url}`}>ladder</a>
-                          <a href={routeHref('doctor', { worker: w.url })} aria-label={`Doctor for ${w.url}`}>doctor</a>
-                          {removedInDraft && <Badge tone="warn">removed in draft</Badge>}
-                        </div>
-                      </td>
-                      <td>
-                        <div>{w.runtime ?? <span className="muted">{w.spec.runtime}</span>}</div>
-                        <div className="muted small">{w.spec.worker_type}</div>
-                      </td>
-                      <td>
-                        <Badge tone={HEALTH_TONE[w.health]} title={w.lastError ?? undefined}>{w.health}</Badge>
-                      </td>
-                      <td>
-                        <Badge tone={TOKEN_WORDS[w.tokenMatch].tone} title={w.token ?? 'no token advertised'}>{TOKEN_WORDS[w.tokenMatch].word}</Badge>
-                      </td>
-                      <td>
-                        <div className="mono" data-testid="effective-mode">{mode.value}</div>
-                        <Layer source={mode.source} />
-                      </td>
-                      <td className="r">
-                        <div className="num">{formatBytes(thr.value)}</div>
-                        <Layer source={thr.source} />
-                      </td>
-                      <td>{r.decision.shmEnabled ? <Badge tone="ok">SHM ≥ threshold</Badge> : <Badge tone="neutral">inline</Badge>}<div className="muted small">{r.decision.reason}</div></td>
-                      <td className="r num">
-                        <div>{w.inFlight}</div>
-                        <div className="muted small">{formatPercent(w.trafficShare)} of 60 s</div>
-                      </td>
-                      <td className="actions">
-                        <div className="action-grid">
-                        <button type="button" className="btn btn-small" aria-expanded={editing === w.url} onClick={() => setEditing(editing === w.url ? null : w.url)} aria-label={`Edit ${w.url}`}>
-                          Edit
-                        </button>
-                        <button type="button" className="btn btn-small btn-danger" onClick={() => reviewRemove(w)} aria-label={`Remove ${w.url}`}>
-                          Remove
-                        </button>
-                        </div>
-                      </td>
-                    </tr>
+                    <Fragment key={w.url}>
+                      <tr className={editing === w.url ? 'selected' : undefined} data-worker={w.url}>
+                        <td className="worker-cell">
+                          <div className="mono wrap">{w.url}</div>
+                          <div className="muted small">
+                            {w.runtime ?? w.spec.runtime} · {w.spec.worker_type}
+                            {!isEmbedded(w) && w.origin && <> · <span className="origin-cell" title={w.origin}>{w.origin.replace(/^.*\//, '')}</span></>}
+                          </div>
+                          {isEmbedded(w) && (
+                            <div>
+                              <Badge tone="info" title="The router's own reference worker: it stands in while no worker is configured and is never written to the file. Adding a worker replaces it.">embedded reference worker</Badge>
+                            </div>
+                          )}
+                          <div className="row-links small">
+                            <a href={routeHref('precedence', { worker: w.url })} aria-label={`Precedence of ${w.url}`}>ladder</a>
+                            <a href={routeHref('doctor', { worker: w.url })} aria-label={`Doctor for ${w.url}`}>doctor</a>
+                            {removedInDraft && <Badge tone="warn">removed in draft</Badge>}
+                          </div>
+                        </td>
+                        <td>
+                          <div className="badge-stack">
+                            <Badge tone={HEALTH_TONE[w.health]} title={w.lastError ?? undefined}>{w.health}</Badge>
+                            <Badge tone={TOKEN_WORDS[w.tokenMatch].tone} title={w.token ?? 'no token advertised'}>{TOKEN_WORDS[w.tokenMatch].word}</Badge>
+                            {w.shmLane && (
+                              <button
+                                type="button"
+                                className="badge-button"
+                                aria-expanded={laneShown}
+                                aria-controls={`lane-${w.url}`}
+                                title={w.shmLane.error}
+                                data-testid="shm-lane-broken"
+                                onClick={() => toggleLane(w.url)}
+                              >
+                                <Badge tone="bad">SHM lane broken {laneShown ? '▾' : '▸'}</Badge>
+                              </button>
+                            )}
+                          </div>
+                        </td>
+                        <td>
+                          <div className="mono" data-testid="effective-mode">{mode.value}</div>
+                          <Layer source={mode.source} />
+                        </td>
+                        <td className="r">
+                          <div className="num">{formatBytes(thr.value)}</div>
+                          <Layer source={thr.source} />
+                        </td>
+                        <td>
+                          {r.decision.shmEnabled ? <Badge tone="ok">SHM ≥ threshold</Badge> : <Badge tone="neutral">inline</Badge>}
+                          <div className="muted small mono reason" title={r.decision.explanation}><Breakable text={r.decision.reason} /></div>
+                        </td>
+                        <td className="r num">
+                          <div title="requests in flight">{w.inFlight} <span className="muted small">in flight</span></div>
+                          <div className="muted small" title="share of the tensors sent in the last 60 s">{formatPercent(w.trafficShare)} of 60 s</div>
+                        </td>
+                        <td className="actions">
+                          <div className="action-grid">
+                            <button type="button" className="btn btn-small" aria-expanded={editing === w.url} onClick={() => setEditing(editing === w.url ? null : w.url)} aria-label={`Edit ${w.url}`}>
+                              Edit
+                            </button>
+                            <button type="button" className="btn btn-small btn-danger" onClick={() => reviewRemove(w)} aria-label={`Remove ${w.url}`}>
+                              Remove
+                            </button>
+                          </div>
+                        </td>
+                      </tr>
+                      {laneShown && w.shmLane && (
+                        <tr className="lane-row" id={`lane-${w.url}`}>
+                          <td colSpan={COLUMNS}>
+                            <ShmLaneNote url={w.url} lane={w.shmLane} advice={w.decision.advice} />
+                          </td>
+                        </tr>
+                      )}
+                    </Fragment>
                   );
                 })}
                 {draftOnly.map((d) => (
                   <tr key={d.url}>
-                    <td className="mono">{d.url}</td>
-                    <td colSpan={7}>
+                    <td className="mono wrap">{d.url}</td>
+                    <td colSpan={COLUMNS - 2}>
                       <Badge tone="info">in draft, not applied</Badge>
                     </td>
                     <td className="actions">
@@ -181,7 +260,7 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
     const worker: WorkerSpec = spec.data;
     useUi.getState().requestReview({
       title: `Add worker ${worker.url}`,
-      intro: `The router discovers it (HealthCheck) before sending it anything.${embedded.size ? ' The embedded reference worker stands in only while no worker is configured, so it is removed.' : ''} Based on revision ${revision}.`,
+      intro: `The router discovers it (HealthCheck) before sending it anything.${embedded.size ? ' It replaces the embedded reference worker, which stands in only while no worker is configured.' : ''} Based on revision ${revision}.`,
       proposed: addWorker(config, worker, { replaceUrls: embedded }),
       confirmLabel: 'Add worker',
       run: () => client().call('workers.add', { worker, expectedRevision: revision }),
@@ -192,6 +271,11 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
 
   return (
     <Panel title="Add a worker" id="add-worker" actions={<button type="button" className="btn btn-small btn-ghost" onClick={onClose}>Cancel</button>}>
+      {embedded.size > 0 && (
+        <p className="note note-info" data-testid="replaces-embedded">
+          Adding a worker replaces the embedded reference worker (<code>{[...embedded].join(', ')}</code>): it stands in only while no worker is configured, so the router stops using it once this one is applied.
+        </p>
+      )}
       <form
         className="form-grid"
         onSubmit={(e) => {

@@ -2,9 +2,9 @@
 // error at its line and column, nothing applied), review its diff, apply it with the
 // revision check; export the applied configuration (download as router.yaml, or copy); and
 // export for the gateway (its own command line plus one POST /workers body per worker).
-import { useEffect, useMemo, useRef, useState } from 'react';
+import { Fragment, useEffect, useMemo, useRef, useState } from 'react';
 import type { CommandOutput, ConfigIssue } from '../../../core/admin/contract.ts';
-import { CopyButton, ErrorNote, Panel, ScreenHeader, Badge } from '../components/ui.tsx';
+import { CopyButton, ErrorNote, Panel, Prose, ScreenHeader, Badge } from '../components/ui.tsx';
 import { DiffList } from '../components/DiffList.tsx';
 import { client, describeError } from '../stores/client.ts';
 import { useConfig } from '../stores/config.ts';
@@ -12,6 +12,8 @@ import { useUi } from '../stores/ui.ts';
 import { DriftPanel } from './Overview.tsx';
 
 type Import = CommandOutput<'config.importYaml'>;
+
+const showRaw = (v: unknown) => (v === undefined ? 'default' : typeof v === 'string' ? v : JSON.stringify(v));
 
 export function downloadText(text: string, filename: string, type = 'application/yaml'): void {
   const url = URL.createObjectURL(new Blob([text], { type }));
@@ -117,25 +119,27 @@ function ImportPanel() {
     setText(r.yaml);
   };
 
-  // Settings only a restart changes (host, port, model_path) that the YAML leaves out or
-  // sets differently would refuse the whole apply; by default keep the running values.
+  // The backend takes an imported YAML as written, except that a setting given by a flag at
+  // start which the YAML leaves out keeps its running value. A YAML that writes a setting only
+  // a restart changes (host, port, model_path) differently would have the whole apply refused:
+  // the running values of those are kept, the apply sends the YAML's configuration with them,
+  // and the screen says so.
   const restartChanges = check?.ok && view ? check.diff.filter((d) => view.restartOnly.includes(d.path)) : [];
-  const [keepRunning, setKeepRunning] = useState(true);
-  const effectiveDiff = check?.ok ? (keepRunning ? check.diff.filter((d) => !restartChanges.includes(d)) : check.diff) : [];
+  const diff = check?.ok ? check.diff.filter((d) => !restartChanges.includes(d)) : [];
 
   const review = () => {
     if (!view || !check?.ok || !check.draft) return;
     const expectedRevision = view.revision;
     const yaml = text;
-    const keep = keepRunning && restartChanges.length > 0;
+    const keep = restartChanges.map((d) => d.path);
     const draft = { ...check.draft } as Record<string, unknown>;
-    if (keep) for (const k of view.restartOnly) draft[k] = (view.config as Record<string, unknown>)[k];
+    for (const k of keep) draft[k] = (view.config as Record<string, unknown>)[k];
     useUi.getState().requestReview({
       title: 'Apply imported YAML',
-      intro: `The imported configuration replaces revision ${expectedRevision} as a whole.${keep ? ` The running ${restartChanges.map((d) => d.path).join(', ')} ${restartChanges.length === 1 ? 'is' : 'are'} kept (only a restart changes ${restartChanges.length === 1 ? 'it' : 'them'}).` : ''}`,
-      proposed: keep ? (draft as never) : { yaml },
+      intro: `The imported configuration replaces revision ${expectedRevision} as a whole.${keep.length ? ` The running ${keep.join(', ')} ${keep.length === 1 ? 'is' : 'are'} kept: only a restart changes ${keep.length === 1 ? 'it' : 'them'}.` : ''}`,
+      ...(keep.length ? { proposed: draft as never } : { proposed: { yaml } }),
       confirmLabel: 'Apply YAML',
-      run: () => (keep ? client().call('config.apply', { draft, expectedRevision }) : client().call('config.apply', { yaml, expectedRevision })),
+      run: () => (keep.length ? client().call('config.apply', { draft, expectedRevision }) : client().call('config.apply', { yaml, expectedRevision })),
       undo: { toRevision: expectedRevision, config: view.config },
     });
   };
@@ -174,7 +178,7 @@ function ImportPanel() {
           <span className="muted">Checking…</span>
         ) : check.ok ? (
           <>
-            <Badge tone="ok">valid</Badge> {effectiveDiff.length} change{effectiveDiff.length === 1 ? '' : 's'} against revision {view?.revision}
+            <Badge tone="ok">valid</Badge> {diff.length} change{diff.length === 1 ? '' : 's'} against revision {view?.revision}
           </>
         ) : (
           <>
@@ -185,16 +189,23 @@ function ImportPanel() {
       {restartChanges.length > 0 && (
         <div className="note note-warn" data-testid="restart-only">
           <span aria-hidden="true">! </span>
-          This YAML changes {restartChanges.map((d) => `${d.path} (${String(d.before)} → ${String(d.after ?? 'default')})`).join(', ')}, which only a restart changes; applying it as is would be refused.
-          <label className="check">
-            <input type="checkbox" checked={keepRunning} onChange={(e) => setKeepRunning(e.target.checked)} />
-            keep the running value{restartChanges.length === 1 ? '' : 's'}
-          </label>
+          This YAML {restartChanges.map((d, i) => (
+            <Fragment key={d.path}>
+              {i > 0 && ', '}
+              {d.kind === 'removed' || d.after === (view?.defaults as Record<string, unknown> | undefined)?.[d.path] ? 'leaves out ' : 'changes '}
+              <code>{d.path}</code> ({showRaw(d.before)} → {showRaw(d.after)})
+            </Fragment>
+          ))}, which only a restart changes: the running value{restartChanges.length === 1 ? ' is' : 's are'} kept (the apply sends {restartChanges.map((d, i) => (
+            <Fragment key={d.path}>
+              {i > 0 && ', '}
+              {d.before === undefined ? <>no <code>{d.path}</code></> : <code>{d.path}: {showRaw(d.before)}</code>}
+            </Fragment>
+          ))}). To change {restartChanges.length === 1 ? 'it' : 'them'}, restart the router with the new value{restartChanges.length === 1 ? '' : 's'}.
         </div>
       )}
-      {check?.ok && <DiffList diff={effectiveDiff} caption="What applying this YAML would change" empty="Identical to the applied configuration." />}
+      {check?.ok && <DiffList diff={diff} caption="What applying this YAML would change" empty="Identical to the applied configuration." />}
       <div className="row-actions">
-        <button type="button" className="btn btn-primary" disabled={!check?.ok || effectiveDiff.length === 0} onClick={review}>
+        <button type="button" className="btn btn-primary" disabled={!check?.ok || diff.length === 0} onClick={review}>
           Review and apply…
         </button>
       </div>
@@ -251,14 +262,21 @@ function GatewayPanel() {
         <>
           <div className="field-label">Command line</div>
           <div className="codeline">
-            <code data-testid="gateway-command">{g.command}</code>
+            <code data-testid="gateway-command">
+              {g.command.split(' ').map((word, i) => (
+                <Fragment key={i}>
+                  {i > 0 && ' '}
+                  <span className="nowrap">{word}</span>
+                </Fragment>
+              ))}
+            </code>
             <CopyButton text={g.command} what="gateway command line" />
           </div>
           <div className="field-label">POST /workers, one per worker</div>
           {g.workers.length === 0 ? (
             <p className="muted">No worker to register (the embedded reference worker is not part of a real deployment).</p>
           ) : (
-            <table className="table compact">
+            <table className="table compact gateway">
               <thead>
                 <tr>
                   <th scope="col">Worker</th>
@@ -293,7 +311,7 @@ function GatewayPanel() {
             <>
               <div className="field-label">What the gateway cannot express</div>
               <ul className="notes">
-                {g.notes.map((n) => <li key={n}>{n}</li>)}
+                {g.notes.map((n) => <li key={n}><Prose text={n} /></li>)}
               </ul>
             </>
           )}

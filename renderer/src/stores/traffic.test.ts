@@ -16,6 +16,11 @@ describe('traffic store logic', () => {
     expect(filterRows(rows, { ...f, reason: 'auto_tokens_equal' })).toHaveLength(1);
     expect(filterRows(rows, { ...f, text: 'XYZ' })).toHaveLength(1);
   });
+  it('filters on the per-tensor reasons too (a full SHM budget)', () => {
+    const rows = [ev({ reason: 'shm_budget_exceeded', nbytes: 2_408_448 }), ev({ reason: 'below_threshold', tensor: 'image_grid_thw' })];
+    const f = { path: 'all' as const, worker: '', reason: 'shm_budget_exceeded', text: '', showConsole: false };
+    expect(filterRows(rows, f).map((e) => e.tensor)).toEqual(['encoder_input']);
+  });
   it('merges per-second aggregates: a changed second replaces the old one, the window is bounded', () => {
     const kept = [agg(1, 1), agg(2, 2)];
     expect(mergeSeconds(kept, [agg(2, 5), agg(3, 1)]).map((s) => [s.second, s.tensors.inline])).toEqual([[1, 1], [2, 5], [3, 1]]);

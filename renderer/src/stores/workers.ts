@@ -28,6 +28,13 @@ export const useWorkers = create<WorkersState>((set) => ({
 }));
 
 /** Whether a worker entry is the router's embedded reference worker (it stands in while none is configured). */
-export function isEmbedded(w: Pick<WorkerView, 'origin'>): boolean {
-  return w.origin === 'embedded default';
+export function isEmbedded(w: Pick<WorkerView, 'embedded'>): boolean {
+  return w.embedded === true;
+}
+
+/** Tell the router a worker can read our /dev/shm files again (workers.resetShmLane), then refresh the table. */
+export async function resetShmLane(url: string): Promise<boolean> {
+  const r = await client().call('workers.resetShmLane', { url });
+  await useWorkers.getState().load();
+  return r.wasBroken;
 }
