@@ -108,3 +108,29 @@ describe('reconcile', () => {
     r.close();
   });
 });
+
+describe('health checks', () => {
+  it('a worker that restarted between two checks with another /dev/shm token has its new labels honoured, and its SHM lane judged afresh', async () => {
+    const { r } = registry(50);
+    const w = r.list()[0]!;
+    w.discoveredLabels = { shm_namespace_id: 'boot:1' };
+    w.labels = { ...w.discoveredLabels };
+    w.shmLane = { error: 'EACCES', since: 1 };
+    let advertised: Record<string, string> = { shm_namespace_id: 'boot:1' };
+    w.connection = { ...fakeConnection(w.spec.url), info: async () => ({ labels: advertised }) };
+    await r.checkAll();
+    expect(w).toMatchObject({ healthy: true, labels: { shm_namespace_id: 'boot:1' }, shmLane: { error: 'EACCES' } });
+    advertised = { shm_namespace_id: 'boot:2' };
+    await r.checkAll();
+    expect(w.healthy).toBe(true);
+    expect(w.labels).toEqual({ shm_namespace_id: 'boot:2' });
+    expect(w.shmLane).toBeUndefined();
+    // The operator's labels still win over what the worker advertises; a failed read changes nothing.
+    await r.reconcile([WorkerSpecSchema.parse({ url: w.spec.url, labels: { shm_namespace_id: 'pinned' } })]);
+    w.connection = { ...fakeConnection(w.spec.url), info: async () => Promise.reject(new Error('UNAVAILABLE')) };
+    await r.checkAll();
+    expect(w.labels).toEqual({ shm_namespace_id: 'pinned' });
+    expect(w.discoveredLabels).toEqual({ shm_namespace_id: 'boot:2' });
+    r.close();
+  });
+});

@@ -133,7 +133,27 @@ export class WorkerRegistry {
     }
   }
 
-  /** One round of health checks; a worker that was down and answers again is rediscovered. */
+  /**
+   * What a healthy worker advertises, read again: a worker can restart on its address between
+   * two health checks (its channel reconnects unseen), and the new process may advertise
+   * another /dev/shm token, which must be honoured from the next request on. A changed token
+   * is another instance, so a broken SHM lane is judged afresh. An answer that fails changes nothing.
+   */
+  private async refreshLabels(w: WorkerState): Promise<void> {
+    let labels: Record<string, string>;
+    try {
+      labels = (await w.connection!.info(this.options.probeTimeoutMs ?? 3000)).labels;
+    } catch {
+      return;
+    }
+    if (w.removed || this.closed || !w.healthy || JSON.stringify(labels) === JSON.stringify(w.discoveredLabels)) return;
+    if (labels.shm_namespace_id !== w.discoveredLabels.shm_namespace_id) delete w.shmLane;
+    w.discoveredLabels = labels;
+    w.labels = { ...labels, ...w.spec.labels };
+    this.options.onChange?.(w);
+  }
+
+  /** One round of health checks; a worker that was down and answers again is rediscovered, one that answers has its labels read again. */
   async checkAll(): Promise<void> {
     if (this.checking) return;
     this.checking = true;
@@ -147,7 +167,7 @@ export class WorkerRegistry {
             w.healthy = false;
             w.lastError = 'HealthCheck failed';
             this.options.onChange?.(w);
-          }
+          } else if (ok) await this.refreshLabels(w);
         }),
       );
     } finally {
