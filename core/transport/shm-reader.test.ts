@@ -93,6 +93,37 @@ describe('TensorReader', () => {
     expect(err.message).toBe('byte length mismatch (expected 16, got 10)');
   });
 
+  it('a handle asking for more than the file holds reserves only what is there, and is a length mismatch', () => {
+    writeFileSync(path.join(shm.dir, 'small'), Buffer.alloc(4096, 1));
+    const pool = new TensorBufferPool();
+    const acquired: number[] = [];
+    const acquire = pool.acquire.bind(pool);
+    pool.acquire = (n: number) => (acquired.push(n), acquire(n));
+    const reader = new TensorReader({ dir: shm.dir, pool, unlinkAfterRead: false });
+    const err = readError(reader, shmTensor('small', 2 ** 31, [2 ** 29]));
+    expect(err).toMatchObject({ code: 'length_mismatch', message: 'byte length mismatch (expected 2147483648, got 4096)' });
+    expect(readError(reader, shmTensor('small', 16, [4], 'float32', 4090)).message).toBe('byte length mismatch (expected 16, got 6)');
+    expect(readError(reader, shmTensor('small', 16, [4], 'float32', 2 ** 40)).message).toBe('byte length mismatch (expected 16, got 0)');
+    expect(Math.max(...acquired)).toBe(4096);
+  });
+
+  it.each([
+    [{ nbytes: -1 }, 'nbytes -1'],
+    [{ nbytes: 1.5 }, 'nbytes 1.5'],
+    [{ nbytes: 2 ** 53 }, 'nbytes 9007199254740992'],
+    [{ offset: -1 }, 'offset -1'],
+    [{ offset: 0.5 }, 'offset 0.5'],
+    [{ offset: Number.NaN }, 'offset NaN'],
+  ])('an offset or length that is not a non-negative integer is an invalid handle, before anything is opened: %j', (bad, what) => {
+    writeFileSync(path.join(shm.dir, 'smg-tokenspeed-1-1-1'), Buffer.alloc(16));
+    const tensor = shmTensor('smg-tokenspeed-1-1-1', 16, [4]);
+    if (tensor.payload.kind === 'shm') Object.assign(tensor.payload.handle, bad);
+    const err = readError(new TensorReader({ dir: shm.dir }), tensor);
+    expect(err.code).toBe('invalid_handle');
+    expect(err.message).toBe(`invalid shm handle for "smg-tokenspeed-1-1-1": ${what} is not a non-negative integer`);
+    expect(shm.files()).toEqual(['smg-tokenspeed-1-1-1']);
+  });
+
   it('nbytes must equal shape x dtype size', () => {
     writeFileSync(path.join(shm.dir, 'f'), Buffer.alloc(16));
     const err = readError(new TensorReader({ dir: shm.dir }), shmTensor('f', 16, [3], 'float32'));

@@ -6,6 +6,8 @@
 //   TOKENSPEED_UNLINK_MM_SHM_AFTER_READ is 0/false/no.
 //   Fewer bytes than nbytes -> "byte length mismatch (expected N, got M)".
 //   nbytes must equal product(shape) x element size of dtype.
+//   offset and nbytes must be non-negative integers, and nothing is allocated for bytes the
+//   file does not hold: a handle cannot make a worker reserve gigabytes for a small file.
 // Each failure is a TensorReadError with its own code, so a worker can answer precisely.
 import { constants } from 'node:fs';
 import * as fs from 'node:fs';
@@ -18,6 +20,7 @@ import type { ShmHandleData } from './shm-writer.ts';
 export type TensorReadErrorCode =
   | 'no_payload'
   | 'remote_unsupported'
+  | 'invalid_handle'
   | 'invalid_name'
   | 'symlink'
   | 'not_regular_file'
@@ -132,6 +135,10 @@ export class TensorReader {
   private readShm(tensor: WireTensor, handle: ShmHandleData): ReadTensor {
     const started = process.hrtime.bigint();
     const name = validateShmName(handle.name);
+    for (const key of ['offset', 'nbytes'] as const) {
+      const v = handle[key];
+      if (!Number.isSafeInteger(v) || v < 0) throw new TensorReadError('invalid_handle', `invalid shm handle for ${JSON.stringify(name)}: ${key} ${v} is not a non-negative integer`);
+    }
     const file = path.join(this.dir, name);
     let fd: number;
     try {
@@ -141,13 +148,16 @@ export class TensorReader {
       if (code === 'ELOOP') throw new TensorReadError('symlink', `refusing ${file}: it is a symbolic link`);
       throw new TensorReadError('open_failed', `cannot open ${file}: ${code ?? (err as Error).message}`);
     }
-    const lease = this.pool.acquire(handle.nbytes);
+    let lease: BufferLease | undefined;
     let got: number;
     try {
-      if (!fs.fstatSync(fd).isFile()) throw new TensorReadError('not_regular_file', `refusing ${file}: not a regular file`);
+      const stat = fs.fstatSync(fd);
+      if (!stat.isFile()) throw new TensorReadError('not_regular_file', `refusing ${file}: not a regular file`);
+      // The file is complete when its handle is sent: never reserve more than it holds.
+      lease = this.pool.acquire(Math.min(handle.nbytes, Math.max(0, stat.size - handle.offset)));
       got = readFully(fd, lease.bytes, handle.offset);
     } catch (err) {
-      lease.release();
+      lease?.release();
       if (err instanceof TensorReadError) throw err;
       throw new TensorReadError('read_failed', `cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     } finally {
