@@ -87,6 +87,14 @@ describe('loading YAML', () => {
     expect(issuesOf('workers:\n  - url: [\n')[0]).toMatch(/^r\.yaml:\d+:\d+: YAML syntax error/);
   });
 
+  it('an alias with no anchor, and aliases that expand past the limit (billion laughs), are syntax errors at the alias', () => {
+    expect(() => parseConfigYaml('port: 1\nhost: *nope\n', 'r.yaml')).toThrow(ConfigError);
+    expect(issuesOf('port: 1\nhost: *nope\n')).toEqual(['r.yaml:2:7: YAML syntax error: Unresolved alias (the anchor must be set before the alias): nope']);
+    let laughs = 'a0: &a0 [x, x, x, x, x, x, x, x, x]\n';
+    for (let i = 1; i < 9; i++) laughs += `a${i}: &a${i} [${Array(9).fill(`*a${i - 1}`).join(', ')}]\n`;
+    expect(issuesOf(laughs)).toEqual(['r.yaml:2:10: YAML syntax error: Excessive alias count indicates a resource exhaustion attack']);
+  });
+
   it('a top-level list is refused', () => {
     expect(issuesOf('- url: grpc://a:1\n')).toEqual(['r.yaml:1:1: expected a mapping of router settings at the top level, got a list']);
   });

@@ -62,7 +62,19 @@ export function parseConfigYaml(text: string, source = 'config.yaml'): ParsedCon
       `cannot read ${source}:`,
     );
   }
-  const data: unknown = doc.toJS() ?? {};
+  let data: unknown;
+  try {
+    data = doc.toJS() ?? {};
+  } catch (err) {
+    // Building the data is where the YAML library refuses an alias with no anchor before it and
+    // a document whose aliases expand past its limit (a "billion laughs"): a syntax error too,
+    // at the alias it names (else at the first alias).
+    const message = String((err as Error)?.message ?? err).split('\n')[0]!;
+    const named = /: (\S+)$/.exec(message)?.[1];
+    const at = (named ? text.indexOf(`*${named}`) : -1) >= 0 ? text.indexOf(`*${named}`) : Math.max(0, text.search(/\*[^\s,[\]{}]/));
+    const pos = lines.linePos(at);
+    throw new ConfigError([{ path: '', message: `${source}:${pos.line}:${pos.col}: YAML syntax error: ${message}`, line: pos.line, column: pos.col }], `cannot read ${source}:`);
+  }
   if (typeof data !== 'object' || Array.isArray(data)) {
     throw new ConfigError([{ path: '', message: `${source}:1:1: expected a mapping of router settings at the top level, got ${Array.isArray(data) ? 'a list' : typeof data}`, line: 1, column: 1 }], `invalid configuration in ${source}:`);
   }
