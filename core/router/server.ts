@@ -306,16 +306,26 @@ async function route(ctx: RouterContext, req: IncomingMessage, res: ServerRespon
     error = apiError.message;
     record.errorCode = apiError.code ?? apiError.type;
     const headers: Record<string, string> = record.revision !== undefined ? { [REVISION_HEADER]: String(record.revision) } : {};
-    // The rest of a refused body is not read: answer, then close the connection.
-    if (err instanceof BodyRefused) headers.connection = 'close';
-    sendError(res, apiError, headers);
     if (err instanceof BodyRefused) {
-      // Closing with unread data queued would reset the connection and lose the answer:
-      // let what is already on its way drain (not kept), then close for good.
+      // The rest of a refused body is not read: answer, then close the connection. Closing with
+      // unread data queued would reset the connection and lose the answer, and Node closes a
+      // connection as soon as an answer marked `connection: close` has ended: so the answer goes
+      // out whole (its length says where it ends) but is ended only once what is already on its
+      // way has drained (not kept), or after 2 s, when the connection is closed for good.
+      const text = JSON.stringify(apiError.body());
+      res.writeHead(apiError.status, { ...headers, connection: 'close', 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+      res.write(text);
+      const done = () => {
+        if (!res.writableEnded) res.end();
+      };
       req.on('data', () => {});
+      req.once('end', done);
       req.resume();
-      setTimeout(() => req.destroy(), 2000).unref();
-    }
+      setTimeout(() => {
+        done();
+        req.destroy();
+      }, 2000).unref();
+    } else sendError(res, apiError, headers);
   }
   // 499 (nginx's word for it): the client went away before its response was complete.
   const status = !res.writableFinished && res.destroyed ? 499 : res.statusCode;
