@@ -168,7 +168,8 @@ function buildProgram(shells: Shells): Command {
     .option('--shm-namespace-id <token>', "advertise this /dev/shm namespace token instead of the real one ('' advertises none)")
     .option('--no-fingerprint', 'do not hash tensor bytes (for benchmarks)')
     .option('--delay-ms <ms>', 'hold each request this long before reading its tensors (simulates a queue)', '0')
-    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string }) => {
+    .addOption(new Option('--read-buffer <kind>', "read each /dev/shm tensor into a pooled, pre-faulted buffer, or into a fresh one per tensor (as the gateway's Python servicers do)").choices(['pooled', 'fresh']).default('pooled'))
+    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string; readBuffer: 'pooled' | 'fresh' }) => {
       const issues: ConfigError['issues'] = [];
       const port = flagValue('--port', opts.port, parseLoosePort, issues);
       if (port === undefined) throw new ConfigError(issues);
@@ -181,6 +182,7 @@ function buildProgram(shells: Shells): Command {
         ...(opts.shmNamespaceId !== undefined ? { shmNamespaceId: opts.shmNamespaceId } : {}),
         fingerprint: opts.fingerprint,
         delayMs: Number(opts.delayMs) || 0,
+        readBuffers: opts.readBuffer,
       });
       process.stdout.write(`mmtc worker (${worker.runtime}) listening on ${worker.url}\n`);
       process.stdout.write(`  /dev/shm namespace token: ${worker.token ?? 'none advertised'}\n`);

@@ -7,9 +7,12 @@
 // also encodes the answer, so the router's detokenizer turns it back into the same text.
 import * as grpc from '@grpc/grpc-js';
 import { existsSync, unlinkSync } from 'node:fs';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { GRPC_CHANNEL_OPTIONS } from '../engines/grpc.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
+import { TensorBufferPool, type BufferLease } from '../transport/buffer-pool.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
 import { TensorReader } from '../transport/shm-reader.ts';
 import type { WireRuntime } from '../transport/vocabulary.ts';
@@ -29,10 +32,61 @@ export interface ReferenceWorkerOptions {
   /** Hash every tensor's bytes for the completion text (off for benchmarks). */
   fingerprint?: boolean;
   reader?: TensorReader;
+  /**
+   * What each /dev/shm tensor is read into (when no reader is given): `pooled` (default), a
+   * reused, pre-faulted buffer per size class; `fresh`, a new buffer per tensor that is never
+   * reused by us, as the gateway's Python servicers read (docs/performance.md).
+   */
+  readBuffers?: ReadBuffers;
   /** Where SHM read latency is observed (smg_mm_shm_read_seconds). */
   metrics?: TransportMetrics;
   /** Hold each Generate this long before reading its tensors (a queued request, for demos and failure tests). */
   delayMs?: number;
+}
+
+export type ReadBuffers = 'pooled' | 'fresh';
+
+// A young-generation collection frees a dead Buffer's memory at once (~0.5 ms); without it
+// V8 frees it only when external memory has grown by tens of megabytes. (The flag is set only
+// in a worker that reads into fresh buffers; the function comes from a fresh context.)
+let collectGarbage: ((options: { type: 'minor' | 'major' }) => void) | undefined;
+function minorCollector(): (options: { type: 'minor' | 'major' }) => void {
+  if (!collectGarbage) {
+    v8.setFlagsFromString('--expose-gc');
+    collectGarbage = vm.runInNewContext('gc') as (options: { type: 'minor' | 'major' }) => void;
+  }
+  return collectGarbage;
+}
+
+/**
+ * A new buffer for every tensor (malloc, untouched: its pages fault in as the file is read
+ * into it), given back to the allocator as soon as the request is done with it, as a Python
+ * servicer's array is freed when its last reference goes: nothing pre-faulted, nothing kept
+ * by us. What the allocator then does with the memory (keep it for the next malloc, or return
+ * it to the system) is its own business, as it is under Python.
+ */
+export class FreshBuffers extends TensorBufferPool {
+  private collecting = false;
+  private readonly collect = minorCollector();
+
+  constructor() {
+    super(0);
+  }
+
+  override acquire(n: number): BufferLease {
+    return {
+      bytes: Buffer.allocUnsafeSlow(n),
+      release: () => {
+        if (this.collecting) return;
+        this.collecting = true;
+        // Once the request's reads are over and nothing refers to the buffer any more.
+        setImmediate(() => {
+          this.collecting = false;
+          this.collect({ type: 'minor' });
+        });
+      },
+    };
+  }
 }
 
 /** What a worker advertises about itself beyond the model. */
@@ -56,7 +110,7 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
   const serving: GenerateServing = {
     runtime: options.runtime,
     model: await loadModelDirectory(options.modelPath),
-    reader: options.reader ?? new TensorReader(),
+    reader: options.reader ?? new TensorReader(options.readBuffers === 'fresh' ? { pool: new FreshBuffers() } : {}),
     fingerprint: options.fingerprint ?? true,
     ...(options.metrics ? { metrics: options.metrics } : {}),
     delayMs: options.delayMs ?? 0,
