@@ -438,6 +438,10 @@ export class PreprocessPool {
     if (this.trimTimer) clearTimeout(this.trimTimer);
     for (const job of this.queue.splice(0)) job.reject(new Error('preprocessing pool is closed'));
     await Promise.all(this.all.map((w) => w.terminate()));
+    // Images a thread was working on end too, once no thread can touch their memory or their
+    // /dev/shm file any more (the request then removes what it had).
+    for (const current of [...this.running.values()]) if ('job' in current) current.job.reject(new Error('preprocessing pool is closed'));
+    this.running.clear();
     this.all.length = 0;
     this.idle.length = 0;
   }

@@ -15,6 +15,7 @@
 // they are a lookup table, and the table lookup plus the patch-layout scatter are fused
 // into the resize's last pass: no intermediate float image is ever materialised. When the
 // wire dtype is bfloat16 the bf16 bits are written in the same pass.
+import { writeSync } from 'node:fs';
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
 import { fnv1a64 } from '../transport/fnv.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
@@ -340,6 +341,44 @@ export interface PreprocessBandJob {
   f32At?: number;
   bf16At?: number;
   consts: number;
+  /** Also write the band's rows of this encoding to this open file, at their offset in the tensor (docs/transport.md, "Writing a tensor"). */
+  write?: TensorFileWrite;
+}
+
+/** Where the encoder input of one wire encoding also goes as each band is done: an open /dev/shm file of the request. */
+export interface TensorFileWrite {
+  fd: number;
+  kind: 'float32' | 'bf16';
+}
+
+/** Microseconds this thread has spent in writeAllAt (a task reads it before and after). */
+export const fileWriteClock = { micros: 0 };
+
+/** Write `bytes` to `fd` at `position`, all of them (pwrite may write less). */
+export function writeAllAt(fd: number, bytes: Uint8Array, position: number): void {
+  const t = performance.now();
+  try {
+    for (let done = 0; done < bytes.byteLength; ) {
+      const n = writeSync(fd, bytes, done, bytes.byteLength - done, position + done);
+      if (n <= 0) throw Object.assign(new Error(`wrote ${done} of ${bytes.byteLength} bytes`), { code: 'EIO' });
+      done += n;
+    }
+  } finally {
+    fileWriteClock.micros += (performance.now() - t) * 1000;
+  }
+}
+
+/** The bytes of encoder rows [first, end) of merge-block rows, in the encoding `write` asks for, and their offset in the tensor. */
+function bandBytes(job: PreprocessBandJob, write: TensorFileWrite): { bytes: Uint8Array; position: number } {
+  const { cfg, geometry: g } = job;
+  const band = job.plan.bands[job.band]!;
+  const rowsPerBlock = cfg.patch_size * cfg.merge_size;
+  const per = blockRowElements(g, cfg);
+  const first = (band.y0 / rowsPerBlock) * per;
+  const end = (band.y1 / rowsPerBlock) * per;
+  const size = write.kind === 'float32' ? 4 : 2;
+  const at = write.kind === 'float32' ? job.f32At! : job.bf16At!;
+  return { bytes: new Uint8Array(job.memory.buffer, at + first * size, (end - first) * size), position: first * size };
 }
 
 /** Runs a band of this thread's image on another thread; resolves when it is written. */
@@ -397,6 +436,10 @@ function runPreprocessBand(k: Kernels, job: PreprocessBandJob): void {
   // One pass writes every encoding asked for: bit 0 float32, bit 1 bfloat16.
   const kinds = (job.f32At !== undefined ? 1 : 0) | (job.bf16At !== undefined ? 2 : 0);
   k.scatter(rows.at, rows.stride, band.y0, band.y1 - band.y0, job.f32At ?? 0, job.bf16At ?? 0, kinds, cfg.patch_size, cfg.merge_size, g.features, cfg.temporal_patch_size, g.gridW, blockRowElements(g, cfg), job.consts);
+  if (job.write) {
+    const { bytes, position } = bandBytes(job, job.write);
+    writeAllAt(job.write.fd, bytes, position);
+  }
 }
 
 /**
@@ -412,7 +455,7 @@ export async function preprocessRgbInBands(
   height: number,
   cfg: QwenVlImageConfig,
   into: EncoderMemory,
-  options: { bf16?: boolean; float32?: boolean },
+  options: { bf16?: boolean; float32?: boolean; write?: TensorFileWrite },
   helper: BandHelper,
 ): Promise<PreprocessedImage | null> {
   if (!simdAvailable() || !scatterable(cfg)) return null;
@@ -423,6 +466,9 @@ export async function preprocessRgbInBands(
   if (starts.length === 0) return null;
   const planned = planPreprocess(into, rgb, width, height, cfg, g, kinds, starts);
   if (!planned || planned.job.plan.bands.length !== 2) return null;
+  // Each thread writes its own band to the tensor's file as soon as it is done (a band is a
+  // contiguous range of encoder rows), so little is left to write when both are.
+  if (options.write && (options.write.kind === 'float32' ? kinds.float32 : kinds.bf16)) planned.job.write = options.write;
   const helped = helper({ ...planned.job, band: 1 });
   runPreprocessBand(planned.k, { ...planned.job, band: 0 });
   await helped.catch(() => runPreprocessBand(planned.k, { ...planned.job, band: 1 }));

@@ -25,7 +25,9 @@ import type { TrafficSource } from '../telemetry/event-schema.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
 import { routerLabels, type TransportMetrics } from '../telemetry/metrics.ts';
 import { resolveEncoderDtype } from '../transport/dtype.ts';
-import type { PlacementContext } from '../transport/placement.ts';
+import type { ShmPrewriteTask } from '../multimodal/preprocess-task.ts';
+import type { ImageHeader } from '../multimodal/pool.ts';
+import type { PlacementContext, PrewrittenTensor } from '../transport/placement.ts';
 import { transportForWorker, type ShmHostFacts } from '../transport/resolve.ts';
 import type { ShmRequestScope, ShmWriter } from '../transport/shm-writer.ts';
 import type { EncoderDtype, TensorPath } from '../transport/vocabulary.ts';
@@ -286,6 +288,32 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
 
   timing.mark('fetch');
   const { state: worker, spec } = selectWorker(ctx, snapshot, options.worker);
+  // The request is the worker's from here on (its /dev/shm files may exist from now): a worker
+  // removed meanwhile drains it before it closes.
+  ctx.registry.acquire(worker);
+  try {
+    await routeToWorker(ctx, req, res, { snapshot, config, images, bytes, worker, spec, requestId, timing, record, options, isGone: () => clientGone });
+  } finally {
+    ctx.registry.release(worker);
+  }
+}
+
+interface RouteInput {
+  snapshot: ConfigSnapshot;
+  config: RouterConfig;
+  images: ImageRef[];
+  bytes: Uint8Array[];
+  worker: WorkerState;
+  spec: WorkerSpec;
+  requestId: string;
+  timing: RequestTiming;
+  record: RequestRecord;
+  options: ChatOptions;
+  isGone: () => boolean;
+}
+
+async function routeToWorker(ctx: RouterContext, req: ChatCompletionRequest, res: ResponseTarget, input: RouteInput): Promise<void> {
+  const { snapshot, config, images, bytes, worker, spec, requestId, timing, record, options } = input;
   record.worker = spec.url;
   record.model = req.model ?? ctx.modelName;
   const runtime = worker.runtime!;
@@ -314,10 +342,20 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   // Pooled output memory goes back when the request is over, whatever its outcome.
   const releases: Array<() => void> = [];
   const releaseImages = () => releases.splice(0).forEach((release) => release());
+  // The request's /dev/shm files, from the first one reserved for an image to the end of the
+  // request: when the worker's lane is SHM, each image's encoder input is written to its file
+  // by the pool threads as its bands are done (docs/transport.md, "Writing a tensor").
+  const scope = ctx.writer.newScope();
+  const lane = transportFor(ctx, snapshot, spec, worker, options);
+  const reserved = headers.map((h) => prewriteFor(ctx, lane, runtime, dtype, h, images.length, scope));
+  const prewritten: PrewrittenTensor[] = [];
   // Bytes are handed over (transferred) to the pool thread, which also hashes them. Only what
   // travels: bfloat16 alone for a bfloat16 wire dtype, float32 otherwise.
   const jobs = bytes.map((b, i) =>
-    ctx.pool.start({ bytes: b, config: imageConfig, bf16: dtype === 'bfloat16', float32: dtype !== 'bfloat16', maxPixels: config.max_request_image_pixels }, Promise.resolve(headers[i])),
+    ctx.pool.start(
+      { bytes: b, config: imageConfig, bf16: dtype === 'bfloat16', float32: dtype !== 'bfloat16', maxPixels: config.max_request_image_pixels, ...(reserved[i] ? { shm: reserved[i]!.task } : {}) },
+      Promise.resolve(headers[i]),
+    ),
   );
   // The prompt needs each image's token count, which its header gives: build it while the
   // pool works on the pixels (rebuilt below in the rare case the decoded image disagrees).
@@ -329,6 +367,15 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
       try {
         const r = await job.result;
         releases.push(r.release);
+        const file = reserved[i];
+        if (file) {
+          const values = file.task.kind === 'float32' ? r.pixelValues : r.bf16;
+          if (r.shm?.written && values) prewritten.push({ bytes: new Uint8Array(values.buffer, values.byteOffset, values.byteLength), name: file.name, micros: r.shm.micros });
+          // Placed the usual way. A file the thread did not write it has removed itself, or never
+          // created (a name taken by someone else is not ours to unlink): only its bytes go back.
+          else if (r.shm && !r.shm.written) scope.forget(file.name);
+          else scope.discard(file.name);
+        }
         const contentHash = Buffer.from(r.contentHash.buffer, r.contentHash.byteOffset, r.contentHash.byteLength);
         const image: PreparedImage = { ...(r.pixelValues ? { pixelValues: r.pixelValues } : {}), ...(r.bf16 ? { bf16: r.bf16 } : {}), patches: r.patches, features: r.features, gridThw: r.gridThw, placeholder: { offset: 0, length: r.tokens }, contentHash };
         return image;
@@ -340,6 +387,7 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
   const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
   if (failed) {
     releaseImages();
+    scope.cleanup();
     throw failed.reason;
   }
   const prepared = settled.map((s) => (s as PromiseFulfilledResult<PreparedImage>).value);
@@ -361,10 +409,46 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
       );
     }
     timing.mark('prompt');
-    await generate(ctx, req, res, { snapshot, prompt: built.prompt, prepared, worker, spec, dtype, requestId, timing, record, options, isGone: () => clientGone });
+    await generate(ctx, req, res, { snapshot, prompt: built.prompt, prepared, worker, spec, dtype, requestId, timing, record, options, isGone: input.isGone, scope, prewritten });
+  } catch (err) {
+    scope.cleanup();
+    throw err;
   } finally {
     releaseImages();
   }
+}
+
+/** The worker's lane for this request: its resolved mode and threshold, or the mode calibration forces. */
+function transportFor(ctx: RouterContext, snapshot: ConfigSnapshot, spec: WorkerSpec, worker: WorkerState, options: ChatOptions): ReturnType<typeof transportForWorker> {
+  const forced = options.transport;
+  // A forced mode (calibration) replaces the worker's resolved mode and threshold; the
+  // decision still checks /dev/shm and the worker's token as for any request.
+  const effectiveSpec = forced ? { ...spec, multimodal_tensor_transport: forced.mode, multimodal_shm_min_bytes: forced.minBytes } : spec;
+  return transportForWorker({ spec: effectiveSpec, config: snapshot.config, env: snapshot.env, labels: worker.labels, reachable: worker.healthy, host: ctx.host, shmLaneBroken: options.probe ? undefined : worker.shmLane?.error });
+}
+
+/**
+ * A /dev/shm file for an image's encoder input, named and counted now and written by the pool
+ * as the image is computed, when the tensor will go by SHM as it is: the lane is SHM, the wire
+ * dtype is one preprocessing produces (float16 is converted afterwards), the tensor is the
+ * image's own (vLLM concatenates the rows of several images into one tensor), it reaches the
+ * threshold and fits the budget.
+ */
+function prewriteFor(
+  ctx: RouterContext,
+  lane: ReturnType<typeof transportForWorker>,
+  runtime: string,
+  dtype: EncoderDtype,
+  header: ImageHeader | undefined,
+  imageCount: number,
+  scope: ShmRequestScope,
+): { name: string; task: ShmPrewriteTask } | undefined {
+  if (!lane.decision.shmEnabled || !header || (dtype !== 'float32' && dtype !== 'bfloat16')) return undefined;
+  if (runtime === 'vllm' && imageCount !== 1) return undefined;
+  const nbytes = header.geometry.patches * header.geometry.features * (dtype === 'float32' ? 4 : 2);
+  if (nbytes < lane.minBytes) return undefined;
+  const file = ctx.writer.reserve(nbytes, scope);
+  return file ? { name: file.name, task: { path: file.path, nbytes, kind: dtype === 'float32' ? 'float32' : 'bf16' } } : undefined;
 }
 
 /** The prompt for these image token counts, admitted against the context, or the API error building it gives. */
@@ -388,17 +472,16 @@ interface GenerateInput {
   record: RequestRecord;
   options: ChatOptions;
   isGone: () => boolean;
+  /** The request's /dev/shm files so far, and the tensors among them already written. */
+  scope?: ShmRequestScope;
+  prewritten?: PrewrittenTensor[];
 }
 
 async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: ResponseTarget, g: GenerateInput): Promise<void> {
   const { snapshot, prompt, prepared, worker, spec, dtype, requestId, timing } = g;
   const runtime = worker.runtime!;
-  const forced = g.options.transport;
-  // A forced mode (calibration) replaces the worker's resolved mode and threshold; the
-  // decision still checks /dev/shm and the worker's token as for any request.
-  const effectiveSpec = forced ? { ...spec, multimodal_tensor_transport: forced.mode, multimodal_shm_min_bytes: forced.minBytes } : spec;
-  const { decision, minBytes } = transportForWorker({ spec: effectiveSpec, config: snapshot.config, env: snapshot.env, labels: worker.labels, reachable: worker.healthy, host: ctx.host, shmLaneBroken: g.options.probe ? undefined : worker.shmLane?.error });
-  const scope = ctx.writer.newScope();
+  const { decision, minBytes } = transportFor(ctx, snapshot, spec, worker, g.options);
+  const scope = g.scope ?? ctx.writer.newScope();
   const placement: PlacementContext = {
     requestId,
     revision: snapshot.revision,
@@ -412,6 +495,7 @@ async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: Res
     metrics: ctx.metrics,
     events: ctx.events,
     tally: g.record.paths,
+    ...(g.prewritten ? { prewritten: g.prewritten } : {}),
   };
   const maxTokens = req.max_completion_tokens ?? req.max_tokens ?? undefined;
   const engineRequest: EngineRequest = {
@@ -440,10 +524,11 @@ async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: Res
 
   const stream = (wire: WireRequest, s: ShmRequestScope) =>
     streamFromWorker(ctx, worker, wire, { requestId, model: req.model ?? ctx.modelName, scope: s, res, responder, isGone: g.isGone, timeoutSecs: snapshot.config.request_timeout_secs, timing });
-  ctx.registry.acquire(worker);
   let current = scope;
   try {
     const wire = await engineFor(runtime).buildRequest(engineRequest, placement);
+    // Written files the request did not send (the lane changed since): gone before the call.
+    for (const p of placement.prewritten?.splice(0) ?? []) scope.discard(p.name);
     timing.mark('place');
     if (g.isGone()) {
       scope.cleanup();
@@ -469,8 +554,6 @@ async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: Res
   } catch (err) {
     current.cleanup();
     throw err;
-  } finally {
-    ctx.registry.release(worker);
   }
 }
 

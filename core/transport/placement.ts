@@ -36,6 +36,23 @@ export interface PlacementContext {
   events?: TensorEventBus;
   /** Counts of tensors by path, for the request's log line. */
   tally?: Record<TensorPath, number>;
+  /** Tensors already in their /dev/shm files; placeTensor takes the one whose bytes it is given. */
+  prewritten?: PrewrittenTensor[];
+}
+
+function takePrewritten(ctx: PlacementContext, bytes: Uint8Array): PrewrittenTensor | undefined {
+  const list = ctx.prewritten;
+  const i = list ? list.findIndex((p) => p.bytes.buffer === bytes.buffer && p.bytes.byteOffset === bytes.byteOffset && p.bytes.byteLength === bytes.byteLength) : -1;
+  return i >= 0 ? list!.splice(i, 1)[0] : undefined;
+}
+
+/** A tensor whose /dev/shm file was written while it was computed (a name reserved with ShmWriter.reserve). */
+export interface PrewrittenTensor {
+  /** The tensor's bytes as the engine will hand them to placeTensor (same memory, offset and length). */
+  bytes: Uint8Array;
+  name: string;
+  /** Time spent writing it (for the event and smg_mm_shm_write_seconds). */
+  micros: number;
 }
 
 export interface TensorToPlace {
@@ -52,7 +69,14 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
   let detail: string | undefined = ctx.decision.detail;
   let writeMicros = 0;
 
-  if (ctx.decision.shmEnabled) {
+  // Written already (docs/transport.md, "Writing a tensor"): the file's bytes are counted in the
+  // budget since its name was reserved, so only the threshold is checked again.
+  const ready = ctx.decision.shmEnabled && nbytes >= ctx.minBytes ? takePrewritten(ctx, tensor.bytes) : undefined;
+  if (ready) {
+    placed = { ...placed, payload: { kind: 'shm', handle: ctx.writer.handleFor(ready.name, nbytes) } };
+    writeMicros = ready.micros;
+    ctx.metrics?.shmWriteSeconds.observe({ runtime: ctx.runtime }, ready.micros / 1e6);
+  } else if (ctx.decision.shmEnabled) {
     if (nbytes < ctx.minBytes) {
       reason = 'below_threshold';
     } else if (!ctx.writer.hasRoom(nbytes)) {

@@ -212,6 +212,49 @@ describe('ShmWriter', () => {
   });
 });
 
+describe('files written by someone else (ShmWriter.reserve, docs/transport.md "Writing a tensor")', () => {
+  it('a reserved name counts against the budget at once; placeTensor sends that file as it is; a reserved file left unused is unlinked', async () => {
+    const writer = new ShmWriter({ dir: shm.dir, maxOutstandingBytes: () => 10_000 });
+    const { ctx, events } = context(writer, 0);
+    ctx.scope = writer.newScope();
+    const data = bytes(6000);
+    const used = writer.reserve(6000, ctx.scope)!;
+    expect(isOurTensorName(used.name)).toBe(true);
+    expect(writer.outstanding).toBe(6000);
+    expect(writer.reserve(6000, ctx.scope)).toBeUndefined(); // over the budget: nothing named, nothing counted
+    writeFileSync(used.path, data, { flag: 'wx', mode: 0o600 }); // what the pool thread does
+    ctx.prewritten = [{ bytes: data, name: used.name, micros: 42 }];
+    const placed = await placeTensor(ctx, { name: 'encoder_input', shape: [6000], dtype: 'uint8', bytes: data });
+    expect(placed.payload).toEqual({ kind: 'shm', handle: { name: used.name, offset: 0, nbytes: 6000, owner_id: `smg:${process.pid}` } });
+    expect(events[0]).toMatchObject({ path: 'shm', reason: 'shm_writable', writeMicros: 42 });
+    expect(ctx.prewritten).toEqual([]);
+    expect(readFileSync(used.path).equals(Buffer.from(data))).toBe(true);
+    // Other bytes than those of a written file are placed the usual way.
+    const other = await placeTensor(ctx, { name: 'other', shape: [100], dtype: 'uint8', bytes: bytes(100) });
+    expect(other.payload.kind).toBe('shm');
+    expect(shm.files()).toHaveLength(2);
+    const unused = writer.reserve(1000, ctx.scope)!;
+    writeFileSync(unused.path, 'x', { flag: 'wx' });
+    ctx.scope.discard(unused.name);
+    expect(existsSync(unused.path)).toBe(false);
+    expect(writer.outstanding).toBe(6100);
+    ctx.scope.complete();
+    expect(writer.outstanding).toBe(0);
+    expect(shm.files()).toEqual([]);
+  });
+
+  it('a request that fails unlinks its reserved files too, written or not', async () => {
+    const writer = new ShmWriter({ dir: shm.dir });
+    const scope = writer.newScope();
+    const a = writer.reserve(10, scope)!;
+    writer.reserve(10, scope); // never created (the image failed first)
+    writeFileSync(a.path, 'x'.repeat(10), { flag: 'wx' });
+    expect(scope.cleanup()).toBe(1);
+    expect(shm.files()).toEqual([]);
+    expect(writer.outstanding).toBe(0);
+  });
+});
+
 describe('placeTensor threshold', () => {
   const MIN = 4096;
   it.each([

@@ -213,6 +213,26 @@ export class ShmWriter implements OutstandingLedger {
     return result;
   }
 
+  /**
+   * Name a file for a tensor of `nbytes` that someone else will create and write (a
+   * preprocessing thread, as the bands of the image are done): counted against the budget and
+   * tracked by `scope` from now on, exactly as write() counts and tracks its files, so a
+   * failed request unlinks it and the budget sees it. Undefined when it does not fit the
+   * budget. The writer of the file creates it with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600.
+   */
+  reserve(nbytes: number, scope: ShmRequestScope): { name: string; path: string } | undefined {
+    if (!this.hasRoom(nbytes)) return undefined;
+    const name = this.nextName();
+    scope.track(name, nbytes);
+    if (scope.ledger === this) this.outstanding += nbytes;
+    return { name, path: path.join(this.dir, name) };
+  }
+
+  /** The handle of a reserved file its writer has written and closed. */
+  handleFor(name: string, nbytes: number): ShmHandleData {
+    return { name, offset: 0, nbytes, owner_id: `smg:${this.pid}` };
+  }
+
   nextName(): string {
     const nanos = BigInt(Date.now()) * 1_000_000n + (process.hrtime.bigint() % 1_000_000n);
     this.seq += 1;
@@ -285,6 +305,17 @@ export class ShmRequestScope {
     if (n === undefined) return;
     this.names.delete(name);
     this.ledger?.settle(n);
+  }
+
+  /** A file of this scope that will not be sent (a reserved file left unused): unlinked now, its bytes given back. */
+  discard(name: string): void {
+    if (!this.names.has(name)) return;
+    try {
+      this.ops.unlink(path.join(this.dir, name));
+    } catch {
+      /* never created, or removed already */
+    }
+    this.forget(name);
   }
 
   get pending(): readonly string[] {
