@@ -12,7 +12,7 @@
 // live but unrelated process with the same pid from protecting orphans forever.
 //
 // The rule, per entry named `smg-tokenspeed-<pid>-<unix nanos>-<seq>` (nothing else is looked
-// at: not the probe `smg-tokenspeed-probe-<pid>`, not other names, nothing below the directory):
+// at: not the probe `smg-tokenspeed-probe-<pid>-<nanos>`, not other names, nothing below the directory):
 //   1. Not a regular file (lstat: symlink, fifo, directory, socket, device): never removed,
 //      reported as suspicious. The writer only ever creates regular files, so this is
 //      something planted under our name; unlinking it is not our call, showing it is.

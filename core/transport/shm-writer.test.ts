@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { TensorEvent } from '../telemetry/event-schema.ts';
@@ -105,6 +105,19 @@ describe('ShmWriter', () => {
     const r = missing.probe();
     expect(r.writable).toBe(false);
     expect(r.error).toContain('ENOENT');
+    expect(r.error).not.toMatch(/ENOENT: ENOENT/);
+  });
+
+  it("the probe's name cannot be taken ahead of it: an entry planted under the pid's name is left alone and the probe passes", () => {
+    const pid = 424242;
+    const planted = path.join(shm.dir, `smg-tokenspeed-probe-${pid}`);
+    writeFileSync(planted, 'planted');
+    try {
+      expect(new ShmWriter({ dir: shm.dir, pid }).probe()).toEqual({ writable: true });
+      expect(readFileSync(planted, 'utf8')).toBe('planted');
+    } finally {
+      unlinkSync(planted);
+    }
   });
 
   it('constructing a writer and writing sweep nothing; start() sweeps at once, logs one line, reports the result', async () => {

@@ -7,7 +7,7 @@
 // the file we created is unlinked and the caller falls back to inline: SHM never fails a
 // request. A name that already exists is not ours and is never unlinked.
 //
-// Once at start: a writability probe (`smg-tokenspeed-probe-<pid>`, one byte, unlinked).
+// Once at start: a writability probe (`smg-tokenspeed-probe-<pid>-<nanos>`, one byte, unlinked).
 // start() runs the orphan sweep at once and then every sweepIntervalMs, so a crashed router's
 // files go when the next router starts (not at its first SHM write) and keep going while it
 // runs. The sweep removes only files it can prove are orphans; the rule, and why age and not
@@ -63,7 +63,9 @@ export type ShmWriteResult = { ok: true; handle: ShmHandleData; micros: number }
 
 function errText(err: unknown): { code: string; message: string } {
   const e = err as NodeJS.ErrnoException;
-  return { code: e.code ?? 'EIO', message: e.code ? `${e.code}: ${e.message}` : String(e.message ?? err) };
+  // Node's own messages start with the code ("EROFS: read-only file system, open …"): said once.
+  const message = String(e.message ?? err);
+  return { code: e.code ?? 'EIO', message: e.code && !message.startsWith(`${e.code}:`) ? `${e.code}: ${message}` : message };
 }
 
 export interface ShmWriterOptions extends OrphanRuleOptions {
@@ -130,8 +132,14 @@ export class ShmWriter implements OutstandingLedger {
     return this.last;
   }
 
-  get probeName(): string {
-    return `${SHM_PREFIX}probe-${this.pid}`;
+  /**
+   * A name for the probe no one can take ahead of it: the pid alone is predictable (pid 1 in a
+   * container, or another router that is pid 1 of its own pid namespace at the same moment), so
+   * it carries the nanoseconds a tensor name carries.
+   */
+  probeName(): string {
+    const nanos = BigInt(Date.now()) * 1_000_000n + (process.hrtime.bigint() % 1_000_000n);
+    return `${SHM_PREFIX}probe-${this.pid}-${nanos}`;
   }
 
   /** Close and remove a file we created, whatever state it is in. */
@@ -151,7 +159,7 @@ export class ShmWriter implements OutstandingLedger {
   /** The start-up writability probe; later calls return the first answer. */
   probe(): ShmProbeResult {
     if (this.probed) return this.probed;
-    const file = path.join(this.dir, this.probeName);
+    const file = path.join(this.dir, this.probeName());
     let fd: number | undefined;
     try {
       fd = this.ops.openExclusive(file);
