@@ -64,7 +64,20 @@ export function renderBarChart(spec: BarChartSpec): string {
   const gap = 10;
   const left = 170;
   const right = 80;
-  const top = 60;
+  // Legend entries flow onto as many rows as they need (about 7 px per character at 12 px).
+  const legend: Array<{ x: number; row: number }> = [];
+  let lx = 10;
+  let row = 0;
+  for (const s of spec.series) {
+    const width = 40 + s.name.length * 7;
+    if (lx > 10 && lx + width > W - 10) {
+      lx = 10;
+      row += 1;
+    }
+    legend.push({ x: lx, row });
+    lx += width;
+  }
+  const top = 60 + row * 18;
   const groupH = spec.series.length * barH + gap;
   const H = top + spec.groups.length * groupH + 20;
   const max = Math.max(...spec.series.flatMap((s) => s.values));
@@ -75,11 +88,10 @@ export function renderBarChart(spec: BarChartSpec): string {
     `<rect width="${W}" height="${H}" fill="white"/>`,
     `<text x="10" y="22" font-size="15" font-weight="bold">${escapeXml(spec.title)}</text>`,
   ];
-  let legendX = 10;
   spec.series.forEach((s, k) => {
-    parts.push(`<rect x="${legendX}" y="34" width="12" height="12" fill="${COLORS[(k + 1) % COLORS.length]}"/>`);
-    parts.push(`<text x="${legendX + 18}" y="45">${escapeXml(s.name)}</text>`);
-    legendX += 40 + s.name.length * 7; // about 7 px per character at 12 px
+    const { x: legendX, row: r } = legend[k]!;
+    parts.push(`<rect x="${legendX}" y="${34 + r * 18}" width="12" height="12" fill="${COLORS[(k + 1) % COLORS.length]}"/>`);
+    parts.push(`<text x="${legendX + 18}" y="${45 + r * 18}">${escapeXml(s.name)}</text>`);
   });
   spec.groups.forEach((g, i) => {
     const gy = top + i * groupH;

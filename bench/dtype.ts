@@ -1,11 +1,12 @@
 // float32 -> bfloat16 / float16 conversion speed, in ns per element, next to copying the same
 // float32 values (Float32Array.set) in the same run. Target: bf16 ≤ 1.5 ns/element.
 //
-// Usage: npm run bench:dtype
+// Usage: npm run bench:dtype [-- --quick]   (--quick: 4 Mi values, 5 runs: the CI smoke)
 import { f32ToBf16, f32ToF16 } from '../core/transport/dtype.ts';
 
-const N = 16 * 1024 * 1024;
-const RUNS = 11;
+const quick = process.argv.includes('--quick');
+const N = (quick ? 4 : 16) * 1024 * 1024;
+const RUNS = quick ? 5 : 11;
 const input = new Float32Array(N);
 for (let i = 0; i < N; i++) input[i] = Math.sin(i) * 3; // normalised-pixel-like values
 const copyOut = new Float32Array(N);

@@ -79,13 +79,14 @@ Image.fromarray(a).save('${jpeg}', quality=85)`]);
     const pid = router.child.pid!;
     let phase = 'start';
     let preprocessPeak = 0;
-    const sampler = setInterval(() => samples.push({ t: (performance.now() - t0) / 1000, rss: rssOf(pid), phase }), 100);
+    // Unref'd, so neither keeps the benchmark alive once it is done (or has failed).
+    const sampler = setInterval(() => samples.push({ t: (performance.now() - t0) / 1000, rss: rssOf(pid), phase }), 100).unref();
     const accounting = setInterval(() => {
       void fetch(`${router.match}/metrics`).then((r) => r.text()).then((t) => {
         const m = /^mmtc_preprocess_memory_bytes (\d+)/m.exec(t);
         if (m) preprocessPeak = Math.max(preprocessPeak, Number(m[1]));
       }).catch(() => {});
-    }, 200);
+    }, 200).unref();
     for (let i = 0; i < 8; i++) await post(router.match, chat); // warm: threads, pooled memories, JIT
     phase = 'warm idle';
     await new Promise((r) => setTimeout(r, 10_000));

@@ -11,8 +11,9 @@
 // measurement runs twice, once with the default malloc and once with
 // GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (set for the router-side and the worker process).
 //
-// Usage: npm run bench:transport [-- --quick] [-- --json FILE]
-import { spawn, spawnSync } from 'node:child_process';
+// Usage: npm run bench:transport [-- --quick] [-- --json FILE]   (--quick: up to 32 MiB, fewer
+// runs, no chart written: the CI smoke)
+import { spawn } from 'node:child_process';
 import { mkdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,18 +21,19 @@ import { ENGINES } from '../core/engines/engine.ts';
 import { tensorDataFromPlaced } from '../core/engines/tensor-data.ts';
 import * as ts from '../core/gen/tokenspeed/grpc/scheduler.ts';
 import { placeTensor } from '../core/transport/placement.ts';
-import { ShmRequestScope, ShmWriter } from '../core/transport/shm-writer.ts';
+import { ShmWriter } from '../core/transport/shm-writer.ts';
 import { renderLineChart } from './chart.ts';
+import { exitWithParent, root, runBench, startMmtc, track } from './procs.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
-const SIZES = [64 * KiB, 1 * MiB, 8 * MiB, 32 * MiB, 128 * MiB];
-const root = path.resolve(import.meta.dirname, '..');
 const args = process.argv.slice(2);
 const quick = args.includes('--quick');
+// --quick (the CI smoke) leaves out 128 MiB: its inline leg alone takes seconds per run.
+const SIZES = quick ? [64 * KiB, 1 * MiB, 8 * MiB, 32 * MiB] : [64 * KiB, 1 * MiB, 8 * MiB, 32 * MiB, 128 * MiB];
 
 function runsFor(size: number): number {
-  if (quick) return size >= 32 * MiB ? 9 : 15;
+  if (quick) return size >= 32 * MiB ? 5 : 9;
   if (size <= 64 * KiB) return 201;
   if (size <= 1 * MiB) return 61;
   if (size <= 8 * MiB) return 21;
@@ -55,16 +57,8 @@ interface Row {
 
 // ---------------------------------------------------------------- child: one measurement
 async function measure(): Promise<Row[]> {
-  const worker = spawn(process.execPath, [path.join(root, 'bin', 'mmtc.js'), 'worker', '--runtime', 'tokenspeed', '--port', '0', '--no-fingerprint'], { stdio: ['ignore', 'pipe', 'inherit'], env: process.env });
-  const url = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    worker.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      const m = /listening on (grpc:\/\/\S+)/.exec(out);
-      if (m) resolve(m[1]!);
-    });
-    worker.on('exit', (code) => reject(new Error(`worker exited ${code}`)));
-  });
+  // The worker runs under this child's malloc setting (the variant being measured).
+  const { match: url } = await startMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0', '--no-fingerprint'], /listening on (grpc:\/\/\S+)/, { malloc: 'inherit' });
   const connection = ENGINES.tokenspeed.connect(url);
   const writer = new ShmWriter();
   if (!writer.probe().writable) throw new Error('/dev/shm is not writable');
@@ -77,8 +71,16 @@ async function measure(): Promise<Row[]> {
         end: resolve,
       });
     });
-  const request = (id: string, encoderInput: ts.TensorData) =>
-    ts.GenerateRequest.fromPartial({ requestId: id, tokenized: { inputIds: [1] }, mmInputs: { items: [{ modality: 1, encoderInput, placeholders: [] }] } });
+  // The tensor as the worker checks an image's encoder input: [rows, 64] bytes with an int64
+  // image_grid_thw [1, 3] whose patches are the rows (every size here is a multiple of 2 KiB).
+  const request = (id: string, encoderInput: ts.TensorData, size: number) =>
+    ts.GenerateRequest.fromPartial({
+      requestId: id,
+      tokenized: { inputIds: [1] },
+      mmInputs: {
+        items: [{ modality: 1, encoderInput, modelSpecificTensors: { image_grid_thw: { shape: [1, 3], dtype: 'int64', payload: { $case: 'inline', value: Buffer.from(BigInt64Array.of(1n, BigInt(size / 64 / 32), 32n).buffer) } } }, placeholders: [] }],
+      },
+    });
 
   const rows: Row[] = [];
   let seq = 0;
@@ -87,7 +89,7 @@ async function measure(): Promise<Row[]> {
     for (let i = 0; i < size; i += 4096) src[i] = i & 0xff;
     const dst = Buffer.allocUnsafeSlow(size);
     src.copy(dst);
-    const shape = [size];
+    const shape = [size / 64, 64];
     const variants: Record<string, () => Promise<number>> = {
       memcpy: async () => {
         const t = performance.now();
@@ -96,19 +98,26 @@ async function measure(): Promise<Row[]> {
       },
       shm: async () => {
         const t = performance.now();
-        const scope = new ShmRequestScope();
-        const placed = await placeTensor(
-          { requestId: `b${seq}`, revision: 1, source: 'api' as const, worker: url, runtime: 'tokenspeed', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
-          { name: 'encoder_input', shape, dtype: 'uint8', bytes: src },
-        );
-        if (placed.payload.kind !== 'shm') throw new Error('SHM write failed during the benchmark');
-        scope.complete();
-        await generate(request(`b${seq++}`, tensorDataFromPlaced(placed)));
-        return performance.now() - t;
+        // As the router does: the scope's files are unlinked once the worker has answered
+        // (it normally did already) or when the call fails, so nothing stays in /dev/shm.
+        const scope = writer.newScope();
+        try {
+          const placed = await placeTensor(
+            { requestId: `b${seq}`, revision: 1, source: 'api' as const, worker: url, runtime: 'tokenspeed', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
+            { name: 'encoder_input', shape, dtype: 'uint8', bytes: src },
+          );
+          if (placed.payload.kind !== 'shm') throw new Error('SHM write failed during the benchmark');
+          await generate(request(`b${seq++}`, tensorDataFromPlaced(placed), size));
+          const ms = performance.now() - t;
+          if (scope.complete() > 0) throw new Error('the worker left its tensor file in /dev/shm');
+          return ms;
+        } finally {
+          scope.cleanup();
+        }
       },
       inline: async () => {
         const t = performance.now();
-        await generate(request(`b${seq++}`, { shape, dtype: 'uint8', payload: { $case: 'inline', value: src } }));
+        await generate(request(`b${seq++}`, { shape, dtype: 'uint8', payload: { $case: 'inline', value: src } }, size));
         return performance.now() - t;
       },
       writer: async () => {
@@ -135,7 +144,6 @@ async function measure(): Promise<Row[]> {
     process.stderr.write(`  ${fmtSize(size)} done (${runs} runs)\n`);
   }
   connection.close();
-  worker.kill('SIGTERM');
   return rows;
 }
 
@@ -169,8 +177,23 @@ function targets(rows: Row[]): string[] {
   ];
 }
 
+/** One measurement in a child process with this environment; its last stdout line is the rows. */
+function measureInChild(env: Record<string, string>): Promise<Row[]> {
+  const child = track(spawn(process.execPath, [path.join(root, 'node_modules', 'tsx', 'dist', 'cli.mjs'), import.meta.filename, ...args], { env, stdio: ['ignore', 'pipe', 'inherit'] }));
+  let out = '';
+  child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  return new Promise((resolve, reject) => {
+    child.on('error', reject);
+    child.on('exit', (code, signal) => {
+      if (code !== 0) return reject(new Error(`benchmark child failed (${signal ?? `status ${code}`})`));
+      resolve(JSON.parse(out.trim().split('\n').at(-1)!) as Row[]);
+    });
+  });
+}
+
 async function main() {
   if (process.env.MMTC_BENCH_CHILD === '1') {
+    exitWithParent();
     const rows = await measure();
     process.stdout.write(`${JSON.stringify(rows)}\n`);
     return;
@@ -184,14 +207,15 @@ async function main() {
     ['GLIBC_TUNABLES=glibc.malloc.hugetlb=1', 'glibc.malloc.hugetlb=1'],
   ] as const) {
     process.stderr.write(`measuring with ${label}\n`);
-    const env = { ...process.env, MMTC_BENCH_CHILD: '1' } as Record<string, string>;
+    const env = { ...process.env, MMTC_BENCH_CHILD: '1', MMTC_BENCH_PARENT: String(process.pid) } as Record<string, string>;
     // MMTC_MALLOC_HUGETLB=0 stops bin/mmtc.js from adding the tunable to the worker itself.
     env.MMTC_MALLOC_HUGETLB = '0';
+    delete env.MMTC_GLIBC_TUNABLES;
     if (tunables) env.GLIBC_TUNABLES = tunables;
     else delete env.GLIBC_TUNABLES;
-    const child = spawnSync(process.execPath, [path.join(root, 'node_modules', 'tsx', 'dist', 'cli.mjs'), import.meta.filename, ...args], { env, stdio: ['ignore', 'pipe', 'inherit'], encoding: 'utf8', maxBuffer: 1 << 20 });
-    if (child.status !== 0) throw new Error(`benchmark child (${label}) failed with status ${child.status}`);
-    const rows = JSON.parse(child.stdout.trim().split('\n').at(-1)!) as Row[];
+    const rows = await measureInChild(env).catch((err: Error) => {
+      throw new Error(`${label}: ${err.message}`);
+    });
     results[label] = rows;
     process.stdout.write(`\n### ${label}\n\n${table(rows)}\n\n${targets(rows).join('\n')}\n`);
   }
@@ -213,11 +237,14 @@ async function main() {
       { name: 'inline gRPC, hugetlb=1', values: b.map((r) => r.inlineMs) },
     ],
   });
-  mkdirSync(path.join(root, 'docs', 'img'), { recursive: true });
-  writeFileSync(path.join(root, 'docs', 'img', 'transport-bench.svg'), chart);
-  process.stdout.write('\nchart written to docs/img/transport-bench.svg\n');
+  // A quick run (the CI smoke) never replaces the committed chart.
+  if (!quick) {
+    mkdirSync(path.join(root, 'docs', 'img'), { recursive: true });
+    writeFileSync(path.join(root, 'docs', 'img', 'transport-bench.svg'), chart);
+    process.stdout.write('\nchart written to docs/img/transport-bench.svg\n');
+  }
   const jsonAt = args.indexOf('--json');
   if (jsonAt >= 0 && args[jsonAt + 1]) writeFileSync(args[jsonAt + 1]!, JSON.stringify({ machine, results }, null, 2));
 }
 
-await main();
+await runBench(main);

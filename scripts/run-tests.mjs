@@ -34,6 +34,8 @@ function ensureDebianPackages(check, packages) {
   return run('apt-get install', 'apt-get', ['install', '-y', '-qq', ...packages], { DEBIAN_FRONTEND: 'noninteractive' }) === 0;
 }
 if (!ensureDebianPackages("/usr/bin/python3 -c 'import PIL, numpy'", ['python3-pil', 'python3-numpy'])) totals.failed += 1;
+// torch + torchvision run the HF fast image-processor pipeline bench:preprocess compares against.
+if (!process.argv.includes('--no-slow') && !ensureDebianPackages("/usr/bin/python3 -c 'import torch, torchvision'", ['python3-torch', 'python3-torchvision'])) totals.failed += 1;
 // Debian's Chromium drives the end-to-end specs and bench:ui (Playwright never downloads one).
 if (!ensureDebianPackages('test -x /usr/bin/chromium', ['chromium'])) totals.failed += 1;
 

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""The Python pipelines bench:preprocess compares against, in one long-lived process so the
+benchmark can interleave them with its own runs (one image per command, same files).
+
+  pillow  the Pillow + numpy reference of the tests (scripts/reference/qwen_vl_reference.py)
+  torch   the pipeline of transformers' fast image processor for Qwen2-VL / Qwen3-VL
+          (Qwen2VLImageProcessorFast, the default since transformers 4.5x), written out in
+          torch + torchvision so it runs without transformers: decode with
+          torchvision.io.decode_jpeg, F.resize(BICUBIC, antialias=True) on the uint8 tensor,
+          rescale fused into normalize (mean and std divided by the rescale factor, one
+          float32 pass), the still image tiled T times, patchify by view/permute/reshape.
+          bfloat16 is the float32 result cast with .to(torch.bfloat16), as a bfloat16
+          model's input is.
+
+Reads one JSON command per line on stdin, answers one JSON line on stdout:
+  {"op": "run", "pipeline": "torch"|"pillow", "family": F, "file": PATH, "dtype": "float32"|"bfloat16"}
+      -> {"ms": wall milliseconds of the whole pipeline, "shape": [rows, cols]}
+  {"op": "digest", "family": F, "file": PATH, "dtype": D}
+      -> {"sha256": of the Pillow reference's little-endian bytes in that dtype (bfloat16:
+          round to nearest even from float32, as docs/transport.md states)}
+  {"op": "versions"} -> {"python", "torch", "torchvision", "pillow", "numpy", "threads"}
+Usage: reference_server.py --threads N
+"""
+import hashlib
+import json
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "scripts", "reference"))
+
+import numpy as np  # noqa: E402
+import qwen_vl_reference as ref  # noqa: E402
+
+THREADS = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else 2
+
+torch = None
+try:
+    import torch  # noqa: E402
+    import torchvision  # noqa: E402
+    from torchvision.io import ImageReadMode, decode_jpeg, read_file  # noqa: E402
+    from torchvision.transforms import InterpolationMode  # noqa: E402
+    from torchvision.transforms import functional as TF  # noqa: E402
+
+    torch.set_num_threads(THREADS)
+except ImportError:
+    torch = None
+
+
+def torch_fast(path, family, dtype):
+    f = ref.FAMILIES[family]
+    P, m, T = f["patch"], f["merge"], f["temporal"]
+    data = read_file(path)
+    image = decode_jpeg(data, mode=ImageReadMode.RGB)  # uint8 [3, H, W]
+    height, width = image.shape[-2:]
+    rh, rw = ref.smart_resize(height, width, P * m, f["min_pixels"], f["max_pixels"])
+    stacked = image.unsqueeze(0)  # the processor groups images by shape: [1, 3, H, W]
+    stacked = TF.resize(stacked, [rh, rw], interpolation=InterpolationMode.BICUBIC, antialias=True)
+    # _fuse_mean_std_and_rescale_factor: one float32 pass instead of rescale then normalize.
+    mean = torch.tensor(f["mean"]) * (1.0 / (1 / 255))
+    std = torch.tensor(f["std"]) * (1.0 / (1 / 255))
+    patches = TF.normalize(stacked.to(dtype=torch.float32), mean.tolist(), std.tolist())
+    patches = patches.unsqueeze(1)  # [B, t=1, C, H, W]
+    if patches.shape[1] % T != 0:
+        repeats = patches[:, -1:].repeat(1, T - 1, 1, 1, 1)
+        patches = torch.cat([patches, repeats], dim=1)
+    b, grid_t, c = patches.shape[:3]
+    grid_t = grid_t // T
+    gh, gw = rh // P, rw // P
+    patches = patches.view(b, grid_t, T, c, gh // m, m, P, gw // m, m, P)
+    patches = patches.permute(0, 1, 4, 7, 5, 8, 3, 2, 6, 9)
+    flat = patches.reshape(b, grid_t * gh * gw, c * T * P * P)
+    pixel_values = torch.cat([flat[0]], dim=0)
+    if dtype == "bfloat16":
+        pixel_values = pixel_values.to(torch.bfloat16)
+    return list(pixel_values.shape)
+
+
+def pillow(path, family, dtype):
+    x, _ = ref.preprocess(path, family, True)
+    if dtype == "bfloat16":
+        x = bf16_bits(x)
+    return list(x.shape)
+
+
+def bf16_bits(x):
+    bits = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    rounded = bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
+    return (rounded >> np.uint32(16)).astype(np.uint16)
+
+
+def digest(path, family, dtype):
+    x, _ = ref.preprocess(path, family, True)
+    if dtype == "bfloat16":
+        x = bf16_bits(x)
+    return hashlib.sha256(np.ascontiguousarray(x).astype(x.dtype.newbyteorder("<")).tobytes()).hexdigest()
+
+
+def main():
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        try:
+            op = cmd["op"]
+            if op == "versions":
+                out = {
+                    "python": sys.version.split()[0],
+                    "pillow": __import__("PIL").__version__,
+                    "numpy": np.__version__,
+                    "torch": torch.__version__ if torch else None,
+                    "torchvision": torchvision.__version__ if torch else None,
+                    "threads": torch.get_num_threads() if torch else None,
+                }
+            elif op == "run":
+                fn = torch_fast if cmd["pipeline"] == "torch" else pillow
+                if fn is torch_fast and torch is None:
+                    raise RuntimeError("torch/torchvision are not installed (apt-get install python3-torch python3-torchvision)")
+                t = time.perf_counter()
+                shape = fn(cmd["file"], cmd["family"], cmd.get("dtype", "float32"))
+                out = {"ms": (time.perf_counter() - t) * 1000, "shape": shape}
+            elif op == "digest":
+                out = {"sha256": digest(cmd["file"], cmd["family"], cmd.get("dtype", "float32"))}
+            else:
+                raise ValueError(f"unknown op {op}")
+        except Exception as e:  # reported to the benchmark, which fails loudly
+            out = {"error": f"{type(e).__name__}: {e}"}
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
