@@ -1,17 +1,18 @@
 // One image's preprocessing, as run inside a pool thread: decode, then the fused Qwen-VL
 // pipeline, with the time of each stage.
 import { createHash } from 'node:crypto';
-import { closeSync, constants, openSync, unlinkSync } from 'node:fs';
+import { closeSync, constants, openSync } from 'node:fs';
 import { decodeToRgb } from './decode.ts';
-import { fileWriteClock, patchGeometry, preprocessRgb, preprocessRgbInBands, writeAllAt, type BandHelper, type EncoderMemory, type PatchGeometry, type QwenVlImageConfig } from './qwen-vl.ts';
+import { patchGeometry, preprocessRgb, preprocessRgbInBands, writeAllAt, type BandHelper, type EncoderMemory, type PatchGeometry, type QwenVlImageConfig } from './qwen-vl.ts';
 
 /**
  * The request's /dev/shm file for this image's encoder input in its wire encoding, written
- * here as the bands are done (docs/transport.md, "Writing a tensor"): the router named it and
- * counted its bytes; the thread creates it (O_CREAT|O_EXCL|O_NOFOLLOW, 0600) once the image is
- * decoded, each band's thread writes that band's rows at their offset, and the file is closed.
- * On any failure the file is removed and the router places the tensor as it would have
- * without this.
+ * here as the bands are done (docs/transport.md, "Written while the image is preprocessed"):
+ * the router created it (empty, O_EXCL, 0600: so it is the router's to unlink, whatever
+ * happens here) and counted its bytes; the thread opens it once the image is decoded, each
+ * band's thread writes that band's rows at their offset, and the file is closed. On any
+ * failure the thread says why and the router removes the file and places the tensor as it
+ * would have without this.
  */
 export interface ShmPrewriteTask {
   path: string;
@@ -19,7 +20,7 @@ export interface ShmPrewriteTask {
   kind: 'float32' | 'bf16';
 }
 
-/** What became of the file: written whole, or not (and then removed). */
+/** What became of the file: written whole and closed, or not (the router removes it). */
 export type ShmPrewriteResult = { written: true; micros: number } | { written: false; error: string };
 
 export interface PreprocessTask {
@@ -55,9 +56,9 @@ export interface PreprocessResult extends PatchGeometry {
   shm?: ShmPrewriteResult;
 }
 
-/** Create the tensor's file, as the router's writer creates its files. */
+/** Open the file the router created for the tensor (never through a symbolic link, never creating one). */
 function openPrewrite(shm: ShmPrewriteTask): { fd: number } {
-  return { fd: openSync(shm.path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600) };
+  return { fd: openSync(shm.path, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK) };
 }
 
 function errorText(err: unknown): string {
@@ -72,15 +73,11 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
   const contentHash = createHash('sha256').update(task.bytes).digest();
   let file: { fd: number } | undefined;
   let shm: ShmPrewriteResult | undefined;
+  // The file is closed before the result goes back; the router unlinks it when it is not sent.
   const drop = (error: string) => {
     if (!file) return;
     closeSync(file.fd);
     file = undefined;
-    try {
-      unlinkSync(task.shm!.path);
-    } catch {
-      /* removed already (the request was cleaned up) */
-    }
     shm = { written: false, error };
   };
   const image = await decoding;
@@ -89,7 +86,7 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
     try {
       file = openPrewrite(task.shm);
     } catch (err) {
-      shm = { written: false, error: `create ${task.shm.path}: ${errorText(err)}` };
+      shm = { written: false, error: `open ${task.shm.path}: ${errorText(err)}` };
     }
   }
   // The file holds exactly the encoder input of the decoded image, in its wire encoding.
@@ -99,7 +96,6 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
     if (g.patches * g.features * (wire.kind === 'float32' ? 4 : 2) !== wire.nbytes || (wire.kind === 'bf16' ? !task.bf16 : task.float32 === false)) drop('the decoded image does not match its header');
   }
   const write = file ? { fd: file.fd, kind: task.shm!.kind } : undefined;
-  const clockAtStart = fileWriteClock.micros;
   // Only the pool's memory, or the JavaScript passes in ordinary memory: a shared WebAssembly
   // memory made here would reach the main thread with the result, and V8 never frees those
   // once two threads have held them (pool.ts, SharedMemoryArena).
@@ -116,19 +112,23 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
   }
   if (file && write) {
     try {
-      if (!split) {
+      let micros: number;
+      if (split) {
+        // Both bands are done (preprocessRgbInBands returns only then), so are their writes.
+        if (split.written?.error) throw Object.assign(new Error(split.written.error), { bandWrite: true });
+        micros = split.written?.micros ?? 0;
+      } else {
         const values = write.kind === 'float32' ? out.pixelValues! : out.bf16!;
-        writeAllAt(file.fd, new Uint8Array(values.buffer, values.byteOffset, values.byteLength), 0);
+        micros = writeAllAt(file.fd, new Uint8Array(values.buffer, values.byteOffset, values.byteLength), 0);
       }
       closeSync(file.fd);
-      // This thread's writes (a helper's band is written meanwhile, on its thread).
-      shm = { written: true, micros: fileWriteClock.micros - clockAtStart };
       file = undefined;
+      shm = { written: true, micros };
     } catch (err) {
-      drop(`write ${task.shm!.path}: ${errorText(err)}`);
+      drop(`write ${task.shm!.path}: ${(err as { bandWrite?: boolean }).bandWrite ? (err as Error).message : errorText(err)}`);
     }
   }
-  const { memory, ...rest } = out;
+  const { memory, written: _written, ...rest } = out;
   const t2 = performance.now();
   return { ...rest, width: image.width, height: image.height, format: image.format, contentHash, timings: { decode: t1 - t0, preprocess: t2 - t1 }, threads: split ? 2 : 1, inOutput: memory !== undefined && memory === task.output?.memory, ...(shm ? { shm } : {}) };
 }

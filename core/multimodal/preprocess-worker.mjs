@@ -39,8 +39,9 @@ const { runPostedPreprocessBand } = await import('./qwen-vl.ts');
 function helpWith(port) {
   port.once('message', (job) => {
     try {
-      if (job) runPostedPreprocessBand(job);
-      port.postMessage({ done: true });
+      // The band's write to the tensor file, if asked for: its time, or why it failed.
+      const write = job ? runPostedPreprocessBand(job) : undefined;
+      port.postMessage({ done: true, write });
     } catch (err) {
       port.postMessage({ error: String(err?.message ?? err) });
     }
@@ -52,7 +53,7 @@ function helpWith(port) {
 function bandHelper(port) {
   return (job) =>
     new Promise((resolve, reject) => {
-      port.once('message', (reply) => (reply.error ? reject(new Error(reply.error)) : resolve()));
+      port.once('message', (reply) => (reply.error ? reject(new Error(reply.error)) : resolve(reply.write)));
       port.once('close', () => reject(new Error('helper thread went away')));
       port.postMessage(job);
     });

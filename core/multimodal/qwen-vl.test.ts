@@ -131,7 +131,7 @@ describe('preprocessRgbInBands', () => {
     const bands: number[] = [];
     const out = await preprocessRgbInBands(rgb, w, h, cfg, into, {}, async (job) => {
       bands.push(job.band);
-      runPostedPreprocessBand(job);
+      return runPostedPreprocessBand(job);
     });
     expect(bands).toEqual([1]);
     expect(bytesOf(out!.pixelValues!).equals(expected)).toBe(true);

@@ -157,6 +157,8 @@ export interface PreprocessedImage extends PatchGeometry {
   gridThw: [number, number, number];
   /** The shared memory the outputs live in (the caller's `into`, or a new one). */
   memory?: SharedWasmMemory;
+  /** When the bands were also written to a tensor file (preprocessRgbInBands with `write`): both threads' write time, or the first error. */
+  written?: BandWrite;
 }
 
 /** Which encodings of the encoder input to produce. */
@@ -351,21 +353,21 @@ export interface TensorFileWrite {
   kind: 'float32' | 'bf16';
 }
 
-/** Microseconds this thread has spent in writeAllAt (a task reads it before and after). */
-export const fileWriteClock = { micros: 0 };
-
-/** Write `bytes` to `fd` at `position`, all of them (pwrite may write less). */
-export function writeAllAt(fd: number, bytes: Uint8Array, position: number): void {
+/** Write `bytes` to `fd` at `position`, all of them (pwrite may write less); returns the microseconds it took. */
+export function writeAllAt(fd: number, bytes: Uint8Array, position: number): number {
   const t = performance.now();
-  try {
-    for (let done = 0; done < bytes.byteLength; ) {
-      const n = writeSync(fd, bytes, done, bytes.byteLength - done, position + done);
-      if (n <= 0) throw Object.assign(new Error(`wrote ${done} of ${bytes.byteLength} bytes`), { code: 'EIO' });
-      done += n;
-    }
-  } finally {
-    fileWriteClock.micros += (performance.now() - t) * 1000;
+  for (let done = 0; done < bytes.byteLength; ) {
+    const n = writeSync(fd, bytes, done, bytes.byteLength - done, position + done);
+    if (n <= 0) throw Object.assign(new Error(`wrote ${done} of ${bytes.byteLength} bytes`), { code: 'EIO' });
+    done += n;
   }
+  return (performance.now() - t) * 1000;
+}
+
+/** What became of one band's write to the tensor's file: its time, or why it failed. */
+export interface BandWrite {
+  micros: number;
+  error?: string;
 }
 
 /** The bytes of encoder rows [first, end) of merge-block rows, in the encoding `write` asks for, and their offset in the tensor. */
@@ -381,8 +383,8 @@ function bandBytes(job: PreprocessBandJob, write: TensorFileWrite): { bytes: Uin
   return { bytes: new Uint8Array(job.memory.buffer, at + first * size, (end - first) * size), position: first * size };
 }
 
-/** Runs a band of this thread's image on another thread; resolves when it is written. */
-export type BandHelper = (job: PreprocessBandJob) => Promise<void>;
+/** Runs a band of this thread's image on another thread; resolves when it is computed (and its write, if asked for, done or failed). */
+export type BandHelper = (job: PreprocessBandJob) => Promise<BandWrite | undefined>;
 
 /**
  * Output rows where bands after the first start, for `count` bands: whole merge-block rows
@@ -422,23 +424,30 @@ function planPreprocess(
 }
 
 /** Run a band another thread planned, on kernels over its memory (what a helper thread does). */
-export function runPostedPreprocessBand(job: PreprocessBandJob): void {
+export function runPostedPreprocessBand(job: PreprocessBandJob): BandWrite | undefined {
   const k = kernelsOn(job.memory);
   if (!k) throw new Error('WebAssembly SIMD kernels are unavailable in this thread');
-  runPreprocessBand(k, job);
+  return runPreprocessBand(k, job);
 }
 
 /** Resize one band of a planned image and scatter its rows into the outputs (any thread holding kernels on the plan's memory). */
-function runPreprocessBand(k: Kernels, job: PreprocessBandJob): void {
+function runPreprocessBand(k: Kernels, job: PreprocessBandJob): BandWrite | undefined {
   const { cfg, geometry: g } = job;
   const rows = resizeBand(k, job.plan, job.band);
   const band = job.plan.bands[job.band]!;
   // One pass writes every encoding asked for: bit 0 float32, bit 1 bfloat16.
   const kinds = (job.f32At !== undefined ? 1 : 0) | (job.bf16At !== undefined ? 2 : 0);
   k.scatter(rows.at, rows.stride, band.y0, band.y1 - band.y0, job.f32At ?? 0, job.bf16At ?? 0, kinds, cfg.patch_size, cfg.merge_size, g.features, cfg.temporal_patch_size, g.gridW, blockRowElements(g, cfg), job.consts);
-  if (job.write) {
-    const { bytes, position } = bandBytes(job, job.write);
-    writeAllAt(job.write.fd, bytes, position);
+  if (!job.write) return undefined;
+  // A failed write is reported, not thrown: the band is computed all the same, and the other
+  // band's thread may still be writing to the same descriptor (it is closed once both are done).
+  const { bytes, position } = bandBytes(job, job.write);
+  const t = performance.now();
+  try {
+    return { micros: writeAllAt(job.write.fd, bytes, position) };
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    return { micros: (performance.now() - t) * 1000, error: e?.code ? `${e.code}: ${e.message}` : String(e?.message ?? err) };
   }
 }
 
@@ -469,10 +478,21 @@ export async function preprocessRgbInBands(
   // Each thread writes its own band to the tensor's file as soon as it is done (a band is a
   // contiguous range of encoder rows), so little is left to write when both are.
   if (options.write && (options.write.kind === 'float32' ? kinds.float32 : kinds.bf16)) planned.job.write = options.write;
-  const helped = helper({ ...planned.job, band: 1 });
-  runPreprocessBand(planned.k, { ...planned.job, band: 0 });
-  await helped.catch(() => runPreprocessBand(planned.k, { ...planned.job, band: 1 }));
-  return { ...g, ...outputViews(into, kinds), gridThw: [g.gridT, g.gridH, g.gridW], memory: into.memory };
+  // A helper that fails has its band made up for here (after band 0, which runs at once).
+  const helped = helper({ ...planned.job, band: 1 }).then(
+    (w) => w,
+    () => runPreprocessBand(planned.k, { ...planned.job, band: 1 }),
+  );
+  let first: BandWrite | undefined;
+  try {
+    first = runPreprocessBand(planned.k, { ...planned.job, band: 0 });
+  } finally {
+    // Never return (or throw) while the other thread may still use the memory or the file.
+    await helped.catch(() => undefined);
+  }
+  const second = await helped;
+  const written = planned.job.write ? { micros: (first?.micros ?? 0) + (second?.micros ?? 0), ...(first?.error || second?.error ? { error: (first?.error ?? second?.error)! } : {}) } : undefined;
+  return { ...g, ...outputViews(into, kinds), gridThw: [g.gridT, g.gridH, g.gridW], memory: into.memory, ...(written ? { written } : {}) };
 }
 
 interface ScatterLayout {

@@ -371,10 +371,7 @@ async function routeToWorker(ctx: RouterContext, req: ChatCompletionRequest, res
         if (file) {
           const values = file.task.kind === 'float32' ? r.pixelValues : r.bf16;
           if (r.shm?.written && values) prewritten.push({ bytes: new Uint8Array(values.buffer, values.byteOffset, values.byteLength), name: file.name, micros: r.shm.micros });
-          // Placed the usual way. A file the thread did not write it has removed itself, or never
-          // created (a name taken by someone else is not ours to unlink): only its bytes go back.
-          else if (r.shm && !r.shm.written) scope.forget(file.name);
-          else scope.discard(file.name);
+          else scope.discard(file.name); // ours (reserve created it), not written: placed the usual way
         }
         const contentHash = Buffer.from(r.contentHash.buffer, r.contentHash.byteOffset, r.contentHash.byteLength);
         const image: PreparedImage = { ...(r.pixelValues ? { pixelValues: r.pixelValues } : {}), ...(r.bf16 ? { bf16: r.bf16 } : {}), patches: r.patches, features: r.features, gridThw: r.gridThw, placeholder: { offset: 0, length: r.tokens }, contentHash };

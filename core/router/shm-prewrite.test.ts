@@ -119,9 +119,11 @@ describe('encoder input written while it is computed', () => {
     const r = await router(worker, 'auto');
     const pending = post(r, chat(['photo.jpg']));
     for (let i = 0; i < 200 && ourFiles().length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
-    expect(ourFiles()).toHaveLength(1);
-    await new Promise((resolve) => setTimeout(resolve, 200)); // preprocessing done, the worker waits
-    expect(statSync(`/dev/shm/${ourFiles()[0]}`).size).toBe(1064 * 1176 * 2);
+    expect(ourFiles()).toHaveLength(1); // created (empty) when the request reserved it
+    const file = `/dev/shm/${ourFiles()[0]}`;
+    // Written once preprocessing is done (the pool thread may be starting), while the worker holds the request (600 ms).
+    for (let i = 0; i < 1000 && statSync(file).size < 1064 * 1176 * 2; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(statSync(file).size).toBe(1064 * 1176 * 2);
     expect(r.context.writer.outstanding).toBe(1064 * 1176 * 2);
     expect((await pending).status).toBe(200);
     expect(ourFiles()).toEqual([]);

@@ -235,7 +235,9 @@ describe('files written by someone else (ShmWriter.reserve, docs/transport.md "W
     expect(isOurTensorName(used.name)).toBe(true);
     expect(writer.outstanding).toBe(6000);
     expect(writer.reserve(6000, ctx.scope)).toBeUndefined(); // over the budget: nothing named, nothing counted
-    writeFileSync(used.path, data, { flag: 'wx', mode: 0o600 }); // what the pool thread does
+    expect(statSync(used.path).mode & 0o777).toBe(0o600); // created here, empty
+    expect(statSync(used.path).size).toBe(0);
+    writeFileSync(used.path, data, { flag: 'r+' }); // what the pool thread does
     ctx.prewritten = [{ bytes: data, name: used.name, micros: 42 }];
     const placed = await placeTensor(ctx, { name: 'encoder_input', shape: [6000], dtype: 'uint8', bytes: data });
     expect(placed.payload).toEqual({ kind: 'shm', handle: { name: used.name, offset: 0, nbytes: 6000, owner_id: `smg:${process.pid}` } });
@@ -247,7 +249,6 @@ describe('files written by someone else (ShmWriter.reserve, docs/transport.md "W
     expect(other.payload.kind).toBe('shm');
     expect(shm.files()).toHaveLength(2);
     const unused = writer.reserve(1000, ctx.scope)!;
-    writeFileSync(unused.path, 'x', { flag: 'wx' });
     ctx.scope.discard(unused.name);
     expect(existsSync(unused.path)).toBe(false);
     expect(writer.outstanding).toBe(6100);
@@ -260,11 +261,25 @@ describe('files written by someone else (ShmWriter.reserve, docs/transport.md "W
     const writer = new ShmWriter({ dir: shm.dir });
     const scope = writer.newScope();
     const a = writer.reserve(10, scope)!;
-    writer.reserve(10, scope); // never created (the image failed first)
-    writeFileSync(a.path, 'x'.repeat(10), { flag: 'wx' });
-    expect(scope.cleanup()).toBe(1);
+    writer.reserve(10, scope); // never written (the image failed first)
+    writeFileSync(a.path, 'x'.repeat(10), { flag: 'r+' });
+    expect(scope.cleanup()).toBe(2);
     expect(shm.files()).toEqual([]);
     expect(writer.outstanding).toBe(0);
+  });
+
+  it('a name someone else holds is not reserved: nothing counted, nothing tracked, their file untouched', async () => {
+    const writer = new ShmWriter({ dir: shm.dir });
+    const scope = writer.newScope();
+    const taken = writer.nextName();
+    writeFileSync(path.join(shm.dir, taken), 'not ours', { flag: 'wx' });
+    vi.spyOn(writer, 'nextName').mockReturnValueOnce(taken);
+    expect(writer.reserve(10, scope)).toBeUndefined();
+    expect(writer.outstanding).toBe(0);
+    expect(scope.pending).toEqual([]);
+    scope.cleanup();
+    expect(readFileSync(path.join(shm.dir, taken), 'utf8')).toBe('not ours');
+    unlinkSync(path.join(shm.dir, taken));
   });
 });
 

@@ -222,18 +222,25 @@ export class ShmWriter implements OutstandingLedger {
   }
 
   /**
-   * Name a file for a tensor of `nbytes` that someone else will create and write (a
-   * preprocessing thread, as the bands of the image are done): counted against the budget and
-   * tracked by `scope` from now on, exactly as write() counts and tracks its files, so a
-   * failed request unlinks it and the budget sees it. Undefined when it does not fit the
-   * budget. The writer of the file creates it with O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600.
+   * A file for a tensor of `nbytes` that someone else will write (a preprocessing thread, as
+   * the bands of the image are done): created here, empty, as write() creates its files
+   * (O_CREAT|O_EXCL|O_NOFOLLOW, mode 0600), so it is ours and the scope may unlink it whatever
+   * becomes of the write; counted against the budget and tracked by `scope` from now on,
+   * exactly as write() counts and tracks its files. Undefined when it does not fit the budget
+   * or cannot be created (the tensor is then placed as any other).
    */
   reserve(nbytes: number, scope: ShmRequestScope): { name: string; path: string } | undefined {
     if (!this.hasRoom(nbytes)) return undefined;
     const name = this.nextName();
+    const file = path.join(this.dir, name);
+    try {
+      this.ops.close(this.ops.openExclusive(file));
+    } catch {
+      return undefined;
+    }
     scope.track(name, nbytes);
     if (scope.ledger === this) this.outstanding += nbytes;
-    return { name, path: path.join(this.dir, name) };
+    return { name, path: file };
   }
 
   /** The handle of a reserved file its writer has written and closed. */
