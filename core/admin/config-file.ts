@@ -11,7 +11,7 @@
 // The history of applied revisions lives beside it, one JSON line per revision in
 // `FILE.history.jsonl` (appended, never rewritten except to drop the oldest past
 // MAX_HISTORY), so it survives a restart and revision numbers keep counting up.
-import { existsSync, promises as fs } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, promises as fs, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ConfigError } from '../config/errors.ts';
@@ -62,7 +62,8 @@ export class ConfigFile {
 
   private async readText(): Promise<string | undefined> {
     try {
-      return await fs.readFile(this.path, 'utf8');
+      // Synchronous, as every step of an apply (writeFileAtomic says why): a few KiB.
+      return readFileSync(this.path, 'utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw new ConfigError([{ path: '', message: `cannot read ${this.path}: ${(err as Error).message}` }]);
@@ -82,7 +83,7 @@ export class ConfigFile {
 
   /** Write `config` as an edit of the known text (or a fresh export), atomically; returns the text written. */
   async save(config: RouterConfig, hooks?: { beforeRename?: () => Promise<void> }): Promise<string> {
-    await fs.mkdir(path.dirname(this.path), { recursive: true });
+    mkdirSync(path.dirname(this.path), { recursive: true });
     const text = this.known === undefined ? exportConfigYaml(config) : updateConfigYaml(this.known, config, this.path);
     await writeFileAtomic(this.path, text, hooks);
     this.known = text;
@@ -156,13 +157,13 @@ export class ConfigHistory {
   async append(record: HistoryRecord): Promise<void> {
     this.records.push(record);
     if (!this.path) return;
-    await fs.mkdir(path.dirname(this.path), { recursive: true });
+    mkdirSync(path.dirname(this.path), { recursive: true });
     if (this.records.length > MAX_HISTORY) {
       this.records = this.records.slice(-MAX_HISTORY);
       await writeFileAtomic(this.path, this.records.map((r) => JSON.stringify(r)).join('\n') + '\n');
       return;
     }
-    await fs.appendFile(this.path, `${this.partialLine ? '\n' : ''}${JSON.stringify(record)}\n`, { mode: 0o600 });
+    appendFileSync(this.path, `${this.partialLine ? '\n' : ''}${JSON.stringify(record)}\n`, { mode: 0o600 });
     this.partialLine = false;
   }
 }

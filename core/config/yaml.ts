@@ -7,6 +7,7 @@
 // Save over an existing file: only what changed is edited in place in the parsed document,
 // so the operator's comments, ordering and untouched defaults survive. Files are written
 // atomically (temp file + rename) and the previous version is kept as `<file>.bak`.
+import * as fsSync from 'node:fs';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Document, isMap, isScalar, isSeq, LineCounter, parseDocument, type Node, type ParsedNode, type YAMLMap } from 'yaml';
@@ -223,32 +224,44 @@ export async function loadConfigFile(file: string): Promise<ParsedConfigFile> {
  * Atomic write (temp file in the same directory, fsync, rename, fsync of the directory); the
  * old file becomes `<file>.bak`. `beforeRename` is where a test stages a crash: whatever
  * happens before the rename, `file` still holds its old text.
+ *
+ * The file operations are synchronous on purpose: the file is a few KiB, and under load
+ * libuv's threads are busy decoding images (sharp) and writing tensors, so each of the nine
+ * asynchronous steps waited its turn behind them and an apply took 0.3-3 s under 32 clients
+ * (docs/reliability.md). Done here they cost the event loop the fsyncs, a few milliseconds.
  */
 export async function writeFileAtomic(file: string, text: string, hooks: { beforeRename?: () => Promise<void> } = {}): Promise<void> {
   const dir = path.dirname(file);
   const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`);
-  const handle = await fs.open(tmp, 'wx', 0o600);
+  const fd = fsSync.openSync(tmp, 'wx', 0o600);
   try {
-    await handle.writeFile(text, 'utf8');
-    await handle.sync();
+    fsSync.writeFileSync(fd, text, 'utf8');
+    fsSync.fsyncSync(fd);
   } finally {
-    await handle.close();
+    fsSync.closeSync(fd);
   }
   try {
     try {
-      await fs.copyFile(file, `${file}.bak`);
+      fsSync.copyFileSync(file, `${file}.bak`);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     }
     await hooks.beforeRename?.();
-    await fs.rename(tmp, file);
+    fsSync.renameSync(tmp, file);
   } catch (err) {
-    await fs.rm(tmp, { force: true });
+    fsSync.rmSync(tmp, { force: true });
     throw err;
   }
   // The rename is durable only once the directory entry is.
-  const d = await fs.open(dir, 'r').catch(() => undefined);
-  if (d) await d.sync().catch(() => {}).finally(() => d.close());
+  let d: number | undefined;
+  try {
+    d = fsSync.openSync(dir, 'r');
+    fsSync.fsyncSync(d);
+  } catch {
+    /* a directory that cannot be opened or synced: the rename stands */
+  } finally {
+    if (d !== undefined) fsSync.closeSync(d);
+  }
 }
 
 /** Save `config` to `file`: an edit of the existing text when there is one, else a fresh export. */
