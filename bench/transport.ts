@@ -71,16 +71,28 @@ async function measure(): Promise<Row[]> {
         end: resolve,
       });
     });
-  // The tensor as the worker checks an image's encoder input: [rows, 64] bytes with an int64
-  // image_grid_thw [1, 3] whose patches are the rows (every size here is a multiple of 2 KiB).
-  const request = (id: string, encoderInput: ts.TensorData, size: number) =>
-    ts.GenerateRequest.fromPartial({
+  // The tensor as the worker checks an image's encoder input: [rows, 8192] bfloat16 (16 KiB a
+  // row; every size here is a multiple of 64 KiB) with an int64 image_grid_thw [1, 3] whose
+  // patches are the rows, and the image's place in the prompt: rows / 4 tokens (merge size 2).
+  const ROW_BYTES = 16 * KiB;
+  const request = (id: string, encoderInput: ts.TensorData, size: number) => {
+    const patches = size / ROW_BYTES;
+    const tokens = patches / 4;
+    return ts.GenerateRequest.fromPartial({
       requestId: id,
-      tokenized: { inputIds: [1] },
+      tokenized: { inputIds: new Array<number>(tokens).fill(1) },
       mmInputs: {
-        items: [{ modality: 1, encoderInput, modelSpecificTensors: { image_grid_thw: { shape: [1, 3], dtype: 'int64', payload: { $case: 'inline', value: Buffer.from(BigInt64Array.of(1n, BigInt(size / 64 / 32), 32n).buffer) } } }, placeholders: [] }],
+        items: [
+          {
+            modality: 1,
+            encoderInput,
+            modelSpecificTensors: { image_grid_thw: { shape: [1, 3], dtype: 'int64', payload: { $case: 'inline', value: Buffer.from(BigInt64Array.of(1n, 2n, BigInt(patches / 2)).buffer) } } },
+            placeholders: [{ offset: 0, length: tokens }],
+          },
+        ],
       },
     });
+  };
 
   const rows: Row[] = [];
   let seq = 0;
@@ -89,7 +101,7 @@ async function measure(): Promise<Row[]> {
     for (let i = 0; i < size; i += 4096) src[i] = i & 0xff;
     const dst = Buffer.allocUnsafeSlow(size);
     src.copy(dst);
-    const shape = [size / 64, 64];
+    const shape = [size / ROW_BYTES, ROW_BYTES / 2];
     const variants: Record<string, () => Promise<number>> = {
       memcpy: async () => {
         const t = performance.now();
@@ -104,7 +116,7 @@ async function measure(): Promise<Row[]> {
         try {
           const placed = await placeTensor(
             { requestId: `b${seq}`, revision: 1, source: 'api' as const, worker: url, runtime: 'tokenspeed', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
-            { name: 'encoder_input', shape, dtype: 'uint8', bytes: src },
+            { name: 'encoder_input', shape, dtype: 'bfloat16', bytes: src },
           );
           if (placed.payload.kind !== 'shm') throw new Error('SHM write failed during the benchmark');
           await generate(request(`b${seq++}`, tensorDataFromPlaced(placed), size));
@@ -117,7 +129,7 @@ async function measure(): Promise<Row[]> {
       },
       inline: async () => {
         const t = performance.now();
-        await generate(request(`b${seq++}`, { shape, dtype: 'uint8', payload: { $case: 'inline', value: src } }, size));
+        await generate(request(`b${seq++}`, { shape, dtype: 'bfloat16', payload: { $case: 'inline', value: src } }, size));
         return performance.now() - t;
       },
       writer: async () => {

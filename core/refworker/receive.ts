@@ -16,7 +16,18 @@ import type { WireRuntime } from '../transport/vocabulary.ts';
 export interface NamedTensor {
   name: string;
   tensor: WireTensor;
+  /** The dtypes this tensor may have, when its role fixes them (a grid is int64, an encoder input a float). */
+  dtypes?: TensorDtypes;
 }
+
+export interface TensorDtypes {
+  allowed: ReadonlySet<string>;
+  says: string;
+}
+
+/** The dtypes of the tensors the router sends, by role. */
+export const ENCODER_DTYPES: TensorDtypes = { allowed: new Set(['float32', 'bfloat16', 'float16']), says: 'float32, bfloat16 or float16' };
+export const INDEX_DTYPES: TensorDtypes = { allowed: new Set(['int64']), says: 'int64' };
 
 /** What must hold for one image once its tensors are read. */
 export interface ImageCheck {
@@ -63,6 +74,16 @@ interface ReceivedTensor {
 
 function validateImages(checks: ImageCheck[], grids: Map<string, number[]>, rows: Map<string, number>, inputIds: readonly number[], mergeSize: number): void {
   const rowsUsed = new Map<string, number>();
+  // Every image has its place in the prompt, and every grid row is an image with one.
+  const imagesOfGrid = new Map<string, number>();
+  for (const c of checks) {
+    if (c.placeholders.length === 0) throw new RequestInvalid(`${c.label}: no placeholder range (where the image's tokens go in the prompt)`);
+    imagesOfGrid.set(c.grid, (imagesOfGrid.get(c.grid) ?? 0) + 1);
+  }
+  for (const [name, images] of imagesOfGrid) {
+    const grid = grids.get(name);
+    if (grid && grid.length / 3 !== images) throw new RequestInvalid(`${name} has ${grid.length / 3} rows but the request places ${images} image${images === 1 ? '' : 's'} in the prompt`);
+  }
   for (const c of checks) {
     const grid = grids.get(c.grid);
     if (!grid) throw new RequestInvalid(`${c.label}: ${c.grid} is missing or not int64`);
@@ -94,6 +115,8 @@ export function receive(runtime: WireRuntime, job: GenerateJob, reader: TensorRe
     if (job.dtypeRule && !job.dtypeRule.allowed.has(tensor.dtype)) {
       throw new TensorReadError('unknown_dtype', `${job.dtypeRule.says}; ${name} is ${tensor.dtype || 'missing a dtype'}`);
     }
+    const expected = job.tensors.find((t) => t.name === name)?.dtypes;
+    if (expected && !expected.allowed.has(tensor.dtype)) throw new RequestInvalid(`${name} must be ${expected.says}, got ${tensor.dtype || 'no dtype'}`);
     const read = reader.read(tensor);
     if (read.path === 'shm') metrics?.shmReadSeconds.observe({ runtime }, read.micros / 1e6);
     try {
@@ -113,6 +136,7 @@ export function receive(runtime: WireRuntime, job: GenerateJob, reader: TensorRe
       read.release();
     }
   }
+  if (job.checks.length === 0 && received.length > 0) throw new RequestInvalid('multimodal tensors but no image placed in the prompt (no placeholder range)');
   validateImages(job.checks, grids, rows, job.inputIds, mergeSize);
   const parts = received.map((t) => `${t.name} [${t.shape.join(',')}] ${t.dtype} via ${t.path}, ${t.nbytes} bytes${t.fnv1a ? `, fnv1a ${t.fnv1a}` : ''}`);
   const head = job.images === 0 ? 'no images' : `${job.images} image${job.images === 1 ? '' : 's'}`;

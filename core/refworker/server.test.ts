@@ -181,4 +181,26 @@ describe('SHM handoff through a real gRPC call', () => {
     expect(error?.status).toBe('INVALID_ARGUMENT');
     expect(error?.details).toBe(message);
   });
+
+  // What the reliability suite's fuzz/generate found accepted (docs/reliability.md).
+  const f32 = (rows: number) => ({ shape: [rows, 4], dtype: 'float32', payload: { $case: 'inline' as const, value: Buffer.alloc(rows * 16) } });
+  const int64 = (values: bigint[], dtype = 'int64') => ({ shape: [values.length / 3, 3], dtype, payload: { $case: 'inline' as const, value: Buffer.from(new BigInt64Array(values).buffer) } });
+  it.each([
+    ['TokenSpeed: an image with no placeholder range', 'tokenspeed', { items: [{ encoderInput: f32(16), modelSpecificTensors: { image_grid_thw: GRID_INLINE }, placeholders: [], placeholderTokenId: PAD }] }, 'item 0: no placeholder range (where the image\'s tokens go in the prompt)'],
+    ['TokenSpeed: patches_per_image as float64', 'tokenspeed', { items: [{ encoderInput: f32(16), modelSpecificTensors: { image_grid_thw: GRID_INLINE, patches_per_image: { shape: [1], dtype: 'float64', payload: { $case: 'inline' as const, value: Buffer.alloc(8) } } }, placeholders: [{ offset: 1, length: 4 }], placeholderTokenId: PAD }] }, 'patches_per_image must be int64, got float64'],
+    ['TokenSpeed: an encoder input as uint32', 'tokenspeed', { items: [{ encoderInput: { ...f32(16), dtype: 'uint32' }, modelSpecificTensors: { image_grid_thw: GRID_INLINE }, placeholders: [{ offset: 1, length: 4 }], placeholderTokenId: PAD }] }, 'encoder_input must be float32, bfloat16 or float16, got uint32'],
+    ['vLLM: pixel_values and no image placed in the prompt', 'vllm', { pixelValues: f32(16), modelSpecificTensors: { image_grid_thw: GRID_INLINE }, mmPlaceholders: [], imTokenId: PAD }, 'multimodal tensors but no image placed in the prompt (no placeholder range)'],
+    ['vLLM: pixel_values as uint32', 'vllm', { pixelValues: { ...f32(16), dtype: 'uint32' }, modelSpecificTensors: { image_grid_thw: GRID_INLINE }, mmPlaceholders: [{ offset: 1, length: 4 }], imTokenId: PAD }, 'pixel_values must be float32, got uint32'],
+    ['vLLM: two grid rows for one image in the prompt', 'vllm', { pixelValues: f32(32), modelSpecificTensors: { image_grid_thw: int64([1n, 4n, 4n, 1n, 4n, 4n]) }, mmPlaceholders: [{ offset: 1, length: 4 }], imTokenId: PAD }, 'image_grid_thw has 2 rows but the request places 1 image in the prompt'],
+  ] as Array<[string, 'tokenspeed' | 'vllm', unknown, string]>)('refuses %s', async (_name, runtime, mmInputs, message) => {
+    const worker = await start({ runtime });
+    const inputIds = [1, PAD, PAD, PAD, PAD, 2];
+    const request =
+      runtime === 'tokenspeed'
+        ? ts.GenerateRequest.fromPartial({ requestId: 'r5', tokenized: { inputIds }, mmInputs: mmInputs as ts.GenerateRequest['mmInputs'] })
+        : vllm.GenerateRequest.fromPartial({ requestId: 'r5', input: { $case: 'tokenized', value: { inputIds } }, mmInputs: mmInputs as vllm.GenerateRequest['mmInputs'] });
+    const { error } = await generate(worker.url, runtime, request);
+    expect(error?.status).toBe('INVALID_ARGUMENT');
+    expect(error?.details).toBe(message);
+  });
 });

@@ -6,7 +6,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { TokenSpeedSchedulerService, type GenerateRequest, type GenerateResponse, type TokenSpeedSchedulerServer } from '../gen/tokenspeed/grpc/scheduler.ts';
 import { wireTensorFromTensorData } from '../engines/tensor-data.ts';
-import { RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor } from './receive.ts';
+import { ENCODER_DTYPES, INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor } from './receive.ts';
 import type { WorkerIdentity } from './server.ts';
 
 function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[] } {
@@ -17,9 +17,9 @@ function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor
     const suffix = items.length > 1 ? `[${i}]` : '';
     if (!item.encoderInput) throw new RequestInvalid(`item ${i} has no encoder_input`);
     if (!item.modelSpecificTensors.image_grid_thw) throw new RequestInvalid(`item ${i} has no image_grid_thw tensor`);
-    tensors.push({ name: `encoder_input${suffix}`, tensor: wireTensorFromTensorData(item.encoderInput) });
+    tensors.push({ name: `encoder_input${suffix}`, tensor: wireTensorFromTensorData(item.encoderInput), dtypes: ENCODER_DTYPES });
     for (const [key, t] of Object.entries(item.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
-      tensors.push({ name: `${key}${suffix}`, tensor: wireTensorFromTensorData(t) });
+      tensors.push({ name: `${key}${suffix}`, tensor: wireTensorFromTensorData(t), ...(key === 'image_grid_thw' || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {}) });
     }
     checks.push({ label: `item ${i}`, encoder: `encoder_input${suffix}`, grid: `image_grid_thw${suffix}`, gridRow: 0, placeholders: item.placeholders, placeholderTokenId: item.placeholderTokenId });
   });

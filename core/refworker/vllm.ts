@@ -6,9 +6,11 @@
 import type * as grpc from '@grpc/grpc-js';
 import { VllmEngineService, type GenerateRequest, type GenerateResponse, type VllmEngineServer } from '../gen/vllm/grpc/engine.ts';
 import { wireTensorFromTensorData } from '../engines/tensor-data.ts';
-import { RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor } from './receive.ts';
+import { INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor } from './receive.ts';
 import type { WorkerIdentity } from './server.ts';
 
+// What the router sends as the encoder input (vLLM's Qwen-VL takes its pixel_values as float32).
+const PIXEL_DTYPES = { allowed: new Set(['float32']), says: 'float32' };
 const VLLM_DTYPES = { allowed: new Set(['float32', 'int64', 'uint32']), says: 'vLLM accepts float32, int64 and uint32 tensors' };
 
 function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[] } {
@@ -16,9 +18,9 @@ function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor
   if (!mm) return { images: 0, tensors: [], checks: [] };
   if (!mm.pixelValues) throw new RequestInvalid('mm_inputs has no pixel_values');
   if (!mm.modelSpecificTensors.image_grid_thw) throw new RequestInvalid('mm_inputs has no image_grid_thw tensor');
-  const tensors: NamedTensor[] = [{ name: 'pixel_values', tensor: wireTensorFromTensorData(mm.pixelValues) }];
+  const tensors: NamedTensor[] = [{ name: 'pixel_values', tensor: wireTensorFromTensorData(mm.pixelValues), dtypes: PIXEL_DTYPES }];
   for (const [key, t] of Object.entries(mm.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
-    tensors.push({ name: key, tensor: wireTensorFromTensorData(t) });
+    tensors.push({ name: key, tensor: wireTensorFromTensorData(t), ...(key === 'image_grid_thw' ? { dtypes: INDEX_DTYPES } : {}) });
   }
   const checks = mm.mmPlaceholders.map((p, i) => ({ label: `image ${i}`, encoder: 'pixel_values', grid: 'image_grid_thw', gridRow: i, placeholders: [p], placeholderTokenId: mm.imTokenId }));
   return { images: mm.mmPlaceholders.length, tensors, checks };
