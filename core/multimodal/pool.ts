@@ -58,6 +58,8 @@ export class ImageMemoryError extends Error {
 
 /** The pool lets its kept memories go after this long without work. */
 export const IDLE_TRIM_MS = 15_000;
+/** How long the threads get for their own full collection before the heap is trimmed. */
+const THREAD_TRIM_GRACE_MS = 1000;
 
 /** What an image holds while it is processed: its shared memory (until released) and the decoder's buffers (until its result). */
 interface MemoryCost {
@@ -241,7 +243,13 @@ export class PreprocessPool {
     if (this.inUse > 0 || this.running.size > 0) return;
     this.shared.releasePages();
     for (const w of this.idle) w.postMessage({ trim: true });
-    this.onIdle?.();
+    // The threads' collections free what they held into malloc's heap, which is process-wide:
+    // onIdle (the router's full collection and heap trim) runs once they have had time to,
+    // if preprocessing is still idle by then.
+    const later = setTimeout(() => {
+      if (this.inUse <= 0 && this.running.size === 0 && !this.closed) this.onIdle?.();
+    }, THREAD_TRIM_GRACE_MS);
+    later.unref();
   }
 
   private spawn(): Worker {

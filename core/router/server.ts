@@ -237,8 +237,13 @@ function collectGarbageWhenIdle(): void {
   }
   fullCollection({ type: 'major' });
   // What the collection freed stays in malloc's heap (mmtc's malloc settings keep it for
-  // reuse while busy): idle now, it goes back to the kernel.
-  memTrim()?.trimHeap();
+  // reuse while busy): idle now, it goes back to the kernel. V8 frees the memory of dead
+  // ArrayBuffers on a background thread after the collection, so the heap is trimmed again
+  // once that has happened.
+  const trim = memTrim();
+  if (!trim) return;
+  trim.trimHeap();
+  setTimeout(() => trim.trimHeap(), 2000).unref();
 }
 
 /** The value of a parsed body, leaving the holder without it, so the request alone decides how long it lives. */
