@@ -78,4 +78,22 @@ describe('the config history', () => {
     expect((await ConfigHistory.open(file)).entries().map((r) => r.revision)).toEqual([1, 2, 3]);
     expect(existsSync(`${file}.history.jsonl`)).toBe(true);
   });
+
+  it('keeps the last 500 revisions; the file is trimmed in batches, never losing one of them', async () => {
+    const file = path.join(dir, 'router.yaml');
+    const h = await ConfigHistory.open(file);
+    const lines = () => readFileSync(`${file}.history.jsonl`, 'utf8').trim().split('\n').length;
+    let most = 0;
+    for (let revision = 1; revision <= 1300; revision++) {
+      await h.append({ revision, appliedAt: revision, client: 'http', diff: [], config: {} });
+      most = Math.max(most, lines());
+      expect(h.entries()).toHaveLength(Math.min(revision, 500));
+    }
+    expect(most).toBe(600); // rewritten at 601 lines, back to 500
+    expect(h.entries()[0]!.revision).toBe(801);
+    const again = await ConfigHistory.open(file);
+    expect(again.entries().map((r) => r.revision)).toEqual(Array.from({ length: 500 }, (_, i) => 801 + i));
+    await again.append({ revision: 1301, appliedAt: 1301, client: 'ipc', diff: [], config: {} });
+    expect((await ConfigHistory.open(file)).entries().at(-1)!.revision).toBe(1301);
+  });
 });

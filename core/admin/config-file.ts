@@ -9,7 +9,7 @@
 // by hand while the console runs), that is drift, reported and never overwritten.
 //
 // The history of applied revisions lives beside it, one JSON line per revision in
-// `FILE.history.jsonl` (appended, never rewritten except to drop the oldest past
+// `FILE.history.jsonl` (appended, never rewritten except to drop the oldest, in batches, past
 // MAX_HISTORY), so it survives a restart and revision numbers keep counting up.
 import { appendFileSync, existsSync, mkdirSync, promises as fs, readFileSync } from 'node:fs';
 import os from 'node:os';
@@ -117,6 +117,8 @@ export class ConfigHistory {
     private records: HistoryRecord[],
     /** The file ends in a line a crash cut short: the next record starts on a new line. */
     private partialLine = false,
+    /** Records in the file (it may hold more than are kept in memory until it is trimmed). */
+    private onDisk = records.length,
   ) {}
 
   /** The history beside `configFile` (in memory only when there is no file). Lines that do not parse are skipped. */
@@ -139,7 +141,7 @@ export class ConfigHistory {
         /* a line cut short by a crash: the revisions before it are intact */
       }
     }
-    return new ConfigHistory(file, records.slice(-MAX_HISTORY), text !== '' && !text.endsWith('\n'));
+    return new ConfigHistory(file, records.slice(-MAX_HISTORY), text !== '' && !text.endsWith('\n'), records.length);
   }
 
   entries(): readonly HistoryRecord[] {
@@ -156,14 +158,18 @@ export class ConfigHistory {
 
   async append(record: HistoryRecord): Promise<void> {
     this.records.push(record);
+    if (this.records.length > MAX_HISTORY) this.records = this.records.slice(-MAX_HISTORY);
     if (!this.path) return;
     mkdirSync(path.dirname(this.path), { recursive: true });
-    if (this.records.length > MAX_HISTORY) {
-      this.records = this.records.slice(-MAX_HISTORY);
+    // The file is trimmed in batches (at a fifth over the limit): a trim rewrites it whole.
+    if (this.onDisk + 1 > MAX_HISTORY * 1.2) {
       await writeFileAtomic(this.path, this.records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+      this.onDisk = this.records.length;
+      this.partialLine = false;
       return;
     }
     appendFileSync(this.path, `${this.partialLine ? '\n' : ''}${JSON.stringify(record)}\n`, { mode: 0o600 });
+    this.onDisk += 1;
     this.partialLine = false;
   }
 }

@@ -237,9 +237,12 @@ export async function writeFileAtomic(file: string, text: string, hooks: { befor
   try {
     fsSync.writeFileSync(fd, text, 'utf8');
     fsSync.fsyncSync(fd);
-  } finally {
+  } catch (err) {
     fsSync.closeSync(fd);
+    fsSync.rmSync(tmp, { force: true });
+    throw err;
   }
+  fsSync.closeSync(fd);
   try {
     try {
       fsSync.copyFileSync(file, `${file}.bak`);

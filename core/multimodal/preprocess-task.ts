@@ -1,7 +1,7 @@
 // One image's preprocessing, as run inside a pool thread: decode, then the fused Qwen-VL
 // pipeline, with the time of each stage.
 import { createHash } from 'node:crypto';
-import { closeSync, constants, openSync } from 'node:fs';
+import { closeSync, constants, fstatSync, futimesSync, openSync } from 'node:fs';
 import { decodeToRgb } from './decode.ts';
 import { patchGeometry, preprocessRgb, preprocessRgbInBands, writeAllAt, type BandHelper, type EncoderMemory, type PatchGeometry, type QwenVlImageConfig } from './qwen-vl.ts';
 
@@ -56,14 +56,38 @@ export interface PreprocessResult extends PatchGeometry {
   shm?: ShmPrewriteResult;
 }
 
-/** Open the file the router created for the tensor (never through a symbolic link, never creating one). */
+/**
+ * Open the file the router created for the tensor (never through a symbolic link, never
+ * creating one, never waiting on a FIFO), and touch it: its age, which the orphan sweep of a
+ * router in another pid namespace judges, counts from now (the image may have queued).
+ */
 function openPrewrite(shm: ShmPrewriteTask): { fd: number } {
-  return { fd: openSync(shm.path, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK) };
+  const fd = openSync(shm.path, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  try {
+    const now = Date.now() / 1000;
+    futimesSync(fd, now, now);
+  } catch {
+    /* its age stays its name's: still younger than any sweep removes */
+  }
+  return { fd };
 }
 
+/** An error's text with its code once (Node's own messages start with it). */
 function errorText(err: unknown): string {
   const e = err as NodeJS.ErrnoException;
-  return e?.code ? `${e.code}: ${e.message}` : String(e?.message ?? err);
+  const message = String(e?.message ?? err);
+  return e?.code && !message.startsWith(`${e.code}:`) ? `${e.code}: ${message}` : message;
+}
+
+/** Close a descriptor once, whatever happens (Linux frees it even when close fails). */
+function closeOnce(file: { fd: number; closed?: boolean }): void {
+  if (file.closed) return;
+  file.closed = true;
+  try {
+    closeSync(file.fd);
+  } catch {
+    /* freed all the same */
+  }
 }
 
 export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelper): Promise<PreprocessResult> {
@@ -71,12 +95,12 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
   // sharp decodes on a libuv thread; the hash is computed here meanwhile.
   const decoding = decodeToRgb(task.bytes, task.maxPixels);
   const contentHash = createHash('sha256').update(task.bytes).digest();
-  let file: { fd: number } | undefined;
+  let file: { fd: number; closed?: boolean } | undefined;
   let shm: ShmPrewriteResult | undefined;
   // The file is closed before the result goes back; the router unlinks it when it is not sent.
   const drop = (error: string) => {
     if (!file) return;
-    closeSync(file.fd);
+    closeOnce(file);
     file = undefined;
     shm = { written: false, error };
   };
@@ -89,20 +113,20 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
       shm = { written: false, error: `open ${task.shm.path}: ${errorText(err)}` };
     }
   }
-  // The file holds exactly the encoder input of the decoded image, in its wire encoding.
-  const wire = task.shm && file ? task.shm : undefined;
-  if (wire) {
-    const g = patchGeometry(image.height, image.width, task.config);
-    if (g.patches * g.features * (wire.kind === 'float32' ? 4 : 2) !== wire.nbytes || (wire.kind === 'bf16' ? !task.bf16 : task.float32 === false)) drop('the decoded image does not match its header');
-  }
-  const write = file ? { fd: file.fd, kind: task.shm!.kind } : undefined;
-  // Only the pool's memory, or the JavaScript passes in ordinary memory: a shared WebAssembly
-  // memory made here would reach the main thread with the result, and V8 never frees those
-  // once two threads have held them (pool.ts, SharedMemoryArena).
-  const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
   let out: ReturnType<typeof preprocessRgb>;
   let split: Awaited<ReturnType<typeof preprocessRgbInBands>> = null;
   try {
+    // The file holds exactly the encoder input of the decoded image, in its wire encoding.
+    if (file && task.shm) {
+      const wire = task.shm;
+      const g = patchGeometry(image.height, image.width, task.config);
+      if (g.patches * g.features * (wire.kind === 'float32' ? 4 : 2) !== wire.nbytes || (wire.kind === 'bf16' ? !task.bf16 : task.float32 === false)) drop('the decoded image does not match its header');
+    }
+    const write = file ? { fd: file.fd, kind: task.shm!.kind } : undefined;
+    // Only the pool's memory, or the JavaScript passes in ordinary memory: a shared WebAssembly
+    // memory made here would reach the main thread with the result, and V8 never frees those
+    // once two threads have held them (pool.ts, SharedMemoryArena).
+    const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
     // With a helper and pooled memory, two threads take half of the image each (and each writes its half).
     split = helper && task.output ? await preprocessRgbInBands(image.rgb, image.width, image.height, task.config, task.output, { ...options, ...(write ? { write } : {}) }, helper) : null;
     out = split ?? preprocessRgb(image.rgb, image.width, image.height, task.config, { ...options, ...(task.output ? { into: task.output } : {}) });
@@ -110,7 +134,8 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
     drop('preprocessing failed');
     throw err;
   }
-  if (file && write) {
+  if (file) {
+    const f = file;
     try {
       let micros: number;
       if (split) {
@@ -118,10 +143,12 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
         if (split.written?.error) throw Object.assign(new Error(split.written.error), { bandWrite: true });
         micros = split.written?.micros ?? 0;
       } else {
-        const values = write.kind === 'float32' ? out.pixelValues! : out.bf16!;
-        micros = writeAllAt(file.fd, new Uint8Array(values.buffer, values.byteOffset, values.byteLength), 0);
+        const values = task.shm!.kind === 'float32' ? out.pixelValues! : out.bf16!;
+        micros = writeAllAt(f.fd, new Uint8Array(values.buffer, values.byteOffset, values.byteLength), 0);
       }
-      closeSync(file.fd);
+      // Removed meanwhile (the request was cleaned up, or swept): not a file a worker can open.
+      if (fstatSync(f.fd).nlink === 0) throw Object.assign(new Error('the file was removed while it was written'), { bandWrite: true });
+      closeOnce(f);
       file = undefined;
       shm = { written: true, micros };
     } catch (err) {

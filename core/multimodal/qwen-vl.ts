@@ -447,7 +447,8 @@ function runPreprocessBand(k: Kernels, job: PreprocessBandJob): BandWrite | unde
     return { micros: writeAllAt(job.write.fd, bytes, position) };
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
-    return { micros: (performance.now() - t) * 1000, error: e?.code ? `${e.code}: ${e.message}` : String(e?.message ?? err) };
+    const message = String(e?.message ?? err);
+    return { micros: (performance.now() - t) * 1000, error: e?.code && !message.startsWith(`${e.code}:`) ? `${e.code}: ${message}` : message };
   }
 }
 

@@ -76,6 +76,8 @@ export interface RequestRecord {
   errorCode?: string;
   /** The worker could not read this request's /dev/shm files (what it said); it was sent again inline. */
   shmFallback?: string;
+  /** A tensor file the preprocessing thread could not write (why); the tensor was placed the usual way. */
+  prewriteFailed?: string;
   paths: Record<TensorPath, number>;
 }
 
@@ -371,7 +373,10 @@ async function routeToWorker(ctx: RouterContext, req: ChatCompletionRequest, res
         if (file) {
           const values = file.task.kind === 'float32' ? r.pixelValues : r.bf16;
           if (r.shm?.written && values) prewritten.push({ bytes: new Uint8Array(values.buffer, values.byteOffset, values.byteLength), name: file.name, micros: r.shm.micros });
-          else scope.discard(file.name); // ours (reserve created it), not written: placed the usual way
+          else {
+            scope.discard(file.name); // ours (reserve created it), not written: placed the usual way
+            if (r.shm && !r.shm.written && r.shm.error !== 'the decoded image does not match its header') record.prewriteFailed ??= r.shm.error;
+          }
         }
         const contentHash = Buffer.from(r.contentHash.buffer, r.contentHash.byteOffset, r.contentHash.byteLength);
         const image: PreparedImage = { ...(r.pixelValues ? { pixelValues: r.pixelValues } : {}), ...(r.bf16 ? { bf16: r.bf16 } : {}), patches: r.patches, features: r.features, gridThw: r.gridThw, placeholder: { offset: 0, length: r.tokens }, contentHash };

@@ -267,6 +267,7 @@ function requestLogLine(req: IncomingMessage, pathname: string, status: number, 
     tensors: record.paths,
     ...(record.revision !== undefined ? { revision: record.revision } : {}),
     ...(record.shmFallback ? { shm_read_failed: record.shmFallback } : {}),
+    ...(record.prewriteFailed ? { shm_prewrite_failed: record.prewriteFailed } : {}),
     ...(error ? { error } : {}),
   });
 }

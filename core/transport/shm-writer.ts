@@ -233,9 +233,16 @@ export class ShmWriter implements OutstandingLedger {
     if (!this.hasRoom(nbytes)) return undefined;
     const name = this.nextName();
     const file = path.join(this.dir, name);
+    let fd: number;
     try {
-      this.ops.close(this.ops.openExclusive(file));
+      fd = this.ops.openExclusive(file);
     } catch {
+      return undefined; // taken, or /dev/shm refusing: nothing of ours to remove
+    }
+    try {
+      this.ops.close(fd);
+    } catch {
+      this.discard(fd, file);
       return undefined;
     }
     scope.track(name, nbytes);
