@@ -169,7 +169,10 @@ async function shmFull(t: T, big: CorpusImage): Promise<void> {
           while (polling && performance.now() < pollUntil && !t.signal.aborted) {
             try {
               const o = await overview(serve);
-              if (o?.files && o.files.count >= (ov?.files?.count ?? -1)) ov = o;
+              // The fullest: the least /dev/shm free (files are reserved empty before they are
+              // written, so the most files is not the most bytes), then the most files.
+              const free = (x: any) => x?.host?.shmFreeBytes ?? Infinity;
+              if (o?.files && (free(o) < free(ov) || (free(o) === free(ov) && o.files.count >= (ov?.files?.count ?? -1)))) ov = o;
             } catch {
               /* serve gone or not answering: the fullest overview so far stands */
             }
