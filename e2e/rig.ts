@@ -171,6 +171,11 @@ export async function waitHealthy(serve: Serve, count: number): Promise<void> {
 
 /** One chat request with a synthetic image straight to the router's OpenAI API (source 'api'), as a client sends it. */
 export async function apiChat(serve: Serve, width: number, height: number): Promise<number> {
+  return (await apiChatRequest(serve, width, height)).status;
+}
+
+/** The same, with the request id the router gave it (the id of its rows on the Traffic table). */
+export async function apiChatRequest(serve: Serve, width: number, height: number): Promise<{ status: number; id: string | undefined }> {
   const { default: sharp } = await import('sharp');
   const pixels = Buffer.alloc(width * height * 3);
   let x = 0x2545f491 ^ (width * 7919) ^ height;
@@ -187,8 +192,14 @@ export async function apiChat(serve: Serve, width: number, height: number): Prom
     headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ max_tokens: 16, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${png.toString('base64')}` } }, { type: 'text', text: 'what is this?' }] }] }),
   });
-  await res.arrayBuffer();
-  return res.status;
+  const text = await res.text();
+  let id: string | undefined;
+  try {
+    id = (JSON.parse(text) as { id?: string }).id;
+  } catch {
+    /* not a JSON answer: the status says why */
+  }
+  return { status: res.status, id };
 }
 
 /**

@@ -2,7 +2,7 @@
 // undo from the toast (a reviewed rollback), the traffic table's pause/resume catching up
 // from the server, and the keyboard path into the page.
 import { expect, test } from '@playwright/test';
-import { apiChat, goTo, openConsole, shot, startServe, startWorker, type Serve, type Worker } from './rig.ts';
+import { apiChatRequest, goTo, openConsole, shot, startServe, startWorker, type Serve, type Worker } from './rig.ts';
 
 let worker: Worker;
 let serve: Serve;
@@ -69,14 +69,20 @@ test('add a worker (reviewed), undo it from the toast, remove it', async ({ page
 test('traffic: pause holds the table, resume catches up from the server', async ({ page }) => {
   await openConsole(page, serve, 'traffic');
   const table = page.getByRole('table', { name: 'Tensor events, newest first' });
-  expect(await apiChat(serve, 256, 256)).toBe(200);
-  await expect(table.getByRole('row').filter({ hasText: 'encoder_input' })).toHaveCount(1);
+  // The rows of one request's encoder input (rows are identified by the request id the router gave it).
+  const encoderRowsOf = (id: string | undefined) => table.getByRole('row').filter({ hasText: 'encoder_input' }).filter({ hasText: id ?? 'no id' });
+  const first = await apiChatRequest(serve, 256, 256);
+  expect(first.status).toBe(200);
+  await expect(encoderRowsOf(first.id)).toHaveCount(1);
   await page.getByRole('button', { name: /Pause/ }).click();
-  expect(await apiChat(serve, 320, 240)).toBe(200);
+  const second = await apiChatRequest(serve, 320, 240);
+  expect(second.status).toBe(200);
   await expect(page.getByText(/new events not shown/)).toBeVisible();
-  await expect(table.getByRole('row').filter({ hasText: 'encoder_input' })).toHaveCount(1);
+  await expect(encoderRowsOf(second.id)).toHaveCount(0);
+  await expect(encoderRowsOf(first.id)).toHaveCount(1);
   await page.getByRole('button', { name: /Resume/ }).click();
-  await expect(table.getByRole('row').filter({ hasText: 'encoder_input' })).toHaveCount(2);
+  await expect(encoderRowsOf(second.id)).toHaveCount(1);
+  await expect(encoderRowsOf(first.id)).toHaveCount(1);
   await expect(page.getByTestId('dropped')).toContainText('0 dropped');
 });
 

@@ -27,3 +27,31 @@ describe('traffic store logic', () => {
     expect(mergeSeconds(kept, [agg(3, 1)], 2).map((s) => s.second)).toEqual([2, 3]);
   });
 });
+
+describe('the traffic feed', () => {
+  it('an event the catch-up snapshot already showed is not shown again when its stream batch arrives after it', async () => {
+    const { vi } = await import('vitest');
+    const { setClient } = await import('./client.ts');
+    const { startTrafficFeed, useTraffic } = await import('./traffic.ts');
+    vi.stubGlobal('document', { visibilityState: 'visible', addEventListener() {}, removeEventListener() {} });
+    vi.stubGlobal('requestAnimationFrame', (cb: () => void) => setTimeout(cb, 0));
+    const e1 = ev({ requestId: 'chatcmpl-1', time: 10 });
+    const e2 = ev({ requestId: 'chatcmpl-2', time: 20 });
+    let listener: ((batch: { events: TensorEvent[]; seconds: never[]; dropped: number }) => void) | undefined;
+    setClient({
+      // The snapshot already holds e1, which the stream sends only in its next batch.
+      call: (async () => ({ events: [e1], seconds: [] })) as never,
+      subscribe: ((_stream: string, l: typeof listener) => {
+        listener = l;
+        return () => {};
+      }) as never,
+    });
+    const stop = startTrafficFeed();
+    await vi.waitFor(() => expect(useTraffic.getState().rows.map((r) => r.requestId)).toEqual(['chatcmpl-1']));
+    listener!({ events: [e1, e2], seconds: [], dropped: 0 });
+    await new Promise((r) => setTimeout(r, 10));
+    expect(useTraffic.getState().rows.map((r) => r.requestId)).toEqual(['chatcmpl-2', 'chatcmpl-1']);
+    stop();
+    vi.unstubAllGlobals();
+  });
+});

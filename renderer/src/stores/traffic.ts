@@ -71,6 +71,10 @@ let droppedBase = 0;
 let lastDropped = 0;
 let catchingUp = false;
 let heldDuringCatchUp: TensorEvent[] = [];
+// The snapshot can hold events the stream has not sent yet (it sends in batches about every
+// 100 ms): for a while after a catch-up, a batch's events already shown are not shown twice.
+const SNAPSHOT_OVERLAP_MS = 5000;
+let shownBySnapshot: { keys: Set<string>; until: number } | undefined;
 
 function isHidden(): boolean {
   return typeof document !== 'undefined' && document.visibilityState === 'hidden';
@@ -93,12 +97,17 @@ function onBatch(batch: StreamPayload<'traffic'>): void {
     heldDuringCatchUp.push(...batch.events);
     return;
   }
+  let events = batch.events;
+  if (shownBySnapshot) {
+    if (performance.now() > shownBySnapshot.until) shownBySnapshot = undefined;
+    else events = events.filter((e) => !shownBySnapshot!.keys.has(eventKey(e)));
+  }
   if (useTraffic.getState().paused || isHidden()) {
-    if (batch.events.length) useTraffic.setState((s) => ({ skipped: s.skipped + batch.events.length }));
+    if (events.length) useTraffic.setState((s) => ({ skipped: s.skipped + events.length }));
     if (!isHidden()) flushSecondsSoon();
     return;
   }
-  if (batch.events.length) batcher!.push(batch.events);
+  if (events.length) batcher!.push(events);
   else flushSecondsSoon();
 }
 
@@ -128,6 +137,8 @@ export async function catchUp(): Promise<void> {
     const snap = await client().call('traffic.snapshot', { limit: MAX_ROWS });
     const seen = new Set(snap.events.slice(-2000).map(eventKey));
     const later = heldDuringCatchUp.filter((e) => !seen.has(eventKey(e)));
+    for (const e of later) seen.add(eventKey(e));
+    shownBySnapshot = { keys: seen, until: performance.now() + SNAPSHOT_OVERLAP_MS };
     const rows = prependCapped([], [...snap.events, ...later], MAX_ROWS);
     const seconds = mergeSeconds(mergeSeconds([], snap.seconds), pendingSeconds);
     pendingSeconds = [];
