@@ -1,25 +1,12 @@
 // Calibration completes with progress, plots both paths with the crossover, and its
 // recommended threshold becomes a reviewed draft for that worker that applies.
 import { expect, test } from '@playwright/test';
-import { openConsole, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
+import { openConsole, serveWithWorker } from './rig.ts';
 
-let worker: Worker;
-let serve: Serve;
-
-test.beforeAll(async () => {
-  worker = await startWorker('tokenspeed');
-  serve = await startServe({ config: `multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n` });
-  await waitHealthy(serve, 1);
-});
-
-test.afterAll(async () => {
-  const files = serve?.shmFiles() ?? [];
-  await serve?.stop();
-  await worker?.stop();
-  expect(files).toEqual([]);
-});
+const rig = serveWithWorker({ runtime: 'tokenspeed', config: (url) => `multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n` });
 
 test('calibrate completes and its recommendation applies to the worker', async ({ page }) => {
+  const { serve, worker } = rig;
   test.setTimeout(180_000);
   await openConsole(page, serve, 'doctor');
   await page.getByRole('spinbutton', { name: 'Samples per size' }).fill('1');

@@ -2,25 +2,12 @@
 // serve's own environment shows with its badge, decides the mode (no router value), and is
 // warned about on the Overview with its remedy.
 import { expect, test } from '@playwright/test';
-import { goTo, openConsole, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
+import { goTo, openConsole, serveWithWorker } from './rig.ts';
 
-let worker: Worker;
-let serve: Serve;
-
-test.beforeAll(async () => {
-  worker = await startWorker('tokenspeed');
-  serve = await startServe({ config: `health_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n`, env: { SMG_TOKENSPEED_MM_TENSOR_TRANSPORT: 'shm' } });
-  await waitHealthy(serve, 1);
-});
-
-test.afterAll(async () => {
-  const files = serve?.shmFiles() ?? [];
-  await serve?.stop();
-  await worker?.stop();
-  expect(files).toEqual([]);
-});
+const rig = serveWithWorker({ runtime: 'tokenspeed', config: (url) => `health_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n`, env: { SMG_TOKENSPEED_MM_TENSOR_TRANSPORT: 'shm' } });
 
 test('a deprecated env alias in the server environment shows in the env layer and the ladder', async ({ page }) => {
+  const { serve } = rig;
   await openConsole(page, serve);
   await expect(page.locator('.warnings')).toContainText('SMG_TOKENSPEED_MM_TENSOR_TRANSPORT is deprecated');
   await expect(page.locator('.warnings')).toContainText('set SMG_MM_TENSOR_TRANSPORT instead');

@@ -2,25 +2,12 @@
 // without the host's /dev/shm): Doctor shows the token mismatch with its remedy, and auto
 // traffic to it goes inline.
 import { expect, test } from '@playwright/test';
-import { goTo, openConsole, otherShmToken, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
+import { goTo, openConsole, otherShmToken, serveWithWorker } from './rig.ts';
 
-let worker: Worker;
-let serve: Serve;
-
-test.beforeAll(async () => {
-  worker = await startWorker('vllm', ['--shm-namespace-id', otherShmToken()]);
-  serve = await startServe({ config: `multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n` });
-  await waitHealthy(serve, 1);
-});
-
-test.afterAll(async () => {
-  const files = serve?.shmFiles() ?? [];
-  await serve?.stop();
-  await worker?.stop();
-  expect(files).toEqual([]);
-});
+const rig = serveWithWorker({ runtime: 'vllm', workerArgs: ['--shm-namespace-id', otherShmToken()], config: (url) => `multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n` });
 
 test('wrong --shm-namespace-id: Doctor shows the mismatch and its remedy, auto goes inline', async ({ page }) => {
+  const { serve, worker } = rig;
   await openConsole(page, serve, 'workers');
   const row = page.getByTestId('workers-table').getByRole('row').filter({ hasText: worker.url });
   await expect(row).toContainText('other /dev/shm');

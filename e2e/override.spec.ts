@@ -2,25 +2,12 @@
 // winning, and the next test request's encoder tensor goes through /dev/shm, as the
 // traffic table shows.
 import { expect, test } from '@playwright/test';
-import { goTo, openConsole, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
+import { goTo, openConsole, serveWithWorker } from './rig.ts';
 
-let worker: Worker;
-let serve: Serve;
-
-test.beforeAll(async () => {
-  worker = await startWorker('tokenspeed');
-  serve = await startServe({ config: `multimodal_tensor_transport: inline\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n` });
-  await waitHealthy(serve, 1);
-});
-
-test.afterAll(async () => {
-  const files = serve?.shmFiles() ?? [];
-  await serve?.stop();
-  await worker?.stop();
-  expect(files).toEqual([]);
-});
+const rig = serveWithWorker({ runtime: 'tokenspeed', config: (url) => `multimodal_tensor_transport: inline\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n` });
 
 test('worker override to shm: review, apply, ladder shows worker winning, next request via SHM', async ({ page }) => {
+  const { serve, worker } = rig;
   await openConsole(page, serve, 'workers');
   // The token never stays in the address bar.
   expect(page.url()).not.toContain('token');

@@ -6,7 +6,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import type { Page, TestInfo } from '@playwright/test';
+import { expect, test, type Page, type TestInfo } from '@playwright/test';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
 const BIN = path.join(ROOT, 'bin', 'mmtc.js');
@@ -220,4 +220,26 @@ export async function shot(page: Page, testInfo: TestInfo, name: string, options
     mkdirSync(path.join(ROOT, 'docs', 'screenshots'), { recursive: true });
     copyFileSync(file, path.join(ROOT, 'docs', 'screenshots', `${name}-${options.scheme ?? 'light'}.png`));
   }
+}
+
+/**
+ * One reference worker and an `mmtc serve` configured with it, for every test of a spec file:
+ * started before the first (the serve waits for the worker to be healthy), stopped after the
+ * last, which fails if a file of theirs is left in /dev/shm. Read `rig.serve` and `rig.worker`
+ * inside the tests.
+ */
+export function serveWithWorker(options: { runtime: 'tokenspeed' | 'vllm'; workerArgs?: string[]; config: (workerUrl: string) => string; env?: Record<string, string> }): { worker: Worker; serve: Serve } {
+  const rig = {} as { worker: Worker; serve: Serve };
+  test.beforeAll(async () => {
+    rig.worker = await startWorker(options.runtime, options.workerArgs ?? []);
+    rig.serve = await startServe({ config: options.config(rig.worker.url), ...(options.env ? { env: options.env } : {}) });
+    await waitHealthy(rig.serve, 1);
+  });
+  test.afterAll(async () => {
+    const files = rig.serve?.shmFiles() ?? [];
+    await rig.serve?.stop();
+    await rig.worker?.stop();
+    expect(files).toEqual([]);
+  });
+  return rig;
 }

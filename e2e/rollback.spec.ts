@@ -1,25 +1,12 @@
 // Roll back to an older revision from History (a reviewed apply): the next request follows
 // the older settings.
 import { expect, test } from '@playwright/test';
-import { goTo, openConsole, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
+import { goTo, openConsole, serveWithWorker } from './rig.ts';
 
-let worker: Worker;
-let serve: Serve;
-
-test.beforeAll(async () => {
-  worker = await startWorker('tokenspeed');
-  serve = await startServe({ config: `multimodal_tensor_transport: inline\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n` });
-  await waitHealthy(serve, 1);
-});
-
-test.afterAll(async () => {
-  const files = serve?.shmFiles() ?? [];
-  await serve?.stop();
-  await worker?.stop();
-  expect(files).toEqual([]);
-});
+const rig = serveWithWorker({ runtime: 'tokenspeed', config: (url) => `multimodal_tensor_transport: inline\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n` });
 
 test('roll back a revision: the next request follows the older settings', async ({ page }) => {
+  const { serve } = rig;
   const inlineRevision = (await serve.call<{ revision: number }>('config.get')).revision;
   await openConsole(page, serve, 'router');
   await page.getByRole('group', { name: 'multimodal_tensor_transport' }).getByRole('radio', { name: /^shm / }).check();

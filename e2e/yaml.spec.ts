@@ -2,25 +2,12 @@
 // downloads exactly what `mmtc config export` prints for the same file and flags.
 import { readFileSync } from 'node:fs';
 import { expect, test } from '@playwright/test';
-import { cliExport, openConsole, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
+import { cliExport, openConsole, serveWithWorker } from './rig.ts';
 
-let worker: Worker;
-let serve: Serve;
-
-test.beforeAll(async () => {
-  worker = await startWorker('tokenspeed');
-  serve = await startServe({ config: `# written by hand\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n    priority: 70\n` });
-  await waitHealthy(serve, 1);
-});
-
-test.afterAll(async () => {
-  const files = serve?.shmFiles() ?? [];
-  await serve?.stop();
-  await worker?.stop();
-  expect(files).toEqual([]);
-});
+const rig = serveWithWorker({ runtime: 'tokenspeed', config: (url) => `# written by hand\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n    priority: 70\n` });
 
 test('import YAML with an error: shown at its line, nothing applied', async ({ page }) => {
+  const { serve, worker } = rig;
   const before = await serve.call<{ revision: number }>('config.get');
   const fileBefore = readFileSync(serve.configFile, 'utf8');
   await openConsole(page, serve, 'yaml');
@@ -64,6 +51,7 @@ test('import YAML with an error: shown at its line, nothing applied', async ({ p
 });
 
 test('export: the downloaded router.yaml equals mmtc config export', async ({ page }) => {
+  const { serve, worker } = rig;
   await openConsole(page, serve, 'yaml');
   const exportPanel = page.locator('#export-title').locator('xpath=ancestor::section');
   await expect(exportPanel.getByRole('region', { name: /Exported YAML/ }).or(exportPanel.locator('pre'))).toContainText(worker.url);
@@ -78,6 +66,7 @@ test('export: the downloaded router.yaml equals mmtc config export', async ({ pa
 });
 
 test('a file edited on disk shows as drift with its diff and reloads as a reviewed apply', async ({ page }) => {
+  const { serve } = rig;
   const { writeFileSync } = await import('node:fs');
   const before = await serve.call<{ revision: number }>('config.get');
   writeFileSync(serve.configFile, readFileSync(serve.configFile, 'utf8').replace(/request_timeout_secs: \d+\n|$/, '') + 'request_timeout_secs: 77\n');
