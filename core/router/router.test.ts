@@ -4,11 +4,9 @@
 // with a PNG and a JPEG goes through; we check the bytes the worker read (fingerprints)
 // against the bytes the router produced, the path each tensor took, that /dev/shm holds
 // none of our files afterwards, and /metrics.
-import { readdirSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { readTransportEnvironment } from '../config/env.ts';
-import { RouterConfigSchema, type TransportMode } from '../config/schema.ts';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { TransportMode } from '../config/schema.ts';
 import { encodeFloat32As } from '../transport/dtype.ts';
 import { fnv1a64Hex } from '../transport/fnv.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
@@ -16,38 +14,17 @@ import { decodeToRgb } from '../multimodal/decode.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { preprocessRgb } from '../multimodal/qwen-vl.ts';
 import { startMmtc } from '../test/cli.ts';
+import { ourTensorFiles, useRouterRig } from '../test/router-rig.ts';
 import { makeTestImages } from '../test/images.ts';
-import { startRouter, type RunningRouter } from './server.ts';
+import type { RunningRouter } from './server.ts';
 
 const images = makeTestImages();
 const model = await loadModelDirectory();
 const token = readNamespaceToken().token!;
 const OTHER_SHM = `${token.slice(0, token.lastIndexOf(':'))}:999999`;
-const ourFiles = () => readdirSync('/dev/shm').filter((f) => f.startsWith(`smg-tokenspeed-${process.pid}-`));
-
-const stops: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const stop of stops.splice(0).reverse()) await stop();
-  expect(ourFiles()).toEqual([]);
-});
+const { stops, startWorker, router } = useRouterRig();
+const ourFiles = ourTensorFiles;
 afterAll(() => images.remove());
-
-async function startWorker(runtime: 'tokenspeed' | 'vllm', extra: string[] = []): Promise<string> {
-  const w = await startMmtc(['worker', '--runtime', runtime, '--port', extra.includes('--port') ? extra[extra.indexOf('--port') + 1]! : '0', ...extra.filter((_, i, a) => a[i] !== '--port' && a[i - 1] !== '--port')], /listening on grpc:\/\//);
-  stops.push(() => w.stop());
-  return w.line.match(/grpc:\/\/\S+/)![0];
-}
-
-async function router(workerUrl: string, mode: TransportMode, extra: Record<string, unknown> = {}): Promise<RunningRouter> {
-  const r = await startRouter({
-    config: RouterConfigSchema.parse({ port: 0, multimodal_tensor_transport: mode, health_check_interval_secs: 0.2, workers: [{ url: workerUrl }], ...extra }),
-    env: readTransportEnvironment({}),
-    processEnv: {},
-    log: () => {},
-  });
-  stops.push(() => r.close());
-  return r;
-}
 
 const dataUrl = (name: string, mime: string) => `data:${mime};base64,${images.bytes(name).toString('base64')}`;
 const chatBody = (stream = false) => ({

@@ -3,46 +3,22 @@
 // router's exact bytes from a file the pool threads wrote, placement writes nothing more, the
 // file counts against the budget while it exists, and nothing of ours stays in /dev/shm
 // whatever the outcome.
-import { readdirSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
-import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { readTransportEnvironment } from '../config/env.ts';
-import { RouterConfigSchema, type TransportMode } from '../config/schema.ts';
+import { readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { decodeToRgb } from '../multimodal/decode.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { preprocessRgb } from '../multimodal/qwen-vl.ts';
-import { startMmtc } from '../test/cli.ts';
+import { ourTensorFiles, useRouterRig } from '../test/router-rig.ts';
 import { makeTestImages } from '../test/images.ts';
 import { encodeFloat32As } from '../transport/dtype.ts';
 import { fnv1a64Hex } from '../transport/fnv.ts';
-import { startRouter, type RunningRouter } from './server.ts';
+import type { RunningRouter } from './server.ts';
 
 const images = makeTestImages();
 const model = await loadModelDirectory();
-const ourFiles = () => readdirSync('/dev/shm').filter((f) => f.startsWith(`smg-tokenspeed-${process.pid}-`));
-
-const stops: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  for (const stop of stops.splice(0).reverse()) await stop();
-  expect(ourFiles()).toEqual([]);
-});
+const { startWorker, router } = useRouterRig();
+const ourFiles = ourTensorFiles;
 afterAll(() => images.remove());
-
-async function startWorker(runtime: 'tokenspeed' | 'vllm', extra: string[] = [], env: Record<string, string> = {}): Promise<string> {
-  const w = await startMmtc(['worker', '--runtime', runtime, '--port', '0', ...extra], /listening on grpc:\/\//, env);
-  stops.push(() => w.stop());
-  return w.line.match(/grpc:\/\/\S+/)![0];
-}
-
-async function router(workerUrl: string, mode: TransportMode, extra: Record<string, unknown> = {}): Promise<RunningRouter> {
-  const r = await startRouter({
-    config: RouterConfigSchema.parse({ port: 0, multimodal_tensor_transport: mode, health_check_interval_secs: 0.2, workers: [{ url: workerUrl }], ...extra }),
-    env: readTransportEnvironment({}),
-    processEnv: {},
-    log: () => {},
-  });
-  stops.push(() => r.close());
-  return r;
-}
 
 const dataUrl = (name: string, mime: string) => `data:${mime};base64,${images.bytes(name).toString('base64')}`;
 const chat = (names: string[]) => ({
