@@ -4,6 +4,7 @@ import { createHash } from 'node:crypto';
 import { closeSync, constants, fstatSync, futimesSync, openSync } from 'node:fs';
 import { decodeToRgb } from './decode.ts';
 import { patchGeometry, preprocessRgb, preprocessRgbInBands, writeAllAt, type BandHelper, type EncoderMemory, type PatchGeometry, type QwenVlImageConfig } from './qwen-vl.ts';
+import { errnoText } from '../transport/errno.ts';
 
 /**
  * The request's /dev/shm file for this image's encoder input in its wire encoding, written
@@ -72,13 +73,6 @@ function openPrewrite(shm: ShmPrewriteTask): { fd: number } {
   return { fd };
 }
 
-/** An error's text with its code once (Node's own messages start with it). */
-function errorText(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
-  const message = String(e?.message ?? err);
-  return e?.code && !message.startsWith(`${e.code}:`) ? `${e.code}: ${message}` : message;
-}
-
 /** Close a descriptor once, whatever happens (Linux frees it even when close fails). */
 function closeOnce(file: { fd: number; closed?: boolean }): void {
   if (file.closed) return;
@@ -110,7 +104,7 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
     try {
       file = openPrewrite(task.shm);
     } catch (err) {
-      shm = { written: false, error: `open ${task.shm.path}: ${errorText(err)}` };
+      shm = { written: false, error: `open ${task.shm.path}: ${errnoText(err)}` };
     }
   }
   let out: ReturnType<typeof preprocessRgb>;
@@ -152,7 +146,7 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
       file = undefined;
       shm = { written: true, micros };
     } catch (err) {
-      drop(`write ${task.shm!.path}: ${(err as { bandWrite?: boolean }).bandWrite ? (err as Error).message : errorText(err)}`);
+      drop(`write ${task.shm!.path}: ${(err as { bandWrite?: boolean }).bandWrite ? (err as Error).message : errnoText(err)}`);
     }
   }
   const { memory, written: _written, ...rest } = out;

@@ -20,6 +20,7 @@ import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
 import { fnv1a64 } from '../transport/fnv.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
 import { kernelsOn, MAX_KERNEL_BYTES, newSharedMemory, planResize, resizeBand, resizeBytes, simdAvailable, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
+import { errnoText } from '../transport/errno.ts';
 
 export type QwenVlFamily = 'qwen2_vl' | 'qwen3_vl';
 
@@ -446,9 +447,7 @@ function runPreprocessBand(k: Kernels, job: PreprocessBandJob): BandWrite | unde
   try {
     return { micros: writeAllAt(job.write.fd, bytes, position) };
   } catch (err) {
-    const e = err as NodeJS.ErrnoException;
-    const message = String(e?.message ?? err);
-    return { micros: (performance.now() - t) * 1000, error: e?.code && !message.startsWith(`${e.code}:`) ? `${e.code}: ${message}` : message };
+    return { micros: (performance.now() - t) * 1000, error: errnoText(err) };
   }
 }
 

@@ -21,6 +21,7 @@ import * as fs from 'node:fs';
 import path from 'node:path';
 import { SHM_DIR } from './namespace.ts';
 import { describeSweep, realOrphanFileOps, sweepOrphanFiles, TENSOR_NAME, type OrphanFileOps, type OrphanRuleOptions, type OrphanSweepResult, type ProcessInfo } from './orphans.ts';
+import { errnoText } from './errno.ts';
 
 export const SHM_PREFIX = 'smg-tokenspeed-';
 export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
@@ -62,10 +63,7 @@ export interface ShmProbeResult {
 export type ShmWriteResult = { ok: true; handle: ShmHandleData; micros: number } | { ok: false; error: string; code: string };
 
 function errText(err: unknown): { code: string; message: string } {
-  const e = err as NodeJS.ErrnoException;
-  // Node's own messages start with the code ("EROFS: read-only file system, open …"): said once.
-  const message = String(e.message ?? err);
-  return { code: e.code ?? 'EIO', message: e.code && !message.startsWith(`${e.code}:`) ? `${e.code}: ${message}` : message };
+  return { code: (err as NodeJS.ErrnoException)?.code ?? 'EIO', message: errnoText(err) };
 }
 
 export interface ShmWriterOptions extends OrphanRuleOptions {
