@@ -438,7 +438,10 @@ function runPreprocessBand(k: Kernels, job: PreprocessBandJob): BandWrite | unde
   const band = job.plan.bands[job.band]!;
   // One pass writes every encoding asked for: bit 0 float32, bit 1 bfloat16.
   const kinds = (job.f32At !== undefined ? 1 : 0) | (job.bf16At !== undefined ? 2 : 0);
-  k.scatter(rows.at, rows.stride, band.y0, band.y1 - band.y0, job.f32At ?? 0, job.bf16At ?? 0, kinds, cfg.patch_size, cfg.merge_size, g.features, cfg.temporal_patch_size, g.gridW, blockRowElements(g, cfg), job.consts);
+  // Bands are whole merge-block rows (bandStarts; the resized height is a multiple of patch × merge).
+  const blockHeight = cfg.patch_size * cfg.merge_size;
+  if (band.y0 % blockHeight !== 0 || band.y1 % blockHeight !== 0 || g.gridW % cfg.merge_size !== 0) throw new RangeError(`scatter: rows ${band.y0}..${band.y1} are not whole merge-block rows of ${blockHeight}`);
+  k.scatter(rows.at, rows.stride, band.y0 / blockHeight, (band.y1 - band.y0) / blockHeight, job.f32At ?? 0, job.bf16At ?? 0, kinds, cfg.patch_size, cfg.merge_size, g.features, cfg.temporal_patch_size, g.gridW, blockRowElements(g, cfg), job.consts);
   if (!job.write) return undefined;
   // A failed write is reported, not thrown: the band is computed all the same, and the other
   // band's thread may still be writing to the same descriptor (it is closed once both are done).

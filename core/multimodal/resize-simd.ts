@@ -35,7 +35,7 @@ export interface Kernels {
   memory: SharedWasmMemory;
   horizontal(src: number, inW: number, rows: number, dst: number, outW: number, pairs: number, starts: number, counts: number, vectors: number): void;
   vertical(src: number, stride: number, outH: number, dst: number, ksize: number, starts: number, counts: number, weights: number, rowShift: number): void;
-  scatter(rowsPtr: number, stride: number, y0: number, rows: number, outF: number, outB: number, kinds: number, P: number, m: number, F: number, T: number, gridW: number, rowStride: number, consts: number): void;
+  scatter(rowsPtr: number, stride: number, firstBlockRow: number, blockRows: number, outF: number, outB: number, kinds: number, P: number, m: number, F: number, T: number, gridW: number, rowStride: number, consts: number): void;
 }
 
 /** A new shared memory of at least `bytes`, able to grow to the kernels' limit. */

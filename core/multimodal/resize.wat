@@ -120,8 +120,9 @@
         (local.set $yy (i32.add (local.get $yy) (i32.const 1)))
         (br $rowLoop))))
 
-  ;; Patch scatter: resized rows y0 .. y0+rows (packed RGB, `stride` bytes apart from
-  ;; $rowsPtr) into the encoder input, rescaled and normalised per channel exactly as
+  ;; Patch scatter: the resized rows of merge-block rows bh0 .. bh0+blockRows (packed RGB,
+  ;; `stride` bytes apart from $rowsPtr, the first of them block row bh0's first pixel row)
+  ;; into the encoder input, rescaled and normalised per channel exactly as
   ;; qwen-vl.ts's level table computes it: float32(value * rescale) in float64 then rounded,
   ;; then (x - mean) / std in float32 (the same IEEE operations, so the same bits). In one
   ;; pass: float32 at $outF when $kinds has bit 0, bfloat16 (round to nearest even, NaN kept
@@ -131,14 +132,14 @@
   ;; bits, so P must be at least 4. Reads up to 4 bytes past a row's last pixel.
   ;; $consts: float64 rescale at +0, float32 mean[3] at +16, float32 std[3] at +32.
   (func (export "scatter")
-    (param $rowsPtr i32) (param $stride i32) (param $y0 i32) (param $rows i32) (param $outF i32) (param $outB i32) (param $kinds i32)
+    (param $rowsPtr i32) (param $stride i32) (param $bh0 i32) (param $blockRows i32) (param $outF i32) (param $outB i32) (param $kinds i32)
     (param $P i32) (param $m i32) (param $F i32) (param $T i32) (param $gridW i32) (param $rowStride i32) (param $consts i32)
-    (local $r i32) (local $y i32) (local $gy i32) (local $pr i32) (local $bh i32) (local $mr i32)
-    (local $rowBase i32) (local $rowSrc i32) (local $gx i32) (local $bw i32) (local $base i32)
+    (local $pr i32) (local $bh i32) (local $mr i32) (local $mc i32) (local $patchSrc i32)
+    (local $rowSrc i32) (local $bw i32) (local $base i32)
     (local $pc i32) (local $at i32) (local $t i32) (local $e i32) (local $cs i32) (local $PP i32)
     (local $v v128) (local $ch v128) (local $f v128) (local $bits v128) (local $scale v128)
     (local $p i32) (local $means0 v128) (local $means1 v128) (local $means2 v128)
-    (local $stds0 v128) (local $stds1 v128) (local $stds2 v128)
+    (local $stds0 v128) (local $stds1 v128) (local $stds2 v128) (local $patchBase i32)
     (local.set $PP (i32.mul (local.get $P) (local.get $P)))
     (local.set $cs (i32.mul (local.get $T) (local.get $PP)))
     (local.set $scale (f64x2.splat (f64.load (local.get $consts))))
@@ -148,29 +149,38 @@
     (local.set $stds0 (f32x4.splat (f32.load offset=32 (local.get $consts))))
     (local.set $stds1 (f32x4.splat (f32.load offset=36 (local.get $consts))))
     (local.set $stds2 (f32x4.splat (f32.load offset=40 (local.get $consts))))
-    (local.set $r (i32.const 0))
-    (block $rowsDone
-      (loop $rowLoop
-        (br_if $rowsDone (i32.ge_u (local.get $r) (local.get $rows)))
-        (local.set $y (i32.add (local.get $y0) (local.get $r)))
-        (local.set $gy (i32.div_u (local.get $y) (local.get $P)))
-        (local.set $pr (i32.sub (local.get $y) (i32.mul (local.get $gy) (local.get $P))))
-        (local.set $bh (i32.div_u (local.get $gy) (local.get $m)))
-        (local.set $mr (i32.sub (local.get $gy) (i32.mul (local.get $bh) (local.get $m))))
-        (local.set $rowBase (i32.add (i32.add
-          (i32.mul (local.get $bh) (local.get $rowStride))
-          (i32.mul (i32.mul (local.get $mr) (local.get $m)) (local.get $F)))
-          (i32.mul (local.get $pr) (local.get $P))))
-        (local.set $rowSrc (i32.add (local.get $rowsPtr) (i32.mul (local.get $r) (local.get $stride))))
-        (local.set $gx (i32.const 0))
-        (block $colsDone
-          (loop $colLoop
-            (br_if $colsDone (i32.ge_u (local.get $gx) (local.get $gridW)))
-            (local.set $bw (i32.div_u (local.get $gx) (local.get $m)))
-            (local.set $base (i32.add (local.get $rowBase)
-              (i32.mul (i32.add (i32.mul (i32.mul (local.get $bw) (local.get $m)) (local.get $m))
-                                (i32.sub (local.get $gx) (i32.mul (local.get $bw) (local.get $m))))
-                       (local.get $F))))
+    ;; Patch by patch, in the encoder input's order (so the element index just counts up): a
+    ;; patch's 3·T store streams advance together, row by row of the patch. No division
+    ;; anywhere in the loops: TurboFan re-evaluated the loop-invariant divisions of an earlier
+    ;; version at every store (row by row across the image, with every patch column's stores
+    ;; in flight at once, it ran at a fifth of the memory's write speed).
+    (local.set $patchBase (i32.mul (local.get $bh0) (local.get $rowStride)))
+    (local.set $bh (i32.const 0))
+    (block $blockRowsDone
+      (loop $blockRowLoop
+        (br_if $blockRowsDone (i32.ge_u (local.get $bh) (local.get $blockRows)))
+        (local.set $bw (i32.const 0))
+        (block $blockColsDone
+          (loop $blockColLoop
+            (br_if $blockColsDone (i32.ge_u (i32.mul (local.get $bw) (local.get $m)) (local.get $gridW)))
+            (local.set $mr (i32.const 0))
+            (block $mrDone
+              (loop $mrLoop
+                (br_if $mrDone (i32.ge_u (local.get $mr) (local.get $m)))
+                (local.set $mc (i32.const 0))
+                (block $mcDone
+                  (loop $mcLoop
+                    (br_if $mcDone (i32.ge_u (local.get $mc) (local.get $m)))
+                    ;; the patch's top-left pixel in the band's rows
+                    (local.set $patchSrc (i32.add (local.get $rowsPtr) (i32.add
+                      (i32.mul (i32.mul (i32.add (i32.mul (local.get $bh) (local.get $m)) (local.get $mr)) (local.get $P)) (local.get $stride))
+                      (i32.mul (i32.mul (i32.add (i32.mul (local.get $bw) (local.get $m)) (local.get $mc)) (local.get $P)) (i32.const 3)))))
+                    (local.set $pr (i32.const 0))
+                    (block $prDone
+                      (loop $prLoop
+                        (br_if $prDone (i32.ge_u (local.get $pr) (local.get $P)))
+            (local.set $rowSrc (i32.add (local.get $patchSrc) (i32.mul (local.get $pr) (local.get $stride))))
+            (local.set $base (i32.add (local.get $patchBase) (i32.mul (local.get $pr) (local.get $P))))
             (local.set $pc (i32.const 0))
             (block $pixDone
               (loop $pixLoop
@@ -178,8 +188,7 @@
                 ;; 4 pixels from $at (the last group starts at P-4)
                 (local.set $at (select (i32.sub (local.get $P) (i32.const 4)) (local.get $pc)
                   (i32.gt_u (i32.add (local.get $pc) (i32.const 4)) (local.get $P))))
-                (local.set $v (v128.load (i32.add (local.get $rowSrc)
-                  (i32.mul (i32.add (i32.mul (local.get $gx) (local.get $P)) (local.get $at)) (i32.const 3)))))
+                (local.set $v (v128.load (i32.add (local.get $rowSrc) (i32.mul (local.get $at) (i32.const 3)))))
                 ;; channel 0
                 (local.set $ch (i8x16.shuffle 0 16 16 16 3 16 16 16 6 16 16 16 9 16 16 16 (local.get $v) (v128.const i64x2 0 0)))
                 (local.set $f
@@ -302,8 +311,15 @@
                       (br_if $tLoopF2 (i32.lt_u (local.get $t) (local.get $T))))))
                 (local.set $pc (i32.add (local.get $pc) (i32.const 4)))
                 (br $pixLoop)))
-            (local.set $gx (i32.add (local.get $gx) (i32.const 1)))
-            (br $colLoop)))
-        (local.set $r (i32.add (local.get $r) (i32.const 1)))
-        (br $rowLoop))))
+                        (local.set $pr (i32.add (local.get $pr) (i32.const 1)))
+                        (br $prLoop)))
+                    (local.set $patchBase (i32.add (local.get $patchBase) (local.get $F)))
+                    (local.set $mc (i32.add (local.get $mc) (i32.const 1)))
+                    (br $mcLoop)))
+                (local.set $mr (i32.add (local.get $mr) (i32.const 1)))
+                (br $mrLoop)))
+            (local.set $bw (i32.add (local.get $bw) (i32.const 1)))
+            (br $blockColLoop)))
+        (local.set $bh (i32.add (local.get $bh) (i32.const 1)))
+        (br $blockRowLoop))))
 )
