@@ -99,18 +99,23 @@ interface PairCoefficients {
   vectors: Int16Array;
 }
 
+/** Source bytes R0 G0 B0 R1 G1 B1 as the 16-bit lanes R0 R1 G0 G1 B0 B1 0 0 (0x80: a zero byte). */
+const PAIR_MASK = [0, 0x80, 3, 0x80, 1, 0x80, 4, 0x80, 2, 0x80, 5, 0x80, 0x80, 0x80, 0x80, 0x80];
+
 function pairCoefficients(c: ResampleCoefficients): PairCoefficients {
   const n = c.start.length;
   const pairs = Math.ceil(c.ksize / 2);
   const count = new Int32Array(n);
-  const vectors = new Int16Array(n * pairs * 16);
+  // The horizontal kernel's pair shuffle mask first (resize.wat), then the weights.
+  const vectors = new Int16Array(8 + n * pairs * 16);
+  new Uint8Array(vectors.buffer, 0, 16).set(PAIR_MASK);
   for (let x = 0; x < n; x++) {
     count[x] = Math.ceil(c.count[x]! / 2);
     for (let j = 0; j < count[x]!; j++) {
       const t = 2 * j;
       const w0 = c.weights[x * c.ksize + t]!;
       const w1 = t + 1 < c.count[x]! ? c.weights[x * c.ksize + t + 1]! : 0;
-      const v = (x * pairs + j) * 16;
+      const v = 8 + (x * pairs + j) * 16;
       for (let lane = 0; lane < 6; lane += 2) {
         vectors[v + lane] = w0 >> 11;
         vectors[v + lane + 1] = w1 >> 11;
@@ -164,7 +169,7 @@ function layoutResize(width: number, height: number, outW: number, outH: number,
     return offset;
   };
   const pairs = Math.ceil(kernelSize(width, outW) / 2);
-  const h = needH ? { ksize: pairs, starts: take(outW * 4), counts: take(outW * 4), weights: take(outW * pairs * 32) } : null;
+  const h = needH ? { ksize: pairs, starts: take(outW * 4), counts: take(outW * 4), weights: take(16 + outW * pairs * 32) } : null;
   const vk = kernelSize(height, outH);
   const v = needV ? { ksize: vk, starts: take(outH * 4), counts: take(outH * 4), weights: take(outH * vk * 4) } : null;
   const srcAt = take(width * height * 3);

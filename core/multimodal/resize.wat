@@ -13,15 +13,141 @@
   ;; Up to 1 GiB (16384 pages of 64 KiB); larger layouts fall back to the JavaScript passes.
   (import "env" "memory" (memory 1 16384 shared))
 
-  ;; Horizontal pass: `rows` rows of packed RGB, `inW` pixels wide, to `outW` pixels, two taps
+  ;; The horizontal pass four rows at a time: the four rows' pixels at the same columns share
+  ;; each output pixel's coefficients and their loads. The last pixel of a row is stored as
+  ;; exactly its 3 bytes (the 4-byte store of the others would spill into the next row's first
+  ;; pixel, already written). Rows left over (fewer than four) go through $horizontalRows.
+  ;; The pair shuffle is a swizzle by a mask loaded from memory: a constant shuffle mask was
+  ;; rebuilt from immediates at every use in TurboFan's code.
+  (func (export "horizontal")
+    (param $src i32) (param $inW i32) (param $rows i32) (param $dst i32) (param $outW i32)
+    (param $pairs i32) (param $starts i32) (param $counts i32) (param $vectors i32)
+    (local $y i32) (local $x i32) (local $j i32) (local $n i32) (local $p i32) (local $wv i32)
+    (local $srcRow i32) (local $dstPix i32) (local $in1 i32) (local $in2 i32) (local $in3 i32)
+    (local $out1 i32) (local $out2 i32) (local $out3 i32) (local $full i32)
+    (local $mask v128) (local $px v128) (local $wh v128) (local $wl v128) (local $acc v128)
+    (local $h0 v128) (local $l0 v128) (local $h1 v128) (local $l1 v128) (local $h2 v128) (local $l2 v128) (local $h3 v128) (local $l3 v128)
+    (local.set $in1 (i32.mul (local.get $inW) (i32.const 3)))
+    (local.set $in2 (i32.shl (local.get $in1) (i32.const 1)))
+    (local.set $in3 (i32.add (local.get $in2) (local.get $in1)))
+    (local.set $out1 (i32.mul (local.get $outW) (i32.const 3)))
+    (local.set $out2 (i32.shl (local.get $out1) (i32.const 1)))
+    (local.set $out3 (i32.add (local.get $out2) (local.get $out1)))
+    ;; (R0 R1 G0 G1 B0 B1 0 0) as 16-bit lanes from 8 source bytes (0 0x80 3 0x80 1 0x80 4
+    ;; 0x80 2 0x80 5 0x80 0x80 0x80 0x80 0x80; index 0x80 gives 0), loaded from the vectors'
+    ;; first 16 bytes so that it stays in a register.
+    (local.set $mask (v128.load (local.get $vectors)))
+    (local.set $full (i32.and (local.get $rows) (i32.const -4)))
+    (local.set $y (i32.const 0))
+    (block $rowsDone
+      (loop $rowLoop
+        (br_if $rowsDone (i32.ge_u (local.get $y) (local.get $full)))
+        (local.set $srcRow (i32.add (local.get $src) (i32.mul (local.get $y) (local.get $in1))))
+        (local.set $dstPix (i32.add (local.get $dst) (i32.mul (local.get $y) (local.get $out1))))
+        (local.set $x (i32.const 0))
+        (block $colsDone
+          (loop $colLoop
+            (br_if $colsDone (i32.ge_u (local.get $x) (local.get $outW)))
+            (local.set $p (i32.add (local.get $srcRow)
+              (i32.mul (i32.load (i32.add (local.get $starts) (i32.shl (local.get $x) (i32.const 2)))) (i32.const 3))))
+            (local.set $n (i32.load (i32.add (local.get $counts) (i32.shl (local.get $x) (i32.const 2)))))
+            (local.set $wv (i32.add (i32.add (local.get $vectors) (i32.const 16)) (i32.shl (i32.mul (local.get $x) (local.get $pairs)) (i32.const 5))))
+            (local.set $h0 (v128.const i32x4 0 0 0 0))
+            (local.set $l0 (v128.const i32x4 0 0 0 0))
+            (local.set $h1 (v128.const i32x4 0 0 0 0))
+            (local.set $l1 (v128.const i32x4 0 0 0 0))
+            (local.set $h2 (v128.const i32x4 0 0 0 0))
+            (local.set $l2 (v128.const i32x4 0 0 0 0))
+            (local.set $h3 (v128.const i32x4 0 0 0 0))
+            (local.set $l3 (v128.const i32x4 0 0 0 0))
+            (local.set $j (i32.const 0))
+            (block $pairsDone
+              (loop $pairLoop
+                (br_if $pairsDone (i32.ge_u (local.get $j) (local.get $n)))
+                (local.set $wh (v128.load (local.get $wv)))
+                (local.set $wl (v128.load offset=16 (local.get $wv)))
+                (local.set $px (i8x16.swizzle (v128.load64_zero (local.get $p)) (local.get $mask)))
+                (local.set $h0 (i32x4.add (local.get $h0) (i32x4.dot_i16x8_s (local.get $px) (local.get $wh))))
+                (local.set $l0 (i32x4.add (local.get $l0) (i32x4.dot_i16x8_s (local.get $px) (local.get $wl))))
+                (local.set $px (i8x16.swizzle (v128.load64_zero (i32.add (local.get $p) (local.get $in1))) (local.get $mask)))
+                (local.set $h1 (i32x4.add (local.get $h1) (i32x4.dot_i16x8_s (local.get $px) (local.get $wh))))
+                (local.set $l1 (i32x4.add (local.get $l1) (i32x4.dot_i16x8_s (local.get $px) (local.get $wl))))
+                (local.set $px (i8x16.swizzle (v128.load64_zero (i32.add (local.get $p) (local.get $in2))) (local.get $mask)))
+                (local.set $h2 (i32x4.add (local.get $h2) (i32x4.dot_i16x8_s (local.get $px) (local.get $wh))))
+                (local.set $l2 (i32x4.add (local.get $l2) (i32x4.dot_i16x8_s (local.get $px) (local.get $wl))))
+                (local.set $px (i8x16.swizzle (v128.load64_zero (i32.add (local.get $p) (local.get $in3))) (local.get $mask)))
+                (local.set $h3 (i32x4.add (local.get $h3) (i32x4.dot_i16x8_s (local.get $px) (local.get $wh))))
+                (local.set $l3 (i32x4.add (local.get $l3) (i32x4.dot_i16x8_s (local.get $px) (local.get $wl))))
+                (local.set $p (i32.add (local.get $p) (i32.const 6)))
+                (local.set $wv (i32.add (local.get $wv) (i32.const 32)))
+                (local.set $j (i32.add (local.get $j) (i32.const 1)))
+                (br $pairLoop)))
+            (local.set $acc (i32x4.add (i32x4.add (i32x4.shl (local.get $h0) (i32.const 11)) (local.get $l0))
+              (v128.const i32x4 2097152 2097152 2097152 2097152)))
+            (local.set $acc
+              (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $acc) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
+            (local.set $acc (i16x8.narrow_i32x4_s (local.get $acc) (local.get $acc)))
+            (local.set $acc (i8x16.narrow_i16x8_u (local.get $acc) (local.get $acc)))
+            (if (i32.lt_u (i32.add (local.get $x) (i32.const 1)) (local.get $outW))
+              (then (v128.store32_lane 0 (local.get $dstPix) (local.get $acc)))
+              (else
+                (v128.store16_lane 0 (local.get $dstPix) (local.get $acc))
+                (v128.store8_lane 2 (i32.add (local.get $dstPix) (i32.const 2)) (local.get $acc))))
+            (local.set $acc (i32x4.add (i32x4.add (i32x4.shl (local.get $h1) (i32.const 11)) (local.get $l1))
+              (v128.const i32x4 2097152 2097152 2097152 2097152)))
+            (local.set $acc
+              (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $acc) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
+            (local.set $acc (i16x8.narrow_i32x4_s (local.get $acc) (local.get $acc)))
+            (local.set $acc (i8x16.narrow_i16x8_u (local.get $acc) (local.get $acc)))
+            (if (i32.lt_u (i32.add (local.get $x) (i32.const 1)) (local.get $outW))
+              (then (v128.store32_lane 0 (i32.add (local.get $dstPix) (local.get $out1)) (local.get $acc)))
+              (else
+                (v128.store16_lane 0 (i32.add (local.get $dstPix) (local.get $out1)) (local.get $acc))
+                (v128.store8_lane 2 (i32.add (i32.add (local.get $dstPix) (local.get $out1)) (i32.const 2)) (local.get $acc))))
+            (local.set $acc (i32x4.add (i32x4.add (i32x4.shl (local.get $h2) (i32.const 11)) (local.get $l2))
+              (v128.const i32x4 2097152 2097152 2097152 2097152)))
+            (local.set $acc
+              (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $acc) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
+            (local.set $acc (i16x8.narrow_i32x4_s (local.get $acc) (local.get $acc)))
+            (local.set $acc (i8x16.narrow_i16x8_u (local.get $acc) (local.get $acc)))
+            (if (i32.lt_u (i32.add (local.get $x) (i32.const 1)) (local.get $outW))
+              (then (v128.store32_lane 0 (i32.add (local.get $dstPix) (local.get $out2)) (local.get $acc)))
+              (else
+                (v128.store16_lane 0 (i32.add (local.get $dstPix) (local.get $out2)) (local.get $acc))
+                (v128.store8_lane 2 (i32.add (i32.add (local.get $dstPix) (local.get $out2)) (i32.const 2)) (local.get $acc))))
+            (local.set $acc (i32x4.add (i32x4.add (i32x4.shl (local.get $h3) (i32.const 11)) (local.get $l3))
+              (v128.const i32x4 2097152 2097152 2097152 2097152)))
+            (local.set $acc
+              (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $acc) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
+            (local.set $acc (i16x8.narrow_i32x4_s (local.get $acc) (local.get $acc)))
+            (local.set $acc (i8x16.narrow_i16x8_u (local.get $acc) (local.get $acc)))
+            (if (i32.lt_u (i32.add (local.get $x) (i32.const 1)) (local.get $outW))
+              (then (v128.store32_lane 0 (i32.add (local.get $dstPix) (local.get $out3)) (local.get $acc)))
+              (else
+                (v128.store16_lane 0 (i32.add (local.get $dstPix) (local.get $out3)) (local.get $acc))
+                (v128.store8_lane 2 (i32.add (i32.add (local.get $dstPix) (local.get $out3)) (i32.const 2)) (local.get $acc))))
+            (local.set $dstPix (i32.add (local.get $dstPix) (i32.const 3)))
+            (local.set $x (i32.add (local.get $x) (i32.const 1)))
+            (br $colLoop)))
+        (local.set $y (i32.add (local.get $y) (i32.const 4)))
+        (br $rowLoop)))
+    (if (i32.lt_u (local.get $full) (local.get $rows))
+      (then
+        (call $horizontalRows
+          (i32.add (local.get $src) (i32.mul (local.get $full) (local.get $in1))) (local.get $inW)
+          (i32.sub (local.get $rows) (local.get $full))
+          (i32.add (local.get $dst) (i32.mul (local.get $full) (local.get $out1))) (local.get $outW)
+          (local.get $pairs) (local.get $starts) (local.get $counts) (local.get $vectors)))))
+
+    ;; Horizontal pass: `rows` rows of packed RGB, `inW` pixels wide, to `outW` pixels, two taps
   ;; per step: the two pixels' channels as 16-bit lanes (R0 R1 G0 G1 B0 B1 0 0) times the two
   ;; taps' weights, summed pairwise (i32x4.dot_i16x8_s). Pillow's 22-bit weights do not fit 16
   ;; bits, so each is split as w = hi * 2048 + lo (lo in 0..2047) with one dot product for each
   ;; half; (sum_hi << 11) + sum_lo is exactly Pillow's 32-bit sum.
   ;; starts: i32 first source pixel per output pixel; counts: i32 tap pairs per output pixel;
-  ;; vectors: per output pixel, `pairs` entries of 32 bytes (hi weights, lo weights; a missing
-  ;; second tap has weight 0).
-  (func (export "horizontal")
+  ;; vectors: the pair mask (16 bytes, see below), then per output pixel `pairs` entries of 32
+  ;; bytes (hi weights, lo weights; a missing second tap has weight 0).
+  (func $horizontalRows
     (param $src i32) (param $inW i32) (param $rows i32) (param $dst i32) (param $outW i32)
     (param $pairs i32) (param $starts i32) (param $counts i32) (param $vectors i32)
     (local $y i32) (local $x i32) (local $j i32) (local $n i32) (local $p i32) (local $wv i32)
@@ -39,7 +165,7 @@
             (local.set $p (i32.add (local.get $srcRow)
               (i32.mul (i32.load (i32.add (local.get $starts) (i32.shl (local.get $x) (i32.const 2)))) (i32.const 3))))
             (local.set $n (i32.load (i32.add (local.get $counts) (i32.shl (local.get $x) (i32.const 2)))))
-            (local.set $wv (i32.add (local.get $vectors) (i32.shl (i32.mul (local.get $x) (local.get $pairs)) (i32.const 5))))
+            (local.set $wv (i32.add (i32.add (local.get $vectors) (i32.const 16)) (i32.shl (i32.mul (local.get $x) (local.get $pairs)) (i32.const 5))))
             (local.set $hi (v128.const i32x4 0 0 0 0))
             (local.set $lo (v128.const i32x4 0 0 0 0))
             (local.set $j (i32.const 0))
