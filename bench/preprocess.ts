@@ -38,6 +38,8 @@ import { root, runBench, track } from './procs.ts';
 const quick = process.argv.includes('--quick');
 const RUNS = quick ? 3 : 11;
 const THREADS = 2;
+/** Pause before each measured run (see the interleaving loop). */
+const SETTLE_MS = 50;
 type Dtype = 'float32' | 'bfloat16';
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -213,6 +215,10 @@ async function main() {
           for (let r = 0; r < RUNS; r++) {
             for (let k = 0; k < variants.length; k++) {
               const x = variants[(r + k) % variants.length]!;
+              // Each run starts on a quiet machine: torch's OpenMP threads spin for a while
+              // after an operation, and libvips and our pool threads finish their own work,
+              // which would otherwise land on whichever variant runs next.
+              await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
               samples.get(x.name)!.push(await x.run());
             }
           }

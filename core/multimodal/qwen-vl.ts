@@ -385,7 +385,18 @@ function bandBytes(job: PreprocessBandJob, write: TensorFileWrite): { bytes: Uin
 }
 
 /** Runs a band of this thread's image on another thread; resolves when it is computed (and its write, if asked for, done or failed). */
-export type BandHelper = (job: PreprocessBandJob) => Promise<BandWrite | undefined>;
+export interface BandHelper {
+  (job: PreprocessBandJob): Promise<BandWrite | undefined>;
+  /**
+   * Take the answer on this thread, polling for up to `ms`, instead of sleeping until it comes:
+   * once this thread's band is done the other's is due about now, and a thread that sleeps
+   * takes 1-2 ms to wake on these VMs.
+   */
+  pollAnswer?(ms: number): void;
+}
+
+/** How long a thread that finished its band polls for the helper's (preprocessRgbInBands). */
+const ANSWER_POLL_MS = 20;
 
 /**
  * Output rows where bands after the first start, for `count` bands: whole merge-block rows
@@ -489,6 +500,7 @@ export async function preprocessRgbInBands(
   let first: BandWrite | undefined;
   try {
     first = runPreprocessBand(planned.k, { ...planned.job, band: 0 });
+    helper.pollAnswer?.(ANSWER_POLL_MS);
   } finally {
     // Never return (or throw) while the other thread may still use the memory or the file.
     await helped.catch(() => undefined);
