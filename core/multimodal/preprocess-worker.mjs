@@ -3,8 +3,9 @@
 //
 // A thread gets an image ({ id, task, helper? }), a request to help another thread with one
 // ({ help: port }), or, when the pool has been idle a while, { trim: true }: a full
-// collection, so what the last burst left behind goes back to the system. A helper waits on its port for one band job (or null when the
-// image was not split), runs it, and answers on the same port.
+// collection, so what the last burst left behind goes back to the system. A helper waits on
+// its port (polling it first: HELPER_POLL_MS) for one band job, or null when the image was
+// not split, runs it, and answers on the same port.
 import { readlinkSync } from 'node:fs';
 import os from 'node:os';
 import v8 from 'node:v8';
@@ -40,7 +41,9 @@ const { runPostedPreprocessBand } = await import('./qwen-vl.ts');
  * How long a helper polls its port for its band before it sleeps on it: the lead posts the
  * band once the image is decoded (1080p: ~8 ms, 4K: ~25 ms), and a thread that slept meanwhile
  * takes 1-2 ms to wake on these VMs (its core idles), which the lone image waits for. The
- * polling runs on the core the decode leaves idle, and only when the pool had a thread to spare.
+ * polling runs on the core the decode leaves idle, and only when the pool had a thread to
+ * spare. It is a busy loop from the start: measured, any sleep in it (a futex wait of 10 µs
+ * between polls, or sleeping through the first half of the decode) gave the whole gain back.
  */
 const HELPER_POLL_MS = 60;
 
@@ -54,16 +57,14 @@ function helpWith(port) {
 }
 
 function runHelp(port, job) {
-  {
-    try {
-      // The band's write to the tensor file, if asked for: its time, or why it failed.
-      const write = job ? runPostedPreprocessBand(job) : undefined;
-      port.postMessage({ done: true, write });
-    } catch (err) {
-      port.postMessage({ error: String(err?.message ?? err) });
-    }
-    port.close();
+  try {
+    // The band's write to the tensor file, if asked for: its time, or why it failed.
+    const write = job ? runPostedPreprocessBand(job) : undefined;
+    port.postMessage({ done: true, write });
+  } catch (err) {
+    port.postMessage({ error: String(err?.message ?? err) });
   }
+  port.close();
 }
 
 /** The band helper a task gets when the pool gave it a helper thread. */
