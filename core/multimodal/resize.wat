@@ -257,6 +257,8 @@
   ;; the last step of a patch row starts at P-4 and rewrites up to 3 values with the same
   ;; bits, so P must be at least 4. Reads up to 4 bytes past a row's last pixel.
   ;; $consts: float64 rescale at +0, float32 mean[3] at +16, float32 std[3] at +32.
+  ;; The 8-bit levels go to float64 by the signed conversion: for 0..255 it gives the same
+  ;; values as the unsigned one, in one x64 instruction instead of three.
   (func (export "scatter")
     (param $rowsPtr i32) (param $stride i32) (param $bh0 i32) (param $blockRows i32) (param $outF i32) (param $outB i32) (param $kinds i32)
     (param $P i32) (param $m i32) (param $F i32) (param $T i32) (param $gridW i32) (param $rowStride i32) (param $consts i32)
@@ -321,9 +323,9 @@
                   (f32x4.div
                     (f32x4.sub
                       (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23
-                        (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.convert_low_i32x4_u (local.get $ch)) (local.get $scale)))
+                        (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.convert_low_i32x4_s (local.get $ch)) (local.get $scale)))
                         (f32x4.demote_f64x2_zero (f64x2.mul
-                          (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $ch) (local.get $ch)))
+                          (f64x2.convert_low_i32x4_s (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $ch) (local.get $ch)))
                           (local.get $scale))))
                       (local.get $means0))
                     (local.get $stds0)))
@@ -361,9 +363,9 @@
                   (f32x4.div
                     (f32x4.sub
                       (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23
-                        (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.convert_low_i32x4_u (local.get $ch)) (local.get $scale)))
+                        (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.convert_low_i32x4_s (local.get $ch)) (local.get $scale)))
                         (f32x4.demote_f64x2_zero (f64x2.mul
-                          (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $ch) (local.get $ch)))
+                          (f64x2.convert_low_i32x4_s (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $ch) (local.get $ch)))
                           (local.get $scale))))
                       (local.get $means1))
                     (local.get $stds1)))
@@ -401,9 +403,9 @@
                   (f32x4.div
                     (f32x4.sub
                       (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23
-                        (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.convert_low_i32x4_u (local.get $ch)) (local.get $scale)))
+                        (f32x4.demote_f64x2_zero (f64x2.mul (f64x2.convert_low_i32x4_s (local.get $ch)) (local.get $scale)))
                         (f32x4.demote_f64x2_zero (f64x2.mul
-                          (f64x2.convert_low_i32x4_u (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $ch) (local.get $ch)))
+                          (f64x2.convert_low_i32x4_s (i8x16.shuffle 8 9 10 11 12 13 14 15 8 9 10 11 12 13 14 15 (local.get $ch) (local.get $ch)))
                           (local.get $scale))))
                       (local.get $means2))
                     (local.get $stds2)))
