@@ -50,6 +50,10 @@ describe('PreprocessPool', () => {
     const one = await pool.run({ bytes: strip, config: cfg, bf16: false });
     expect([one.gridThw, one.threads]).toEqual([[1, 2, 86], 1]);
     one.release();
+    // No thread was kept waiting to help with it: the next lone image gets two.
+    const next = await pool.run({ bytes: images.bytes('photo.jpg'), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false });
+    expect(next.threads).toBe(2);
+    next.release();
     const busy = await Promise.all([1, 2, 3, 4].map(() => pool.run({ bytes: images.bytes('photo.jpg'), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false })));
     // The first image to start had a free thread to help it; the two after it found others
     // queued behind them and ran whole, side by side.

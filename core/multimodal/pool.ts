@@ -311,8 +311,11 @@ export class PreprocessPool {
       job.outputSize = output?.memory.buffer.byteLength ?? 0;
       const id = this.nextId++;
       const transfer: Array<ArrayBuffer | MessagePort> = [job.task.bytes.buffer as ArrayBuffer].filter((b) => b.byteLength === job.task.bytes.byteLength);
-      // Nothing waiting behind this image, and its output is shared: let a free thread help.
-      const helper = this.queue.length === 0 && job.task.output ? this.freeThread() : undefined;
+      // Nothing waiting behind this image, its output is shared and its header promises at
+      // least two merge-block rows (the bands are whole block rows): let a free thread help.
+      // (A helper polls while it waits: one the image could not use would spin for nothing.)
+      const splittable = job.header !== undefined && job.header.geometry.gridH >= 2 * job.task.config.merge_size;
+      const helper = this.queue.length === 0 && job.task.output && splittable ? this.freeThread() : undefined;
       let port: MessagePort | undefined;
       if (helper) {
         const channel = new MessageChannel();

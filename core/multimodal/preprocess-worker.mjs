@@ -82,7 +82,14 @@ function bandHelper(port, onUse) {
       answer = take;
       port.on('message', take);
       port.once('close', () => reject(new Error('helper thread went away')));
-      port.postMessage(job);
+      try {
+        port.postMessage(job);
+      } catch (err) {
+        // Not posted: nothing will answer, so nothing is polled or listened for.
+        answer = undefined;
+        port.off('message', take);
+        reject(err);
+      }
     });
   helper.pollAnswer = (ms) => {
     const deadline = performance.now() + ms;

@@ -6,7 +6,7 @@ import { makeTestImages } from '../test/images.ts';
 import { runPythonScript } from '../test/python.ts';
 import { decodeToRgb } from './decode.ts';
 import { encoderFingerprint, encoderMemoryBytes, encoderMemoryIn, ImageSizeError, patchGeometry, preprocessRgb, preprocessRgbInBands, QWEN_VL_DEFAULTS, runPostedPreprocessBand, smartResize } from './qwen-vl.ts';
-import { newSharedMemory } from './resize-simd.ts';
+import { kernelsOn, newSharedMemory, planResize } from './resize-simd.ts';
 
 const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/qwen_vl_reference.py');
 const images = makeTestImages();
@@ -113,6 +113,33 @@ describe('the WebAssembly scatter kernel', () => {
       expect(bytesOf(simd.bf16)?.equals(bytesOf(js.bf16)!) ?? js.bf16 === undefined).toBe(true);
     }
   });
+
+  // The kernel walks a band's patches in the encoder input's order; two bands on two kernel
+  // instances must write exactly the one-pass bytes, for patch sizes whose last 4-value step
+  // overlaps the one before it by 1 to 3 values (5, 6, 7, 14) or not at all (4, 8, 16).
+  const banded: Array<[string, typeof base]> = [
+    ...configs,
+    ...[5, 6, 7, 8].map((P): [string, typeof base] => [`patch ${P}`, { ...base, patch_size: P, min_pixels: 1 }]),
+    ['patch 7, merge 3, three temporal copies', { ...base, patch_size: 7, merge_size: 3, temporal_patch_size: 3, min_pixels: 1 }],
+  ];
+  const tall = 160;
+  const rgbTall = new Uint8Array(w * tall * 3).map((_, i) => (i * 131 + (i >> 7)) & 255);
+  it.each(banded)('%s: in two bands, the same float32 and bfloat16 bits as the JavaScript table', async (_, cfg) => {
+    for (const kinds of [{ bf16: true }, { bf16: true, float32: false }, { bf16: false }]) {
+      const js = preprocessRgb(rgbTall, w, tall, cfg, { ...kinds, javascript: true });
+      const wanted = { float32: kinds.float32 !== false, bf16: kinds.bf16 };
+      const into = encoderMemoryIn(newSharedMemory(encoderMemoryBytes(w, tall, cfg, wanted)), js.patches * js.features, wanted);
+      const bands: number[] = [];
+      const out = await preprocessRgbInBands(rgbTall, w, tall, cfg, into, kinds, async (job) => {
+        bands.push(job.band);
+        return runPostedPreprocessBand(job);
+      });
+      expect(out, 'split in two bands').not.toBeNull();
+      expect(bands).toEqual([1]);
+      expect(bytesOf(out!.pixelValues)?.equals(bytesOf(js.pixelValues)!) ?? js.pixelValues === undefined).toBe(true);
+      expect(bytesOf(out!.bf16)?.equals(bytesOf(js.bf16)!) ?? js.bf16 === undefined).toBe(true);
+    }
+  });
 });
 
 describe('preprocessRgbInBands', () => {
@@ -135,6 +162,16 @@ describe('preprocessRgbInBands', () => {
     });
     expect(bands).toEqual([1]);
     expect(bytesOf(out!.pixelValues!).equals(expected)).toBe(true);
+  });
+
+  it('refuses a band that is not whole merge-block rows, writing no encoder value', () => {
+    const g = patchGeometry(h, w, cfg);
+    const memory = newSharedMemory(encoderMemoryBytes(w, h, cfg, { float32: true, bf16: false }) + (1 << 20));
+    const consts = g.patches * g.features * 4;
+    const plan = planResize(kernelsOn(memory)!, rgb, w, h, g.resizedWidth, g.resizedHeight, [13], consts + 64)!;
+    const job = { memory, plan, band: 0, cfg, geometry: g, f32At: 0, consts };
+    expect(() => runPostedPreprocessBand(job)).toThrow(/rows 0\.\.13 are not whole merge-block rows of 28/);
+    expect(new Float32Array(memory.buffer, 0, g.patches * g.features).every((v) => v === 0)).toBe(true);
   });
 
   it('makes up for a helper that fails by running its band here', async () => {

@@ -445,13 +445,13 @@ export function runPostedPreprocessBand(job: PreprocessBandJob): BandWrite | und
 /** Resize one band of a planned image and scatter its rows into the outputs (any thread holding kernels on the plan's memory). */
 function runPreprocessBand(k: Kernels, job: PreprocessBandJob): BandWrite | undefined {
   const { cfg, geometry: g } = job;
-  const rows = resizeBand(k, job.plan, job.band);
   const band = job.plan.bands[job.band]!;
-  // One pass writes every encoding asked for: bit 0 float32, bit 1 bfloat16.
-  const kinds = (job.f32At !== undefined ? 1 : 0) | (job.bf16At !== undefined ? 2 : 0);
   // Bands are whole merge-block rows (bandStarts; the resized height is a multiple of patch × merge).
   const blockHeight = cfg.patch_size * cfg.merge_size;
-  if (band.y0 % blockHeight !== 0 || band.y1 % blockHeight !== 0 || g.gridW % cfg.merge_size !== 0) throw new RangeError(`scatter: rows ${band.y0}..${band.y1} are not whole merge-block rows of ${blockHeight}`);
+  if (band.y0 % blockHeight !== 0 || band.y1 % blockHeight !== 0 || g.gridW % cfg.merge_size !== 0) throw new RangeError(`scatter: rows ${band.y0}..${band.y1} are not whole merge-block rows of ${blockHeight}, or grid_w ${g.gridW} is not a multiple of merge_size ${cfg.merge_size}`);
+  const rows = resizeBand(k, job.plan, job.band);
+  // One pass writes every encoding asked for: bit 0 float32, bit 1 bfloat16.
+  const kinds = (job.f32At !== undefined ? 1 : 0) | (job.bf16At !== undefined ? 2 : 0);
   k.scatter(rows.at, rows.stride, band.y0 / blockHeight, (band.y1 - band.y0) / blockHeight, job.f32At ?? 0, job.bf16At ?? 0, kinds, cfg.patch_size, cfg.merge_size, g.features, cfg.temporal_patch_size, g.gridW, blockRowElements(g, cfg), job.consts);
   if (!job.write) return undefined;
   // A failed write is reported, not thrown: the band is computed all the same, and the other

@@ -145,7 +145,7 @@
   ;; bits, so each is split as w = hi * 2048 + lo (lo in 0..2047) with one dot product for each
   ;; half; (sum_hi << 11) + sum_lo is exactly Pillow's 32-bit sum.
   ;; starts: i32 first source pixel per output pixel; counts: i32 tap pairs per output pixel;
-  ;; vectors: the pair mask (16 bytes, see below), then per output pixel `pairs` entries of 32
+  ;; vectors: the pair mask (16 bytes, used by the four-row kernel above), then per output pixel `pairs` entries of 32
   ;; bytes (hi weights, lo weights; a missing second tap has weight 0).
   (func $horizontalRows
     (param $src i32) (param $inW i32) (param $rows i32) (param $dst i32) (param $outW i32)
