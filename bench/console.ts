@@ -10,8 +10,8 @@ import http from 'node:http';
 import path from 'node:path';
 import WebSocket from 'ws';
 import { syntheticChat } from '../core/admin/test-image.ts';
+import { root, runBench, track } from './procs.ts';
 
-const root = path.resolve(import.meta.dirname, '..');
 const quick = process.argv.includes('--quick');
 const RATE = 20_000;
 const PHASE_MS = quick ? 3_000 : 5_000;
@@ -81,7 +81,8 @@ function slowClient(consoleUrl: string, token: string) {
 }
 
 async function main() {
-  const child: ChildProcess = spawn(process.execPath, [path.join(root, 'node_modules', 'tsx', 'dist', 'cli.mjs'), path.join(root, 'bench', 'console-server.ts'), '--events-per-second', String(RATE)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // Tracked: runBench stops it and waits for its exit (it stops its router's embedded worker first).
+  const child: ChildProcess = track(spawn(process.execPath, [path.join(root, 'node_modules', 'tsx', 'dist', 'cli.mjs'), path.join(root, 'bench', 'console-server.ts'), '--events-per-second', String(RATE)], { stdio: ['ignore', 'pipe', 'inherit'] }));
   let published = 0;
   const info = await new Promise<{ console: string; token: string; router: string }>((resolve, reject) => {
     let buf = '';
@@ -125,9 +126,8 @@ async function main() {
     process.stdout.write(`${bounded ? 'PASS' : 'MISS'}  batches bounded (largest ${client.stats.maxBatch} ≤ 5000 events) and drops reported (${client.stats.dropped})\n`);
     process.stdout.write(`${ratio <= 1.1 ? 'PASS' : 'MISS'}  router p50 with the slow client ${ratio.toFixed(3)}× without (target ≤ 1.10×)\n`);
   } finally {
-    child.kill('SIGTERM');
     agent.destroy();
   }
 }
 
-await main();
+await runBench(main);
