@@ -26,7 +26,7 @@ import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import sharp, { type Metadata } from 'sharp';
 import { headerSize, ImageDecodeError } from './decode.ts';
 import type { PreprocessResult, PreprocessTask } from './preprocess-task.ts';
-import { encoderMemoryBytes, encoderMemoryIn, ImageSizeError, patchGeometry, type EncoderMemory, type PatchGeometry } from './qwen-vl.ts';
+import { bandStarts, encoderMemoryBytes, encoderMemoryIn, ImageSizeError, patchGeometry, type EncoderMemory, type PatchGeometry } from './qwen-vl.ts';
 import { memTrim } from './memory-release.ts';
 import { MAX_KERNEL_BYTES, newSharedMemory, type SharedWasmMemory } from './resize-simd.ts';
 
@@ -314,7 +314,7 @@ export class PreprocessPool {
       // Nothing waiting behind this image, its output is shared and its header promises at
       // least two merge-block rows (the bands are whole block rows): let a free thread help.
       // (A helper polls while it waits: one the image could not use would spin for nothing.)
-      const splittable = job.header !== undefined && job.header.geometry.gridH >= 2 * job.task.config.merge_size;
+      const splittable = job.header !== undefined && bandStarts(job.header.geometry, job.task.config, 2).length > 0;
       const helper = this.queue.length === 0 && job.task.output && splittable ? this.freeThread() : undefined;
       let port: MessagePort | undefined;
       if (helper) {

@@ -24,6 +24,9 @@ export interface ShmPrewriteTask {
 /** What became of the file: written whole and closed, or not (the router removes it). */
 export type ShmPrewriteResult = { written: true; micros: number } | { written: false; error: string };
 
+/** The error of a file not written because the decoded image is not the one its header described (the router sized the file from the header): no failure of the write. */
+export const PREWRITE_HEADER_MISMATCH = 'the decoded image does not match its header';
+
 export interface PreprocessTask {
   bytes: Uint8Array;
   config: QwenVlImageConfig;
@@ -114,7 +117,7 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
     if (file && task.shm) {
       const wire = task.shm;
       const g = patchGeometry(image.height, image.width, task.config);
-      if (g.patches * g.features * (wire.kind === 'float32' ? 4 : 2) !== wire.nbytes || (wire.kind === 'bf16' ? !task.bf16 : task.float32 === false)) drop('the decoded image does not match its header');
+      if (g.patches * g.features * (wire.kind === 'float32' ? 4 : 2) !== wire.nbytes || (wire.kind === 'bf16' ? !task.bf16 : task.float32 === false)) drop(PREWRITE_HEADER_MISMATCH);
     }
     const write = file ? { fd: file.fd, kind: task.shm!.kind } : undefined;
     // Only the pool's memory, or the JavaScript passes in ordinary memory: a shared WebAssembly

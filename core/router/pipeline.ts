@@ -25,7 +25,7 @@ import type { TrafficSource } from '../telemetry/event-schema.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
 import { routerLabels, type TransportMetrics } from '../telemetry/metrics.ts';
 import { resolveEncoderDtype } from '../transport/dtype.ts';
-import type { ShmPrewriteTask } from '../multimodal/preprocess-task.ts';
+import { PREWRITE_HEADER_MISMATCH, type ShmPrewriteTask } from '../multimodal/preprocess-task.ts';
 import type { ImageHeader } from '../multimodal/pool.ts';
 import type { PlacementContext, PrewrittenTensor } from '../transport/placement.ts';
 import { transportForWorker, type ShmHostFacts } from '../transport/resolve.ts';
@@ -375,7 +375,7 @@ async function routeToWorker(ctx: RouterContext, req: ChatCompletionRequest, res
           if (r.shm?.written && values) prewritten.push({ bytes: new Uint8Array(values.buffer, values.byteOffset, values.byteLength), name: file.name, micros: r.shm.micros });
           else {
             scope.discard(file.name); // ours (reserve created it), not written: placed the usual way
-            if (r.shm && !r.shm.written && r.shm.error !== 'the decoded image does not match its header') record.prewriteFailed ??= r.shm.error;
+            if (r.shm && !r.shm.written && r.shm.error !== PREWRITE_HEADER_MISMATCH) record.prewriteFailed ??= r.shm.error;
           }
         }
         const contentHash = Buffer.from(r.contentHash.buffer, r.contentHash.byteOffset, r.contentHash.byteLength);
