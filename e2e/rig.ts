@@ -86,9 +86,13 @@ export async function startWorker(runtime: 'tokenspeed' | 'vllm', extra: string[
 /** This process (and so every serve it starts) runs as root: its /dev/shm files (0600) are unreadable to another uid. */
 export const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 
-/** A reference worker running as nobody (HOME=/tmp): it cannot open a root router's 0600 files in /dev/shm. Root only. */
+/**
+ * A reference worker serving as nobody (`--user nobody`, HOME=/tmp): it cannot open a root
+ * router's 0600 files in /dev/shm. Root only; it starts as root and drops once loaded, so it
+ * runs from a checkout nobody cannot enter.
+ */
 export function startWorkerAsNobody(runtime: 'tokenspeed' | 'vllm' = 'tokenspeed'): Promise<Worker> {
-  return startWorker(runtime, [], { prefix: ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups'], env: { HOME: '/tmp' } });
+  return startWorker(runtime, ['--user', 'nobody'], { env: { HOME: '/tmp' } });
 }
 
 export interface Serve {

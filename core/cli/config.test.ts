@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -59,7 +59,7 @@ describe('mmtc config resolve', () => {
   it('with no worker configured, shows the embedded default worker the router will start', () => {
     const r = runMmtc(['config', 'resolve', '--multimodal-tensor-transport', 'auto']);
     expect(r.status).toBe(0);
-    expect(r.stdout).toContain('no workers configured: `mmtc router` starts its embedded reference worker');
+    expect(r.stdout).toContain('no workers configured: the router starts its embedded reference worker');
     expect(r.stdout).toContain('worker grpc://127.0.0.1:<port chosen at start> (regular, embedded default)');
     expect(r.stdout).toContain("multimodal_tensor_transport = 'auto'   from router (--multimodal-tensor-transport)");
     const json = JSON.parse(runMmtc(['config', 'resolve', '--json']).stdout);
@@ -111,5 +111,24 @@ describe('mmtc config validate / export', () => {
     expect(first.stdout).toContain('multimodal_tensor_transport: auto');
     const again = runMmtc(['config', 'export', '--config', file('exp2.yaml', first.stdout)]);
     expect(again.stdout).toBe(first.stdout);
+  });
+
+  it('without --config, export and resolve read the file mmtc serve uses, and say so', () => {
+    const home = path.join(dir, 'xdg');
+    const serveFile = path.join(home, 'mmtc', 'router.yaml');
+    mkdirSync(path.dirname(serveFile), { recursive: true });
+    writeFileSync(serveFile, 'multimodal_tensor_transport: auto\nworkers:\n  - url: grpc://127.0.0.1:50077\n    runtime: vllm\n');
+    const exported = runMmtc(['config', 'export'], { XDG_CONFIG_HOME: home });
+    expect(exported.status).toBe(0);
+    expect(exported.stdout).toContain('url: grpc://127.0.0.1:50077');
+    expect(exported.stdout).toContain('multimodal_tensor_transport: auto');
+    expect(exported.stderr).toContain(`mmtc: read ${serveFile}, the file mmtc serve uses`);
+    const resolved = JSON.parse(runMmtc(['config', 'resolve', '--json'], { XDG_CONFIG_HOME: home }).stdout);
+    expect(resolved.config_file).toBe(serveFile);
+    expect(resolved.workers.map((w: { url: string }) => w.url)).toEqual(['grpc://127.0.0.1:50077']);
+
+    const none = runMmtc(['config', 'export'], { XDG_CONFIG_HOME: path.join(dir, 'empty-xdg') });
+    expect(none.stdout).toContain('workers: []');
+    expect(none.stderr).toContain(`mmtc: no configuration file: ${path.join(dir, 'empty-xdg', 'mmtc', 'router.yaml')} (the file mmtc serve uses) does not exist`);
   });
 });

@@ -2,7 +2,8 @@
 // for people is laid out in reports.ts. Errors an operator can fix (bad flag, bad YAML)
 // print one clear message per problem and exit 2.
 import { Command, Option } from 'commander';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { defaultConfigPath } from '../admin/config-file.ts';
 import { transportEnvironmentAtStart } from '../config/env.ts';
 import { ConfigError } from '../config/errors.ts';
 import { CONFIG_FLAG_HELP, loadRouterConfig, type ConfigFlags } from '../config/load.ts';
@@ -10,6 +11,7 @@ import { flagValue, parseLoosePort } from '../config/loose.ts';
 import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN, embeddedDefaultWorker } from '../config/store.ts';
 import { exportConfigYaml, loadConfigFile } from '../config/yaml.ts';
 import { startReferenceWorker } from '../refworker/server.ts';
+import { dropPrivileges } from '../refworker/user.ts';
 import { runDoctor } from '../workers/doctor.ts';
 import { resolveConfiguredWorkers } from '../transport/resolve.ts';
 import type { WireRuntime } from '../transport/vocabulary.ts';
@@ -24,6 +26,26 @@ const EMBEDDED_WORKER_URL = 'grpc://127.0.0.1:<port chosen at start>';
 function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
   return pkg.version;
+}
+
+/**
+ * `mmtc config resolve|export` without --config read the file `mmtc serve` uses (the console's
+ * file, docs/console.md), so they describe what the console runs; they say on stderr which
+ * file they read, or that there is none.
+ */
+function withServeConfigFile(flags: ConfigFlags): { flags: ConfigFlags; note: string } {
+  if (flags.config !== undefined) return { flags, note: '' };
+  const file = defaultConfigPath();
+  if (existsSync(file)) return { flags: { ...flags, config: file }, note: `mmtc: read ${file}, the file mmtc serve uses (--config FILE reads another)\n` };
+  return { flags, note: `mmtc: no configuration file: ${file} (the file mmtc serve uses) does not exist; built-in defaults and flags only\n` };
+}
+
+/** The configuration as `mmtc serve` would load it, saying on stderr which file it read. */
+async function loadAsServe(opts: ConfigFlags): Promise<Awaited<ReturnType<typeof loadRouterConfig>>> {
+  const { flags, note } = withServeConfigFile(opts);
+  const loaded = await loadRouterConfig(flags);
+  process.stderr.write(note);
+  return loaded;
 }
 
 function withConfigFlags(cmd: Command): Command {
@@ -45,11 +67,11 @@ function buildProgram(shells: Shells): Command {
   const config = program.command('config').description('inspect, validate and export the router configuration');
 
   withConfigFlags(config.command('resolve'))
-    .description("each worker's transport mode and SHM threshold, with the layer that decided it and every layer's value")
+    .description("each worker's transport mode and SHM threshold, with the layer that decided it and every layer's value; without --config, the file mmtc serve uses")
     .option('--json', 'print JSON instead of a table')
     .action(async (opts: ConfigFlags & { json?: boolean }) => {
       const env = transportEnvironmentAtStart();
-      const loaded = await loadRouterConfig(opts);
+      const loaded = await loadAsServe(opts);
       // With no worker configured the router starts its embedded reference worker on a free
       // port: show that entry as the router will hold it.
       const embedded = loaded.config.workers.length === 0;
@@ -59,7 +81,7 @@ function buildProgram(shells: Shells): Command {
       if (opts.json) {
         process.stdout.write(`${JSON.stringify({ config_file: loaded.file ?? null, workers: resolved, warnings: env.warnings }, null, 2)}\n`);
       } else {
-        if (embedded) process.stdout.write('no workers configured: `mmtc router` starts its embedded reference worker (TokenSpeed, bundled model), which gets:\n\n');
+        if (embedded) process.stdout.write('no workers configured: the router starts its embedded reference worker (TokenSpeed, bundled model), which gets:\n\n');
         process.stdout.write(formatResolutionTable(resolved));
       }
     });
@@ -81,9 +103,9 @@ function buildProgram(shells: Shells): Command {
     });
 
   withConfigFlags(config.command('export'))
-    .description('print the configuration (file plus flags) as normalized YAML')
+    .description('print the configuration (file plus flags) as normalized YAML; without --config, the file mmtc serve uses')
     .action(async (opts: ConfigFlags) => {
-      const loaded = await loadRouterConfig(opts);
+      const loaded = await loadAsServe(opts);
       process.stdout.write(exportConfigYaml(loaded.config));
     });
 
@@ -169,7 +191,8 @@ function buildProgram(shells: Shells): Command {
     .option('--no-fingerprint', 'do not hash tensor bytes (for benchmarks)')
     .option('--delay-ms <ms>', 'hold each request this long before reading its tensors (simulates a queue)', '0')
     .addOption(new Option('--read-buffer <kind>', "read each /dev/shm tensor into a pooled, pre-faulted buffer, or into a fresh one per tensor (as the gateway's Python servicers do)").choices(['pooled', 'fresh']).default('pooled'))
-    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string; readBuffer: 'pooled' | 'fresh' }) => {
+    .option('--user <name>', 'start as root, then serve as this user (and its primary group): a worker under another uid, which cannot open a root router\'s 0600 files in /dev/shm')
+    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string; readBuffer: 'pooled' | 'fresh'; user?: string }) => {
       const issues: ConfigError['issues'] = [];
       const port = flagValue('--port', opts.port, parseLoosePort, issues);
       if (port === undefined) throw new ConfigError(issues);
@@ -184,6 +207,15 @@ function buildProgram(shells: Shells): Command {
         delayMs: Number(opts.delayMs) || 0,
         readBuffers: opts.readBuffer,
       });
+      if (opts.user !== undefined) {
+        try {
+          const ids = dropPrivileges(opts.user);
+          process.stdout.write(`  serving as ${ids.name} (uid ${ids.uid}, gid ${ids.gid})\n`);
+        } catch (err) {
+          await worker.close();
+          throw new ConfigError([{ path: '--user', message: (err as Error).message }]);
+        }
+      }
       process.stdout.write(`mmtc worker (${worker.runtime}) listening on ${worker.url}\n`);
       process.stdout.write(`  /dev/shm namespace token: ${worker.token ?? 'none advertised'}\n`);
       await new Promise<void>((resolve) => {

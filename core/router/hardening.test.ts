@@ -237,7 +237,7 @@ describe('statuses and bodies', () => {
 
 describe('a worker that cannot read the files', () => {
   it.skipIf(!isRoot)('a worker running as nobody answers every request: the first is retried inline (counted), later ones go inline at once', async () => {
-    const worker = await startWorker('tokenspeed', [], ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups']);
+    const worker = await startWorker('tokenspeed', ['--user', 'nobody']);
     const { r, logs } = await router(worker, { multimodal_tensor_transport: 'shm' });
     const replies = [];
     for (let i = 0; i < 3; i++) replies.push(await post(r.url, withImages([png()])));

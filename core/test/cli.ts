@@ -1,5 +1,6 @@
 // Runs the real `mmtc` command the way an operator does, for tests.
 import { spawnSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 
 const bin = path.resolve(import.meta.dirname, '../../bin/mmtc.js');
@@ -10,11 +11,14 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Run `mmtc args…` with exactly `env` (plus PATH/HOME) so the host's SMG_* never leak in. */
+/** A config directory that does not exist: `mmtc config …` then reads no console file unless a test gives one. */
+const NO_CONFIG_HOME = path.join(tmpdir(), `mmtc-test-no-config-${process.pid}`);
+
+/** Run `mmtc args…` with exactly `env` (plus PATH/HOME) so the host's SMG_* (and the operator's console file) never leak in. */
 export function runMmtc(args: string[], env: Record<string, string> = {}, cwd?: string): CliResult {
   const r = spawnSync(process.execPath, [bin, ...args], {
     encoding: 'utf8',
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', ...env },
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', XDG_CONFIG_HOME: NO_CONFIG_HOME, ...env },
     cwd,
     timeout: 60_000,
   });

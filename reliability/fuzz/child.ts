@@ -1,5 +1,7 @@
 // The child side of fuzz/harness.ts: `child.ts <target> <seed> <count> <seconds> [args…]`.
-// Prints `CASE i` before each case and `RESULT {…}` at the end.
+// Prints `CASE i` before each case and `RESULT {…}` at the end. With MMTC_FUZZ_AS_USER=NAME
+// (root only) the cases run as that user, once the target is loaded.
+import { dropPrivileges } from '../../core/refworker/user.ts';
 import { Rng } from '../lib/rng.ts';
 import type { CaseOutcome, FuzzResult } from './harness.ts';
 
@@ -20,6 +22,8 @@ const make = targets[target!];
 if (!make) throw new Error(`no fuzz target ${target}`);
 const t = await make();
 await t.setup?.();
+// As another user (root only): loaded as root, so it runs from a checkout that user cannot enter.
+if (process.env.MMTC_FUZZ_AS_USER) dropPrivileges(process.env.MMTC_FUZZ_AS_USER);
 const result: FuzzResult = { tried: 0, accepted: 0, rejected: 0, labels: {}, failures: [], slowest: { case: -1, ms: 0 }, stoppedBy: 'count' };
 const rng = new Rng(seed);
 const end = performance.now() + seconds * 1000;

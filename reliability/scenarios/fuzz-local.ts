@@ -52,7 +52,7 @@ export async function localFuzzGroup(suite: Suite): Promise<void> {
           if (isRoot) {
             writeFileSync(path.join(dir, foreign), Buffer.alloc(4096, 1), { mode: 0o600 });
             chownSync(path.join(dir, foreign), 0, 0);
-            asNobody = await fuzzInChild({ target: 'reader', seed: t.seed + 1, count, seconds, prefix: ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups'], env: { HOME: '/tmp' }, args: [JSON.stringify({ dir, canary, keep: [link, fifo, sub, sock, foreign] } satisfies ReaderFixture)] });
+            asNobody = await fuzzInChild({ target: 'reader', seed: t.seed + 1, count, seconds, env: { HOME: '/tmp', MMTC_FUZZ_AS_USER: 'nobody' }, args: [JSON.stringify({ dir, canary, keep: [link, fifo, sub, sock, foreign] } satisfies ReaderFixture)] });
           }
           const merged = {
             tried: asRoot.tried + (asNobody?.tried ?? 0),

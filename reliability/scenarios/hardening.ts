@@ -202,7 +202,7 @@ async function bigUrls(t: T, workerUrl: string): Promise<void> {
 
 async function asNobody(t: T): Promise<void> {
   const [thumb] = await makeCorpus(['thumb.png']);
-  const w = await startWorker('tokenspeed', [], { prefix: ['setpriv', '--reuid=nobody', '--regid=nogroup', '--clear-groups'], env: { HOME: '/tmp' }, exitWithSuite: false });
+  const w = await startWorker('tokenspeed', ['--user', 'nobody'], { env: { HOME: '/tmp' }, exitWithSuite: false });
   const r = await startRouter(['--worker-urls', w.url, '--multimodal-tensor-transport', 'shm'], { name: 'router (worker as nobody)' });
   try {
     const replies = [];
