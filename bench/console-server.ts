@@ -13,7 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { startConsole } from '../core/admin/console.ts';
 import { startConsoleServer } from '../core/admin/http.ts';
-import { RENDERER_DIR } from '../core/cli/serve.ts';
+import { RENDERER_DIR } from '../core/cli/renderer-build.ts';
 import type { TensorEvent } from '../core/telemetry/event-schema.ts';
 
 const args = process.argv.slice(2);

@@ -10,6 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { chromium, type Browser, type Page } from 'playwright-core';
+import { ensureRendererBuilt } from '../core/cli/renderer-build.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
 const quick = process.argv.includes('--quick');
@@ -80,6 +81,12 @@ async function clickLatency(page: Page, path: 'shm' | 'inline'): Promise<number>
 let child: ChildProcess | undefined;
 let browser: Browser | undefined;
 let failed = false;
+// The Traffic screen is the built UI: built here when missing or stale, or the run stops in one line.
+const notBuilt = ensureRendererBuilt();
+if (notBuilt) {
+  process.stderr.write(`bench:ui: ${notBuilt}\n`);
+  process.exit(1);
+}
 try {
   const started = await startConsoleServer();
   child = started.child;

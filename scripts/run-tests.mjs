@@ -42,9 +42,12 @@ if (!ensureDebianPackages('test -x /usr/bin/chromium', ['chromium'])) totals.fai
 // 0. Generated protobuf code must exist before anything compiles.
 if (run('proto generation', process.execPath, [path.join(root, 'scripts', 'generate.mjs')]) !== 0) totals.failed += 1;
 
-// 1. Type-check counts as one test: the whole tree must compile.
-if (run('typecheck', bin('tsc'), ['-p', '.']) === 0) totals.passed += 1;
-else totals.failed += 1;
+// 1. Type-check counts as one test each: the whole tree must compile, the core and shells
+// (tsconfig.json) and the renderer with the e2e specs (renderer/tsconfig.json).
+for (const project of ['.', 'renderer']) {
+  if (run(`typecheck ${project}`, bin('tsc'), ['-p', project]) === 0) totals.passed += 1;
+  else totals.failed += 1;
+}
 
 // 2. vitest (unit and integration).
 const vitestJson = path.join(results, 'vitest.json');

@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 // `npm start [-- router flags]`: open the console. The desktop app when it can open here,
 // else the same console in the browser (`mmtc serve`), with one line saying why, so a fresh
-// checkout always ends with a working console. Builds the renderer first when it is missing.
+// checkout always ends with a working console. Builds the renderer first when it is missing or stale.
 // Electron's binary is fetched at most once here (its install script, bounded in time): this
 // repository does not let npm run that script on install (`allowScripts`), and CI skips it.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { register } from 'tsx/esm/api';
@@ -30,22 +30,6 @@ function runInherited(command, commandArgs) {
   });
 }
 
-function ensureRendererBuilt() {
-  if (existsSync(path.join(root, 'dist', 'renderer', 'index.html'))) return true;
-  const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
-  if (!pkg.scripts?.['build:renderer']) {
-    process.stdout.write('the console UI is not built and package.json has no build:renderer script yet; starting without it\n');
-    return true;
-  }
-  process.stdout.write('building the console UI (npm run build:renderer)\n');
-  // Under `npm start`, npm_execpath is npm's own CLI: the same npm, without a shell.
-  const npm = process.env.npm_execpath ? [process.execPath, [process.env.npm_execpath, 'run', 'build:renderer']] : ['npm', ['run', 'build:renderer']];
-  const built = spawnSync(npm[0], npm[1], { cwd: root, stdio: 'inherit' });
-  if (built.status === 0) return true;
-  process.stderr.write(`npm run build:renderer failed (${built.error ? built.error.message : `exit status ${built.status}`}); fix the build and run npm start again\n`);
-  return false;
-}
-
 /** Run electron's own install script once; null when it succeeded, else why not (one line). */
 function installElectron() {
   const script = path.join(root, 'node_modules', 'electron', 'install.js');
@@ -64,9 +48,14 @@ function installElectron() {
 }
 
 async function main() {
-  if (!ensureRendererBuilt()) return 1;
-
   register();
+  const { ensureRendererBuilt } = await import('../core/cli/renderer-build.ts');
+  const notBuilt = ensureRendererBuilt();
+  if (notBuilt) {
+    process.stderr.write(`${notBuilt}\n`);
+    return 1;
+  }
+
   const { locateElectronBinary, displayProblem, EXIT_DESKTOP_UNAVAILABLE } = await import('../electron/launch.ts');
 
   let electron = locateElectronBinary();

@@ -4,12 +4,10 @@
 // per launch printed once inside the URL's fragment; binding anything but loopback prints a
 // warning, because the token is then all that stands between the network and the router.
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import type { ConfigFlags } from '../config/load.ts';
 import { startConsole } from '../admin/console.ts';
 import { startConsoleServer } from '../admin/http.ts';
-
-export const RENDERER_DIR = path.resolve(import.meta.dirname, '../../dist/renderer');
+import { ensureRendererBuilt, RENDERER_DIR } from './renderer-build.ts';
 
 function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\./.test(host);
@@ -17,6 +15,9 @@ function isLoopback(host: string): boolean {
 
 export async function serveConsole(options: { flags: ConfigFlags; consolePort: number; log?: (line: string) => void }): Promise<() => Promise<void>> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
+  // The UI, built now when it is missing or stale: the printed URL must open a working console.
+  const notBuilt = ensureRendererBuilt({ log });
+  if (notBuilt) log(`warning: ${notBuilt}; the console URL below serves a page that says so`);
   const running = await startConsole({ flags: options.flags, log });
   const host = running.router.store.current().config.host;
   const token = randomBytes(24).toString('base64url');
