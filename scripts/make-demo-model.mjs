@@ -182,6 +182,10 @@ const config = {
   _comment: 'mmtc demo model: real Qwen2-VL file formats and special-token ids, a small vocabulary, no weights',
 };
 
+// min_pixels as the Qwen2-VL checkpoints ship it (Qwen2-VL-7B-Instruct: 3136, 56x56), so a small
+// image stays small (128x96 -> 140x84, a 138 KiB bfloat16 encoder tensor) and an SHM threshold
+// visibly sorts small images from large ones; max_pixels as SMG's Qwen2-VL default (1280x28x28),
+// not the checkpoint's 12845056, so a 4K photo stays at about a megapixel as the gateway sends it.
 const preprocessor = {
   do_convert_rgb: true,
   do_normalize: true,
@@ -192,7 +196,7 @@ const preprocessor = {
   image_std: [0.26862954, 0.26130258, 0.27577711],
   max_pixels: 1003520,
   merge_size: 2,
-  min_pixels: 200704,
+  min_pixels: 3136,
   patch_size: 14,
   processor_class: 'Qwen2VLProcessor',
   resample: 3,

@@ -37,7 +37,7 @@ describe('the bundled model directory', () => {
     expect(m).toMatchObject({ modelType: 'qwen2_vl', family: 'qwen2_vl', imageTokenId: 151655, visionStartTokenId: 151652, visionEndTokenId: 151653, eosTokenIds: [151645] });
     expect(m.tokenizer.token_to_id('<|image_pad|>')).toBe(151655);
     expect(m.tokenizer.token_to_id('<|im_start|>')).toBe(151644);
-    expect(m.imageConfig).toMatchObject({ patch_size: 14, merge_size: 2, min_pixels: 200704, max_pixels: 1003520 });
+    expect(m.imageConfig).toMatchObject({ patch_size: 14, merge_size: 2, min_pixels: 3136, max_pixels: 1003520 });
     const ids = m.tokenizer.encode('Hello, how are you today?', { add_special_tokens: false }).ids;
     expect(m.tokenizer.decode(ids)).toBe('Hello, how are you today?');
   });

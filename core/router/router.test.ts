@@ -103,11 +103,11 @@ describe.each(['tokenspeed', 'vllm'] as const)('%s worker', (runtime) => {
     const fp = await expectedFingerprints(runtime === 'tokenspeed' ? 'bfloat16' : 'float32');
     if (runtime === 'tokenspeed') {
       expect(content).toMatch(/^2 images: /);
-      expect(content).toContain(`encoder_input[0] [1064,1176] bfloat16 via ${path}, 2502528 bytes, fnv1a ${fp.perImage[0]}`);
-      expect(content).toContain(`encoder_input[1] [1064,1176] bfloat16 via ${path}, 2502528 bytes, fnv1a ${fp.perImage[1]}`);
+      expect(content).toContain(`encoder_input[0] [616,1176] bfloat16 via ${path}, 1448832 bytes, fnv1a ${fp.perImage[0]}`);
+      expect(content).toContain(`encoder_input[1] [616,1176] bfloat16 via ${path}, 1448832 bytes, fnv1a ${fp.perImage[1]}`);
       expect(content).toContain('image_grid_thw[0] [1,3] int64 via inline, 24 bytes');
     } else {
-      expect(content).toContain(`pixel_values [2128,1176] float32 via ${path}, 10010112 bytes, fnv1a ${fp.batched}`);
+      expect(content).toContain(`pixel_values [1232,1176] float32 via ${path}, 5795328 bytes, fnv1a ${fp.batched}`);
       expect(content).toContain('image_grid_thw [2,3] int64 via inline, 48 bytes');
     }
     const metrics = await (await fetch(`${r.url}/metrics`)).text();
@@ -135,7 +135,8 @@ describe('OpenAI API behaviour', () => {
     expect(streamed).toMatchObject({ content: plain.choices[0].message.content, finish: 'stop', done: true });
     const usage = JSON.parse(text.split('\n\n').filter((e) => e.startsWith('data: {')).at(-1)!.slice(6)).usage;
     expect(usage).toEqual(plain.usage);
-    expect(plain.usage.prompt_tokens).toBeGreaterThan(2 * 266);
+    // Two images of 616 patches: 154 image tokens each, plus the text.
+    expect(plain.usage.prompt_tokens).toBeGreaterThan(2 * 154);
     expect(plain.usage.total_tokens).toBe(plain.usage.prompt_tokens + plain.usage.completion_tokens);
   });
 
@@ -267,7 +268,7 @@ describe('mmtc router with no worker configured (the README command)', () => {
     expect(r.line).toBe("  transport auto (from router), shm_min_bytes 65536: auto: the worker shares the router's /dev/shm (namespace tokens equal)");
     const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(chatBody(false)) });
     expect(res.status).toBe(200);
-    expect((await json(res)).choices[0].message.content).toContain('encoder_input[1] [1064,1176] bfloat16 via shm');
+    expect((await json(res)).choices[0].message.content).toContain('encoder_input[1] [616,1176] bfloat16 via shm');
     expect(await r.stop()).toBe(0);
     const after = await import('../workers/discovery.ts').then((m) => m.probeWorker(workerUrl, { timeoutMs: 1000 }));
     expect(after.reachable).toBe(false);

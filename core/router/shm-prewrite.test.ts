@@ -53,7 +53,7 @@ describe('encoder input written while it is computed', () => {
     const tensor = runtime === 'vllm' ? 'pixel_values' : 'encoder_input';
     for (const [i, name] of names.entries()) {
       const suffix = runtime === 'tokenspeed' && names.length > 1 ? `[${i}]` : '';
-      expect(content).toContain(`${tensor}${suffix} [1064,1176] ${dtype} via shm, ${1064 * 1176 * (dtype === 'float32' ? 4 : 2)} bytes, fnv1a ${await fingerprint(name, dtype)}`);
+      expect(content).toContain(`${tensor}${suffix} [616,1176] ${dtype} via shm, ${616 * 1176 * (dtype === 'float32' ? 4 : 2)} bytes, fnv1a ${await fingerprint(name, dtype)}`);
     }
     const events = r.context.events.recent().filter((e) => e.tensor.startsWith(tensor));
     expect(events.map((e) => e.path)).toEqual(names.map(() => 'shm'));
@@ -72,7 +72,7 @@ describe('encoder input written while it is computed', () => {
       const nextName = vi.spyOn(writer, 'nextName').mockReturnValueOnce(first);
       const res = await post(r, chat(['photo.jpg']));
       expect(res.status).toBe(200);
-      expect((await json(res)).choices[0].message.content).toContain(`pixel_values [1064,1176] float32 via shm, ${1064 * 1176 * 4} bytes, fnv1a ${await fingerprint('photo.jpg', 'float32')}`);
+      expect((await json(res)).choices[0].message.content).toContain(`pixel_values [616,1176] float32 via shm, ${616 * 1176 * 4} bytes, fnv1a ${await fingerprint('photo.jpg', 'float32')}`);
       expect(nextName).toHaveBeenCalledTimes(2); // the reserved name, then placement's own
       expect(readFileSync(planted, 'utf8')).toBe('not ours');
       expect(writer.outstanding).toBe(0);
@@ -86,7 +86,7 @@ describe('encoder input written while it is computed', () => {
     const reserve = vi.spyOn(r.context.writer, 'reserve');
     const res = await post(r, chat(['photo.jpg', 'rgb.png']));
     expect(res.status).toBe(200);
-    expect((await json(res)).choices[0].message.content).toContain('pixel_values [2128,1176] float32 via shm, 10010112 bytes');
+    expect((await json(res)).choices[0].message.content).toContain('pixel_values [1232,1176] float32 via shm, 5795328 bytes');
     expect(reserve).not.toHaveBeenCalled();
   });
 
@@ -98,9 +98,9 @@ describe('encoder input written while it is computed', () => {
     expect(ourFiles()).toHaveLength(1); // created (empty) when the request reserved it
     const file = `/dev/shm/${ourFiles()[0]}`;
     // Written once preprocessing is done (the pool thread may be starting), while the worker holds the request (600 ms).
-    for (let i = 0; i < 1000 && statSync(file).size < 1064 * 1176 * 2; i++) await new Promise((resolve) => setTimeout(resolve, 5));
-    expect(statSync(file).size).toBe(1064 * 1176 * 2);
-    expect(r.context.writer.outstanding).toBe(1064 * 1176 * 2);
+    for (let i = 0; i < 1000 && statSync(file).size < 616 * 1176 * 2; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(statSync(file).size).toBe(616 * 1176 * 2);
+    expect(r.context.writer.outstanding).toBe(616 * 1176 * 2);
     expect((await pending).status).toBe(200);
     expect(ourFiles()).toEqual([]);
     expect(r.context.writer.outstanding).toBe(0);
@@ -125,7 +125,7 @@ describe('encoder input written while it is computed', () => {
     const reserve = vi.spyOn(r.context.writer, 'reserve');
     const res = await post(r, chat(['photo.jpg']));
     expect(res.status).toBe(200);
-    expect((await json(res)).choices[0].message.content).toContain('encoder_input [1064,1176] bfloat16 via inline');
+    expect((await json(res)).choices[0].message.content).toContain('encoder_input [616,1176] bfloat16 via inline');
     expect(reserve).toHaveReturnedWith(undefined);
     expect(r.context.events.recent().find((e) => e.tensor === 'encoder_input')?.reason).toBe('shm_budget_exceeded');
   });
