@@ -9,7 +9,7 @@ const rig = serveWithWorker({ runtime: 'vllm', workerArgs: ['--shm-namespace-id'
 test('wrong --shm-namespace-id: Doctor shows the mismatch and its remedy, auto goes inline', async ({ page }) => {
   const { serve, worker } = rig;
   await openConsole(page, serve, 'workers');
-  const row = page.getByTestId('workers-table').getByRole('row').filter({ hasText: worker.url });
+  const row = page.getByTestId('workers-table').locator(`tr[data-worker="${worker.url}"]`);
   await expect(row).toContainText('other /dev/shm');
 
   await goTo(page, 'doctor');

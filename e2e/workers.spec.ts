@@ -43,7 +43,7 @@ test('add a worker (reviewed), undo it from the toast, remove it', async ({ page
   await dialog.getByRole('button', { name: 'Add worker' }).click();
   const toast = page.getByRole('status').filter({ hasText: `Applied revision ${start + 1}` });
   await expect(toast).toBeVisible();
-  await expect(table.getByRole('row').filter({ hasText: worker.url })).toContainText('healthy');
+  await expect(table.locator(`tr[data-worker="${worker.url}"]`)).toContainText('healthy');
   await expect(table).not.toContainText('embedded reference worker');
 
   // Undo is a reviewed rollback to the revision the change was based on.

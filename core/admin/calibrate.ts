@@ -1,16 +1,23 @@
 // Threshold calibration on the operator's own box: where does /dev/shm start beating inline
 // for this worker? The gateway ships a fixed 64 KiB; the crossover depends on the machine,
-// the worker and its read path, so we measure it.
+// the worker and its read path, so we measure it (docs/console.md, "Test traffic and
+// calibration").
 //
-// Synthetic images whose encoder tensors span about 16 KiB to 32 MiB in the worker's wire
-// dtype go through the real pipeline to that worker, once with the mode forced to inline and
-// once to shm (threshold 1 KiB, so only the encoder tensor takes /dev/shm), interleaved and
-// alternating which goes first, `samples` times each after one warm-up. What is compared is
-// the time the transport can change: placing the tensors plus the worker's Generate call
-// (preprocessing is the same work either way and only adds noise). The crossover is the
-// smallest measured size from which SHM's median stays below inline's at every larger size;
-// the recommended multimodal_shm_min_bytes is the geometric midpoint between that size and
-// the one below it (or the smallest size when SHM wins everywhere), rounded to KiB.
+// Synthetic images whose encoder tensors span CALIBRATION_TARGETS (the actual sizes follow the
+// model's patch geometry and the worker's wire dtype, and are stated by the plan) go through
+// the real pipeline to that worker, once with the mode forced to inline and once to shm
+// (threshold 1 KiB, so only the encoder tensor takes /dev/shm), interleaved and alternating
+// which goes first, `samples` times each after one warm-up. What is compared is the time the
+// transport can change: placing the tensors plus the worker's Generate call (preprocessing is
+// the same work either way and only adds noise).
+//
+// A size has a winner only when the difference is larger than the noise: the two sets of
+// samples are compared by rank (Mann–Whitney U, |z| >= CLEAR_Z) and the medians must differ by
+// at least CLEAR_SHARE of the slower; otherwise it is a tie. The crossover is the smallest size
+// SHM clearly wins from which no larger size is clearly won by inline; the recommended
+// multimodal_shm_min_bytes is the geometric midpoint between it and the size below it (or the
+// smallest size when SHM wins from there), rounded to KiB. When SHM clearly wins nowhere there
+// is no clear crossover, and nothing is recommended.
 import { patchGeometry } from '../multimodal/qwen-vl.ts';
 import { runChatInMemory } from '../router/pipeline.ts';
 import { resolveEncoderDtype } from '../transport/dtype.ts';
@@ -22,11 +29,45 @@ const KiB = 1024;
 const MiB = 1024 * KiB;
 /** Encoder tensor sizes to aim for; the actual sizes follow the model's patch geometry. */
 export const CALIBRATION_TARGETS = [16 * KiB, 64 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 32 * MiB];
+/** Samples per size and path when the operator does not choose (docs/console.md says how well repeated runs agree with it). */
+export const DEFAULT_CALIBRATION_SAMPLES = 15;
+/** |z| of the rank comparison from which a size has a winner (about p < 0.01, two-sided). */
+export const CLEAR_Z = 2.58;
+/** The medians must also differ by this share of the slower one. */
+export const CLEAR_SHARE = 0.03;
 
-const median = (xs: number[]) => {
+export type Winner = 'shm' | 'inline' | 'tie';
+
+/** The fewest samples per path with which a size can have a winner at all (every SHM sample faster than every inline one reaches |z| = CLEAR_Z). */
+export function minSamplesForWinner(): number {
+  for (let n = 1; n <= 100; n++) if (n * n / 2 / Math.sqrt((n * n * (2 * n + 1)) / 12) >= CLEAR_Z) return n;
+  return 100;
+}
+
+function quantile(xs: readonly number[], q: number): number {
   const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
+  if (s.length === 0) return NaN;
+  const at = (s.length - 1) * q;
+  const lo = Math.floor(at);
+  const hi = Math.ceil(at);
+  return s[lo]! + (s[hi]! - s[lo]!) * (at - lo);
+}
+
+/** Which path is faster at one size, and whether the difference is larger than the noise. */
+export function comparePaths(inline: readonly number[], shm: readonly number[]): { winner: Winner; shmFasterShare: number; z: number } {
+  const n = inline.length;
+  const m = shm.length;
+  if (n === 0 || m === 0) return { winner: 'tie', shmFasterShare: 0.5, z: 0 };
+  let u = 0;
+  for (const s of shm) for (const i of inline) u += s < i ? 1 : s === i ? 0.5 : 0;
+  const share = u / (n * m);
+  const z = (u - (n * m) / 2) / Math.sqrt((n * m * (n + m + 1)) / 12);
+  const a = quantile(inline, 0.5);
+  const b = quantile(shm, 0.5);
+  const big = Math.abs(a - b) >= CLEAR_SHARE * Math.max(a, b);
+  const winner: Winner = Math.abs(z) >= CLEAR_Z && big ? (z > 0 ? 'shm' : 'inline') : 'tie';
+  return { winner, shmFasterShare: share, z };
+}
 
 interface SizePlan {
   width: number;
@@ -51,11 +92,12 @@ export function calibrationSizes(config: Parameters<typeof patchGeometry>[2], el
   return plans;
 }
 
-export function findCrossover(points: Array<{ nbytes: number; inlineMs: number; shmMs: number }>): { crossoverBytes: number | null; recommendedMinBytes: number | null } {
+/** The crossover of measured points (sizes ascending), by the rule in the header. */
+export function findCrossover(points: ReadonlyArray<{ nbytes: number; winner: Winner }>): { crossoverBytes: number | null; recommendedMinBytes: number | null } {
   let first = -1;
   for (let i = points.length - 1; i >= 0; i--) {
-    if (points[i]!.shmMs < points[i]!.inlineMs) first = i;
-    else break;
+    if (points[i]!.winner === 'inline') break;
+    if (points[i]!.winner === 'shm') first = i;
   }
   if (first < 0) return { crossoverBytes: null, recommendedMinBytes: null };
   const at = points[first]!.nbytes;
@@ -64,15 +106,24 @@ export function findCrossover(points: Array<{ nbytes: number; inlineMs: number; 
   return { crossoverBytes: at, recommendedMinBytes: Math.max(KiB, Math.round(raw / KiB) * KiB) };
 }
 
-export async function calibrateWorker(state: ConsoleState, url: string, samples: number): Promise<CalibrationResult> {
+/** The sizes a calibration of this worker measures, in its wire dtype. */
+export function calibrationPlan(state: ConsoleState, url: string): { dtype: string; sizes: SizePlan[] } {
   const ctx = state.running.context;
   const worker = ctx.registry.get(url);
   if (!worker?.healthy || !worker.runtime) throw new ContractError('invalid_config', `worker ${url} is not healthy (${worker?.lastError ?? 'not discovered'}); calibration needs a worker that answers`, 'url');
-  if (!ctx.host.shmWritable) throw new ContractError('invalid_config', `${ctx.writer.dir} is not writable by the router, so there is no SHM path to measure`);
   const dtype = resolveEncoderDtype(worker.runtime, 'image', ctx.processEnv, worker.labels).dtype;
-  const elementBytes = dtype === 'float32' ? 4 : 2;
-  const config = ctx.model.imageConfig;
-  const sizes = calibrationSizes(config, elementBytes);
+  return { dtype, sizes: calibrationSizes(ctx.model.imageConfig, dtype === 'float32' ? 4 : 2) };
+}
+
+function formatSize(n: number): string {
+  return n >= MiB ? `${(n / MiB).toFixed(2)} MiB` : `${(n / KiB).toFixed(2)} KiB`;
+}
+
+export async function calibrateWorker(state: ConsoleState, url: string, samples: number): Promise<CalibrationResult> {
+  const ctx = state.running.context;
+  const { dtype, sizes } = calibrationPlan(state, url);
+  const worker = ctx.registry.get(url)!;
+  if (!ctx.host.shmWritable) throw new ContractError('invalid_config', `${ctx.writer.dir} is not writable by the router, so there is no SHM path to measure`);
   const total = sizes.length * (samples + 1) * 2;
   let done = 0;
   const progress = (phase: string) => state.emit('calibration', { url, done, total, phase });
@@ -99,7 +150,7 @@ export async function calibrateWorker(state: ConsoleState, url: string, samples:
   const shm: number[][] = sizes.map(() => []);
   for (let round = 0; round <= samples; round++) {
     for (let i = 0; i < sizes.length; i++) {
-      progress(`round ${round === 0 ? 'warm-up' : `${round} of ${samples}`}: ${sizes[i]!.nbytes} bytes`);
+      progress(`round ${round === 0 ? 'warm-up' : `${round} of ${samples}`}: ${formatSize(sizes[i]!.nbytes)}`);
       const order: Array<'inline' | 'shm'> = (round + i) % 2 === 0 ? ['inline', 'shm'] : ['shm', 'inline'];
       for (const mode of order) {
         const ms = await measure(i, mode);
@@ -108,15 +159,36 @@ export async function calibrateWorker(state: ConsoleState, url: string, samples:
     }
   }
   progress('done');
-  const points = sizes.map((s, i) => ({ ...s, inlineMs: median(inline[i]!), shmMs: median(shm[i]!), inlineSamples: inline[i]!, shmSamples: shm[i]! }));
+  const points = sizes.map((s, i) => {
+    const a = inline[i]!;
+    const b = shm[i]!;
+    const { winner, shmFasterShare } = comparePaths(a, b);
+    return {
+      ...s,
+      inlineMs: quantile(a, 0.5),
+      shmMs: quantile(b, 0.5),
+      inlineSpread: [quantile(a, 0.25), quantile(a, 0.75)] as [number, number],
+      shmSpread: [quantile(b, 0.25), quantile(b, 0.75)] as [number, number],
+      winner,
+      shmFasterShare,
+      inlineSamples: a,
+      shmSamples: b,
+    };
+  });
   const { crossoverBytes, recommendedMinBytes } = findCrossover(points);
-  const smallest = points[0]!.nbytes;
-  const largest = points.at(-1)!.nbytes;
-  const note =
-    crossoverBytes === null
-      ? `inline was faster or as fast at every measured size up to ${largest} bytes: keep the threshold above that, or use mode inline for this worker`
-      : crossoverBytes === smallest
-        ? `SHM was faster at every measured size, from ${smallest} bytes; smaller tensors were not measured`
-        : `SHM is faster from ${crossoverBytes} bytes on; the threshold sits between that and the next smaller size measured`;
-  return { worker: url, runtime: worker.runtime, dtype, samplesPerPoint: samples, points, crossoverBytes, recommendedMinBytes, note };
+  return { worker: url, runtime: worker.runtime!, dtype, samplesPerPoint: samples, points, crossoverBytes, recommendedMinBytes, note: calibrationNote(points, crossoverBytes, samples) };
+}
+
+/** What the measurement says, in words: the crossover, or why there is none, and where the two paths are within the noise. */
+export function calibrationNote(points: ReadonlyArray<{ nbytes: number; winner: Winner }>, crossoverBytes: number | null, samples: number): string {
+  const range = `${formatSize(points[0]!.nbytes)} to ${formatSize(points.at(-1)!.nbytes)}`;
+  const ties = points.filter((p) => p.winner === 'tie').map((p) => formatSize(p.nbytes));
+  const tieText = ties.length ? ` At ${ties.join(', ')} the difference is within the noise (either path is as fast).` : '';
+  if (crossoverBytes === null) {
+    if (points.every((p) => p.winner === 'inline')) return `Inline was clearly faster at every measured size (${range}): keep the threshold above ${formatSize(points.at(-1)!.nbytes)}, or use mode inline for this worker.`;
+    if (points.some((p) => p.winner === 'shm')) return `No clear crossover: SHM wins at some sizes but inline wins at a larger one (${range}, ${samples} samples per size).${tieText} Measure again with more samples.`;
+    return `No clear crossover: at ${points.every((p) => p.winner === 'tie') ? 'every' : 'each'} measured size (${range}) where inline does not win, the difference is within the noise of ${samples} samples per size.${tieText} Nothing is recommended; more samples may separate them.`;
+  }
+  if (crossoverBytes === points[0]!.nbytes) return `SHM was clearly faster from the smallest measured size, ${formatSize(crossoverBytes)}, up to ${formatSize(points.at(-1)!.nbytes)}; smaller tensors were not measured.${tieText}`;
+  return `SHM is clearly faster from ${formatSize(crossoverBytes)} on (measured ${range}); the threshold sits between that and the next smaller size measured.${tieText}`;
 }

@@ -24,6 +24,7 @@ import { ConfigFile, ConfigHistory, defaultConfigPath } from './config-file.ts';
 import { commands, ContractError, parseCommandInput, streams, type CommandName, type CommandOutput, type DiffEntry, type StreamName, type StreamPayload, type TrafficBatch } from './contract.ts';
 import { diffConfigs } from './diff.ts';
 import { createHandlers } from './handlers.ts';
+import { configForFile, restartChanges, startFlagsOf, type StartFlag } from './restart.ts';
 
 /** Events one subscriber may have waiting while it cannot take them; older ones are dropped and counted. */
 export const TRAFFIC_BACKLOG = 5_000;
@@ -36,7 +37,13 @@ export interface ConsoleState {
   history: ConfigHistory;
   log: (line: string) => void;
   /** Run an apply exclusively: the next one starts when this one has written and swapped. */
-  apply(next: RouterConfig | unknown, expectedRevision: number, client: BindingClient): Promise<{ revision: number; diff: DiffEntry[]; file: string | null }>;
+  apply(next: RouterConfig | unknown, expectedRevision: number, client: BindingClient): Promise<{ revision: number; diff: DiffEntry[]; file: string | null; untilRestart: DiffEntry[] }>;
+  /** The settings flags gave when the console started (a restart with the same flags sets them again). */
+  startFlags: readonly StartFlag[];
+  /** What a restart with the start flags would undo of `config`, were it applied now (the file as the apply would write it). */
+  untilRestart(config: RouterConfig): Promise<DiffEntry[]>;
+  /** What a restart with the start flags would change of the running configuration, from the file as it is on disk (null: the file cannot be read as a configuration). */
+  restartChangesNow(): Promise<DiffEntry[] | null>;
   /** Workers whose entry is the embedded reference worker (never written to the file). */
   embeddedUrls(): Set<string>;
   emit<S extends StreamName>(stream: S, payload: StreamPayload<S>): void;
@@ -45,22 +52,6 @@ export interface ConsoleState {
 
 export function originLabel(client: BindingClient): string {
   return `console (${client === 'ipc' ? 'desktop' : 'HTTP'})`;
-}
-
-/**
- * What goes into the file for an applied config: not the embedded reference worker (it
- * exists only while no worker is configured) and, for a router setting given by a flag, the
- * value the file had (a flag overrides the file for this run; it does not rewrite it).
- */
-function configForFile(config: RouterConfig, origins: Readonly<ConfigOrigins>, fileConfig: RouterConfig | undefined, embedded: Set<string>): RouterConfig {
-  const out: Record<string, unknown> = { ...config, workers: config.workers.filter((w) => !embedded.has(w.url)) };
-  const defaults = RouterConfigSchema.parse({}) as Record<string, unknown>;
-  for (const [key, origin] of Object.entries(origins)) {
-    if (!origin.startsWith('--') || key.includes('[') || key === 'workers') continue;
-    const fromFile = fileConfig ? (fileConfig as Record<string, unknown>)[key] : undefined;
-    out[key] = fromFile ?? defaults[key];
-  }
-  return RouterConfigSchema.parse(out);
 }
 
 export function toContractError(err: unknown): ContractError {
@@ -96,7 +87,14 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
   const { file, parsed } = await ConfigFile.open(filePath);
   const origins: ConfigOrigins = {};
   if (parsed) for (const [key, pos] of parsed.positions) origins[key] = `${filePath}:${pos.line}:${pos.column}`;
-  const loaded = applyConfigFlags(parsed?.config ?? parseRouterConfig({}), options.flags, origins);
+  const fromFile = parsed?.config ?? parseRouterConfig({});
+  const loaded = applyConfigFlags(fromFile, options.flags, origins);
+  const startFlags = startFlagsOf(loaded.config, loaded.origins, options.flags);
+  for (const f of startFlags) {
+    const before = (fromFile as Record<string, unknown>)[f.key];
+    const given = f.key === 'workers' ? fromFile.workers.map((w) => w.url) : before;
+    if (parsed && JSON.stringify(given) !== JSON.stringify(f.value)) log(`note: ${f.flag} overrides ${f.key} of ${filePath} for this run (the file says ${JSON.stringify(given)}); a change made in the console is written to the file, but a restart with this flag sets it again`);
+  }
   const history = await ConfigHistory.open(file.path);
   const previous = history.last();
   const store = new ConfigStore({ config: loaded.config, origins: loaded.origins, env, file: file.path, revision: (previous?.revision ?? 0) + 1 });
@@ -130,6 +128,27 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
     log,
     busy: new Set(),
     emit,
+    startFlags,
+    async untilRestart(config) {
+      const embedded = state.embeddedUrls();
+      const { text } = await file.drift();
+      let onDisk: RouterConfig | undefined;
+      try {
+        onDisk = text === undefined ? undefined : file.parse(text).config;
+      } catch {
+        onDisk = undefined; // a drifted, invalid file: the apply is refused anyway
+      }
+      return restartChanges(config, configForFile(config, startFlags, onDisk, embedded), options.flags, embedded);
+    },
+    async restartChangesNow() {
+      const { text } = await file.drift();
+      try {
+        return restartChanges(store.current().config, file.parse(text).config, options.flags, state.embeddedUrls());
+      } catch (err) {
+        if (err instanceof ConfigError) return null;
+        throw err;
+      }
+    },
     embeddedUrls() {
       const s = store.current();
       return new Set(s.config.workers.filter((_, i) => s.origins[`workers[${i}]`] === EMBEDDED_DEFAULT_ORIGIN).map((w) => w.url));
@@ -142,9 +161,11 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
         if (drift.drifted) throw driftError(file, drift.text, current.config);
         const before = current.config;
         const fileConfig = drift.text === undefined ? undefined : file.parse(drift.text).config;
-        await file.save(configForFile(config, current.origins, fileConfig, state.embeddedUrls()));
+        const embedded = state.embeddedUrls();
+        const written = configForFile(config, startFlags, fileConfig, embedded);
+        await file.save(written);
         const applied = store.apply(config, expectedRevision, { origin: originLabel(client), client });
-        return { revision: applied.revision, diff: diffConfigs(before, applied.config), file: file.path };
+        return { revision: applied.revision, diff: diffConfigs(before, applied.config), file: file.path, untilRestart: restartChanges(config, written, options.flags, embedded) };
       };
       const result = queue.then(run, run);
       queue = result.catch(() => {});
@@ -158,6 +179,9 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
   };
 
   const handlers = createHandlers(state);
+  const overviewFeed = new OverviewFeed(async () => commands.overview.output.parse(await handlers.overview({} as never, undefined as unknown as CallMeta)), log);
+  const unwatchWorkers = running.context.registry.watch(() => overviewFeed.soon());
+  const unwatchStore = store.subscribe(() => overviewFeed.soon());
   const trafficFeeds = new Set<TrafficFeed>();
   const unsubscribeBus = running.context.events.subscribe((batch) => {
     for (const feed of trafficFeeds) feed.push(batch);
@@ -179,6 +203,7 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
     },
     subscribe(stream, listener, subscribeOptions: SubscribeOptions = {}) {
       if (!Object.hasOwn(streams, stream)) throw new ContractError('not_found', `no console stream '${String(stream)}'`);
+      if (stream === 'overview') return overviewFeed.add(listener as (p: StreamPayload<'overview'>) => void);
       if (stream === 'traffic') {
         const feed = new TrafficFeed(listener as (p: TrafficBatch) => void, running.context.events.perSecond.bind(running.context.events), subscribeOptions.canSend);
         trafficFeeds.add(feed);
@@ -195,6 +220,9 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
     async close() {
       unsubscribeBus();
       unsubscribeHistory();
+      unwatchWorkers();
+      unwatchStore();
+      overviewFeed.close();
       for (const feed of trafficFeeds) feed.close();
       trafficFeeds.clear();
       await queue.catch(() => {});
@@ -268,5 +296,89 @@ class TrafficFeed {
   close(): void {
     this.closed = true;
     if (this.timer) clearTimeout(this.timer);
+  }
+}
+
+/** How often the overview stream sends while anyone listens, and how soon after a worker's change. */
+export const OVERVIEW_PUSH_MS = 1000;
+const OVERVIEW_SOON_MS = 100;
+
+/**
+ * The overview stream: one computation per tick for every listener, about once a second, and
+ * again within OVERVIEW_SOON_MS of a worker's change (a lane broken, a worker down), so a
+ * warning reaches the screen within a second of its cause. Nothing runs while nobody listens.
+ */
+class OverviewFeed {
+  private readonly listeners = new Set<(overview: StreamPayload<'overview'>) => void>();
+  private timer: NodeJS.Timeout | undefined;
+  private soonTimer: NodeJS.Timeout | undefined;
+  private computing = false;
+  private again = false;
+  private closed = false;
+
+  constructor(
+    private readonly compute: () => Promise<StreamPayload<'overview'>>,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  add(listener: (overview: StreamPayload<'overview'>) => void): () => void {
+    this.listeners.add(listener);
+    if (!this.timer && !this.closed) {
+      this.timer = setInterval(() => void this.push(), OVERVIEW_PUSH_MS);
+      this.timer.unref();
+    }
+    this.soon();
+    return () => {
+      this.listeners.delete(listener);
+      if (this.listeners.size === 0) this.stop();
+    };
+  }
+
+  soon(): void {
+    if (this.listeners.size === 0 || this.soonTimer || this.closed) return;
+    this.soonTimer = setTimeout(() => {
+      this.soonTimer = undefined;
+      void this.push();
+    }, OVERVIEW_SOON_MS);
+    this.soonTimer.unref();
+  }
+
+  private async push(): Promise<void> {
+    if (this.computing) {
+      this.again = true;
+      return;
+    }
+    this.computing = true;
+    try {
+      const overview = await this.compute();
+      for (const l of this.listeners) {
+        try {
+          l(overview);
+        } catch {
+          /* a subscriber's failure is its own */
+        }
+      }
+    } catch (err) {
+      this.log(`warning: the overview stream could not compute the overview: ${(err as Error).message}`);
+    } finally {
+      this.computing = false;
+      if (this.again) {
+        this.again = false;
+        this.soon();
+      }
+    }
+  }
+
+  private stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    if (this.soonTimer) clearTimeout(this.soonTimer);
+    this.timer = undefined;
+    this.soonTimer = undefined;
+  }
+
+  close(): void {
+    this.closed = true;
+    this.stop();
+    this.listeners.clear();
   }
 }

@@ -10,10 +10,10 @@
 // only zod and schema modules (no `node:`), so the renderer imports it as is.
 import { z } from 'zod';
 import { TransportEnvironmentSchema } from '../config/env-schema.ts';
-import { RouterConfigSchema, WorkerSpecSchema, WorkerUrlSchema } from '../config/schema.ts';
+import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerUrlSchema } from '../config/schema.ts';
 import { SecondAggregateSchema, TensorEventSchema } from '../telemetry/event-schema.ts';
 import { ResolvedWorkerTransportSchema } from '../transport/resolution-schema.ts';
-import { DECISION_REASON_NAMES, WIRE_RUNTIMES } from '../transport/vocabulary.ts';
+import { DECISION_OUTCOMES, DECISION_REASON_NAMES, WIRE_RUNTIMES } from '../transport/vocabulary.ts';
 
 const Empty = z.strictObject({});
 const Revision = z.int().min(1);
@@ -69,6 +69,8 @@ export const ConfigViewSchema = z.object({
   file: ConfigFileSchema,
   /** Settings only a restart changes (an apply that touches them is refused). */
   restartOnly: z.array(z.string()),
+  /** Settings given by flags when the console started: a restart with the same flags sets them again, whatever the file says. */
+  startFlags: z.array(z.object({ key: z.string(), flag: z.string() })),
   /** The built-in defaults of every router setting. */
   defaults: RouterConfigSchema,
 });
@@ -81,11 +83,16 @@ export const ValidationSchema = z.object({
   config: RouterConfigSchema.optional(),
 });
 
+/** Changes a restart with the flags the router started with would undo (`before` runs now, `after` is what the restart runs). */
+const UntilRestartSchema = z.array(DiffEntrySchema);
+
 export const ApplyResultSchema = z.object({
   revision: Revision,
   diff: z.array(DiffEntrySchema),
   /** The YAML file written (atomically, the previous version kept as `.bak`), or null. */
   file: z.string().nullable(),
+  /** What of this revision a restart with the start flags would set back (it is in the file; the flags win at start). */
+  untilRestart: UntilRestartSchema,
 });
 export type ApplyResult = z.infer<typeof ApplyResultSchema>;
 
@@ -102,11 +109,17 @@ export const HistoryEntrySchema = z.object({
 });
 
 const DecisionSchema = z.object({
+  /** SHM is used (or attempted) for tensors at or above the threshold. */
   shmEnabled: z.boolean(),
   reason: z.enum(DECISION_REASON_NAMES),
+  /** What the next request will do: SHM, inline, or SHM attempted then inline (the worker is known not to share /dev/shm). */
+  outcome: z.enum(DECISION_OUTCOMES),
   explanation: z.string(),
   advice: z.string().optional(),
 });
+
+/** A worker whose next request a draft would send where it cannot succeed as asked (SHM attempted to a worker known not to share /dev/shm). */
+export const WorkerWarningSchema = z.object({ url: z.string(), decision: DecisionSchema, message: z.string() });
 
 export const WORKER_HEALTH = ['healthy', 'unhealthy', 'discovering', 'draining'] as const;
 
@@ -151,7 +164,7 @@ export const DiagnosisStepSchema = z.object({
 const RatesSchema = z.object({ inline: z.number(), shm: z.number(), remote: z.number() });
 
 export const WarningSchema = z.object({
-  kind: z.enum(['deprecated_env', 'invalid_env', 'unhealthy_worker', 'orphan_files', 'suspicious_files', 'config_drift', 'shm_not_writable', 'no_token', 'shm_read_failed', 'shm_budget']),
+  kind: z.enum(['deprecated_env', 'invalid_env', 'unhealthy_worker', 'orphan_files', 'suspicious_files', 'config_drift', 'shm_not_writable', 'no_token', 'shm_read_failed', 'shm_budget', 'shm_will_fail', 'until_restart']),
   message: z.string(),
   remedy: z.string(),
 });
@@ -177,7 +190,24 @@ export const OverviewSchema = z.object({
     maxOutstandingBytes: z.number().nullable(),
   }),
   router: z.object({ url: z.string(), model: z.string(), pid: z.int() }),
-  config: z.object({ file: z.string().nullable(), revision: Revision, drifted: z.boolean() }),
+  config: z.object({
+    file: z.string().nullable(),
+    revision: Revision,
+    drifted: z.boolean(),
+    /** What a restart with the start flags would change of the running configuration (null: the file on disk is not a valid configuration). */
+    restartChanges: UntilRestartSchema.nullable(),
+  }),
+  /** Every worker's verdict for its next request, in words. */
+  verdicts: z.array(
+    z.object({
+      url: z.string(),
+      health: z.enum(WORKER_HEALTH),
+      embedded: z.boolean(),
+      mode: TransportModeSchema,
+      minBytes: z.int(),
+      decision: DecisionSchema,
+    }),
+  ),
   workers: z.object({ total: z.int(), healthy: z.int(), unhealthy: z.int(), discovering: z.int(), draining: z.int() }),
   /** Over the last complete seconds (about 5), by path. */
   rates: z.object({ tensorsPerSecond: RatesSchema, bytesPerSecond: RatesSchema }),
@@ -195,6 +225,7 @@ export const TrafficBatchSchema = z.object({
 export type TrafficBatch = z.infer<typeof TrafficBatchSchema>;
 
 export const TEST_IMAGE_FORMATS = ['png', 'jpeg', 'webp'] as const;
+export const MAX_CALIBRATION_SAMPLES = 40;
 
 export const TestRequestResultSchema = z.object({
   status: z.int(),
@@ -207,13 +238,24 @@ export const TestRequestResultSchema = z.object({
   ms: z.number(),
 });
 
+export const CALIBRATION_WINNERS = ['shm', 'inline', 'tie'] as const;
+const Spread = z.tuple([z.number(), z.number()]);
+
 export const CalibrationPointSchema = z.object({
   width: z.int(),
   height: z.int(),
   /** Bytes of the encoder tensor at this size. */
   nbytes: z.int(),
+  /** Medians. */
   inlineMs: z.number(),
   shmMs: z.number(),
+  /** The middle half of the samples (25th to 75th percentile). */
+  inlineSpread: Spread,
+  shmSpread: Spread,
+  /** The faster path when the difference is larger than the noise, else tie. */
+  winner: z.enum(CALIBRATION_WINNERS),
+  /** The share of (SHM, inline) sample pairs in which SHM was faster (0-1). */
+  shmFasterShare: z.number(),
   inlineSamples: z.array(z.number()),
   shmSamples: z.array(z.number()),
 });
@@ -224,7 +266,7 @@ export const CalibrationResultSchema = z.object({
   dtype: z.string(),
   samplesPerPoint: z.int(),
   points: z.array(CalibrationPointSchema),
-  /** Smallest measured size from which SHM stays faster than inline; null when it never is. */
+  /** Smallest measured size SHM clearly wins from which no larger size is clearly won by inline; null: no clear crossover. */
   crossoverBytes: z.int().nullable(),
   /** The multimodal_shm_min_bytes this measurement recommends for this worker. */
   recommendedMinBytes: z.int().nullable(),
@@ -238,6 +280,8 @@ export const GatewayExportSchema = z.object({
   argv: z.array(z.string()),
   /** One `POST /workers` body per worker, with its overrides. */
   workers: z.array(z.object({ url: z.string(), body: z.record(z.string(), z.unknown()), curl: z.string() })),
+  /** Which of the two to use for each worker (the command line or its POST /workers body), and what happens when both are. */
+  usage: z.string(),
   /** Every setting the gateway cannot express, and what happens to it. */
   notes: z.array(z.string()),
 });
@@ -251,7 +295,8 @@ export const commands = {
   overview: { input: Empty, output: OverviewSchema },
   'config.get': { input: Empty, output: ConfigViewSchema },
   'config.validate': { input: DraftSchema, output: ValidationSchema },
-  'config.diff': { input: DraftSchema, output: z.object({ revision: Revision, diff: z.array(DiffEntrySchema) }) },
+  /** What a draft would change, what of it a restart with the start flags would undo, and the workers it would send where they cannot read. */
+  'config.diff': { input: DraftSchema, output: z.object({ revision: Revision, diff: z.array(DiffEntrySchema), untilRestart: UntilRestartSchema, warnings: z.array(WorkerWarningSchema) }) },
   /** How a draft would resolve for each of its workers (the precedence ladder before apply), with the SHM decision their next request would get. */
   'config.resolve': { input: DraftSchema, output: z.object({ ok: z.boolean(), issues: z.array(ConfigIssueSchema), workers: z.array(z.object({ url: z.string(), resolution: ResolvedWorkerTransportSchema, decision: DecisionSchema })) }) },
   'config.apply': { input: draftInput(Applying), output: ApplyResultSchema },
@@ -267,15 +312,31 @@ export const commands = {
   'workers.add': { input: z.strictObject({ worker: WorkerSpecSchema.partial({ runtime: true, worker_type: true, labels: true, priority: true }), ...Applying }), output: ApplyResultSchema },
   'workers.update': { input: z.strictObject({ url: WorkerUrlSchema, worker: WorkerSpecSchema.partial({ runtime: true, worker_type: true, labels: true, priority: true }), ...Applying }), output: ApplyResultSchema },
   'workers.remove': { input: z.strictObject({ url: WorkerUrlSchema, ...Applying }), output: ApplyResultSchema },
-  /** The worker can read our /dev/shm files again (fixed its uid or mount): let SHM/auto use it. */
-  'workers.resetShmLane': { input: WorkerTarget, output: z.object({ url: z.string(), wasBroken: z.boolean() }) },
+  /**
+   * The worker can read our /dev/shm files again: let SHM/auto use it. The auto checklist runs
+   * first; while any of its checks fails the reset is refused (`checks_failed`, naming them,
+   * `details.failing`) unless `force` (the operator was told and resets anyway).
+   */
+  'workers.resetShmLane': { input: z.strictObject({ url: WorkerUrlSchema, force: z.boolean().optional() }), output: z.object({ url: z.string(), wasBroken: z.boolean(), steps: z.array(DiagnosisStepSchema) }) },
   'workers.diagnose': { input: WorkerTarget, output: z.object({ url: z.string(), steps: z.array(DiagnosisStepSchema), verdict: DecisionSchema }) },
   'traffic.snapshot': { input: z.strictObject({ limit: z.int().min(1).max(10_000).optional() }), output: z.object({ events: z.array(TensorEventSchema), seconds: z.array(SecondAggregateSchema) }) },
   'traffic.sendTestRequest': {
     input: z.strictObject({ url: WorkerUrlSchema, width: z.int().min(16).max(4096), height: z.int().min(16).max(4096), format: z.enum(TEST_IMAGE_FORMATS) }),
     output: TestRequestResultSchema,
   },
-  'transport.calibrate': { input: z.strictObject({ url: WorkerUrlSchema, samples: z.int().min(1).max(20).optional() }), output: CalibrationResultSchema },
+  /** The tensor sizes a calibration of this worker measures (in its wire dtype), and the default samples. */
+  'transport.calibrationPlan': {
+    input: WorkerTarget,
+    output: z.object({
+      worker: z.string(),
+      dtype: z.string(),
+      sizes: z.array(z.object({ width: z.int(), height: z.int(), nbytes: z.int() })),
+      defaultSamples: z.int(),
+      /** With fewer samples per size than this, no size can have a winner: every answer is "no clear crossover". */
+      minSamplesForWinner: z.int(),
+    }),
+  },
+  'transport.calibrate': { input: z.strictObject({ url: WorkerUrlSchema, samples: z.int().min(1).max(MAX_CALIBRATION_SAMPLES).optional() }), output: CalibrationResultSchema },
   'metrics.text': { input: Empty, output: z.object({ text: z.string() }) },
 } as const;
 
@@ -284,6 +345,8 @@ export const streams = {
   traffic: TrafficBatchSchema,
   /** A new revision was applied (by anyone): refetch what depends on it. */
   config: z.object({ revision: Revision, client: z.enum(CONFIG_CLIENT_NAMES), appliedAt: z.number() }),
+  /** The overview, about once a second while anyone listens, and within a few hundred milliseconds of a worker's change (health, lane). */
+  overview: OverviewSchema,
   /** Progress of a running calibration. */
   calibration: z.object({ url: z.string(), done: z.int(), total: z.int(), phase: z.string() }),
 } as const;
@@ -316,7 +379,7 @@ export interface ConsoleClient {
 
 // ---------------------------------------------------------------- errors across the boundary
 
-export const ERROR_CODES = ['invalid_input', 'invalid_config', 'conflict', 'restart_required', 'file_drift', 'not_found', 'unauthorized', 'forbidden', 'busy', 'internal'] as const;
+export const ERROR_CODES = ['invalid_input', 'invalid_config', 'conflict', 'restart_required', 'file_drift', 'checks_failed', 'not_found', 'unauthorized', 'forbidden', 'busy', 'internal'] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 export const WireErrorSchema = z.object({
@@ -393,7 +456,7 @@ export {
   WorkerSpecSchema,
   WorkerUrlSchema,
 } from '../config/schema.ts';
-export { DECISION_ADVICE, DECISION_REASONS, describeReason, TENSOR_PATHS, TENSOR_REASONS } from '../transport/vocabulary.ts';
+export { DECISION_ADVICE, DECISION_REASONS, describeReason, REASON_WORDS, TENSOR_PATHS, TENSOR_REASONS } from '../transport/vocabulary.ts';
 export type { TensorEvent, SecondAggregate } from '../telemetry/event-schema.ts';
 export type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
 export type { RouterConfig, WorkerSpec } from '../config/schema.ts';

@@ -8,7 +8,8 @@
 import { parseNamespaceToken } from '../transport/namespace.ts';
 import { transportForWorker } from '../transport/resolve.ts';
 import { ShmWriter } from '../transport/shm-writer.ts';
-import { DECISION_ADVICE, DECISION_REASONS } from '../transport/vocabulary.ts';
+import { DECISION_ADVICE } from '../transport/vocabulary.ts';
+import { decisionView } from './decision-view.ts';
 import { probeWorker } from '../workers/discovery.ts';
 import { runChatInMemory } from '../router/pipeline.ts';
 import type { ConsoleState } from './console.ts';
@@ -88,6 +89,5 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
     steps.push({ id: 'shm_lane', label: "the router's requests to it use /dev/shm", ok: false, detail: `a request failed to read its files at ${new Date(worker.shmLane.since).toISOString()}: ${worker.shmLane.error}`, remedy: DECISION_ADVICE.auto_worker_read_failed! });
   }
   const { decision } = transportForWorker({ spec, config: snapshot.config, env: snapshot.env, labels: worker?.labels ?? {}, reachable: worker?.healthy ?? false, host: ctx.host, shmLaneBroken: worker?.shmLane?.error });
-  const advice = DECISION_ADVICE[decision.reason];
-  return { url, steps, verdict: { shmEnabled: decision.shmEnabled, reason: decision.reason, explanation: DECISION_REASONS[decision.reason], ...(advice ? { advice } : {}) } };
+  return { url, steps, verdict: decisionView(decision) };
 }

@@ -29,6 +29,14 @@ const typical: RouterConfigInput = {
 };
 
 describe('exportForGateway', () => {
+  it('says which of the command line and the POST /workers bodies to use, and what using both does', () => {
+    expect(exported(typical).usage).toBe(
+      'Use the command line for the workers whose body adds nothing, and for grpc://10.0.0.6:50052 remove the url from the command and run its curl line once the gateway is up: their bodies carry settings the command line cannot (see the notes). Register each worker one way, not both: a url on the command line and also POSTed is refused the second time ("Worker <url> already exists"), and the worker keeps what the first registration gave it.',
+    );
+    expect(exported({ workers: [{ url: 'grpc://10.0.0.5:50051' }] }).usage).toMatch(/^Use the command line: it registers every worker, and their POST \/workers bodies add nothing to it\./);
+    expect(exported({ workers: [] }).usage).toMatch(/^No worker to register/);
+  });
+
   it('writes a typical config as one smg launch line with SMG spellings', () => {
     const out = exported(typical);
     expect(out.command).toBe(

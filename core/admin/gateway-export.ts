@@ -222,15 +222,42 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
     if (namespace !== undefined) {
       notes.push(`${which} labels.shm_namespace_id = '${namespace}' is posted as a label, and SMG, like this router, lets a posted label win over the one the worker advertises, so 'auto' trusts it; but SMG compares it with the gateway host's own /dev/shm namespace, so it must be that host's <boot_id>:<st_dev>, not this router's.`);
     }
-    const extras: string[] = [];
-    if (Object.keys(worker.labels).length > 0) extras.push(`labels = ${JSON.stringify(body.labels)}`);
-    if (worker.priority !== SMG_DEFAULT_PRIORITY) extras.push(`priority = ${worker.priority}`);
-    if (worker.runtime !== 'unspecified') extras.push(`runtime = '${worker.runtime}'`);
+    const extras = bodyOnlySettings(worker, false);
     if (extras.length > 0 && argv.includes(worker.url)) {
       notes.push(`${which} ${extras.join(', ')} ${extras.length === 1 ? 'exists' : 'exist'} only in its POST /workers body: the command line registers a worker by url alone (no labels, priority ${SMG_DEFAULT_PRIORITY}, runtime detected) and SMG refuses to register a url twice, so to keep ${extras.length === 1 ? 'it' : 'them'} drop this url from the command and run its curl line once the gateway is up.`);
     }
     return { url: worker.url, body, curl };
   });
 
-  return { command: argv.map(shellQuote).join(' '), argv, workers: exported, notes };
+  return { command: argv.map(shellQuote).join(' '), argv, workers: exported, usage: usageOf(workers, argv), notes };
+}
+
+/** What a worker's POST /workers body says that registering it by url on the command line does not (the transport overrides too, with `overrides`). */
+function bodyOnlySettings(worker: WorkerSpec, overrides = true): string[] {
+  const extras: string[] = [];
+  if (Object.keys(worker.labels).length > 0) extras.push(`labels = ${JSON.stringify(Object.fromEntries(Object.keys(worker.labels).sort().map((k) => [k, worker.labels[k]])))}`);
+  if (worker.priority !== SMG_DEFAULT_PRIORITY) extras.push(`priority = ${worker.priority}`);
+  if (worker.runtime !== 'unspecified') extras.push(`runtime = '${worker.runtime}'`);
+  if (overrides && worker.multimodal_tensor_transport !== undefined) extras.push(`multimodal_tensor_transport = '${worker.multimodal_tensor_transport}'`);
+  if (overrides && worker.multimodal_shm_min_bytes !== undefined) extras.push(`multimodal_shm_min_bytes = ${worker.multimodal_shm_min_bytes}`);
+  return extras;
+}
+
+/**
+ * Which of the two ways to register each worker: the command line (by url alone) or its POST
+ * /workers body (with its settings), never both for one url: SMG's worker creation refuses a
+ * url it already has ("Worker <url> already exists"), so the second registration fails and
+ * the worker keeps what the first one gave it.
+ */
+function usageOf(workers: readonly WorkerSpec[], argv: readonly string[]): string {
+  const both = 'Register each worker one way, not both: a url on the command line and also POSTed is refused the second time ("Worker <url> already exists"), and the worker keeps what the first registration gave it.';
+  if (workers.length === 0) return 'No worker to register: start the gateway with the command, then POST /workers for each worker you add.';
+  const onLine = workers.filter((w) => argv.includes(w.url));
+  const rich = onLine.filter((w) => bodyOnlySettings(w).length > 0).map((w) => w.url);
+  const offLine = workers.filter((w) => !argv.includes(w.url)).map((w) => w.url);
+  const parts: string[] = [];
+  if (rich.length === 0 && offLine.length === 0) parts.push('Use the command line: it registers every worker, and their POST /workers bodies add nothing to it. The bodies are for registering the same workers on a gateway that is already running, instead of the command line.');
+  else if (rich.length > 0) parts.push(`Use the command line for the workers whose body adds nothing, and for ${rich.join(', ')} remove the url from the command and run its curl line once the gateway is up: their bodies carry settings the command line cannot (see the notes).`);
+  if (offLine.length > 0) parts.push(`${offLine.join(', ')} ${offLine.length === 1 ? 'is' : 'are'} not on the command line: register ${offLine.length === 1 ? 'it' : 'them'} with the curl line${offLine.length === 1 ? '' : 's'}.`);
+  return `${parts.join(' ')} ${both}`;
 }

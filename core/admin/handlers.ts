@@ -12,10 +12,11 @@ import { parseNamespaceToken } from '../transport/namespace.ts';
 import { listTensorFiles, type TensorFilesOfPid } from '../transport/orphans.ts';
 import { transportForWorker } from '../transport/resolve.ts';
 import { shmFreeBytes } from '../transport/shm-writer.ts';
-import { DECISION_ADVICE, DECISION_REASONS, type DecisionReason } from '../transport/vocabulary.ts';
+import { DECISION_ADVICE } from '../transport/vocabulary.ts';
+import { decisionView } from './decision-view.ts';
 import type { WorkerState } from '../workers/registry.ts';
 import type { CallMeta } from './backend.ts';
-import { calibrateWorker } from './calibrate.ts';
+import { calibrateWorker, calibrationPlan, DEFAULT_CALIBRATION_SAMPLES, minSamplesForWinner } from './calibrate.ts';
 import type { ConsoleState } from './console.ts';
 import { ContractError, type CommandName, type CommandOutput, type ConfigIssue, type Draft, type WorkerView } from './contract.ts';
 import { diagnoseWorker } from './diagnose.ts';
@@ -59,11 +60,6 @@ function tokenMatch(routerToken: string | undefined, theirs: string | undefined)
   const a = parseNamespaceToken(routerToken);
   const b = parseNamespaceToken(theirs);
   return a && b && a.bootId === b.bootId ? 'different_shm' : 'different_host';
-}
-
-function decisionView(reason: DecisionReason, shmEnabled: boolean) {
-  const advice = DECISION_ADVICE[reason];
-  return { shmEnabled, reason, explanation: DECISION_REASONS[reason], ...(advice ? { advice } : {}) };
 }
 
 /** A draft's origins: what is unchanged keeps its origin, the rest is the draft's own. */
@@ -115,7 +111,7 @@ export function createHandlers(state: ConsoleState): Handlers {
       inFlight: w.inFlight,
       trafficShare: shares.get(spec.url) ?? 0,
       resolution: resolved,
-      decision: decisionView(decision.reason, decision.shmEnabled),
+      decision: decisionView(decision),
       shmLane: w.shmLane ?? null,
     };
   };
@@ -132,6 +128,7 @@ export function createHandlers(state: ConsoleState): Handlers {
       client: s.client,
       file,
       restartOnly: [...RESTART_ONLY_KEYS],
+      startFlags: state.startFlags.map(({ key, flag }) => ({ key, flag })),
       defaults: RouterConfigSchema.parse({}),
     };
   };
@@ -147,6 +144,14 @@ export function createHandlers(state: ConsoleState): Handlers {
       throw err;
     }
   };
+
+  /** Each worker of `config` resolved as its next request would be, were `config` applied now (what discovery knows of the worker, its lane included). */
+  const resolveDraft = (s: ConfigSnapshot, config: RouterConfig) =>
+    config.workers.map((spec) => {
+      const w = ctx.registry.get(spec.url);
+      const { decision, resolved } = transportForWorker({ spec, config, env: s.env, origins: draftOrigins(s, config), labels: w ? { ...w.discoveredLabels, ...spec.labels } : spec.labels, reachable: w?.healthy ?? false, host: ctx.host, shmLaneBroken: w?.shmLane?.error });
+      return { url: spec.url, resolution: resolved, decision: decisionView(decision) };
+    });
 
   const withWorkers = (snapshot: ConfigSnapshot, workers: WorkerSpec[]): RouterConfig => ({ ...snapshot.config, workers });
 
@@ -240,6 +245,19 @@ export function createHandlers(state: ConsoleState): Handlers {
         warnings.push({ kind: 'shm_budget', message: `this router's files in ${ctx.writer.dir} are at ${Math.round((100 * ctx.writer.outstanding) / maxOutstanding)}% of multimodal_shm_max_outstanding_bytes`, remedy: DECISION_ADVICE.shm_budget_exceeded! });
       }
       if (!ctx.host.routerToken) warnings.push({ kind: 'no_token', message: 'the router has no /dev/shm namespace token: auto stays inline', remedy: DECISION_ADVICE.auto_router_no_token! });
+      const views = workers.map((w) => workerView(s, w, new Map()));
+      for (const v of views) {
+        if (v.decision.outcome === 'shm_then_inline') warnings.push({ kind: 'shm_will_fail', message: `worker ${v.url}: ${v.decision.explanation}`, remedy: v.decision.advice ?? DECISION_ADVICE.auto_different_shm! });
+      }
+      const restartChanges = await state.restartChangesNow();
+      if (restartChanges && restartChanges.length > 0) {
+        const flags = state.startFlags.filter((f) => restartChanges.some((d) => d.path === f.key || d.path.startsWith(`${f.key}[`))).map((f) => f.flag);
+        warnings.push({
+          kind: 'until_restart',
+          message: `${restartChanges.length} running setting${restartChanges.length === 1 ? '' : 's'} would be set back by a restart with the flags the router started with (${flags.join(' ') || 'its start flags'}): ${restartChanges.map((d) => `${d.path} ${JSON.stringify(d.before)} → ${JSON.stringify(d.after)}`).join(', ')}`,
+          remedy: 'the file has your change; restart the router without those flags to keep it, or apply the flag values again',
+        });
+      }
       return {
         host: {
           token: ctx.host.routerToken ?? null,
@@ -260,7 +278,8 @@ export function createHandlers(state: ConsoleState): Handlers {
           maxOutstandingBytes: ctx.writer.maxOutstanding() ?? null,
         },
         router: { url: running.url, model: ctx.model.path, pid: process.pid },
-        config: { file: state.file?.path ?? null, revision: s.revision, drifted: drift.drifted },
+        config: { file: state.file?.path ?? null, revision: s.revision, drifted: drift.drifted, restartChanges },
+        verdicts: views.map((v) => ({ url: v.url, health: v.health, embedded: v.embedded, mode: v.resolution.multimodal_tensor_transport.value, minBytes: v.resolution.multimodal_shm_min_bytes.value, decision: v.decision })),
         workers: {
           total: workers.length,
           healthy: health.filter((h) => h === 'healthy').length,
@@ -282,19 +301,18 @@ export function createHandlers(state: ConsoleState): Handlers {
 
     async 'config.diff'(input: Draft) {
       const s = store.current();
-      return { revision: s.revision, diff: diffConfigs(s.config, draftConfig(yamlDraft(s, input))) };
+      const next = draftConfig(yamlDraft(s, input));
+      const warnings = resolveDraft(s, next)
+        .filter((w) => w.decision.outcome === 'shm_then_inline')
+        .map((w) => ({ url: w.url, decision: w.decision, message: `${w.url}: ${w.decision.explanation}` }));
+      return { revision: s.revision, diff: diffConfigs(s.config, next), untilRestart: await state.untilRestart(next), warnings };
     },
 
     async 'config.resolve'(input: Draft) {
       const s = store.current();
       const r = readDraft(yamlDraft(s, input));
       if (!r.ok) return { ok: false, issues: r.issues, workers: [] };
-      const workers = r.config.workers.map((spec) => {
-        const w = ctx.registry.get(spec.url);
-        const { decision, resolved } = transportForWorker({ spec, config: r.config, env: s.env, origins: draftOrigins(s, r.config), labels: w?.labels ?? spec.labels, reachable: w?.healthy ?? false, host: ctx.host });
-        return { url: spec.url, resolution: resolved, decision: decisionView(decision.reason, decision.shmEnabled) };
-      });
-      return { ok: true, issues: [], workers };
+      return { ok: true, issues: [], workers: resolveDraft(s, r.config) };
     },
 
     async 'config.apply'(input: Draft & { expectedRevision: number }, meta: CallMeta) {
@@ -386,12 +404,26 @@ export function createHandlers(state: ConsoleState): Handlers {
       });
     },
 
-    async 'workers.resetShmLane'(input: { url: string }) {
+    async 'workers.resetShmLane'(input: { url: string; force?: boolean }) {
       const w = ctx.registry.get(input.url);
       if (!w) throw new ContractError('not_found', `no worker ${input.url} in the registry`, 'url');
+      findWorker(store.current(), input.url);
       const wasBroken = w.shmLane !== undefined;
+      if (!wasBroken) return { url: input.url, wasBroken, steps: [] };
+      // The checks the next request depends on, the lane's own step aside (it is what is reset).
+      const { steps } = await diagnoseWorker(state, input.url);
+      const failing = steps.filter((st) => st.ok === false && st.id !== 'shm_lane');
+      if (failing.length > 0 && !input.force) {
+        throw new ContractError(
+          'checks_failed',
+          `not reset: ${failing.map((st) => `${st.label} (${st.detail})`).join('; ')}. The next request would break the lane again; fix these first, or reset anyway`,
+          'url',
+          [],
+          { failing },
+        );
+      }
       ctx.registry.resetShmLane(w);
-      return { url: input.url, wasBroken };
+      return { url: input.url, wasBroken, steps };
     },
 
     async 'workers.diagnose'(input: { url: string }) {
@@ -416,13 +448,19 @@ export function createHandlers(state: ConsoleState): Handlers {
       return { status: chat.status, requestId: chat.requestId ?? null, revision: chat.revision ?? s.revision, worker: input.url, content, events, ms };
     },
 
+    async 'transport.calibrationPlan'(input: { url: string }) {
+      findWorker(store.current(), input.url);
+      const plan = calibrationPlan(state, input.url);
+      return { worker: input.url, dtype: plan.dtype, sizes: plan.sizes, defaultSamples: DEFAULT_CALIBRATION_SAMPLES, minSamplesForWinner: minSamplesForWinner() };
+    },
+
     async 'transport.calibrate'(input: { url: string; samples?: number }) {
       const s = store.current();
       findWorker(s, input.url);
       if (state.busy.has('calibrate')) throw new ContractError('busy', 'a calibration is already running; wait for it to finish');
       state.busy.add('calibrate');
       try {
-        return await calibrateWorker(state, input.url, input.samples ?? 5);
+        return await calibrateWorker(state, input.url, input.samples ?? DEFAULT_CALIBRATION_SAMPLES);
       } finally {
         state.busy.delete('calibrate');
       }

@@ -37,6 +37,7 @@ const STATUS: Record<ErrorCode, number> = {
   conflict: 409,
   restart_required: 409,
   file_drift: 409,
+  checks_failed: 412,
   not_found: 404,
   unauthorized: 401,
   forbidden: 403,

@@ -30,7 +30,7 @@ import type { ImageHeader } from '../multimodal/pool.ts';
 import type { PlacementContext, PrewrittenTensor } from '../transport/placement.ts';
 import { transportForWorker, type ShmHostFacts } from '../transport/resolve.ts';
 import type { ShmRequestScope, ShmWriter } from '../transport/shm-writer.ts';
-import type { EncoderDtype, TensorPath } from '../transport/vocabulary.ts';
+import { readFailedReason, type EncoderDtype, type TensorPath } from '../transport/vocabulary.ts';
 import type { WorkerRegistry, WorkerState } from '../workers/registry.ts';
 import { ApiError, openAiFinishReason, parseChatRequest, type ChatCompletionRequest } from './openai.ts';
 import { CapturedResponse, ChatResponder, sendError, type ResponseTarget } from './responder.ts';
@@ -482,7 +482,8 @@ interface GenerateInput {
 async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: ResponseTarget, g: GenerateInput): Promise<void> {
   const { snapshot, prompt, prepared, worker, spec, dtype, requestId, timing } = g;
   const runtime = worker.runtime!;
-  const { decision, minBytes } = transportFor(ctx, snapshot, spec, worker, g.options);
+  const { decision, minBytes, resolved } = transportFor(ctx, snapshot, spec, worker, g.options);
+  const mode = resolved.multimodal_tensor_transport.value;
   const scope = g.scope ?? ctx.writer.newScope();
   const placement: PlacementContext = {
     requestId,
@@ -550,7 +551,8 @@ async function generate(ctx: RouterContext, req: ChatCompletionRequest, res: Res
       g.record.shmFallback = err.details;
       for (const path of Object.keys(g.record.paths) as TensorPath[]) g.record.paths[path] = 0;
       current = ctx.writer.newScope();
-      const inline: PlacementContext = { ...placement, scope: current, decision: { shmEnabled: false, reason: 'auto_worker_read_failed', worker: spec.url, detail: err.details } };
+      // Attempt 2 of the same tensors, its reason in the mode's own words and the worker's error as its cause.
+      const inline: PlacementContext = { ...placement, scope: current, attempt: 2, decision: { shmEnabled: false, reason: readFailedReason(mode), worker: spec.url, detail: err.details } };
       await stream(await engineFor(runtime).buildRequest(engineRequest, inline), current);
     }
   } catch (err) {

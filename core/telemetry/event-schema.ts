@@ -31,6 +31,11 @@ export const TensorEventSchema = z.object({
   detail: z.string().optional(),
   /** Time spent writing the SHM file (0 inline). */
   writeMicros: z.number(),
+  /**
+   * The sending of the request this tensor belongs to, when not the first: 2 is the inline
+   * retry after the worker could not read attempt 1's /dev/shm files (`detail` says why).
+   */
+  attempt: z.int().min(2).optional(),
 });
 export type TensorEvent = z.infer<typeof TensorEventSchema>;
 

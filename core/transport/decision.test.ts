@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { decideTransport, type DecisionWorker } from './decision.ts';
+import { decideTransport, decisionOutcome, type DecisionWorker } from './decision.ts';
 import { DECISION_REASONS } from './vocabulary.ts';
 
 const ROUTER = 'boot-a:26';
@@ -11,6 +11,10 @@ describe('decideTransport: every reason', () => {
     ['rdma', true, ROUTER, worker(ROUTER), false, 'mode_rdma'],
     ['shm', true, ROUTER, worker(undefined), true, 'shm_writable'],
     ['shm', false, ROUTER, worker(ROUTER), false, 'shm_not_writable'],
+    ['shm', true, ROUTER, worker(ROUTER), true, 'shm_writable'],
+    ['shm', true, ROUTER, worker('boot-a:27'), true, 'shm_worker_other_shm'],
+    ['shm', true, ROUTER, worker('boot-b:26'), true, 'shm_worker_other_host'],
+    ['shm', true, undefined, worker('boot-b:26'), true, 'shm_writable'],
     ['auto', true, ROUTER, worker(ROUTER), true, 'auto_tokens_equal'],
     ['auto', false, ROUTER, worker(ROUTER), false, 'auto_shm_not_writable'],
     ['auto', true, undefined, worker(ROUTER), false, 'auto_router_no_token'],
@@ -24,6 +28,16 @@ describe('decideTransport: every reason', () => {
     const d = decideTransport({ mode, shmWritable, routerToken, workers: [w] });
     expect(d).toMatchObject({ shmEnabled: enabled, reason });
     expect(DECISION_REASONS[d.reason]).toBeTruthy();
+  });
+
+  it('the outcome says what the next request will do: shm forced to a worker known to have another /dev/shm is attempted, then inline', () => {
+    const at = (mode: 'shm' | 'auto', token: string | undefined) => decisionOutcome(decideTransport({ mode, shmWritable: true, routerToken: ROUTER, workers: [worker(token)] }));
+    expect(at('shm', 'boot-a:27')).toBe('shm_then_inline');
+    expect(at('shm', 'boot-b:26')).toBe('shm_then_inline');
+    expect(at('shm', ROUTER)).toBe('shm');
+    expect(at('shm', undefined)).toBe('shm');
+    expect(at('auto', 'boot-a:27')).toBe('inline');
+    expect(at('auto', ROUTER)).toBe('shm');
   });
 
   it('the token comparison is byte-exact (no trimming, no case folding)', () => {

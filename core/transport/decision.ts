@@ -6,9 +6,14 @@
 // auto is verified only when the worker's advertised shm_namespace_id is present, non-empty
 // and byte-equal to the router's token. Under disaggregation every encode worker of the
 // request must share /dev/shm; without encode workers, both prefill and decode must.
+//
+// shm asserts co-location and is attempted whenever /dev/shm is writable; but when the worker
+// advertises a token that proves it does not share /dev/shm, the decision says so
+// (shm_worker_other_shm / _host, outcome shm_then_inline): the attempt will fail and the
+// request will be sent again inline. No screen may promise SHM for such a worker.
 import type { TransportMode, WorkerType } from '../config/schema.ts';
 import { parseNamespaceToken } from './namespace.ts';
-import type { DecisionReason } from './vocabulary.ts';
+import { SHM_ATTEMPT_FAILS, type DecisionOutcome, type DecisionReason } from './vocabulary.ts';
 
 export interface TransportDecision {
   shmEnabled: boolean;
@@ -62,8 +67,17 @@ export function decideTransport(input: DecisionInput): TransportDecision {
       return { shmEnabled: false, reason: 'mode_inline' };
     case 'rdma':
       return { shmEnabled: false, reason: 'mode_rdma' };
-    case 'shm':
-      return input.shmWritable ? { shmEnabled: true, reason: 'shm_writable' } : { shmEnabled: false, reason: 'shm_not_writable' };
+    case 'shm': {
+      if (!input.shmWritable) return { shmEnabled: false, reason: 'shm_not_writable' };
+      // A worker whose advertised token proves another /dev/shm: attempted, known to fail.
+      for (const worker of workersThatMustShareShm(input.workers)) {
+        if (!input.routerToken || !worker.shm_namespace_id) continue;
+        const verdict = autoVerdict(input.routerToken, worker);
+        if (verdict === 'auto_different_shm') return { shmEnabled: true, reason: 'shm_worker_other_shm', worker: worker.url };
+        if (verdict === 'auto_different_host') return { shmEnabled: true, reason: 'shm_worker_other_host', worker: worker.url };
+      }
+      return { shmEnabled: true, reason: 'shm_writable' };
+    }
     case 'auto': {
       if (!input.shmWritable) return { shmEnabled: false, reason: 'auto_shm_not_writable' };
       for (const worker of workersThatMustShareShm(input.workers)) {
@@ -74,4 +88,10 @@ export function decideTransport(input: DecisionInput): TransportDecision {
       return { shmEnabled: true, reason: 'auto_tokens_equal' };
     }
   }
+}
+
+/** What the decision does to the next request (docs/transport.md, "Decision reasons"). */
+export function decisionOutcome(decision: Pick<TransportDecision, 'shmEnabled' | 'reason'>): DecisionOutcome {
+  if (!decision.shmEnabled) return 'inline';
+  return SHM_ATTEMPT_FAILS.has(decision.reason) ? 'shm_then_inline' : 'shm';
 }

@@ -36,6 +36,8 @@ export interface PlacementContext {
   events?: TensorEventBus;
   /** Counts of tensors by path, for the request's log line. */
   tally?: Record<TensorPath, number>;
+  /** Which sending of the request this is: 2 when the worker could not read the first's /dev/shm files and it goes again inline. */
+  attempt?: number;
   /** Tensors already in their /dev/shm files; placeTensor takes the one whose bytes it is given. */
   prewritten?: PrewrittenTensor[];
 }
@@ -113,6 +115,7 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
     reason,
     ...(detail !== undefined ? { detail } : {}),
     writeMicros,
+    ...(ctx.attempt !== undefined && ctx.attempt > 1 ? { attempt: ctx.attempt } : {}),
   });
   return placed;
 }

@@ -19,6 +19,7 @@ import type { EnvVariableReading, TransportEnvironment } from '../config/env-sch
 import type { ConfigOrigins } from '../config/load.ts';
 import { TRANSPORT_KNOBS, type RouterConfig, type TransportKnob, type TransportKnobValues, type WorkerSpec } from '../config/schema.ts';
 import { decideTransport, type TransportDecision } from './decision.ts';
+import { readFailedReason } from './vocabulary.ts';
 import type { LayerReading, LayerState, ResolvedKnob, ResolvedWorkerTransport, TransportLayer } from './resolution-schema.ts';
 
 export interface TransportResolutionInput {
@@ -147,7 +148,8 @@ export function transportForWorker(input: {
     workers: [{ url: input.spec.url, worker_type: input.spec.worker_type, shm_namespace_id: input.labels.shm_namespace_id, reachable: input.reachable }],
   });
   if (decision.shmEnabled && input.shmLaneBroken !== undefined) {
-    return { resolved, decision: { shmEnabled: false, reason: 'auto_worker_read_failed', worker: input.spec.url, detail: input.shmLaneBroken }, minBytes: resolved.multimodal_shm_min_bytes.value };
+    const reason = readFailedReason(resolved.multimodal_tensor_transport.value);
+    return { resolved, decision: { shmEnabled: false, reason, worker: input.spec.url, detail: input.shmLaneBroken }, minBytes: resolved.multimodal_shm_min_bytes.value };
   }
   return { resolved, decision, minBytes: resolved.multimodal_shm_min_bytes.value };
 }

@@ -27,6 +27,11 @@ export const DECISION_REASONS = {
   mode_inline: 'mode inline: tensors travel inside the gRPC message',
   mode_rdma: 'mode rdma: this router has no RDMA lane yet, tensors travel inline',
   shm_writable: 'mode shm and /dev/shm is writable',
+  shm_worker_other_shm:
+    'mode shm, but this worker advertises another /dev/shm on this host (st_dev differs): SHM will be attempted, the worker will not find the files, and the request goes again inline (then its lane stays inline)',
+  shm_worker_other_host:
+    'mode shm, but this worker advertises another host (boot_id differs): SHM will be attempted, the worker will not find the files, and the request goes again inline (then its lane stays inline)',
+  shm_worker_read_failed: "mode shm, but the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered or the lane is reset",
   shm_not_writable: 'mode shm but /dev/shm is not writable by the router: inline',
   auto_tokens_equal: "auto: the worker shares the router's /dev/shm (namespace tokens equal)",
   auto_shm_not_writable: 'auto but /dev/shm is not writable by the router: inline',
@@ -35,10 +40,26 @@ export const DECISION_REASONS = {
   auto_different_host: 'auto but the worker is on a different host (boot_id differs): inline',
   auto_different_shm: 'auto but the worker is on the same host with a different /dev/shm (st_dev differs: a container without a shared /dev/shm): inline',
   auto_worker_unreachable: 'auto but the worker could not be reached to read its namespace token: inline',
-  auto_worker_read_failed: "the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered or the lane is reset",
+  auto_worker_read_failed: "auto, but the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered or the lane is reset",
 } as const;
 export type DecisionReason = keyof typeof DECISION_REASONS;
 export const DECISION_REASON_NAMES = Object.keys(DECISION_REASONS) as [DecisionReason, ...DecisionReason[]];
+
+/**
+ * What a decision will do to the worker's next request: SHM, inline, or SHM attempted when
+ * the worker is known not to share /dev/shm (mode shm asserts it does), so its read fails and
+ * the request is sent again inline.
+ */
+export const DECISION_OUTCOMES = ['shm', 'inline', 'shm_then_inline'] as const;
+export type DecisionOutcome = (typeof DECISION_OUTCOMES)[number];
+
+/** Reasons whose SHM attempt is known in advance to fail over to inline. */
+export const SHM_ATTEMPT_FAILS: ReadonlySet<DecisionReason> = new Set(['shm_worker_other_shm', 'shm_worker_other_host']);
+
+/** The reason a worker that could not read our files gets, in its mode's words. */
+export function readFailedReason(mode: string): 'shm_worker_read_failed' | 'auto_worker_read_failed' {
+  return mode === 'shm' ? 'shm_worker_read_failed' : 'auto_worker_read_failed';
+}
 
 /** Why one tensor of a request that may use /dev/shm still went inline. */
 export const TENSOR_REASONS = {
@@ -51,6 +72,28 @@ export type TensorOnlyReason = keyof typeof TENSOR_REASONS;
 /** The reason carried by every traffic event. */
 export type TensorReason = DecisionReason | TensorOnlyReason;
 export const TENSOR_REASON_NAMES = [...DECISION_REASON_NAMES, ...(Object.keys(TENSOR_REASONS) as TensorOnlyReason[])] as [TensorReason, ...TensorReason[]];
+
+/** Every reason in a few plain words, for a table cell (the sentence above says it whole). */
+export const REASON_WORDS: Record<TensorReason, string> = {
+  mode_inline: 'mode inline',
+  mode_rdma: 'rdma: no lane yet',
+  shm_writable: 'mode shm',
+  shm_worker_other_shm: 'shm, but worker has another /dev/shm',
+  shm_worker_other_host: 'shm, but worker is on another host',
+  shm_worker_read_failed: 'worker cannot read /dev/shm',
+  shm_not_writable: '/dev/shm not writable',
+  auto_tokens_equal: 'auto: shares /dev/shm',
+  auto_shm_not_writable: 'auto: /dev/shm not writable',
+  auto_router_no_token: 'auto: router has no token',
+  auto_worker_no_token: 'auto: worker sent no token',
+  auto_different_host: 'auto: worker on another host',
+  auto_different_shm: 'auto: worker has another /dev/shm',
+  auto_worker_unreachable: 'auto: worker unreachable',
+  auto_worker_read_failed: 'worker cannot read /dev/shm',
+  below_threshold: 'below the threshold',
+  shm_write_failed: '/dev/shm write failed',
+  shm_budget_exceeded: '/dev/shm budget full',
+};
 
 export function describeReason(reason: TensorReason): string {
   return reason in DECISION_REASONS ? DECISION_REASONS[reason as DecisionReason] : TENSOR_REASONS[reason as TensorOnlyReason];
@@ -67,5 +110,8 @@ export const DECISION_ADVICE: Partial<Record<TensorReason, string>> = {
   auto_worker_unreachable: 'check the worker URL and that the worker is running',
   shm_write_failed: 'see the error: free space in /dev/shm (df /dev/shm) or fix its permissions',
   auto_worker_read_failed: "let the worker read the router's files: the same /dev/shm (--ipc=host) and a user that may open them (the router's uid, or root); then reset the lane (Doctor) or restart the worker",
+  shm_worker_read_failed: "let the worker read the router's files: the same /dev/shm (--ipc=host) and a user that may open them (the router's uid, or root); then reset the lane (Doctor) or restart the worker; or use mode auto, which checks the worker's /dev/shm first",
+  shm_worker_other_shm: "run the worker container with --ipc=host or mount the host's /dev/shm into it; or set this worker's mode to auto (it would go inline at once) or inline",
+  shm_worker_other_host: 'this worker cannot share /dev/shm: set its mode to inline (or auto, which goes inline at once)',
   shm_budget_exceeded: 'raise multimodal_shm_max_outstanding_bytes or /dev/shm itself (docker --shm-size), or check that workers read (and unlink) their files',
 };

@@ -52,6 +52,7 @@ export class WorkerRegistry {
   private cursor = 0;
   private checking = false;
   private closed = false;
+  private readonly watchers = new Set<(worker: WorkerState) => void>();
 
   constructor(
     specs: readonly WorkerSpec[],
@@ -59,6 +60,23 @@ export class WorkerRegistry {
   ) {
     this.workers = specs.map((spec) => this.fresh(spec));
     this.intervalMs = options.healthIntervalMs;
+  }
+
+  /** Hear of every change to a worker's state (health, labels, lane); returns the unsubscribe function. */
+  watch(listener: (worker: WorkerState) => void): () => void {
+    this.watchers.add(listener);
+    return () => this.watchers.delete(listener);
+  }
+
+  private changed(w: WorkerState): void {
+    this.options.onChange?.(w);
+    for (const listener of this.watchers) {
+      try {
+        listener(w);
+      } catch {
+        /* a watcher's failure is its own */
+      }
+    }
   }
 
   private fresh(spec: WorkerSpec): WorkerState {
@@ -92,7 +110,7 @@ export class WorkerRegistry {
     if (w.spec.runtime === 'sglang') {
       w.healthy = false;
       w.lastError = 'the sglang runtime is not supported by this router (tokenspeed and vllm are; see docs/router.md, "Adding a runtime")';
-      this.options.onChange?.(w);
+      this.changed(w);
       return;
     }
     const known = declaredRuntime(w.spec) ?? w.runtime;
@@ -102,7 +120,7 @@ export class WorkerRegistry {
     if (!probe.reachable || !probe.runtime || probe.error) {
       w.healthy = false;
       w.lastError = probe.error ?? 'unreachable';
-      this.options.onChange?.(w);
+      this.changed(w);
       return;
     }
     if (w.runtime !== probe.runtime || !w.connection) {
@@ -117,7 +135,7 @@ export class WorkerRegistry {
     w.healthy = probe.healthy !== false;
     delete w.lastError;
     if (!w.healthy) w.lastError = `worker reports unhealthy: ${probe.healthMessage ?? ''}`.trim();
-    this.options.onChange?.(w);
+    this.changed(w);
   }
 
   async discoverAll(): Promise<void> {
@@ -150,7 +168,7 @@ export class WorkerRegistry {
     if (labels.shm_namespace_id !== w.discoveredLabels.shm_namespace_id) delete w.shmLane;
     w.discoveredLabels = labels;
     w.labels = { ...labels, ...w.spec.labels };
-    this.options.onChange?.(w);
+    this.changed(w);
   }
 
   /** One round of health checks; a worker that was down and answers again is rediscovered, one that answers has its labels read again. */
@@ -166,7 +184,7 @@ export class WorkerRegistry {
           if (!ok && !w.removed) {
             w.healthy = false;
             w.lastError = 'HealthCheck failed';
-            this.options.onChange?.(w);
+            this.changed(w);
           } else if (ok) await this.refreshLabels(w);
         }),
       );
@@ -195,20 +213,20 @@ export class WorkerRegistry {
   /** The worker failed to read a request's /dev/shm files: its requests go inline until the lane is reset. */
   breakShmLane(w: WorkerState, error: string): void {
     w.shmLane = { error, since: Date.now() };
-    this.options.onChange?.(w);
+    this.changed(w);
   }
 
   /** The operator says the worker can read our files again. */
   resetShmLane(w: WorkerState): void {
     delete w.shmLane;
-    this.options.onChange?.(w);
+    this.changed(w);
   }
 
   /** A request to this worker failed at the transport level: take it out until it answers. */
   markDown(w: WorkerState, reason: string): void {
     w.healthy = false;
     w.lastError = reason;
-    this.options.onChange?.(w);
+    this.changed(w);
   }
 
   /**

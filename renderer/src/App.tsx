@@ -46,13 +46,22 @@ function useLiveFeeds() {
       void useHistory.getState().load();
     });
     const offCalibration = client().subscribe('calibration', (p) => useDoctor.getState().onProgress(p));
+    // The overview arrives about once a second, and within a few hundred ms of a worker's change.
+    // A verdict that changed (a lane broken, a worker down) is refetched at once where workers are shown.
+    let lastVerdicts = '';
+    const offOverview = client().subscribe('overview', (data) => {
+      useOverview.setState({ data, error: null, loadedAt: Date.now() });
+      const verdicts = JSON.stringify(data.verdicts);
+      if (lastVerdicts && verdicts !== lastVerdicts) void useWorkers.getState().load();
+      lastVerdicts = verdicts;
+    });
     const onHash = () => useUi.getState().setRoute(parseRoute(location.hash));
     window.addEventListener('hashchange', onHash);
-    // Overview numbers and worker health change without a revision: poll them gently.
+    // Worker health and drift change without a revision: poll them gently where they are shown
+    // (the overview has its own stream).
     const poll = setInterval(() => {
       if (document.visibilityState === 'hidden') return;
       const screen = useUi.getState().route.screen;
-      if (screen === 'overview') void useOverview.getState().load();
       // Drift happens on disk, without a revision: look again where it is shown.
       if (screen === 'overview' || screen === 'yaml') void useConfig.getState().load();
       if (screen === 'workers' || screen === 'precedence' || screen === 'doctor' || screen === 'overview') void useWorkers.getState().load();
@@ -61,6 +70,7 @@ function useLiveFeeds() {
       offTraffic();
       offConfig();
       offCalibration();
+      offOverview();
       window.removeEventListener('hashchange', onHash);
       clearInterval(poll);
     };

@@ -36,6 +36,8 @@ export function backoffMs(attempt: number, random: () => number = Math.random): 
 export interface HttpConsoleClient extends ConsoleClient {
   readonly binding: 'http';
   connection(): ConnectionState;
+  /** Use another token from now on (a newly printed console URL): commands use it, and the event socket reconnects with it at once. */
+  setToken(token: string): void;
   close(): void;
 }
 
@@ -43,6 +45,7 @@ export function createHttpClient(options: HttpClientOptions): HttpConsoleClient 
   const doFetch = options.fetch ?? globalThis.fetch.bind(globalThis);
   const WS = options.WebSocket ?? globalThis.WebSocket;
   const random = options.random ?? Math.random;
+  let token = options.token;
   const listeners = new Map<StreamName, Set<(payload: unknown) => void>>();
   let ws: WebSocket | undefined;
   let state: ConnectionState = 'idle';
@@ -64,7 +67,7 @@ export function createHttpClient(options: HttpClientOptions): HttpConsoleClient 
   const connect = () => {
     if (closed || ws) return;
     setState(attempt === 0 ? 'connecting' : 'reconnecting');
-    const socket = new WS(wsUrl(), [EVENTS_SUBPROTOCOL, `${TOKEN_SUBPROTOCOL_PREFIX}${options.token}`]);
+    const socket = new WS(wsUrl(), [EVENTS_SUBPROTOCOL, `${TOKEN_SUBPROTOCOL_PREFIX}${token}`]);
     ws = socket;
     socket.onopen = () => {
       attempt = 0;
@@ -112,7 +115,7 @@ export function createHttpClient(options: HttpClientOptions): HttpConsoleClient 
       try {
         res = await doFetch(`${options.origin}/api/${command}`, {
           method: 'POST',
-          headers: { authorization: `Bearer ${options.token}`, 'content-type': 'application/json' },
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
           body: JSON.stringify(input ?? {}),
           cache: 'no-store',
           credentials: 'omit',
@@ -152,6 +155,23 @@ export function createHttpClient(options: HttpClientOptions): HttpConsoleClient 
           send({ op: 'unsubscribe', stream });
         }
       };
+    },
+
+    setToken(next: string) {
+      if (next === token) return;
+      token = next;
+      // Reconnect now with the new token (a socket on the old one may be retrying with backoff).
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      const old = ws;
+      ws = undefined;
+      attempt = 0;
+      if (old) {
+        old.onclose = null;
+        old.onmessage = null;
+        old.close();
+      }
+      if (listeners.size > 0 && !closed) connect();
     },
 
     close() {

@@ -18,18 +18,32 @@ export function tokenFromHash(hash: string): string | undefined {
   return token && token.trim() !== '' ? token.trim() : undefined;
 }
 
+/** Keep a token for this tab (survives a reload of the tab, never sent to the server but in the Authorization header). */
+export function rememberToken(token: string, win: Pick<Window, 'sessionStorage'> = window): void {
+  try {
+    win.sessionStorage.setItem(STORAGE_KEY, token);
+  } catch {
+    // Storage disabled: the token lives in memory only, a reload needs the URL again.
+  }
+}
+
+/**
+ * A token that arrived in the address bar after the page loaded (the operator pasted a newly
+ * printed URL into this tab: only the fragment changed, so the browser did not reload): kept
+ * for the tab and scrubbed from the address bar, the screen in the fragment (if any) kept.
+ */
+export function takeNewToken(win: Pick<Window, 'location' | 'history' | 'sessionStorage'> = window): string | undefined {
+  const token = tokenFromHash(win.location.hash);
+  if (!token) return undefined;
+  rememberToken(token, win);
+  win.history.replaceState(null, '', `${win.location.pathname}${win.location.search}#/overview`);
+  return token;
+}
+
 /** Read the token (fragment first, then this tab's storage) and scrub it from the address bar. */
 export function takeToken(win: Pick<Window, 'location' | 'history' | 'sessionStorage'> = window): string | undefined {
-  const fromHash = tokenFromHash(win.location.hash);
-  if (fromHash) {
-    try {
-      win.sessionStorage.setItem(STORAGE_KEY, fromHash);
-    } catch {
-      // Storage disabled: the token lives in memory only, a reload needs the URL again.
-    }
-    win.history.replaceState(null, '', `${win.location.pathname}${win.location.search}#/overview`);
-    return fromHash;
-  }
+  const fromHash = takeNewToken(win);
+  if (fromHash) return fromHash;
   try {
     return win.sessionStorage.getItem(STORAGE_KEY) ?? undefined;
   } catch {

@@ -5,13 +5,25 @@
 // a conflict shows what someone else changed meanwhile (details.changedMeanwhile) and can
 // carry the change onto the current revision.
 import { useEffect, useRef, useState } from 'react';
-import { ContractError, type DiffEntry } from '../../../core/admin/contract.ts';
+import { ContractError, type CommandOutput, type DiffEntry } from '../../../core/admin/contract.ts';
 import { client, describeError } from '../stores/client.ts';
 import { useConfig } from '../stores/config.ts';
 import { useUi, type ReviewRequest } from '../stores/ui.ts';
 import { DiffList } from './DiffList.tsx';
+import { Prose } from './ui.tsx';
 
-type Phase = { kind: 'loading' } | { kind: 'ready'; diff: DiffEntry[] } | { kind: 'applying'; diff: DiffEntry[] } | { kind: 'failed'; diff: DiffEntry[] | null; error: ContractError | Error };
+/** What an apply would do beyond the diff: what a restart with the start flags would undo, and workers sent where they cannot read. */
+interface Consequences {
+  untilRestart: DiffEntry[];
+  warnings: CommandOutput<'config.diff'>['warnings'];
+}
+const NONE: Consequences = { untilRestart: [], warnings: [] };
+
+type Phase =
+  | { kind: 'loading' }
+  | { kind: 'ready'; diff: DiffEntry[]; consequences: Consequences }
+  | { kind: 'applying'; diff: DiffEntry[]; consequences: Consequences }
+  | { kind: 'failed'; diff: DiffEntry[] | null; consequences: Consequences; error: ContractError | Error };
 
 export function ReviewDialog() {
   const review = useUi((s) => s.review);
@@ -43,16 +55,16 @@ export function ReviewDialog() {
 }
 
 function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () => void }) {
-  const [phase, setPhase] = useState<Phase>(review.diff ? { kind: 'ready', diff: review.diff } : { kind: 'loading' });
+  const [phase, setPhase] = useState<Phase>(review.diff && !review.proposed ? { kind: 'ready', diff: review.diff, consequences: NONE } : { kind: 'loading' });
 
   useEffect(() => {
-    if (review.diff || !review.proposed) return;
+    if (!review.proposed) return;
     let live = true;
     const input = 'yaml' in review.proposed ? { yaml: review.proposed.yaml as string } : { draft: review.proposed as unknown as Record<string, unknown> };
     client()
       .call('config.diff', input)
-      .then((r) => live && setPhase({ kind: 'ready', diff: r.diff }))
-      .catch((err: unknown) => live && setPhase({ kind: 'failed', diff: null, error: err as Error }));
+      .then((r) => live && setPhase({ kind: 'ready', diff: review.diff ?? r.diff, consequences: { untilRestart: r.untilRestart, warnings: r.warnings } }))
+      .catch((err: unknown) => live && setPhase({ kind: 'failed', diff: null, consequences: NONE, error: err as Error }));
     return () => {
       live = false;
     };
@@ -60,18 +72,21 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
 
   const apply = async () => {
     const diff = phase.kind === 'ready' ? phase.diff : [];
-    setPhase({ kind: 'applying', diff });
+    const consequences = phase.kind === 'ready' ? phase.consequences : NONE;
+    setPhase({ kind: 'applying', diff, consequences });
     try {
       const result = await review.run();
       review.onApplied?.(result);
       await useConfig.getState().afterApply(result);
       onClose();
+      returnFocus(review);
       const ui = useUi.getState();
       const undo = review.undo;
+      const restart = result.untilRestart.length > 0 ? ` Until the next restart only: a restart with the flags the router started with sets ${result.untilRestart.map((d) => `${d.path} to ${show(d.after)}`).join(', ')} again (the change is in the file; the flags win at start).` : '';
       ui.toast({
-        kind: 'success',
+        kind: result.untilRestart.length > 0 ? 'info' : 'success',
         title: `Applied revision ${result.revision}`,
-        body: `${result.diff.length} change${result.diff.length === 1 ? '' : 's'}${result.file ? `, written to ${result.file}` : ''}. The next request uses it.`,
+        body: `${result.diff.length} change${result.diff.length === 1 ? '' : 's'}${result.file ? `, written to ${result.file}` : ''}. The next request uses it.${restart}`,
         ...(undo
           ? {
               action: {
@@ -89,7 +104,7 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
           : {}),
       }, 12_000);
     } catch (err) {
-      setPhase({ kind: 'failed', diff, error: err as Error });
+      setPhase({ kind: 'failed', diff, consequences, error: err as Error });
     }
   };
 
@@ -105,6 +120,30 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
       <p>{review.intro}</p>
       {phase.kind === 'loading' && <p className="muted" aria-live="polite">Computing what will change…</p>}
       {diff && <DiffList diff={diff} caption="What this will change" empty="This changes nothing: the router already runs these settings." />}
+      {phase.kind !== 'loading' && phase.consequences.warnings.length > 0 && (
+        <div className="note note-warn" role="alert" data-testid="review-warnings">
+          <strong>Known not to work as asked:</strong>
+          <ul>
+            {phase.consequences.warnings.map((w) => (
+              <li key={w.url} data-worker={w.url} data-reason={w.decision.reason}>
+                <span className="mono">{w.url}</span>: {w.decision.explanation}
+                {w.decision.advice && (
+                  <div className="remedy small">
+                    <span className="remedy-label">What to do:</span> <Prose text={w.decision.advice} />
+                  </div>
+                )}
+              </li>
+            ))}
+          </ul>
+        </div>
+      )}
+      {phase.kind !== 'loading' && phase.consequences.untilRestart.length > 0 && (
+        <div className="note note-warn" role="alert" data-testid="review-until-restart">
+          <strong>Until the next restart only.</strong> The change is written to the file, but the router was started with {flagsOf(phase.consequences.untilRestart)}, and a restart with the same flags sets these back:
+          <DiffList diff={phase.consequences.untilRestart.map((d) => ({ ...d, path: d.path }))} caption="What a restart with the same flags would set again" empty="" />
+          To keep the change across restarts, start the router without {phase.consequences.untilRestart.length === 1 ? 'that flag' : 'those flags'}.
+        </div>
+      )}
       {err && !conflict && (
         <div className="note note-bad" role="alert">
           <strong>Not applied.</strong> {describeError(err)}
@@ -153,6 +192,30 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
       </div>
     </div>
   );
+}
+
+function show(v: unknown): string {
+  return typeof v === 'string' ? v : JSON.stringify(v);
+}
+
+/** The start flags behind changes a restart would undo, as the operator typed them (from config.get's startFlags). */
+function flagsOf(changes: readonly DiffEntry[]): string {
+  const flags = useConfig.getState().view?.startFlags ?? [];
+  const named = flags.filter((f) => changes.some((d) => d.path === f.key || d.path.startsWith(`${f.key}[`)));
+  return named.length ? named.map((f) => f.flag).join(' ') : 'flags that set them';
+}
+
+/**
+ * After an apply the dialog closes and the control that opened it may be gone (the pending
+ * bar disappears with its draft): focus goes back to it when it is still on the page, else to
+ * the screen's heading, never to the page body.
+ */
+function returnFocus(review: ReviewRequest): void {
+  const opener = review.opener;
+  requestAnimationFrame(() => {
+    if (opener && opener.isConnected && !(opener as HTMLButtonElement).disabled) opener.focus();
+    else (document.querySelector<HTMLElement>('#main h1') ?? document.getElementById('main'))?.focus();
+  });
 }
 
 function invert(d: DiffEntry): DiffEntry {

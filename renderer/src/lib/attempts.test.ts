@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { splitAttempts } from './attempts.ts';
+import { retriedRequests, splitAttempts } from './attempts.ts';
 
 describe('attempts of one request', () => {
   it('one attempt when every tensor shows once', () => {
@@ -15,5 +15,14 @@ describe('attempts of one request', () => {
       [false, ['auto_worker_read_failed', 'auto_worker_read_failed']],
     ]);
     expect(splitAttempts([])).toEqual([]);
+  });
+
+  it('the router marks the retry attempt 2: it starts the second attempt even when a tensor name is new', () => {
+    const a = splitAttempts([{ tensor: 'encoder_input' }, { tensor: 'encoder_input', attempt: 2 }, { tensor: 'image_grid_thw', attempt: 2 }]);
+    expect(a.map((x) => [x.superseded, x.events.length])).toEqual([
+      [true, 1],
+      [false, 2],
+    ]);
+    expect(retriedRequests([{ requestId: 'a' }, { requestId: 'b', attempt: 2, detail: 'ENOENT' }])).toEqual(new Map([['b', 'ENOENT']]));
   });
 });

@@ -1,24 +1,35 @@
 // The events of one request, split into the attempts that sent it. A worker that cannot read
-// the request's /dev/shm files gets the whole request again inline (reason
-// auto_worker_read_failed), so its tensors appear twice: the first attempt (written to
-// /dev/shm, never read) and the retry. A tensor name seen again starts the next attempt.
+// the request's /dev/shm files gets the whole request again inline: its tensors appear twice,
+// the first attempt (written to /dev/shm, never read) and the retry, whose events the router
+// marks `attempt: 2` with the worker's error as their `detail`. Events from before that mark
+// existed are split by name: a tensor name seen again starts the next attempt.
 export interface Attempt<E> {
   events: E[];
   /** A later attempt replaced this one (the worker could not read what it was sent). */
   superseded: boolean;
 }
 
-export function splitAttempts<E extends { tensor: string }>(events: readonly E[]): Attempt<E>[] {
+export function splitAttempts<E extends { tensor: string; attempt?: number | undefined }>(events: readonly E[]): Attempt<E>[] {
   const attempts: Attempt<E>[] = [];
+  let number = 0;
   let seen = new Set<string>();
   for (const e of events) {
-    if (attempts.length === 0 || seen.has(e.tensor)) {
+    const next = attempts.length === 0 || (e.attempt !== undefined ? e.attempt !== number : seen.has(e.tensor));
+    if (next) {
       if (attempts.length) attempts.at(-1)!.superseded = true;
       attempts.push({ events: [], superseded: false });
+      number = e.attempt ?? number + 1;
       seen = new Set();
     }
     seen.add(e.tensor);
     attempts.at(-1)!.events.push(e);
   }
   return attempts;
+}
+
+/** The requests among `events` that were sent again (their retry's events carry attempt 2), with the cause. */
+export function retriedRequests<E extends { requestId: string; attempt?: number | undefined; detail?: string | undefined }>(events: readonly E[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const e of events) if (e.attempt !== undefined && e.attempt > 1 && !out.has(e.requestId)) out.set(e.requestId, e.detail ?? '');
+  return out;
 }

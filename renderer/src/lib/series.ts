@@ -24,3 +24,9 @@ export function perSecondSeries(aggregates: readonly SecondAggregate[], windowSe
   }
   return s;
 }
+
+/** The average per second over the last `seconds` points of a series: the rate a screen shows next to that series' trend line. */
+export function recentRate(values: readonly number[], seconds = 5): number {
+  const tail = values.slice(-seconds);
+  return tail.length ? tail.reduce((n, v) => n + v, 0) / seconds : 0;
+}

@@ -3,9 +3,10 @@
 // (traffic.sendTestRequest) showing where each tensor went and why; and calibration
 // (transport.calibrate) with its progress, the inline vs SHM latency by tensor size with
 // the crossover marked, and the recommended threshold offered as a draft to review.
-import { useCallback, useId, useMemo, useState } from 'react';
+import { useCallback, useEffect, useId, useMemo, useState } from 'react';
 import type uPlot from 'uplot';
-import type { CalibrationResult } from '../../../core/admin/contract.ts';
+import { MAX_CALIBRATION_SAMPLES, REASON_WORDS, type CalibrationResult } from '../../../core/admin/contract.ts';
+import { VerdictBadge } from '../components/Verdict.tsx';
 import { cssVar, themedAxis, UChart } from '../components/Chart.tsx';
 import { Badge, Empty, ErrorNote, Panel, PathTag, Prose, ScreenHeader } from '../components/ui.tsx';
 import { patchWorker } from '../lib/draft.ts';
@@ -16,8 +17,8 @@ import { describeError } from '../stores/client.ts';
 import { useConfig } from '../stores/config.ts';
 import { useDoctor } from '../stores/doctor.ts';
 import { useUi } from '../stores/ui.ts';
-import { resetShmLane, useWorkers } from '../stores/workers.ts';
-import { ShmLaneNote } from './Workers.tsx';
+import { useWorkers } from '../stores/workers.ts';
+import { ResetLaneButton, ShmLaneNote } from '../components/ShmLane.tsx';
 
 function Checklist({ url }: { url: string }) {
   const d = useDoctor((s) => s.diagnoses[url]);
@@ -57,9 +58,9 @@ function Checklist({ url }: { url: string }) {
               </li>
             ))}
           </ol>
-          <div className={`verdict ${d.result.verdict.shmEnabled ? 'verdict-shm' : 'verdict-inline'}`} data-testid="diagnose-verdict">
+          <div className={`verdict verdict-${d.result.verdict.outcome === 'shm' ? 'shm' : d.result.verdict.outcome === 'shm_then_inline' ? 'warn' : 'inline'}`} data-testid="diagnose-verdict" data-outcome={d.result.verdict.outcome}>
             <div>
-              <span className="verdict-label">Next request</span> {d.result.verdict.shmEnabled ? <Badge tone="ok">SHM</Badge> : <Badge tone="neutral">inline</Badge>} <code>{d.result.verdict.reason}</code>
+              <span className="verdict-label">Next request</span> <VerdictBadge decision={d.result.verdict} threshold={worker?.resolution.multimodal_shm_min_bytes.value ?? 0} /> <code>{d.result.verdict.reason}</code>
             </div>
             <div>{d.result.verdict.explanation}</div>
             {d.result.verdict.advice && <div className="remedy"><span className="remedy-label">What to do:</span> <Prose text={d.result.verdict.advice} /></div>}
@@ -70,31 +71,13 @@ function Checklist({ url }: { url: string }) {
   );
 }
 
-/** The Reset button of the shm_lane step: workers.resetShmLane, then the checklist again. */
+/** The reset of the shm_lane step: workers.resetShmLane (refused while checks fail), then the checklist again. */
 function ResetLane({ url, stillBroken }: { url: string; stillBroken: boolean }) {
   const diagnose = useDoctor((s) => s.diagnose);
-  const [state, setState] = useState<{ kind: 'idle' | 'resetting' | 'done' } | { kind: 'failed'; error: string }>({ kind: 'idle' });
   return (
     <div className="step-action">
-      <button
-        type="button"
-        className="btn btn-small btn-primary"
-        disabled={state.kind === 'resetting'}
-        onClick={async () => {
-          setState({ kind: 'resetting' });
-          try {
-            await resetShmLane(url);
-            setState({ kind: 'done' });
-            await diagnose(url);
-          } catch (err) {
-            setState({ kind: 'failed', error: describeError(err) });
-          }
-        }}
-      >
-        {state.kind === 'resetting' ? 'Resetting…' : 'Reset the SHM lane'}
-      </button>
-      {state.kind === 'failed' && <span className="field-error">Reset failed: {state.error}</span>}
-      {!stillBroken && state.kind === 'idle' && <span className="muted small">the Workers table shows it cleared meanwhile; check again</span>}
+      <ResetLaneButton url={url} primary onReset={() => void diagnose(url)} />
+      {!stillBroken && <span className="muted small">the Workers table shows it cleared meanwhile; check again</span>}
     </div>
   );
 }
@@ -160,7 +143,7 @@ function TestTensor({ url }: { url: string }) {
               </tr>
             </thead>
             {splitAttempts(t.result.events).map((attempt, n, all) => {
-              const retryDetail = all.length > 1 && !attempt.superseded ? attempt.events.find((e) => e.reason === 'auto_worker_read_failed')?.detail : undefined;
+              const retryDetail = all.length > 1 && !attempt.superseded ? attempt.events.find((e) => e.attempt !== undefined)?.detail : undefined;
               return (
                 <tbody key={n} data-attempt={attempt.superseded ? 'unread' : 'final'}>
                   {all.length > 1 && (
@@ -204,6 +187,34 @@ function TestTensor({ url }: { url: string }) {
   );
 }
 
+/** Draw each point's middle half (25th to 75th percentile) as a vertical bar in its series' colour. */
+function spreadBars(points: CalibrationResult['points']) {
+  return (u: uPlot) => {
+    const ctx = u.ctx;
+    ctx.save();
+    ctx.lineWidth = 2 * devicePixelRatio;
+    for (const [key, color, dx] of [['inlineSpread', '--c-inline', -3], ['shmSpread', '--c-shm', 3]] as const) {
+      ctx.strokeStyle = cssVar(color);
+      for (const pt of points) {
+        const [lo, hi] = pt[key];
+        if (!(lo > 0 && hi > 0)) continue;
+        const x = u.valToPos(pt.nbytes, 'x', true) + dx * devicePixelRatio;
+        const y0 = u.valToPos(lo, 'y', true);
+        const y1 = u.valToPos(hi, 'y', true);
+        ctx.beginPath();
+        ctx.moveTo(x, y0);
+        ctx.lineTo(x, y1);
+        ctx.moveTo(x - 3 * devicePixelRatio, y0);
+        ctx.lineTo(x + 3 * devicePixelRatio, y0);
+        ctx.moveTo(x - 3 * devicePixelRatio, y1);
+        ctx.lineTo(x + 3 * devicePixelRatio, y1);
+        ctx.stroke();
+      }
+    }
+    ctx.restore();
+  };
+}
+
 function CalibrationChart({ result }: { result: CalibrationResult }) {
   const data = useMemo<uPlot.AlignedData>(() => [result.points.map((p) => p.nbytes), result.points.map((p) => p.inlineMs), result.points.map((p) => p.shmMs)], [result]);
   const crossover = result.crossoverBytes;
@@ -212,15 +223,20 @@ function CalibrationChart({ result }: { result: CalibrationResult }) {
       width,
       height: 220,
       cursor: { drag: { x: false, y: false } },
-      scales: { x: { time: false, distr: 3, log: 2, range: (_u, min, max) => [min / 1.6, max * 1.6] }, y: { distr: 3, log: 10 } },
+      scales: {
+        x: { time: false, distr: 3, log: 2, range: (_u, min, max) => [min / 1.6, max * 1.6] },
+        // The bars' ends too, not only the medians.
+        y: { distr: 3, log: 10, range: () => [Math.min(...result.points.flatMap((p) => [p.inlineSpread[0], p.shmSpread[0]]).filter((v) => v > 0)) / 1.3, Math.max(...result.points.flatMap((p) => [p.inlineSpread[1], p.shmSpread[1]])) * 1.3] },
+      },
       axes: [themedAxis({ splits: (_u, _i, min, max) => Array.from({ length: 40 }, (_, k) => 4 ** k).filter((v) => v >= min && v <= max), values: (_u, vals) => vals.map((v) => formatBytes(v).replace('.00', '').replace('.0 ', ' ')) }), themedAxis({ size: 64, values: (_u, vals) => vals.map((v) => formatMs(v)) })],
       series: [
         { label: 'tensor', value: (_u, v) => (v === null ? '–' : formatBytes(v)) },
-        { label: 'inline', stroke: cssVar('--c-inline'), width: 2, points: { show: true, size: 6 }, value: (_u, v) => (v === null ? '–' : formatMs(v)) },
-        { label: 'SHM', stroke: cssVar('--c-shm'), width: 2, points: { show: true, size: 6 }, value: (_u, v) => (v === null ? '–' : formatMs(v)) },
+        { label: 'inline (median)', stroke: cssVar('--c-inline'), width: 2, points: { show: true, size: 6 }, value: (_u, v) => (v === null ? '–' : formatMs(v)) },
+        { label: 'SHM (median)', stroke: cssVar('--c-shm'), width: 2, points: { show: true, size: 6 }, value: (_u, v) => (v === null ? '–' : formatMs(v)) },
       ],
       hooks: {
         draw: [
+          spreadBars(result.points),
           (u) => {
             if (crossover === null) return;
             const x = u.valToPos(crossover, 'x', true);
@@ -245,20 +261,36 @@ function CalibrationChart({ result }: { result: CalibrationResult }) {
         ],
       },
     }),
-    [crossover],
+    [crossover, result],
   );
-  return <UChart options={options} data={data} height={220} label={`Inline and SHM latency by tensor size${crossover !== null ? `, crossover at ${formatBytes(crossover)}` : ''}`} />;
+  return <UChart options={options} data={data} height={220} label={`Inline and SHM latency by tensor size, medians with the middle half of the samples as bars${crossover !== null ? `, crossover at ${formatBytes(crossover)}` : ', no clear crossover'}`} />;
+}
+
+const WINNER_WORDS = { shm: 'SHM', inline: 'inline', tie: 'within the noise' } as const;
+
+function Spread({ median, spread }: { median: number; spread: readonly [number, number] }) {
+  return (
+    <>
+      {formatMs(median)} <span className="muted small nowrap">({formatMs(spread[0])}–{formatMs(spread[1])})</span>
+    </>
+  );
 }
 
 function Calibrate({ url }: { url: string }) {
   const id = useId();
   const c = useDoctor((s) => s.calibrations[url]);
   const calibrate = useDoctor((s) => s.calibrate);
+  const plan = useDoctor((s) => s.plans[url]);
+  const loadPlan = useDoctor((s) => s.loadPlan);
   const edit = useConfig((s) => s.edit);
   const navigate = useUi((s) => s.navigate);
-  const [samples, setSamples] = useState(() => String(c?.result?.samplesPerPoint ?? 3));
-  const n = Number(samples);
-  const bad = !Number.isInteger(n) || n < 1 || n > 20;
+  useEffect(() => {
+    void loadPlan(url);
+  }, [url, loadPlan]);
+  const [samples, setSamples] = useState<string | null>(null);
+  const shown = samples ?? String(c?.result?.samplesPerPoint ?? plan?.defaultSamples ?? '');
+  const n = Number(shown);
+  const bad = !Number.isInteger(n) || n < 1 || n > MAX_CALIBRATION_SAMPLES;
   const p = c?.progress;
   const pct = p && p.total ? Math.round((p.done / p.total) * 100) : 0;
   const r = c?.result;
@@ -268,10 +300,17 @@ function Calibrate({ url }: { url: string }) {
     useUi.getState().toast({ kind: 'info', title: 'Threshold added to the draft', body: `multimodal_shm_min_bytes = ${r.recommendedMinBytes.toLocaleString('en-US')} B for ${url}. Review and apply it from the bar above.` });
     navigate('precedence', { worker: url });
   };
+  const sizes = plan?.sizes ?? [];
   return (
     <Panel title="Calibrate the threshold" id="calibrate">
-      <p className="muted">
-        Measures inline and SHM latency for encoder tensors from 16 KiB to 32 MiB on this box, interleaved, and finds where SHM starts to win. The gateway ships a fixed 64 KiB.
+      <p className="muted" data-testid="calibration-plan">
+        {sizes.length > 0 ? (
+          <>
+            Measures inline and SHM latency, interleaved, for {sizes.length} encoder tensor sizes from <span className="num">{formatBytes(sizes[0]!.nbytes)}</span> to <span className="num">{formatBytes(sizes.at(-1)!.nbytes)}</span> ({plan!.dtype}, this worker's wire dtype) on this box, and finds where SHM starts to win by more than the noise. The gateway ships a fixed 64 KiB.
+          </>
+        ) : (
+          plan === undefined ? 'Reading the sizes this worker would be measured at…' : 'Measures inline and SHM latency by tensor size on this box and finds where SHM starts to win by more than the noise.'
+        )}
       </p>
       <form
         className="form-row"
@@ -282,13 +321,14 @@ function Calibrate({ url }: { url: string }) {
       >
         <div className="field">
           <label htmlFor={`${id}-s`}>Samples per size</label>
-          <input id={`${id}-s`} className="input num input-small" type="number" min={1} max={20} value={samples} onChange={(e) => setSamples(e.target.value)} />
+          <input id={`${id}-s`} className="input num input-small" type="number" min={1} max={MAX_CALIBRATION_SAMPLES} value={shown} onChange={(e) => setSamples(e.target.value)} />
         </div>
         <div className="field form-submit">
           <button type="submit" className="btn btn-primary" disabled={bad || c?.running}>
             {c?.running ? 'Calibrating…' : r ? 'Calibrate again' : 'Calibrate'}
           </button>
         </div>
+        {plan && <div className="field form-note muted small">{plan.defaultSamples} by default: fewer give a noisier answer, and with fewer than {plan.minSamplesForWinner} no size can be told apart from the noise.</div>}
       </form>
       {(c?.running || (p && !r)) && (
         <div className="progress-wrap">
@@ -305,16 +345,18 @@ function Calibrate({ url }: { url: string }) {
           <div className="calib-summary">
             <div>
               <div className="stat-label">Crossover</div>
-              <div className="stat-value num">{r.crossoverBytes === null ? 'none measured' : formatBytes(r.crossoverBytes)}</div>
+              <div className="stat-value num" data-testid="crossover">{r.crossoverBytes === null ? 'no clear crossover' : formatBytes(r.crossoverBytes)}</div>
             </div>
             <div>
               <div className="stat-label">Recommended threshold</div>
-              <div className="stat-value num" data-testid="recommended">{r.recommendedMinBytes === null ? '—' : `${formatBytes(r.recommendedMinBytes)}`}</div>
+              <div className="stat-value num" data-testid="recommended">{r.recommendedMinBytes === null ? 'none' : `${formatBytes(r.recommendedMinBytes)}`}</div>
               {r.recommendedMinBytes !== null && <div className="small muted num">{r.recommendedMinBytes.toLocaleString('en-US')} bytes</div>}
             </div>
             <div>
               <div className="stat-label">Measured</div>
-              <div className="small">{r.runtime}, {r.dtype}, {r.samplesPerPoint} sample{r.samplesPerPoint === 1 ? '' : 's'} per size</div>
+              <div className="small">
+                {r.runtime}, {r.dtype}, {r.points.length} sizes from <span className="num">{formatBytes(r.points[0]!.nbytes)}</span> to <span className="num">{formatBytes(r.points.at(-1)!.nbytes)}</span>, {r.samplesPerPoint} sample{r.samplesPerPoint === 1 ? '' : 's'} per size and path
+              </div>
             </div>
             <div className="calib-action">
               <button type="button" className="btn btn-primary" disabled={r.recommendedMinBytes === null} onClick={useRecommended}>
@@ -322,29 +364,32 @@ function Calibrate({ url }: { url: string }) {
               </button>
             </div>
           </div>
-          <p className="small">{r.note}</p>
-          <table className="table compact fit">
-            <thead>
-              <tr>
-                <th scope="col" className="r">Tensor</th>
-                <th scope="col" className="r">Image</th>
-                <th scope="col" className="r">Inline (median)</th>
-                <th scope="col" className="r">SHM (median)</th>
-                <th scope="col">Faster</th>
-              </tr>
-            </thead>
-            <tbody>
-              {r.points.map((pt) => (
-                <tr key={pt.nbytes}>
-                  <td className="r num">{formatBytes(pt.nbytes)}</td>
-                  <td className="r num">{pt.width}×{pt.height}</td>
-                  <td className="r num">{formatMs(pt.inlineMs)}</td>
-                  <td className="r num">{formatMs(pt.shmMs)}</td>
-                  <td>{pt.shmMs < pt.inlineMs ? <PathTag path="shm" /> : <PathTag path="inline" />}</td>
+          <p className="small" data-testid="calibration-note">{r.note}</p>
+          <div className="table-scroll" tabIndex={0} role="region" aria-label="Calibration points (scrollable)">
+            <table className="table compact fit">
+              <caption className="sr-only">Median time of each path by tensor size, with the middle half of the samples</caption>
+              <thead>
+                <tr>
+                  <th scope="col" className="r">Tensor</th>
+                  <th scope="col" className="r">Image</th>
+                  <th scope="col" className="r">Inline, median (middle half)</th>
+                  <th scope="col" className="r">SHM, median (middle half)</th>
+                  <th scope="col">Faster</th>
                 </tr>
-              ))}
-            </tbody>
-          </table>
+              </thead>
+              <tbody>
+                {r.points.map((pt) => (
+                  <tr key={pt.nbytes} data-winner={pt.winner}>
+                    <td className="r num">{formatBytes(pt.nbytes)}</td>
+                    <td className="r num">{pt.width}×{pt.height}</td>
+                    <td className="r num"><Spread median={pt.inlineMs} spread={pt.inlineSpread} /></td>
+                    <td className="r num"><Spread median={pt.shmMs} spread={pt.shmSpread} /></td>
+                    <td title={`SHM faster in ${Math.round(pt.shmFasterShare * 100)}% of sample pairs`}>{pt.winner === 'tie' ? <span className="muted">{WINNER_WORDS.tie}</span> : <PathTag path={pt.winner} />}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
         </div>
       )}
     </Panel>
@@ -380,7 +425,7 @@ export function DoctorScreen({ worker }: { worker: string | undefined }) {
         <>
           {w.shmLane && !laneInChecklist && <ShmLaneNote url={w.url} lane={w.shmLane} advice={w.decision.advice} onReset={() => void useDoctor.getState().diagnose(w.url)} />}
           <p className="muted">
-            {w.runtime ?? w.spec.runtime} · {w.health} · mode <span className="mono">{w.resolution.multimodal_tensor_transport.value}</span> · threshold <span className="num">{formatBytes(w.resolution.multimodal_shm_min_bytes.value)}</span> · next request {w.decision.shmEnabled ? 'SHM' : 'inline'} (<code>{w.decision.reason}</code>)
+            {w.runtime ?? w.spec.runtime} · {w.health} · mode <span className="mono">{w.resolution.multimodal_tensor_transport.value}</span> · threshold <span className="num">{formatBytes(w.resolution.multimodal_shm_min_bytes.value)}</span> · next request <VerdictBadge decision={w.decision} threshold={w.resolution.multimodal_shm_min_bytes.value} /> {REASON_WORDS[w.decision.reason]}
           </p>
           <div className="grid grid-2">
             <Checklist url={url} />

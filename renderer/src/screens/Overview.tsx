@@ -1,11 +1,15 @@
 // Overview: is this box ready to move tensors through /dev/shm, who serves, what flows now,
 // and what needs the operator's attention (each warning with its remedy).
-import { useMemo } from 'react';
+import { useEffect, useMemo } from 'react';
+import type { Overview } from '../../../core/admin/contract.ts';
+import { VerdictBadge } from '../components/Verdict.tsx';
 import { DiffList } from '../components/DiffList.tsx';
 import { Sparkline } from '../components/Sparkline.tsx';
 import { Badge, Bytes, CopyButton, Empty, ErrorNote, Panel, Prose, Rate, ScreenHeader, Stat } from '../components/ui.tsx';
 import { formatBytes, formatCountRate, formatInt } from '../lib/format.ts';
-import { perSecondSeries } from '../lib/series.ts';
+import { perSecondSeries, recentRate } from '../lib/series.ts';
+import { useNowSecond } from '../lib/useNow.ts';
+import { HEALTH_TONE } from '../lib/vocab.ts';
 import { warningTone, warningWord } from '../lib/vocab.ts';
 import { client } from '../stores/client.ts';
 import { useConfig } from '../stores/config.ts';
@@ -100,14 +104,91 @@ export function DriftPanel() {
   );
 }
 
+/** Every worker's verdict for its next request, with the reason in words (the backend's decision, as Workers and Precedence show it). */
+function NextRequests({ verdicts }: { verdicts: Overview['verdicts'] }) {
+  return (
+    <Panel title="Next request, per worker" id="verdicts" actions={<a className="btn btn-small" href={routeHref('workers')}>Open workers</a>}>
+      {verdicts.length === 0 ? (
+        <Empty title="No workers configured">Add one on the Workers screen.</Empty>
+      ) : (
+        <div className="table-scroll" tabIndex={0} role="region" aria-label="Next request per worker (scrollable)">
+          <table className="table verdicts" data-testid="verdicts">
+            <thead>
+              <tr>
+                <th scope="col">Worker</th>
+                <th scope="col">Health</th>
+                <th scope="col">Its next request</th>
+                <th scope="col">Why</th>
+              </tr>
+            </thead>
+            <tbody>
+              {verdicts.map((v) => (
+                <tr key={v.url} data-worker={v.url} data-outcome={v.decision.outcome} data-reason={v.decision.reason}>
+                  <td>
+                    <div className="mono" title={v.url}>{v.url.replace(/^grpc:\/\//, '')}</div>
+                    <div className="muted small">mode {v.mode}{v.embedded ? ' · embedded reference worker' : ''}</div>
+                  </td>
+                  <td><Badge tone={HEALTH_TONE[v.health]}>{v.health}</Badge></td>
+                  <td><VerdictBadge decision={v.decision} threshold={v.minBytes} compact /></td>
+                  <td className="small">
+                    {v.decision.explanation}
+                    {v.decision.outcome !== 'shm' && v.decision.advice && (
+                      <div className="remedy">
+                        <span className="remedy-label">What to do:</span> <Prose text={v.decision.advice} />
+                      </div>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </Panel>
+  );
+}
+
+/** Whether a restart with the start flags runs what runs now: the file and the flags, computed by the backend. */
+function SyncState({ config }: { config: Overview['config'] }) {
+  if (config.drifted) return <Badge tone="warn">changed on disk</Badge>;
+  if (config.restartChanges === null) return <Badge tone="bad">not a valid configuration</Badge>;
+  if (config.restartChanges.length > 0) {
+    return (
+      <span data-testid="sync-state">
+        <Badge tone="warn">a restart changes {config.restartChanges.length} setting{config.restartChanges.length === 1 ? '' : 's'}</Badge>{' '}
+        <span className="small">{config.restartChanges.map((d) => `${d.path}: ${JSON.stringify(d.before)} now, ${JSON.stringify(d.after)} after a restart`).join('; ')}</span>
+      </span>
+    );
+  }
+  return (
+    <span data-testid="sync-state">
+      <Badge tone="ok">in sync</Badge> <span className="muted small">a restart with the same flags runs this configuration</span>
+    </span>
+  );
+}
+
+/** Older than this, the overview on screen is not taken as the current state (the stream sends about every second). */
+const STALE_MS = 2500;
+
 export function OverviewScreen() {
   const data = useOverview((s) => s.data);
   const error = useOverview((s) => s.error);
+  const loadedAt = useOverview((s) => s.loadedAt);
   const seconds = useTraffic((s) => s.seconds);
-  const series = useMemo(() => perSecondSeries(seconds, 60), [seconds]);
+  const now = useNowSecond();
+  const series = useMemo(() => perSecondSeries(seconds, 60, now), [seconds, now]);
+  // Fetch at once when what is held is old (the stream keeps it fresh while connected).
+  useEffect(() => {
+    if (!loadedAt || Date.now() - loadedAt > STALE_MS) void useOverview.getState().load();
+  }, [loadedAt]);
 
   if (!data) return <>{error ? <ErrorNote>{error}</ErrorNote> : <p className="muted">Loading…</p>}</>;
-  const { host, files, router, workers, rates, warnings } = data;
+  const fresh = loadedAt !== null && now * 1000 - loadedAt < STALE_MS + 1000;
+  const { host, files, router, workers, warnings } = data;
+  const rates = {
+    tensorsPerSecond: { inline: recentRate(series.tensors.inline), shm: recentRate(series.tensors.shm), remote: recentRate(series.tensors.remote) },
+    bytesPerSecond: { inline: recentRate(series.bytes.inline), shm: recentRate(series.bytes.shm), remote: recentRate(series.bytes.remote) },
+  };
   const usedShare = host.shmTotalBytes && host.shmFreeBytes !== null ? 1 - host.shmFreeBytes / host.shmTotalBytes : null;
 
   return (
@@ -116,9 +197,11 @@ export function OverviewScreen() {
       {error && <ErrorNote>Refresh failed: {error}</ErrorNote>}
 
       <Panel title={`Warnings (${warnings.length})`} id="warnings" className={warnings.length ? 'panel-warn' : ''}>
-        {warnings.length === 0 ? (
+        {warnings.length === 0 && !fresh ? (
+          <p className="muted" aria-live="polite">Checking… (the last overview is {loadedAt ? `${Math.round((Date.now() - loadedAt) / 1000)} s` : 'too'} old)</p>
+        ) : warnings.length === 0 ? (
           <p className="okline">
-            <Badge tone="ok">All clear</Badge> no deprecated or invalid environment values, orphan files, unhealthy workers or file drift.
+            <Badge tone="ok">All clear</Badge> no deprecated or invalid environment values, orphan files, unhealthy workers, broken SHM lanes, settings a restart would lose or file drift.
           </p>
         ) : (
           <ul className="warnings">
@@ -138,6 +221,8 @@ export function OverviewScreen() {
       </Panel>
 
       <DriftPanel />
+
+      <NextRequests verdicts={data.verdicts} />
 
       <div className="grid grid-3">
         <Panel title="Host /dev/shm" id="host">
@@ -189,7 +274,7 @@ export function OverviewScreen() {
         </Panel>
       </div>
 
-      <Panel title="Live traffic (last 5 s average; trend over 60 s)" id="rates" actions={<a className="btn btn-small" href={routeHref('traffic')}>Open traffic</a>}>
+      <Panel title="Live traffic (last 5 s average; trend over 60 s; all sources)" id="rates" actions={<a className="btn btn-small" href={routeHref('traffic')}>Open traffic</a>}>
         <table className="table rates">
           <thead>
             <tr>
@@ -228,7 +313,7 @@ export function OverviewScreen() {
           <div>
             <dt>File</dt>
             <dd>
-              <code>{data.config.file ?? 'none (in memory only)'}</code> {data.config.drifted ? <Badge tone="warn">changed on disk</Badge> : <Badge tone="ok">in sync</Badge>}
+              <code>{data.config.file ?? 'none (in memory only)'}</code> <SyncState config={data.config} />
             </dd>
           </div>
           <div>

@@ -6,17 +6,17 @@
 // the SHM decision chain for the worker's next request: mode → /dev/shm writable → token
 // match → per-tensor size against the threshold → verdict and reason (docs/transport.md).
 import { useId, useMemo, useState } from 'react';
-import { describeReason, type TensorEvent } from '../../../core/admin/contract.ts';
+import type { TensorEvent } from '../../../core/admin/contract.ts';
+import { VerdictBadge } from '../components/Verdict.tsx';
 import { Badge, Breakable, Empty, Panel, Prose, ScreenHeader } from '../components/ui.tsx';
 import { patchWorker, setRouterField } from '../lib/draft.ts';
 import { formatBytes, parseByteInput } from '../lib/format.ts';
-import { KNOB_LABEL, LAYER_LABEL, TRANSPORT_MODES, type Mode } from '../lib/vocab.ts';
+import { KNOB_LABEL, LAYER_LABEL, TOKEN_WORDS, TRANSPORT_MODES, type Mode } from '../lib/vocab.ts';
 import { useConfig, type Resolution } from '../stores/config.ts';
 import { useOverview } from '../stores/overview.ts';
 import { useTraffic } from '../stores/traffic.ts';
 import { useUi } from '../stores/ui.ts';
 import { useWorkers } from '../stores/workers.ts';
-import { TOKEN_WORDS } from './Workers.tsx';
 
 type Knob = 'multimodal_tensor_transport' | 'multimodal_shm_min_bytes';
 
@@ -126,14 +126,20 @@ function ThresholdQuickEdit({ label, value, onChange }: { label: string; value: 
   );
 }
 
-type StepState = 'pass' | 'fail' | 'skip';
+type StepState = 'pass' | 'fail' | 'skip' | 'warn';
+const STEP_BADGE: Record<StepState, { tone: 'ok' | 'bad' | 'neutral' | 'warn'; word: string }> = {
+  pass: { tone: 'ok', word: 'pass' },
+  fail: { tone: 'bad', word: 'stops here' },
+  skip: { tone: 'neutral', word: 'not needed' },
+  warn: { tone: 'warn', word: 'will fail' },
+};
 function Step({ n, title, state, children }: { n: number; title: string; state: StepState; children: React.ReactNode }) {
   return (
-    <li className={`step step-${state}`}>
+    <li className={`step step-${state}`} data-state={state}>
       <span className="step-n" aria-hidden="true">{n}</span>
       <div>
         <div className="step-title">
-          {title} <Badge tone={state === 'pass' ? 'ok' : state === 'fail' ? 'bad' : 'neutral'}>{state === 'pass' ? 'pass' : state === 'fail' ? 'stops here' : 'not needed'}</Badge>
+          {title} <Badge tone={STEP_BADGE[state].tone}>{STEP_BADGE[state].word}</Badge>
         </div>
         <div className="step-detail">{children}</div>
       </div>
@@ -158,7 +164,9 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
 
   const modeStops = mode === 'inline' || mode === 'rdma';
   const writeStops = !modeStops && writable === false;
-  const tokenStep: StepState = modeStops || writeStops ? 'skip' : mode === 'shm' ? 'skip' : r.decision.reason === 'auto_tokens_equal' ? 'pass' : 'fail';
+  // In mode shm the token is not required, but a token that proves another /dev/shm means the attempt will fail.
+  const doomed = r.decision.outcome === 'shm_then_inline';
+  const tokenStep: StepState = modeStops || writeStops ? 'skip' : mode === 'shm' ? (doomed ? 'warn' : 'skip') : r.decision.reason === 'auto_tokens_equal' ? 'pass' : 'fail';
   const enabled = r.decision.shmEnabled;
 
   return (
@@ -170,8 +178,14 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
         <Step n={2} title="/dev/shm writable by the router" state={modeStops ? 'skip' : writable ? 'pass' : 'fail'}>
           {writable === null ? 'unknown' : writable ? `yes (${overview?.host.shmDir})` : `no: ${overview?.host.shmError ?? 'the probe file could not be created'}`}
         </Step>
-        <Step n={3} title="Namespace token matches" state={tokenStep}>
-          {mode === 'shm' ? 'not checked in mode shm: you assert the worker shares /dev/shm.' : worker ? (
+        <Step n={3} title={mode === 'shm' ? 'Namespace token (not required in mode shm)' : 'Namespace token matches'} state={tokenStep}>
+          {mode === 'shm' && doomed ? (
+            <>
+              mode shm does not wait for a match, but this worker advertises another /dev/shm: {worker && <Badge tone={TOKEN_WORDS[worker.tokenMatch].tone}>{TOKEN_WORDS[worker.tokenMatch].word}</Badge>} router <code>{overview?.host.token ?? 'none'}</code>, worker <code>{worker?.token ?? 'none'}</code>. Its read will fail and the request will be sent again inline.
+            </>
+          ) : mode === 'shm' ? (
+            'mode shm does not check it: you assert the worker shares /dev/shm' + (worker?.tokenMatch === 'equal' ? ' (and its token matches).' : worker?.tokenMatch === 'missing' ? ' (it advertises no token, so nothing contradicts you).' : '.')
+          ) : worker ? (
             <>
               <Badge tone={TOKEN_WORDS[worker.tokenMatch].tone}>{TOKEN_WORDS[worker.tokenMatch].word}</Badge> router <code>{overview?.host.token ?? 'none'}</code>, worker <code>{worker.token ?? 'none'}</code>
             </>
@@ -200,11 +214,11 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
           ) : 'not reached: the request goes inline whatever the size.'}
         </Step>
       </ol>
-      <div className={`verdict ${enabled ? 'verdict-shm' : 'verdict-inline'}`} data-testid="verdict">
+      <div className={`verdict verdict-${r.decision.outcome === 'shm' ? 'shm' : r.decision.outcome === 'shm_then_inline' ? 'warn' : 'inline'}`} data-testid="verdict" data-outcome={r.decision.outcome}>
         <div>
-          <span className="verdict-label">Verdict</span> {enabled ? <Badge tone="ok">SHM for tensors ≥ {formatBytes(threshold)}</Badge> : <Badge tone="neutral">inline</Badge>} <code>{r.decision.reason}</code>
+          <span className="verdict-label">Verdict</span> <VerdictBadge decision={r.decision} threshold={threshold} /> <code>{r.decision.reason}</code>
         </div>
-        <div>{r.decision.explanation ?? describeReason(r.decision.reason)}</div>
+        <div>{r.decision.explanation}</div>
         {r.decision.advice && <div className="remedy"><span className="remedy-label">What to do:</span> <Prose text={r.decision.advice} /></div>}
       </div>
     </Panel>

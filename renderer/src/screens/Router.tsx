@@ -33,6 +33,17 @@ function inheritedValue(view: ConfigView, knob: keyof typeof TRANSPORT_KNOBS): {
   return { value: String(d), from: 'built-in default' };
 }
 
+/** A setting a flag gave at start: a change is written to the file, but a restart with that flag sets it again. */
+function StartFlagNote({ view, setting }: { view: ConfigView; setting: string }) {
+  const flag = view.startFlags.find((f) => f.key === setting);
+  if (!flag) return null;
+  return (
+    <p className="note note-info small" data-testid={`start-flag-${setting}`}>
+      The router was started with <code className="nowrap">{flag.flag}</code>. A change here is applied now and written to the file, but a restart with that flag sets it again.
+    </p>
+  );
+}
+
 export function ModeChoice({ name, value, onChange, inherit, legend }: { name: string; value: Mode | undefined; onChange: (m: Mode | undefined) => void; inherit: string; legend: string }) {
   const id = useId();
   return (
@@ -113,6 +124,7 @@ export function RouterScreen() {
             inherit={`not set here: ${inhMode.value} from ${inhMode.from}`}
             onChange={(m) => edit((d) => setRouterField(d, 'multimodal_tensor_transport', m))}
           />
+          <StartFlagNote view={view} setting="multimodal_tensor_transport" />
         </Panel>
         <Panel title="SHM threshold" id="threshold" actions={<Origin unset="nowhere: inherits" origin={cfg.multimodal_shm_min_bytes === view.config.multimodal_shm_min_bytes ? view.origins.multimodal_shm_min_bytes : 'draft (not applied)'} />}>
           <ThresholdChoice
@@ -122,6 +134,7 @@ export function RouterScreen() {
             onChange={(n) => edit((d) => setRouterField(d, 'multimodal_shm_min_bytes', n))}
           />
           <p className="muted small">A tensor strictly smaller than the threshold stays inline. The gateway ships 64 KiB; Doctor → Calibrate measures this box's crossover.</p>
+          <StartFlagNote view={view} setting="multimodal_shm_min_bytes" />
         </Panel>
       </div>
 

@@ -8,7 +8,10 @@ import { useVirtualizer } from '@tanstack/react-virtual';
 import { memo, useCallback, useMemo, useRef, useState } from 'react';
 import type uPlot from 'uplot';
 import uPlotLib from 'uplot';
-import { describeReason, TENSOR_PATHS, type TensorEvent } from '../../../core/admin/contract.ts';
+import { describeReason, REASON_WORDS, TENSOR_PATHS, type TensorEvent } from '../../../core/admin/contract.ts';
+import { VerdictBadge } from '../components/Verdict.tsx';
+import { retriedRequests } from '../lib/attempts.ts';
+import { useOverview } from '../stores/overview.ts';
 import { cssVar, themedAxis, UChart } from '../components/Chart.tsx';
 import { Badge, Panel, ScreenHeader } from '../components/ui.tsx';
 import { formatBytes, formatClock, formatCountRate, formatInt, formatMicros, formatRate } from '../lib/format.ts';
@@ -81,7 +84,8 @@ function Histogram({ rows, threshold, thresholdLabel }: { rows: readonly TensorE
       cursor: { drag: { x: false, y: false } },
       legend: { live: true },
       scales: { x: { time: false, range: [-0.5, 26.5] }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.15)] } },
-      axes: [themedAxis({ values: (_u, vals) => vals.map((v) => (Number.isInteger(v) && v % 2 === 0 ? formatBytes(2 ** v).replace('.00', '') : '')), splits: () => Array.from({ length: 14 }, (_, i) => i * 2) }), themedAxis({ size: 50 })],
+      // A label every second power of two where there is room, every fourth on a narrow chart.
+      axes: [themedAxis({ values: (_u, vals) => vals.map((v) => (Number.isInteger(v) ? formatBytes(2 ** v).replace('.00', '').replace('.0 ', ' ') : '')), splits: () => { const step = width < 760 ? 4 : 2; return Array.from({ length: Math.floor(26 / step) + 1 }, (_, i) => i * step); } }), themedAxis({ size: 50 })],
       series: [
         { label: 'size', value: (_u, v) => (v === null ? '–' : `${formatBytes(2 ** v)}–${formatBytes(2 ** (v + 1))}`) },
         { label: 'inline', fill: cssVar('--c-inline'), stroke: cssVar('--c-inline'), paths: bars({ size: [0.42, 40], align: -1 }), points: { show: false } },
@@ -121,7 +125,7 @@ function Histogram({ rows, threshold, thresholdLabel }: { rows: readonly TensorE
   const chartData = useMemo<uPlot.AlignedData>(() => [h.edges.map((_, i) => i), h.inline, h.shm], [h, candidate, threshold]);
 
   return (
-    <Panel title="Recent tensor sizes" id="histogram" actions={<span className="muted small">{formatInt(rows.length)} tensors shown in the table's scope · bucket {'='} power of two</span>}>
+    <Panel title="Recent tensor sizes" id="histogram" actions={<span className="muted small" data-testid="histogram-count">{formatInt(rows.length)} tensors: the table's rows · bucket {'='} power of two</span>}>
       <UChart options={options} data={chartData} height={190} label={`Histogram of recent tensor sizes by path, with the threshold ${formatBytes(threshold)} marked`} />
       <div className="whatif">
         <div className="field">
@@ -148,30 +152,73 @@ function Histogram({ rows, threshold, thresholdLabel }: { rows: readonly TensorE
   );
 }
 
-const COLUMNS = ['Time', 'Rev', 'Request', 'Worker', 'Tensor', 'Shape', 'Dtype', 'Size', 'Path', 'Reason', 'Write'];
+/** The table's columns; `secondary` ones leave the row (for the details below the table) when the table is narrow. */
+const COLUMNS: ReadonlyArray<{ name: string; right?: boolean; secondary?: boolean }> = [
+  { name: 'Time' },
+  { name: 'Rev', right: true, secondary: true },
+  { name: 'Request' },
+  { name: 'Worker' },
+  { name: 'Tensor' },
+  { name: 'Shape', secondary: true },
+  { name: 'Dtype', secondary: true },
+  { name: 'Size', right: true },
+  { name: 'Path' },
+  { name: 'Reason' },
+  { name: 'Write', right: true, secondary: true },
+];
 
-const Row = memo(function Row({ e, index, start }: { e: TensorEvent; index: number; start: number }) {
+const eventKey = (e: TensorEvent) => `${e.requestId}|${e.tensor}|${e.time}|${e.attempt ?? 1}`;
+
+/** Which sending of its request a row is: attempt 2 is the inline retry; attempt 1 of a retried request was written but not read. */
+function attemptOf(e: TensorEvent, retried: ReadonlyMap<string, string>): { n: 1 | 2; of: 1 | 2 } {
+  if (e.attempt !== undefined && e.attempt > 1) return { n: 2, of: 2 };
+  return retried.has(e.requestId) ? { n: 1, of: 2 } : { n: 1, of: 1 };
+}
+
+function ReasonCell({ e, attempt }: { e: TensorEvent; attempt: { n: 1 | 2; of: 1 | 2 } }) {
+  const words = attempt.of === 2 && attempt.n === 1 ? 'written, not read: sent again' : REASON_WORDS[e.reason];
+  const title = `${e.reason}: ${describeReason(e.reason)}${e.detail ? ` (${e.detail})` : ''}`;
   return (
-    <div role="row" aria-rowindex={index + 2} className={`trow ${e.source === 'console' ? 'trow-console' : ''}`} style={{ transform: `translateY(${start}px)` }}>
-      <span role="cell" className="num">{formatClock(e.time)}</span>
-      <span role="cell" className="r num">{e.revision}</span>
+    <span role="cell" className={`ellipsis ${FALLBACK_REASONS.has(e.reason) || attempt.of === 2 ? 'reason-fallback' : ''}`} title={title}>
+      {attempt.of === 2 && <span className="tag-attempt" data-attempt={attempt.n}>attempt {attempt.n}/2</span>}
+      {words}
+      {attempt.n === 2 && e.detail && <span className="muted"> · {e.detail}</span>}
+    </span>
+  );
+}
+
+const Row = memo(function Row({ e, index, start, attempt, selected, onSelect }: { e: TensorEvent; index: number; start: number; attempt: { n: 1 | 2; of: 1 | 2 }; selected: boolean; onSelect: (e: TensorEvent) => void }) {
+  return (
+    <div
+      role="row"
+      aria-rowindex={index + 2}
+      aria-selected={selected}
+      className={`trow ${e.source === 'console' ? 'trow-console' : ''} ${selected ? 'trow-selected' : ''}`}
+      style={{ transform: `translateY(${start}px)` }}
+      onClick={() => onSelect(e)}
+      data-attempt={attempt.of === 2 ? attempt.n : undefined}
+    >
+      <span role="cell" className="num">
+        <button type="button" className="linklike num" onClick={(ev) => { ev.stopPropagation(); onSelect(e); }} aria-label={`Details of ${e.tensor} of ${e.requestId} at ${formatClock(e.time)}`}>{formatClock(e.time)}</button>
+      </span>
+      <span role="cell" className="r num col-secondary">{e.revision}</span>
       <span role="cell" className="mono ellipsis" title={e.requestId}>
         {e.source === 'console' && <span className="tag-console">console</span>}
         {e.requestId}
       </span>
       <span role="cell" className="mono ellipsis" title={e.worker}>{e.worker.replace(/^grpc:\/\//, '')}</span>
-      <span role="cell" className="mono ellipsis">{e.tensor}</span>
-      <span role="cell" className="mono ellipsis">[{e.shape.join(',')}]</span>
-      <span role="cell" className="mono">{e.dtype}</span>
+      <span role="cell" className="mono ellipsis" title={e.tensor}>{e.tensor}</span>
+      <span role="cell" className="mono ellipsis col-secondary">[{e.shape.join(',')}]</span>
+      <span role="cell" className="mono col-secondary">{e.dtype}</span>
       <span role="cell" className="r num">{formatBytes(e.nbytes)}</span>
       <span role="cell" data-path={e.path}><span className={`path path-${e.path}`}>{e.path === 'shm' ? 'SHM' : e.path}</span></span>
-      <span role="cell" className={`mono ellipsis ${FALLBACK_REASONS.has(e.reason) ? 'reason-fallback' : ''}`} title={e.detail ? `${describeReason(e.reason)}: ${e.detail}` : describeReason(e.reason)}>{e.reason}</span>
-      <span role="cell" className="r num">{e.path === 'shm' ? formatMicros(e.writeMicros) : '–'}</span>
+      <ReasonCell e={e} attempt={attempt} />
+      <span role="cell" className="r num col-secondary">{e.path === 'shm' ? formatMicros(e.writeMicros) : '–'}</span>
     </div>
   );
 });
 
-function EventTable({ rows, total }: { rows: readonly TensorEvent[]; total: number }) {
+function EventTable({ rows, total, retried, selected, onSelect }: { rows: readonly TensorEvent[]; total: number; retried: ReadonlyMap<string, string>; selected: string | null; onSelect: (e: TensorEvent) => void }) {
   const scroller = useRef<HTMLDivElement>(null);
   const v = useVirtualizer({ count: rows.length, getScrollElement: () => scroller.current, estimateSize: () => ROW_HEIGHT, overscan: 8 });
   return (
@@ -179,9 +226,9 @@ function EventTable({ rows, total }: { rows: readonly TensorEvent[]; total: numb
       <div role="rowgroup" className="thead">
         <div role="row" aria-rowindex={1} className="trow trow-head">
           {COLUMNS.map((c) => (
-            <span key={c} role="columnheader" className={c === 'Rev' || c === 'Size' || c === 'Write' ? 'r' : undefined}>
-              {c}
-              {c === 'Write' && <span className="sr-only"> time (µs)</span>}
+            <span key={c.name} role="columnheader" className={`${c.right ? 'r' : ''} ${c.secondary ? 'col-secondary' : ''}`}>
+              {c.name}
+              {c.name === 'Write' && <span className="sr-only"> time (µs)</span>}
             </span>
           ))}
         </div>
@@ -193,13 +240,61 @@ function EventTable({ rows, total }: { rows: readonly TensorEvent[]; total: numb
           </div>
         ) : (
           <div className="tbody" style={{ height: v.getTotalSize() }}>
-            {v.getVirtualItems().map((item) => (
-              <Row key={item.key} e={rows[item.index]!} index={item.index} start={item.start} />
-            ))}
+            {v.getVirtualItems().map((item) => {
+              const e = rows[item.index]!;
+              return <Row key={item.key} e={e} index={item.index} start={item.start} attempt={attemptOf(e, retried)} selected={selected === eventKey(e)} onSelect={onSelect} />;
+            })}
           </div>
         )}
       </div>
     </div>
+  );
+}
+
+/** Everything one event says, the columns a narrow table leaves out included, and its reason in words. */
+function EventDetails({ e, retried, onClose }: { e: TensorEvent; retried: ReadonlyMap<string, string>; onClose: () => void }) {
+  const attempt = attemptOf(e, retried);
+  return (
+    <div className="event-details" data-testid="event-details" role="region" aria-label="The selected tensor event">
+      <div className="event-details-head">
+        <strong className="mono">{e.tensor}</strong> of <span className="mono">{e.requestId}</span>
+        <button type="button" className="btn btn-small btn-ghost" onClick={onClose}>Close</button>
+      </div>
+      <dl className="kv kv-wide">
+        <div><dt>When</dt><dd className="num">{formatClock(e.time)} · revision {e.revision} · {e.source === 'console' ? "the console's own test traffic" : 'a client of the API'}</dd></div>
+        <div><dt>Worker</dt><dd className="mono">{e.worker} ({e.runtime})</dd></div>
+        <div><dt>Tensor</dt><dd className="mono">[{e.shape.join(', ')}] {e.dtype}, {formatBytes(e.nbytes)} ({e.nbytes.toLocaleString('en-US')} bytes)</dd></div>
+        <div><dt>Went</dt><dd><span className={`path path-${e.path}`}>{e.path === 'shm' ? 'SHM' : e.path}</span>{e.path === 'shm' && <> · written in {formatMicros(e.writeMicros)}</>}</dd></div>
+        <div><dt>Why</dt><dd>{describeReason(e.reason)} <code>{e.reason}</code>{e.detail && <div className="mono small wrap">{e.detail}</div>}</dd></div>
+        {attempt.of === 2 && (
+          <div>
+            <dt>Attempt</dt>
+            <dd>
+              {attempt.n === 1
+                ? `1 of 2: written to /dev/shm, but the worker could not read it (${retried.get(e.requestId) || 'its error is on attempt 2'}); the router sent the request again inline.`
+                : `2 of 2: the same tensor sent again inline, because the worker could not read attempt 1's /dev/shm file${e.detail ? ` (${e.detail})` : ''}.`}
+            </dd>
+          </div>
+        )}
+      </dl>
+    </div>
+  );
+}
+
+/** Each worker's verdict for its next request, in words, from the overview stream. */
+function NextRequestStrip() {
+  const verdicts = useOverview((s) => s.data?.verdicts);
+  if (!verdicts || verdicts.length === 0) return null;
+  return (
+    <Panel title="Next request, per worker" id="traffic-verdicts">
+      <ul className="verdict-strip" data-testid="traffic-verdicts">
+        {verdicts.map((v) => (
+          <li key={v.url} data-worker={v.url} data-outcome={v.decision.outcome}>
+            <span className="mono">{v.url.replace(/^grpc:\/\//, '')}</span> <VerdictBadge decision={v.decision} threshold={v.minBytes} /> <span className="small">{v.decision.explanation}</span>
+          </li>
+        ))}
+      </ul>
+    </Panel>
   );
 }
 
@@ -213,7 +308,11 @@ export function TrafficScreen() {
   const skipped = useTraffic((s) => s.skipped);
   const workers = useWorkers((s) => s.workers);
   const filtered = useMemo(() => filterRows(rows, filters), [rows, filters]);
-  const scoped = useThrottled(useMemo(() => (filters.path === 'all' && !filters.reason && !filters.text ? filtered : filterRows(rows, { ...filters, path: 'all', reason: '', text: '' })), [filtered, rows, filters]), 500);
+  // The histogram counts exactly the table's rows (every filter applies); the reason list counts what the other filters leave.
+  const histogramRows = useThrottled(filtered, 500);
+  const scoped = useThrottled(useMemo(() => (!filters.reason ? filtered : filterRows(rows, { ...filters, reason: '' })), [filtered, rows, filters]), 500);
+  const retried = useMemo(() => retriedRequests(rows), [rows]);
+  const [selected, setSelected] = useState<TensorEvent | null>(null);
   const consoleCount = useThrottled(useMemo(() => rows.reduce((n, e) => n + (e.source === 'console' ? 1 : 0), 0), [rows]), 500);
   const reasons = useMemo(() => {
     const counts = new Map<string, number>();
@@ -241,8 +340,9 @@ export function TrafficScreen() {
           </>
         }
       />
+      <NextRequestStrip />
       <RateCharts />
-      <Histogram rows={scoped} threshold={threshold} thresholdLabel={thresholdLabel} />
+      <Histogram rows={histogramRows} threshold={threshold} thresholdLabel={thresholdLabel} />
       <Panel id="events">
         <div className="filters" role="group" aria-label="Filter tensor events">
           <fieldset className="segmented">
@@ -265,7 +365,7 @@ export function TrafficScreen() {
             <label htmlFor="f-reason">Reason</label>
             <select id="f-reason" className="select" value={filters.reason} onChange={(e) => setFilters({ reason: e.target.value })}>
               <option value="">all reasons</option>
-              {reasons.map(([r, n]) => <option key={r} value={r} title={describeReason(r as TensorEvent['reason'])}>{r} ({formatInt(n)})</option>)}
+              {reasons.map(([r, n]) => <option key={r} value={r} title={describeReason(r as TensorEvent['reason'])}>{REASON_WORDS[r as TensorEvent['reason']]} · {r} ({formatInt(n)})</option>)}
             </select>
           </div>
           <div className="field inline-field">
@@ -281,7 +381,8 @@ export function TrafficScreen() {
           <span className="num" data-testid="row-count">{formatInt(filtered.length)}</span> of <span className="num">{formatInt(rows.length)}</span> events kept (newest {formatInt(MAX_ROWS)} at most)
           {paused && <> · <Badge tone="warn">paused</Badge> <span className="num">{formatInt(skipped)}</span> new events not shown; resume to catch up</>}
         </div>
-        <EventTable rows={filtered} total={rows.length} />
+        <EventTable rows={filtered} total={rows.length} retried={retried} selected={selected ? eventKey(selected) : null} onSelect={setSelected} />
+        {selected && <EventDetails e={selected} retried={retried} onClose={() => setSelected(null)} />}
       </Panel>
     </>
   );

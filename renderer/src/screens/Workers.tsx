@@ -4,70 +4,21 @@
 // editor whose changes go into the draft, with "inherit" (no override: router, env or
 // default decides) as a first-class choice for both knobs.
 import { Fragment, useId, useMemo, useState } from 'react';
-import { RUNTIMES, WORKER_TYPES, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerView } from '../../../core/admin/contract.ts';
+import { REASON_WORDS, RUNTIMES, WORKER_TYPES, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerView } from '../../../core/admin/contract.ts';
+import { VerdictBadge, VerdictText } from '../components/Verdict.tsx';
 import { Badge, Breakable, Empty, ErrorNote, Panel, Prose, ScreenHeader, type Tone } from '../components/ui.tsx';
 import { addWorker, patchWorker, removeWorker } from '../lib/draft.ts';
 import { formatAgo, formatBytes, formatDateTime, formatPercent } from '../lib/format.ts';
-import { LAYER_LABEL } from '../lib/vocab.ts';
+import { HEALTH_TONE, LAYER_LABEL, TOKEN_WORDS } from '../lib/vocab.ts';
 import { client } from '../stores/client.ts';
 import { useConfig, type Resolution } from '../stores/config.ts';
 import { routeHref, useUi } from '../stores/ui.ts';
-import { isEmbedded, resetShmLane, useWorkers } from '../stores/workers.ts';
+import { isEmbedded, useWorkers } from '../stores/workers.ts';
+import { ShmLaneNote } from '../components/ShmLane.tsx';
 import { describeError } from '../stores/client.ts';
 import { ModeChoice, ThresholdChoice } from './Router.tsx';
 
-export const HEALTH_TONE: Record<WorkerView['health'], Tone> = { healthy: 'ok', unhealthy: 'bad', discovering: 'info', draining: 'warn' };
-export const TOKEN_WORDS: Record<WorkerView['tokenMatch'], { tone: Tone; word: string }> = {
-  equal: { tone: 'ok', word: 'same /dev/shm' },
-  different_shm: { tone: 'bad', word: 'other /dev/shm' },
-  different_host: { tone: 'warn', word: 'other host' },
-  missing: { tone: 'warn', word: 'no token' },
-  router_has_none: { tone: 'bad', word: 'router has none' },
-};
-
-const COLUMNS = 7;
-
-/**
- * Why a worker's SHM lane is broken (it could not read our /dev/shm files), since when, what
- * to do, and the reset (workers.resetShmLane) once the cause is fixed.
- */
-export function ShmLaneNote({ url, lane, advice, onReset }: { url: string; lane: NonNullable<WorkerView['shmLane']>; advice?: string | undefined; onReset?: () => void }) {
-  const [state, setState] = useState<{ kind: 'idle' | 'resetting' } | { kind: 'failed'; error: string }>({ kind: 'idle' });
-  return (
-    <div className="note note-bad lane-note" data-testid="shm-lane-note">
-      <div>
-        <strong>SHM lane broken</strong> since <span className="num">{formatDateTime(lane.since)}</span> <span className="muted small">({formatAgo(lane.since)})</span>: the worker could not read the router's /dev/shm files, so its requests go inline.
-      </div>
-      <div className="mono small wrap lane-error">{lane.error}</div>
-      {advice && (
-        <div className="remedy">
-          <span className="remedy-label">What to do:</span> <Prose text={advice} />
-        </div>
-      )}
-      {state.kind === 'failed' && <div className="field-error">Reset failed: {state.error}</div>}
-      <div className="row-actions start">
-        <button
-          type="button"
-          className="btn btn-small"
-          disabled={state.kind === 'resetting'}
-          onClick={async () => {
-            setState({ kind: 'resetting' });
-            try {
-              await resetShmLane(url);
-              setState({ kind: 'idle' });
-              onReset?.();
-            } catch (err) {
-              setState({ kind: 'failed', error: describeError(err) });
-            }
-          }}
-        >
-          {state.kind === 'resetting' ? 'Resetting…' : 'Reset the SHM lane'}
-        </button>
-        <span className="muted small">Reset once the worker can read them (same /dev/shm, a user allowed to open the router's files); the next request tries /dev/shm again.</span>
-      </div>
-    </div>
-  );
-}
+const COLUMNS = 5;
 
 function Layer({ source }: { source: string }) {
   return <span className={`layer layer-${source}`}>{LAYER_LABEL[source] ?? source}</span>;
@@ -131,11 +82,9 @@ export function WorkersScreen() {
               <thead>
                 <tr>
                   <th scope="col">Worker</th>
-                  <th scope="col">Status</th>
-                  <th scope="col">Mode</th>
-                  <th scope="col" className="r">Threshold</th>
+                  <th scope="col">Status and load</th>
+                  <th scope="col">Mode, threshold</th>
                   <th scope="col">Next request</th>
-                  <th scope="col" className="r">Load</th>
                   <th scope="col" className="actions"><span className="sr-only">Actions</span></th>
                 </tr>
               </thead>
@@ -150,7 +99,7 @@ export function WorkersScreen() {
                     <Fragment key={w.url}>
                       <tr className={editing === w.url ? 'selected' : undefined} data-worker={w.url}>
                         <td className="worker-cell">
-                          <div className="mono wrap">{w.url}</div>
+                          <div className="mono nowrap" title={w.url}>{w.url.replace(/^grpc:\/\//, '')}</div>
                           <div className="muted small">
                             {w.runtime ?? w.spec.runtime} · {w.spec.worker_type}
                             {!isEmbedded(w) && w.origin && <> · <span className="origin-cell" title={w.origin}>{w.origin.replace(/^.*\//, '')}</span></>}
@@ -184,22 +133,17 @@ export function WorkersScreen() {
                               </button>
                             )}
                           </div>
+                          <div className="muted small num load" data-testid="load">
+                            <span title="requests in flight">{w.inFlight} in flight</span> · <span title="share of the tensors sent in the last 60 s">{formatPercent(w.trafficShare)} of 60 s</span>
+                          </div>
                         </td>
                         <td>
-                          <div className="mono" data-testid="effective-mode">{mode.value}</div>
-                          <Layer source={mode.source} />
+                          <div><span className="mono" data-testid="effective-mode">{mode.value}</span> <Layer source={mode.source} /></div>
+                          <div><span className="num" data-testid="effective-threshold">≥ {formatBytes(thr.value)}</span> <Layer source={thr.source} /></div>
                         </td>
-                        <td className="r">
-                          <div className="num">{formatBytes(thr.value)}</div>
-                          <Layer source={thr.source} />
-                        </td>
-                        <td>
-                          {r.decision.shmEnabled ? <Badge tone="ok">SHM ≥ threshold</Badge> : <Badge tone="neutral">inline</Badge>}
-                          <div className="muted small mono reason" title={r.decision.explanation}><Breakable text={r.decision.reason} /></div>
-                        </td>
-                        <td className="r num">
-                          <div title="requests in flight">{w.inFlight} <span className="muted small">in flight</span></div>
-                          <div className="muted small" title="share of the tensors sent in the last 60 s">{formatPercent(w.trafficShare)} of 60 s</div>
+                        <td data-testid="next-request" data-outcome={r.decision.outcome} className="next-cell">
+                          <VerdictBadge decision={r.decision} threshold={thr.value} compact />
+                          <div className="small reason" title={`${r.decision.reason}: ${r.decision.explanation}`}>{REASON_WORDS[r.decision.reason]}</div>
                         </td>
                         <td className="actions">
                           <div className="action-grid">
@@ -369,6 +313,11 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
           </>
         )}
       </p>
+      {r && (
+        <div className={`editor-verdict ${r.decision.outcome === 'shm_then_inline' ? 'note note-warn' : ''}`} data-testid="editor-verdict" role={r.decision.outcome === 'shm_then_inline' ? 'alert' : undefined}>
+          <span className="field-label">Its next request{draft ? ' with the draft' : ''}:</span> <VerdictText decision={r.decision} threshold={r.resolution.multimodal_shm_min_bytes.value} advice={r.decision.outcome === 'shm_then_inline'} />
+        </div>
+      )}
       <div className="grid grid-2">
         <ModeChoice
           name={`mode-${url}`}

@@ -272,6 +272,9 @@ function GatewayPanel() {
             </code>
             <CopyButton text={g.command} what="gateway command line" />
           </div>
+          <p className="note note-info small" data-testid="gateway-usage">
+            <strong>Which to use:</strong> {g.usage}
+          </p>
           <div className="field-label">POST /workers, one per worker</div>
           {g.workers.length === 0 ? (
             <p className="muted">No worker to register (the embedded reference worker is not part of a real deployment).</p>

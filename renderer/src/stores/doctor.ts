@@ -18,8 +18,13 @@ interface Calibration extends Running<CalibrationResult> {
   progress: StreamPayload<'calibration'> | null;
 }
 
+export type CalibrationPlan = CommandOutput<'transport.calibrationPlan'>;
+
 interface DoctorState {
   diagnoses: Record<string, Running<Diagnosis>>;
+  /** The sizes a calibration of each worker measures (null: the worker cannot be calibrated now). */
+  plans: Record<string, CalibrationPlan | null>;
+  loadPlan(url: string): Promise<void>;
   tests: Record<string, Running<TestResult>>;
   calibrations: Record<string, Calibration>;
   diagnose(url: string): Promise<void>;
@@ -32,7 +37,17 @@ const idle = { running: false, result: null, error: null };
 
 export const useDoctor = create<DoctorState>((set, get) => ({
   diagnoses: {},
+  plans: {},
   tests: {},
+
+  async loadPlan(url) {
+    try {
+      const plan = await client().call('transport.calibrationPlan', { url });
+      set({ plans: { ...get().plans, [url]: plan } });
+    } catch {
+      set({ plans: { ...get().plans, [url]: null } });
+    }
+  },
   calibrations: {},
 
   async diagnose(url) {

@@ -48,6 +48,8 @@ export interface ReviewRequest {
   onRebase?: () => void;
   /** What Undo in the toast rolls back to (the revision this change was based on). */
   undo?: { toRevision: number; config?: RouterConfig };
+  /** The control that opened the review: focus returns to it after an apply (set by requestReview). */
+  opener?: HTMLElement | null;
 }
 
 interface UiState {
@@ -85,6 +87,6 @@ export const useUi = create<UiState>((set, get) => ({
     return id;
   },
   dismiss: (id) => set({ toasts: get().toasts.filter((t) => t.id !== id) }),
-  requestReview: (review) => set({ review }),
+  requestReview: (review) => set({ review: { ...review, opener: review.opener ?? (typeof document !== 'undefined' && document.activeElement instanceof HTMLElement && document.activeElement !== document.body ? document.activeElement : null) } }),
   closeReview: () => set({ review: null }),
 }));

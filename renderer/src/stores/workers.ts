@@ -1,7 +1,7 @@
 // The workers as the router sees them (workers.list): spec, health, token match, the full
 // resolution with provenance and the decision for the next request.
 import { create } from 'zustand';
-import type { WorkerView } from '../../../core/admin/contract.ts';
+import type { CommandOutput, WorkerView } from '../../../core/admin/contract.ts';
 import { client, describeError } from './client.ts';
 
 interface WorkersState {
@@ -32,9 +32,15 @@ export function isEmbedded(w: Pick<WorkerView, 'embedded'>): boolean {
   return w.embedded === true;
 }
 
-/** Tell the router a worker can read our /dev/shm files again (workers.resetShmLane), then refresh the table. */
-export async function resetShmLane(url: string): Promise<boolean> {
-  const r = await client().call('workers.resetShmLane', { url });
-  await useWorkers.getState().load();
-  return r.wasBroken;
+/**
+ * Tell the router a worker can read our /dev/shm files again (workers.resetShmLane), then
+ * refresh the table. The router runs the auto checklist first and refuses while a check fails
+ * (a ContractError `checks_failed` naming them, `details.failing`), unless `force`.
+ */
+export async function resetShmLane(url: string, force = false): Promise<CommandOutput<'workers.resetShmLane'>> {
+  try {
+    return await client().call('workers.resetShmLane', { url, ...(force ? { force } : {}) });
+  } finally {
+    await useWorkers.getState().load();
+  }
 }

@@ -1,0 +1,57 @@
+import { describe, expect, it } from 'vitest';
+import { calibrationNote, comparePaths, findCrossover, minSamplesForWinner, type Winner } from './calibrate.ts';
+
+const KiB = 1024;
+const around = (center: number, spread: number, n = 15) => Array.from({ length: n }, (_, i) => center + spread * ((i / (n - 1)) * 2 - 1));
+
+describe('calibration: a winner only beyond the noise', () => {
+  it('separated samples have a winner; overlapping ones are a tie', () => {
+    expect(comparePaths(around(10, 1), around(5, 1)).winner).toBe('shm');
+    expect(comparePaths(around(5, 1), around(10, 1)).winner).toBe('inline');
+    // Medians 2% apart inside a spread of ±50%: noise.
+    expect(comparePaths(around(10, 5), around(9.8, 5)).winner).toBe('tie');
+    // Perfectly separated but 1% apart: below CLEAR_SHARE, a tie all the same.
+    expect(comparePaths(around(10, 0.01), around(9.9, 0.01)).winner).toBe('tie');
+  });
+
+  it('the fewest samples that can separate two paths', () => {
+    const n = minSamplesForWinner();
+    const sep = (k: number) => comparePaths(Array.from({ length: k }, (_, i) => 100 + i), Array.from({ length: k }, (_, i) => 1 + i)).winner;
+    expect(sep(n)).toBe('shm');
+    expect(sep(n - 1)).toBe('tie');
+  });
+
+  it('one sample per path can never be told apart from the noise', () => {
+    expect(comparePaths([10], [1]).winner).toBe('tie');
+    expect(comparePaths([1, 2, 3], [10, 20, 30]).winner).toBe('tie');
+  });
+
+  it('the share of pairs in which SHM was faster', () => {
+    expect(comparePaths([10, 10], [1, 1]).shmFasterShare).toBe(1);
+    expect(comparePaths([1, 1], [10, 10]).shmFasterShare).toBe(0);
+  });
+});
+
+describe('calibration: the crossover', () => {
+  const pts = (winners: Winner[]) => winners.map((winner, i) => ({ nbytes: 16 * KiB * 4 ** i, winner }));
+
+  it('is the smallest size SHM clearly wins with no larger size won by inline; the threshold is the midpoint below it', () => {
+    expect(findCrossover(pts(['inline', 'inline', 'shm', 'shm']))).toEqual({ crossoverBytes: 256 * KiB, recommendedMinBytes: 128 * KiB });
+    // Ties above the crossover do not move it; ties below it are within the noise either way.
+    expect(findCrossover(pts(['inline', 'tie', 'shm', 'tie']))).toEqual({ crossoverBytes: 256 * KiB, recommendedMinBytes: 128 * KiB });
+    expect(findCrossover(pts(['shm', 'shm', 'shm']))).toEqual({ crossoverBytes: 16 * KiB, recommendedMinBytes: 16 * KiB });
+  });
+
+  it('an inline win above an SHM win starts the search above it', () => {
+    expect(findCrossover(pts(['shm', 'inline', 'shm', 'shm']))).toEqual({ crossoverBytes: 256 * KiB, recommendedMinBytes: 128 * KiB });
+    expect(findCrossover(pts(['shm', 'shm', 'inline']))).toEqual({ crossoverBytes: null, recommendedMinBytes: null });
+  });
+
+  it('no clear crossover when SHM never clearly wins, and the note says so with the measured range', () => {
+    const ties = pts(['tie', 'tie', 'tie']);
+    expect(findCrossover(ties)).toEqual({ crossoverBytes: null, recommendedMinBytes: null });
+    expect(calibrationNote(ties, null, 3)).toMatch(/^No clear crossover: at every measured size \(16\.00 KiB to 256\.00 KiB\) .* within the noise of 3 samples per size/);
+    expect(calibrationNote(pts(['inline', 'inline']), null, 15)).toMatch(/^Inline was clearly faster at every measured size \(16\.00 KiB to 64\.00 KiB\)/);
+    expect(calibrationNote(pts(['inline', 'tie', 'shm']), 256 * KiB, 15)).toBe('SHM is clearly faster from 256.00 KiB on (measured 16.00 KiB to 256.00 KiB); the threshold sits between that and the next smaller size measured. At 64.00 KiB the difference is within the noise (either path is as fast).');
+  });
+});

@@ -1,0 +1,156 @@
+// What the console says must be so: a verdict the next request honours, "written" for a change
+// a restart keeps (or a warning that it does not), a reset refused while the next request would
+// break the lane again, and a warning that reaches the overview stream within a second of its
+// cause. Over real reference workers; worker B (root only) runs in a private tmpfs mounted over
+// /dev/shm, so it really cannot see the router's files, as a container without --ipc=host.
+import { readFileSync, rmSync, mkdtempSync, writeFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readTransportEnvironment } from '../config/env.ts';
+import { startMmtc } from '../test/cli.ts';
+import { startConsole, type RunningConsole } from './console.ts';
+import type { ContractError, StreamPayload } from './contract.ts';
+
+const isRoot = process.getuid?.() === 0;
+const dir = mkdtempSync(path.join(tmpdir(), 'mmtc-claims-'));
+const env = readTransportEnvironment({});
+const stops: Array<() => Promise<unknown>> = [];
+let a: string;
+let b: string | undefined;
+
+beforeAll(async () => {
+  const wa = await startMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0'], /listening on grpc:\/\//);
+  stops.push(() => wa.stop());
+  a = wa.line.match(/grpc:\/\/\S+/)![0];
+  if (isRoot) {
+    // exec: the worker itself is the process the stop signal reaches.
+    const wb = await startMmtc(['worker', '--runtime', 'vllm', '--port', '0'], /listening on grpc:\/\//, {}, ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', `mount -t tmpfs -o size=64m mmtc-claims /dev/shm && exec "$0" "$@"`]);
+    stops.push(() => wb.stop());
+    b = wb.line.match(/grpc:\/\/\S+/)![0];
+  }
+}, 60_000);
+
+afterAll(async () => {
+  for (const stop of stops.reverse()) await stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const meta = { client: 'http' as const };
+const ourFiles = () => readdirSync('/dev/shm').filter((f) => f.startsWith(`smg-tokenspeed-${process.pid}-`));
+
+describe('a setting a flag gave at start, changed in the console', () => {
+  it('is written to the file, and the review, the apply, Overview and a restart all say that the flag sets it back', async () => {
+    const file = path.join(dir, 'flagged.yaml');
+    writeFileSync(file, `multimodal_tensor_transport: inline\nworkers:\n  - url: ${a}\n`);
+    const flags = { config: file, port: '0', multimodalTensorTransport: 'auto' };
+    const first = await startConsole({ flags, env, processEnv: {}, log: () => {} });
+    let c: RunningConsole | undefined = first;
+    try {
+      // At start the flag overrides the file, and a restart with it would run the same: in sync.
+      let overview = await first.backend.invoke('overview', {}, meta);
+      expect(overview.config.restartChanges).toEqual([]);
+      const view = await first.backend.invoke('config.get', {}, meta);
+      expect(view.startFlags).toContainEqual({ key: 'multimodal_tensor_transport', flag: '--multimodal-tensor-transport auto' });
+      const draft = { ...view.config, multimodal_tensor_transport: 'shm' as const };
+      const preview = await first.backend.invoke('config.diff', { draft }, meta);
+      expect(preview.untilRestart).toEqual([{ path: 'multimodal_tensor_transport', kind: 'changed', before: 'shm', after: 'auto' }]);
+      const applied = await first.backend.invoke('config.apply', { draft, expectedRevision: view.revision }, meta);
+      expect(applied.untilRestart).toEqual(preview.untilRestart);
+      expect(readFileSync(file, 'utf8')).toContain('multimodal_tensor_transport: shm'); // the change is in the file
+      overview = await first.backend.invoke('overview', {}, meta);
+      expect(overview.config.restartChanges).toEqual(preview.untilRestart);
+      expect(overview.warnings.find((w) => w.kind === 'until_restart')?.message).toContain('--multimodal-tensor-transport auto');
+      await first.close();
+      c = undefined;
+
+      // What Overview said: a restart with the same flags sets it back...
+      c = await startConsole({ flags, env, processEnv: {}, log: () => {} });
+      expect((await c.backend.invoke('config.get', {}, meta)).config.multimodal_tensor_transport).toBe('auto');
+      await c.close();
+      c = undefined;
+      // ...and one without the flag keeps the operator's change.
+      c = await startConsole({ flags: { config: file, port: '0' }, env, processEnv: {}, log: () => {} });
+      expect((await c.backend.invoke('config.get', {}, meta)).config.multimodal_tensor_transport).toBe('shm');
+      expect((await c.backend.invoke('overview', {}, meta)).config.restartChanges).toEqual([]);
+    } finally {
+      await c?.close();
+    }
+  });
+
+  it('a worker added while --worker-urls was given: the review says a restart drops it', async () => {
+    const file = path.join(dir, 'urls.yaml');
+    const c = await startConsole({ flags: { config: file, port: '0', workerUrls: [a] }, env, processEnv: {}, log: () => {} });
+    try {
+      const view = await c.backend.invoke('config.get', {}, meta);
+      const draft = { ...view.config, workers: [...view.config.workers, { url: 'grpc://127.0.0.1:9', runtime: 'unspecified' as const, worker_type: 'regular' as const, labels: {}, priority: 50 }] };
+      const preview = await c.backend.invoke('config.diff', { draft }, meta);
+      expect(preview.untilRestart).toEqual([expect.objectContaining({ path: 'workers["grpc://127.0.0.1:9"]', kind: 'removed' })]);
+    } finally {
+      await c.close();
+    }
+  });
+});
+
+describe.skipIf(!isRoot)('mode shm forced on a worker in another /dev/shm (root: a private tmpfs)', () => {
+  it('every view says SHM will be attempted and fail over; the lane breaks for real; the warning is pushed within a second; reset is refused until forced', async () => {
+    const file = path.join(dir, 'two.yaml');
+    writeFileSync(file, `multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${a}\n    runtime: tokenspeed\n  - url: ${b}\n    runtime: vllm\n`);
+    const c = await startConsole({ flags: { config: file, port: '0' }, env, processEnv: {}, log: () => {} });
+    try {
+      for (let i = 0; i < 100; i++) {
+        const list = await c.backend.invoke('workers.list', {}, meta);
+        if (list.workers.every((w) => w.health === 'healthy')) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const view = await c.backend.invoke('config.get', {}, meta);
+      const draft = { ...view.config, workers: view.config.workers.map((w) => (w.url === b ? { ...w, multimodal_tensor_transport: 'shm' as const } : w)) };
+      // The review warns before the apply, with the reason in words.
+      const preview = await c.backend.invoke('config.diff', { draft }, meta);
+      expect(preview.warnings).toEqual([expect.objectContaining({ url: b, decision: expect.objectContaining({ reason: 'shm_worker_other_shm', outcome: 'shm_then_inline', shmEnabled: true }) })]);
+      expect(preview.warnings[0]!.decision.explanation).toMatch(/SHM will be attempted, the worker will not find the files, and the request goes again inline/);
+      const resolved = await c.backend.invoke('config.resolve', { draft }, meta);
+      expect(resolved.workers.find((w) => w.url === b)!.decision.outcome).toBe('shm_then_inline');
+      expect(resolved.workers.find((w) => w.url === a)!.decision.outcome).toBe('shm');
+      await c.backend.invoke('config.apply', { draft, expectedRevision: view.revision }, meta);
+      const listed = (await c.backend.invoke('workers.list', {}, meta)).workers.find((w) => w.url === b)!;
+      expect(listed).toMatchObject({ tokenMatch: 'different_shm', decision: { outcome: 'shm_then_inline', reason: 'shm_worker_other_shm' } });
+      const overview = await c.backend.invoke('overview', {}, meta);
+      expect(overview.verdicts.find((v) => v.url === b)!.decision.outcome).toBe('shm_then_inline');
+      expect(overview.warnings.map((w) => w.kind)).toContain('shm_will_fail');
+
+      // The overview stream pushes the broken lane within a second of the request that broke it.
+      const pushed: Array<{ at: number; overview: StreamPayload<'overview'> }> = [];
+      const off = c.backend.subscribe('overview', (o) => pushed.push({ at: performance.now(), overview: o }));
+      // What the screen said happens: attempted, not found, sent again inline, lane broken.
+      const test = await c.backend.invoke('traffic.sendTestRequest', { url: b!, width: 448, height: 448, format: 'png' }, meta);
+      const brokeAt = performance.now();
+      expect(test.status).toBe(200);
+      const first = test.events.filter((e) => e.attempt === undefined);
+      const retry = test.events.filter((e) => e.attempt === 2);
+      expect(first.find((e) => e.tensor === 'pixel_values')).toMatchObject({ path: 'shm', reason: 'shm_worker_other_shm' });
+      expect(retry.find((e) => e.tensor === 'pixel_values')).toMatchObject({ path: 'inline', reason: 'shm_worker_read_failed' });
+      expect(retry[0]!.detail).toMatch(/ENOENT|No such file/);
+      for (let i = 0; i < 40 && !pushed.some((p) => p.overview.warnings.some((w) => w.kind === 'shm_read_failed')); i++) await new Promise((r) => setTimeout(r, 50));
+      off();
+      const warned = pushed.find((p) => p.overview.warnings.some((w) => w.kind === 'shm_read_failed'));
+      expect(warned).toBeDefined();
+      expect(warned!.at - brokeAt).toBeLessThan(1000);
+      expect(warned!.overview.verdicts.find((v) => v.url === b)!.decision).toMatchObject({ outcome: 'inline', reason: 'shm_worker_read_failed' });
+
+      // The checks still fail, so the reset is refused, naming them; forced, it resets.
+      const refused = (await c.backend.invoke('workers.resetShmLane', { url: b! }, meta).catch((e: unknown) => e)) as ContractError;
+      expect(refused.code).toBe('checks_failed');
+      const failing = (refused.details.failing as Array<{ id: string }>).map((s) => s.id);
+      expect(failing).toEqual(['same_st_dev', 'probe_file_read']);
+      expect(refused.message).toMatch(/^not reset: same \/dev\/shm \(st_dev\)/);
+      expect((await c.backend.invoke('workers.list', {}, meta)).workers.find((w) => w.url === b)!.shmLane).not.toBeNull();
+      const forced = await c.backend.invoke('workers.resetShmLane', { url: b!, force: true }, meta);
+      expect(forced.wasBroken).toBe(true);
+      expect((await c.backend.invoke('workers.list', {}, meta)).workers.find((w) => w.url === b)!.shmLane).toBeNull();
+      expect(ourFiles()).toEqual([]);
+    } finally {
+      await c.close();
+    }
+  }, 60_000);
+});

@@ -1,0 +1,76 @@
+// What survives a restart. The console writes every applied revision to its file, but the
+// router it runs was started with flags, and flags override the file at every start
+// (docs/console.md, "Where the configuration lives"). So a change the operator makes to a
+// setting a flag gave at start is written to the file (nothing is lost on disk), and the
+// console says, before and after the apply, that a restart with the same flags sets it back;
+// Overview's sync state is the same computation over the file as it is on disk.
+//
+// The rules:
+//   - the file gets the running configuration, except the embedded reference worker, and
+//     except a router setting still at the value its start flag gave (that value is the
+//     flag's, not the operator's: the file keeps its own, or the default);
+//   - what a restart would run is the file with the start flags applied over it, as
+//     `mmtc serve` does at start; what differs from the running configuration (the embedded
+//     worker aside: a restart starts a new one) lives only until the next restart.
+import { applyConfigFlags, type ConfigFlags, type ConfigOrigins } from '../config/load.ts';
+import { RouterConfigSchema, type RouterConfig } from '../config/schema.ts';
+import type { DiffEntry } from './contract.ts';
+import { diffConfigs } from './diff.ts';
+
+/** A router setting given by a flag when the console started, and the value it gave. */
+export interface StartFlag {
+  key: string;
+  /** The flag and its value as typed, e.g. `--multimodal-tensor-transport auto`. */
+  flag: string;
+  value: unknown;
+}
+
+/** The settings given by flags at start: router settings from the start revision's origins, and the worker list when --worker-urls was given. */
+export function startFlagsOf(config: RouterConfig, origins: Readonly<ConfigOrigins>, flags: ConfigFlags): StartFlag[] {
+  const out: StartFlag[] = [];
+  for (const [key, origin] of Object.entries(origins)) {
+    if (!origin.startsWith('--') || key.includes('[') || key === 'workers') continue;
+    const value = (config as Record<string, unknown>)[key];
+    out.push({ key, flag: `${origin} ${flagText(value)}`, value });
+  }
+  if (flags.workerUrls !== undefined) {
+    out.push({ key: 'workers', flag: `--worker-urls ${config.workers.map((w) => w.url).join(' ')}`, value: config.workers.map((w) => w.url) });
+  }
+  return out;
+}
+
+function flagText(value: unknown): string {
+  if (Array.isArray(value)) return value.join(',');
+  if (value !== null && typeof value === 'object') return JSON.stringify(value);
+  return String(value);
+}
+
+const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+/** The configuration the file gets for an applied `config` (see the rules above). */
+export function configForFile(config: RouterConfig, startFlags: readonly StartFlag[], fileConfig: RouterConfig | undefined, embedded: ReadonlySet<string>): RouterConfig {
+  const out: Record<string, unknown> = { ...config, workers: config.workers.filter((w) => !embedded.has(w.url)) };
+  const defaults = RouterConfigSchema.parse({}) as Record<string, unknown>;
+  for (const f of startFlags) {
+    if (f.key === 'workers') continue;
+    if (!same((config as Record<string, unknown>)[f.key], f.value)) continue; // the operator's own value: written
+    const fromFile = fileConfig ? (fileConfig as Record<string, unknown>)[f.key] : undefined;
+    out[f.key] = fromFile ?? defaults[f.key];
+  }
+  return RouterConfigSchema.parse(out);
+}
+
+/**
+ * What a restart with `flags` would run differently from `running`, given `fileConfig` as the
+ * file's content: each entry's `before` is the running value, `after` the restart's.
+ */
+export function restartChanges(running: RouterConfig, fileConfig: RouterConfig, flags: ConfigFlags, embedded: ReadonlySet<string>): DiffEntry[] {
+  let restarted: RouterConfig;
+  try {
+    restarted = applyConfigFlags(fileConfig, flags).config;
+  } catch {
+    return []; // the flags were valid at start; they cannot fail on another file
+  }
+  const kept = { ...running, workers: running.workers.filter((w) => !embedded.has(w.url)) };
+  return diffConfigs(kept, restarted);
+}

@@ -1,0 +1,33 @@
+// A worker's verdict for its next request, the same on every screen: the outcome the backend
+// computed (core/admin/decision-view.ts) as a badge, never inferred here from a flag, and the
+// reason in plain words. "SHM attempted, then inline" is what mode shm does to a worker known
+// not to share /dev/shm: the read fails and the request is sent again inline.
+import type { WorkerView } from '../../../core/admin/contract.ts';
+import { formatBytes } from '../lib/format.ts';
+import { Badge, Prose } from './ui.tsx';
+
+export type Decision = WorkerView['decision'];
+
+/** `compact` for table cells: the same outcome in fewer words. */
+export function VerdictBadge({ decision, threshold, compact = false }: { decision: Decision; threshold: number; compact?: boolean }) {
+  if (decision.outcome === 'shm') return <Badge tone="ok">{compact ? 'SHM' : 'SHM for tensors'} ≥ {formatBytes(threshold)}</Badge>;
+  if (decision.outcome === 'shm_then_inline') return <Badge tone="warn" title={decision.explanation}>{compact ? 'SHM, then inline' : 'SHM attempted, then inline'}</Badge>;
+  return <Badge tone="neutral">inline</Badge>;
+}
+
+/** The badge, the reason's sentence, and (with `advice`) what to do: the verdict spelled out. */
+export function VerdictText({ decision, threshold, advice = false }: { decision: Decision; threshold: number; advice?: boolean }) {
+  return (
+    <div className="verdict-text" data-outcome={decision.outcome} data-reason={decision.reason}>
+      <div>
+        <VerdictBadge decision={decision} threshold={threshold} />
+      </div>
+      <div className="small">{decision.explanation}</div>
+      {advice && decision.advice && (
+        <div className="remedy small">
+          <span className="remedy-label">What to do:</span> <Prose text={decision.advice} />
+        </div>
+      )}
+    </div>
+  );
+}
