@@ -83,6 +83,15 @@ export async function startWorker(runtime: 'tokenspeed' | 'vllm', extra: string[
   return { url: s.match[1]!, stop: () => stopProcess(s.child) };
 }
 
+/**
+ * A reference worker in a /dev/shm of its own: a private mount namespace with a fresh tmpfs
+ * over /dev/shm (root only), as a container without --ipc=host. Its token has this host's
+ * boot_id and another st_dev, and it really cannot see the router's files.
+ */
+export function startWorkerInPrivateShm(runtime: 'tokenspeed' | 'vllm'): Promise<Worker> {
+  return startWorker(runtime, [], { prefix: ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o size=64m mmtc-e2e /dev/shm && exec "$0" "$@"'] });
+}
+
 /** This process (and so every serve it starts) runs as root: its /dev/shm files (0600) are unreadable to another uid. */
 export const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 
@@ -108,15 +117,24 @@ export interface Serve {
   call<T = unknown>(command: string, input?: unknown): Promise<T>;
   /** Tensor files of the serve process in /dev/shm. */
   shmFiles(): string[];
-  stop(): Promise<void>;
+  /** Stop it; its dir (config file, history) is removed unless `keep` (for a restart with `again`). */
+  stop(options?: { keep?: boolean }): Promise<void>;
 }
 
-export async function startServe(options: { config: string; env?: Record<string, string> }): Promise<Serve> {
-  const dir = mkdtempSync(path.join(tmpdir(), 'mmtc-e2e-'));
+/**
+ * `mmtc serve` on a config file in a temp dir of its own, with `flags` after `--config FILE
+ * --port 0`. With `again`, the same dir and file as an earlier serve (stopped with
+ * `stop({ keep: true })`) and the same console port: a restart, whose file is what the
+ * earlier one left.
+ */
+export async function startServe(options: { config: string; env?: Record<string, string>; flags?: string[]; again?: Serve }): Promise<Serve> {
+  const dir = options.again?.dir ?? mkdtempSync(path.join(tmpdir(), 'mmtc-e2e-'));
   const configFile = path.join(dir, 'router.yaml');
-  writeFileSync(configFile, options.config);
-  const routerFlags = ['--config', configFile, '--port', '0'];
-  const s = await startProcess(['serve', ...routerFlags, '--console-port', '0'], /mmtc console: (http:\/\/\S+?)#token=(\S+)/, baseEnv({ XDG_CONFIG_HOME: dir, ...(options.env ?? {}) }));
+  if (!options.again) writeFileSync(configFile, options.config);
+  const routerFlags = ['--config', configFile, '--port', '0', ...(options.flags ?? [])];
+  // A restart listens where the earlier one did: the same console address, with a new token.
+  const consolePort = options.again ? new URL(options.again.url).port : '0';
+  const s = await startProcess(['serve', ...routerFlags, '--console-port', consolePort], /mmtc console: (http:\/\/\S+?)#token=(\S+)/, baseEnv({ XDG_CONFIG_HOME: dir, ...(options.env ?? {}) }));
   const url = s.match[1]!;
   const token = s.match[2]!;
   const pid = s.child.pid!;
@@ -135,9 +153,9 @@ export async function startServe(options: { config: string; env?: Record<string,
       return body;
     },
     shmFiles: () => readdirSync('/dev/shm').filter((f) => f.startsWith(`smg-tokenspeed-${pid}-`)),
-    async stop() {
+    async stop(stopOptions: { keep?: boolean } = {}) {
       await stopProcess(s.child);
-      rmSync(dir, { recursive: true, force: true });
+      if (!stopOptions.keep) rmSync(dir, { recursive: true, force: true });
     },
   };
 }

@@ -106,29 +106,50 @@ test('every screen passes axe in light and dark, with a screenshot of each', asy
   expect(pageErrors).toEqual([]);
 });
 
-test('layout at 1440 and 1280 px: nothing clipped on any screen, the Workers actions always in view', async ({ page }, testInfo) => {
+test('layout at 1440, 1280 and 1024 px: nothing clipped on any screen, every column and action in view', async ({ page }, testInfo) => {
+  test.setTimeout(120_000);
   await openConsole(page, serve);
-  for (const width of [1440, 1280]) {
-    await page.setViewportSize({ width, height: 900 });
+  await page.getByRole('navigation', { name: 'Screens' }).waitFor();
+  for (const [width, height] of [[1440, 900], [1280, 900], [1024, 700]] as const) {
+    await page.setViewportSize({ width, height });
     for (const screen of SCREENS) {
       await goTo(page, screen);
+      if (screen === 'traffic') await page.getByRole('checkbox', { name: /show console traffic/ }).check();
       await page.waitForTimeout(300);
-      // The content column never scrolls sideways (wide tables scroll inside their own region).
-      const main = await page.evaluate(() => {
+      // Neither the page nor the content column scrolls sideways.
+      const sizes = await page.evaluate(() => {
         const m = document.getElementById('main')!;
-        return { scroll: m.scrollWidth, client: m.clientWidth };
+        return { page: document.documentElement.scrollWidth, scroll: m.scrollWidth, client: m.clientWidth };
       });
-      expect(main.scroll, `${screen} at ${width} px scrolls sideways`).toBeLessThanOrEqual(main.client + 1);
-      if (width === 1280) await shot(page, testInfo, `${screen}-1280`);
+      expect(sizes.page, `${screen} at ${width} px: the page is wider than the window`).toBeLessThanOrEqual(width);
+      expect(sizes.scroll, `${screen} at ${width} px scrolls sideways`).toBeLessThanOrEqual(sizes.client + 1);
+      // No table region scrolls sideways, and no column header is cut short ("NEXT REQUE").
+      const clipped = await page.evaluate(() => {
+        const out: string[] = [];
+        for (const r of document.querySelectorAll<HTMLElement>('.table-scroll, .ttable')) if (r.scrollWidth > r.clientWidth + 1) out.push(`${r.getAttribute('aria-label') ?? r.className} scrolls sideways (${r.scrollWidth} > ${r.clientWidth})`);
+        for (const h of document.querySelectorAll<HTMLElement>('th, [role="columnheader"]')) {
+          if (h.offsetParent === null) continue;
+          if (h.scrollWidth > h.clientWidth + 1) out.push(`column ${h.textContent} is cut (${h.scrollWidth} > ${h.clientWidth})`);
+          const box = h.getBoundingClientRect();
+          if (box.right > window.innerWidth + 0.5) out.push(`column ${h.textContent} is off screen (right ${Math.round(box.right)})`);
+        }
+        for (const b of document.querySelectorAll<HTMLElement>('#main button')) {
+          if (b.offsetParent === null) continue;
+          const box = b.getBoundingClientRect();
+          const panel = b.closest('.panel')?.getBoundingClientRect();
+          if (box.right > window.innerWidth + 0.5 || (panel && box.right > panel.right + 0.5)) out.push(`button "${b.textContent}" is clipped (right ${Math.round(box.right)})`);
+        }
+        return out;
+      });
+      expect(clipped, `${screen} at ${width} px`).toEqual([]);
+      if (width !== 1440) await shot(page, testInfo, `${screen}-${width}`, { docs: width === 1024 });
     }
-    await goTo(page, 'workers');
-    const region = page.getByRole('region', { name: 'Workers (scrollable)' });
-    const fits = await region.evaluate((el) => el.scrollWidth <= el.clientWidth + 1);
-    expect(fits, `the workers table overflows its card at ${width} px`).toBe(true);
-    const box = (await region.boundingBox())!;
-    for (const button of await page.getByRole('button', { name: /^(Edit|Remove) grpc:/ }).all()) {
-      const b = (await button.boundingBox())!;
-      expect(b.x + b.width, `${await button.getAttribute('aria-label')} is clipped at ${width} px`).toBeLessThanOrEqual(box.x + box.width + 0.5);
+    // The Traffic table keeps its key columns at every width.
+    await goTo(page, 'traffic');
+    for (const name of ['Size', 'Path', 'Reason']) {
+      const header = page.getByRole('columnheader', { name: new RegExp(`^${name}`) });
+      await header.scrollIntoViewIfNeeded();
+      await expect(header, `the ${name} column at ${width} px`).toBeInViewport({ ratio: 1 });
     }
   }
 });

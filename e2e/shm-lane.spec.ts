@@ -42,7 +42,8 @@ test('a worker that cannot read our files: lane broken on Workers, Overview and 
   await expect(result.locator('tbody[data-attempt="unread"] tr[data-tensor="encoder_input"]')).toHaveAttribute('data-path', 'shm');
   const final = result.locator('tbody[data-attempt="final"] tr[data-tensor="encoder_input"]');
   await expect(final).toHaveAttribute('data-path', 'inline');
-  await expect(final).toContainText('auto_worker_read_failed');
+  // The serve runs mode shm: the retry's reason says so (not auto_…).
+  await expect(final).toContainText('shm_worker_read_failed');
   await expect(result.locator('tbody[data-attempt="final"]')).toContainText('EACCES');
 
   await goTo(page, 'workers');
@@ -50,7 +51,7 @@ test('a worker that cannot read our files: lane broken on Workers, Overview and 
   const badge = row.getByTestId('shm-lane-broken');
   await expect(badge).toContainText('SHM lane broken');
   await expect(badge).toHaveAttribute('title', /EACCES/);
-  await expect(row).toContainText('auto_worker_read_failed');
+  await expect(row).toContainText('worker cannot read /dev/shm');
   await badge.click();
   await expect(page.getByTestId('workers-table').getByTestId('shm-lane-note')).toContainText('EACCES');
   await shot(page, testInfo, 'workers-shm-lane', { docs: true });
@@ -72,10 +73,14 @@ test('a worker that cannot read our files: lane broken on Workers, Overview and 
   await expect(page.getByRole('button', { name: 'Reset the SHM lane' })).toHaveCount(1);
   await shot(page, testInfo, 'doctor-shm-lane', { docs: true });
   await lane.getByRole('button', { name: 'Reset the SHM lane' }).click();
-  // Reset, then checked again: the lane step is gone (the probe still fails, honestly: the uid is unchanged).
+  // The uid is unchanged, so the probe still fails: the reset is refused, naming it.
+  const refused = page.getByTestId('reset-refused');
+  await expect(refused.locator('li[data-step="probe_file_read"]')).toContainText('EACCES');
+  await refused.getByRole('button', { name: 'Reset anyway' }).click();
+  // Reset, then checked again: the lane step is gone (the probe still fails, honestly).
   await expect(page.getByTestId('checklist').locator('[data-step="shm_lane"]')).toHaveCount(0);
   await expect(page.getByTestId('checklist').locator('[data-step="probe_file_read"]')).toHaveAttribute('data-ok', 'false');
-  await expect(page.getByTestId('diagnose-verdict')).not.toContainText('auto_worker_read_failed');
+  await expect(page.getByTestId('diagnose-verdict')).not.toContainText('shm_worker_read_failed');
 
   await goTo(page, 'workers');
   await expect(row.getByTestId('shm-lane-broken')).toHaveCount(0);
@@ -100,7 +105,8 @@ test('a full SHM budget: the encoder tensor goes inline as shm_budget_exceeded, 
   await reason.selectOption({ label: (await reason.locator('option', { hasText: 'shm_budget_exceeded' }).textContent())! });
   const table = page.getByRole('table', { name: 'Tensor events, newest first' });
   const row = table.getByRole('row').filter({ hasText: 'encoder_input' }).first();
-  await expect(row).toContainText('shm_budget_exceeded');
-  await expect(row.locator('.reason-fallback')).toHaveCount(1);
-  await expect(table.getByRole('row').filter({ hasText: 'below_threshold' })).toHaveCount(0);
+  // The reason in words on the row, its code in the cell's title.
+  await expect(row).toContainText('/dev/shm budget full');
+  await expect(row.locator('.reason-fallback')).toHaveAttribute('title', /^shm_budget_exceeded: /);
+  await expect(table.getByRole('row').filter({ hasText: 'below the threshold' })).toHaveCount(0);
 });

@@ -63,6 +63,8 @@ test('export: the downloaded router.yaml equals mmtc config export', async ({ pa
   const gateway = page.getByTestId('gateway-command');
   await expect(gateway).toContainText('smg launch');
   await expect(gateway).toContainText(`--worker-urls ${worker.url}`);
+  // Which of the two registrations to use, and what using both does.
+  await expect(page.getByTestId('gateway-usage')).toContainText('Register each worker one way, not both');
 });
 
 test('a file edited on disk shows as drift with its diff and reloads as a reviewed apply', async ({ page }) => {

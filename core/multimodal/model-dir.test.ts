@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { BUNDLED_MODEL_PATH, loadModelDirectory, ModelDirectoryError } from './model-dir.ts';
 import { buildPrompt, PromptError } from './prompt.ts';
+import { patchGeometry } from './qwen-vl.ts';
 
 const scratch = mkdtempSync(path.join(tmpdir(), 'mmtc-model-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
@@ -40,6 +41,18 @@ describe('the bundled model directory', () => {
     expect(m.imageConfig).toMatchObject({ patch_size: 14, merge_size: 2, min_pixels: 3136, max_pixels: 1003520 });
     const ids = m.tokenizer.encode('Hello, how are you today?', { add_special_tokens: false }).ids;
     expect(m.tokenizer.decode(ids)).toBe('Hello, how are you today?');
+  });
+
+  it('small images make small tensors, as with a Qwen2-VL checkpoint, so a threshold sorts them from large ones', async () => {
+    const m = await loadModelDirectory();
+    const bf16Bytes = (w: number, h: number) => {
+      const g = patchGeometry(h, w, m.imageConfig);
+      return g.patches * g.features * 2;
+    };
+    expect(bf16Bytes(128, 96)).toBe(60 * 1176 * 2); // 140x84: 138 KiB, not the 2.39 MiB a 200,704-pixel floor made of it
+    expect(bf16Bytes(56, 56)).toBe(16 * 1176 * 2);
+    // Large ones stay bounded by max_pixels: 1080p is resized to about a megapixel.
+    expect(bf16Bytes(1920, 1080)).toBeGreaterThan(1024 * 1024);
   });
 });
 

@@ -248,7 +248,7 @@ describe('a worker that cannot read the files', () => {
     const state = r.context.registry.get(worker)!;
     expect(state.shmLane?.error).toMatch(/EACCES/);
     const last = r.context.events.recent().filter((e) => e.tensor === 'encoder_input').at(-1)!;
-    expect(last).toMatchObject({ path: 'inline', reason: 'auto_worker_read_failed' });
+    expect(last).toMatchObject({ path: 'inline', reason: 'shm_worker_read_failed', attempt: undefined });
     expect(last.detail).toMatch(/EACCES/);
     expect(logs.filter((l) => l.includes('"shm_read_failed"'))).toHaveLength(1);
   });

@@ -107,7 +107,8 @@ export function ScreenHeader({ title, lead, actions }: { title: string; lead?: R
   return (
     <header className="screen-head">
       <div>
-        <h1>{title}</h1>
+        {/* Focusable from script only: where focus goes when the control that had it is gone (after an apply). */}
+        <h1 tabIndex={-1}>{title}</h1>
         {lead && <p className="lead">{lead}</p>}
       </div>
       {actions && <div className="screen-actions">{actions}</div>}

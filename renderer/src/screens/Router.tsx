@@ -6,7 +6,7 @@
 import { useId } from 'react';
 import { ByteField } from '../components/ByteField.tsx';
 import { GenericSettings } from '../components/GenericSettings.tsx';
-import { Badge, ErrorNote, Panel, ScreenHeader } from '../components/ui.tsx';
+import { Badge, Breakable, ErrorNote, Panel, ScreenHeader } from '../components/ui.tsx';
 import { setRouterField } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
 import { MODE_HELP, TRANSPORT_KNOBS, TRANSPORT_MODES, type Mode } from '../lib/vocab.ts';
@@ -197,9 +197,9 @@ export function RouterScreen() {
                 const used = r.source === (legacy ? 'env_legacy' : 'env');
                 return (
                   <tr key={v.name}>
-                    <td className="mono">{i === 0 ? knob : ''}</td>
+                    <td className="mono">{i === 0 ? <Breakable text={knob} /> : ''}</td>
                     <td className="mono">
-                      {v.name} {legacy && <Badge tone="warn">deprecated alias</Badge>}
+                      <Breakable text={v.name} /> {legacy && <Badge tone="warn">deprecated alias</Badge>}
                     </td>
                     <td className="mono">{v.raw === undefined ? <span className="muted">unset</span> : JSON.stringify(v.raw)}</td>
                     <td>

@@ -99,7 +99,7 @@ export function WorkersScreen() {
                     <Fragment key={w.url}>
                       <tr className={editing === w.url ? 'selected' : undefined} data-worker={w.url}>
                         <td className="worker-cell">
-                          <div className="mono nowrap" title={w.url}>{w.url.replace(/^grpc:\/\//, '')}</div>
+                          <div className={`mono worker-url ${w.url.startsWith('grpc://') ? 'nowrap' : 'wrap'}`} title={w.url}>{w.url}</div>
                           <div className="muted small">
                             {w.runtime ?? w.spec.runtime} · {w.spec.worker_type}
                             {!isEmbedded(w) && w.origin && <> · <span className="origin-cell" title={w.origin}>{w.origin.replace(/^.*\//, '')}</span></>}
