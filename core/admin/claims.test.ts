@@ -78,6 +78,22 @@ describe('a setting a flag gave at start, changed in the console', () => {
     }
   });
 
+  it('a hand edit of the file is drift, not a setting the flags set back', async () => {
+    const file = path.join(dir, 'drifted.yaml');
+    writeFileSync(file, `request_timeout_secs: 600\nworkers:\n  - url: ${a}\n`);
+    const c = await startConsole({ flags: { config: file, port: '0', multimodalTensorTransport: 'auto' }, env, processEnv: {}, log: () => {} });
+    try {
+      writeFileSync(file, `request_timeout_secs: 300\nworkers:\n  - url: ${a}\n`);
+      const overview = await c.backend.invoke('overview', {}, meta);
+      expect(overview.config.drifted).toBe(true);
+      expect(overview.config.restartChanges).toEqual([{ path: 'request_timeout_secs', kind: 'changed', before: 600, after: 300 }]);
+      expect(overview.warnings.map((w) => w.kind)).toContain('config_drift');
+      expect(overview.warnings.map((w) => w.kind)).not.toContain('until_restart');
+    } finally {
+      await c.close();
+    }
+  });
+
   it('a worker added while --worker-urls was given: the review says a restart drops it', async () => {
     const file = path.join(dir, 'urls.yaml');
     const c = await startConsole({ flags: { config: file, port: '0', workerUrls: [a] }, env, processEnv: {}, log: () => {} });

@@ -250,11 +250,13 @@ export function createHandlers(state: ConsoleState): Handlers {
         if (v.decision.outcome === 'shm_then_inline') warnings.push({ kind: 'shm_will_fail', message: `worker ${v.url}: ${v.decision.explanation}`, remedy: v.decision.advice ?? DECISION_ADVICE.auto_different_shm! });
       }
       const restartChanges = await state.restartChangesNow();
-      if (restartChanges && restartChanges.length > 0) {
-        const flags = state.startFlags.filter((f) => restartChanges.some((d) => d.path === f.key || d.path.startsWith(`${f.key}[`))).map((f) => f.flag);
+      // Of what a restart would change, what the start flags set back (a hand edit of the file is the drift warning's).
+      const byFlags = (restartChanges ?? []).filter((d) => state.startFlags.some((f) => d.path === f.key || (f.key === 'workers' && d.path.startsWith('workers['))));
+      if (byFlags.length > 0) {
+        const flags = state.startFlags.filter((f) => byFlags.some((d) => d.path === f.key || (f.key === 'workers' && d.path.startsWith('workers[')))).map((f) => f.flag);
         warnings.push({
           kind: 'until_restart',
-          message: `${restartChanges.length} running setting${restartChanges.length === 1 ? '' : 's'} would be set back by a restart with the flags the router started with (${flags.join(' ') || 'its start flags'}): ${restartChanges.map((d) => `${d.path} ${JSON.stringify(d.before)} → ${JSON.stringify(d.after)}`).join(', ')}`,
+          message: `${byFlags.length} running setting${byFlags.length === 1 ? '' : 's'} would be set back by a restart with the flags the router started with (${flags.join(' ')}): ${byFlags.map((d) => `${d.path} ${JSON.stringify(d.before)} → ${JSON.stringify(d.after)}`).join(', ')}`,
           remedy: 'the file has your change; restart the router without those flags to keep it, or apply the flag values again',
         });
       }

@@ -156,7 +156,7 @@ function Histogram({ rows, threshold, thresholdLabel }: { rows: readonly TensorE
 const COLUMNS: ReadonlyArray<{ name: string; right?: boolean; secondary?: boolean }> = [
   { name: 'Time' },
   { name: 'Rev', right: true, secondary: true },
-  { name: 'Request' },
+  { name: 'Request', secondary: true },
   { name: 'Worker' },
   { name: 'Tensor' },
   { name: 'Shape', secondary: true },
@@ -198,11 +198,12 @@ const Row = memo(function Row({ e, index, start, attempt, selected, onSelect }: 
       onClick={() => onSelect(e)}
       data-attempt={attempt.of === 2 ? attempt.n : undefined}
     >
-      <span role="cell" className="num">
+      <span role="cell" className="num nowrap">
+        {e.source === 'console' && <span className="tag-console narrow-only" title="the console's own test traffic">C</span>}
         <button type="button" className="linklike num" onClick={(ev) => { ev.stopPropagation(); onSelect(e); }} aria-label={`Details of ${e.tensor} of ${e.requestId} at ${formatClock(e.time)}`}>{formatClock(e.time)}</button>
       </span>
       <span role="cell" className="r num col-secondary">{e.revision}</span>
-      <span role="cell" className="mono ellipsis" title={e.requestId}>
+      <span role="cell" className="mono ellipsis col-secondary" title={e.requestId}>
         {e.source === 'console' && <span className="tag-console">console</span>}
         {e.requestId}
       </span>
