@@ -12,7 +12,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Document, isMap, isScalar, isSeq, LineCounter, parseDocument, type Node, type ParsedNode, type YAMLMap } from 'yaml';
 import { ConfigError, type ConfigIssue, type PathSegment } from './errors.ts';
-import { RouterConfigSchema, WorkerSpecSchema, type RouterConfig } from './schema.ts';
+import { MAX_WORKERS, RouterConfigSchema, WorkerSpecSchema, type RouterConfig } from './schema.ts';
 import { checkRouterConfig } from './validate.ts';
 
 export interface ParsedConfigFile {
@@ -50,9 +50,60 @@ function positionOf(root: ParsedNode | null, keyPath: readonly PathSegment[], wa
   return { line: 1, col: 1 };
 }
 
+/**
+ * The largest configuration text loaded: a 256-worker file with labels and overrides is
+ * under 40 KiB. The YAML parser holds the event loop about a millisecond per KiB on a 2-core
+ * box, and every load (a file, a console draft, a reload) runs on the loop that answers
+ * /health: past this the text is refused before it is parsed (docs/configuration.md).
+ */
+export const MAX_CONFIG_YAML_BYTES = 64 * 1024;
+
+/**
+ * The first key that repeats one before it in the same mapping, or undefined. The YAML
+ * library's own check (uniqueKeys) compares every key with every earlier one: 20,000 keys
+ * took 9.5 s. This is one Set per mapping, over an explicit stack (no recursion to overflow).
+ */
+function duplicateKey(root: unknown): Node | undefined {
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (isMap(node)) {
+      const seen = new Set<unknown>();
+      for (const pair of node.items) {
+        const key = isScalar(pair.key) ? pair.key.value : pair.key;
+        if (isScalar(pair.key) || pair.key === null) {
+          if (seen.has(key)) return pair.key as Node;
+          seen.add(key);
+        } else stack.push(pair.key);
+        stack.push(pair.value);
+      }
+    } else if (isSeq(node)) for (const item of node.items) stack.push(item);
+  }
+  return undefined;
+}
+
+function syntaxError(source: string, pos: { line: number; col: number }, message: string): ConfigError {
+  return new ConfigError([{ path: '', message: `${source}:${pos.line}:${pos.col}: YAML syntax error: ${message}`, line: pos.line, column: pos.col }], `cannot read ${source}:`);
+}
+
 export function parseConfigYaml(text: string, source = 'config.yaml'): ParsedConfigFile {
+  const size = Buffer.byteLength(text, 'utf8');
+  if (size > MAX_CONFIG_YAML_BYTES) {
+    const kib = (n: number) => `${Math.ceil(n / 1024)} KiB`;
+    throw new ConfigError([{ path: '', message: `${source}:1:1: the configuration is ${kib(size)}, above the ${kib(MAX_CONFIG_YAML_BYTES)} a configuration may have (MAX_CONFIG_YAML_BYTES; ${MAX_WORKERS} workers fit in well under half of it)`, line: 1, column: 1 }], `cannot read ${source}:`);
+  }
   const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
+  let doc: Document.Parsed;
+  try {
+    doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: false });
+  } catch (err) {
+    // The parser recurses per level of nesting: `[[[[…` 30,000 deep overflows its stack.
+    throw syntaxError(source, { line: 1, col: 1 }, `cannot be parsed (${String((err as Error)?.message ?? err).split('\n')[0]}): nested too deeply?`);
+  }
+  if (doc.errors.length === 0) {
+    const repeated = duplicateKey(doc.contents);
+    if (repeated?.range) throw syntaxError(source, lines.linePos(repeated.range[0]), 'Map keys must be unique');
+  }
   if (doc.errors.length > 0) {
     throw new ConfigError(
       doc.errors.map((e) => {
@@ -81,12 +132,16 @@ export function parseConfigYaml(text: string, source = 'config.yaml'): ParsedCon
   }
   const result = checkRouterConfig(data);
   if (!result.ok) {
-    const issues: ConfigIssue[] = result.issues.map((issue) => {
+    const rest = result.issues.filter((issue) => issue.rest);
+    const issues: ConfigIssue[] = result.issues.filter((issue) => !issue.rest).map((issue) => {
       const pos = positionOf(doc.contents, issue.keyPath, issue.unknownKey === true, lines);
       return { path: issue.path, message: `${source}:${pos.line}:${pos.col}: ${issue.message}`, line: pos.line, column: pos.col };
     });
     issues.sort((a, b) => a.line! - b.line! || a.column! - b.column!);
-    throw new ConfigError(issues, `invalid configuration in ${source}:`);
+    // The count of what is not listed goes last, at the last listed problem's position.
+    const last = issues.at(-1);
+    const at = { line: last?.line ?? 1, column: last?.column ?? 1 };
+    throw new ConfigError([...issues, ...rest.map(({ path, message }) => ({ path, message: `${source}:${at.line}:${at.column}: ${message}`, ...at }))], `invalid configuration in ${source}:`);
   }
   const positions = new Map<string, { line: number; column: number }>();
   collectPositions(doc.contents, [], lines, positions);
@@ -198,7 +253,7 @@ function sparse(value: unknown, defaults?: Record<string, unknown>): unknown {
  */
 export function updateConfigYaml(existingText: string, config: RouterConfig, source = 'config.yaml'): string {
   parseConfigYaml(existingText, source); // never edit over a file we could not have loaded
-  const doc: Document = parseDocument(existingText);
+  const doc: Document = parseDocument(existingText, { uniqueKeys: false }); // checked just above, in linear time
   const target = normalizeConfig(config);
   if (!isMap(doc.contents)) {
     doc.contents = doc.createNode(sparse(target, ROUTER_DEFAULTS)) as YAMLMap;
