@@ -289,9 +289,10 @@ export function createHandlers(state: ConsoleState): Handlers {
       const s = store.current();
       const r = readDraft(yamlDraft(s, input));
       if (!r.ok) return { ok: false, issues: r.issues, workers: [] };
+      const origins = draftOrigins(s, r.config); // once: it compares the whole list
       const workers = r.config.workers.map((spec) => {
         const w = ctx.registry.get(spec.url);
-        const { decision, resolved } = transportForWorker({ spec, config: r.config, env: s.env, origins: draftOrigins(s, r.config), labels: w?.labels ?? spec.labels, reachable: w?.healthy ?? false, host: ctx.host });
+        const { decision, resolved } = transportForWorker({ spec, config: r.config, env: s.env, origins, labels: w?.labels ?? spec.labels, reachable: w?.healthy ?? false, host: ctx.host });
         return { url: spec.url, resolution: resolved, decision: decisionView(decision.reason, decision.shmEnabled) };
       });
       return { ok: true, issues: [], workers };
