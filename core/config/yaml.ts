@@ -280,6 +280,12 @@ export async function loadConfigFile(file: string): Promise<ParsedConfigFile> {
  * old file becomes `<file>.bak`. `beforeRename` is where a test stages a crash: whatever
  * happens before the rename, `file` still holds its old text.
  *
+ * No step follows a symlink someone planted beside the file: both the temp file and the
+ * backup's temp file are created exclusively (O_EXCL, which never follows a link) with mode
+ * 0600 and renamed into place, and a rename replaces a link at `<file>.bak` itself, not what
+ * it points to (a copy onto `<file>.bak` overwrote the link's target with the configuration
+ * and gave the backup the target's mode).
+ *
  * The file operations are synchronous on purpose: the file is a few KiB, and under load
  * libuv's threads are busy decoding images (sharp) and writing tensors, so each of the nine
  * asynchronous steps waited its turn behind them and an apply took 0.3-3 s under 32 clients
@@ -287,22 +293,23 @@ export async function loadConfigFile(file: string): Promise<ParsedConfigFile> {
  */
 export async function writeFileAtomic(file: string, text: string, hooks: { beforeRename?: () => Promise<void> } = {}): Promise<void> {
   const dir = path.dirname(file);
-  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`);
-  const fd = fsSync.openSync(tmp, 'wx', 0o600);
+  const tmp = writeTempBeside(file, text);
   try {
-    fsSync.writeFileSync(fd, text, 'utf8');
-    fsSync.fsyncSync(fd);
-  } catch (err) {
-    fsSync.closeSync(fd);
-    fsSync.rmSync(tmp, { force: true });
-    throw err;
-  }
-  fsSync.closeSync(fd);
-  try {
+    let previous: Buffer | undefined;
     try {
-      fsSync.copyFileSync(file, `${file}.bak`);
+      previous = fsSync.readFileSync(file);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    if (previous !== undefined) {
+      const bak = `${file}.bak`;
+      const bakTmp = writeTempBeside(bak, previous);
+      try {
+        fsSync.renameSync(bakTmp, bak);
+      } catch (err) {
+        fsSync.rmSync(bakTmp, { force: true });
+        throw err;
+      }
     }
     await hooks.beforeRename?.();
     fsSync.renameSync(tmp, file);
@@ -320,6 +327,22 @@ export async function writeFileAtomic(file: string, text: string, hooks: { befor
   } finally {
     if (d !== undefined) fsSync.closeSync(d);
   }
+}
+
+/** `.<name>.<pid>.<ms>.tmp` beside `file`, created exclusively with mode 0600, written and fsynced; its path. */
+function writeTempBeside(file: string, data: string | Buffer): string {
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`);
+  const fd = fsSync.openSync(tmp, 'wx', 0o600);
+  try {
+    fsSync.writeFileSync(fd, data);
+    fsSync.fsyncSync(fd);
+  } catch (err) {
+    fsSync.closeSync(fd);
+    fsSync.rmSync(tmp, { force: true });
+    throw err;
+  }
+  fsSync.closeSync(fd);
+  return tmp;
 }
 
 /** Save `config` to `file`: an edit of the existing text when there is one, else a fresh export. */
