@@ -80,7 +80,7 @@ describe('YAML text', () => {
   it(`refuses a file over ${MAX_CONFIG_YAML_BYTES / 1024} KiB before parsing it: 20,000 unknown keys`, () => {
     const text = Array.from({ length: 20_000 }, (_, i) => `unknown_key_${i}: ${i}`).join('\n');
     expect(issuesOf(() => parseConfigYaml(text, 'big.yaml'))).toEqual([
-      { path: '', line: 1, column: 1, message: `big.yaml:1:1: the configuration is ${Math.ceil(text.length / 1024)} KiB, above the 64 KiB a configuration may have (MAX_CONFIG_YAML_BYTES; ${MAX_WORKERS} workers fit in well under half of it)` },
+      { path: '', line: 1, column: 1, message: `big.yaml:1:1: the configuration is ${Math.ceil(text.length / 1024)} KiB, above the 32 KiB a configuration may have (MAX_CONFIG_YAML_BYTES; ${MAX_WORKERS} workers fit in about half of it)` },
     ]);
   });
 

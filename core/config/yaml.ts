@@ -51,12 +51,13 @@ function positionOf(root: ParsedNode | null, keyPath: readonly PathSegment[], wa
 }
 
 /**
- * The largest configuration text loaded: a 256-worker file with labels and overrides is
- * under 40 KiB. The YAML parser holds the event loop about a millisecond per KiB on a 2-core
- * box, and every load (a file, a console draft, a reload) runs on the loop that answers
- * /health: past this the text is refused before it is parsed (docs/configuration.md).
+ * The largest configuration text loaded: a file of MAX_WORKERS workers, each with a runtime,
+ * two labels and an override, is about 17 KiB. The YAML parser holds the event loop one to
+ * two milliseconds per KiB on a busy 2-core box, and every load (a file, a console draft, a
+ * reload) runs on the loop that answers /health: past this the text is refused before it is
+ * parsed (docs/configuration.md).
  */
-export const MAX_CONFIG_YAML_BYTES = 64 * 1024;
+export const MAX_CONFIG_YAML_BYTES = 32 * 1024;
 
 /**
  * The first key that repeats one before it in the same mapping, or undefined. The YAML
@@ -86,11 +87,27 @@ function syntaxError(source: string, pos: { line: number; col: number }, message
   return new ConfigError([{ path: '', message: `${source}:${pos.line}:${pos.col}: YAML syntax error: ${message}`, line: pos.line, column: pos.col }], `cannot read ${source}:`);
 }
 
+/**
+ * The last text refused, and why: a console draft that does not load is read twice (once as
+ * the draft, once to report its issues), and each parse holds the event loop.
+ */
+let lastRefused: { text: string; source: string; error: ConfigError } | undefined;
+
 export function parseConfigYaml(text: string, source = 'config.yaml'): ParsedConfigFile {
+  if (lastRefused && lastRefused.text === text && lastRefused.source === source) throw lastRefused.error;
+  try {
+    return parseConfigYamlOnce(text, source);
+  } catch (err) {
+    if (err instanceof ConfigError) lastRefused = { text, source, error: err };
+    throw err;
+  }
+}
+
+function parseConfigYamlOnce(text: string, source: string): ParsedConfigFile {
   const size = Buffer.byteLength(text, 'utf8');
   if (size > MAX_CONFIG_YAML_BYTES) {
     const kib = (n: number) => `${Math.ceil(n / 1024)} KiB`;
-    throw new ConfigError([{ path: '', message: `${source}:1:1: the configuration is ${kib(size)}, above the ${kib(MAX_CONFIG_YAML_BYTES)} a configuration may have (MAX_CONFIG_YAML_BYTES; ${MAX_WORKERS} workers fit in well under half of it)`, line: 1, column: 1 }], `cannot read ${source}:`);
+    throw new ConfigError([{ path: '', message: `${source}:1:1: the configuration is ${kib(size)}, above the ${kib(MAX_CONFIG_YAML_BYTES)} a configuration may have (MAX_CONFIG_YAML_BYTES; ${MAX_WORKERS} workers fit in about half of it)`, line: 1, column: 1 }], `cannot read ${source}:`);
   }
   const lines = new LineCounter();
   let doc: Document.Parsed;
