@@ -53,10 +53,19 @@ export function rawRequest(base: string, bytes: string | Buffer, timeoutMs = 500
     socket.on('connect', () => socket.write(data, () => {}));
     socket.on('data', (d: Buffer) => {
       got = Buffer.concat([got, d]);
-      const text = got.toString('latin1');
+      // An interim 100 Continue is not the answer: skip it.
+      let text = got.toString('latin1');
+      while (/^HTTP\/1\.[01] 1\d\d /.test(text) && text.includes('\r\n\r\n')) {
+        got = got.subarray(text.indexOf('\r\n\r\n') + 4);
+        text = got.toString('latin1');
+      }
       const end = text.indexOf('\r\n\r\n');
-      const length = /\r\ncontent-length: *(\d+)/i.exec(text.slice(0, end))?.[1];
-      if (end >= 0 && length !== undefined && got.length >= end + 4 + Number(length)) finish(false);
+      if (end < 0) return;
+      const head = text.slice(0, end);
+      const length = /\r\ncontent-length: *(\d+)/i.exec(head)?.[1];
+      if (length !== undefined && got.length >= end + 4 + Number(length)) finish(false);
+      else if (/\r\ntransfer-encoding: *chunked/i.test(head) && text.endsWith('\r\n0\r\n\r\n')) finish(false);
+      else if (length === undefined && !/\r\ntransfer-encoding/i.test(head) && /^HTTP\/1\.[01] (?:204|304)/.test(head)) finish(false);
     });
     socket.on('end', () => finish(true));
     socket.on('close', () => finish(true));
