@@ -88,19 +88,28 @@ function syntaxError(source: string, pos: { line: number; col: number }, message
 }
 
 /**
- * The last text refused, and why: a console draft that does not load is read twice (once as
- * the draft, once to report its issues), and each parse holds the event loop.
+ * The last few texts loaded or refused. One console apply reads the same texts several
+ * times (the draft, to report its issues, the file on disk for drift, again before editing
+ * it), each parse holding the event loop; a text's outcome never changes. Callers get a
+ * copy of a loaded configuration, so none can change another's.
  */
-let lastRefused: { text: string; source: string; error: ConfigError } | undefined;
+const recent: Array<{ text: string; source: string; outcome: { parsed: ParsedConfigFile } | { error: ConfigError } }> = [];
+const RECENT = 4;
 
 export function parseConfigYaml(text: string, source = 'config.yaml'): ParsedConfigFile {
-  if (lastRefused && lastRefused.text === text && lastRefused.source === source) throw lastRefused.error;
-  try {
-    return parseConfigYamlOnce(text, source);
-  } catch (err) {
-    if (err instanceof ConfigError) lastRefused = { text, source, error: err };
-    throw err;
+  let hit = recent.find((r) => r.text === text && r.source === source);
+  if (!hit) {
+    try {
+      hit = { text, source, outcome: { parsed: parseConfigYamlOnce(text, source) } };
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      hit = { text, source, outcome: { error: err } };
+    }
+    recent.unshift(hit);
+    recent.splice(RECENT);
   }
+  if ('error' in hit.outcome) throw hit.outcome.error;
+  return { config: structuredClone(hit.outcome.parsed.config), positions: new Map(hit.outcome.parsed.positions) };
 }
 
 function parseConfigYamlOnce(text: string, source: string): ParsedConfigFile {
