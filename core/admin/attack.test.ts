@@ -9,7 +9,7 @@ import path from 'node:path';
 import WebSocket from 'ws';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MAX_WORKERS } from '../config/schema.ts';
-import { startMmtc } from '../test/cli.ts';
+import { runMmtc, startMmtc } from '../test/cli.ts';
 import { BAD_REQUEST_TARGETS, BAD_WS_FRAMES, rawRequest, rawWebSocket } from '../test/raw-wire.ts';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'mmtc-attack-'));
@@ -121,10 +121,10 @@ describe('bodies and configurations too big, too deep or degenerate', () => {
     const yaml = `workers:\n${Array.from({ length: 10_000 }, (_, i) => `  - url: grpc://127.0.0.1:${1 + (i % 65_000)}\n`).join('')}`;
     const r = await command('config.apply', JSON.stringify({ yaml, expectedRevision: 1 }));
     expect(r.status).toBe(413);
-    const small = `workers:\n${Array.from({ length: 2000 }, (_, i) => `  - url: grpc://127.0.0.1:${1 + i}\n`).join('')}`;
+    const small = `workers:\n${Array.from({ length: 300 }, (_, i) => `  - url: grpc://127.0.0.1:${1 + i}\n`).join('')}`;
     const resolve = await command('config.resolve', JSON.stringify({ yaml: small }));
     expect(resolve.status).toBe(200);
-    expect((await jsonOf(resolve)).issues[0].message).toBe(`draft.yaml:2:3: invalid value a list of 2000 entries for workers: expected at most ${MAX_WORKERS} workers (MAX_WORKERS, docs/configuration.md)`);
+    expect((await jsonOf(resolve)).issues[0].message).toBe(`draft.yaml:2:3: invalid value a list of 300 entries for workers: expected at most ${MAX_WORKERS} workers (MAX_WORKERS, docs/configuration.md)`);
   });
 
   it.each([
@@ -148,6 +148,22 @@ describe('after all of it', () => {
     expect(metrics).toContain('mmtc_uncaught_errors_total{kind="unhandled_rejection"} 0');
     expect(serve.errors()).not.toMatch(/uncaught_exception|unhandled_rejection/);
   });
+});
+
+describe('a router.yaml of 10,000 workers (what the console used to persist)', () => {
+  it('is refused at start with an error naming the limit, instead of wedging the start', () => {
+    const other = mkdtempSync(path.join(tmpdir(), 'mmtc-attack-big-'));
+    const big = path.join(other, 'router.yaml');
+    writeFileSync(big, `workers:\n${Array.from({ length: 10_000 }, (_, i) => `  - url: grpc://127.0.0.1:${1 + i}\n`).join('')}`);
+    try {
+      const r = runMmtc(['serve', '--config', big, '--port', '0', '--console-port', '0'], { XDG_CONFIG_HOME: other, MMTC_MALLOC_HUGETLB: '0' });
+      expect(r.status).toBe(2);
+      expect(r.stderr).toContain(`${big}:1:1: the configuration is ${Math.ceil(readFileSync(big).length / 1024)} KiB, above the 32 KiB a configuration may have (MAX_CONFIG_YAML_BYTES`);
+      expect(r.stdout).not.toMatch(/listening/);
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  }, 70_000);
 });
 
 describe('--console-host', () => {
