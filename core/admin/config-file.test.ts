@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -95,5 +95,80 @@ describe('the config history', () => {
     expect(again.entries().map((r) => r.revision)).toEqual(Array.from({ length: 500 }, (_, i) => 801 + i));
     await again.append({ revision: 1301, appliedAt: 1301, client: 'ipc', diff: [], config: {} });
     expect((await ConfigHistory.open(file)).entries().at(-1)!.revision).toBe(1301);
+  });
+});
+
+// A user who can write beside the file plants links where the console writes next; nothing
+// may be written through them, and every file the console writes is the operator's alone.
+describe('symlinks and permissions', () => {
+  /** A file outside the config directory, as a link's target: what must stay untouched. */
+  function victim(): { path: string; text: string } {
+    const outside = mkdtempSync(path.join(tmpdir(), 'mmtc-victim-'));
+    const p = path.join(outside, 'victim.txt');
+    writeFileSync(p, 'precious\n', { mode: 0o644 });
+    return { path: p, text: 'precious\n' };
+  }
+  afterEach(() => {
+    for (const d of readdirSync(tmpdir()).filter((n) => n.startsWith('mmtc-victim-'))) rmSync(path.join(tmpdir(), d), { recursive: true, force: true });
+  });
+  const mode = (p: string) => statSync(p).mode & 0o777;
+
+  it('a symlink planted at FILE.bak is replaced, its target untouched; the backup is 0600', async () => {
+    const file = path.join(dir, 'router.yaml');
+    const target = victim();
+    const { file: f } = await ConfigFile.open(file);
+    await f.save(config('inline'));
+    symlinkSync(target.path, `${file}.bak`);
+    await f.save(config('shm'));
+    expect(readFileSync(target.path, 'utf8')).toBe(target.text);
+    expect(mode(target.path)).toBe(0o644);
+    expect(lstatSync(`${file}.bak`).isSymbolicLink()).toBe(false);
+    expect(readFileSync(`${file}.bak`, 'utf8')).toContain('multimodal_tensor_transport: inline');
+    expect(mode(`${file}.bak`)).toBe(0o600);
+    expect(mode(file)).toBe(0o600);
+  });
+
+  it('a symlink planted at FILE.history.jsonl is refused, and nothing is appended to its target', async () => {
+    const file = path.join(dir, 'router.yaml');
+    const target = victim();
+    symlinkSync(target.path, `${file}.history.jsonl`);
+    await expect(ConfigHistory.open(file)).rejects.toThrow(`${file}.history.jsonl is a symlink; the console does not read or write its history through links (remove it)`);
+    expect(readFileSync(target.path, 'utf8')).toBe(target.text);
+  });
+
+  it('a link planted after the start is not appended through either', async () => {
+    const file = path.join(dir, 'router.yaml');
+    const target = victim();
+    const history = await ConfigHistory.open(file);
+    symlinkSync(target.path, `${file}.history.jsonl`);
+    await expect(history.append({ revision: 1, appliedAt: 0, client: 'http', diff: [], config: {} })).rejects.toThrow(/is a symlink; the console does not write through links/);
+    expect(readFileSync(target.path, 'utf8')).toBe(target.text);
+  });
+
+  it('the history is 0600, an existing 0644 one is tightened', async () => {
+    const file = path.join(dir, 'router.yaml');
+    writeFileSync(`${file}.history.jsonl`, '', { mode: 0o644 });
+    chmodSync(`${file}.history.jsonl`, 0o644);
+    const history = await ConfigHistory.open(file);
+    await history.append({ revision: 1, appliedAt: 0, client: 'http', diff: [], config: {} });
+    expect(mode(`${file}.history.jsonl`)).toBe(0o600);
+  });
+
+  it.each([
+    ['0777', 0o777, 'every user'],
+    ['1777', 0o1777, 'every user'],
+    ['0775', 0o775, 'its group'],
+  ])('a configuration directory of mode %s is refused, naming why', async (shown, dirMode, who) => {
+    const shared = path.join(dir, 'shared');
+    mkdirSync(shared);
+    chmodSync(shared, dirMode);
+    await expect(ConfigFile.open(path.join(shared, 'router.yaml'))).rejects.toThrow(`refusing the configuration directory ${shared}: it is writable by ${who} (mode ${shown})`);
+  });
+
+  it('a directory it creates is 0700', async () => {
+    const file = path.join(dir, 'fresh', 'router.yaml');
+    const { file: f } = await ConfigFile.open(file);
+    await f.save(config('inline'));
+    expect(mode(path.dirname(file))).toBe(0o700);
   });
 });

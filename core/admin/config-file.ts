@@ -11,12 +11,18 @@
 // The history of applied revisions lives beside it, one JSON line per revision in
 // `FILE.history.jsonl` (appended, never rewritten except to drop the oldest, in batches, past
 // MAX_HISTORY), so it survives a restart and revision numbers keep counting up.
-import { appendFileSync, existsSync, mkdirSync, promises as fs, readFileSync } from 'node:fs';
+//
+// Nothing the console writes follows a symlink or is readable by others: the config and its
+// `.bak` are written through exclusively created temp files renamed into place
+// (writeFileAtomic), the history is opened with O_NOFOLLOW, every file is mode 0600, and a
+// directory that someone else could write to (where they could plant such links, or swap
+// the file) is refused at start.
+import { closeSync, constants as fsConstants, existsSync, fchmodSync, fstatSync, mkdirSync, openSync, promises as fs, readFileSync, statSync, writeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ConfigError } from '../config/errors.ts';
 import type { RouterConfig } from '../config/schema.ts';
-import { exportConfigYaml, parseConfigYaml, updateConfigYaml, writeFileAtomic, type ParsedConfigFile } from '../config/yaml.ts';
+import { exportConfigYaml, MAX_CONFIG_YAML_BYTES, parseConfigYaml, updateConfigYaml, writeFileAtomic, type ParsedConfigFile } from '../config/yaml.ts';
 import { parseRouterConfig } from '../config/validate.ts';
 import type { ConfigClient } from '../config/store.ts';
 import type { DiffEntry } from './contract.ts';
@@ -26,10 +32,52 @@ export function defaultConfigPath(env: Readonly<Record<string, string | undefine
   return path.join(base, 'mmtc', 'router.yaml');
 }
 
-/** Temp files of writeFileAtomic for `file`: `.<name>.<pid>.<ms>.tmp`. */
+/** Temp files of writeFileAtomic for `file` (and for its `.bak` and history): `.<name>.<pid>.<ms>.tmp`. */
 function isTempOf(file: string, name: string): boolean {
   const base = path.basename(file).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  return new RegExp(`^\\.${base}\\.\\d+\\.\\d+\\.tmp$`).test(name);
+  return new RegExp(`^\\.${base}(?:\\.bak|\\.history\\.jsonl)?\\.\\d+\\.\\d+\\.tmp$`).test(name);
+}
+
+/**
+ * Refuse a configuration directory that another user could write to: there they could plant
+ * a symlink where the console writes next, or replace the file between two reads. Absent is
+ * fine (the first save creates it, mode 0700).
+ */
+export function checkConfigDirectory(dir: string): void {
+  let st;
+  try {
+    st = statSync(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw new ConfigError([{ path: '', message: `cannot use the configuration directory ${dir}: ${(err as Error).message}` }]);
+  }
+  const uid = process.getuid?.();
+  const mode = (st.mode & 0o7777).toString(8).padStart(4, '0');
+  const why =
+    st.mode & 0o022 ? `it is writable by ${st.mode & 0o002 ? 'every user' : 'its group'} (mode ${mode})` : uid !== undefined && st.uid !== uid && st.uid !== 0 ? `it belongs to another user (uid ${st.uid})` : undefined;
+  if (why) throw new ConfigError([{ path: '', message: `refusing the configuration directory ${dir}: ${why}, so someone else could plant a symlink where the console writes or swap the file. Use a directory only you can write to (chmod go-w ${dir}), or --config FILE elsewhere` }]);
+}
+
+/**
+ * Append `text` to `file` without following a symlink there (O_NOFOLLOW: ELOOP instead),
+ * creating it with mode 0600 and tightening an existing one to 0600.
+ */
+function appendPrivate(file: string, text: string): void {
+  let fd: number;
+  try {
+    fd = openSync(file, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW, 0o600);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new Error(`${file} is a symlink; the console does not write through links (remove it)`);
+    throw err;
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile()) throw new Error(`${file} is not a regular file`);
+    if ((st.mode & 0o077) !== 0) fchmodSync(fd, 0o600);
+    writeSync(fd, text);
+  } finally {
+    closeSync(fd);
+  }
 }
 
 export class ConfigFile {
@@ -44,6 +92,7 @@ export class ConfigFile {
    */
   static async open(file: string): Promise<{ file: ConfigFile; parsed: ParsedConfigFile | undefined }> {
     const f = new ConfigFile(path.resolve(file));
+    checkConfigDirectory(path.dirname(f.path));
     await f.removeStaleTemps();
     const text = await f.readText();
     f.known = text;
@@ -83,8 +132,13 @@ export class ConfigFile {
 
   /** Write `config` as an edit of the known text (or a fresh export), atomically; returns the text written. */
   async save(config: RouterConfig, hooks?: { beforeRename?: () => Promise<void> }): Promise<string> {
-    mkdirSync(path.dirname(this.path), { recursive: true });
+    mkdirSync(path.dirname(this.path), { recursive: true, mode: 0o700 });
     const text = this.known === undefined ? exportConfigYaml(config) : updateConfigYaml(this.known, config, this.path);
+    // Never write a file the next start would refuse to load.
+    const size = Buffer.byteLength(text, 'utf8');
+    if (size > MAX_CONFIG_YAML_BYTES) {
+      throw new ConfigError([{ path: '', message: `the configuration would take ${Math.ceil(size / 1024)} KiB of YAML, above the ${MAX_CONFIG_YAML_BYTES / 1024} KiB a configuration file may have (MAX_CONFIG_YAML_BYTES): fewer or smaller labels, or fewer workers` }]);
+    }
     await writeFileAtomic(this.path, text, hooks);
     this.known = text;
     return text;
@@ -127,9 +181,17 @@ export class ConfigHistory {
     const file = `${path.resolve(configFile)}.history.jsonl`;
     let text = '';
     try {
-      text = await fs.readFile(file, 'utf8');
+      // O_NOFOLLOW: a symlink planted here is refused, not read (and later appended to).
+      const fd = await fs.open(file, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
+      try {
+        text = await fd.readFile('utf8');
+      } finally {
+        await fd.close();
+      }
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ELOOP') throw new ConfigError([{ path: '', message: `${file} is a symlink; the console does not read or write its history through links (remove it)` }]);
+      if (code !== 'ENOENT') throw err;
     }
     const records: HistoryRecord[] = [];
     for (const line of text.split('\n')) {
@@ -160,7 +222,7 @@ export class ConfigHistory {
     this.records.push(record);
     if (this.records.length > MAX_HISTORY) this.records = this.records.slice(-MAX_HISTORY);
     if (!this.path) return;
-    mkdirSync(path.dirname(this.path), { recursive: true });
+    mkdirSync(path.dirname(this.path), { recursive: true, mode: 0o700 });
     // The file is trimmed in batches (at a fifth over the limit): a trim rewrites it whole.
     if (this.onDisk + 1 > MAX_HISTORY * 1.2) {
       await writeFileAtomic(this.path, this.records.map((r) => JSON.stringify(r)).join('\n') + '\n');
@@ -168,7 +230,7 @@ export class ConfigHistory {
       this.partialLine = false;
       return;
     }
-    appendFileSync(this.path, `${this.partialLine ? '\n' : ''}${JSON.stringify(record)}\n`, { mode: 0o600 });
+    appendPrivate(this.path, `${this.partialLine ? '\n' : ''}${JSON.stringify(record)}\n`);
     this.onDisk += 1;
     this.partialLine = false;
   }

@@ -50,6 +50,8 @@ export interface ConsoleState {
   busy: Set<string>;
 }
 
+const nextTask = () => new Promise<void>((resolve) => setImmediate(resolve));
+
 export function originLabel(client: BindingClient): string {
   return `console (${client === 'ipc' ? 'desktop' : 'HTTP'})`;
 }
@@ -155,6 +157,9 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
     },
     apply(next, expectedRevision, client) {
       const run = async () => {
+        // Each step below parses or writes a configuration of up to 32 KiB: between them the
+        // event loop answers what waits (/health), so no apply holds it for their sum.
+        await nextTask();
         const current = store.current();
         const config = store.check(next, expectedRevision);
         const drift = await file.drift();
@@ -163,7 +168,9 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
         const fileConfig = drift.text === undefined ? undefined : file.parse(drift.text).config;
         const embedded = state.embeddedUrls();
         const written = configForFile(config, startFlags, fileConfig, embedded);
+        await nextTask();
         await file.save(written);
+        await nextTask();
         const applied = store.apply(config, expectedRevision, { origin: originLabel(client), client });
         return { revision: applied.revision, diff: diffConfigs(before, applied.config), file: file.path, untilRestart: restartChanges(config, written, options.flags, embedded) };
       };

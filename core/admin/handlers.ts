@@ -146,12 +146,14 @@ export function createHandlers(state: ConsoleState): Handlers {
   };
 
   /** Each worker of `config` resolved as its next request would be, were `config` applied now (what discovery knows of the worker, its lane included). */
-  const resolveDraft = (s: ConfigSnapshot, config: RouterConfig) =>
-    config.workers.map((spec) => {
+  const resolveDraft = (s: ConfigSnapshot, config: RouterConfig) => {
+    const origins = draftOrigins(s, config); // once: it compares the whole list
+    return config.workers.map((spec) => {
       const w = ctx.registry.get(spec.url);
-      const { decision, resolved } = transportForWorker({ spec, config, env: s.env, origins: draftOrigins(s, config), labels: w ? { ...w.discoveredLabels, ...spec.labels } : spec.labels, reachable: w?.healthy ?? false, host: ctx.host, shmLaneBroken: w?.shmLane?.error });
+      const { decision, resolved } = transportForWorker({ spec, config, env: s.env, origins, labels: w ? { ...w.discoveredLabels, ...spec.labels } : spec.labels, reachable: w?.healthy ?? false, host: ctx.host, shmLaneBroken: w?.shmLane?.error });
       return { url: spec.url, resolution: resolved, decision: decisionView(decision) };
     });
+  };
 
   const withWorkers = (snapshot: ConfigSnapshot, workers: WorkerSpec[]): RouterConfig => ({ ...snapshot.config, workers });
 

@@ -13,6 +13,13 @@
 //   - Commands take `application/json` only (a cross-origin form cannot send it without a
 //     preflight this server never answers).
 // Every response carries a strict Content-Security-Policy and nosniff.
+//
+// Nothing a client sends reaches an uncaught exception (docs/console.md, "Security"): a
+// request target that is no URL or no valid percent-encoding is a 400, a body over
+// MAX_COMMAND_BODY a 413 JSON answer (then the connection closes), JSON nested deeper than
+// MAX_JSON_DEPTH a 400; on the WebSocket a frame that breaks the protocol (unmasked, a
+// reserved opcode or bit, invalid UTF-8, over 64 KiB) closes that connection with the
+// protocol's close code, and a message that is not {op, stream} closes it with 1003/1008.
 import { timingSafeEqual } from 'node:crypto';
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -22,11 +29,17 @@ import path from 'node:path';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ConsoleBackend } from './backend.ts';
 import { CONTENT_SECURITY_POLICY } from './csp.ts';
+import { answerThenClose, nestingDepth, requestTarget } from '../router/http-request.ts';
 import { ContractError, isCommandName, STREAM_NAMES, type ErrorCode, type StreamName } from './contract.ts';
 
 export const TOKEN_SUBPROTOCOL_PREFIX = 'mmtc.token.';
 export const EVENTS_SUBPROTOCOL = 'mmtc.v1';
-const MAX_COMMAND_BODY = 2 * 1024 * 1024;
+/** A command's body: a draft of MAX_WORKERS workers with their labels is well under it. */
+export const MAX_COMMAND_BODY = 256 * 1024;
+/** Nesting a command's JSON may have: a configuration needs 4 levels; 100,000 overflowed the stack (500). */
+export const MAX_JSON_DEPTH = 32;
+/** Bytes one WebSocket message may have (the client sends only {op, stream}). */
+export const MAX_WS_MESSAGE = 64 * 1024;
 /** A WebSocket with more than this waiting to go out gets no new traffic batch until it drains. */
 const MAX_BUFFERED = 1024 * 1024;
 
@@ -107,26 +120,39 @@ function sendContractError(res: ServerResponse, err: ContractError): void {
   sendJson(res, STATUS[err.code], err.toWire());
 }
 
+/** A body this server will not read to its end: answered with `status`, then the connection closes. */
+class BodyTooLarge extends ContractError {
+  readonly status = 413;
+}
+
 function readJson(req: IncomingMessage): Promise<unknown> {
+  const tooLarge = () => new BodyTooLarge('invalid_input', `the command body is above ${MAX_COMMAND_BODY / 1024} KiB (a configuration of the most workers allowed fits well within it)`);
   return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length'] ?? NaN);
+    if (Number.isFinite(declared) && declared > MAX_COMMAND_BODY) return reject(tooLarge());
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (c: Buffer) => {
+    const onData = (c: Buffer) => {
       size += c.length;
       if (size > MAX_COMMAND_BODY) {
-        reject(new ContractError('invalid_input', `the command body is above ${MAX_COMMAND_BODY / 1024 / 1024} MiB`));
-        req.destroy();
+        req.off('data', onData);
+        reject(tooLarge());
         return;
       }
       chunks.push(c);
-    });
+    };
+    req.on('data', onData);
     req.on('end', () => {
+      if (size > MAX_COMMAND_BODY) return;
       const text = Buffer.concat(chunks).toString('utf8');
+      let value: unknown;
       try {
-        resolve(text === '' ? {} : JSON.parse(text));
+        value = text === '' ? {} : JSON.parse(text);
       } catch (err) {
-        reject(new ContractError('invalid_input', `the command body is not valid JSON: ${(err as Error).message}`));
+        return reject(new ContractError('invalid_input', `the command body is not valid JSON: ${(err as Error).message}`));
       }
+      if (nestingDepth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) return reject(new ContractError('invalid_input', `the command body is nested deeper than ${MAX_JSON_DEPTH} levels`));
+      resolve(value);
     });
     req.on('error', reject);
   });
@@ -137,6 +163,7 @@ const NOT_BUILT = `<!doctype html><meta charset="utf-8"><title>mm-transport-cons
 <p>The console's user interface has not been built in this checkout.</p>
 <p>Run <code>npm run build:renderer</code>, then reload this page. The router and the console API are running.</p>`;
 
+/** `pathname` has been through requestTarget(), so it decodes. */
 function serveStatic(staticDir: string, pathname: string, res: ServerResponse): void {
   const rel = pathname === '/' ? 'index.html' : decodeURIComponent(pathname).replace(/^\/+/, '');
   const file = path.resolve(staticDir, rel);
@@ -173,13 +200,19 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
   };
 
   const server: Server = createServer((req, res) => {
-    void handle(req, res);
+    handle(req, res).catch((err: unknown) => {
+      // handle() answers what it meets; this is for a bug of its own, answered and not fatal.
+      if (!res.headersSent) sendContractError(res, new ContractError('internal', (err as Error)?.message ?? String(err)));
+      else res.destroy();
+    });
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const refused = guard(req);
     if (refused) return sendContractError(res, refused);
-    const url = new URL(req.url ?? '/', 'http://console');
+    const target = requestTarget(req.url);
+    if (!target.ok) return answerThenClose(req, res, 400, new ContractError('invalid_input', target.error).toWire(), securityHeaders());
+    const url = { pathname: target.pathname };
     if (!url.pathname.startsWith('/api/')) {
       if (req.method !== 'GET' && req.method !== 'HEAD') return sendContractError(res, new ContractError('not_found', `no route for ${req.method} ${url.pathname}`));
       return serveStatic(options.staticDir, url.pathname, res);
@@ -199,19 +232,24 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
       const output = await backend.invoke(command, input, { client: 'http' });
       sendJson(res, 200, output);
     } catch (err) {
+      if (err instanceof BodyTooLarge) return answerThenClose(req, res, err.status, err.toWire(), securityHeaders({ 'cache-control': 'no-store' }));
       sendContractError(res, err instanceof ContractError ? err : new ContractError('internal', (err as Error).message));
     }
   }
 
-  const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024, handleProtocols: (protocols) => (protocols.has(EVENTS_SUBPROTOCOL) ? EVENTS_SUBPROTOCOL : false) });
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_WS_MESSAGE, handleProtocols: (protocols) => (protocols.has(EVENTS_SUBPROTOCOL) ? EVENTS_SUBPROTOCOL : false) });
   server.on('upgrade', (req, socket, head) => {
+    // From here the socket is ours: a reset by the client must not become an uncaught 'error'.
+    socket.on('error', () => socket.destroy());
     const refuse = (status: number, text: string) => {
       socket.write(`HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
       socket.destroy();
     };
     const refused = guard(req);
     if (refused) return refuse(403, 'Forbidden');
-    if (new URL(req.url ?? '/', 'http://console').pathname !== '/api/events') return refuse(404, 'Not Found');
+    const target = requestTarget(req.url);
+    if (!target.ok) return refuse(400, 'Bad Request');
+    if (target.pathname !== '/api/events') return refuse(404, 'Not Found');
     const offered = String(req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
     const given = offered.find((p) => p.startsWith(TOKEN_SUBPROTOCOL_PREFIX))?.slice(TOKEN_SUBPROTOCOL_PREFIX.length);
     if (!sameToken(given, token)) return refuse(401, 'Unauthorized');
@@ -225,18 +263,27 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     const send = (stream: StreamName, payload: unknown) => {
       if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ stream, payload }));
     };
-    ws.on('message', (data) => {
-      let msg: { op?: string; stream?: string };
+    // A frame that breaks the protocol (unmasked, reserved opcode or bits, invalid UTF-8, a
+    // length over MAX_WS_MESSAGE or 2^53): ws closes this connection with the matching code
+    // (1002, 1007, 1009) and reports it here; without a listener it was thrown, and the process stopped.
+    ws.on('error', () => {});
+    ws.on('message', (data, isBinary) => {
+      if (isBinary) return ws.close(1003, 'expected a JSON text message');
+      let msg: unknown;
       try {
-        msg = JSON.parse(String(data)) as { op?: string; stream?: string };
+        msg = JSON.parse(String(data));
       } catch {
         return ws.close(1003, 'expected JSON');
       }
-      const stream = msg.stream as StreamName;
-      if (!STREAM_NAMES.includes(stream)) return ws.close(1008, `no stream '${String(msg.stream).slice(0, 40)}'`);
-      if (msg.op === 'subscribe' && !subscriptions.has(stream)) {
+      if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return ws.close(1003, 'expected {"op": …, "stream": …}');
+      const { op, stream: named } = msg as { op?: unknown; stream?: unknown };
+      if (typeof op !== 'string' || typeof named !== 'string') return ws.close(1003, 'expected {"op": …, "stream": …} with strings');
+      const stream = named as StreamName;
+      // The name is cut: ws throws for a close reason over 123 bytes.
+      if (!STREAM_NAMES.includes(stream)) return ws.close(1008, `no stream '${named.slice(0, 20)}'`);
+      if (op === 'subscribe' && !subscriptions.has(stream)) {
         subscriptions.set(stream, backend.subscribe(stream, (payload) => send(stream, payload), { canSend: () => ws.bufferedAmount < MAX_BUFFERED }));
-      } else if (msg.op === 'unsubscribe') {
+      } else if (op === 'unsubscribe') {
         subscriptions.get(stream)?.();
         subscriptions.delete(stream);
       }

@@ -18,7 +18,7 @@ describe('mmtc config flags', () => {
     [['--multimodal-shm-min-bytes', '64k'], "invalid value '64k' for --multimodal-shm-min-bytes: expected a non-negative integer number of bytes (e.g. 65536)"],
     [['--multimodal-shm-min-bytes', '-1'], "invalid value '-1' for --multimodal-shm-min-bytes: expected a non-negative integer number of bytes (e.g. 65536)"],
     [['--port', '70000'], "invalid value '70000' for --port: expected an integer port 0-65535 (0 picks a free one)"],
-    [['--worker-urls', 'http://10.0.0.1:80'], "invalid value 'http://10.0.0.1:80' for --worker-urls: expected grpc://host:port or unix:///path/to/socket"],
+    [['--worker-urls', 'http://10.0.0.1:80'], "invalid value 'http://10.0.0.1:80' for --worker-urls: expected grpc://host:port or unix:///path/to/socket (an absolute path without . or .. segments, empty segments or control characters)"],
   ])('%j exits non-zero naming the flag and value', (args, message) => {
     const r = runMmtc(['config', 'resolve', ...args]);
     expect(r.status).toBe(2);

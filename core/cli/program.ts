@@ -12,6 +12,7 @@ import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN, embeddedDefaultWorker } from '../
 import { exportConfigYaml, loadConfigFile } from '../config/yaml.ts';
 import { startReferenceWorker } from '../refworker/server.ts';
 import { dropPrivileges } from '../refworker/user.ts';
+import { installProcessGuard } from '../telemetry/process-guard.ts';
 import { runDoctor } from '../workers/doctor.ts';
 import { resolveConfiguredWorkers } from '../transport/resolve.ts';
 import type { WireRuntime } from '../transport/vocabulary.ts';
@@ -112,6 +113,7 @@ function buildProgram(shells: Shells): Command {
   withConfigFlags(program.command('router'))
     .description('run the router: OpenAI-compatible API, image preprocessing, tensors to workers inline or through /dev/shm (with no worker configured, starts a reference worker on the bundled model)')
     .action(async (opts: ConfigFlags) => {
+      installProcessGuard();
       const env = transportEnvironmentAtStart();
       const loaded = await loadRouterConfig(opts);
       const { startRouter } = await import('../router/server.ts');
@@ -125,14 +127,18 @@ function buildProgram(shells: Shells): Command {
     });
 
   withConfigFlags(program.command('serve'))
-    .description('run the router and the operator console in the browser: prints a URL with a per-launch token (the console binds the router\'s --host, 127.0.0.1 by default)')
+    .description('run the router and the operator console in the browser: prints a URL with a per-launch token (the console binds --console-host, 127.0.0.1 by default, whatever the router\'s --host)')
     .option('--console-port <port>', 'port of the console (0 picks a free one)', '30001')
-    .action(async (opts: ConfigFlags & { consolePort: string }) => {
+    .option('--console-host <host>', 'address the console listens on (default 127.0.0.1; anything else is reachable from other machines)', '127.0.0.1')
+    .action(async (opts: ConfigFlags & { consolePort: string; consoleHost: string }) => {
+      installProcessGuard();
       const issues: ConfigError['issues'] = [];
       const consolePort = flagValue('--console-port', opts.consolePort, parseLoosePort, issues);
       if (consolePort === undefined) throw new ConfigError(issues);
+      const consoleHost = opts.consoleHost.trim();
+      if (consoleHost === '') throw new ConfigError([{ path: '--console-host', message: "invalid value '' for --console-host: expected a host name or address" }]);
       const { serveConsole } = await import('./serve.ts');
-      const stop = await serveConsole({ flags: opts, consolePort });
+      const stop = await serveConsole({ flags: opts, consolePort, consoleHost });
       await new Promise<void>((resolve) => {
         process.once('SIGINT', () => resolve());
         process.once('SIGTERM', () => resolve());

@@ -35,22 +35,34 @@ export type WorkerType = z.infer<typeof WorkerTypeSchema>;
 export const POLICIES = ['round_robin', 'least_load'] as const;
 export const PolicySchema = z.enum(POLICIES, { error: 'expected round_robin or least_load' });
 
-const WORKER_URL_EXPECTED = 'expected grpc://host:port or unix:///path/to/socket';
+const WORKER_URL_EXPECTED = 'expected grpc://host:port or unix:///path/to/socket (an absolute path without . or .. segments, empty segments or control characters)';
 
 /** grpc://host:port (host may be a [v6] literal) or unix:///absolute/path. */
 export const WorkerUrlSchema = z.string({ error: WORKER_URL_EXPECTED }).refine(isWorkerUrl, { error: WORKER_URL_EXPECTED });
 
 function isWorkerUrl(url: string): boolean {
-  if (url.startsWith('unix:///')) return url.length > 'unix:///'.length && !url.includes('\0');
+  if (url.startsWith('unix:///')) {
+    // The path is what gRPC connects to as written: `unix:///../../var/run/docker.sock` or a
+    // newline inside would name another socket than the one the operator reads in the list.
+    const segments = url.slice('unix:///'.length).split('/');
+    return url.length <= 4096 && !/[\u0000-\u001f\u007f]/.test(url) && segments.every((s) => s !== '' && s !== '.' && s !== '..');
+  }
   const m = /^grpc:\/\/(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/.exec(url);
   return m !== null && Number(m[2]) >= 1 && Number(m[2]) <= 65535;
 }
 
-export const LabelsSchema = z.record(
-  z.string({ error: 'expected a string label name' }),
-  z.string({ error: 'expected a string label value (quote numbers and booleans)' }),
-  { error: 'expected a map of string labels' },
-);
+/** Labels one worker may carry, and their sizes: what discovery advertises is a handful. */
+export const MAX_LABELS = 32;
+const LABEL_NAME_EXPECTED = 'expected a string label name of 1 to 63 characters';
+const LABEL_VALUE_EXPECTED = 'expected a string label value of at most 256 characters (quote numbers and booleans)';
+
+export const LabelsSchema = z
+  .record(
+    z.string({ error: LABEL_NAME_EXPECTED }).min(1, { error: LABEL_NAME_EXPECTED }).max(63, { error: LABEL_NAME_EXPECTED }),
+    z.string({ error: LABEL_VALUE_EXPECTED }).max(256, { error: LABEL_VALUE_EXPECTED }),
+    { error: 'expected a map of string labels' },
+  )
+  .refine((labels) => Object.keys(labels).length <= MAX_LABELS, { error: `expected at most ${MAX_LABELS} labels` });
 
 export const WorkerSpecSchema = z.strictObject({
   url: WorkerUrlSchema,
@@ -66,8 +78,40 @@ export type WorkerSpecInput = z.input<typeof WorkerSpecSchema>;
 
 const PORT_EXPECTED = 'expected an integer port 0-65535 (0 picks a free one)';
 export const PortSchema = z.int({ error: PORT_EXPECTED }).min(0, { error: PORT_EXPECTED }).max(65535, { error: PORT_EXPECTED });
-const SECONDS_EXPECTED = 'expected a positive number of seconds';
-const seconds = () => z.number({ error: SECONDS_EXPECTED }).positive({ error: SECONDS_EXPECTED }).max(86_400 * 7, { error: 'expected at most a week of seconds' });
+
+/**
+ * Every duration's accepted range, in seconds: the one place it is stated (validation, the
+ * error text, docs/configuration.md). A degenerate value is refused rather than obeyed:
+ * `health_check_interval_secs: 1e-300` ran health checks back to back (a core busy), a
+ * request or body timeout of 1e-300 failed every request, and a huge one is a timer that
+ * never fires (Node clamps timers past 2^31 ms to 1 ms).
+ */
+export const DURATION_RANGES = {
+  request_timeout_secs: { min: 1, max: 86_400 },
+  health_check_interval_secs: { min: 0.1, max: 3_600 },
+  body_timeout_secs: { min: 1, max: 3_600 },
+  media_fetch_timeout_secs: { min: 1, max: 600 },
+} as const;
+export type DurationKey = keyof typeof DURATION_RANGES;
+
+export function durationExpected(key: DurationKey): string {
+  const { min, max } = DURATION_RANGES[key];
+  return `expected a number of seconds from ${min} to ${max}`;
+}
+
+const seconds = (key: DurationKey) => {
+  const expected = durationExpected(key);
+  return z.number({ error: expected }).min(DURATION_RANGES[key].min, { error: expected }).max(DURATION_RANGES[key].max, { error: expected });
+};
+
+/**
+ * Workers one configuration may list. A single-box console routes to dozens; 10,000 took a
+ * 53 s apply with /health unanswered throughout, two descriptors per worker, and a file the
+ * next start could not get through (docs/reliability.md). Past this the whole configuration
+ * is refused before any worker is looked at.
+ */
+export const MAX_WORKERS = 128;
+export const MAX_WORKERS_EXPECTED = `expected at most ${MAX_WORKERS} workers (MAX_WORKERS, docs/configuration.md)`;
 const BYTES_EXPECTED = 'expected a positive integer number of bytes';
 const bytes = () => z.int({ error: BYTES_EXPECTED }).positive({ error: BYTES_EXPECTED });
 
@@ -103,23 +147,23 @@ export const RouterConfigSchema = z.strictObject({
   multimodal_shm_min_bytes: ShmMinBytesSchema.optional(),
   /** Bytes of our files in /dev/shm at once; default: half of /dev/shm's free space at start. */
   multimodal_shm_max_outstanding_bytes: bytes().optional(),
-  request_timeout_secs: seconds().default(600),
-  health_check_interval_secs: seconds().default(10),
+  request_timeout_secs: seconds('request_timeout_secs').default(600),
+  health_check_interval_secs: seconds('health_check_interval_secs').default(10),
   limit_mm_per_prompt: LimitMmPerPromptSchema.default({ ...DEFAULT_LIMITS.limit_mm_per_prompt }),
   /** Width × height summed over a request's images, read from their headers before decoding. */
   max_request_image_pixels: bytes().default(DEFAULT_LIMITS.max_request_image_pixels),
   max_image_bytes: bytes().default(DEFAULT_LIMITS.max_image_bytes),
   max_request_image_bytes: bytes().default(DEFAULT_LIMITS.max_request_image_bytes),
   max_body_bytes: bytes().default(DEFAULT_LIMITS.max_body_bytes),
-  body_timeout_secs: seconds().default(DEFAULT_LIMITS.body_timeout_secs),
-  media_fetch_timeout_secs: seconds().default(DEFAULT_LIMITS.media_fetch_timeout_secs),
+  body_timeout_secs: seconds('body_timeout_secs').default(DEFAULT_LIMITS.body_timeout_secs),
+  media_fetch_timeout_secs: seconds('media_fetch_timeout_secs').default(DEFAULT_LIMITS.media_fetch_timeout_secs),
   /** When non-empty, image URLs may only name these hosts (vLLM's --allowed-media-domains). */
   allowed_media_domains: z.array(MediaDomainSchema, { error: 'expected a list of host names' }).default([]),
   /** Let image URLs reach loopback, private and link-local addresses (never cloud metadata). */
   allow_private_media_hosts: z.boolean({ error: 'expected true or false' }).default(false),
   /** Memory images may take while they are decoded and preprocessed, all requests together. */
   preprocess_memory_bytes: bytes().min(64 * 1024 * 1024, { error: 'expected at least 64 MiB (67108864 bytes)' }).default(DEFAULT_LIMITS.preprocess_memory_bytes),
-  workers: z.array(WorkerSpecSchema, { error: 'expected a list of workers' }).default([]),
+  workers: z.array(WorkerSpecSchema, { error: 'expected a list of workers' }).max(MAX_WORKERS, { error: MAX_WORKERS_EXPECTED }).default([]),
 });
 export type RouterConfig = z.output<typeof RouterConfigSchema>;
 /** What a caller may pass: every field with a default is optional. */

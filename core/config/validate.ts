@@ -14,7 +14,8 @@ export function knownRouterConfigKeysAt(path: readonly PathSegment[]): readonly 
   return [];
 }
 
-export type LocatedIssue = ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean };
+/** `rest`: the closing issue that counts the problems past MAX_LISTED_ISSUES (listed last). */
+export type LocatedIssue = ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean; rest?: boolean };
 
 /** Validate without throwing: the config, or every issue with its key path. */
 export function checkRouterConfig(input: unknown): { ok: true; config: RouterConfig } | { ok: false; issues: LocatedIssue[] } {

@@ -69,7 +69,7 @@ describe('loading YAML', () => {
       "r.yaml:2:30: invalid value 'SHM' for multimodal_tensor_transport: expected inline, shm, auto or rdma",
       "r.yaml:3:27: invalid value '64k' for multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)",
       'r.yaml:6:31: invalid value -1 for workers[0].multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)',
-      "r.yaml:7:5: missing required key workers[1].url: expected grpc://host:port or unix:///path/to/socket",
+      "r.yaml:7:5: missing required key workers[1].url: expected grpc://host:port or unix:///path/to/socket (an absolute path without . or .. segments, empty segments or control characters)",
       "r.yaml:7:14: invalid value 'triton' for workers[1].runtime: expected tokenspeed, vllm, sglang or unspecified",
     ]);
   });

@@ -12,7 +12,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Document, isMap, isScalar, isSeq, LineCounter, parseDocument, type Node, type ParsedNode, type YAMLMap } from 'yaml';
 import { ConfigError, type ConfigIssue, type PathSegment } from './errors.ts';
-import { RouterConfigSchema, WorkerSpecSchema, type RouterConfig } from './schema.ts';
+import { MAX_WORKERS, RouterConfigSchema, WorkerSpecSchema, type RouterConfig } from './schema.ts';
 import { checkRouterConfig } from './validate.ts';
 
 export interface ParsedConfigFile {
@@ -50,9 +50,86 @@ function positionOf(root: ParsedNode | null, keyPath: readonly PathSegment[], wa
   return { line: 1, col: 1 };
 }
 
+/**
+ * The largest configuration text loaded: a file of MAX_WORKERS workers, each with a runtime,
+ * two labels and an override, is about 17 KiB. The YAML parser holds the event loop one to
+ * two milliseconds per KiB on a busy 2-core box, and every load (a file, a console draft, a
+ * reload) runs on the loop that answers /health: past this the text is refused before it is
+ * parsed (docs/configuration.md).
+ */
+export const MAX_CONFIG_YAML_BYTES = 32 * 1024;
+
+/**
+ * The first key that repeats one before it in the same mapping, or undefined. The YAML
+ * library's own check (uniqueKeys) compares every key with every earlier one: 20,000 keys
+ * took 9.5 s. This is one Set per mapping, over an explicit stack (no recursion to overflow).
+ */
+function duplicateKey(root: unknown): Node | undefined {
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const node = stack.pop();
+    if (isMap(node)) {
+      const seen = new Set<unknown>();
+      for (const pair of node.items) {
+        const key = isScalar(pair.key) ? pair.key.value : pair.key;
+        if (isScalar(pair.key) || pair.key === null) {
+          if (seen.has(key)) return pair.key as Node;
+          seen.add(key);
+        } else stack.push(pair.key);
+        stack.push(pair.value);
+      }
+    } else if (isSeq(node)) for (const item of node.items) stack.push(item);
+  }
+  return undefined;
+}
+
+function syntaxError(source: string, pos: { line: number; col: number }, message: string): ConfigError {
+  return new ConfigError([{ path: '', message: `${source}:${pos.line}:${pos.col}: YAML syntax error: ${message}`, line: pos.line, column: pos.col }], `cannot read ${source}:`);
+}
+
+/**
+ * The last few texts loaded or refused. One console apply reads the same texts several
+ * times (the draft, to report its issues, the file on disk for drift, again before editing
+ * it), each parse holding the event loop; a text's outcome never changes. Callers get a
+ * copy of a loaded configuration, so none can change another's.
+ */
+const recent: Array<{ text: string; source: string; outcome: { parsed: ParsedConfigFile } | { error: ConfigError } }> = [];
+const RECENT = 4;
+
 export function parseConfigYaml(text: string, source = 'config.yaml'): ParsedConfigFile {
+  let hit = recent.find((r) => r.text === text && r.source === source);
+  if (!hit) {
+    try {
+      hit = { text, source, outcome: { parsed: parseConfigYamlOnce(text, source) } };
+    } catch (err) {
+      if (!(err instanceof ConfigError)) throw err;
+      hit = { text, source, outcome: { error: err } };
+    }
+    recent.unshift(hit);
+    recent.splice(RECENT);
+  }
+  if ('error' in hit.outcome) throw hit.outcome.error;
+  return { config: structuredClone(hit.outcome.parsed.config), positions: new Map(hit.outcome.parsed.positions) };
+}
+
+function parseConfigYamlOnce(text: string, source: string): ParsedConfigFile {
+  const size = Buffer.byteLength(text, 'utf8');
+  if (size > MAX_CONFIG_YAML_BYTES) {
+    const kib = (n: number) => `${Math.ceil(n / 1024)} KiB`;
+    throw new ConfigError([{ path: '', message: `${source}:1:1: the configuration is ${kib(size)}, above the ${kib(MAX_CONFIG_YAML_BYTES)} a configuration may have (MAX_CONFIG_YAML_BYTES; ${MAX_WORKERS} workers fit in about half of it)`, line: 1, column: 1 }], `cannot read ${source}:`);
+  }
   const lines = new LineCounter();
-  const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: true });
+  let doc: Document.Parsed;
+  try {
+    doc = parseDocument(text, { lineCounter: lines, prettyErrors: false, uniqueKeys: false });
+  } catch (err) {
+    // The parser recurses per level of nesting: `[[[[…` 30,000 deep overflows its stack.
+    throw syntaxError(source, { line: 1, col: 1 }, `cannot be parsed (${String((err as Error)?.message ?? err).split('\n')[0]}): nested too deeply?`);
+  }
+  if (doc.errors.length === 0) {
+    const repeated = duplicateKey(doc.contents);
+    if (repeated?.range) throw syntaxError(source, lines.linePos(repeated.range[0]), 'Map keys must be unique');
+  }
   if (doc.errors.length > 0) {
     throw new ConfigError(
       doc.errors.map((e) => {
@@ -81,12 +158,16 @@ export function parseConfigYaml(text: string, source = 'config.yaml'): ParsedCon
   }
   const result = checkRouterConfig(data);
   if (!result.ok) {
-    const issues: ConfigIssue[] = result.issues.map((issue) => {
+    const rest = result.issues.filter((issue) => issue.rest);
+    const issues: ConfigIssue[] = result.issues.filter((issue) => !issue.rest).map((issue) => {
       const pos = positionOf(doc.contents, issue.keyPath, issue.unknownKey === true, lines);
       return { path: issue.path, message: `${source}:${pos.line}:${pos.col}: ${issue.message}`, line: pos.line, column: pos.col };
     });
     issues.sort((a, b) => a.line! - b.line! || a.column! - b.column!);
-    throw new ConfigError(issues, `invalid configuration in ${source}:`);
+    // The count of what is not listed goes last, at the last listed problem's position.
+    const last = issues.at(-1);
+    const at = { line: last?.line ?? 1, column: last?.column ?? 1 };
+    throw new ConfigError([...issues, ...rest.map(({ path, message }) => ({ path, message: `${source}:${at.line}:${at.column}: ${message}`, ...at }))], `invalid configuration in ${source}:`);
   }
   const positions = new Map<string, { line: number; column: number }>();
   collectPositions(doc.contents, [], lines, positions);
@@ -198,7 +279,7 @@ function sparse(value: unknown, defaults?: Record<string, unknown>): unknown {
  */
 export function updateConfigYaml(existingText: string, config: RouterConfig, source = 'config.yaml'): string {
   parseConfigYaml(existingText, source); // never edit over a file we could not have loaded
-  const doc: Document = parseDocument(existingText);
+  const doc: Document = parseDocument(existingText, { uniqueKeys: false }); // checked just above, in linear time
   const target = normalizeConfig(config);
   if (!isMap(doc.contents)) {
     doc.contents = doc.createNode(sparse(target, ROUTER_DEFAULTS)) as YAMLMap;
@@ -225,6 +306,12 @@ export async function loadConfigFile(file: string): Promise<ParsedConfigFile> {
  * old file becomes `<file>.bak`. `beforeRename` is where a test stages a crash: whatever
  * happens before the rename, `file` still holds its old text.
  *
+ * No step follows a symlink someone planted beside the file: both the temp file and the
+ * backup's temp file are created exclusively (O_EXCL, which never follows a link) with mode
+ * 0600 and renamed into place, and a rename replaces a link at `<file>.bak` itself, not what
+ * it points to (a copy onto `<file>.bak` overwrote the link's target with the configuration
+ * and gave the backup the target's mode).
+ *
  * The file operations are synchronous on purpose: the file is a few KiB, and under load
  * libuv's threads are busy decoding images (sharp) and writing tensors, so each of the nine
  * asynchronous steps waited its turn behind them and an apply took 0.3-3 s under 32 clients
@@ -232,22 +319,23 @@ export async function loadConfigFile(file: string): Promise<ParsedConfigFile> {
  */
 export async function writeFileAtomic(file: string, text: string, hooks: { beforeRename?: () => Promise<void> } = {}): Promise<void> {
   const dir = path.dirname(file);
-  const tmp = path.join(dir, `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`);
-  const fd = fsSync.openSync(tmp, 'wx', 0o600);
+  const tmp = writeTempBeside(file, text);
   try {
-    fsSync.writeFileSync(fd, text, 'utf8');
-    fsSync.fsyncSync(fd);
-  } catch (err) {
-    fsSync.closeSync(fd);
-    fsSync.rmSync(tmp, { force: true });
-    throw err;
-  }
-  fsSync.closeSync(fd);
-  try {
+    let previous: Buffer | undefined;
     try {
-      fsSync.copyFileSync(file, `${file}.bak`);
+      previous = fsSync.readFileSync(file);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    if (previous !== undefined) {
+      const bak = `${file}.bak`;
+      const bakTmp = writeTempBeside(bak, previous);
+      try {
+        fsSync.renameSync(bakTmp, bak);
+      } catch (err) {
+        fsSync.rmSync(bakTmp, { force: true });
+        throw err;
+      }
     }
     await hooks.beforeRename?.();
     fsSync.renameSync(tmp, file);
@@ -265,6 +353,22 @@ export async function writeFileAtomic(file: string, text: string, hooks: { befor
   } finally {
     if (d !== undefined) fsSync.closeSync(d);
   }
+}
+
+/** `.<name>.<pid>.<ms>.tmp` beside `file`, created exclusively with mode 0600, written and fsynced; its path. */
+function writeTempBeside(file: string, data: string | Buffer): string {
+  const tmp = path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${Date.now()}.tmp`);
+  const fd = fsSync.openSync(tmp, 'wx', 0o600);
+  try {
+    fsSync.writeFileSync(fd, data);
+    fsSync.fsyncSync(fd);
+  } catch (err) {
+    fsSync.closeSync(fd);
+    fsSync.rmSync(tmp, { force: true });
+    throw err;
+  }
+  fsSync.closeSync(fd);
+  return tmp;
 }
 
 /** Save `config` to `file`: an edit of the existing text when there is one, else a fresh export. */

@@ -19,6 +19,20 @@ describe('decodeToRgb (as Pillow convert("RGB"))', () => {
     await expect(decodeToRgb(images.bytes('image.bmp'))).rejects.toThrow(/unsupported image format|not a decodable image/);
   });
 
+  // The format check is done on the bytes: an SVG never reaches librsvg (whose XML errors,
+  // "glib: XML parse error …", reached the client), nor a PDF poppler.
+  it.each([
+    ['svg', '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><rect'],
+    ['svg', '<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/hostname">]><svg xmlns="http://www.w3.org/2000/svg"><text>&x;</text></svg>'],
+    ['svg', '\ufeff  <svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>'],
+    ['pdf', '%PDF-1.4\n%\u00e2\u00e3\n1 0 obj'],
+    ['tiff', 'II*\u0000\u0008\u0000\u0000\u0000'],
+  ])('refuses %s by its bytes, before any decoder, saying nothing of the decoder', async (format, text) => {
+    const err = await decodeToRgb(Buffer.from(text, format === 'svg' ? 'utf8' : 'latin1')).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ImageDecodeError);
+    expect((err as Error).message).toBe(`unsupported image format '${format}': expected JPEG, PNG, WebP or GIF`);
+  });
+
   it('refuses bytes that are not an image', async () => {
     const err = await decodeToRgb(Buffer.from('definitely not an image')).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ImageDecodeError);

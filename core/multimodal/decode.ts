@@ -88,16 +88,32 @@ export function headerSize(bytes: Uint8Array): { width: number; height: number }
   }
 }
 
+/**
+ * What a refused file most likely is, from its first bytes, for the error message only. The
+ * format check never asks the decoder: libvips would parse an SVG with librsvg (an XML
+ * parser, fonts, external references) or a PDF with poppler before anything refused it, and
+ * its error text (libvips' and GLib's) reached the client.
+ */
+function refusedFormat(bytes: Uint8Array): string | undefined {
+  const b = bytes;
+  const ascii = (from: number, to: number) => String.fromCharCode(...b.subarray(from, to));
+  if (b.length >= 2 && b[0] === 0x42 && b[1] === 0x4d) return 'bmp';
+  if (b.length >= 4 && ((ascii(0, 4) === 'II*\0') || (b[0] === 0x4d && b[1] === 0x4d && b[2] === 0 && b[3] === 0x2a))) return 'tiff';
+  if (b.length >= 4 && ascii(0, 4) === '%PDF') return 'pdf';
+  if (b.length >= 12 && ascii(4, 8) === 'ftyp') return /^(avif|avis)/.test(ascii(8, 12)) ? 'avif' : 'heif';
+  if (b.length >= 4 && b[0] === 0 && b[1] === 0 && (b[2] === 1 || b[2] === 2) && b[3] === 0) return 'ico';
+  if (b.length >= 2 && ((b[0] === 0xff && b[1] === 0x0a) || ascii(0, Math.min(b.length, 12)) === '\0\0\0\fJXL \r\n')) return 'jxl';
+  const head = new TextDecoder('utf-8', { fatal: false }).decode(b.subarray(0, 512)).replace(/^\ufeff/, '').trimStart().toLowerCase();
+  if (head.startsWith('<svg') || (head.startsWith('<?xml') && head.includes('<svg')) || head.startsWith('<!doctype svg')) return 'svg';
+  if (head.startsWith('<')) return 'xml or html';
+  return undefined;
+}
+
 export async function decodeToRgb(bytes: Uint8Array, maxPixels: number = MAX_DECODE_PIXELS): Promise<RgbImage> {
   const sniffed = sniffFormat(bytes);
   if (!sniffed) {
-    let format = 'unknown';
-    try {
-      format = (await sharp(bytes).metadata()).format ?? 'unknown';
-    } catch (err) {
-      throw new ImageDecodeError(`not a decodable image (${firstLine(err)})`);
-    }
-    throw new ImageDecodeError(`unsupported image format '${format}': expected JPEG, PNG, WebP or GIF`);
+    const format = refusedFormat(bytes);
+    throw new ImageDecodeError(format ? `unsupported image format '${format}': expected JPEG, PNG, WebP or GIF` : 'not a decodable image (expected JPEG, PNG, WebP or GIF)');
   }
   let raw: { data: Buffer; info: OutputInfo };
   try {

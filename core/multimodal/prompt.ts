@@ -4,6 +4,13 @@
 // after tokenizing, each image's single `<|image_pad|>` is expanded to N copies, N =
 // grid_t·grid_h·grid_w / merge², and its placeholder range (offset of the first pad, N) is
 // recorded in prompt order, as the workers' PlaceholderRange wants it.
+//
+// What a client writes is text, whatever it spells: `<|image_pad|>` typed in a message was
+// tokenized as the image placeholder token (and counted as an image, so a request was
+// refused for a mismatch or, worse, an image's features went where the client typed). The
+// messages' own text is tokenized as plain text, never as the tokenizer's added tokens; only
+// the template's own markup is (literalSegments).
+import { randomBytes } from 'node:crypto';
 import type { ModelDirectory } from './model-dir.ts';
 
 export type ChatContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
@@ -22,10 +29,32 @@ export class PromptError extends Error {
   override readonly name = 'PromptError';
 }
 
-export function renderChat(model: ModelDirectory, messages: readonly ChatMessage[]): string {
+/** The rendered prompt; `segments` when a message's text spells an added token: the text in pieces, `literal` for the messages' own. */
+interface RenderedChat {
+  text: string;
+  segments?: Array<{ text: string; literal: boolean }>;
+}
+
+const addedTokenStrings = new WeakMap<ModelDirectory, string[]>();
+
+/** The strings the tokenizer turns into one added token (`<|image_pad|>`, `<|im_end|>`, …). */
+function addedTokens(model: ModelDirectory): string[] {
+  let found = addedTokenStrings.get(model);
+  if (!found) {
+    found = [...model.tokenizer.get_added_tokens_decoder().values()].map((t) => t.content).filter((c) => c.length > 0);
+    addedTokenStrings.set(model, found);
+  }
+  return found;
+}
+
+function messageTexts(messages: readonly ChatMessage[]): string[] {
+  return messages.flatMap((m) => (typeof m.content === 'string' ? [m.content] : (m.content ?? []).flatMap((p) => (p.type === 'text' ? [p.text] : []))));
+}
+
+function renderTemplate(model: ModelDirectory, messages: readonly ChatMessage[], text: (t: string) => string): string {
   const templated = messages.map((m) => ({
     role: m.role,
-    content: typeof m.content === 'string' || m.content === null ? (m.content ?? '') : m.content.map((p) => (p.type === 'text' ? { type: 'text', text: p.text } : { type: 'image', image_url: p.image_url.url })),
+    content: typeof m.content === 'string' || m.content === null ? text(m.content ?? '') : m.content.map((p) => (p.type === 'text' ? { type: 'text', text: text(p.text) } : { type: 'image', image_url: p.image_url.url })),
   }));
   try {
     return model.chatTemplate.render({ messages: templated, add_generation_prompt: true, add_vision_id: false, ...model.templateTokens });
@@ -34,9 +63,60 @@ export function renderChat(model: ModelDirectory, messages: readonly ChatMessage
   }
 }
 
+/**
+ * The prompt, and, when some message text contains an added token's spelling, where the
+ * messages' own text lies in it: the template is rendered with each text replaced by a
+ * marker no client can forge (a random nonce in private-use characters), then the markers
+ * are put back as literal segments.
+ */
+function renderChatSegments(model: ModelDirectory, messages: readonly ChatMessage[]): RenderedChat {
+  const added = addedTokens(model);
+  if (!messageTexts(messages).some((t) => added.some((a) => t.includes(a)))) return { text: renderTemplate(model, messages, (t) => t) };
+  const nonce = randomBytes(8).toString('hex');
+  const texts: string[] = [];
+  const marked = renderTemplate(model, messages, (t) => {
+    texts.push(t);
+    return `\ue000${nonce}${texts.length - 1}\ue001`;
+  });
+  const segments: Array<{ text: string; literal: boolean }> = [];
+  const marker = new RegExp(`\ue000${nonce}(\\d+)\ue001`, 'g');
+  let at = 0;
+  for (const m of marked.matchAll(marker)) {
+    if (m.index > at) segments.push({ text: marked.slice(at, m.index), literal: false });
+    segments.push({ text: texts[Number(m[1])]!, literal: true });
+    at = m.index + m[0].length;
+  }
+  if (at < marked.length) segments.push({ text: marked.slice(at), literal: false });
+  return { text: segments.map((s) => s.text).join(''), segments };
+}
+
+export function renderChat(model: ModelDirectory, messages: readonly ChatMessage[]): string {
+  return renderChatSegments(model, messages).text;
+}
+
 /** Render, tokenize and expand image placeholders; `imageTokens[i]` is image i's N. */
 export function buildPrompt(model: ModelDirectory, messages: readonly ChatMessage[], imageTokens: readonly number[]): BuiltPrompt {
-  return tokenizePrompt(model, renderChat(model, messages), imageTokens);
+  return tokenizePrompt(model, renderChatSegments(model, messages), imageTokens);
+}
+
+/** The tokenizer's parts behind encode(), which this module drives to tokenize text with no added tokens. */
+interface TokenizerParts {
+  normalizer: ((text: string) => string) | null;
+  pre_tokenizer: ((text: string, options?: { section_index?: number }) => string[]) | null;
+  model: ((pieces: string[]) => string[]) & { unk_token_id?: number };
+  token_to_id(token: string): number | undefined;
+}
+
+/**
+ * Ids of `text` as plain text: what encode() does to the text between added tokens
+ * (normalizer, pre-tokenizer, BPE), without first looking for added tokens in it.
+ */
+function encodeLiteral(model: ModelDirectory, text: string): number[] {
+  if (text === '') return [];
+  const t = model.tokenizer as unknown as TokenizerParts;
+  const normalized = t.normalizer ? t.normalizer(text) : text;
+  const pieces = t.pre_tokenizer ? t.pre_tokenizer(normalized, { section_index: 0 }) : [normalized];
+  return t.model(pieces).map((token) => t.token_to_id(token) ?? t.model.unk_token_id ?? 0);
 }
 
 /** A prompt longer than the model's context: refused with OpenAI's context_length_exceeded. */
@@ -84,7 +164,8 @@ async function countInSlices(model: ModelDirectory, text: string, limit: number)
  * is tokenized only when it can fit, and refused if it does not.
  */
 export async function buildPromptWithin(model: ModelDirectory, messages: readonly ChatMessage[], imageTokens: readonly number[], context: number): Promise<BuiltPrompt> {
-  const text = renderChat(model, messages);
+  const rendered = renderChatSegments(model, messages);
+  const { text } = rendered;
   // Each image's one placeholder token becomes N.
   const imageExtra = imageTokens.reduce((n, t) => n + t - 1, 0);
   const bytes = Buffer.byteLength(text);
@@ -94,13 +175,14 @@ export async function buildPromptWithin(model: ModelDirectory, messages: readonl
     const counted = await countInSlices(model, text, context - imageExtra);
     if (counted.tokens > context - imageExtra + counted.slices) throw new ContextLengthError(counted.tokens + imageExtra, context, true);
   }
-  const built = tokenizePrompt(model, text, imageTokens);
+  const built = tokenizePrompt(model, rendered, imageTokens);
   if (built.inputIds.length > context) throw new ContextLengthError(built.inputIds.length, context, false);
   return built;
 }
 
-function tokenizePrompt(model: ModelDirectory, text: string, imageTokens: readonly number[]): BuiltPrompt {
-  const ids = model.tokenizer.encode(text, { add_special_tokens: false }).ids;
+function tokenizePrompt(model: ModelDirectory, { text, segments }: RenderedChat, imageTokens: readonly number[]): BuiltPrompt {
+  const encode = (t: string) => model.tokenizer.encode(t, { add_special_tokens: false }).ids;
+  const ids = segments ? segments.flatMap((s) => (s.literal ? encodeLiteral(model, s.text) : encode(s.text))) : encode(text);
   const pads: number[] = [];
   ids.forEach((id, i) => id === model.imageTokenId && pads.push(i));
   if (pads.length !== imageTokens.length) {

@@ -30,6 +30,7 @@ import { startEmbeddedWorker, type EmbeddedWorker } from '../refworker/embedded.
 import { WorkerRegistry } from '../workers/registry.ts';
 import { ContextLengthError } from '../multimodal/prompt.ts';
 import { parseBody } from './body-json.ts';
+import { answerThenClose, requestTarget } from './http-request.ts';
 import { ApiError } from './openai.ts';
 import { contextLengthApiError, handleChatCompletion, newRequestRecord, REVISION_HEADER, RequestTiming, type RequestRecord, type RouterContext } from './pipeline.ts';
 import { sendError } from './responder.ts';
@@ -175,7 +176,12 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   };
 
   const server: Server = createServer((req, res) => {
-    void route(context, req, res, log);
+    route(context, req, res, log).catch((err: unknown) => {
+      // route() answers every error it meets; this is for a bug in its own bookkeeping.
+      log(JSON.stringify({ time: new Date().toISOString(), event: 'request_failed', error: String((err as Error)?.stack ?? err) }));
+      if (!res.headersSent) sendJson(res, 500, new ApiError(500, 'internal error').body());
+      else res.destroy();
+    });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -277,12 +283,16 @@ const QUIET_POLLS = new Set(['/health', '/metrics', '/v1/models']);
 const ROUTES = new Set(['/v1/chat/completions', ...QUIET_POLLS]);
 
 async function route(ctx: RouterContext, req: IncomingMessage, res: ServerResponse, log: (line: string) => void): Promise<void> {
-  const url = new URL(req.url ?? '/', 'http://router');
+  const target = requestTarget(req.url);
+  const url = { pathname: target.ok ? target.pathname : '(not a path)' };
   const timing = new RequestTiming();
   const record = newRequestRecord();
   let error: string | undefined;
   try {
-    if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
+    if (!target.ok) {
+      // Answered without reading what follows: the connection is not kept for another request.
+      throw new BodyRefused(400, target.error);
+    } else if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
       const context = ctx.model.maxContextLength;
       const parsed = await parseBody(await readBody(req, ctx.store.current().config), context * ctx.model.maxTokenBytes);
       if (!parsed.ok) {
@@ -312,26 +322,9 @@ async function route(ctx: RouterContext, req: IncomingMessage, res: ServerRespon
     error = apiError.message;
     record.errorCode = apiError.code ?? apiError.type;
     const headers: Record<string, string> = record.revision !== undefined ? { [REVISION_HEADER]: String(record.revision) } : {};
-    if (err instanceof BodyRefused) {
-      // The rest of a refused body is not read: answer, then close the connection. Closing with
-      // unread data queued would reset the connection and lose the answer, and Node closes a
-      // connection as soon as an answer marked `connection: close` has ended: so the answer goes
-      // out whole (its length says where it ends) but is ended only once what is already on its
-      // way has drained (not kept), or after 2 s, when the connection is closed for good.
-      const text = JSON.stringify(apiError.body());
-      res.writeHead(apiError.status, { ...headers, connection: 'close', 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
-      res.write(text);
-      const done = () => {
-        if (!res.writableEnded) res.end();
-      };
-      req.on('data', () => {});
-      req.once('end', done);
-      req.resume();
-      setTimeout(() => {
-        done();
-        req.destroy();
-      }, 2000).unref();
-    } else sendError(res, apiError, headers);
+    // The rest of a refused body is not read: answer, then close the connection.
+    if (err instanceof BodyRefused) answerThenClose(req, res, apiError.status, apiError.body(), headers);
+    else sendError(res, apiError, headers);
   }
   // 499 (nginx's word for it): the client went away before its response was complete.
   const status = !res.writableFinished && res.destroyed ? 499 : res.statusCode;

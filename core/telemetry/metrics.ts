@@ -3,6 +3,7 @@
 // own Registry (tests and embedded routers never share counters).
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { TensorPath, WireRuntime } from '../transport/vocabulary.ts';
+import { UNCAUGHT_KINDS, uncaughtErrorCounts } from './process-guard.ts';
 
 /** 5 ms .. 10 min: a chat request with images takes tens of ms to minutes. */
 const REQUEST_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -54,6 +55,18 @@ export class TransportMetrics {
   readonly routerRequests = new Counter({ name: 'smg_router_requests_total', help: 'Requests routed to a worker', labelNames: ROUTER_LABELS, registers: [this.registry] });
   readonly routerErrors = new Counter({ name: 'smg_router_request_errors_total', help: 'Routed requests that failed, by error type', labelNames: [...ROUTER_LABELS, 'error_type'] as const, registers: [this.registry] });
   readonly routerTtft = new Histogram({ name: 'smg_router_ttft_seconds', help: 'Time from the request arriving to the first generated token', labelNames: ROUTER_LABELS, buckets: REQUEST_BUCKETS, registers: [this.registry] });
+  /** The process guard's count (process-guard.ts): read at each scrape, as the guard is per process. */
+  readonly uncaughtErrors = new Counter({
+    name: 'mmtc_uncaught_errors_total',
+    help: 'Exceptions and promise rejections nothing handled, caught by the process guard and logged (each one a bug; 0 expected)',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+    collect() {
+      const counts = uncaughtErrorCounts();
+      this.reset();
+      for (const kind of UNCAUGHT_KINDS) this.inc({ kind }, counts[kind]);
+    },
+  });
 
   countTensor(runtime: WireRuntime, path: TensorPath, nbytes: number): void {
     this.tensors.inc({ runtime, path });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { WorkerSpecSchema, type WorkerSpec } from '../config/schema.ts';
 import type { EngineConnection } from '../engines/engine.ts';
-import { WorkerRegistry } from './registry.ts';
+import { MAX_CONCURRENT_PROBES, WorkerRegistry } from './registry.ts';
 
 // Selection and reconciliation only look at health, load, priority and urls; the gRPC side is
 // exercised against real workers in router.test.ts and live-config.test.ts, so a connection
@@ -133,4 +133,41 @@ describe('health checks', () => {
     expect(w.discoveredLabels).toEqual({ shm_namespace_id: 'boot:2' });
     r.close();
   });
+});
+
+// A list applied in one go must not open a channel to every worker at once (10,000 workers
+// held 10,031 descriptors). Forty loopback servers accept and never answer, so no probe can
+// end before its 300 ms timeout: until then only the workers of the first probes may have
+// been contacted. (gRPC keeps closed channels' sockets a while, so open sockets would not tell.)
+describe('discovery concurrency', () => {
+  it(`probes at most ${MAX_CONCURRENT_PROBES} workers at once, however many there are`, async () => {
+    const { createServer } = await import('node:net');
+    const firstContact = new Map<number, number>();
+    const sockets = new Set<import('node:net').Socket>();
+    const servers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => {
+        const server = createServer((socket) => {
+          sockets.add(socket);
+          if (!firstContact.has(i)) firstContact.set(i, performance.now());
+          socket.on('error', () => {});
+        });
+        return new Promise<typeof server>((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+      }),
+    );
+    const specs = servers.map((s) => WorkerSpecSchema.parse({ url: `grpc://127.0.0.1:${(s.address() as import('node:net').AddressInfo).port}` }));
+    const r = new WorkerRegistry(specs, { healthIntervalMs: 60_000, probeTimeoutMs: 300 });
+    try {
+      const t0 = performance.now();
+      await r.discoverAll();
+      expect(r.list().every((w) => !w.healthy && w.lastError !== undefined)).toBe(true);
+      expect(firstContact.size).toBe(40);
+      const beforeAnyTimeout = [...firstContact.values()].filter((t) => t - t0 < 250).length;
+      expect(beforeAnyTimeout).toBeGreaterThan(0);
+      expect(beforeAnyTimeout).toBeLessThanOrEqual(MAX_CONCURRENT_PROBES);
+    } finally {
+      r.close();
+      for (const s of sockets) s.destroy();
+      await Promise.all(servers.map((s) => new Promise((resolve) => s.close(resolve))));
+    }
+  }, 30_000);
 });

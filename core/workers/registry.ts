@@ -10,6 +10,9 @@
 // Selection is among the workers of the request's own config snapshot, so a request never
 // picks a worker its revision does not have: round_robin, or least_load (fewest in flight,
 // then the higher priority).
+//
+// At most MAX_CONCURRENT_PROBES discoveries and health checks run at once: each opens
+// channels (two per unknown runtime), and a list applied in one go must not open them all.
 import type { WorkerSpec } from '../config/schema.ts';
 import { engineFor, type EngineConnection } from '../engines/engine.ts';
 import type { WireRuntime } from '../transport/vocabulary.ts';
@@ -39,12 +42,34 @@ export interface RegistryOptions {
   onChange?: (worker: WorkerState) => void;
 }
 
+/** Discoveries and health checks in flight at once. */
+export const MAX_CONCURRENT_PROBES = 16;
+
+/**
+ * `fn` over `items`, at most `limit` at a time; settles when all have. Each call starts in a
+ * task of its own (setImmediate): opening a worker's channels costs a few milliseconds of
+ * the event loop, and 16 of them started in one tick held /health for over 100 ms.
+ */
+async function eachBounded<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<unknown>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const item = items[next++]!;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        await fn(item);
+      }
+    }),
+  );
+}
+
 function declaredRuntime(spec: WorkerSpec): WireRuntime | undefined {
   return spec.runtime === 'tokenspeed' || spec.runtime === 'vllm' ? spec.runtime : undefined;
 }
 
 export class WorkerRegistry {
   private workers: WorkerState[];
+  private byUrl: Map<string, WorkerState>;
   private readonly draining = new Set<WorkerState>();
   private readonly discovering = new Map<WorkerState, Promise<void>>();
   private timer: NodeJS.Timeout | undefined;
@@ -59,6 +84,7 @@ export class WorkerRegistry {
     private readonly options: RegistryOptions,
   ) {
     this.workers = specs.map((spec) => this.fresh(spec));
+    this.byUrl = new Map(this.workers.map((w) => [w.spec.url, w]));
     this.intervalMs = options.healthIntervalMs;
   }
 
@@ -94,7 +120,7 @@ export class WorkerRegistry {
   }
 
   get(url: string): WorkerState | undefined {
-    return this.workers.find((w) => w.spec.url === url);
+    return this.byUrl.get(url);
   }
 
   /** Detect runtime and labels of one worker; marks it healthy when it answered. One at a time per worker. */
@@ -139,7 +165,7 @@ export class WorkerRegistry {
   }
 
   async discoverAll(): Promise<void> {
-    await Promise.all(this.workers.map((w) => this.discover(w)));
+    await eachBounded(this.workers, MAX_CONCURRENT_PROBES, (w) => this.discover(w));
   }
 
   private async healthCheck(w: WorkerState): Promise<boolean> {
@@ -176,18 +202,16 @@ export class WorkerRegistry {
     if (this.checking) return;
     this.checking = true;
     try {
-      await Promise.all(
-        this.workers.map(async (w) => {
-          if (!w.healthy || !w.runtime) return this.discover(w);
-          const ok = await this.healthCheck(w);
-          w.lastCheckedAt = Date.now();
-          if (!ok && !w.removed) {
-            w.healthy = false;
-            w.lastError = 'HealthCheck failed';
-            this.changed(w);
-          } else if (ok) await this.refreshLabels(w);
-        }),
-      );
+      await eachBounded(this.workers, MAX_CONCURRENT_PROBES, async (w) => {
+        if (!w.healthy || !w.runtime) return this.discover(w);
+        const ok = await this.healthCheck(w);
+        w.lastCheckedAt = Date.now();
+        if (!ok && !w.removed) {
+          w.healthy = false;
+          w.lastError = 'HealthCheck failed';
+          this.changed(w);
+        } else if (ok) await this.refreshLabels(w);
+      });
     } finally {
       this.checking = false;
     }
@@ -303,7 +327,8 @@ export class WorkerRegistry {
       else this.draining.add(gone);
     }
     this.workers = next;
-    return Promise.all(added.map((w) => this.discover(w))).then(() => undefined);
+    this.byUrl = new Map(next.map((w) => [w.spec.url, w]));
+    return eachBounded(added, MAX_CONCURRENT_PROBES, (w) => this.discover(w));
   }
 
   close(): void {
