@@ -11,10 +11,10 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { startConsole } from '../core/admin/console.ts';
-import { startConsoleServer } from '../core/admin/http.ts';
+import { startConsole } from '../core/console/console.ts';
+import { startConsoleServer } from '../core/console/http.ts';
 import { RENDERER_DIR } from '../core/cli/renderer-build.ts';
-import type { TensorEvent } from '../core/telemetry/event-schema.ts';
+import type { TensorEvent } from '../core/transport/event-schema.ts';
 
 const args = process.argv.slice(2);
 const arg = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : fallback);

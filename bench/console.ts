@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import path from 'node:path';
 import WebSocket from 'ws';
-import { syntheticChat } from '../core/admin/test-image.ts';
+import { syntheticChat } from '../core/console/test-image.ts';
 import { root, runBench, track } from './procs.ts';
 
 const quick = process.argv.includes('--quick');

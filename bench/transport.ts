@@ -17,7 +17,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ENGINES } from '../core/engines/engine.ts';
+import { ENGINES } from '../core/engines/table.ts';
 import { tensorDataFromPlaced } from '../core/engines/tensor-data.ts';
 import * as ts from '../core/gen/tokenspeed/grpc/scheduler.ts';
 import { placeTensor } from '../core/transport/placement.ts';

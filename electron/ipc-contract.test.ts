@@ -29,8 +29,8 @@ vi.mock('electron', () => ({
 
 import type { IpcMainInvokeEvent, IpcRendererEvent, WebContents } from 'electron';
 import { readTransportEnvironment } from '../core/config/env.ts';
-import { startConsole } from '../core/admin/console.ts';
-import { describeContract, type ContractEnv } from '../core/admin/test/contract-suite.ts';
+import { startConsole } from '../core/console/console.ts';
+import { describeContract, type ContractEnv } from '../core/console/test/contract-suite.ts';
 import { startMmtc } from '../core/test/cli.ts';
 import { readNamespaceToken } from '../core/transport/namespace.ts';
 import { createIpcClient } from '../renderer/src/client/ipc.ts';

@@ -19,8 +19,8 @@ vi.mock('electron', () => ({
 }));
 
 import type { IpcMainInvokeEvent, WebContents } from 'electron';
-import type { ConsoleBackend } from '../core/admin/backend.ts';
-import { COMMAND_NAMES, ContractError, errorFromWire } from '../core/admin/contract.ts';
+import type { ConsoleBackend } from '../core/console/backend.ts';
+import { COMMAND_NAMES, ContractError, errorFromWire } from '../core/console/contract.ts';
 import { STREAM_SUBSCRIBE_CHANNEL, STREAM_UNSUBSCRIBE_CHANNEL, bindConsoleIpc, callChannel, streamChannel, type ConsoleIpc } from './ipc.ts';
 import { senderFrameProblem } from './security.ts';
 

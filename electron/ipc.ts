@@ -9,8 +9,8 @@
 // invoking remote method", losing the code, path and issues the UI shows. A message whose
 // sender is not the console's top frame is answered `forbidden` without touching the backend.
 import { ipcMain, type IpcMainInvokeEvent, type WebContents } from 'electron';
-import type { ConsoleBackend } from '../core/admin/backend.ts';
-import { COMMAND_NAMES, ContractError, STREAM_NAMES, parseCommandInput, type CommandName, type StreamName, type WireError } from '../core/admin/contract.ts';
+import type { ConsoleBackend } from '../core/console/backend.ts';
+import { COMMAND_NAMES, ContractError, STREAM_NAMES, parseCommandInput, type CommandName, type StreamName, type WireError } from '../core/console/contract.ts';
 
 /** What every IPC handler answers. */
 export type IpcResult<T> = { ok: true; result: T } | ({ ok: false } & WireError);

@@ -101,8 +101,8 @@ vi.mock('electron', () => ({
   },
 }));
 
-import type { ConsoleBackend } from '../core/admin/backend.ts';
-import { COMMAND_NAMES } from '../core/admin/contract.ts';
+import type { ConsoleBackend } from '../core/console/backend.ts';
+import { COMMAND_NAMES } from '../core/console/contract.ts';
 import { ConfigError } from '../core/config/errors.ts';
 import { APP_NAME, WINDOW_TITLE, desktopFlags, runDesktopApp, userArguments, type RunningConsole, type StartConsole } from './main.ts';
 import { SECURE_WEB_PREFERENCES } from './security.ts';

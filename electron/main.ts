@@ -12,7 +12,7 @@ import { app, BrowserWindow, dialog, type WebContents } from 'electron';
 import { Command, CommanderError, Option } from 'commander';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { ConsoleBackend } from '../core/admin/backend.ts';
+import type { ConsoleBackend } from '../core/console/backend.ts';
 import { ConfigError } from '../core/config/errors.ts';
 import { CONFIG_FLAG_HELP, type ConfigFlags } from '../core/config/load.ts';
 import { bindConsoleIpc, type ConsoleIpc } from './ipc.ts';
@@ -24,7 +24,7 @@ export const WINDOW_TITLE = 'mm-transport-console';
 /** How long quitting waits for the backend to close before exiting anyway. */
 export const CLOSE_TIMEOUT_MS = 10_000;
 
-/** What core/admin/console.ts's startConsole gives back. */
+/** What core/console/console.ts's startConsole gives back. */
 export interface RunningConsole {
   backend: ConsoleBackend;
   routerUrl: string;
@@ -35,7 +35,7 @@ export type StartConsole = (options: { flags: ConfigFlags; log?: (line: string) 
 export interface DesktopAppOptions {
   /** process.argv of the Electron main process. */
   argv: readonly string[];
-  /** Defaults to core/admin/console.ts's startConsole (tests pass one with a fake backend). */
+  /** Defaults to core/console/console.ts's startConsole (tests pass one with a fake backend). */
   startConsole?: StartConsole;
   log?: (line: string) => void;
 }
@@ -116,7 +116,7 @@ export function createConsoleWindow(log: (line: string) => void): BrowserWindow 
 async function loadStartConsole(): Promise<StartConsole> {
   // Imported on demand, not at the top: the core's module graph then loads while Electron
   // starts instead of before it, and the window appears sooner.
-  const core = await import('../core/admin/console.ts');
+  const core = await import('../core/console/console.ts');
   return core.startConsole;
 }
 

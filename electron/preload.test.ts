@@ -29,8 +29,8 @@ vi.mock('electron', () => ({
 }));
 
 import type { IpcMainInvokeEvent, IpcRendererEvent, WebContents } from 'electron';
-import type { ConsoleBackend } from '../core/admin/backend.ts';
-import { COMMAND_NAMES, ContractError, STREAM_NAMES } from '../core/admin/contract.ts';
+import type { ConsoleBackend } from '../core/console/backend.ts';
+import { COMMAND_NAMES, ContractError, STREAM_NAMES } from '../core/console/contract.ts';
 import { bindConsoleIpc } from './ipc.ts';
 import { createBridge, type BridgeIpc, type MmtcBridge } from './preload.ts';
 import { senderFrameProblem } from './security.ts';

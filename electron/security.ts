@@ -11,7 +11,7 @@
 import type { App, IpcMainInvokeEvent, WebContents, WebFrameMain, WebPreferences } from 'electron';
 import { shell } from 'electron';
 import { fileURLToPath } from 'node:url';
-import { CONTENT_SECURITY_POLICY } from '../core/admin/csp.ts';
+import { CONTENT_SECURITY_POLICY } from '../core/console/csp.ts';
 
 /** The bundled preload (scripts/build-electron.mjs); the only script with the bridge. */
 export const PRELOAD_PATH = fileURLToPath(new URL('../dist/electron/preload.cjs', import.meta.url));

@@ -56,6 +56,15 @@ describe('mmtc config resolve', () => {
     expect(r.stdout).toMatch(/env\s+SMG_MM_SHM_MIN_BYTES\s+'1024'\s+beaten/);
   });
 
+  it('a worker declared runtime sglang under shm: the table says it travels inline, and why', () => {
+    const cfg = file('sglang.yaml', 'multimodal_tensor_transport: shm\nworkers:\n  - url: grpc://127.0.0.1:50051\n    runtime: sglang\n  - url: grpc://127.0.0.1:50052\n');
+    const r = runMmtc(['config', 'resolve', '--config', cfg]);
+    expect(r.status).toBe(0);
+    const [sglang, other] = r.stdout.split(/^worker /m).slice(1);
+    expect(sglang).toContain('note: SGLang carries tensors inline only (its TensorData has no /dev/shm handle): mode shm travels inline (runtime_inline_only)');
+    expect(other).not.toContain('runtime_inline_only');
+  });
+
   it('with no worker configured, shows the embedded default worker the router will start', () => {
     const r = runMmtc(['config', 'resolve', '--multimodal-tensor-transport', 'auto']);
     expect(r.status).toBe(0);

@@ -22,6 +22,20 @@ describe('mmtc doctor and mmtc worker as processes', () => {
     }
   });
 
+  it('doctor on an SGLang worker: inline whatever the tokens say, because its protocol has no /dev/shm lane', async () => {
+    const worker = await startMmtc(['worker', '--runtime', 'sglang', '--port', '0'], /listening on grpc:\/\//);
+    try {
+      const url = worker.line.match(/grpc:\/\/\S+/)![0];
+      const text = runMmtc(['doctor', '--worker', url]);
+      expect(text.stdout).toContain('reachable         yes (sglang)');
+      expect(text.stdout).toContain("auto verdict      inline: this worker's protocol carries tensors inline only");
+      const json = JSON.parse(runMmtc(['doctor', '--worker', url, '--json']).stdout);
+      expect(json.worker).toMatchObject({ runtime: 'sglang', reason: 'runtime_inline_only', auto_uses_shm: false, token: null });
+    } finally {
+      expect(await worker.stop()).toBe(0);
+    }
+  });
+
   it('worker refuses a bad port with the flag and value', () => {
     const r = runMmtc(['worker', '--runtime', 'tokenspeed', '--port', 'http']);
     expect(r.status).toBe(2);

@@ -3,19 +3,21 @@
 // print one clear message per problem and exit 2.
 import { Command, Option } from 'commander';
 import { existsSync, readFileSync } from 'node:fs';
-import { defaultConfigPath } from '../admin/config-file.ts';
+import { defaultConfigPath } from '../console/config-file.ts';
 import { transportEnvironmentAtStart } from '../config/env.ts';
 import { ConfigError } from '../config/errors.ts';
 import { CONFIG_FLAG_HELP, loadRouterConfig, type ConfigFlags } from '../config/load.ts';
 import { flagValue, parseLoosePort } from '../config/loose.ts';
-import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN, embeddedDefaultWorker } from '../config/store.ts';
+import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN } from '../config/store.ts';
 import { exportConfigYaml, loadConfigFile } from '../config/yaml.ts';
-import { startReferenceWorker } from '../refworker/server.ts';
+import { capabilitiesOf, declaredRuntime, ENGINE_RUNTIMES, laneFacts } from '../engines/table.ts';
+import { EMBEDDED_RUNTIME, embeddedWorkerSpec } from '../refworker/embedded.ts';
+import { REFERENCE_RUNTIMES, startReferenceWorker } from '../refworker/server.ts';
 import { dropPrivileges } from '../refworker/user.ts';
 import { installProcessGuard } from '../telemetry/process-guard.ts';
-import { runDoctor } from '../workers/doctor.ts';
+import { runDoctor } from './doctor.ts';
 import { resolveConfiguredWorkers } from '../transport/resolve.ts';
-import type { WireRuntime } from '../transport/vocabulary.ts';
+import { type WireRuntime } from '../config/schema.ts';
 import { runPreprocessCommand, type PreprocessCommandOptions } from './preprocess.ts';
 import { formatDoctorReport, formatResolutionTable } from './reports.ts';
 
@@ -76,13 +78,13 @@ function buildProgram(shells: Shells): Command {
       // With no worker configured the router starts its embedded reference worker on a free
       // port: show that entry as the router will hold it.
       const embedded = loaded.config.workers.length === 0;
-      const config = embedded ? { ...loaded.config, workers: [{ ...embeddedDefaultWorker('grpc://127.0.0.1:1'), url: EMBEDDED_WORKER_URL }] } : loaded.config;
+      const config = embedded ? { ...loaded.config, workers: [{ ...embeddedWorkerSpec('grpc://127.0.0.1:1'), url: EMBEDDED_WORKER_URL }] } : loaded.config;
       const origins = embedded ? { ...loaded.origins, 'workers[0]': EMBEDDED_DEFAULT_ORIGIN } : loaded.origins;
-      const resolved = resolveConfiguredWorkers(config, env, origins);
+      const resolved = resolveConfiguredWorkers(config, env, origins, (w) => laneFacts(declaredRuntime(w.runtime)));
       if (opts.json) {
         process.stdout.write(`${JSON.stringify({ config_file: loaded.file ?? null, workers: resolved, warnings: env.warnings }, null, 2)}\n`);
       } else {
-        if (embedded) process.stdout.write('no workers configured: the router starts its embedded reference worker (TokenSpeed, bundled model), which gets:\n\n');
+        if (embedded) process.stdout.write(`no workers configured: the router starts its embedded reference worker (${capabilitiesOf(EMBEDDED_RUNTIME).label}, bundled model), which gets:\n\n`);
         process.stdout.write(formatResolutionTable(resolved));
       }
     });
@@ -164,7 +166,7 @@ function buildProgram(shells: Shells): Command {
     .command('doctor')
     .description('check the /dev/shm lane on this host and, with --worker, whether auto would use it for that worker')
     .option('--worker <url>', 'a worker to check (grpc://host:port or unix:///path)')
-    .addOption(new Option('--runtime <runtime>', "the worker's protocol (default: detect)").choices(['tokenspeed', 'vllm']))
+    .addOption(new Option('--runtime <runtime>', "the worker's protocol (default: detect)").choices(ENGINE_RUNTIMES))
     .option('--sweep-orphans', "delete tensor files of routers that are no longer running")
     .option('--json', 'print JSON instead of text')
     .action(async (opts: { worker?: string; runtime?: WireRuntime; sweepOrphans?: boolean; json?: boolean }) => {
@@ -188,7 +190,7 @@ function buildProgram(shells: Shells): Command {
   program
     .command('worker')
     .description('run a reference gRPC worker that reads tensors exactly as real workers do')
-    .addOption(new Option('--runtime <runtime>', 'protocol to serve').choices(['tokenspeed', 'vllm']).makeOptionMandatory())
+    .addOption(new Option('--runtime <runtime>', 'protocol to serve').choices(REFERENCE_RUNTIMES).makeOptionMandatory())
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0 picks a free one)', '50051')
     .option('--socket <path>', 'listen on a unix socket instead of host:port')

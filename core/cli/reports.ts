@@ -4,7 +4,7 @@
 // objects unformatted).
 import { formatValue } from '../config/errors.ts';
 import type { TensorFilesOfPid } from '../transport/orphans.ts';
-import type { DoctorReport } from '../workers/doctor.ts';
+import type { DoctorReport } from './doctor.ts';
 import type { LayerReading, ResolvedKnob, ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
 
 export interface PreprocessReport {

@@ -6,8 +6,8 @@
 // because the token is then all that stands between the network and the router.
 import { randomBytes } from 'node:crypto';
 import type { ConfigFlags } from '../config/load.ts';
-import { startConsole } from '../admin/console.ts';
-import { startConsoleServer } from '../admin/http.ts';
+import { startConsole } from '../console/console.ts';
+import { startConsoleServer } from '../console/http.ts';
 import { ensureRendererBuilt, RENDERER_DIR } from './renderer-build.ts';
 
 function isLoopback(host: string): boolean {

@@ -9,6 +9,7 @@
 import { ConfigError, type ConfigIssue } from './errors.ts';
 import { flagValue, parseLoose, parseLooseBytes, parseLooseMode, parseLoosePort } from './loose.ts';
 import { RouterConfigSchema, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig } from './schema.ts';
+import type { ConfigOrigins } from './origins.ts';
 import { loadConfigFile } from './yaml.ts';
 
 /** The flags shared by `mmtc router`, `mmtc serve` and `mmtc config …`, as commander hands them over. */
@@ -79,9 +80,6 @@ export const CONFIG_FLAG_HELP: ReadonlyArray<{ flags: string; description: strin
   { flags: '--multimodal-shm-min-bytes <n>', description: 'smallest tensor, in bytes, that goes through /dev/shm' },
   ...LIMIT_FLAGS.map((f) => ({ flags: f.flag, description: f.description })),
 ];
-
-/** key path -> human description of the input that set it. */
-export type ConfigOrigins = Record<string, string>;
 
 export interface LoadedRouterConfig {
   config: RouterConfig;

@@ -24,8 +24,17 @@ export const ShmMinBytesSchema = z
 export const DEFAULT_TRANSPORT_MODE: TransportMode = 'inline';
 export const DEFAULT_SHM_MIN_BYTES = 65536;
 
-export const RUNTIMES = ['tokenspeed', 'vllm', 'sglang', 'unspecified'] as const;
-export const RuntimeSchema = z.enum(RUNTIMES, { error: 'expected tokenspeed, vllm, sglang or unspecified' });
+/**
+ * The gRPC protocols this router speaks, by name: the one list of them. It lives here, in the
+ * lowest layer, because a worker's `runtime` is a configuration value; everything a runtime
+ * means (its wire format, its /dev/shm lane, its encoder dtype) is its engine's
+ * (core/engines/table.ts), and nothing outside core/engines/ and core/refworker/ names one.
+ */
+export const WIRE_RUNTIMES = ['tokenspeed', 'vllm', 'sglang'] as const;
+export type WireRuntime = (typeof WIRE_RUNTIMES)[number];
+
+export const RUNTIMES = [...WIRE_RUNTIMES, 'unspecified'] as const;
+export const RuntimeSchema = z.enum(RUNTIMES, { error: `expected ${RUNTIMES.slice(0, -1).join(', ')} or ${RUNTIMES.at(-1)}` });
 export type Runtime = z.infer<typeof RuntimeSchema>;
 
 export const WORKER_TYPES = ['regular', 'prefill', 'decode', 'encode'] as const;

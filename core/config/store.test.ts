@@ -2,7 +2,8 @@ import { describe, expect, it } from 'vitest';
 import { readTransportEnvironment } from './env.ts';
 import { ConfigError } from './errors.ts';
 import { RouterConfigSchema } from './schema.ts';
-import { carryOrigins, ConfigConflictError, ConfigStore, RestartRequiredError } from './store.ts';
+import { carryOrigins } from './origins.ts';
+import { ConfigConflictError, ConfigStore, RestartRequiredError } from './store.ts';
 
 const env = readTransportEnvironment({});
 const base = RouterConfigSchema.parse({ port: 0, multimodal_tensor_transport: 'inline', workers: [{ url: 'grpc://a:1' }, { url: 'grpc://b:2', multimodal_shm_min_bytes: 0 }] });

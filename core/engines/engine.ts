@@ -1,15 +1,46 @@
 // The boundary between the router and a worker's protocol. The router builds one
 // engine-neutral request (token ids, prepared images, sampling options, the encoder dtype)
-// and reads back a neutral event stream; each runtime's engine (tokenspeed.ts, vllm.ts)
-// turns the request into its own GenerateRequest, placing every tensor inline or in
-// /dev/shm, and its own responses into those events. HealthCheck, Abort and model/server
-// info are the engine's too. Nothing outside core/engines/ and core/refworker/ imports
-// generated protocol code, so adding a runtime is one new engine file plus its entry in
-// ENGINES below (docs/router.md, "Adding a runtime").
+// and reads back a neutral event stream; each runtime's engine (tokenspeed.ts, vllm.ts,
+// sglang.ts) turns the request into its own GenerateRequest, placing every tensor inline or in
+// /dev/shm, and its own responses into those events. HealthCheck, Abort and model/server info
+// are the engine's too, and so is everything else a runtime means: an engine states its
+// capabilities (below) and every other module asks it, through the engine table
+// (table.ts). Nothing outside core/engines/ and core/refworker/ imports generated protocol
+// code or names a runtime, so adding one is an engine file, its reference worker, its .proto
+// and a line in each table (docs/router.md, "Adding a runtime").
 import type { PlacementContext } from '../transport/placement.ts';
-import type { EncoderDtype, WireRuntime } from '../transport/vocabulary.ts';
-import { tokenSpeedEngine } from './tokenspeed.ts';
-import { vllmEngine } from './vllm.ts';
+import type { EncoderDtype } from '../transport/vocabulary.ts';
+import type { WireRuntime } from '../config/schema.ts';
+
+/** Which input decided a worker's encoder-input dtype, and any warning about it. */
+export interface EncoderDtypeChoice {
+  dtype: EncoderDtype;
+  /** An env variable name, `label multimodal_encoder_dtype`, `default`, or the runtime's own rule. */
+  source: string;
+  warning?: string;
+}
+
+export type Modality = 'image' | 'video' | 'audio';
+
+/** What a runtime is, for every module that must know: the router asks, never assumes. */
+export interface EngineCapabilities {
+  /** The runtime's name as people write it (`TokenSpeed`), for messages. */
+  label: string;
+  /** One line for `--help` and the docs. */
+  description: string;
+  /** Whether its TensorData can carry a /dev/shm handle; without one, shm and auto travel inline (runtime_inline_only). */
+  shmLane: boolean;
+  /** Where it advertises its /dev/shm namespace token, in words (for the doctor); undefined without a lane. */
+  tokenAdvertisedIn: string | undefined;
+  /** One encoder tensor per image (its own MultimodalItem) or one per request (every image's rows concatenated). */
+  encoderTensor: 'per_image' | 'per_request';
+  /** Whether the request carries the images' encoded bytes as well as their tensors. */
+  sendsEncodedImages: boolean;
+  /** The dtypes its encoder input may travel in. */
+  encoderDtypes: readonly EncoderDtype[];
+  /** This worker's encoder-input dtype, by the runtime's rule (env, the worker's labels, its default). */
+  encoderDtype(modality: Modality, env: Readonly<Record<string, string | undefined>>, labels: Readonly<Record<string, string>>): EncoderDtypeChoice;
+}
 
 export interface PreparedImage {
   /** [patches, features] float32 encoder input (absent when only bfloat16 travels). */
@@ -23,6 +54,8 @@ export interface PreparedImage {
   placeholder: { offset: number; length: number };
   /** SHA-256 of the image's encoded bytes. */
   contentHash: Buffer;
+  /** The image's encoded bytes, kept only for an engine that sends them (sendsEncodedImages). */
+  encoded?: Uint8Array;
 }
 
 export interface SamplingOptions {
@@ -40,7 +73,7 @@ export interface EngineRequest {
   imageTokenId: number;
   sampling: SamplingOptions;
   stream: boolean;
-  /** Wire dtype of the encoder input (vLLM: always float32). */
+  /** Wire dtype of the encoder input (the engine's encoderDtype for this worker). */
   encoderDtype: EncoderDtype;
 }
 
@@ -95,15 +128,10 @@ export interface EngineConnection {
 
 export interface Engine {
   readonly runtime: WireRuntime;
+  readonly capabilities: EngineCapabilities;
   connect(url: string): EngineConnection;
   /** The runtime's GenerateRequest, every tensor placed through the transport. */
   buildRequest(request: EngineRequest, placement: PlacementContext): Promise<WireRequest>;
-}
-
-export const ENGINES: Readonly<Record<WireRuntime, Engine>> = { tokenspeed: tokenSpeedEngine, vllm: vllmEngine };
-
-export function engineFor(runtime: WireRuntime): Engine {
-  return ENGINES[runtime];
 }
 
 /** A request built for one runtime handed to another's connection is a bug, never silent. */

@@ -1,9 +1,11 @@
-// What both engines share about talking gRPC with grpc-js: the channel settings (inline
+// What every engine shares about talking gRPC with grpc-js: the channel settings (inline
 // tensors of a few hundred MB must fit, so gRPC's 4 MiB default is raised both ways), how a
-// worker URL becomes a gRPC target, unary calls with a deadline, and how a gRPC status maps
-// onto the engine-neutral failure the router turns into an HTTP status.
+// worker URL becomes a gRPC target, unary calls with a deadline, how a gRPC status maps onto
+// the engine-neutral failure the router turns into an HTTP status, the Generate response
+// every protocol shapes alike (a chunk or a completion), and the connection built on them.
 import * as grpc from '@grpc/grpc-js';
-import type { EngineEvent, EngineFailure, GenerateCall, GenerateSink } from './engine.ts';
+import type { WireRuntime } from '../config/schema.ts';
+import { messageFor, type EngineConnection, type EngineEvent, type EngineFailure, type GenerateCall, type GenerateSink, type WorkerInfo } from './engine.ts';
 
 export const GRPC_CHANNEL_OPTIONS: grpc.ChannelOptions = {
   'grpc.max_receive_message_length': 1024 * 1024 * 1024,
@@ -71,3 +73,61 @@ export function readGenerateStream<Res>(call: grpc.ClientReadableStream<Res>, to
     },
   };
 }
+
+/** A Generate response as every protocol here shapes it: a streamed chunk or the completion. */
+export interface GenerateResponseLike {
+  response?:
+    | { $case: 'chunk'; value: { tokenIds: number[]; promptTokens: number; completionTokens: number } }
+    | { $case: 'complete'; value: { outputIds: number[]; finishReason: string; promptTokens: number; completionTokens: number; cachedTokens: number } }
+    | undefined;
+}
+
+/** The neutral event of a Generate response. */
+export function generateEvent(res: GenerateResponseLike): EngineEvent | undefined {
+  const r = res.response;
+  if (r?.$case === 'chunk') return { kind: 'chunk', tokenIds: r.value.tokenIds, promptTokens: r.value.promptTokens, completionTokens: r.value.completionTokens };
+  if (r?.$case === 'complete') {
+    const v = r.value;
+    return { kind: 'complete', tokenIds: v.outputIds, finishReason: v.finishReason, promptTokens: v.promptTokens, completionTokens: v.completionTokens, cachedTokens: v.cachedTokens };
+  }
+  return undefined;
+}
+
+type Unary<Req, Res> = (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res: Res) => void) => unknown;
+
+/** The calls of a generated grpc-js client every engine makes. */
+export interface GeneratedClient<GenReq, GenRes extends GenerateResponseLike> {
+  generate(req: GenReq, md: grpc.Metadata, opts: Partial<grpc.CallOptions>): grpc.ClientReadableStream<GenRes>;
+  healthCheck: Unary<Record<string, never>, { healthy: boolean; message: string }>;
+  close(): void;
+}
+
+/**
+ * One channel to one worker over a generated client: Generate read into the neutral stream,
+ * HealthCheck, and the runtime's own Abort and model/server info (how it names the request
+ * to abort, which labels its answers become).
+ */
+export function grpcConnection<GenReq, GenRes extends GenerateResponseLike, C extends GeneratedClient<GenReq, GenRes>>(o: {
+  runtime: WireRuntime;
+  url: string;
+  client: C;
+  abort(client: C, requestId: string, reason: string): void;
+  info(client: C, timeoutMs: number): Promise<WorkerInfo>;
+}): EngineConnection {
+  const { client } = o;
+  return {
+    runtime: o.runtime,
+    url: o.url,
+    generate(request, options, sink) {
+      const call = client.generate(messageFor<GenReq>(request, o.runtime), new grpc.Metadata(), { deadline: options.deadline });
+      return readGenerateStream(call, generateEvent, sink);
+    },
+    abort: (requestId, reason) => o.abort(client, requestId, reason),
+    health: (timeoutMs) => unary(client.healthCheck.bind(client), {}, timeoutMs),
+    info: (timeoutMs) => o.info(client, timeoutMs),
+    close: () => client.close(),
+  };
+}
+
+/** Deadline for a fire-and-forget Abort. */
+export const ABORT_DEADLINE_MS = 2000;

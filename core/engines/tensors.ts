@@ -1,6 +1,7 @@
-// The tensors of one image in the wire layout both engines share: the encoder input in the
+// The tensors of one image in the wire layout every engine shares: the encoder input in the
 // wire dtype (bytes straight from the preprocessing output, converted only when the fused
-// bf16 pass did not already produce them) and int64 side tensors.
+// bf16 pass did not already produce them), every image's float32 rows concatenated for an
+// engine with one encoder tensor per request, and int64 side tensors.
 import { f32ToF16 } from '../transport/dtype.ts';
 import type { PreparedImage } from './engine.ts';
 
@@ -20,4 +21,18 @@ export function encoderBytes(image: PreparedImage, dtype: 'float32' | 'bfloat16'
 
 export function int64Bytes(values: readonly number[]): Uint8Array {
   return new Uint8Array(BigInt64Array.from(values.map((v) => BigInt(v))).buffer);
+}
+
+/** Every image's float32 rows in prompt order, as one [rows, features] tensor (one image's own buffer when it is alone). */
+export function concatenatedPixels(images: readonly PreparedImage[]): { pixels: Float32Array; rows: number; features: number } {
+  const features = images[0]!.features;
+  const rows = images.reduce((n, im) => n + im.patches, 0);
+  if (images.length === 1) return { pixels: float32Values(images[0]!), rows, features };
+  const pixels = new Float32Array(rows * features);
+  let at = 0;
+  for (const im of images) {
+    pixels.set(float32Values(im), at);
+    at += im.patches * im.features;
+  }
+  return { pixels, rows, features };
 }

@@ -4,14 +4,47 @@
 // and token id, and a content hash; every tensor is placed (inline or /dev/shm) through
 // placeTensor. Discovery labels: model dtype and multimodal_encoder_dtype from GetModelInfo,
 // the /dev/shm namespace token as the key shm_namespace_id of GetServerInfo's scheduler_info.
+//
+// The encoder-input dtype (docs/transport.md, "Tensor dtypes"):
+//   SMG_TOKENSPEED_<IMAGE|VIDEO|AUDIO>_ENCODER_INPUT_DTYPE -> SMG_TOKENSPEED_ENCODER_INPUT_DTYPE
+//   -> worker label multimodal_encoder_dtype -> bfloat16; an unknown spelling warns and uses float32.
 import * as grpc from '@grpc/grpc-js';
 import * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
+import { parseEncoderDtype } from '../transport/dtype.ts';
 import { placeTensor, type PlacementContext } from '../transport/placement.ts';
-import { messageFor, type Engine, type EngineConnection, type EngineEvent, type EngineRequest, type WireRequest } from './engine.ts';
-import { GRPC_CHANNEL_OPTIONS, grpcTarget, readGenerateStream, unary } from './grpc.ts';
+import type { Engine, EncoderDtypeChoice, EngineCapabilities, EngineRequest, Modality, WireRequest } from './engine.ts';
+import { ABORT_DEADLINE_MS, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, unary } from './grpc.ts';
 import { modelLabels, setLabel } from './labels.ts';
 import { tensorDataFromPlaced } from './tensor-data.ts';
 import { encoderBytes, int64Bytes } from './tensors.ts';
+
+/** TokenSpeed's encoder-input dtype chain (the header). */
+export function tokenSpeedEncoderDtype(modality: Modality, env: Readonly<Record<string, string | undefined>>, labels: Readonly<Record<string, string>>): EncoderDtypeChoice {
+  const perModality = `SMG_TOKENSPEED_${modality.toUpperCase()}_ENCODER_INPUT_DTYPE`;
+  const candidates: Array<[string, string | undefined]> = [
+    [perModality, env[perModality]],
+    ['SMG_TOKENSPEED_ENCODER_INPUT_DTYPE', env.SMG_TOKENSPEED_ENCODER_INPUT_DTYPE],
+    ['label multimodal_encoder_dtype', labels.multimodal_encoder_dtype],
+  ];
+  for (const [source, raw] of candidates) {
+    if (raw === undefined || raw.trim() === '') continue;
+    const dtype = parseEncoderDtype(raw);
+    if (dtype) return { dtype, source };
+    return { dtype: 'float32', source, warning: `unknown encoder dtype '${raw}' from ${source}: expected float32|fp32|f32, bfloat16|bf16 or float16|fp16|f16|half; using float32` };
+  }
+  return { dtype: 'bfloat16', source: 'default' };
+}
+
+const capabilities: EngineCapabilities = {
+  label: 'TokenSpeed',
+  description: 'TokenSpeed (tokenspeed.grpc.scheduler): one item per image, /dev/shm lane, bfloat16 encoder input by default',
+  shmLane: true,
+  tokenAdvertisedIn: "the key shm_namespace_id of GetServerInfo's scheduler_info",
+  encoderTensor: 'per_image',
+  sendsEncodedImages: false,
+  encoderDtypes: ['float32', 'bfloat16', 'float16'],
+  encoderDtype: tokenSpeedEncoderDtype,
+};
 
 async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
   const items: ts.MultimodalItem[] = [];
@@ -46,31 +79,15 @@ async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<
   return { runtime: 'tokenspeed', message };
 }
 
-/** The neutral event of a TokenSpeed Generate response. */
-export function tokenSpeedEvent(res: ts.GenerateResponse): EngineEvent | undefined {
-  const r = res.response;
-  if (r?.$case === 'chunk') return { kind: 'chunk', tokenIds: r.value.tokenIds, promptTokens: r.value.promptTokens, completionTokens: r.value.completionTokens };
-  if (r?.$case === 'complete') {
-    const v = r.value;
-    return { kind: 'complete', tokenIds: v.outputIds, finishReason: v.finishReason, promptTokens: v.promptTokens, completionTokens: v.completionTokens, cachedTokens: v.cachedTokens };
-  }
-  return undefined;
-}
-
-function connect(url: string): EngineConnection {
-  const client = new ts.TokenSpeedSchedulerClient(grpcTarget(url), grpc.credentials.createInsecure(), GRPC_CHANNEL_OPTIONS);
-  return {
+function connect(url: string) {
+  return grpcConnection({
     runtime: 'tokenspeed',
     url,
-    generate(request, options, sink) {
-      const call = client.generate(messageFor<ts.GenerateRequest>(request, 'tokenspeed'), new grpc.Metadata(), { deadline: options.deadline });
-      return readGenerateStream(call, tokenSpeedEvent, sink);
+    client: new ts.TokenSpeedSchedulerClient(grpcTarget(url), grpc.credentials.createInsecure(), GRPC_CHANNEL_OPTIONS),
+    abort(client, requestId, reason) {
+      client.abort({ requestId, reason }, new grpc.Metadata(), { deadline: Date.now() + ABORT_DEADLINE_MS }, () => {});
     },
-    abort(requestId, reason) {
-      client.abort({ requestId, reason }, new grpc.Metadata(), { deadline: Date.now() + 2000 }, () => {});
-    },
-    health: (timeoutMs) => unary(client.healthCheck.bind(client), {}, timeoutMs),
-    async info(timeoutMs) {
+    async info(client, timeoutMs) {
       const labels: Record<string, string> = {};
       const model = await unary(client.getModelInfo.bind(client), {}, timeoutMs);
       const server = await unary(client.getServerInfo.bind(client), {}, timeoutMs);
@@ -81,8 +98,7 @@ function connect(url: string): EngineConnection {
       setLabel(labels, 'tokenspeed_version', server.tokenspeedVersion);
       return { labels };
     },
-    close: () => client.close(),
-  };
+  });
 }
 
-export const tokenSpeedEngine: Engine = { runtime: 'tokenspeed', connect, buildRequest };
+export const tokenSpeedEngine: Engine = { runtime: 'tokenspeed', capabilities, connect, buildRequest };

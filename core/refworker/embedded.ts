@@ -7,6 +7,15 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { WorkerSpecSchema, type WireRuntime, type WorkerSpec } from '../config/schema.ts';
+
+/** The protocol the embedded reference worker speaks. */
+export const EMBEDDED_RUNTIME: WireRuntime = 'tokenspeed';
+
+/** The configuration entry the router adds for its embedded reference worker. */
+export function embeddedWorkerSpec(url: string): WorkerSpec {
+  return WorkerSpecSchema.parse({ url, runtime: EMBEDDED_RUNTIME });
+}
 
 export interface EmbeddedWorker {
   url: string;
@@ -19,7 +28,7 @@ const START_TIMEOUT_MS = 30_000;
 
 function startAsChild(modelPath: string, processEnv: Readonly<Record<string, string | undefined>>): Promise<EmbeddedWorker> {
   const bin = path.resolve(import.meta.dirname, '../../bin/mmtc.js');
-  const child = spawn(process.execPath, [bin, 'worker', '--runtime', 'tokenspeed', '--port', '0', '--model-path', modelPath], {
+  const child = spawn(process.execPath, [bin, 'worker', '--runtime', EMBEDDED_RUNTIME, '--port', '0', '--model-path', modelPath], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: {
       ...processEnv,
@@ -59,7 +68,7 @@ function startAsChild(modelPath: string, processEnv: Readonly<Record<string, str
 
 /** The worker as a thread of this process (what Electron gets). */
 export function startEmbeddedWorkerThread(modelPath: string): Promise<EmbeddedWorker> {
-  const thread = new Worker(new URL('./thread.mjs', import.meta.url), { workerData: { runtime: 'tokenspeed', modelPath } });
+  const thread = new Worker(new URL('./thread.mjs', import.meta.url), { workerData: { runtime: EMBEDDED_RUNTIME, modelPath } });
   return new Promise<EmbeddedWorker>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`the embedded reference worker did not start within ${START_TIMEOUT_MS / 1000} s`)), START_TIMEOUT_MS);
     thread.once('error', (err) => {

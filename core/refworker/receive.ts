@@ -3,15 +3,15 @@
 // files are unlinked; check the request by the runtime's own rules (grids match the encoder
 // rows, placeholders sit inside the prompt and hold the image token); then describe what
 // arrived in one sentence, e.g. `1 image: encoder_input [4900,1176] bfloat16 via shm,
-// 11524800 bytes, fnv1a 1f0e…`. The runtime modules (tokenspeed.ts, vllm.ts) only say
-// where their protocol keeps the tensors and how to answer.
+// 11524800 bytes, fnv1a 1f0e…`. The runtime modules (tokenspeed.ts, vllm.ts, sglang.ts) only
+// say where their protocol keeps the tensors and how to answer.
 import type * as grpc from '@grpc/grpc-js';
 import { status } from '@grpc/grpc-js';
 import type { ModelDirectory } from '../multimodal/model-dir.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
 import { fnv1a64Hex } from '../transport/fnv.ts';
 import { TensorReadError, type TensorReader, type WireTensor } from '../transport/shm-reader.ts';
-import type { WireRuntime } from '../transport/vocabulary.ts';
+import { type WireRuntime } from '../config/schema.ts';
 
 export interface NamedTensor {
   name: string;
@@ -141,6 +141,12 @@ export function receive(runtime: WireRuntime, job: GenerateJob, reader: TensorRe
   const parts = received.map((t) => `${t.name} [${t.shape.join(',')}] ${t.dtype} via ${t.path}, ${t.nbytes} bytes${t.fnv1a ? `, fnv1a ${t.fnv1a}` : ''}`);
   const head = job.images === 0 ? 'no images' : `${job.images} image${job.images === 1 ? '' : 's'}`;
   return parts.length ? `${head}: ${parts.join('; ')}` : `${head}.`;
+}
+
+/** What a worker advertises about itself beyond the model. */
+export interface WorkerIdentity {
+  token: string | undefined;
+  started: number;
 }
 
 export interface GenerateServing {

@@ -3,6 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
 import * as vllm from '../gen/vllm/grpc/engine.ts';
+import * as sg from '../gen/sglang/grpc/scheduler.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
 import { makeShmTestDir } from '../test/shm-dir.ts';
 import { decideTransport } from '../transport/decision.ts';
@@ -11,11 +12,13 @@ import { readNamespaceToken } from '../transport/namespace.ts';
 import { placeTensor } from '../transport/placement.ts';
 import { TensorReader } from '../transport/shm-reader.ts';
 import { ShmRequestScope, ShmWriter } from '../transport/shm-writer.ts';
-import { ENGINES, type EngineFailure } from '../engines/engine.ts';
+import type { EngineFailure } from '../engines/engine.ts';
+import { ENGINES } from '../engines/table.ts';
 import { tensorDataFromPlaced } from '../engines/tensor-data.ts';
 import { probeWorker } from '../workers/discovery.ts';
-import { runDoctor } from '../workers/doctor.ts';
+import { runDoctor } from '../cli/doctor.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
+import type { WireRuntime } from '../config/schema.ts';
 import { startReferenceWorker, type ReferenceWorker } from './server.ts';
 
 const shm = makeShmTestDir();
@@ -35,7 +38,7 @@ afterAll(async () => {
 });
 
 /** One Generate through the router's own engine connection: the text the worker answered, or its failure. */
-function generate(url: string, runtime: 'tokenspeed' | 'vllm', request: ts.GenerateRequest | vllm.GenerateRequest): Promise<{ text: string; error?: EngineFailure }> {
+function generate(url: string, runtime: WireRuntime, request: ts.GenerateRequest | vllm.GenerateRequest | sg.GenerateRequest): Promise<{ text: string; error?: EngineFailure }> {
   const connection = ENGINES[runtime].connect(url);
   return new Promise((resolve) => {
     const ids: number[] = [];
@@ -69,6 +72,11 @@ describe('probe and discovery', () => {
     expect(vllmWorker.url).toBe(`unix://${shm.dir}/vllm.sock`);
     expect(b).toMatchObject({ reachable: true, runtime: 'vllm' });
     expect(b.labels.shm_namespace_id).toBe(routerToken);
+    const sglang = await start({ runtime: 'sglang' });
+    const c = await probeWorker(sglang.url);
+    expect(c).toMatchObject({ reachable: true, runtime: 'sglang', healthy: true });
+    expect(c.labels).toMatchObject({ server_type: 'grpc', supports_vision: 'true', dp_rank_count: '1' });
+    expect(c.labels.shm_namespace_id).toBeUndefined();
   });
 
   it('an unreachable worker is reported, not thrown', async () => {
@@ -101,7 +109,7 @@ describe('SHM handoff through a real gRPC call', () => {
     const worker = await start({ runtime, metrics: workerMetrics });
     const probe = await probeWorker(worker.url);
     const writer = new ShmWriter({ dir: shm.dir });
-    const decision = decideTransport({ mode: 'auto', shmWritable: writer.probe().writable, routerToken, workers: [{ url: worker.url, worker_type: 'regular', shm_namespace_id: probe.labels.shm_namespace_id }] });
+    const decision = decideTransport({ shmLane: true, mode: 'auto', shmWritable: writer.probe().writable, routerToken, workers: [{ url: worker.url, worker_type: 'regular', shm_namespace_id: probe.labels.shm_namespace_id }] });
     expect(decision).toEqual({ shmEnabled: true, reason: 'auto_tokens_equal' });
 
     const values = Float32Array.from({ length: 16 * 1176 }, (_, i) => Math.sin(i));
@@ -191,14 +199,19 @@ describe('SHM handoff through a real gRPC call', () => {
     ['TokenSpeed: an encoder input as uint32', 'tokenspeed', { items: [{ encoderInput: { ...f32(16), dtype: 'uint32' }, modelSpecificTensors: { image_grid_thw: GRID_INLINE }, placeholders: [{ offset: 1, length: 4 }], placeholderTokenId: PAD }] }, 'encoder_input must be float32, bfloat16 or float16, got uint32'],
     ['vLLM: pixel_values and no image placed in the prompt', 'vllm', { pixelValues: f32(16), modelSpecificTensors: { image_grid_thw: GRID_INLINE }, mmPlaceholders: [], imTokenId: PAD }, 'multimodal tensors but no image placed in the prompt (no placeholder range)'],
     ['vLLM: pixel_values as uint32', 'vllm', { pixelValues: { ...f32(16), dtype: 'uint32' }, modelSpecificTensors: { image_grid_thw: GRID_INLINE }, mmPlaceholders: [{ offset: 1, length: 4 }], imTokenId: PAD }, 'pixel_values must be float32, got uint32'],
+    ['SGLang: pixel_values as int64', 'sglang', { pixelValues: { ...f32(16), dtype: 'int64' }, modelSpecificTensors: { image_grid_thw: GRID_INLINE }, imageData: [Buffer.from('png')], modalities: ['image'], mmPlaceholders: [{ offset: 1, length: 4 }], imTokenId: PAD }, 'pixel_values must be float32, got int64'],
+    ['SGLang: no encoded image bytes', 'sglang', { pixelValues: f32(16), modelSpecificTensors: { image_grid_thw: GRID_INLINE }, imageData: [], modalities: ['image'], mmPlaceholders: [{ offset: 1, length: 4 }], imTokenId: PAD }, 'mm_inputs has 0 image_data entries for 1 image in the prompt'],
+    ['SGLang: images without the image modality', 'sglang', { pixelValues: f32(16), modelSpecificTensors: { image_grid_thw: GRID_INLINE }, imageData: [Buffer.from('png')], modalities: [], mmPlaceholders: [{ offset: 1, length: 4 }], imTokenId: PAD }, 'mm_inputs.modalities is [], without image'],
     ['vLLM: two grid rows for one image in the prompt', 'vllm', { pixelValues: f32(32), modelSpecificTensors: { image_grid_thw: int64([1n, 4n, 4n, 1n, 4n, 4n]) }, mmPlaceholders: [{ offset: 1, length: 4 }], imTokenId: PAD }, 'image_grid_thw has 2 rows but the request places 1 image in the prompt'],
-  ] as Array<[string, 'tokenspeed' | 'vllm', unknown, string]>)('refuses %s', async (_name, runtime, mmInputs, message) => {
+  ] as Array<[string, WireRuntime, unknown, string]>)('refuses %s', async (_name, runtime, mmInputs, message) => {
     const worker = await start({ runtime });
     const inputIds = [1, PAD, PAD, PAD, PAD, 2];
     const request =
       runtime === 'tokenspeed'
         ? ts.GenerateRequest.fromPartial({ requestId: 'r5', tokenized: { inputIds }, mmInputs: mmInputs as ts.GenerateRequest['mmInputs'] })
-        : vllm.GenerateRequest.fromPartial({ requestId: 'r5', input: { $case: 'tokenized', value: { inputIds } }, mmInputs: mmInputs as vllm.GenerateRequest['mmInputs'] });
+        : runtime === 'vllm'
+          ? vllm.GenerateRequest.fromPartial({ requestId: 'r5', input: { $case: 'tokenized', value: { inputIds } }, mmInputs: mmInputs as vllm.GenerateRequest['mmInputs'] })
+          : sg.GenerateRequest.fromPartial({ requestId: 'r5', tokenized: { originalText: '', inputIds }, mmInputs: mmInputs as sg.GenerateRequest['mmInputs'] });
     const { error } = await generate(worker.url, runtime, request);
     expect(error?.status).toBe('INVALID_ARGUMENT');
     expect(error?.details).toBe(message);

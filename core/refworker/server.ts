@@ -15,8 +15,9 @@ import type { TransportMetrics } from '../telemetry/metrics.ts';
 import { TensorBufferPool, type BufferLease } from '../transport/buffer-pool.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
 import { TensorReader } from '../transport/shm-reader.ts';
-import type { WireRuntime } from '../transport/vocabulary.ts';
-import type { GenerateServing } from './receive.ts';
+import { type WireRuntime } from '../config/schema.ts';
+import type { GenerateServing, WorkerIdentity } from './receive.ts';
+import { addSglangService } from './sglang.ts';
 import { addTokenSpeedService } from './tokenspeed.ts';
 import { addVllmService } from './vllm.ts';
 
@@ -89,11 +90,6 @@ export class FreshBuffers extends TensorBufferPool {
   }
 }
 
-/** What a worker advertises about itself beyond the model. */
-export interface WorkerIdentity {
-  token: string | undefined;
-  started: number;
-}
 
 export interface ReferenceWorker {
   /** grpc://host:port or unix:///path, as a router's worker url. */
@@ -103,7 +99,10 @@ export interface ReferenceWorker {
   close(): Promise<void>;
 }
 
-const SERVICES: Readonly<Record<WireRuntime, (server: grpc.Server, s: GenerateServing, id: WorkerIdentity) => void>> = { tokenspeed: addTokenSpeedService, vllm: addVllmService };
+const SERVICES: Readonly<Record<WireRuntime, (server: grpc.Server, s: GenerateServing, id: WorkerIdentity) => void>> = { tokenspeed: addTokenSpeedService, vllm: addVllmService, sglang: addSglangService };
+
+/** The protocols `mmtc worker --runtime` serves. */
+export const REFERENCE_RUNTIMES = Object.keys(SERVICES) as WireRuntime[];
 
 export async function startReferenceWorker(options: ReferenceWorkerOptions): Promise<ReferenceWorker> {
   const identity: WorkerIdentity = { token: options.shmNamespaceId !== undefined ? options.shmNamespaceId || undefined : readNamespaceToken().token, started: Date.now() };

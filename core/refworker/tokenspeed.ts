@@ -6,8 +6,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { TokenSpeedSchedulerService, type GenerateRequest, type GenerateResponse, type TokenSpeedSchedulerServer } from '../gen/tokenspeed/grpc/scheduler.ts';
 import { wireTensorFromTensorData } from '../engines/tensor-data.ts';
-import { ENCODER_DTYPES, INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor } from './receive.ts';
-import type { WorkerIdentity } from './server.ts';
+import { ENCODER_DTYPES, INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor, type WorkerIdentity } from './receive.ts';
 
 function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[] } {
   const items = req.mmInputs?.items ?? [];

@@ -6,8 +6,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { VllmEngineService, type GenerateRequest, type GenerateResponse, type VllmEngineServer } from '../gen/vllm/grpc/engine.ts';
 import { wireTensorFromTensorData } from '../engines/tensor-data.ts';
-import { INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor } from './receive.ts';
-import type { WorkerIdentity } from './server.ts';
+import { INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor, type WorkerIdentity } from './receive.ts';
 
 // What the router sends as the encoder input (vLLM's Qwen-VL takes its pixel_values as float32).
 const PIXEL_DTYPES = { allowed: new Set(['float32']), says: 'float32' };

@@ -10,7 +10,8 @@
 import type { TransportEnvironment } from '../config/env-schema.ts';
 import { transportEnvironmentAtStart } from '../config/env.ts';
 import type { RouterConfig, RouterConfigInput } from '../config/schema.ts';
-import { ConfigStore, originsOfInput } from '../config/store.ts';
+import { originsOfInput } from '../config/origins.ts';
+import { ConfigStore } from '../config/store.ts';
 import { parseRouterConfig } from '../config/validate.ts';
 import type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
 import { resolveConfiguredWorkers } from '../transport/resolve.ts';

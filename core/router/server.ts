@@ -5,18 +5,16 @@
 // minute) and, when no worker is configured, an embedded reference worker (refworker/embedded.ts) on
 // the bundled model, entered in the store as an ordinary worker whose origin is
 // `embedded default`, so a fresh install serves a working multimodal API at once.
-//
-// Every chat request gets one JSON log line (id, status, latency, worker, tensors by path,
-// config revision, error); successful /health, /metrics and /v1/models polls do not.
+// The HTTP routes themselves are routes.ts.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import v8 from 'node:v8';
 import vm from 'node:vm';
 import type { TransportEnvironment } from '../config/env-schema.ts';
-import type { ConfigOrigins } from '../config/load.ts';
+import type { ConfigOrigins } from '../config/origins.ts';
 import type { RouterConfig } from '../config/schema.ts';
-import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN, embeddedDefaultWorker } from '../config/store.ts';
+import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN } from '../config/store.ts';
 import { memTrim } from '../multimodal/memory-release.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
@@ -26,14 +24,12 @@ import { readNamespaceToken, SHM_DIR, type NamespaceTokenReading } from '../tran
 import { transportForWorker } from '../transport/resolve.ts';
 import { shmFreeBytes, ShmWriter, type ShmProbeResult } from '../transport/shm-writer.ts';
 import { DECISION_REASONS } from '../transport/vocabulary.ts';
-import { startEmbeddedWorker, type EmbeddedWorker } from '../refworker/embedded.ts';
+import { embeddedWorkerSpec, startEmbeddedWorker, type EmbeddedWorker } from '../refworker/embedded.ts';
 import { WorkerRegistry } from '../workers/registry.ts';
-import { ContextLengthError } from '../multimodal/prompt.ts';
-import { parseBody } from './body-json.ts';
-import { answerThenClose, requestTarget } from './http-request.ts';
+import { laneFacts } from '../engines/table.ts';
+import type { RouterContext } from './context.ts';
 import { ApiError } from './openai.ts';
-import { contextLengthApiError, handleChatCompletion, newRequestRecord, REVISION_HEADER, RequestTiming, type RequestRecord, type RouterContext } from './pipeline.ts';
-import { sendError } from './responder.ts';
+import { route, sendJson } from './routes.ts';
 
 export interface RunningRouter {
   url: string;
@@ -60,66 +56,6 @@ export type StartRouterOptions = (
   shmDir?: string;
 }
 
-/** A body the router will not read further: answered, then the connection is closed. */
-class BodyRefused extends ApiError {}
-
-function mib(n: number): string {
-  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
-}
-
-/**
- * The request body as JSON: at most max_body_bytes (413 before reading a body whose length
- * says so, or as soon as it passes the limit), within body_timeout_secs (400 naming the
- * timeout: a client that trickles its body cannot hold the router's memory and a socket).
- */
-function readBody(req: IncomingMessage, config: RouterConfig): Promise<Buffer> {
-  const limit = config.max_body_bytes;
-  return new Promise((resolve, reject) => {
-    const declared = Number(req.headers['content-length'] ?? NaN);
-    if (Number.isFinite(declared) && declared > limit) {
-      req.pause();
-      return reject(new BodyRefused(413, `request body is ${mib(declared)}, above the ${mib(limit)} limit (max_body_bytes)`));
-    }
-    // Copied once into a buffer of the declared size when there is one (no concat at the end).
-    const whole = Number.isFinite(declared) && declared > 0 ? Buffer.allocUnsafe(declared) : undefined;
-    const chunks: Buffer[] = [];
-    let size = 0;
-    const timer = setTimeout(() => {
-      stop();
-      reject(new BodyRefused(400, `the request body did not arrive within ${config.body_timeout_secs} s (body_timeout_secs)`));
-    }, config.body_timeout_secs * 1000);
-    const stop = () => {
-      clearTimeout(timer);
-      req.off('data', onData);
-      req.pause();
-    };
-    const onData = (c: Buffer) => {
-      size += c.length;
-      if (size > limit) {
-        stop();
-        reject(new BodyRefused(413, `request body is above the ${mib(limit)} limit (max_body_bytes)`));
-        return;
-      }
-      if (whole && size <= whole.byteLength) c.copy(whole, size - c.length);
-      else chunks.push(c);
-    };
-    req.on('data', onData);
-    req.on('end', () => {
-      clearTimeout(timer);
-      resolve(whole && chunks.length === 0 ? whole.subarray(0, size) : Buffer.concat(whole ? [whole.subarray(0, Math.min(size, whole.byteLength)), ...chunks] : chunks));
-    });
-    req.on('error', (err) => {
-      clearTimeout(timer);
-      reject(err);
-    });
-  });
-}
-
-function sendJson(res: ServerResponse, status: number, body: unknown): void {
-  res.writeHead(status, { 'content-type': 'application/json' });
-  res.end(JSON.stringify(body));
-}
-
 export async function startRouter(options: StartRouterOptions): Promise<RunningRouter> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   const processEnv = options.processEnv ?? process.env;
@@ -132,7 +68,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   if (store.current().config.workers.length === 0) {
     embedded = await startEmbeddedWorker(model.path, processEnv);
     const current = store.current();
-    store.apply({ ...current.config, workers: [embeddedDefaultWorker(embedded.url)] }, current.revision, { origin: EMBEDDED_DEFAULT_ORIGIN, client: 'router' });
+    store.apply({ ...current.config, workers: [embeddedWorkerSpec(embedded.url)] }, current.revision, { origin: EMBEDDED_DEFAULT_ORIGIN, client: 'router' });
   }
   const config = store.current().config;
   // A live router keeps a tensor file at most for its request timeout: older ones of routers
@@ -196,7 +132,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   if (!probe.writable) log(`/dev/shm: ${probe.error}; shm and auto stay inline`);
   const snapshot = store.current();
   for (const w of registry.list()) {
-    const { decision, resolved } = transportForWorker({ spec: w.spec, config: snapshot.config, env: snapshot.env, labels: w.labels, reachable: w.healthy, host: context.host });
+    const { decision, resolved } = transportForWorker({ spec: w.spec, config: snapshot.config, env: snapshot.env, labels: w.labels, reachable: w.healthy, host: context.host, runtime: laneFacts(w.runtime) });
     const mode = resolved.multimodal_tensor_transport;
     const who = embedded && w.spec.url === embedded.url ? ', embedded reference worker' : '';
     log(`worker ${w.spec.url} (${w.runtime ?? 'runtime unknown'}${who}): ${w.healthy ? 'healthy' : `DOWN: ${w.lastError}`}`);
@@ -250,93 +186,4 @@ function collectGarbageWhenIdle(): void {
   if (!trim) return;
   trim.trimHeap();
   setTimeout(() => trim.trimHeap(), 2000).unref();
-}
-
-/** The value of a parsed body, leaving the holder without it, so the request alone decides how long it lives. */
-function takeValue(parsed: { ok: true; value: unknown }): unknown {
-  const { value } = parsed;
-  (parsed as { value: unknown }).value = undefined;
-  return value;
-}
-
-/** One JSON line per request, for log shippers: what happened, how long, where, on which revision. */
-function requestLogLine(req: IncomingMessage, pathname: string, status: number, latencyMs: number, record: RequestRecord, error?: string): string {
-  return JSON.stringify({
-    time: new Date().toISOString(),
-    event: 'request',
-    ...(record.id ? { id: record.id } : {}),
-    method: req.method,
-    path: pathname,
-    status,
-    latency_ms: Math.round(latencyMs * 100) / 100,
-    ...(record.worker ? { worker: record.worker } : {}),
-    tensors: record.paths,
-    ...(record.revision !== undefined ? { revision: record.revision } : {}),
-    ...(record.shmFallback ? { shm_read_failed: record.shmFallback } : {}),
-    ...(record.prewriteFailed ? { shm_prewrite_failed: record.prewriteFailed } : {}),
-    ...(error ? { error } : {}),
-  });
-}
-
-const QUIET_POLLS = new Set(['/health', '/metrics', '/v1/models']);
-/** Paths metrics are labelled with; anything else is `other`, so a scanner cannot blow up the label set. */
-const ROUTES = new Set(['/v1/chat/completions', ...QUIET_POLLS]);
-
-async function route(ctx: RouterContext, req: IncomingMessage, res: ServerResponse, log: (line: string) => void): Promise<void> {
-  const target = requestTarget(req.url);
-  const url = { pathname: target.ok ? target.pathname : '(not a path)' };
-  const timing = new RequestTiming();
-  const record = newRequestRecord();
-  let error: string | undefined;
-  try {
-    if (!target.ok) {
-      // Answered without reading what follows: the connection is not kept for another request.
-      throw new BodyRefused(400, target.error);
-    } else if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
-      const context = ctx.model.maxContextLength;
-      const parsed = await parseBody(await readBody(req, ctx.store.current().config), context * ctx.model.maxTokenBytes);
-      if (!parsed.ok) {
-        if ('textChars' in parsed) throw contextLengthApiError(new ContextLengthError(Math.ceil(parsed.textChars / ctx.model.maxTokenBytes), context, true));
-        throw new ApiError(400, `request body is not valid JSON: ${parsed.error}`);
-      }
-      timing.mark('body');
-      // The parsed body is handed over: nothing here keeps it (its image URLs are megabytes).
-      await handleChatCompletion(ctx, takeValue(parsed), res, timing, record);
-    } else if (req.method === 'GET' && url.pathname === '/v1/models') {
-      sendJson(res, 200, { object: 'list', data: [{ id: ctx.modelName, object: 'model', created: 0, owned_by: 'mmtc' }] });
-    } else if (req.method === 'GET' && url.pathname === '/health') {
-      const workers = ctx.registry.list().map((w) => ({ url: w.spec.url, runtime: w.runtime ?? null, healthy: w.healthy, in_flight: w.inFlight, ...(w.lastError ? { error: w.lastError } : {}) }));
-      const healthy = workers.some((w) => w.healthy);
-      sendJson(res, healthy ? 200 : 503, { status: healthy ? 'ok' : 'no healthy worker', revision: ctx.store.current().revision, workers });
-    } else if (req.method === 'GET' && url.pathname === '/metrics') {
-      ctx.metrics.preprocessMemoryBytes.set(ctx.pool.memory().resident);
-      ctx.metrics.shmOutstandingBytes.set(ctx.writer.outstanding);
-      const text = await ctx.metrics.text();
-      res.writeHead(200, { 'content-type': ctx.metrics.registry.contentType });
-      res.end(text);
-    } else {
-      throw new ApiError(404, `no route for ${req.method} ${url.pathname}`);
-    }
-  } catch (err) {
-    const apiError = err instanceof ApiError ? err : new ApiError(500, `internal error: ${(err as Error).message}`);
-    error = apiError.message;
-    record.errorCode = apiError.code ?? apiError.type;
-    const headers: Record<string, string> = record.revision !== undefined ? { [REVISION_HEADER]: String(record.revision) } : {};
-    // The rest of a refused body is not read: answer, then close the connection.
-    if (err instanceof BodyRefused) answerThenClose(req, res, apiError.status, apiError.body(), headers);
-    else sendError(res, apiError, headers);
-  }
-  // 499 (nginx's word for it): the client went away before its response was complete.
-  const status = !res.writableFinished && res.destroyed ? 499 : res.statusCode;
-  const pathLabel = ROUTES.has(url.pathname) ? url.pathname : 'other';
-  const m = ctx.metrics;
-  m.httpRequests.inc({ method: req.method ?? 'GET', path: pathLabel });
-  m.httpResponses.inc({ status_code: String(status), error_code: record.errorCode ?? '' });
-  m.httpDuration.observe({ method: req.method ?? 'GET', path: pathLabel }, timing.elapsedMs() / 1000);
-  if (record.worker) {
-    const labels = routerLabels(record.model ?? ctx.modelName);
-    m.routerRequests.inc(labels);
-    if (status >= 400) m.routerErrors.inc({ ...labels, error_type: record.errorCode ?? (status === 499 ? 'client_disconnected' : String(status)) });
-  }
-  if (status >= 400 || !QUIET_POLLS.has(url.pathname)) log(requestLogLine(req, url.pathname, status, timing.elapsedMs(), record, error));
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { TensorReason } from '../transport/vocabulary.ts';
-import type { TensorEvent } from './event-schema.ts';
+import type { TensorEvent } from '../transport/event-schema.ts';
 import { TensorEventBus } from './events.ts';
 
 const event = (time: number, path: TensorEvent['path'], nbytes: number, reason: TensorReason = 'shm_writable'): TensorEvent => ({

@@ -3,7 +3,7 @@
 // The bus keeps a bounded ring of recent events and per-second aggregates; listeners get
 // events in batches (the console wants ~10 updates a second, never one message per tensor).
 // Publishing never blocks placement: a slow or failing listener cannot stall a request.
-import type { SecondAggregate, TensorEvent } from './event-schema.ts';
+import type { SecondAggregate, TensorEvent } from '../transport/event-schema.ts';
 
 type Listener = (batch: readonly TensorEvent[]) => void;
 

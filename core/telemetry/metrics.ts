@@ -2,7 +2,8 @@
 // dashboards keep working, plus our SHM write/read latency histograms. Each router owns its
 // own Registry (tests and embedded routers never share counters).
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
-import type { TensorPath, WireRuntime } from '../transport/vocabulary.ts';
+import type { TensorPath } from '../transport/vocabulary.ts';
+import { type WireRuntime } from '../config/schema.ts';
 import { UNCAUGHT_KINDS, uncaughtErrorCounts } from './process-guard.ts';
 
 /** 5 ms .. 10 min: a chat request with images takes tens of ms to minutes. */

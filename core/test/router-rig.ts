@@ -4,7 +4,7 @@
 import { readdirSync } from 'node:fs';
 import { afterEach, expect } from 'vitest';
 import { readTransportEnvironment } from '../config/env.ts';
-import { RouterConfigSchema, type TransportMode } from '../config/schema.ts';
+import { RouterConfigSchema, type TransportMode, type WireRuntime } from '../config/schema.ts';
 import { startRouter, type RunningRouter } from '../router/server.ts';
 import { startMmtc } from './cli.ts';
 
@@ -15,7 +15,7 @@ export interface RouterRig {
   /** Anything else a test starts, stopped with the rest. */
   stops: Array<() => Promise<unknown>>;
   /** A reference worker (`--port 0` unless `extra` gives one); its grpc:// URL. */
-  startWorker(runtime: 'tokenspeed' | 'vllm', extra?: string[], env?: Record<string, string>): Promise<string>;
+  startWorker(runtime: WireRuntime, extra?: string[], env?: Record<string, string>): Promise<string>;
   /** A router in this process over one worker, in `mode`, health-checked every 0.2 s. */
   router(workerUrl: string, mode: TransportMode, extra?: Record<string, unknown>): Promise<RunningRouter>;
 }

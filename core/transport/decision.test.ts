@@ -25,13 +25,13 @@ describe('decideTransport: every reason', () => {
     ['auto', true, ROUTER, worker('garbage'), false, 'auto_different_host'],
     ['auto', true, ROUTER, worker(undefined, { reachable: false }), false, 'auto_worker_unreachable'],
   ] as const)('%s, writable=%s, router=%s -> %s', (mode, shmWritable, routerToken, w, enabled, reason) => {
-    const d = decideTransport({ mode, shmWritable, routerToken, workers: [w] });
+    const d = decideTransport({ shmLane: true, mode, shmWritable, routerToken, workers: [w] });
     expect(d).toMatchObject({ shmEnabled: enabled, reason });
     expect(DECISION_REASONS[d.reason]).toBeTruthy();
   });
 
   it('the outcome says what the next request will do: shm forced to a worker known to have another /dev/shm is attempted, then inline', () => {
-    const at = (mode: 'shm' | 'auto', token: string | undefined) => decisionOutcome(decideTransport({ mode, shmWritable: true, routerToken: ROUTER, workers: [worker(token)] }));
+    const at = (mode: 'shm' | 'auto', token: string | undefined) => decisionOutcome(decideTransport({ shmLane: true, mode, shmWritable: true, routerToken: ROUTER, workers: [worker(token)] }));
     expect(at('shm', 'boot-a:27')).toBe('shm_then_inline');
     expect(at('shm', 'boot-b:26')).toBe('shm_then_inline');
     expect(at('shm', ROUTER)).toBe('shm');
@@ -40,23 +40,32 @@ describe('decideTransport: every reason', () => {
     expect(at('auto', ROUTER)).toBe('shm');
   });
 
+  it('a protocol without a /dev/shm lane is inline under shm and auto, with its own reason, never an error', () => {
+    for (const mode of ['shm', 'auto'] as const) {
+      const d = decideTransport({ shmLane: false, mode, shmWritable: true, routerToken: ROUTER, workers: [worker(ROUTER)] });
+      expect(d).toEqual({ shmEnabled: false, reason: 'runtime_inline_only' });
+      expect(decisionOutcome(d)).toBe('inline');
+    }
+    expect(decideTransport({ shmLane: false, mode: 'inline', shmWritable: true, routerToken: ROUTER, workers: [worker(ROUTER)] }).reason).toBe('mode_inline');
+  });
+
   it('the token comparison is byte-exact (no trimming, no case folding)', () => {
-    expect(decideTransport({ mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [worker(`${ROUTER} `)] }).shmEnabled).toBe(false);
-    expect(decideTransport({ mode: 'auto', shmWritable: true, routerToken: 'abc:1', workers: [worker('ABC:1')] }).shmEnabled).toBe(false);
+    expect(decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [worker(`${ROUTER} `)] }).shmEnabled).toBe(false);
+    expect(decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: 'abc:1', workers: [worker('ABC:1')] }).shmEnabled).toBe(false);
   });
 
   it('auto under disaggregation: every encode worker must share /dev/shm', () => {
     const enc = (token: string, url: string): DecisionWorker => ({ url, worker_type: 'encode', shm_namespace_id: token });
     const prefillElsewhere: DecisionWorker = { url: 'grpc://p:1', worker_type: 'prefill', shm_namespace_id: 'other:1' };
-    expect(decideTransport({ mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [enc(ROUTER, 'grpc://e1:1'), prefillElsewhere] }).shmEnabled).toBe(true);
-    const d = decideTransport({ mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [enc(ROUTER, 'grpc://e1:1'), enc('boot-a:99', 'grpc://e2:1')] });
+    expect(decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [enc(ROUTER, 'grpc://e1:1'), prefillElsewhere] }).shmEnabled).toBe(true);
+    const d = decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [enc(ROUTER, 'grpc://e1:1'), enc('boot-a:99', 'grpc://e2:1')] });
     expect(d).toEqual({ shmEnabled: false, reason: 'auto_different_shm', worker: 'grpc://e2:1' });
   });
 
   it('auto without encode workers: both prefill and decode must share', () => {
     const p: DecisionWorker = { url: 'grpc://p:1', worker_type: 'prefill', shm_namespace_id: ROUTER };
     const d: DecisionWorker = { url: 'grpc://d:1', worker_type: 'decode', shm_namespace_id: undefined };
-    expect(decideTransport({ mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [p, d] })).toEqual({ shmEnabled: false, reason: 'auto_worker_no_token', worker: 'grpc://d:1' });
-    expect(decideTransport({ mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [p, { ...d, shm_namespace_id: ROUTER }] }).shmEnabled).toBe(true);
+    expect(decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [p, d] })).toEqual({ shmEnabled: false, reason: 'auto_worker_no_token', worker: 'grpc://d:1' });
+    expect(decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [p, { ...d, shm_namespace_id: ROUTER }] }).shmEnabled).toBe(true);
   });
 });

@@ -7,12 +7,15 @@
 // and byte-equal to the router's token. Under disaggregation every encode worker of the
 // request must share /dev/shm; without encode workers, both prefill and decode must.
 //
+// A worker whose protocol has no /dev/shm lane (its engine says so: SGLang's TensorData is
+// inline bytes only) is inline under every mode, with the reason runtime_inline_only.
+//
 // shm asserts co-location and is attempted whenever /dev/shm is writable; but when the worker
 // advertises a token that proves it does not share /dev/shm, the decision says so
 // (shm_worker_other_shm / _host, outcome shm_then_inline): the attempt will fail and the
 // request will be sent again inline. No screen may promise SHM for such a worker.
 import type { TransportMode, WorkerType } from '../config/schema.ts';
-import { parseNamespaceToken } from './namespace.ts';
+import { compareNamespaceTokens } from './namespace.ts';
 import { SHM_ATTEMPT_FAILS, type DecisionOutcome, type DecisionReason } from './vocabulary.ts';
 
 export interface TransportDecision {
@@ -35,6 +38,8 @@ export interface DecisionWorker {
 
 export interface DecisionInput {
   mode: TransportMode;
+  /** Whether the worker's protocol can carry a /dev/shm handle at all (its engine says; false: runtime_inline_only). */
+  shmLane: boolean;
   shmWritable: boolean;
   routerToken: string | undefined;
   /** The workers a request's tensors depend on (one, or the disaggregated set). */
@@ -43,15 +48,11 @@ export interface DecisionInput {
 
 /** The verdict of `auto` for one worker. */
 export function autoVerdict(routerToken: string | undefined, worker: DecisionWorker): DecisionReason {
-  if (!routerToken) return 'auto_router_no_token';
-  if (worker.reachable === false && !worker.shm_namespace_id) return 'auto_worker_unreachable';
-  const theirs = worker.shm_namespace_id;
-  if (theirs === undefined || theirs === '') return 'auto_worker_no_token';
-  if (theirs === routerToken) return 'auto_tokens_equal';
-  const mine = parseNamespaceToken(routerToken);
-  const other = parseNamespaceToken(theirs);
-  if (mine && other && mine.bootId === other.bootId) return 'auto_different_shm';
-  return 'auto_different_host';
+  const { match } = compareNamespaceTokens(routerToken, worker.shm_namespace_id);
+  if (match === 'router_has_none') return 'auto_router_no_token';
+  if (match === 'missing') return worker.reachable === false ? 'auto_worker_unreachable' : 'auto_worker_no_token';
+  if (match === 'equal') return 'auto_tokens_equal';
+  return match === 'different_shm' ? 'auto_different_shm' : 'auto_different_host';
 }
 
 /** The workers whose /dev/shm must match for auto (disaggregation: docs/transport.md, "Modes and the per-tensor rule"). */
@@ -62,6 +63,8 @@ export function workersThatMustShareShm(workers: readonly DecisionWorker[]): rea
 }
 
 export function decideTransport(input: DecisionInput): TransportDecision {
+  // A protocol without a /dev/shm handle is inline under shm and auto too, and says so.
+  if (!input.shmLane && (input.mode === 'shm' || input.mode === 'auto')) return { shmEnabled: false, reason: 'runtime_inline_only' };
   switch (input.mode) {
     case 'inline':
       return { shmEnabled: false, reason: 'mode_inline' };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bf16BitsFromF32Bits, f16BitsFromF32Bits, f32ToBf16, f32ToF16, parseEncoderDtype, resolveEncoderDtype } from './dtype.ts';
+import { bf16BitsFromF32Bits, f16BitsFromF32Bits, f32ToBf16, f32ToF16, parseEncoderDtype } from './dtype.ts';
 
 const bitsOf = (x: number) => new Uint32Array(Float32Array.of(x).buffer)[0]!;
 const floatOf = (bits: number) => new Float32Array(Uint32Array.of(bits >>> 0).buffer)[0]!;
@@ -145,21 +145,4 @@ describe('encoder dtype resolution', () => {
     expect(parseEncoderDtype(raw)).toBe(dtype);
   });
 
-  it('per-modality env beats the general env, which beats the worker label, which beats bfloat16', () => {
-    const label = { multimodal_encoder_dtype: 'float16' };
-    expect(resolveEncoderDtype('tokenspeed', 'image', { SMG_TOKENSPEED_IMAGE_ENCODER_INPUT_DTYPE: 'fp32', SMG_TOKENSPEED_ENCODER_INPUT_DTYPE: 'bf16' }, label)).toEqual({ dtype: 'float32', source: 'SMG_TOKENSPEED_IMAGE_ENCODER_INPUT_DTYPE' });
-    expect(resolveEncoderDtype('tokenspeed', 'image', { SMG_TOKENSPEED_VIDEO_ENCODER_INPUT_DTYPE: 'fp32', SMG_TOKENSPEED_ENCODER_INPUT_DTYPE: 'bf16' }, label)).toEqual({ dtype: 'bfloat16', source: 'SMG_TOKENSPEED_ENCODER_INPUT_DTYPE' });
-    expect(resolveEncoderDtype('tokenspeed', 'image', {}, label)).toEqual({ dtype: 'float16', source: 'label multimodal_encoder_dtype' });
-    expect(resolveEncoderDtype('tokenspeed', 'image', {}, {})).toEqual({ dtype: 'bfloat16', source: 'default' });
-  });
-
-  it('an unknown spelling warns and uses float32', () => {
-    const r = resolveEncoderDtype('tokenspeed', 'image', { SMG_TOKENSPEED_ENCODER_INPUT_DTYPE: 'int4' }, {});
-    expect(r.dtype).toBe('float32');
-    expect(r.warning).toBe("unknown encoder dtype 'int4' from SMG_TOKENSPEED_ENCODER_INPUT_DTYPE: expected float32|fp32|f32, bfloat16|bf16 or float16|fp16|f16|half; using float32");
-  });
-
-  it('vLLM is always float32', () => {
-    expect(resolveEncoderDtype('vllm', 'image', { SMG_TOKENSPEED_ENCODER_INPUT_DTYPE: 'bf16' }, { multimodal_encoder_dtype: 'bfloat16' }).dtype).toBe('float32');
-  });
 });

@@ -7,12 +7,11 @@
 // round to nearest even with subnormals, overflow to ±Inf, NaN -> 0x7E00 with its sign.
 // All wire bytes are little-endian and row-major; both loops run on the bit patterns.
 //
-// Which dtype the TokenSpeed encoder input uses:
-//   SMG_TOKENSPEED_<IMAGE|VIDEO|AUDIO>_ENCODER_INPUT_DTYPE -> SMG_TOKENSPEED_ENCODER_INPUT_DTYPE
-//   -> worker label multimodal_encoder_dtype -> bfloat16.
-// vLLM accepts only float32 (plus int64/uint32 side tensors), so it is always float32.
+// Which dtype a worker's encoder input travels in is its runtime's rule, and its engine's
+// to state (core/engines/, EngineCapabilities.encoderDtype); this module only spells and
+// converts dtypes.
 
-import type { EncoderDtype, WireRuntime } from './vocabulary.ts';
+import type { EncoderDtype } from './vocabulary.ts';
 
 export type { EncoderDtype };
 
@@ -52,49 +51,6 @@ const SPELLINGS: Readonly<Record<string, EncoderDtype>> = {
 /** Accepted spellings, trimmed and case-insensitive; undefined for anything else. */
 export function parseEncoderDtype(raw: string): EncoderDtype | undefined {
   return SPELLINGS[raw.trim().toLowerCase()];
-}
-
-export type Modality = 'image' | 'video' | 'audio';
-
-export interface EncoderDtypeResolution {
-  dtype: EncoderDtype;
-  /** Which input decided: an env variable name, `label multimodal_encoder_dtype`, or `default`. */
-  source: string;
-  warning?: string;
-}
-
-/** TokenSpeed's encoder-input dtype chain. An unknown spelling warns and uses float32. */
-export function resolveTokenSpeedEncoderDtype(
-  modality: Modality,
-  env: Readonly<Record<string, string | undefined>>,
-  workerLabels: Readonly<Record<string, string>>,
-): EncoderDtypeResolution {
-  const candidates: Array<[string, string | undefined]> = [
-    [`SMG_TOKENSPEED_${modality.toUpperCase()}_ENCODER_INPUT_DTYPE`, env[`SMG_TOKENSPEED_${modality.toUpperCase()}_ENCODER_INPUT_DTYPE`]],
-    ['SMG_TOKENSPEED_ENCODER_INPUT_DTYPE', env.SMG_TOKENSPEED_ENCODER_INPUT_DTYPE],
-    ['label multimodal_encoder_dtype', workerLabels.multimodal_encoder_dtype],
-  ];
-  for (const [source, raw] of candidates) {
-    if (raw === undefined || raw.trim() === '') continue;
-    const dtype = parseEncoderDtype(raw);
-    if (dtype) return { dtype, source };
-    return {
-      dtype: 'float32',
-      source,
-      warning: `unknown encoder dtype '${raw}' from ${source}: expected float32|fp32|f32, bfloat16|bf16 or float16|fp16|f16|half; using float32`,
-    };
-  }
-  return { dtype: 'bfloat16', source: 'default' };
-}
-
-export function resolveEncoderDtype(
-  runtime: WireRuntime,
-  modality: Modality,
-  env: Readonly<Record<string, string | undefined>>,
-  workerLabels: Readonly<Record<string, string>>,
-): EncoderDtypeResolution {
-  if (runtime === 'vllm') return { dtype: 'float32', source: 'vllm accepts only float32' };
-  return resolveTokenSpeedEncoderDtype(modality, env, workerLabels);
 }
 
 /** float32 bit pattern -> bfloat16 bit pattern, round to nearest even. */

@@ -43,3 +43,28 @@ export function parseNamespaceToken(token: string): { bootId: string; stDev: str
   if (at <= 0 || at === token.length - 1) return undefined;
   return { bootId: token.slice(0, at), stDev: token.slice(at + 1) };
 }
+
+/** How a worker's advertised token compares with the router's (docs/transport.md, "The namespace token"). */
+export type TokenMatch = 'equal' | 'different_shm' | 'different_host' | 'missing' | 'router_has_none';
+
+export interface TokenComparison {
+  match: TokenMatch;
+  /** Both tokens' parts, when both parse (for saying which part differs). */
+  router?: { bootId: string; stDev: string };
+  worker?: { bootId: string; stDev: string };
+}
+
+/**
+ * The one comparison of two namespace tokens: equal only when byte-equal; the same boot_id with
+ * another st_dev is another /dev/shm on this host; anything else (another boot_id, or a token
+ * that does not parse) is another host.
+ */
+export function compareNamespaceTokens(routerToken: string | undefined, workerToken: string | undefined): TokenComparison {
+  if (!routerToken) return { match: 'router_has_none' };
+  if (workerToken === undefined || workerToken === '') return { match: 'missing' };
+  const router = parseNamespaceToken(routerToken);
+  const worker = parseNamespaceToken(workerToken);
+  const parts = { ...(router ? { router } : {}), ...(worker ? { worker } : {}) };
+  if (workerToken === routerToken) return { match: 'equal', ...parts };
+  return { match: router && worker && router.bootId === worker.bootId ? 'different_shm' : 'different_host', ...parts };
+}

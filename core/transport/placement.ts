@@ -6,12 +6,23 @@
 // files in /dev/shm stay under multimodal_shm_max_outstanding_bytes with it. A failed
 // SHM write falls back to inline for that tensor and counts a failure; it never fails the
 // request. Every placement emits one TensorEvent and feeds the Prometheus counters.
-import type { TrafficSource } from '../telemetry/event-schema.ts';
-import type { TensorEventBus } from '../telemetry/events.ts';
-import type { TransportMetrics } from '../telemetry/metrics.ts';
+import type { TensorEvent, TrafficSource } from './event-schema.ts';
 import type { TransportDecision } from './decision.ts';
 import type { ShmHandleData, ShmRequestScope, ShmWriter } from './shm-writer.ts';
-import type { TensorPath, TensorReason, WireRuntime } from './vocabulary.ts';
+import type { TensorPath, TensorReason } from './vocabulary.ts';
+import { type WireRuntime } from '../config/schema.ts';
+
+/** Where placement reports each tensor: the traffic event bus (telemetry/events.ts). */
+export interface PlacementEvents {
+  publish(event: TensorEvent): void;
+}
+
+/** The counters placement feeds (telemetry/metrics.ts's TransportMetrics). */
+export interface PlacementMetrics {
+  shmWriteSeconds: { observe(labels: { runtime: WireRuntime }, seconds: number): void };
+  shmWriteFailures: { inc(labels: { runtime: WireRuntime }): void };
+  countTensor(runtime: WireRuntime, path: TensorPath, nbytes: number): void;
+}
 
 /** A placed tensor, engine-neutral: the engines turn it into their own TensorData. */
 export interface PlacedTensor {
@@ -32,8 +43,8 @@ export interface PlacementContext {
   minBytes: number;
   writer: ShmWriter;
   scope: ShmRequestScope;
-  metrics?: TransportMetrics;
-  events?: TensorEventBus;
+  metrics?: PlacementMetrics;
+  events?: PlacementEvents;
   /** Counts of tensors by path, for the request's log line. */
   tally?: Record<TensorPath, number>;
   /** Which sending of the request this is: 2 when the worker could not read the first's /dev/shm files and it goes again inline. */

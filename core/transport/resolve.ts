@@ -16,7 +16,7 @@
 // Unlike SMG, which folds this once at start-up, every value keeps its provenance: the
 // winning layer, the raw value of every layer (including those it beat), and warnings.
 import type { EnvVariableReading, TransportEnvironment } from '../config/env-schema.ts';
-import type { ConfigOrigins } from '../config/load.ts';
+import type { ConfigOrigins } from '../config/origins.ts';
 import { TRANSPORT_KNOBS, type RouterConfig, type TransportKnob, type TransportKnobValues, type WorkerSpec } from '../config/schema.ts';
 import { decideTransport, type TransportDecision } from './decision.ts';
 import { readFailedReason } from './vocabulary.ts';
@@ -31,6 +31,8 @@ export interface TransportResolutionInput {
   /** Where router and worker values came from (see loadRouterConfig). */
   origins?: ConfigOrigins;
   env: TransportEnvironment;
+  /** The worker's runtime, when its protocol has no /dev/shm lane (its engine says so): a note says its tensors travel inline. */
+  inlineOnlyRuntime?: string;
 }
 
 /**
@@ -121,6 +123,9 @@ export function resolveWorkerTransport(input: TransportResolutionInput): Resolve
   if ('why' in owner && owner.why) notes.push(owner.why);
   const mode = resolveKnob('multimodal_tensor_transport', input, owner);
   if (mode.value === 'rdma') notes.push('rdma has no lane in this router yet: tensors travel inline');
+  if (input.inlineOnlyRuntime !== undefined && (mode.value === 'shm' || mode.value === 'auto')) {
+    notes.push(`${input.inlineOnlyRuntime} carries tensors inline only (its TensorData has no /dev/shm handle): mode ${mode.value} travels inline (runtime_inline_only)`);
+  }
   const index = input.worker ? (listIndex(workers).index.get(input.worker) ?? -1) : -1;
   const origin = index >= 0 ? input.origins?.[`workers[${index}]`] ?? input.origins?.[`workers[${index}].url`] : undefined;
   return {
@@ -135,9 +140,18 @@ export function resolveWorkerTransport(input: TransportResolutionInput): Resolve
 }
 
 /** Every configured worker's resolution (or, with none configured, what any worker would get). */
-export function resolveConfiguredWorkers(config: RouterConfig, env: TransportEnvironment, origins: ConfigOrigins = {}): ResolvedWorkerTransport[] {
+export function resolveConfiguredWorkers(
+  config: RouterConfig,
+  env: TransportEnvironment,
+  origins: ConfigOrigins = {},
+  /** What each worker's runtime says of its lane, when known (the engine table's laneFacts). */
+  runtimeOf: (worker: WorkerSpec) => { name: string; shmLane: boolean } | undefined = () => undefined,
+): ResolvedWorkerTransport[] {
   if (config.workers.length === 0) return [resolveWorkerTransport({ router: config, env, origins })];
-  return config.workers.map((worker) => resolveWorkerTransport({ worker, workers: config.workers, router: config, env, origins }));
+  return config.workers.map((worker) => {
+    const runtime = runtimeOf(worker);
+    return resolveWorkerTransport({ worker, workers: config.workers, router: config, env, origins, ...(runtime && !runtime.shmLane ? { inlineOnlyRuntime: runtime.name } : {}) });
+  });
 }
 
 /** What the router knows about its own side of the /dev/shm lane. */
@@ -164,12 +178,16 @@ export function transportForWorker(input: {
   labels: Readonly<Record<string, string>>;
   reachable: boolean;
   host: ShmHostFacts;
+  /** What the worker's engine says about its protocol; undefined while its runtime is not known (discovery decides). */
+  runtime?: { name: string; shmLane: boolean } | undefined;
   /** The worker failed to read our /dev/shm files (its error): its lane stays inline until reset. */
   shmLaneBroken?: string | undefined;
 }): WorkerTransport {
-  const resolved = resolveWorkerTransport({ worker: input.spec, workers: input.config.workers, router: input.config, env: input.env, ...(input.origins ? { origins: input.origins } : {}) });
+  const inlineOnly = input.runtime && !input.runtime.shmLane ? input.runtime.name : undefined;
+  const resolved = resolveWorkerTransport({ worker: input.spec, workers: input.config.workers, router: input.config, env: input.env, ...(input.origins ? { origins: input.origins } : {}), ...(inlineOnly ? { inlineOnlyRuntime: inlineOnly } : {}) });
   const decision = decideTransport({
     mode: resolved.multimodal_tensor_transport.value,
+    shmLane: input.runtime?.shmLane ?? true,
     shmWritable: input.host.shmWritable,
     routerToken: input.host.routerToken,
     workers: [{ url: input.spec.url, worker_type: input.spec.worker_type, shm_namespace_id: input.labels.shm_namespace_id, reachable: input.reachable }],

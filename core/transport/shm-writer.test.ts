@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { TensorEvent } from '../telemetry/event-schema.ts';
+import type { TensorEvent } from './event-schema.ts';
 import { TensorEventBus } from '../telemetry/events.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
 import { deadPid, makeShmTestDir, tensorName, writeAt } from '../test/shm-dir.ts';

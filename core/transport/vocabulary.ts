@@ -1,18 +1,15 @@
 // The closed sets of words the transport speaks: the paths a tensor can take, the wire
-// runtimes and dtypes, and every reason a tensor went the way it went. Placement, traffic
+// dtypes, and every reason a tensor went the way it went. Placement, traffic
 // events, metrics, `mmtc doctor`, the CLI and the console contract all name the same causes
 // from this one module, so a reason can never be spelled two ways. It imports nothing (no
-// `node:`), so the renderer can use it through the console contract.
+// `node:`), so the renderer can use it through the console contract. (The runtimes' names are
+// configuration values: core/config/schema.ts.)
 //
 // The rules behind each reason are in docs/transport.md ("Decision reasons").
 
 export const TENSOR_PATHS = ['inline', 'shm', 'remote'] as const;
 /** How one tensor reached the worker. */
 export type TensorPath = (typeof TENSOR_PATHS)[number];
-
-export const WIRE_RUNTIMES = ['tokenspeed', 'vllm'] as const;
-/** The gRPC protocols this router speaks. */
-export type WireRuntime = (typeof WIRE_RUNTIMES)[number];
 
 export const ENCODER_DTYPES = ['float32', 'bfloat16', 'float16'] as const;
 /** The dtypes an encoder input may travel in. */
@@ -26,6 +23,7 @@ export type WireDtype = (typeof WIRE_DTYPES)[number];
 export const DECISION_REASONS = {
   mode_inline: 'mode inline: tensors travel inside the gRPC message',
   mode_rdma: 'mode rdma: this router has no RDMA lane yet, tensors travel inline',
+  runtime_inline_only: "this worker's protocol carries tensors inline only (its TensorData has no /dev/shm handle): inline, whatever the mode",
   shm_writable: 'mode shm and /dev/shm is writable',
   shm_worker_other_shm:
     'mode shm, but this worker advertises another /dev/shm on this host (st_dev differs): SHM will be attempted, the worker will not find the files, and the request goes again inline (then its lane stays inline)',
@@ -77,6 +75,7 @@ export const TENSOR_REASON_NAMES = [...DECISION_REASON_NAMES, ...(Object.keys(TE
 export const REASON_WORDS: Record<TensorReason, string> = {
   mode_inline: 'mode inline',
   mode_rdma: 'rdma: no lane yet',
+  runtime_inline_only: 'protocol is inline only',
   shm_writable: 'mode shm',
   shm_worker_other_shm: 'shm, but worker has another /dev/shm',
   shm_worker_other_host: 'shm, but worker is on another host',
@@ -113,5 +112,6 @@ export const DECISION_ADVICE: Partial<Record<TensorReason, string>> = {
   shm_worker_read_failed: "let the worker read the router's files: the same /dev/shm (--ipc=host) and a user that may open them (the router's uid, or root); then reset the lane (Doctor) or restart the worker; or use mode auto, which checks the worker's /dev/shm first",
   shm_worker_other_shm: "run the worker container with --ipc=host or mount the host's /dev/shm into it; or set this worker's mode to auto (it would go inline at once) or inline",
   shm_worker_other_host: 'this worker cannot share /dev/shm: set its mode to inline (or auto, which goes inline at once)',
+  runtime_inline_only: 'nothing to do: this protocol has no /dev/shm lane, so its tensors always travel inline (set the mode to inline to say so)',
   shm_budget_exceeded: 'raise multimodal_shm_max_outstanding_bytes or /dev/shm itself (docker --shm-size), or check that workers read (and unlink) their files',
 };

@@ -4,9 +4,10 @@
 // is that runtime (the others answer UNIMPLEMENTED). Its model and server info then become
 // labels (the one transport cares about is shm_namespace_id). Never throws: an unreachable or
 // confused worker comes back with `reachable: false` or an error saying why.
-import { ENGINES, type EngineConnection } from '../engines/engine.ts';
+import type { EngineConnection } from '../engines/engine.ts';
+import { ENGINE_RUNTIMES, ENGINES } from '../engines/table.ts';
 import { describeGrpcError } from '../engines/grpc.ts';
-import { WIRE_RUNTIMES, type WireRuntime } from '../transport/vocabulary.ts';
+import type { WireRuntime } from '../config/schema.ts';
 
 export interface WorkerProbe {
   url: string;
@@ -22,7 +23,7 @@ export interface WorkerProbe {
 /** Detect the runtime (unless given) and read the worker's labels over short-lived channels. */
 export async function probeWorker(url: string, options: { runtime?: WireRuntime; timeoutMs?: number } = {}): Promise<WorkerProbe> {
   const timeoutMs = options.timeoutMs ?? 3000;
-  const candidates: readonly WireRuntime[] = options.runtime ? [options.runtime] : WIRE_RUNTIMES;
+  const candidates: readonly WireRuntime[] = options.runtime ? [options.runtime] : ENGINE_RUNTIMES;
   let connections: EngineConnection[];
   try {
     connections = candidates.map((r) => ENGINES[r].connect(url));

@@ -14,8 +14,9 @@
 // At most MAX_CONCURRENT_PROBES discoveries and health checks run at once: each opens
 // channels (two per unknown runtime), and a list applied in one go must not open them all.
 import type { WorkerSpec } from '../config/schema.ts';
-import { engineFor, type EngineConnection } from '../engines/engine.ts';
-import type { WireRuntime } from '../transport/vocabulary.ts';
+import type { EngineConnection } from '../engines/engine.ts';
+import { declaredRuntime, engineFor } from '../engines/table.ts';
+import { type WireRuntime } from '../config/schema.ts';
 import { probeWorker } from './discovery.ts';
 
 export interface WorkerState {
@@ -61,10 +62,6 @@ async function eachBounded<T>(items: readonly T[], limit: number, fn: (item: T) 
       }
     }),
   );
-}
-
-function declaredRuntime(spec: WorkerSpec): WireRuntime | undefined {
-  return spec.runtime === 'tokenspeed' || spec.runtime === 'vllm' ? spec.runtime : undefined;
 }
 
 export class WorkerRegistry {
@@ -133,13 +130,7 @@ export class WorkerRegistry {
   }
 
   private async discoverNow(w: WorkerState): Promise<void> {
-    if (w.spec.runtime === 'sglang') {
-      w.healthy = false;
-      w.lastError = 'the sglang runtime is not supported by this router (tokenspeed and vllm are; see docs/router.md, "Adding a runtime")';
-      this.changed(w);
-      return;
-    }
-    const known = declaredRuntime(w.spec) ?? w.runtime;
+    const known = declaredRuntime(w.spec.runtime) ?? w.runtime;
     const probe = await probeWorker(w.spec.url, { ...(known ? { runtime: known } : {}), timeoutMs: this.options.probeTimeoutMs ?? 3000 });
     w.lastCheckedAt = Date.now();
     if (w.removed || this.closed) return;
@@ -310,7 +301,7 @@ export class WorkerRegistry {
         existing.removed = false;
         this.draining.delete(existing);
       }
-      const runtimeChanged = declaredRuntime(spec) !== undefined && existing.runtime !== undefined && declaredRuntime(spec) !== existing.runtime;
+      const runtimeChanged = declaredRuntime(spec.runtime) !== undefined && existing.runtime !== undefined && declaredRuntime(spec.runtime) !== existing.runtime;
       existing.spec = spec;
       existing.labels = { ...existing.discoveredLabels, ...spec.labels };
       if (runtimeChanged) {

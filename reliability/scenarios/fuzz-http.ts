@@ -7,9 +7,10 @@
 // directory that must stay empty).
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { commands, COMMAND_NAMES, WireErrorSchema } from '../../core/admin/contract.ts';
+import { commands, COMMAND_NAMES, WireErrorSchema } from '../../core/console/contract.ts';
 import { parseConfigYaml } from '../../core/config/yaml.ts';
-import { engineFor, type EngineFailure, type EngineRequest, type PreparedImage } from '../../core/engines/engine.ts';
+import type { EngineFailure, EngineRequest, PreparedImage } from '../../core/engines/engine.ts';
+import { engineFor } from '../../core/engines/table.ts';
 import { decodeToRgb } from '../../core/multimodal/decode.ts';
 import { loadModelDirectory } from '../../core/multimodal/model-dir.ts';
 import { buildPrompt } from '../../core/multimodal/prompt.ts';

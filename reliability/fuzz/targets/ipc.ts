@@ -59,7 +59,7 @@ export async function ipcTarget() {
   register(new URL('../electron/resolve.mjs', import.meta.url));
   const { bindConsoleIpc, callChannel, STREAM_SUBSCRIBE_CHANNEL, STREAM_UNSUBSCRIBE_CHANNEL } = await import('../../../electron/ipc.ts');
   const { senderFrameProblem } = await import('../../../electron/security.ts');
-  const { COMMAND_NAMES } = await import('../../../core/admin/contract.ts');
+  const { COMMAND_NAMES } = await import('../../../core/console/contract.ts');
   const fake = (await import('../electron/fake.mjs' as string)) as { handlers: Map<string, (event: unknown, ...args: unknown[]) => Promise<unknown> | unknown> };
   const reached: string[] = [];
   const backend = {

@@ -1,7 +1,7 @@
 // Which binding this page runs on: IPC when the Electron preload exposed `window.mmtc`
 // (binding 'ipc'), else HTTP + WebSocket to the origin that served the page, with the token
 // from the URL fragment or this tab's storage. Nothing else in the renderer knows which.
-import type { ConsoleClient, IpcBridge } from '../../../core/admin/contract.ts';
+import type { ConsoleClient, IpcBridge } from '../../../core/console/contract.ts';
 import { createHttpClient, type ConnectionState } from './http.ts';
 import { createIpcClient } from './ipc.ts';
 import { takeToken } from './token.ts';

@@ -4,7 +4,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ContractError } from '../../../core/admin/contract.ts';
+import { ContractError } from '../../../core/console/contract.ts';
 import { backoffMs, createHttpClient } from './http.ts';
 
 let server: Server;

@@ -1,4 +1,4 @@
-// The browser binding of the console contract (core/admin/http.ts is the server side):
+// The browser binding of the console contract (core/console/http.ts is the server side):
 // every command is `POST /api/<command>` with `Authorization: Bearer <token>` and a JSON
 // body; every stream rides one WebSocket at /api/events, authenticated by the subprotocol
 // `mmtc.token.<token>` (browsers cannot set headers on a WebSocket). Errors come back as
@@ -8,7 +8,7 @@
 // (250 ms doubling to 10 s, with jitter) after any close; on reconnect it subscribes again
 // to every stream that still has listeners, and tells the page through onConnection so
 // views can catch up on what they missed (traffic.snapshot).
-import { ContractError, errorFromWire, type CommandInput, type CommandName, type CommandOutput, type ConsoleClient, type StreamName, type StreamPayload } from '../../../core/admin/contract.ts';
+import { ContractError, errorFromWire, type CommandInput, type CommandName, type CommandOutput, type ConsoleClient, type StreamName, type StreamPayload } from '../../../core/console/contract.ts';
 
 export type ConnectionState = 'idle' | 'connecting' | 'open' | 'reconnecting';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ContractError, type IpcBridge } from '../../../core/admin/contract.ts';
+import { ContractError, type IpcBridge } from '../../../core/console/contract.ts';
 import { createIpcClient } from './ipc.ts';
 
 describe('IPC console client', () => {

@@ -2,7 +2,7 @@
 // the value must be a whole number of bytes, as multimodal_shm_min_bytes requires
 // (ShmMinBytesSchema). Calls onValid only with a value the schema accepts.
 import { useEffect, useId, useState } from 'react';
-import { ShmMinBytesSchema } from '../../../core/admin/contract.ts';
+import { ShmMinBytesSchema } from '../../../core/console/contract.ts';
 import { BYTE_UNITS, formatBytes, naturalUnit, parseByteInput, type ByteUnit } from '../lib/format.ts';
 
 export function ByteField({ label, value, onValid, disabled, describedBy }: { label: string; value: number | undefined; onValid: (bytes: number) => void; disabled?: boolean; describedBy?: string }) {

@@ -1,6 +1,6 @@
 // A diff as a table an operator reads before applying: what, the change, before and after.
 // Worker entries read as their url and fields, never as raw JSON.
-import type { DiffEntry } from '../../../core/admin/contract.ts';
+import type { DiffEntry } from '../../../core/console/contract.ts';
 import { parseDiffPath } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
 

@@ -3,7 +3,7 @@
 // validates each value as it is typed, so a setting added to the router later shows here
 // with its default and origin without a UI change.
 import { useId, useState } from 'react';
-import { RouterConfigSchema, type ConfigView, type RouterConfig } from '../../../core/admin/contract.ts';
+import { RouterConfigSchema, type ConfigView, type RouterConfig } from '../../../core/console/contract.ts';
 import { setRouterField } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
 

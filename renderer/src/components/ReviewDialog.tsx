@@ -5,7 +5,7 @@
 // a conflict shows what someone else changed meanwhile (details.changedMeanwhile) and can
 // carry the change onto the current revision.
 import { useEffect, useRef, useState } from 'react';
-import { ContractError, type CommandOutput, type DiffEntry } from '../../../core/admin/contract.ts';
+import { ContractError, type CommandOutput, type DiffEntry } from '../../../core/console/contract.ts';
 import { client, describeError } from '../stores/client.ts';
 import { useConfig } from '../stores/config.ts';
 import { useUi, type ReviewRequest } from '../stores/ui.ts';
@@ -55,7 +55,7 @@ export function ReviewDialog() {
 }
 
 function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () => void }) {
-  const [phase, setPhase] = useState<Phase>(review.diff && !review.proposed ? { kind: 'ready', diff: review.diff, consequences: NONE } : { kind: 'loading' });
+  const [phase, setPhase] = useState<Phase>(review.diff && !review.proposed ? { kind: 'ready', diff: review.diff, consequences: review.consequences ?? NONE } : { kind: 'loading' });
 
   useEffect(() => {
     if (!review.proposed) return;

@@ -4,7 +4,7 @@
 // refused with the failing checks named here, and "Reset anyway" is the operator's explicit
 // choice (workers.resetShmLane with force).
 import { useState } from 'react';
-import { ContractError, type CommandOutput, type WorkerView } from '../../../core/admin/contract.ts';
+import { ContractError, type CommandOutput, type WorkerView } from '../../../core/console/contract.ts';
 import { formatAgo, formatDateTime } from '../lib/format.ts';
 import { describeError } from '../stores/client.ts';
 import { resetShmLane } from '../stores/workers.ts';

@@ -1,8 +1,8 @@
 // A worker's verdict for its next request, the same on every screen: the outcome the backend
-// computed (core/admin/decision-view.ts) as a badge, never inferred here from a flag, and the
+// computed (core/console/decision-view.ts) as a badge, never inferred here from a flag, and the
 // reason in plain words. "SHM attempted, then inline" is what mode shm does to a worker known
 // not to share /dev/shm: the read fails and the request is sent again inline.
-import type { WorkerView } from '../../../core/admin/contract.ts';
+import type { WorkerView } from '../../../core/console/contract.ts';
 import { formatBytes } from '../lib/format.ts';
 import { Badge, Prose } from './ui.tsx';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RouterConfigSchema, type RouterConfig } from '../../../core/admin/contract.ts';
+import { RouterConfigSchema, type RouterConfig } from '../../../core/console/contract.ts';
 import { addWorker, configsDiffer, parseDiffPath, patchWorker, rebaseDraft, setRouterField } from './draft.ts';
 
 const A = 'grpc://127.0.0.1:1';

@@ -7,7 +7,7 @@
 // rebaseDraft carries the operator's own edits onto a newer applied config (after a
 // conflict, or after their own discrete apply), key by key and worker by worker (matched
 // by url), so someone else's change is kept rather than silently reverted.
-import type { RouterConfig, WorkerSpec } from '../../../core/admin/contract.ts';
+import type { RouterConfig, WorkerSpec } from '../../../core/console/contract.ts';
 
 export type Knob = 'multimodal_tensor_transport' | 'multimodal_shm_min_bytes';
 type Plain = Record<string, unknown>;

@@ -1,7 +1,7 @@
 // Per-second aggregates as evenly spaced series: one point per second over a window ending
 // at the last complete second, missing seconds as zero (no traffic), so charts and
 // sparklines never draw a line across a gap as if traffic had continued.
-import type { SecondAggregate } from '../../../core/admin/contract.ts';
+import type { SecondAggregate } from '../../../core/console/contract.ts';
 
 export interface Series {
   seconds: number[];

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { TENSOR_REASONS, WarningSchema } from '../../../core/admin/contract.ts';
+import { TENSOR_REASONS, WarningSchema } from '../../../core/console/contract.ts';
 import { FALLBACK_REASONS, warningTone, warningWord } from './vocab.ts';
 
 describe('the words the screens use', () => {

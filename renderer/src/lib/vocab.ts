@@ -1,7 +1,7 @@
 // Words the screens use for the transport's vocabulary. The closed sets come from the
 // contract (TRANSPORT_MODES, TRANSPORT_KNOBS, describeReason); this only adds the one-line
 // explanation of each mode shown next to the choice (docs/configuration.md, "Transport modes").
-import { TRANSPORT_KNOBS, TRANSPORT_MODES, type Overview, type WorkerView } from '../../../core/admin/contract.ts';
+import { TRANSPORT_KNOBS, TRANSPORT_MODES, type Overview, type WorkerView } from '../../../core/console/contract.ts';
 import type { Tone } from '../components/ui.tsx';
 
 export type Mode = (typeof TRANSPORT_MODES)[number];

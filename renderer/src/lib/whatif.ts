@@ -5,7 +5,7 @@
 // below_threshold: they would go through SHM if now at or above it). A tensor inline for
 // any other reason (mode inline, a token mismatch, …) stays inline whatever the threshold
 // (docs/transport.md, "Modes and the per-tensor rule").
-import type { TensorEvent } from '../../../core/admin/contract.ts';
+import type { TensorEvent } from '../../../core/console/contract.ts';
 
 type SizedEvent = Pick<TensorEvent, 'nbytes' | 'path' | 'reason'>;
 

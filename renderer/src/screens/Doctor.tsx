@@ -5,7 +5,7 @@
 // the crossover marked, and the recommended threshold offered as a draft to review.
 import { useCallback, useEffect, useId, useMemo, useState } from 'react';
 import type uPlot from 'uplot';
-import { MAX_CALIBRATION_SAMPLES, REASON_WORDS, type CalibrationResult } from '../../../core/admin/contract.ts';
+import { MAX_CALIBRATION_SAMPLES, REASON_WORDS, type CalibrationResult } from '../../../core/console/contract.ts';
 import { VerdictBadge } from '../components/Verdict.tsx';
 import { cssVar, themedAxis, UChart } from '../components/Chart.tsx';
 import { Badge, Empty, ErrorNote, Panel, PathTag, Prose, ScreenHeader } from '../components/ui.tsx';

@@ -1,9 +1,9 @@
 // Overview: is this box ready to move tensors through /dev/shm, who serves, what flows now,
 // and what needs the operator's attention (each warning with its remedy).
 import { useEffect, useMemo } from 'react';
-import type { Overview } from '../../../core/admin/contract.ts';
+import type { Overview } from '../../../core/console/contract.ts';
 import { VerdictBadge } from '../components/Verdict.tsx';
-import { DiffList } from '../components/DiffList.tsx';
+import { DriftPanel } from '../components/DriftPanel.tsx';
 import { Sparkline } from '../components/Sparkline.tsx';
 import { Badge, Bytes, CopyButton, Empty, ErrorNote, Panel, Prose, Rate, ScreenHeader, Stat } from '../components/ui.tsx';
 import { formatBytes, formatCountRate, formatInt } from '../lib/format.ts';
@@ -17,26 +17,6 @@ import { useOverview } from '../stores/overview.ts';
 import { useTraffic } from '../stores/traffic.ts';
 import { routeHref, useUi } from '../stores/ui.ts';
 
-
-export function reviewReloadFile() {
-  const view = useConfig.getState().view;
-  if (!view) return;
-  useUi.getState().requestReview({
-    title: 'Reload the configuration file',
-    intro: `${view.file.path} was changed on disk. Reloading makes it revision ${view.revision + 1}; flags given at start still override it.`,
-    diff: view.file.driftDiff,
-    confirmLabel: 'Reload file',
-    run: () => client().call('config.reloadFile', { expectedRevision: view.revision }),
-    undo: { toRevision: view.revision, config: view.config },
-  });
-}
-
-/** Router settings given by a flag at start: they keep the flag's value whatever a file or a YAML draft says (the backend's driftDiff already leaves them out). */
-export function flaggedSettings(view: NonNullable<ReturnType<typeof useConfig.getState>['view']>): Array<{ key: string; flag: string }> {
-  return Object.entries(view.origins)
-    .filter(([key, origin]) => origin.startsWith('--') && !key.includes('[') && key !== 'workers')
-    .map(([key, flag]) => ({ key, flag }));
-}
 
 /**
  * Bytes of our files in /dev/shm that workers have not read yet, against
@@ -60,47 +40,6 @@ function OutstandingGauge({ bytes, max }: { bytes: number | undefined; max: numb
       )}
       <div className="muted small" title="Bytes of this router's files in /dev/shm that no worker has read yet. At multimodal_shm_max_outstanding_bytes, tensors go inline (shm_budget_exceeded) until workers catch up.">unread by workers; at the limit tensors go inline</div>
     </div>
-  );
-}
-
-export function DriftPanel() {
-  const view = useConfig((s) => s.view);
-  const file = view?.file;
-  if (!view || !file?.drifted) return null;
-  const kept = flaggedSettings(view);
-  return (
-    <Panel title={<><Badge tone="warn">Drift</Badge> The configuration file changed on disk</>} className="panel-warn" id="drift">
-      <p>
-        <code>{file.path}</code> differs from what the console last read or wrote. It is never overwritten silently: applies are refused until you reload it.
-      </p>
-      {file.driftIssues.length > 0 ? (
-        <ErrorNote>
-          The file cannot be reloaded as it is:
-          <ul>
-            {file.driftIssues.map((i) => (
-              <li key={i.path + i.message}>
-                {i.line ? `line ${i.line}${i.column ? `:${i.column}` : ''}: ` : ''}
-                <code>{i.path}</code> {i.message}
-              </li>
-            ))}
-          </ul>
-        </ErrorNote>
-      ) : (
-        <>
-          <DiffList diff={file.driftDiff} caption="What reloading the file would change" empty="Only comments or formatting changed: reloading changes no setting." />
-          {kept.length > 0 && (
-            <p className="muted small">
-              Given by flags at start, so kept whatever the file says: {kept.map((k) => `${k.key} (${k.flag})`).join(', ')}.
-            </p>
-          )}
-          <div className="row-actions">
-            <button type="button" className="btn btn-primary" onClick={reviewReloadFile}>
-              Review and reload file…
-            </button>
-          </div>
-        </>
-      )}
-    </Panel>
   );
 }
 

@@ -6,7 +6,7 @@
 // the SHM decision chain for the worker's next request: mode → /dev/shm writable → token
 // match → per-tensor size against the threshold → verdict and reason (docs/transport.md).
 import { useId, useMemo, useState } from 'react';
-import type { TensorEvent } from '../../../core/admin/contract.ts';
+import type { TensorEvent } from '../../../core/console/contract.ts';
 import { VerdictBadge } from '../components/Verdict.tsx';
 import { Badge, Breakable, Empty, Panel, Prose, ScreenHeader } from '../components/ui.tsx';
 import { patchWorker, setRouterField } from '../lib/draft.ts';

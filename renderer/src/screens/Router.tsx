@@ -9,10 +9,11 @@ import { GenericSettings } from '../components/GenericSettings.tsx';
 import { Badge, Breakable, ErrorNote, Panel, ScreenHeader } from '../components/ui.tsx';
 import { setRouterField } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
-import { MODE_HELP, TRANSPORT_KNOBS, TRANSPORT_MODES, type Mode } from '../lib/vocab.ts';
+import { TRANSPORT_KNOBS } from '../lib/vocab.ts';
+import { ModeChoice, ThresholdChoice } from '../components/TransportChoices.tsx';
 import { useConfig } from '../stores/config.ts';
 import { useOverview } from '../stores/overview.ts';
-import type { ConfigView } from '../../../core/admin/contract.ts';
+import type { ConfigView } from '../../../core/console/contract.ts';
 
 function Origin({ origin, unset = 'built-in default' }: { origin: string | undefined; unset?: string }) {
   return <span className="origin">from {origin ?? unset}</span>;
@@ -41,47 +42,6 @@ function StartFlagNote({ view, setting }: { view: ConfigView; setting: string })
     <p className="note note-info small" data-testid={`start-flag-${setting}`}>
       The router was started with <code className="nowrap">{flag.flag}</code>. A change here is applied now and written to the file, but a restart with that flag sets it again.
     </p>
-  );
-}
-
-export function ModeChoice({ name, value, onChange, inherit, legend }: { name: string; value: Mode | undefined; onChange: (m: Mode | undefined) => void; inherit: string; legend: string }) {
-  const id = useId();
-  return (
-    <fieldset className="choices">
-      <legend>{legend}</legend>
-      <label className={`choice ${value === undefined ? 'checked' : ''}`}>
-        <input type="radio" name={`${name}-${id}`} checked={value === undefined} onChange={() => onChange(undefined)} />
-        <span className="choice-title">inherit</span>
-        <span className="choice-help">{inherit}</span>
-      </label>
-      {TRANSPORT_MODES.map((m) => (
-        <label key={m} className={`choice ${value === m ? 'checked' : ''}`}>
-          <input type="radio" name={`${name}-${id}`} value={m} checked={value === m} onChange={() => onChange(m)} />
-          <span className="choice-title">{m}</span>
-          <span className="choice-help">{MODE_HELP[m]}</span>
-        </label>
-      ))}
-    </fieldset>
-  );
-}
-
-export function ThresholdChoice({ value, onChange, inherit, label }: { value: number | undefined; onChange: (n: number | undefined) => void; inherit: string; label: string }) {
-  const id = useId();
-  return (
-    <fieldset className="choices">
-      <legend>{label}</legend>
-      <label className={`choice ${value === undefined ? 'checked' : ''}`}>
-        <input type="radio" name={`thr-${id}`} checked={value === undefined} onChange={() => onChange(undefined)} />
-        <span className="choice-title">inherit</span>
-        <span className="choice-help">{inherit}</span>
-      </label>
-      <label className={`choice ${value !== undefined ? 'checked' : ''}`}>
-        <input type="radio" name={`thr-${id}`} checked={value !== undefined} onChange={() => onChange(value ?? 65536)} />
-        <span className="choice-title">set here</span>
-        <span className="choice-help">tensors of at least this size go through /dev/shm when the mode allows it</span>
-      </label>
-      {value !== undefined && <ByteField label="Threshold" value={value} onValid={(n) => onChange(n)} />}
-    </fieldset>
   );
 }
 

@@ -8,7 +8,7 @@ import { useVirtualizer } from '@tanstack/react-virtual';
 import { memo, useCallback, useMemo, useRef, useState } from 'react';
 import type uPlot from 'uplot';
 import uPlotLib from 'uplot';
-import { describeReason, REASON_WORDS, TENSOR_PATHS, type TensorEvent } from '../../../core/admin/contract.ts';
+import { describeReason, REASON_WORDS, TENSOR_PATHS, type TensorEvent } from '../../../core/console/contract.ts';
 import { VerdictBadge } from '../components/Verdict.tsx';
 import { retriedRequests } from '../lib/attempts.ts';
 import { useOverview } from '../stores/overview.ts';

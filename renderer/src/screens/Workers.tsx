@@ -4,7 +4,7 @@
 // editor whose changes go into the draft, with "inherit" (no override: router, env or
 // default decides) as a first-class choice for both knobs.
 import { Fragment, useId, useMemo, useState } from 'react';
-import { REASON_WORDS, RUNTIMES, WORKER_TYPES, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerView } from '../../../core/admin/contract.ts';
+import { REASON_WORDS, RUNTIMES, WORKER_TYPES, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerView } from '../../../core/console/contract.ts';
 import { VerdictBadge, VerdictText } from '../components/Verdict.tsx';
 import { Badge, Breakable, Empty, ErrorNote, Panel, Prose, ScreenHeader, type Tone } from '../components/ui.tsx';
 import { addWorker, patchWorker, removeWorker } from '../lib/draft.ts';
@@ -16,7 +16,7 @@ import { routeHref, useUi } from '../stores/ui.ts';
 import { isEmbedded, useWorkers } from '../stores/workers.ts';
 import { ShmLaneNote } from '../components/ShmLane.tsx';
 import { describeError } from '../stores/client.ts';
-import { ModeChoice, ThresholdChoice } from './Router.tsx';
+import { ModeChoice, ThresholdChoice } from '../components/TransportChoices.tsx';
 
 const COLUMNS = 5;
 

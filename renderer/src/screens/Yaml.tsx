@@ -3,13 +3,13 @@
 // revision check; export the applied configuration (download as router.yaml, or copy); and
 // export for the gateway (its own command line plus one POST /workers body per worker).
 import { Fragment, useEffect, useMemo, useRef, useState } from 'react';
-import type { CommandOutput, ConfigIssue } from '../../../core/admin/contract.ts';
+import type { CommandOutput, ConfigIssue } from '../../../core/console/contract.ts';
 import { CopyButton, ErrorNote, Panel, Prose, ScreenHeader, Badge } from '../components/ui.tsx';
 import { DiffList } from '../components/DiffList.tsx';
 import { client, describeError } from '../stores/client.ts';
 import { useConfig } from '../stores/config.ts';
 import { useUi } from '../stores/ui.ts';
-import { DriftPanel } from './Overview.tsx';
+import { DriftPanel } from '../components/DriftPanel.tsx';
 
 type Import = CommandOutput<'config.importYaml'>;
 

@@ -1,6 +1,6 @@
 // The one ConsoleClient every store talks through, set once at start (connect.ts decides
 // whether it is IPC or HTTP). Stores never know which binding they are on.
-import { ContractError, type ConsoleClient } from '../../../core/admin/contract.ts';
+import { ContractError, type ConsoleClient } from '../../../core/console/contract.ts';
 
 let current: ConsoleClient | undefined;
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RouterConfigSchema, type ConsoleClient } from '../../../core/admin/contract.ts';
+import { RouterConfigSchema, type ConsoleClient } from '../../../core/console/contract.ts';
 import { patchWorker } from '../lib/draft.ts';
 import { setClient } from './client.ts';
 import { useConfig } from './config.ts';

@@ -5,7 +5,7 @@
 // exists its diff, validation and per-worker resolution (config.resolve: the precedence
 // ladder before apply) are refreshed shortly after each edit.
 import { create } from 'zustand';
-import { RouterConfigSchema, type ApplyResult, type CommandOutput, type ConfigIssue, type ConfigView, type DiffEntry, type RouterConfig } from '../../../core/admin/contract.ts';
+import { RouterConfigSchema, type ApplyResult, type CommandOutput, type ConfigIssue, type ConfigView, type DiffEntry, type RouterConfig } from '../../../core/console/contract.ts';
 import { configsDiffer, rebaseDraft } from '../lib/draft.ts';
 import { client, describeError } from './client.ts';
 import { useUi } from './ui.ts';

@@ -2,7 +2,7 @@
 // (traffic.sendTestRequest: where each tensor went and why) and threshold calibration
 // (transport.calibrate, with progress from the calibration stream).
 import { create } from 'zustand';
-import type { CalibrationResult, CommandOutput, StreamPayload } from '../../../core/admin/contract.ts';
+import type { CalibrationResult, CommandOutput, StreamPayload } from '../../../core/console/contract.ts';
 import { client, describeError } from './client.ts';
 
 export type Diagnosis = CommandOutput<'workers.diagnose'>;

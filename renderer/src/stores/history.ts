@@ -1,6 +1,6 @@
 // Applied revisions (config.history), newest first.
 import { create } from 'zustand';
-import type { CommandOutput } from '../../../core/admin/contract.ts';
+import type { CommandOutput } from '../../../core/console/contract.ts';
 import { client, describeError } from './client.ts';
 
 export type HistoryEntry = CommandOutput<'config.history'>['entries'][number];

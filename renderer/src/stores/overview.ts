@@ -1,7 +1,7 @@
 // The Overview's data (the overview command), refreshed every few seconds while a screen
 // that shows it is open and whenever a revision lands.
 import { create } from 'zustand';
-import type { Overview } from '../../../core/admin/contract.ts';
+import type { Overview } from '../../../core/console/contract.ts';
 import { client, describeError } from './client.ts';
 
 interface OverviewState {

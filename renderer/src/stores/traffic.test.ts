@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { TensorEvent } from '../../../core/admin/contract.ts';
+import type { TensorEvent } from '../../../core/console/contract.ts';
 import { filterRows, mergeSeconds } from './traffic.ts';
 
 const ev = (over: Partial<TensorEvent>): TensorEvent => ({ time: 1, revision: 1, requestId: 'r1', source: 'api', worker: 'grpc://a:1', runtime: 'vllm', tensor: 'encoder_input', shape: [1], dtype: 'float32', nbytes: 4, path: 'inline', reason: 'mode_inline', writeMicros: 0, ...over });

@@ -6,7 +6,7 @@
 // catches up from traffic.snapshot instead of replaying a backlog. The server's dropped
 // count (events this client missed because it fell behind) is kept and shown.
 import { create } from 'zustand';
-import type { SecondAggregate, StreamPayload, TensorEvent } from '../../../core/admin/contract.ts';
+import type { SecondAggregate, StreamPayload, TensorEvent } from '../../../core/console/contract.ts';
 import { createFrameBatcher, prependCapped, type FrameBatcher } from '../lib/batcher.ts';
 import { client, describeError } from './client.ts';
 

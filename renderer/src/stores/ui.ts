@@ -3,7 +3,7 @@
 // the diff the caller already has), applies only on confirmation, and then a toast names
 // the new revision with an Undo that is itself a reviewed rollback (STYLE.md).
 import { create } from 'zustand';
-import type { ApplyResult, DiffEntry, RouterConfig } from '../../../core/admin/contract.ts';
+import type { ApplyResult, DiffEntry, RouterConfig, WorkerWarning } from '../../../core/console/contract.ts';
 
 export const SCREENS = ['overview', 'router', 'workers', 'precedence', 'traffic', 'doctor', 'yaml', 'history'] as const;
 export type Screen = (typeof SCREENS)[number];
@@ -40,6 +40,8 @@ export interface ReviewRequest {
   proposed?: RouterConfig | { yaml: string };
   /** A diff the caller already has (drift reload, rollback). */
   diff?: DiffEntry[];
+  /** What the caller already knows the change causes beyond the diff (a reload's warnings); with `proposed`, config.diff says. */
+  consequences?: { untilRestart: DiffEntry[]; warnings: WorkerWarning[] };
   confirmLabel: string;
   run: () => Promise<ApplyResult>;
   /** Called after a successful apply, before the toast. */

@@ -1,7 +1,7 @@
 // The workers as the router sees them (workers.list): spec, health, token match, the full
 // resolution with provenance and the decision for the next request.
 import { create } from 'zustand';
-import type { CommandOutput, WorkerView } from '../../../core/admin/contract.ts';
+import type { CommandOutput, WorkerView } from '../../../core/console/contract.ts';
 import { client, describeError } from './client.ts';
 
 interface WorkersState {

@@ -2,8 +2,8 @@
 // hear, each with zod schemas for its input and output (or payload). The TypeScript types
 // come from the schemas, and both bindings are built from this one table: Electron's
 // ipcMain.handle per command (electron/main.ts) and HTTP `POST /api/<command>` with one
-// WebSocket for the streams (core/admin/http.ts). Adding a command is one entry here plus
-// its handler in core/admin/handlers.ts.
+// WebSocket for the streams (core/console/http.ts). Adding a command is one entry here plus
+// its handler in core/console/handlers.ts.
 //
 // Errors cross either binding as `{error: {code, message, path?, issues?, details?}}` and
 // the client rebuilds them into a real ContractError (errorFromWire). This module imports
@@ -11,9 +11,10 @@
 import { z } from 'zod';
 import { TransportEnvironmentSchema } from '../config/env-schema.ts';
 import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerUrlSchema } from '../config/schema.ts';
-import { SecondAggregateSchema, TensorEventSchema } from '../telemetry/event-schema.ts';
+import { SecondAggregateSchema, TensorEventSchema } from '../transport/event-schema.ts';
 import { ResolvedWorkerTransportSchema } from '../transport/resolution-schema.ts';
-import { DECISION_OUTCOMES, DECISION_REASON_NAMES, WIRE_RUNTIMES } from '../transport/vocabulary.ts';
+import { DECISION_OUTCOMES, DECISION_REASON_NAMES } from '../transport/vocabulary.ts';
+import { WIRE_RUNTIMES } from '../config/schema.ts';
 
 const Empty = z.strictObject({});
 const Revision = z.int().min(1);
@@ -48,6 +49,20 @@ export type Draft = z.infer<typeof DraftSchema>;
 export const CONFIG_CLIENT_NAMES = ['start', 'api', 'ipc', 'http', 'router'] as const;
 
 /** The YAML file the applied configuration lives in, and whether it changed behind our back. */
+const DecisionSchema = z.object({
+  /** SHM is used (or attempted) for tensors at or above the threshold. */
+  shmEnabled: z.boolean(),
+  reason: z.enum(DECISION_REASON_NAMES),
+  /** What the next request will do: SHM, inline, or SHM attempted then inline (the worker is known not to share /dev/shm). */
+  outcome: z.enum(DECISION_OUTCOMES),
+  explanation: z.string(),
+  advice: z.string().optional(),
+});
+
+/** A worker whose next request a draft would send where it cannot succeed as asked (SHM attempted to a worker known not to share /dev/shm). */
+export const WorkerWarningSchema = z.object({ url: z.string(), decision: DecisionSchema, message: z.string() });
+export type WorkerWarning = z.infer<typeof WorkerWarningSchema>;
+
 export const ConfigFileSchema = z.object({
   path: z.string().nullable(),
   /** The file's text differs from what the console last read or wrote. */
@@ -56,6 +71,8 @@ export const ConfigFileSchema = z.object({
   driftDiff: z.array(DiffEntrySchema),
   /** Why the drifted file cannot be reloaded as it is. */
   driftIssues: z.array(ConfigIssueSchema),
+  /** Workers a reload would send through /dev/shm they are known not to read (as config.diff's warnings). */
+  driftWarnings: z.array(WorkerWarningSchema),
 });
 
 export const ConfigViewSchema = z.object({
@@ -108,19 +125,6 @@ export const HistoryEntrySchema = z.object({
   config: RouterConfigSchema.optional(),
 });
 
-const DecisionSchema = z.object({
-  /** SHM is used (or attempted) for tensors at or above the threshold. */
-  shmEnabled: z.boolean(),
-  reason: z.enum(DECISION_REASON_NAMES),
-  /** What the next request will do: SHM, inline, or SHM attempted then inline (the worker is known not to share /dev/shm). */
-  outcome: z.enum(DECISION_OUTCOMES),
-  explanation: z.string(),
-  advice: z.string().optional(),
-});
-
-/** A worker whose next request a draft would send where it cannot succeed as asked (SHM attempted to a worker known not to share /dev/shm). */
-export const WorkerWarningSchema = z.object({ url: z.string(), decision: DecisionSchema, message: z.string() });
-
 export const WORKER_HEALTH = ['healthy', 'unhealthy', 'discovering', 'draining'] as const;
 
 /** How the worker's advertised /dev/shm token compares with the router's. */
@@ -153,15 +157,13 @@ export const WorkerViewSchema = z.object({
 export type WorkerView = z.infer<typeof WorkerViewSchema>;
 
 export const DiagnosisStepSchema = z.object({
-  id: z.enum(['reachable', 'token_advertised', 'same_boot_id', 'same_st_dev', 'shm_writable', 'probe_file_read', 'shm_lane']),
+  id: z.enum(['reachable', 'protocol_lane', 'token_advertised', 'same_boot_id', 'same_st_dev', 'shm_writable', 'probe_file_read', 'shm_lane']),
   label: z.string(),
   /** null: not checked, because an earlier step failed. */
   ok: z.boolean().nullable(),
   detail: z.string(),
   remedy: z.string().optional(),
 });
-
-const RatesSchema = z.object({ inline: z.number(), shm: z.number(), remote: z.number() });
 
 export const WarningSchema = z.object({
   kind: z.enum(['deprecated_env', 'invalid_env', 'unhealthy_worker', 'orphan_files', 'suspicious_files', 'config_drift', 'shm_not_writable', 'no_token', 'shm_read_failed', 'shm_budget', 'shm_will_fail', 'until_restart']),
@@ -209,8 +211,6 @@ export const OverviewSchema = z.object({
     }),
   ),
   workers: z.object({ total: z.int(), healthy: z.int(), unhealthy: z.int(), discovering: z.int(), draining: z.int() }),
-  /** Over the last complete seconds (about 5), by path. */
-  rates: z.object({ tensorsPerSecond: RatesSchema, bytesPerSecond: RatesSchema }),
   warnings: z.array(WarningSchema),
 });
 export type Overview = z.infer<typeof OverviewSchema>;
@@ -457,6 +457,6 @@ export {
   WorkerUrlSchema,
 } from '../config/schema.ts';
 export { DECISION_ADVICE, DECISION_REASONS, describeReason, REASON_WORDS, TENSOR_PATHS, TENSOR_REASONS } from '../transport/vocabulary.ts';
-export type { TensorEvent, SecondAggregate } from '../telemetry/event-schema.ts';
+export type { TensorEvent, SecondAggregate } from '../transport/event-schema.ts';
 export type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
 export type { RouterConfig, WorkerSpec } from '../config/schema.ts';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readTransportEnvironment } from '../config/env.ts';
-import type { TensorEvent } from '../telemetry/event-schema.ts';
+import type { TensorEvent } from '../transport/event-schema.ts';
 import { startMmtc } from '../test/cli.ts';
 import { startConsole, TRAFFIC_BACKLOG } from './console.ts';
 import type { TrafficBatch } from './contract.ts';

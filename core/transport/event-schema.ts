@@ -1,8 +1,9 @@
-// The shape of one traffic event (one placed tensor) and of the per-second aggregates, as
-// the event bus keeps them and the console streams them. zod only, so the console contract
-// and the renderer share it.
+// The shape of one traffic event (one placed tensor, as placement.ts reports it) and of the
+// per-second aggregates, as the event bus (telemetry/) keeps them and the console streams
+// them. zod only, so the console contract and the renderer share it.
 import { z } from 'zod';
-import { TENSOR_PATHS, TENSOR_REASON_NAMES, WIRE_RUNTIMES } from '../transport/vocabulary.ts';
+import { TENSOR_PATHS, TENSOR_REASON_NAMES } from './vocabulary.ts';
+import { WIRE_RUNTIMES } from '../config/schema.ts';
 
 export const TensorPathSchema = z.enum(TENSOR_PATHS);
 

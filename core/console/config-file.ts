@@ -130,23 +130,23 @@ export class ConfigFile {
     return text === undefined ? { config: parseRouterConfig({}), positions: new Map() } : parseConfigYaml(text, this.path);
   }
 
-  /** Write `config` as an edit of the known text (or a fresh export), atomically; returns the text written. */
-  async save(config: RouterConfig, hooks?: { beforeRename?: () => Promise<void> }): Promise<string> {
+  /**
+   * Write `config` as an edit of the known text (or a fresh export), atomically; returns the
+   * text written. `over` edits that text instead: a reload's, the drifted text on disk it
+   * takes (its comments and layout stay); it becomes the known text only once written.
+   */
+  async save(config: RouterConfig, options?: { beforeRename?: () => Promise<void>; over?: string | undefined }): Promise<string> {
     mkdirSync(path.dirname(this.path), { recursive: true, mode: 0o700 });
-    const text = this.known === undefined ? exportConfigYaml(config) : updateConfigYaml(this.known, config, this.path);
+    const base = options && 'over' in options ? options.over : this.known;
+    const text = base === undefined ? exportConfigYaml(config) : updateConfigYaml(base, config, this.path);
     // Never write a file the next start would refuse to load.
     const size = Buffer.byteLength(text, 'utf8');
     if (size > MAX_CONFIG_YAML_BYTES) {
       throw new ConfigError([{ path: '', message: `the configuration would take ${Math.ceil(size / 1024)} KiB of YAML, above the ${MAX_CONFIG_YAML_BYTES / 1024} KiB a configuration file may have (MAX_CONFIG_YAML_BYTES): fewer or smaller labels, or fewer workers` }]);
     }
-    await writeFileAtomic(this.path, text, hooks);
+    await writeFileAtomic(this.path, text, options);
     this.known = text;
     return text;
-  }
-
-  /** The drifted text on disk is now the one we hold (it was reloaded). */
-  adopt(text: string | undefined): void {
-    this.known = text;
   }
 
   get exists(): boolean {

@@ -7,12 +7,15 @@
 //
 // The rules:
 //   - the file gets the running configuration, except the embedded reference worker, and
-//     except a router setting still at the value its start flag gave (that value is the
-//     flag's, not the operator's: the file keeps its own, or the default);
+//     except a setting a start flag gave that the operator has not changed since the start
+//     or the last reload (that value is the flag's, not the operator's: the file keeps its
+//     own, or the default; under --worker-urls, its own worker list);
 //   - what a restart would run is the file with the start flags applied over it, as
 //     `mmtc serve` does at start; what differs from the running configuration (the embedded
-//     worker aside: a restart starts a new one) lives only until the next restart.
-import { applyConfigFlags, type ConfigFlags, type ConfigOrigins } from '../config/load.ts';
+//     worker aside: a restart starts a new one) lives only until the next restart;
+//   - a reload of the file runs what a restart would: the file with the start flags over it.
+import { applyConfigFlags, type ConfigFlags } from '../config/load.ts';
+import type { ConfigOrigins } from '../config/origins.ts';
 import { RouterConfigSchema, type RouterConfig } from '../config/schema.ts';
 import type { DiffEntry } from './contract.ts';
 import { diffConfigs } from './diff.ts';
@@ -45,19 +48,41 @@ function flagText(value: unknown): string {
   return String(value);
 }
 
-const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+/** The setting a diff path belongs to: `workers[2].labels.zone` -> `workers`. */
+export function settingOf(path: string): string {
+  return path.split(/[.[]/, 1)[0]!;
+}
 
-/** The configuration the file gets for an applied `config` (see the rules above). */
-export function configForFile(config: RouterConfig, startFlags: readonly StartFlag[], fileConfig: RouterConfig | undefined, embedded: ReadonlySet<string>): RouterConfig {
+/** Whether a change at `path` is to the setting `flag` gave at start. */
+function isFlagged(path: string, flag: StartFlag): boolean {
+  return settingOf(path) === flag.key;
+}
+
+/**
+ * The configuration the file gets for an applied `config` (see the rules above):
+ * `operatorKeys` are the settings the operator has changed since the start (or the last
+ * reload): those are written as they run; a flagged setting the operator never touched keeps
+ * the file's own value (or the default), and so does the file's worker list under
+ * --worker-urls.
+ */
+export function configForFile(config: RouterConfig, startFlags: readonly StartFlag[], fileConfig: RouterConfig | undefined, embedded: ReadonlySet<string>, operatorKeys: ReadonlySet<string>): RouterConfig {
   const out: Record<string, unknown> = { ...config, workers: config.workers.filter((w) => !embedded.has(w.url)) };
   const defaults = RouterConfigSchema.parse({}) as Record<string, unknown>;
   for (const f of startFlags) {
-    if (f.key === 'workers') continue;
-    if (!same((config as Record<string, unknown>)[f.key], f.value)) continue; // the operator's own value: written
+    if (operatorKeys.has(f.key)) continue; // the operator's own value: written
     const fromFile = fileConfig ? (fileConfig as Record<string, unknown>)[f.key] : undefined;
     out[f.key] = fromFile ?? defaults[f.key];
   }
   return RouterConfigSchema.parse(out);
+}
+
+/** What a restart with `flags` runs, given `fileConfig` as the file's content: the file with the flags applied over it, as `mmtc serve` does at start. */
+export function restartConfig(fileConfig: RouterConfig, flags: ConfigFlags): RouterConfig {
+  try {
+    return applyConfigFlags(fileConfig, flags).config;
+  } catch {
+    return fileConfig; // the flags were valid at start; they cannot fail on another file
+  }
 }
 
 /**
@@ -65,12 +90,12 @@ export function configForFile(config: RouterConfig, startFlags: readonly StartFl
  * file's content: each entry's `before` is the running value, `after` the restart's.
  */
 export function restartChanges(running: RouterConfig, fileConfig: RouterConfig, flags: ConfigFlags, embedded: ReadonlySet<string>): DiffEntry[] {
-  let restarted: RouterConfig;
-  try {
-    restarted = applyConfigFlags(fileConfig, flags).config;
-  } catch {
-    return []; // the flags were valid at start; they cannot fail on another file
-  }
   const kept = { ...running, workers: running.workers.filter((w) => !embedded.has(w.url)) };
-  return diffConfigs(kept, restarted);
+  return diffConfigs(kept, restartConfig(fileConfig, flags));
+}
+
+/** Of what a restart would change, what the start flags set back (a hand edit of the file is drift, not a flag), with the flags behind it. */
+export function flagCausedChanges(changes: readonly DiffEntry[], startFlags: readonly StartFlag[]): { changes: DiffEntry[]; flags: string[] } {
+  const byFlags = changes.filter((d) => startFlags.some((f) => isFlagged(d.path, f)));
+  return { changes: byFlags, flags: startFlags.filter((f) => byFlags.some((d) => isFlagged(d.path, f))).map((f) => f.flag) };
 }

@@ -19,9 +19,9 @@
 // smallest size when SHM wins from there), rounded to KiB. When SHM clearly wins nowhere there
 // is no clear crossover, and nothing is recommended.
 import { patchGeometry } from '../multimodal/qwen-vl.ts';
-import { runChatInMemory } from '../router/pipeline.ts';
-import { resolveEncoderDtype } from '../transport/dtype.ts';
-import type { ConsoleState } from './console.ts';
+import { runChatInMemory } from '../router/chat.ts';
+import { capabilitiesOf } from '../engines/table.ts';
+import type { ConsoleState } from './state.ts';
 import { ContractError, type CalibrationResult } from './contract.ts';
 import { syntheticChat } from './test-image.ts';
 
@@ -111,7 +111,9 @@ export function calibrationPlan(state: ConsoleState, url: string): { dtype: stri
   const ctx = state.running.context;
   const worker = ctx.registry.get(url);
   if (!worker?.healthy || !worker.runtime) throw new ContractError('invalid_config', `worker ${url} is not healthy (${worker?.lastError ?? 'not discovered'}); calibration needs a worker that answers`, 'url');
-  const dtype = resolveEncoderDtype(worker.runtime, 'image', ctx.processEnv, worker.labels).dtype;
+  const capabilities = capabilitiesOf(worker.runtime);
+  if (!capabilities.shmLane) throw new ContractError('invalid_config', `worker ${url} speaks ${capabilities.label}, whose protocol carries tensors inline only: there is no SHM path to measure`, 'url');
+  const dtype = capabilities.encoderDtype('image', ctx.processEnv, worker.labels).dtype;
   return { dtype, sizes: calibrationSizes(ctx.model.imageConfig, dtype === 'float32' ? 4 : 2) };
 }
 

@@ -2,12 +2,14 @@
 // Read-only unless asked to sweep: it reports the namespace token, whether /dev/shm is
 // writable and how full it is, tensor files by pid (judged by the sweep's own rule), and with a
 // worker URL the worker's advertised token, the verdict of `auto`, and what to do about it.
+import { capabilitiesOf } from '../engines/table.ts';
 import { autoVerdict } from '../transport/decision.ts';
 import { readNamespaceToken, SHM_DIR } from '../transport/namespace.ts';
 import { listTensorFiles, type TensorFilesOfPid } from '../transport/orphans.ts';
 import { shmFreeBytes, ShmWriter } from '../transport/shm-writer.ts';
-import { DECISION_ADVICE, DECISION_REASONS, type DecisionReason, type WireRuntime } from '../transport/vocabulary.ts';
-import { probeWorker } from './discovery.ts';
+import { DECISION_ADVICE, DECISION_REASONS, type DecisionReason } from '../transport/vocabulary.ts';
+import { type WireRuntime } from '../config/schema.ts';
+import { probeWorker } from '../workers/discovery.ts';
 
 export interface DoctorReport {
   router: {
@@ -70,7 +72,9 @@ export async function runDoctor(options: { worker?: string; runtime?: WireRuntim
   if (options.worker) {
     const w = await probeWorker(options.worker, options.runtime ? { runtime: options.runtime } : {});
     const token = w.labels.shm_namespace_id;
-    const reason: DecisionReason = probe.writable ? autoVerdict(ns.token, { url: w.url, worker_type: 'regular', shm_namespace_id: token, reachable: w.reachable }) : 'auto_shm_not_writable';
+    // A protocol without a /dev/shm lane is inline whatever the tokens say (its engine says so).
+    const reason: DecisionReason =
+      w.runtime && !capabilitiesOf(w.runtime).shmLane ? 'runtime_inline_only' : probe.writable ? autoVerdict(ns.token, { url: w.url, worker_type: 'regular', shm_namespace_id: token, reachable: w.reachable }) : 'auto_shm_not_writable';
     const advice = DECISION_ADVICE[reason];
     report.worker = {
       url: w.url,

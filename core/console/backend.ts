@@ -1,7 +1,7 @@
 // The console backend as both bindings see it: one `invoke` that checks a command's input
 // against the contract, runs its handler and checks the output, and one `subscribe` for the
 // event streams with a bounded backlog per subscriber. The Electron binding (electron/main.ts)
-// and the HTTP binding (core/admin/http.ts) are thin shells over this interface, so the
+// and the HTTP binding (core/console/http.ts) are thin shells over this interface, so the
 // contract behaves the same whichever way the UI reaches it.
 import type { CommandName, CommandOutput, StreamName, StreamPayload } from './contract.ts';
 

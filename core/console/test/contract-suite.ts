@@ -141,13 +141,14 @@ export function describeContract(name: string, setup: () => ContractEnv): void {
       const diagnosis = await client.call('workers.diagnose', { url: workers.otherShm });
       expect(diagnosis.steps.map((s) => [s.id, s.ok])).toEqual([
         ['reachable', true],
+        ['protocol_lane', true],
         ['token_advertised', true],
         ['same_boot_id', true],
         ['same_st_dev', false],
         ['shm_writable', true],
         ['probe_file_read', true], // the same machine really: the worker only advertises another token
       ]);
-      expect(diagnosis.steps[3]!.remedy).toBe("run the worker container with --ipc=host or mount the host's /dev/shm into it");
+      expect(diagnosis.steps.find((st) => st.id === 'same_st_dev')!.remedy).toBe("run the worker container with --ipc=host or mount the host's /dev/shm into it");
       const test = await client.call('traffic.sendTestRequest', { url: workers.otherShm, width: 256, height: 256, format: 'webp' });
       expect(test.events[0]).toMatchObject({ path: 'inline', reason: 'auto_different_shm' });
       await client.call('workers.remove', { url: workers.otherShm, expectedRevision: added.revision });

@@ -94,6 +94,69 @@ describe('a setting a flag gave at start, changed in the console', () => {
     }
   });
 
+  it('under --worker-urls, an apply of another setting leaves the file\'s own worker list as it was', async () => {
+    const file = path.join(dir, 'own-workers.yaml');
+    writeFileSync(file, '# our workers\nworkers:\n  - url: grpc://127.0.0.1:9\n');
+    const c = await startConsole({ flags: { config: file, port: '0', workerUrls: [a] }, env, processEnv: {}, log: () => {} });
+    try {
+      const view = await c.backend.invoke('config.get', {}, meta);
+      expect(view.config.workers.map((w) => w.url)).toEqual([a]);
+      const applied = await c.backend.invoke('config.apply', { draft: { ...view.config, policy: 'least_load' }, expectedRevision: view.revision }, meta);
+      expect(applied.untilRestart).toEqual([]);
+      const text = readFileSync(file, 'utf8');
+      expect(text).toContain('policy: least_load');
+      expect(text).toContain('grpc://127.0.0.1:9');
+      expect(text).not.toContain(a);
+      expect(text).toContain('# our workers');
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('a flagged setting changed and then set back to the flag\'s value: the file says what the operator chose last', async () => {
+    const file = path.join(dir, 'set-back.yaml');
+    writeFileSync(file, `multimodal_tensor_transport: inline\nworkers:\n  - url: ${a}\n`);
+    const c = await startConsole({ flags: { config: file, port: '0', multimodalTensorTransport: 'auto' }, env, processEnv: {}, log: () => {} });
+    try {
+      let view = await c.backend.invoke('config.get', {}, meta);
+      await c.backend.invoke('config.apply', { draft: { ...view.config, multimodal_tensor_transport: 'shm' }, expectedRevision: view.revision }, meta);
+      view = await c.backend.invoke('config.get', {}, meta);
+      const back = await c.backend.invoke('config.apply', { draft: { ...view.config, multimodal_tensor_transport: 'auto' }, expectedRevision: view.revision }, meta);
+      expect(back.untilRestart).toEqual([]);
+      expect(readFileSync(file, 'utf8')).toContain('multimodal_tensor_transport: auto');
+      expect((await c.backend.invoke('overview', {}, meta)).config.restartChanges).toEqual([]);
+    } finally {
+      await c.close();
+    }
+  });
+
+  it('a reload runs the file as a restart would: flags over it, its comments kept, nothing left to set back', async () => {
+    const file = path.join(dir, 'reload.yaml');
+    writeFileSync(file, `multimodal_tensor_transport: inline\nworkers:\n  - url: ${a}\n`);
+    const c = await startConsole({ flags: { config: file, port: '0', multimodalTensorTransport: 'auto' }, env, processEnv: {}, log: () => {} });
+    try {
+      let view = await c.backend.invoke('config.get', {}, meta);
+      await c.backend.invoke('config.apply', { draft: { ...view.config, multimodal_tensor_transport: 'shm' }, expectedRevision: view.revision }, meta);
+      writeFileSync(file, `# edited by hand\nmultimodal_tensor_transport: shm\nrequest_timeout_secs: 300\nworkers:\n  - url: ${a}\n`);
+      view = await c.backend.invoke('config.get', {}, meta);
+      // What the drift panel says a reload changes is what it does.
+      expect(view.file.driftDiff).toEqual([
+        { path: 'multimodal_tensor_transport', kind: 'changed', before: 'shm', after: 'auto' },
+        { path: 'request_timeout_secs', kind: 'changed', before: 600, after: 300 },
+      ]);
+      const reloaded = await c.backend.invoke('config.reloadFile', { expectedRevision: view.revision }, meta);
+      expect(reloaded.diff).toEqual(view.file.driftDiff);
+      expect(reloaded.untilRestart).toEqual([]);
+      const text = readFileSync(file, 'utf8');
+      expect(text).toContain('# edited by hand');
+      expect(text).toContain('multimodal_tensor_transport: shm'); // the file's own value stays in the file
+      const overview = await c.backend.invoke('overview', {}, meta);
+      expect(overview.config).toMatchObject({ drifted: false, restartChanges: [] });
+    } finally {
+      await c.close();
+    }
+  });
+
   it('a worker added while --worker-urls was given: the review says a restart drops it', async () => {
     const file = path.join(dir, 'urls.yaml');
     const c = await startConsole({ flags: { config: file, port: '0', workerUrls: [a] }, env, processEnv: {}, log: () => {} });
@@ -109,7 +172,7 @@ describe('a setting a flag gave at start, changed in the console', () => {
 });
 
 describe.skipIf(!isRoot)('mode shm forced on a worker in another /dev/shm (root: a private tmpfs)', () => {
-  it('every view says SHM will be attempted and fail over; the lane breaks for real; the warning is pushed within a second; reset is refused until forced', async () => {
+  it('every view says SHM will be attempted and fail over; the lane breaks for real; the warning is pushed within a second; reset is refused while its next request would break the lane again', async () => {
     const file = path.join(dir, 'two.yaml');
     writeFileSync(file, `multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${a}\n    runtime: tokenspeed\n  - url: ${b}\n    runtime: vllm\n`);
     const c = await startConsole({ flags: { config: file, port: '0' }, env, processEnv: {}, log: () => {} });
@@ -161,9 +224,65 @@ describe.skipIf(!isRoot)('mode shm forced on a worker in another /dev/shm (root:
       expect(failing).toEqual(['same_st_dev', 'probe_file_read']);
       expect(refused.message).toMatch(/^not reset: same \/dev\/shm \(st_dev\)/);
       expect((await c.backend.invoke('workers.list', {}, meta)).workers.find((w) => w.url === b)!.shmLane).not.toBeNull();
-      const forced = await c.backend.invoke('workers.resetShmLane', { url: b!, force: true }, meta);
-      expect(forced.wasBroken).toBe(true);
+      // Once its next request would not attempt /dev/shm (mode inline for it), the reset is not refused.
+      const now = await c.backend.invoke('config.get', {}, meta);
+      const inline = { ...now.config, workers: now.config.workers.map((w) => (w.url === b ? { ...w, multimodal_tensor_transport: 'inline' as const } : w)) };
+      await c.backend.invoke('config.apply', { draft: inline, expectedRevision: now.revision }, meta);
+      const reset = await c.backend.invoke('workers.resetShmLane', { url: b! }, meta);
+      expect(reset.wasBroken).toBe(true);
+      expect(reset.steps.find((st) => st.id === 'probe_file_read')!.ok).toBe(false);
       expect((await c.backend.invoke('workers.list', {}, meta)).workers.find((w) => w.url === b)!.shmLane).toBeNull();
+      expect(ourFiles()).toEqual([]);
+    } finally {
+      await c.close();
+    }
+  }, 60_000);
+});
+
+describe('an SGLang worker (its protocol has no /dev/shm lane)', () => {
+  it('under shm and auto: every screen\'s verdict is inline with runtime_inline_only, no warning that SHM will fail, Doctor says why, calibration refuses', async () => {
+    const ws = await startMmtc(['worker', '--runtime', 'sglang', '--port', '0'], /listening on grpc:\/\//);
+    stops.push(() => ws.stop());
+    const s = ws.line.match(/grpc:\/\/\S+/)![0];
+    const file = path.join(dir, 'sglang.yaml');
+    writeFileSync(file, `multimodal_tensor_transport: shm\nworkers:\n  - url: ${s}\n  - url: ${a}\n    multimodal_tensor_transport: auto\n`);
+    const c = await startConsole({ flags: { config: file, port: '0' }, env, processEnv: {}, log: () => {} });
+    try {
+      const listed = (await c.backend.invoke('workers.list', {}, meta)).workers.find((w) => w.url === s)!;
+      expect(listed).toMatchObject({ runtime: 'sglang', health: 'healthy', decision: { shmEnabled: false, outcome: 'inline', reason: 'runtime_inline_only' } });
+      expect(listed.decision.explanation).toMatch(/inline only/);
+      expect(listed.resolution.multimodal_tensor_transport.value).toBe('shm');
+      expect(listed.resolution.notes.join(' ')).toMatch(/^SGLang carries tensors inline only .*: mode shm travels inline \(runtime_inline_only\)/);
+      const overview = await c.backend.invoke('overview', {}, meta);
+      expect(overview.verdicts.find((v) => v.url === s)!.decision).toMatchObject({ outcome: 'inline', reason: 'runtime_inline_only' });
+      expect(overview.warnings.map((w) => w.kind)).not.toContain('shm_will_fail');
+      const view = await c.backend.invoke('config.get', {}, meta);
+      const draft = { ...view.config, multimodal_tensor_transport: 'auto' as const };
+      const preview = await c.backend.invoke('config.diff', { draft }, meta);
+      expect(preview.warnings).toEqual([]);
+      const resolved = await c.backend.invoke('config.resolve', { draft }, meta);
+      expect(resolved.workers.find((w) => w.url === s)!.decision.reason).toBe('runtime_inline_only');
+      const diagnosis = await c.backend.invoke('workers.diagnose', { url: s }, meta);
+      expect(diagnosis.steps.map((st) => [st.id, st.ok])).toEqual([
+        ['reachable', true],
+        ['protocol_lane', false],
+        ['token_advertised', null],
+        ['same_boot_id', null],
+        ['same_st_dev', null],
+        ['shm_writable', null],
+        ['probe_file_read', null],
+      ]);
+      expect(diagnosis.steps[1]!.detail).toBe('SGLang carries tensors inline only (its TensorData has no /dev/shm handle)');
+      expect(diagnosis.verdict.reason).toBe('runtime_inline_only');
+      const test = await c.backend.invoke('traffic.sendTestRequest', { url: s, width: 128, height: 128, format: 'png' }, meta);
+      expect(test.status).toBe(200);
+      expect(test.events.map((e) => [e.tensor, e.path, e.reason])).toEqual([
+        ['pixel_values', 'inline', 'runtime_inline_only'],
+        ['image_grid_thw', 'inline', 'runtime_inline_only'],
+        ['patches_per_image', 'inline', 'runtime_inline_only'],
+      ]);
+      const refused = (await c.backend.invoke('transport.calibrationPlan', { url: s }, meta).catch((e: unknown) => e)) as ContractError;
+      expect(refused.message).toMatch(/carries tensors inline only: there is no SHM path to measure/);
       expect(ourFiles()).toEqual([]);
     } finally {
       await c.close();

@@ -1,0 +1,127 @@
+// The overview: the host's /dev/shm (token, writability, space, our files), the router, the
+// configuration's sync state (drift, what a restart would change), every worker's verdict for
+// its next request, counts of workers by health, and the warnings an operator must act on,
+// each with its remedy. The overview stream (feeds.ts) pushes the same computation.
+import type { ConfigSnapshot } from '../../config/store.ts';
+import { listTensorFiles, type TensorFilesOfPid } from '../../transport/orphans.ts';
+import { SHM_PREFIX, shmFreeBytes } from '../../transport/shm-writer.ts';
+import { DECISION_ADVICE } from '../../transport/vocabulary.ts';
+import type { CommandOutput, DiffEntry, WorkerView } from '../contract.ts';
+import { flagCausedChanges } from '../restart.ts';
+import type { ConsoleState, HandlerGroup } from '../state.ts';
+import { fileView, workerHealth, workerView } from '../views.ts';
+
+type Overview = CommandOutput<'overview'>;
+type Warning = Overview['warnings'][number];
+
+/** Warnings about the environment layer: deprecated aliases and values that are ignored. */
+function environmentWarnings(s: ConfigSnapshot): Warning[] {
+  const warnings: Warning[] = [];
+  for (const knob of ['multimodal_tensor_transport', 'multimodal_shm_min_bytes'] as const) {
+    const r = s.env[knob];
+    if (r.source === 'env_legacy') warnings.push({ kind: 'deprecated_env', message: `${r.legacy.name} is deprecated (set to ${JSON.stringify(r.legacy.raw)})`, remedy: `set ${r.canonical.name} instead and unset ${r.legacy.name}` });
+    for (const v of [r.canonical, r.legacy]) {
+      if (v.state === 'invalid') warnings.push({ kind: 'invalid_env', message: `${v.name}=${JSON.stringify(v.raw)} is not a valid value and is ignored`, remedy: `fix or unset ${v.name} and restart the router` });
+    }
+  }
+  return warnings;
+}
+
+/** Warnings about /dev/shm on this host: our files, the budget, writability, the token. */
+function shmWarnings(state: ConsoleState, files: readonly TensorFilesOfPid[]): Warning[] {
+  const ctx = state.running.context;
+  const dir = ctx.writer.dir;
+  const warnings: Warning[] = [];
+  const orphans = files.reduce((n, f) => n + f.orphans, 0);
+  if (orphans > 0) warnings.push({ kind: 'orphan_files', message: `${orphans} orphaned tensor file(s) in ${dir}`, remedy: 'the router sweeps them every minute; mmtc doctor --sweep-orphans removes them now' });
+  const suspicious = files.reduce((n, f) => n + f.suspicious, 0);
+  if (suspicious > 0) warnings.push({ kind: 'suspicious_files', message: `${suspicious} entr${suspicious === 1 ? 'y' : 'ies'} under our file names in ${dir} are not regular files`, remedy: `inspect them (ls -l ${dir}/${SHM_PREFIX}*) and remove what you did not create` });
+  if (!ctx.host.shmWritable) warnings.push({ kind: 'shm_not_writable', message: `${dir} is not writable by the router: shm and auto stay inline`, remedy: DECISION_ADVICE.shm_not_writable! });
+  const maxOutstanding = ctx.writer.maxOutstanding();
+  if (maxOutstanding !== undefined && ctx.writer.outstanding >= maxOutstanding * 0.9) {
+    warnings.push({ kind: 'shm_budget', message: `this router's files in ${dir} are at ${Math.round((100 * ctx.writer.outstanding) / maxOutstanding)}% of multimodal_shm_max_outstanding_bytes`, remedy: DECISION_ADVICE.shm_budget_exceeded! });
+  }
+  if (!ctx.host.routerToken) warnings.push({ kind: 'no_token', message: 'the router has no /dev/shm namespace token: auto stays inline', remedy: DECISION_ADVICE.auto_router_no_token! });
+  return warnings;
+}
+
+/** Warnings about workers: down, a broken lane, a next request known to fail over /dev/shm. */
+function workerWarnings(state: ConsoleState, views: readonly WorkerView[]): Warning[] {
+  const warnings: Warning[] = [];
+  for (const w of state.running.context.registry.list()) {
+    if (!w.healthy && w.lastCheckedAt !== undefined) warnings.push({ kind: 'unhealthy_worker', message: `worker ${w.spec.url} is unhealthy: ${w.lastError ?? 'no answer'}`, remedy: 'check that the worker runs and its URL is right (Doctor shows each step)' });
+    if (w.shmLane) warnings.push({ kind: 'shm_read_failed', message: `worker ${w.spec.url} could not read the router's /dev/shm files (${w.shmLane.error}); its requests go inline`, remedy: DECISION_ADVICE.auto_worker_read_failed! });
+  }
+  for (const v of views) {
+    if (v.decision.outcome === 'shm_then_inline') warnings.push({ kind: 'shm_will_fail', message: `worker ${v.url}: ${v.decision.explanation}`, remedy: v.decision.advice ?? DECISION_ADVICE.auto_different_shm! });
+  }
+  return warnings;
+}
+
+/** The warning that a restart with the start flags would set running settings back. */
+function untilRestartWarning(state: ConsoleState, restartChanges: readonly DiffEntry[] | null): Warning[] {
+  const { changes, flags } = flagCausedChanges(restartChanges ?? [], state.startFlags);
+  if (changes.length === 0) return [];
+  return [
+    {
+      kind: 'until_restart',
+      message: `${changes.length} running setting${changes.length === 1 ? '' : 's'} would be set back by a restart with the flags the router started with (${flags.join(' ')}): ${changes.map((d) => `${d.path} ${JSON.stringify(d.before)} → ${JSON.stringify(d.after)}`).join(', ')}`,
+      remedy: 'the file has your change; restart the router without those flags to keep it, or apply the flag values again',
+    },
+  ];
+}
+
+export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> {
+  const { store, running } = state;
+  const ctx = running.context;
+  return {
+    async overview() {
+      const s = store.current();
+      let files: TensorFilesOfPid[] = [];
+      try {
+        files = listTensorFiles(ctx.writer.dir, { maxFileAgeMs: s.config.request_timeout_secs * 1000 });
+      } catch {
+        files = [];
+      }
+      const space = await shmFreeBytes(ctx.writer.dir);
+      const workers = ctx.registry.list();
+      const health = workers.map(workerHealth);
+      const drift = await fileView(state);
+      const views = workers.map((w) => workerView(state, s, w, new Map()));
+      const restartChanges = await state.restartChangesNow();
+      const warnings = [...environmentWarnings(s), ...shmWarnings(state, files), ...workerWarnings(state, views), ...untilRestartWarning(state, restartChanges)];
+      if (drift.drifted) warnings.push({ kind: 'config_drift', message: `${drift.path} was changed on disk since the console loaded it`, remedy: 'review the change in YAML and reload the file (it is never overwritten silently)' });
+      return {
+        host: {
+          token: ctx.host.routerToken ?? null,
+          tokenProblem: running.namespace.problem ?? null,
+          shmDir: ctx.writer.dir,
+          shmWritable: ctx.host.shmWritable,
+          shmError: running.shmProbe.error ?? null,
+          shmFreeBytes: space?.free ?? null,
+          shmTotalBytes: space?.total ?? null,
+        },
+        files: {
+          count: files.reduce((n, f) => n + f.files, 0),
+          bytes: files.reduce((n, f) => n + f.bytes, 0),
+          orphans: files.reduce((n, f) => n + f.orphans, 0),
+          orphanBytes: files.reduce((n, f) => n + f.orphanBytes, 0),
+          suspicious: files.reduce((n, f) => n + f.suspicious, 0),
+          outstandingBytes: ctx.writer.outstanding,
+          maxOutstandingBytes: ctx.writer.maxOutstanding() ?? null,
+        },
+        router: { url: running.url, model: ctx.model.path, pid: process.pid },
+        config: { file: state.file.path, revision: s.revision, drifted: drift.drifted, restartChanges },
+        verdicts: views.map((v) => ({ url: v.url, health: v.health, embedded: v.embedded, mode: v.resolution.multimodal_tensor_transport.value, minBytes: v.resolution.multimodal_shm_min_bytes.value, decision: v.decision })),
+        workers: {
+          total: workers.length,
+          healthy: health.filter((h) => h === 'healthy').length,
+          unhealthy: health.filter((h) => h === 'unhealthy').length,
+          discovering: health.filter((h) => h === 'discovering').length,
+          draining: ctx.registry.drainingWorkers().length,
+        },
+        warnings,
+      };
+    },
+  };
+}

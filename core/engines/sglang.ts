@@ -1,0 +1,102 @@
+// The SGLang engine (package sglang.grpc.scheduler). Its GenerateRequest carries one batched
+// MultimodalInputs, as the gateway builds it for Qwen2/2.5/3-VL: the float32 pixel_values of
+// every image concatenated in prompt order, model_specific_tensors image_grid_thw (int64
+// [n, 3]) and patches_per_image (int64 [n]), each image's encoded bytes (image_data), the
+// modality, the image token id and one placeholder range per image.
+//
+// Its TensorData has inline bytes only: no /dev/shm handle exists in this protocol, so this
+// engine states no SHM lane and every decision for it is inline with the reason
+// runtime_inline_only (core/transport/decision.ts), whatever the mode. Tensors still go
+// through placeTensor, so every one has its traffic event and metrics.
+//
+// SGLang's proto3 zeros are not its defaults (temperature 1.0, top_p 1.0, top_k -1): the
+// request always sets them. Discovery labels come from GetModelInfo, GetServerInfo
+// (server_type, sglang_version) and GetLoads (dp_rank_count); it advertises no /dev/shm token.
+import * as grpc from '@grpc/grpc-js';
+import * as sg from '../gen/sglang/grpc/scheduler.ts';
+import { placeTensor, type PlacedTensor, type PlacementContext } from '../transport/placement.ts';
+import type { Engine, EngineCapabilities, EngineRequest, WireRequest } from './engine.ts';
+import { ABORT_DEADLINE_MS, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, unary } from './grpc.ts';
+import { modelLabels, setLabel } from './labels.ts';
+import { concatenatedPixels, int64Bytes } from './tensors.ts';
+
+const capabilities: EngineCapabilities = {
+  label: 'SGLang',
+  description: 'SGLang (sglang.grpc.scheduler): one batched pixel_values per request, inline only (its TensorData has no /dev/shm handle), float32',
+  shmLane: false,
+  tokenAdvertisedIn: undefined,
+  encoderTensor: 'per_request',
+  sendsEncodedImages: true,
+  encoderDtypes: ['float32'],
+  encoderDtype: () => ({ dtype: 'float32', source: 'sglang takes float32 pixel_values' }),
+};
+
+/** A placed tensor as SGLang's TensorData: its bytes, which are always inline here. */
+function inlineTensorData(placed: PlacedTensor, name: string): sg.TensorData {
+  if (placed.payload.kind !== 'inline') throw new Error(`${name} was placed in /dev/shm, but the sglang protocol carries tensors inline only`);
+  const b = placed.payload.bytes;
+  return { data: Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength), shape: placed.shape, dtype: placed.dtype };
+}
+
+async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
+  let mmInputs: sg.MultimodalInputs | undefined;
+  if (req.images.length > 0) {
+    const { pixels, rows, features } = concatenatedPixels(req.images);
+    const pixelValues = await placeTensor(ctx, { name: 'pixel_values', shape: [rows, features], dtype: 'float32', bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength) });
+    const grid = await placeTensor(ctx, { name: 'image_grid_thw', shape: [req.images.length, 3], dtype: 'int64', bytes: int64Bytes(req.images.flatMap((im) => im.gridThw)) });
+    const patches = await placeTensor(ctx, { name: 'patches_per_image', shape: [req.images.length], dtype: 'int64', bytes: int64Bytes(req.images.map((im) => im.patches)) });
+    mmInputs = sg.MultimodalInputs.fromPartial({
+      pixelValues: inlineTensorData(pixelValues, 'pixel_values'),
+      modelSpecificTensors: { image_grid_thw: inlineTensorData(grid, 'image_grid_thw'), patches_per_image: inlineTensorData(patches, 'patches_per_image') },
+      imageData: req.images.map((im, i) => {
+        if (!im.encoded) throw new Error(`image ${i} has no encoded bytes; the sglang protocol sends them with its tensors`);
+        return Buffer.from(im.encoded.buffer, im.encoded.byteOffset, im.encoded.byteLength);
+      }),
+      modalities: ['image'],
+      imTokenId: req.imageTokenId,
+      mmPlaceholders: req.images.map((im) => im.placeholder),
+    });
+  }
+  const message = sg.GenerateRequest.fromPartial({
+    requestId: req.requestId,
+    tokenized: { originalText: req.text, inputIds: req.inputIds },
+    samplingParams: {
+      temperature: req.sampling.temperature ?? 1,
+      topP: req.sampling.topP ?? 1,
+      topK: -1,
+      ...(req.sampling.maxTokens !== undefined ? { maxNewTokens: req.sampling.maxTokens } : {}),
+      stop: req.sampling.stop ?? [],
+      skipSpecialTokens: true,
+      n: 1,
+    },
+    logprobStartLen: -1,
+    stream: req.stream,
+    ...(mmInputs ? { mmInputs } : {}),
+  });
+  return { runtime: 'sglang', message };
+}
+
+function connect(url: string) {
+  return grpcConnection({
+    runtime: 'sglang',
+    url,
+    client: new sg.SglangSchedulerClient(grpcTarget(url), grpc.credentials.createInsecure(), GRPC_CHANNEL_OPTIONS),
+    abort(client, requestId, reason) {
+      client.abort({ requestId, reason }, new grpc.Metadata(), { deadline: Date.now() + ABORT_DEADLINE_MS }, () => {});
+    },
+    async info(client, timeoutMs) {
+      const labels: Record<string, string> = {};
+      const model = await unary(client.getModelInfo.bind(client), {}, timeoutMs);
+      const server = await unary(client.getServerInfo.bind(client), {}, timeoutMs);
+      modelLabels(labels, model);
+      setLabel(labels, 'server_type', server.serverType);
+      setLabel(labels, 'sglang_version', server.sglangVersion);
+      // How many data-parallel ranks schedule its requests (GetLoads; a server without it says nothing).
+      const loads = await unary(client.getLoads.bind(client), sg.GetLoadsRequest.fromPartial({}), timeoutMs).catch(() => undefined);
+      if (loads && loads.dpRankCount > 0) setLabel(labels, 'dp_rank_count', String(loads.dpRankCount));
+      return { labels };
+    },
+  });
+}
+
+export const sglangEngine: Engine = { runtime: 'sglang', capabilities, connect, buildRequest };

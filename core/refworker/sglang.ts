@@ -1,0 +1,129 @@
+// The reference worker's SGLang face (service SglangScheduler): where this protocol keeps the
+// tensors (one batched MultimodalInputs: pixel_values for every image, image_grid_thw one row
+// per image, patches_per_image, one placeholder range per image, and each image's encoded
+// bytes in image_data), the dtypes the gateway sends it (float32, int64, uint32), what it
+// advertises (no /dev/shm token: its TensorData has no handle, every tensor arrives inline),
+// and its response messages. Reading and checking are shared (receive.ts).
+import type * as grpc from '@grpc/grpc-js';
+import { SglangSchedulerService, type GenerateRequest, type GenerateResponse, type SglangSchedulerServer, type TensorData } from '../gen/sglang/grpc/scheduler.ts';
+import type { WireTensor } from '../transport/shm-reader.ts';
+import { INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor, type WorkerIdentity } from './receive.ts';
+
+const PIXEL_DTYPES = { allowed: new Set(['float32']), says: 'float32' };
+const SGLANG_DTYPES = { allowed: new Set(['float32', 'int64', 'uint32']), says: 'SGLang takes float32, int64 and uint32 tensors' };
+
+/** SGLang's TensorData is its bytes: inline, always. */
+function wireTensor(t: TensorData): WireTensor {
+  return { shape: t.shape, dtype: t.dtype, payload: { kind: 'inline', bytes: t.data } };
+}
+
+function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[] } {
+  const mm = req.mmInputs;
+  if (!mm) return { images: 0, tensors: [], checks: [] };
+  if (!mm.pixelValues) throw new RequestInvalid('mm_inputs has no pixel_values');
+  if (!mm.modelSpecificTensors.image_grid_thw) throw new RequestInvalid('mm_inputs has no image_grid_thw tensor');
+  const images = mm.mmPlaceholders.length;
+  if (mm.imageData.length !== images) throw new RequestInvalid(`mm_inputs has ${mm.imageData.length} image_data entries for ${images} image${images === 1 ? '' : 's'} in the prompt`);
+  const empty = mm.imageData.findIndex((b) => b.byteLength === 0);
+  if (empty >= 0) throw new RequestInvalid(`image_data[${empty}] is empty`);
+  if (images > 0 && !mm.modalities.includes('image')) throw new RequestInvalid(`mm_inputs.modalities is [${mm.modalities.join(', ')}], without image`);
+  const tensors: NamedTensor[] = [{ name: 'pixel_values', tensor: wireTensor(mm.pixelValues), dtypes: PIXEL_DTYPES }];
+  for (const [key, t] of Object.entries(mm.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    tensors.push({ name: key, tensor: wireTensor(t), ...(key === 'image_grid_thw' || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {}) });
+  }
+  const checks = mm.mmPlaceholders.map((p, i) => ({ label: `image ${i}`, encoder: 'pixel_values', grid: 'image_grid_thw', gridRow: i, placeholders: [p], placeholderTokenId: mm.imTokenId }));
+  return { images, tensors, checks };
+}
+
+export function addSglangService(server: grpc.Server, s: GenerateServing, id: WorkerIdentity): void {
+  const { model } = s;
+  const impl: SglangSchedulerServer = {
+    generate(call) {
+      const req = call.request;
+      serveGenerate<GenerateResponse>(
+        s,
+        call,
+        () => ({
+          requestId: req.requestId,
+          stream: req.stream,
+          inputIds: req.tokenized?.inputIds ?? [],
+          maxTokens: req.samplingParams?.maxNewTokens,
+          dtypeRule: SGLANG_DTYPES,
+          ...tensorsOf(req),
+        }),
+        {
+          chunk: (tokenIds, completionTokens, promptTokens) => ({ requestId: req.requestId, response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, index: 0, reasoningTokens: 0 } } }),
+          complete: (outputIds, finishReason, promptTokens, completionTokens) => ({
+            requestId: req.requestId,
+            response: { $case: 'complete', value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, matchedStop: undefined, index: 0, reasoningTokens: 0 } },
+          }),
+        },
+      );
+    },
+    healthCheck(_call, cb) {
+      cb(null, { healthy: true, message: 'reference worker ready' });
+    },
+    abort(call, cb) {
+      cb(null, { success: s.active.delete(call.request.requestId), message: '' });
+    },
+    getModelInfo(_call, cb) {
+      cb(null, {
+        modelPath: model.path,
+        tokenizerPath: model.path,
+        isGeneration: true,
+        preferredSamplingParams: '',
+        weightVersion: 'reference',
+        servedModelName: 'mmtc-reference',
+        maxContextLength: model.maxContextLength,
+        vocabSize: model.vocabSize,
+        supportsVision: true,
+        modelType: model.modelType,
+        eosTokenIds: model.eosTokenIds,
+        padTokenId: 0,
+        bosTokenId: 0,
+        maxReqInputLen: model.maxContextLength,
+        architectures: model.architectures,
+        id2labelJson: '',
+        numLabels: 0,
+        defaultSamplingParamsJson: '',
+      });
+    },
+    getServerInfo(_call, cb) {
+      cb(null, {
+        serverArgs: { model_path: model.path },
+        schedulerInfo: {},
+        activeRequests: s.active.size,
+        isPaused: false,
+        lastReceiveTimestamp: Date.now() / 1000,
+        uptimeSeconds: (Date.now() - id.started) / 1000,
+        sglangVersion: 'mmtc-reference',
+        serverType: 'grpc',
+        startTime: { seconds: Math.floor(id.started / 1000), nanos: (id.started % 1000) * 1e6 },
+        maxTotalNumTokens: model.maxContextLength,
+      });
+    },
+    getLoads(_call, cb) {
+      cb(null, {
+        timestamp: new Date().toISOString(),
+        version: 'mmtc-reference',
+        dpRankCount: 1,
+        loads: [
+          {
+            dpRank: 0,
+            numRunningReqs: s.active.size,
+            numWaitingReqs: 0,
+            numTotalReqs: s.active.size,
+            numUsedTokens: 0,
+            maxTotalNumTokens: model.maxContextLength,
+            tokenUsage: 0,
+            genThroughput: 0,
+            cacheHitRate: 0,
+            utilization: 0,
+            maxRunningRequests: 0,
+          },
+        ],
+      });
+    },
+  };
+  server.addService(SglangSchedulerService, impl);
+}

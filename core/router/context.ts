@@ -1,0 +1,64 @@
+// What every phase of a chat request shares: the router's long-lived parts (config store,
+// model, preprocessing pool, /dev/shm writer, registry, telemetry), the options the console
+// runs a request with, and the record of what the request did, for its log line.
+import type { ConfigStore } from '../config/store.ts';
+import type { TransportMode } from '../config/schema.ts';
+import type { ModelDirectory } from '../multimodal/model-dir.ts';
+import type { PreprocessPool } from '../multimodal/pool.ts';
+import type { TrafficSource } from '../transport/event-schema.ts';
+import type { TensorEventBus } from '../telemetry/events.ts';
+import type { TransportMetrics } from '../telemetry/metrics.ts';
+import type { ShmHostFacts } from '../transport/resolve.ts';
+import type { ShmWriter } from '../transport/shm-writer.ts';
+import type { TensorPath } from '../transport/vocabulary.ts';
+import type { WorkerRegistry } from '../workers/registry.ts';
+
+export interface RouterContext {
+  store: ConfigStore;
+  processEnv: Readonly<Record<string, string | undefined>>;
+  model: ModelDirectory;
+  modelName: string;
+  pool: PreprocessPool;
+  writer: ShmWriter;
+  host: ShmHostFacts;
+  metrics: TransportMetrics;
+  events: TensorEventBus;
+  registry: WorkerRegistry;
+}
+
+/** The header every chat response carries: which config revision the request used. */
+export const REVISION_HEADER = 'x-mmtc-config-revision';
+
+/**
+ * How the console runs a request through this same pipeline: its events are marked as the
+ * console's own, it may pin one worker of the snapshot, and calibration may force the mode
+ * and threshold (never reachable from the HTTP API).
+ */
+export interface ChatOptions {
+  source?: TrafficSource;
+  worker?: string;
+  transport?: { mode: TransportMode; minBytes: number };
+  /** Calibration's own pixel bounds, so its tensors can span sizes the model's bounds would not give. */
+  pixelBounds?: { min_pixels: number; max_pixels: number };
+  /** The doctor's probe: use /dev/shm even on a lane marked broken, and report a read failure instead of retrying inline. */
+  probe?: boolean;
+}
+
+/** What one request did, for its log line (filled in as the request goes). */
+export interface RequestRecord {
+  id?: string;
+  revision?: number;
+  worker?: string;
+  model?: string;
+  /** The OpenAI error code or type the request ended with. */
+  errorCode?: string;
+  /** The worker could not read this request's /dev/shm files (what it said); it was sent again inline. */
+  shmFallback?: string;
+  /** A tensor file the preprocessing thread could not write (why); the tensor was placed the usual way. */
+  prewriteFailed?: string;
+  paths: Record<TensorPath, number>;
+}
+
+export function newRequestRecord(): RequestRecord {
+  return { paths: { inline: 0, shm: 0, remote: 0 } };
+}

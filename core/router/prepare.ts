@@ -1,0 +1,201 @@
+// Phase 2 of a chat request: preparation (docs/preprocessing.md). The images' headers give
+// their sizes before anything is decoded (a decompression bomb stops at the request's pixel
+// budget); the pool decodes, resizes and patchifies them off the event loop in the worker's
+// wire dtype, writing an encoder input straight to its /dev/shm file when the lane will take
+// it there as it is; and the prompt is built from the headers' token counts meanwhile (again
+// if a decoded image disagrees), then checked against the context with the completion limit.
+// On any failure the pool's memory and the request's files are released before it throws.
+import type { EngineRequest, PreparedImage } from '../engines/engine.ts';
+import { capabilitiesOf } from '../engines/table.ts';
+import type { ImageHeader } from '../multimodal/pool.ts';
+import { PREWRITE_HEADER_MISMATCH, type ShmPrewriteTask } from '../multimodal/preprocess-task.ts';
+import { buildPromptWithin, type BuiltPrompt, type ChatMessage } from '../multimodal/prompt.ts';
+import type { PrewrittenTensor } from '../transport/placement.ts';
+import type { WorkerTransport } from '../transport/resolve.ts';
+import type { ShmRequestScope } from '../transport/shm-writer.ts';
+import type { EncoderDtype } from '../transport/vocabulary.ts';
+import type { WorkerSpec } from '../config/schema.ts';
+import type { WorkerState } from '../workers/registry.ts';
+import type { AdmittedRequest } from './admit.ts';
+import type { ChatOptions, RequestRecord, RouterContext } from './context.ts';
+import { toApiError } from './errors.ts';
+import { laneFor } from './lane.ts';
+import { ApiError } from './openai.ts';
+import type { RequestTiming } from './timing.ts';
+
+/** What the worker is sent, ready: the prompt, every image's tensors, the files already written. */
+export interface PreparedRequest {
+  prompt: BuiltPrompt;
+  images: PreparedImage[];
+  encoderDtype: EncoderDtype;
+  /** The request's /dev/shm files so far (reserved for prewriting), and the tensors among them already written. */
+  scope: ShmRequestScope;
+  prewritten: PrewrittenTensor[];
+  /** Give the pool's output memory back (when the request is over, whatever its outcome). */
+  release(): void;
+}
+
+interface Target {
+  state: WorkerState;
+  spec: WorkerSpec;
+}
+
+/**
+ * A /dev/shm file for an image's encoder input, named and counted now and written by the pool
+ * as the image is computed, when the tensor will go by SHM as it is: the lane is SHM, the wire
+ * dtype is one preprocessing produces (float16 is converted afterwards), the tensor is the
+ * image's own (an engine with one encoder tensor per request concatenates several images'
+ * rows), it reaches the threshold and fits the budget.
+ */
+function prewriteFor(ctx: RouterContext, lane: WorkerTransport, oneTensorPerImage: boolean, dtype: EncoderDtype, header: ImageHeader | undefined, scope: ShmRequestScope): { name: string; task: ShmPrewriteTask } | undefined {
+  if (!lane.decision.shmEnabled || !header || (dtype !== 'float32' && dtype !== 'bfloat16') || !oneTensorPerImage) return undefined;
+  const nbytes = header.geometry.patches * header.geometry.features * (dtype === 'float32' ? 4 : 2);
+  if (nbytes < lane.minBytes) return undefined;
+  const file = ctx.writer.reserve(nbytes, scope);
+  return file ? { name: file.name, task: { path: file.path, nbytes, kind: dtype === 'float32' ? 'float32' : 'bf16' } } : undefined;
+}
+
+/** The prompt for these image token counts, admitted against the context, or the API error building it gives. */
+async function promptFor(ctx: RouterContext, a: AdmittedRequest, tokens: number[]): Promise<{ prompt: BuiltPrompt } | { error: unknown }> {
+  try {
+    return { prompt: await buildPromptWithin(ctx.model, a.req.messages as ChatMessage[], tokens, ctx.model.maxContextLength) };
+  } catch (err) {
+    return { error: toApiError(err, { imageParams: a.imageParams }) };
+  }
+}
+
+/** Every image's header, and the request refused when their pixels together pass its budget. */
+async function readHeaders(ctx: RouterContext, a: AdmittedRequest, imageConfig: typeof ctx.model.imageConfig): Promise<Array<ImageHeader | undefined>> {
+  const headers = await Promise.all(
+    a.bytes.map((b, i) =>
+      ctx.pool.readHeader(b, imageConfig).catch((err: unknown) => {
+        throw toApiError(err, { imageParams: a.imageParams, image: i });
+      }),
+    ),
+  );
+  const limit = a.snapshot.config.max_request_image_pixels;
+  const pixels = headers.reduce((n, h) => n + (h ? h.width * h.height : 0), 0);
+  if (pixels > limit) {
+    const sizes = headers.map((h, i) => (h ? `image ${i} ${h.width}x${h.height}` : `image ${i} unknown`)).join(', ');
+    throw new ApiError(413, `the request's images have ${pixels} pixels in all (${sizes}), above max_request_image_pixels = ${limit}`, 'invalid_request_error', 'messages');
+  }
+  return headers;
+}
+
+/** The completion limit against the prompt that was built: prompt and completion together must fit the context. */
+function checkContext(ctx: RouterContext, a: AdmittedRequest, prompt: BuiltPrompt): void {
+  const context = ctx.model.maxContextLength;
+  const promptTokens = prompt.inputIds.length;
+  if (a.maxTokens !== undefined && promptTokens + a.maxTokens > context) {
+    throw new ApiError(
+      400,
+      `This model's maximum context length is ${context} tokens. However, you requested ${promptTokens + a.maxTokens} tokens (${promptTokens} in the messages, ${a.maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+      'invalid_request_error',
+      'messages',
+      'context_length_exceeded',
+    );
+  }
+}
+
+export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Target, options: ChatOptions, timing: RequestTiming, record: RequestRecord): Promise<PreparedRequest> {
+  const runtime = target.state.runtime!;
+  const capabilities = capabilitiesOf(runtime);
+  const dtype = capabilities.encoderDtype('image', ctx.processEnv, target.state.labels).dtype;
+  const imageConfig = options.pixelBounds ? { ...ctx.model.imageConfig, ...options.pixelBounds } : ctx.model.imageConfig;
+  const headers = await readHeaders(ctx, a, imageConfig);
+
+  // Pooled output memory goes back when the request is over, whatever its outcome.
+  const releases: Array<() => void> = [];
+  const release = () => releases.splice(0).forEach((r) => r());
+  // The request's /dev/shm files, from the first one reserved for an image to the end of the
+  // request: when the worker's lane is SHM, each image's encoder input is written to its file
+  // by the pool threads as its bands are done (docs/transport.md, "Writing a tensor").
+  const scope = ctx.writer.newScope();
+  const lane = laneFor(ctx, a.snapshot, target.spec, target.state, options);
+  const oneTensorPerImage = capabilities.encoderTensor === 'per_image' || a.bytes.length === 1;
+  const reserved = headers.map((h) => prewriteFor(ctx, lane, oneTensorPerImage, dtype, h, scope));
+  const prewritten: PrewrittenTensor[] = [];
+  // Bytes are handed over (transferred) to the pool thread, which also hashes them. Only what
+  // travels: bfloat16 alone for a bfloat16 wire dtype, float32 otherwise. An engine that sends
+  // the encoded images keeps its own copy (a copy: a Buffer's slice() would share the memory
+  // the transfer detaches).
+  const encoded = capabilities.sendsEncodedImages ? a.bytes.map((b) => new Uint8Array(b)) : undefined;
+  const jobs = a.bytes.map((b, i) =>
+    ctx.pool.start(
+      { bytes: b, config: imageConfig, bf16: dtype === 'bfloat16', float32: dtype !== 'bfloat16', maxPixels: a.snapshot.config.max_request_image_pixels, ...(reserved[i] ? { shm: reserved[i]!.task } : {}) },
+      Promise.resolve(headers[i]),
+    ),
+  );
+  // The prompt needs each image's token count, which its header gives: build it while the
+  // pool works on the pixels (rebuilt below in the rare case the decoded image disagrees).
+  const headerTokens = headers.map((h) => h?.geometry.tokens);
+  const early = headerTokens.every((t): t is number => t !== undefined) ? promptFor(ctx, a, headerTokens) : undefined;
+  const settled = await Promise.allSettled(
+    jobs.map(async (job, i) => {
+      try {
+        const r = await job.result;
+        releases.push(r.release);
+        const file = reserved[i];
+        if (file) {
+          const values = file.task.kind === 'float32' ? r.pixelValues : r.bf16;
+          if (r.shm?.written && values) prewritten.push({ bytes: new Uint8Array(values.buffer, values.byteOffset, values.byteLength), name: file.name, micros: r.shm.micros });
+          else {
+            scope.discard(file.name); // ours (reserve created it), not written: placed the usual way
+            if (r.shm && !r.shm.written && r.shm.error !== PREWRITE_HEADER_MISMATCH) record.prewriteFailed ??= r.shm.error;
+          }
+        }
+        const contentHash = Buffer.from(r.contentHash.buffer, r.contentHash.byteOffset, r.contentHash.byteLength);
+        const image: PreparedImage = {
+          ...(r.pixelValues ? { pixelValues: r.pixelValues } : {}),
+          ...(r.bf16 ? { bf16: r.bf16 } : {}),
+          patches: r.patches,
+          features: r.features,
+          gridThw: r.gridThw,
+          placeholder: { offset: 0, length: r.tokens },
+          contentHash,
+          ...(encoded ? { encoded: encoded[i]! } : {}),
+        };
+        return image;
+      } catch (err) {
+        throw toApiError(err, { imageParams: a.imageParams, image: i });
+      }
+    }),
+  );
+  try {
+    const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed) throw failed.reason;
+    const images = settled.map((s) => (s as PromiseFulfilledResult<PreparedImage>).value);
+    timing.mark('preprocess');
+    const tokens = images.map((p) => p.placeholder.length);
+    const built = await (early && headerTokens.every((n, i) => n === tokens[i]) ? early : promptFor(ctx, a, tokens));
+    if ('error' in built) throw built.error;
+    built.prompt.placeholders.forEach((range, i) => (images[i]!.placeholder = range));
+    checkContext(ctx, a, built.prompt);
+    timing.mark('prompt');
+    return { prompt: built.prompt, images, encoderDtype: dtype, scope, prewritten, release };
+  } catch (err) {
+    release();
+    scope.cleanup();
+    throw err;
+  }
+}
+
+/** The engine-neutral request for a prepared chat: what every engine builds its GenerateRequest from. */
+export function engineRequestOf(ctx: RouterContext, a: AdmittedRequest, p: PreparedRequest): EngineRequest {
+  const { req } = a;
+  return {
+    requestId: a.requestId,
+    text: p.prompt.text,
+    inputIds: p.prompt.inputIds,
+    images: p.images,
+    imageTokenId: ctx.model.imageTokenId,
+    sampling: {
+      ...(a.maxTokens !== undefined ? { maxTokens: a.maxTokens } : {}),
+      ...(req.temperature != null ? { temperature: req.temperature } : {}),
+      ...(req.top_p != null ? { topP: req.top_p } : {}),
+      ...(req.stop != null ? { stop: typeof req.stop === 'string' ? [req.stop] : req.stop } : {}),
+    },
+    stream: req.stream === true,
+    encoderDtype: p.encoderDtype,
+  };
+}

@@ -1,0 +1,124 @@
+// Phase 4 of a chat request: the worker's Generate stream, to the client (docs/router.md,
+// "What happens to a request"). Token ids are checked against the vocabulary, detokenized
+// incrementally (a stream sends deltas as they come, a JSON answer the whole text at the end)
+// and answered by the responder; the first token's time is the router's TTFT. A client that
+// goes away cancels the call, sends Abort and unlinks the request's files; a failure before
+// anything was sent becomes the request's API error, after it the stream's error event. A
+// worker that says it could not read the request's /dev/shm files, before anything was sent,
+// is a ShmReadFailure: the dispatcher sends the request again inline.
+import type { EngineEvent, EngineFailure, WireRequest } from '../engines/engine.ts';
+import { routerLabels } from '../telemetry/metrics.ts';
+import type { ShmRequestScope } from '../transport/shm-writer.ts';
+import type { WorkerState } from '../workers/registry.ts';
+import type { RouterContext } from './context.ts';
+import { IncrementalDetokenizer } from './detokenizer.ts';
+import { engineFailureError } from './errors.ts';
+import { ApiError, openAiFinishReason } from './openai.ts';
+import type { ChatResponder, ResponseTarget } from './responder.ts';
+import type { RequestTiming } from './timing.ts';
+
+/** A worker's answer that it could not read the request's /dev/shm files. */
+export class ShmReadFailure extends Error {
+  constructor(readonly details: string) {
+    super(details);
+  }
+}
+
+/**
+ * How workers say they could not open or read a file in /dev/shm: our reference worker names
+ * the file and the errno, Python servicers raise FileNotFoundError / PermissionError with
+ * "[Errno 2]" / "[Errno 13]" and the path.
+ */
+export function isShmReadFailure(failure: EngineFailure): boolean {
+  if (failure.kind !== 'broken' && failure.kind !== 'rejected') return false;
+  return /smg-tokenspeed-|\/dev\/shm|\[Errno (?:2|13)\]|\bEACCES\b|\bENOENT\b|\bEPERM\b|Permission denied|No such file/i.test(failure.details);
+}
+
+export interface StreamOptions {
+  requestId: string;
+  model: string;
+  scope: ShmRequestScope;
+  res: ResponseTarget;
+  responder: ChatResponder;
+  isGone: () => boolean;
+  timeoutSecs: number;
+  timing: RequestTiming;
+}
+
+/** Resolves when the response is complete (or the client left); rejects only before anything was written. */
+export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: WireRequest, o: StreamOptions): Promise<void> {
+  const connection = worker.connection!;
+  const detok = new IncrementalDetokenizer(ctx.model);
+  let complete: Extract<EngineEvent, { kind: 'complete' }> | undefined;
+  let promptTokens = 0;
+
+  return new Promise<void>((resolve, reject) => {
+    let settled = false;
+    const settle = (error?: ApiError) => {
+      if (settled) return;
+      settled = true;
+      o.res.off('close', onClose);
+      if (!error) return resolve();
+      o.scope.cleanup();
+      if (!o.responder.streaming) return reject(error);
+      o.responder.fail(error);
+      resolve();
+    };
+    const onClose = () => {
+      if (complete || o.res.writableFinished || settled) return;
+      settled = true;
+      call.cancel();
+      connection.abort(o.requestId, 'client disconnected');
+      o.scope.cleanup();
+      resolve();
+    };
+    if (o.isGone()) {
+      o.scope.cleanup();
+      return resolve();
+    }
+    o.res.on('close', onClose);
+
+    let firstToken = true;
+    const call = connection.generate(wire, { deadline: Date.now() + o.timeoutSecs * 1000 }, {
+      event(ev) {
+        if (firstToken && ev.tokenIds.length > 0) {
+          firstToken = false;
+          ctx.metrics.routerTtft.observe(routerLabels(o.model), o.timing.elapsedMs() / 1000);
+        }
+        const bad = ev.tokenIds.find((id) => !Number.isInteger(id) || id < 0 || id >= ctx.model.vocabSize);
+        if (bad !== undefined) {
+          call.cancel();
+          settle(new ApiError(502, `worker ${worker.spec.url} sent token id ${bad}, outside the model's vocabulary of ${ctx.model.vocabSize}`));
+          return;
+        }
+        promptTokens = ev.promptTokens || promptTokens;
+        if (ev.kind === 'complete') complete = ev;
+        if (o.responder.stream) o.responder.delta(detok.push(ev.tokenIds));
+        else detok.collect(ev.tokenIds);
+      },
+      failure(failure) {
+        if (failure.kind === 'unavailable') ctx.registry.markDown(worker, `${failure.status}: ${failure.details}`);
+        // Nothing sent to the client yet and the worker could not read our files: the caller retries inline.
+        if (!o.responder.streaming && o.scope.pending.length > 0 && isShmReadFailure(failure) && !settled) {
+          settled = true;
+          o.res.off('close', onClose);
+          return reject(new ShmReadFailure(`${failure.status}: ${failure.details}`));
+        }
+        settle(engineFailureError(failure, worker.spec.url, o.timeoutSecs));
+      },
+      end() {
+        if (!complete) return settle(new ApiError(502, `worker ${worker.spec.url} ended the stream without a completion`));
+        o.scope.complete();
+        const prompt = complete.promptTokens || promptTokens;
+        const usage = { prompt_tokens: prompt, completion_tokens: detok.count, total_tokens: prompt + detok.count };
+        const finish = openAiFinishReason(complete.finishReason);
+        if (o.responder.stream) o.responder.finish(detok.flush(), finish, usage);
+        else {
+          o.timing.mark('worker');
+          o.responder.finish(detok.text(), finish, usage, { 'server-timing': o.timing.header() });
+        }
+        settle();
+      },
+    });
+  });
+}
