@@ -7,6 +7,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect, test, type Page, type TestInfo } from '@playwright/test';
+import type { WireRuntime } from '../core/config/schema.ts';
 
 export const ROOT = path.resolve(import.meta.dirname, '..');
 const BIN = path.join(ROOT, 'bin', 'mmtc.js');
@@ -78,7 +79,7 @@ export interface Worker {
   stop(): Promise<void>;
 }
 
-export async function startWorker(runtime: 'tokenspeed' | 'vllm', extra: string[] = [], options: { prefix?: string[]; env?: Record<string, string> } = {}): Promise<Worker> {
+export async function startWorker(runtime: WireRuntime, extra: string[] = [], options: { prefix?: string[]; env?: Record<string, string> } = {}): Promise<Worker> {
   const s = await startProcess(['worker', '--runtime', runtime, '--port', '0', ...extra], /listening on (grpc:\/\/\S+)/, baseEnv(options.env), 45_000, options.prefix);
   return { url: s.match[1]!, stop: () => stopProcess(s.child) };
 }
@@ -88,7 +89,7 @@ export async function startWorker(runtime: 'tokenspeed' | 'vllm', extra: string[
  * over /dev/shm (root only), as a container without --ipc=host. Its token has this host's
  * boot_id and another st_dev, and it really cannot see the router's files.
  */
-export function startWorkerInPrivateShm(runtime: 'tokenspeed' | 'vllm'): Promise<Worker> {
+export function startWorkerInPrivateShm(runtime: WireRuntime): Promise<Worker> {
   return startWorker(runtime, [], { prefix: ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o size=64m mmtc-e2e /dev/shm && exec "$0" "$@"'] });
 }
 
@@ -100,7 +101,7 @@ export const isRoot = typeof process.getuid === 'function' && process.getuid() =
  * router's 0600 files in /dev/shm. Root only; it starts as root and drops once loaded, so it
  * runs from a checkout nobody cannot enter.
  */
-export function startWorkerAsNobody(runtime: 'tokenspeed' | 'vllm' = 'tokenspeed'): Promise<Worker> {
+export function startWorkerAsNobody(runtime: WireRuntime = 'tokenspeed'): Promise<Worker> {
   return startWorker(runtime, ['--user', 'nobody'], { env: { HOME: '/tmp' } });
 }
 
@@ -250,7 +251,7 @@ export async function shot(page: Page, testInfo: TestInfo, name: string, options
  * last, which fails if a file of theirs is left in /dev/shm. Read `rig.serve` and `rig.worker`
  * inside the tests.
  */
-export function serveWithWorker(options: { runtime: 'tokenspeed' | 'vllm'; workerArgs?: string[]; config: (workerUrl: string) => string; env?: Record<string, string> }): { worker: Worker; serve: Serve } {
+export function serveWithWorker(options: { runtime: WireRuntime; workerArgs?: string[]; config: (workerUrl: string) => string; env?: Record<string, string> }): { worker: Worker; serve: Serve } {
   const rig = {} as { worker: Worker; serve: Serve };
   test.beforeAll(async () => {
     rig.worker = await startWorker(options.runtime, options.workerArgs ?? []);

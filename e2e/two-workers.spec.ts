@@ -83,8 +83,8 @@ test('mode shm forced on the worker in another /dev/shm: every view says it will
 
   await page.getByRole('link', { name: `Precedence of ${b.url}` }).click();
   const chain = page.getByTestId('decision-chain');
-  await expect(chain.locator('li.step').nth(2)).toHaveAttribute('data-state', 'warn');
-  await expect(chain.locator('li.step').nth(2)).toContainText('other /dev/shm');
+  await expect(chain.locator('li.step').nth(3)).toHaveAttribute('data-state', 'warn');
+  await expect(chain.locator('li.step').nth(3)).toContainText('other /dev/shm');
   await expect(page.getByTestId('verdict')).toHaveAttribute('data-outcome', 'shm_then_inline');
   await expect(page.getByTestId('verdict')).toContainText('SHM attempted, then inline');
   await expect(page.getByTestId('verdict')).not.toContainText('SHM for tensors');

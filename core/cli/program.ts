@@ -61,12 +61,8 @@ export interface Shells {
   launchDesktop?: (options: { args: string[]; log: (line: string) => void }) => Promise<{ status: 'exited' | 'unavailable'; exitCode: number; reason?: string }>;
 }
 
-function buildProgram(shells: Shells): Command {
-  const program = new Command('mmtc')
-    .description('mm-transport-console: router core and ops console for multimodal tensor transport (inline gRPC or /dev/shm)')
-    .version(version())
-    .showHelpAfterError('(run with --help for usage)');
-
+/** `mmtc config resolve|validate|export`. */
+function addConfigCommands(program: Command): void {
   const config = program.command('config').description('inspect, validate and export the router configuration');
 
   withConfigFlags(config.command('resolve'))
@@ -111,7 +107,10 @@ function buildProgram(shells: Shells): Command {
       const loaded = await loadAsServe(opts);
       process.stdout.write(exportConfigYaml(loaded.config));
     });
+}
 
+/** `mmtc router`, `mmtc serve` and `mmtc desktop`: the product itself. */
+function addRunCommands(program: Command, shells: Shells): void {
   withConfigFlags(program.command('router'))
     .description('run the router: OpenAI-compatible API, image preprocessing, tensors to workers inline or through /dev/shm (with no worker configured, starts a reference worker on the bundled model)')
     .action(async (opts: ConfigFlags) => {
@@ -161,7 +160,10 @@ function buildProgram(shells: Shells): Command {
       if (r.status === 'unavailable') process.stderr.write(`${r.reason}\n`);
       process.exitCode = r.exitCode;
     });
+}
 
+/** `mmtc doctor`, `mmtc preprocess` and `mmtc worker`: the tools around it. */
+function addToolCommands(program: Command): void {
   program
     .command('doctor')
     .description('check the /dev/shm lane on this host and, with --worker, whether auto would use it for that worker')
@@ -233,7 +235,16 @@ function buildProgram(shells: Shells): Command {
       });
       await worker.close();
     });
+}
 
+function buildProgram(shells: Shells): Command {
+  const program = new Command('mmtc')
+    .description('mm-transport-console: router core and ops console for multimodal tensor transport (inline gRPC or /dev/shm)')
+    .version(version())
+    .showHelpAfterError('(run with --help for usage)');
+  addConfigCommands(program);
+  addRunCommands(program, shells);
+  addToolCommands(program);
   return program;
 }
 

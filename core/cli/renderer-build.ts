@@ -4,8 +4,13 @@
 // than its sources (the renderer and the core modules it imports: a checkout updated by git
 // would otherwise serve yesterday's screens). Only a checkout without Vite (installed with
 // --omit=dev) cannot build it, and says so.
+//
+// A build goes into a directory of its own beside dist/renderer and replaces it by rename, so
+// a console serving the UI never serves a half-written build; one build at a time per
+// checkout (a lock file: two `mmtc serve` started together build once, the second waits and
+// finds it done).
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -33,6 +38,35 @@ export function rendererStaleness(root = ROOT): string | undefined {
   return newest > built ? 'its sources changed since it was built' : undefined;
 }
 
+/** How long a build may hold the lock; a lock older than this is a crashed build's, and is taken over. */
+const LOCK_STALE_MS = 150_000;
+
+function sleepSync(ms: number): void {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+}
+
+/** Take the checkout's build lock, waiting for another build to finish; false when it did not finish in time. */
+function takeBuildLock(lock: string): boolean {
+  const deadline = Date.now() + LOCK_STALE_MS;
+  for (;;) {
+    try {
+      closeSync(openSync(lock, 'wx', 0o600));
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    let age = 0;
+    try {
+      age = Date.now() - statSync(lock).mtimeMs;
+    } catch {
+      continue; // released meanwhile: try again
+    }
+    if (age > LOCK_STALE_MS) rmSync(lock, { force: true });
+    else if (Date.now() > deadline) return false;
+    else sleepSync(200);
+  }
+}
+
 /**
  * Build the UI when it is missing or stale (or always, with `force`). Returns undefined when
  * it is ready, else why it is not (one line).
@@ -40,14 +74,40 @@ export function rendererStaleness(root = ROOT): string | undefined {
 export function ensureRendererBuilt(options: { log?: (line: string) => void; force?: boolean; root?: string } = {}): string | undefined {
   const root = options.root ?? ROOT;
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
-  const why = options.force ? 'asked to' : rendererStaleness(root);
-  if (why === undefined) return undefined;
+  if (!options.force && rendererStaleness(root) === undefined) return undefined;
   const vite = path.join(root, 'node_modules', 'vite', 'bin', 'vite.js');
-  if (!existsSync(vite)) return `the console UI cannot be built: ${why}, and Vite is not installed (npm install without --omit=dev installs it)`;
-  log(`building the console UI (${why}): vite build --config renderer/vite.config.ts`);
-  const started = performance.now();
-  const r = spawnSync(process.execPath, [vite, 'build', '--config', path.join(root, 'renderer', 'vite.config.ts'), '--logLevel', 'warn'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'], timeout: 120_000 });
-  if (r.status !== 0) return `building the console UI failed (${r.error ? r.error.message : `vite exited with status ${r.status}`}); run npm run build:renderer to see why`;
-  log(`built the console UI in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-  return undefined;
+  if (!existsSync(vite)) return `the console UI cannot be built: ${rendererStaleness(root) ?? 'asked to'}, and Vite is not installed (npm install without --omit=dev installs it)`;
+  const dist = path.join(root, 'dist');
+  mkdirSync(dist, { recursive: true });
+  const lock = path.join(dist, '.renderer-build.lock');
+  if (!takeBuildLock(lock)) return `the console UI cannot be built: another build has held ${lock} for over ${LOCK_STALE_MS / 1000} s`;
+  try {
+    // Another build may have finished while this one waited for the lock.
+    const why = options.force ? 'asked to' : rendererStaleness(root);
+    if (why === undefined) return undefined;
+    log(`building the console UI (${why}): vite build --config renderer/vite.config.ts`);
+    const started = performance.now();
+    const out = path.join(dist, `.renderer-build-${process.pid}`);
+    rmSync(out, { recursive: true, force: true });
+    const r = spawnSync(process.execPath, [vite, 'build', '--config', path.join(root, 'renderer', 'vite.config.ts'), '--outDir', out, '--emptyOutDir', '--logLevel', 'warn'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'], timeout: 120_000 });
+    if (r.status !== 0 || !existsSync(path.join(out, 'index.html'))) {
+      rmSync(out, { recursive: true, force: true });
+      return `building the console UI failed (${r.error ? r.error.message : `vite exited with status ${r.status}`}); run npm run build:renderer to see why`;
+    }
+    // The swap: the old build moves aside, the new one takes its name, the old one goes.
+    const target = path.join(dist, 'renderer');
+    const old = path.join(dist, `.renderer-old-${process.pid}`);
+    rmSync(old, { recursive: true, force: true });
+    if (existsSync(target)) renameSync(target, old);
+    renameSync(out, target);
+    rmSync(old, { recursive: true, force: true });
+    log(`built the console UI in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    return undefined;
+  } finally {
+    try {
+      unlinkSync(lock);
+    } catch {
+      /* taken over as stale: nothing of ours to remove */
+    }
+  }
 }

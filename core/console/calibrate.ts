@@ -21,7 +21,10 @@
 import { patchGeometry } from '../multimodal/qwen-vl.ts';
 import { runChatInMemory } from '../router/chat.ts';
 import { capabilitiesOf } from '../engines/table.ts';
-import type { ConsoleState } from './state.ts';
+import { findWorker, type ConsoleState } from './state.ts';
+import { workerTransport } from './views.ts';
+import { decisionOutcome } from '../transport/decision.ts';
+import { DECISION_REASONS } from '../transport/vocabulary.ts';
 import { ContractError, type CalibrationResult } from './contract.ts';
 import { syntheticChat } from './test-image.ts';
 
@@ -113,6 +116,13 @@ export function calibrationPlan(state: ConsoleState, url: string): { dtype: stri
   if (!worker?.healthy || !worker.runtime) throw new ContractError('invalid_config', `worker ${url} is not healthy (${worker?.lastError ?? 'not discovered'}); calibration needs a worker that answers`, 'url');
   const capabilities = capabilitiesOf(worker.runtime);
   if (!capabilities.shmLane) throw new ContractError('invalid_config', `worker ${url} speaks ${capabilities.label}, whose protocol carries tensors inline only: there is no SHM path to measure`, 'url');
+  // What a request with SHM forced would do now: measuring "SHM" needs its tensors to go
+  // through /dev/shm, not to be attempted and sent again inline (another /dev/shm, a broken lane).
+  const s = state.store.current();
+  const spec = findWorker(s, url);
+  const forced = workerTransport(state, { ...spec, multimodal_tensor_transport: 'shm', multimodal_shm_min_bytes: KiB }, s.config, s, s.origins, worker).decision;
+  const outcome = decisionOutcome(forced);
+  if (outcome !== 'shm') throw new ContractError('invalid_config', `with SHM forced, worker ${url}'s requests would not go through /dev/shm (${forced.reason}: ${DECISION_REASONS[forced.reason]}), so there is no SHM path to measure`, 'url');
   const dtype = capabilities.encoderDtype('image', ctx.processEnv, worker.labels).dtype;
   return { dtype, sizes: calibrationSizes(ctx.model.imageConfig, dtype === 'float32' ? 4 : 2) };
 }
@@ -144,6 +154,13 @@ export async function calibrateWorker(state: ConsoleState, url: string, samples:
     if (chat.status !== 200) {
       const message = (JSON.parse(chat.body || '{}') as { error?: { message?: string } }).error?.message ?? `HTTP ${chat.status}`;
       throw new ContractError('internal', `calibration request (${s.width}x${s.height}, ${mode}) failed: ${message}`);
+    }
+    // A sample counts for its path only when its encoder tensor took that path (a lane that
+    // broke meanwhile would time inline retries as SHM).
+    const encoder = ctx.events.recent().filter((e) => e.requestId === chat.requestId && e.nbytes >= KiB);
+    const wrong = encoder.find((e) => e.path !== mode || e.attempt !== undefined);
+    if (encoder.length === 0 || wrong) {
+      throw new ContractError('internal', `calibration stopped: a ${mode} sample at ${formatSize(s.nbytes)} went ${wrong ? `${wrong.path} (${wrong.reason}${wrong.detail ? `: ${wrong.detail}` : ''})` : 'without its encoder tensor'}, so it would not measure the ${mode} path`);
     }
     return chat.timing.span('place') + chat.timing.span('worker');
   };
@@ -190,6 +207,14 @@ export function calibrationNote(points: ReadonlyArray<{ nbytes: number; winner: 
     if (points.every((p) => p.winner === 'inline')) return `Inline was clearly faster at every measured size (${range}): keep the threshold above ${formatSize(points.at(-1)!.nbytes)}, or use mode inline for this worker.`;
     if (points.some((p) => p.winner === 'shm')) return `No clear crossover: SHM wins at some sizes but inline wins at a larger one (${range}, ${samples} samples per size).${tieText} Measure again with more samples.`;
     return `No clear crossover: at ${points.every((p) => p.winner === 'tie') ? 'every' : 'each'} measured size (${range}) where inline does not win, the difference is within the noise of ${samples} samples per size.${tieText} Nothing is recommended; more samples may separate them.`;
+  }
+  // Above the crossover inline wins nowhere, but sizes may tie: then SHM is not "clearly faster" there.
+  const tiesAbove = points.filter((p) => p.nbytes > crossoverBytes && p.winner === 'tie').map((p) => formatSize(p.nbytes));
+  if (tiesAbove.length > 0) {
+    const wins = points.filter((p) => p.winner === 'shm').map((p) => formatSize(p.nbytes));
+    const below = points.filter((p) => p.nbytes < crossoverBytes && p.winner === 'tie').map((p) => formatSize(p.nbytes));
+    const belowText = below.length ? ` At ${below.join(', ')} the difference is within the noise too.` : '';
+    return `SHM was clearly faster at ${wins.join(', ')} and inline at no size above ${formatSize(crossoverBytes)}; at ${tiesAbove.join(', ')} the two are within the noise (measured ${range}). The threshold sits between ${formatSize(crossoverBytes)} and the next smaller size measured.${belowText}`;
   }
   if (crossoverBytes === points[0]!.nbytes) return `SHM was clearly faster from the smallest measured size, ${formatSize(crossoverBytes)}, up to ${formatSize(points.at(-1)!.nbytes)}; smaller tensors were not measured.${tieText}`;
   return `SHM is clearly faster from ${formatSize(crossoverBytes)} on (measured ${range}); the threshold sits between that and the next smaller size measured.${tieText}`;

@@ -9,7 +9,7 @@ import type { TransportEnvironment } from '../config/env-schema.ts';
 import { applyConfigFlags, type ConfigFlags } from '../config/load.ts';
 import type { ConfigOrigins } from '../config/origins.ts';
 import { RouterConfigSchema, type RouterConfig } from '../config/schema.ts';
-import { ConfigStore, type ConfigSnapshot } from '../config/store.ts';
+import { ConfigStore, RESTART_ONLY_KEYS, type ConfigSnapshot } from '../config/store.ts';
 import { parseRouterConfig } from '../config/validate.ts';
 import { normalizeConfig } from '../config/yaml.ts';
 import { startRouter, type RunningRouter } from '../router/server.ts';
@@ -51,10 +51,14 @@ async function startConfiguration(options: StartConsoleOptions, log: (line: stri
   const fromFile = parsed?.config ?? parseRouterConfig({});
   const loaded = applyConfigFlags(fromFile, options.flags, origins);
   const startFlags = startFlagsOf(loaded.config, loaded.origins, options.flags);
+  const again = 'a change made in the console is written to the file, but a restart with this flag sets it again';
   for (const f of startFlags) {
-    const before = (fromFile as Record<string, unknown>)[f.key];
-    const given = f.key === 'workers' ? fromFile.workers.map((w) => w.url) : before;
-    if (parsed && JSON.stringify(given) !== JSON.stringify(f.value)) log(`note: ${f.flag} overrides ${f.key} of ${filePath} for this run (the file says ${JSON.stringify(given)}); a change made in the console is written to the file, but a restart with this flag sets it again`);
+    // Settings only a restart changes the console cannot change: nothing to say of them.
+    if ((RESTART_ONLY_KEYS as readonly string[]).includes(f.key)) continue;
+    const inFile = parsed !== undefined && parsed.positions.has(f.key);
+    const given = f.key === 'workers' ? fromFile.workers.map((w) => w.url) : (fromFile as Record<string, unknown>)[f.key];
+    if (!inFile) log(`note: ${f.flag} sets ${f.key} for this run (${filePath} does not set it); ${again}`);
+    else if (JSON.stringify(given) !== JSON.stringify(f.value)) log(`note: ${f.flag} overrides ${f.key} of ${filePath} for this run (the file says ${JSON.stringify(given)}); ${again}`);
   }
   return { file, loaded, startFlags };
 }

@@ -64,7 +64,7 @@ const OVERVIEW_SOON_MS = 100;
 
 /**
  * The overview stream: one computation per tick for every listener, about once a second, and
- * again within OVERVIEW_SOON_MS of a worker's change (a lane broken, a worker down), so a
+ * again OVERVIEW_SOON_MS after a worker's change (a lane broken, a worker down), so a
  * warning reaches the screen within a second of its cause. Nothing runs while nobody listens.
  */
 export class OverviewFeed {

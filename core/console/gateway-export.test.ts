@@ -33,8 +33,10 @@ describe('exportForGateway', () => {
     expect(exported(typical).usage).toBe(
       'Use the command line for the workers whose body adds nothing, and for grpc://10.0.0.6:50052 remove the url from the command and run its curl line once the gateway is up: their bodies carry settings the command line cannot (see the notes). Register each worker one way, not both: a url on the command line and also POSTed is refused the second time ("Worker <url> already exists"), and the worker keeps what the first registration gave it.',
     );
-    expect(exported({ workers: [{ url: 'grpc://10.0.0.5:50051' }] }).usage).toMatch(/^Use the command line: it registers every worker, and their POST \/workers bodies add nothing to it\./);
+    expect(exported({ workers: [{ url: 'grpc://10.0.0.5:50051' }] }).usage).toMatch(/^Use the command line: it registers every worker, and their POST \/workers bodies add nothing the gateway applies\./);
     expect(exported({ workers: [] }).usage).toMatch(/^No worker to register/);
+    // A transport override alone is no reason to POST: SMG accepts it and does not apply it.
+    expect(exported({ workers: [{ url: 'grpc://10.0.0.5:50051', multimodal_tensor_transport: 'shm' }] }).usage).toMatch(/^Use the command line: it registers every worker/);
   });
 
   it('writes a typical config as one smg launch line with SMG spellings', () => {
@@ -104,6 +106,14 @@ describe('exportForGateway', () => {
     const note = out.notes.find((n) => n.startsWith("multimodal_tensor_transport = 'rdma'"));
     expect(note).toContain('mm-rdma');
     expect(note).toContain('--rdma-listen-ip');
+    expect(note).toContain('SMG pulls pixel tensors to TokenSpeed workers over its NIXL RDMA lane');
+  });
+
+  it('an SGLang worker under shm or auto: the gateway sends its tensors inline too, and the note says why', () => {
+    const out = exported({ multimodal_tensor_transport: 'shm', workers: [{ url: 'grpc://s:1', runtime: 'sglang' }, { url: 'grpc://t:2', runtime: 'tokenspeed', multimodal_tensor_transport: 'auto' }, { url: 'grpc://u:3', runtime: 'sglang', multimodal_tensor_transport: 'inline' }] });
+    expect(out.workers[0]!.body).toMatchObject({ runtime_type: 'sglang' });
+    const inlineOnly = out.notes.filter((n) => n.includes('has no /dev/shm handle'));
+    expect(inlineOnly).toEqual(["workers[0] (grpc://s:1) runtime = 'sglang': SGLang's TensorData has no /dev/shm handle, so the gateway, like this router, sends its tensors inline although the mode is 'shm'."]);
   });
 
   it('rounds fractional seconds up, since SMG takes whole seconds', () => {
@@ -164,7 +174,7 @@ describe('exportForGateway', () => {
     expect(out.command).toMatch(/ --epd-disaggregation --encode grpc:\/\/e:1 --prefill grpc:\/\/p:2 --decode grpc:\/\/d:3$/);
     expect(out.argv).not.toContain('--encode-policy'); // SMG's --encode-policy has no least_load
     expect(out.notes).toContainEqual(expect.stringMatching(/^policy = 'least_load' cannot apply to the encode workers/));
-    expect(out.notes).toContainEqual(expect.stringMatching(/^worker_type = 'encode' \(grpc:\/\/e:1\) puts the command in SMG's EPD mode/));
+    expect(out.notes).toContainEqual(expect.stringMatching(/^worker_type = 'encode' \(grpc:\/\/e:1\) puts the command in SMG's EPD mode .* for gRPC TokenSpeed workers only/));
 
     const rr = exported({ workers: [{ url: 'grpc://e:1', worker_type: 'encode' }, { url: 'grpc://p:2', worker_type: 'prefill' }, { url: 'grpc://d:3', worker_type: 'decode' }] });
     expect(rr.command).toContain('--encode grpc://e:1 --encode-policy round_robin --prefill');

@@ -26,6 +26,7 @@
 //   (posted labels are merged over the labels the worker advertises).
 import type { z } from 'zod';
 import { DEFAULT_TRANSPORT_MODE, RouterConfigSchema, TRANSPORT_KNOBS, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
+import { capabilitiesOf, declaredRuntime, runtimesWhere } from '../engines/table.ts';
 import type { GatewayExportSchema } from './contract.ts';
 
 export type GatewayExport = z.output<typeof GatewayExportSchema>;
@@ -159,7 +160,7 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
   if (config.multimodal_tensor_transport !== undefined) {
     argv.push(mode.flag, config.multimodal_tensor_transport);
     if (config.multimodal_tensor_transport === 'rdma') {
-      notes.push(`multimodal_tensor_transport = 'rdma' is written ${mode.flag} rdma: this router has no RDMA lane and sends those tensors inline, while SMG pulls pixel tensors to TokenSpeed workers over its NIXL RDMA lane when it is built with the mm-rdma feature and given --rdma-listen-ip (not exported; without both it stays inline too).`);
+      notes.push(`multimodal_tensor_transport = 'rdma' is written ${mode.flag} rdma: this router has no RDMA lane and sends those tensors inline, while SMG pulls pixel tensors to ${runtimesWhere((c) => c.gateway.rdmaLane)} workers over its NIXL RDMA lane when it is built with the mm-rdma feature and given --rdma-listen-ip (not exported; without both it stays inline too).`);
     }
   } else {
     notes.push(`multimodal_tensor_transport is unset, so the command has no ${mode.flag}: the gateway then reads ${mode.env} (or the deprecated ${mode.legacyEnv}) from its own environment and otherwise uses ${DEFAULT_TRANSPORT_MODE}, as this router does.`);
@@ -187,7 +188,7 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
       for (const url of encode) argv.push('--encode', url);
       if (SMG_ENCODE_POLICIES.has(config.policy)) argv.push('--encode-policy', config.policy);
       else notes.push(`policy = '${config.policy}' cannot apply to the encode workers: SMG's --encode-policy takes only random, round_robin or consistent_hashing, so they get its default, consistent_hashing.`);
-      notes.push(`worker_type = 'encode' (${list(encode)}) puts the command in SMG's EPD mode (--epd-disaggregation with --encode), which SMG supports for gRPC TokenSpeed workers only; SMG releases without the multimodal transport have no --encode flag at all.`);
+      notes.push(`worker_type = 'encode' (${list(encode)}) puts the command in SMG's EPD mode (--epd-disaggregation with --encode), which SMG supports for gRPC ${runtimesWhere((c) => c.gateway.epdEncode)} workers only; SMG releases without the multimodal transport have no --encode flag at all.`);
     } else {
       argv.push('--pd-disaggregation');
     }
@@ -218,11 +219,16 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
     if (overrides.length > 0) {
       notes.push(`${which} ${overrides.join(' and ')} ${overrides.length === 1 ? 'is' : 'are'} in its POST /workers body, which SMG accepts, but SMG (v1.11.0) does not copy the per-worker multimodal fields onto the registered worker, so on the gateway this worker follows the gateway-wide transport settings instead (this router applies the override).`);
     }
+    const declared = declaredRuntime(worker.runtime);
+    const mode = worker.multimodal_tensor_transport ?? config.multimodal_tensor_transport;
+    if (declared && !capabilitiesOf(declared).shmLane && (mode === 'shm' || mode === 'auto')) {
+      notes.push(`${which} runtime = '${worker.runtime}': ${capabilitiesOf(declared).label}'s TensorData has no /dev/shm handle, so the gateway, like this router, sends its tensors inline although the mode is '${mode}'.`);
+    }
     const namespace = worker.labels.shm_namespace_id;
     if (namespace !== undefined) {
       notes.push(`${which} labels.shm_namespace_id = '${namespace}' is posted as a label, and SMG, like this router, lets a posted label win over the one the worker advertises, so 'auto' trusts it; but SMG compares it with the gateway host's own /dev/shm namespace, so it must be that host's <boot_id>:<st_dev>, not this router's.`);
     }
-    const extras = bodyOnlySettings(worker, false);
+    const extras = bodyOnlySettings(worker);
     if (extras.length > 0 && argv.includes(worker.url)) {
       notes.push(`${which} ${extras.join(', ')} ${extras.length === 1 ? 'exists' : 'exist'} only in its POST /workers body: the command line registers a worker by url alone (no labels, priority ${SMG_DEFAULT_PRIORITY}, runtime detected) and SMG refuses to register a url twice, so to keep ${extras.length === 1 ? 'it' : 'them'} drop this url from the command and run its curl line once the gateway is up.`);
     }
@@ -232,14 +238,12 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
   return { command: argv.map(shellQuote).join(' '), argv, workers: exported, usage: usageOf(workers, argv), notes };
 }
 
-/** What a worker's POST /workers body says that registering it by url on the command line does not (the transport overrides too, with `overrides`). */
-function bodyOnlySettings(worker: WorkerSpec, overrides = true): string[] {
+/** What a worker's POST /workers body says, and the gateway applies, that registering it by url on the command line does not (its transport overrides SMG accepts but does not apply: see the notes). */
+function bodyOnlySettings(worker: WorkerSpec): string[] {
   const extras: string[] = [];
   if (Object.keys(worker.labels).length > 0) extras.push(`labels = ${JSON.stringify(Object.fromEntries(Object.keys(worker.labels).sort().map((k) => [k, worker.labels[k]])))}`);
   if (worker.priority !== SMG_DEFAULT_PRIORITY) extras.push(`priority = ${worker.priority}`);
   if (worker.runtime !== 'unspecified') extras.push(`runtime = '${worker.runtime}'`);
-  if (overrides && worker.multimodal_tensor_transport !== undefined) extras.push(`multimodal_tensor_transport = '${worker.multimodal_tensor_transport}'`);
-  if (overrides && worker.multimodal_shm_min_bytes !== undefined) extras.push(`multimodal_shm_min_bytes = ${worker.multimodal_shm_min_bytes}`);
   return extras;
 }
 
@@ -256,7 +260,7 @@ function usageOf(workers: readonly WorkerSpec[], argv: readonly string[]): strin
   const rich = onLine.filter((w) => bodyOnlySettings(w).length > 0).map((w) => w.url);
   const offLine = workers.filter((w) => !argv.includes(w.url)).map((w) => w.url);
   const parts: string[] = [];
-  if (rich.length === 0 && offLine.length === 0) parts.push('Use the command line: it registers every worker, and their POST /workers bodies add nothing to it. The bodies are for registering the same workers on a gateway that is already running, instead of the command line.');
+  if (rich.length === 0 && offLine.length === 0) parts.push('Use the command line: it registers every worker, and their POST /workers bodies add nothing the gateway applies. The bodies are for registering the same workers on a gateway that is already running, instead of the command line.');
   else if (rich.length > 0) parts.push(`Use the command line for the workers whose body adds nothing, and for ${rich.join(', ')} remove the url from the command and run its curl line once the gateway is up: their bodies carry settings the command line cannot (see the notes).`);
   if (offLine.length > 0) parts.push(`${offLine.join(', ')} ${offLine.length === 1 ? 'is' : 'are'} not on the command line: register ${offLine.length === 1 ? 'it' : 'them'} with the curl line${offLine.length === 1 ? '' : 's'}.`);
   return `${parts.join(' ')} ${both}`;

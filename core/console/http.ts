@@ -186,6 +186,43 @@ function serveStatic(staticDir: string, pathname: string, res: ServerResponse): 
   createReadStream(file).pipe(res);
 }
 
+/** One events WebSocket: subscribe and unsubscribe messages, each stream's payloads as JSON text, a protocol breach closes it. */
+function serveEventSocket(ws: WebSocket, backend: ConsoleBackend): void {
+  const subscriptions = new Map<StreamName, () => void>();
+  const send = (stream: StreamName, payload: unknown) => {
+    if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ stream, payload }));
+  };
+  // A frame that breaks the protocol (unmasked, reserved opcode or bits, invalid UTF-8, a
+  // length over MAX_WS_MESSAGE or 2^53): ws closes this connection with the matching code
+  // (1002, 1007, 1009) and reports it here; without a listener it was thrown, and the process stopped.
+  ws.on('error', () => {});
+  ws.on('message', (data, isBinary) => {
+    if (isBinary) return ws.close(1003, 'expected a JSON text message');
+    let msg: unknown;
+    try {
+      msg = JSON.parse(String(data));
+    } catch {
+      return ws.close(1003, 'expected JSON');
+    }
+    if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return ws.close(1003, 'expected {"op": …, "stream": …}');
+    const { op, stream: named } = msg as { op?: unknown; stream?: unknown };
+    if (typeof op !== 'string' || typeof named !== 'string') return ws.close(1003, 'expected {"op": …, "stream": …} with strings');
+    const stream = named as StreamName;
+    // The name is cut: ws throws for a close reason over 123 bytes.
+    if (!STREAM_NAMES.includes(stream)) return ws.close(1008, `no stream '${named.slice(0, 20)}'`);
+    if (op === 'subscribe' && !subscriptions.has(stream)) {
+      subscriptions.set(stream, backend.subscribe(stream, (payload) => send(stream, payload), { canSend: () => ws.bufferedAmount < MAX_BUFFERED }));
+    } else if (op === 'unsubscribe') {
+      subscriptions.get(stream)?.();
+      subscriptions.delete(stream);
+    }
+  });
+  ws.on('close', () => {
+    for (const off of subscriptions.values()) off();
+    subscriptions.clear();
+  });
+}
+
 export async function startConsoleServer(options: ConsoleServerOptions): Promise<RunningConsoleServer> {
   const { backend, token } = options;
   let hosts = new Set<string>();
@@ -257,43 +294,11 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
   });
 
   const sockets = new Set<WebSocket>();
-  function serveEvents(ws: WebSocket): void {
+  const serveEvents = (ws: WebSocket) => {
     sockets.add(ws);
-    const subscriptions = new Map<StreamName, () => void>();
-    const send = (stream: StreamName, payload: unknown) => {
-      if (ws.readyState === ws.OPEN) ws.send(JSON.stringify({ stream, payload }));
-    };
-    // A frame that breaks the protocol (unmasked, reserved opcode or bits, invalid UTF-8, a
-    // length over MAX_WS_MESSAGE or 2^53): ws closes this connection with the matching code
-    // (1002, 1007, 1009) and reports it here; without a listener it was thrown, and the process stopped.
-    ws.on('error', () => {});
-    ws.on('message', (data, isBinary) => {
-      if (isBinary) return ws.close(1003, 'expected a JSON text message');
-      let msg: unknown;
-      try {
-        msg = JSON.parse(String(data));
-      } catch {
-        return ws.close(1003, 'expected JSON');
-      }
-      if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return ws.close(1003, 'expected {"op": …, "stream": …}');
-      const { op, stream: named } = msg as { op?: unknown; stream?: unknown };
-      if (typeof op !== 'string' || typeof named !== 'string') return ws.close(1003, 'expected {"op": …, "stream": …} with strings');
-      const stream = named as StreamName;
-      // The name is cut: ws throws for a close reason over 123 bytes.
-      if (!STREAM_NAMES.includes(stream)) return ws.close(1008, `no stream '${named.slice(0, 20)}'`);
-      if (op === 'subscribe' && !subscriptions.has(stream)) {
-        subscriptions.set(stream, backend.subscribe(stream, (payload) => send(stream, payload), { canSend: () => ws.bufferedAmount < MAX_BUFFERED }));
-      } else if (op === 'unsubscribe') {
-        subscriptions.get(stream)?.();
-        subscriptions.delete(stream);
-      }
-    });
-    ws.on('close', () => {
-      for (const off of subscriptions.values()) off();
-      subscriptions.clear();
-      sockets.delete(ws);
-    });
-  }
+    ws.on('close', () => sockets.delete(ws));
+    serveEventSocket(ws, backend);
+  };
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -38,6 +38,8 @@ export interface EngineCapabilities {
   sendsEncodedImages: boolean;
   /** The dtypes its encoder input may travel in. */
   encoderDtypes: readonly EncoderDtype[];
+  /** What the gateway (SMG) offers this runtime beyond this router: its NIXL RDMA lane for pixel tensors, and encode workers in its EPD mode (for the gateway export's notes). */
+  gateway: { rdmaLane: boolean; epdEncode: boolean };
   /** This worker's encoder-input dtype, by the runtime's rule (env, the worker's labels, its default). */
   encoderDtype(modality: Modality, env: Readonly<Record<string, string | undefined>>, labels: Readonly<Record<string, string>>): EncoderDtypeChoice;
 }

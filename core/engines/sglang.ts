@@ -27,6 +27,7 @@ const capabilities: EngineCapabilities = {
   tokenAdvertisedIn: undefined,
   encoderTensor: 'per_request',
   sendsEncodedImages: true,
+  gateway: { rdmaLane: false, epdEncode: false },
   encoderDtypes: ['float32'],
   encoderDtype: () => ({ dtype: 'float32', source: 'sglang takes float32 pixel_values' }),
 };

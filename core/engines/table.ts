@@ -31,3 +31,9 @@ export function declaredRuntime(runtime: Runtime | string | undefined): WireRunt
 export function laneFacts(runtime: WireRuntime | undefined): { name: string; shmLane: boolean } | undefined {
   return runtime === undefined ? undefined : { name: capabilitiesOf(runtime).label, shmLane: capabilitiesOf(runtime).shmLane };
 }
+
+/** The runtimes whose capabilities pass `test`, by the names people write (`TokenSpeed and vLLM`). */
+export function runtimesWhere(test: (c: EngineCapabilities) => boolean): string {
+  const labels = ENGINE_RUNTIMES.filter((r) => test(capabilitiesOf(r))).map((r) => capabilitiesOf(r).label);
+  return labels.length <= 1 ? (labels[0] ?? 'none') : `${labels.slice(0, -1).join(', ')} and ${labels.at(-1)}`;
+}

@@ -42,6 +42,7 @@ const capabilities: EngineCapabilities = {
   tokenAdvertisedIn: "the key shm_namespace_id of GetServerInfo's scheduler_info",
   encoderTensor: 'per_image',
   sendsEncodedImages: false,
+  gateway: { rdmaLane: true, epdEncode: true },
   encoderDtypes: ['float32', 'bfloat16', 'float16'],
   encoderDtype: tokenSpeedEncoderDtype,
 };

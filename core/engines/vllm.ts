@@ -21,6 +21,7 @@ const capabilities: EngineCapabilities = {
   tokenAdvertisedIn: 'GetServerInfoResponse.shm_namespace_id (field 10)',
   encoderTensor: 'per_request',
   sendsEncodedImages: false,
+  gateway: { rdmaLane: false, epdEncode: false },
   encoderDtypes: ['float32'],
   encoderDtype: () => ({ dtype: 'float32', source: 'vllm accepts only float32' }),
 };

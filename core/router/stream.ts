@@ -8,7 +8,7 @@
 // is a ShmReadFailure: the dispatcher sends the request again inline.
 import type { EngineEvent, EngineFailure, WireRequest } from '../engines/engine.ts';
 import { routerLabels } from '../telemetry/metrics.ts';
-import type { ShmRequestScope } from '../transport/shm-writer.ts';
+import { SHM_PREFIX, type ShmRequestScope } from '../transport/shm-writer.ts';
 import type { WorkerState } from '../workers/registry.ts';
 import type { RouterContext } from './context.ts';
 import { IncrementalDetokenizer } from './detokenizer.ts';
@@ -24,6 +24,8 @@ export class ShmReadFailure extends Error {
   }
 }
 
+const SHM_READ_FAILURE = new RegExp(`${SHM_PREFIX}|/dev/shm|\\[Errno (?:2|13)\\]|\\bEACCES\\b|\\bENOENT\\b|\\bEPERM\\b|Permission denied|No such file`, 'i');
+
 /**
  * How workers say they could not open or read a file in /dev/shm: our reference worker names
  * the file and the errno, Python servicers raise FileNotFoundError / PermissionError with
@@ -31,7 +33,7 @@ export class ShmReadFailure extends Error {
  */
 export function isShmReadFailure(failure: EngineFailure): boolean {
   if (failure.kind !== 'broken' && failure.kind !== 'rejected') return false;
-  return /smg-tokenspeed-|\/dev\/shm|\[Errno (?:2|13)\]|\bEACCES\b|\bENOENT\b|\bEPERM\b|Permission denied|No such file/i.test(failure.details);
+  return SHM_READ_FAILURE.test(failure.details);
 }
 
 export interface StreamOptions {

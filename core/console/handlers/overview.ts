@@ -5,7 +5,7 @@
 import type { ConfigSnapshot } from '../../config/store.ts';
 import { listTensorFiles, type TensorFilesOfPid } from '../../transport/orphans.ts';
 import { SHM_PREFIX, shmFreeBytes } from '../../transport/shm-writer.ts';
-import { DECISION_ADVICE } from '../../transport/vocabulary.ts';
+import { DECISION_ADVICE, readFailedReason } from '../../transport/vocabulary.ts';
 import type { CommandOutput, DiffEntry, WorkerView } from '../contract.ts';
 import { flagCausedChanges } from '../restart.ts';
 import type { ConsoleState, HandlerGroup } from '../state.ts';
@@ -48,9 +48,10 @@ function shmWarnings(state: ConsoleState, files: readonly TensorFilesOfPid[]): W
 /** Warnings about workers: down, a broken lane, a next request known to fail over /dev/shm. */
 function workerWarnings(state: ConsoleState, views: readonly WorkerView[]): Warning[] {
   const warnings: Warning[] = [];
-  for (const w of state.running.context.registry.list()) {
-    if (!w.healthy && w.lastCheckedAt !== undefined) warnings.push({ kind: 'unhealthy_worker', message: `worker ${w.spec.url} is unhealthy: ${w.lastError ?? 'no answer'}`, remedy: 'check that the worker runs and its URL is right (Doctor shows each step)' });
-    if (w.shmLane) warnings.push({ kind: 'shm_read_failed', message: `worker ${w.spec.url} could not read the router's /dev/shm files (${w.shmLane.error}); its requests go inline`, remedy: DECISION_ADVICE.auto_worker_read_failed! });
+  for (const v of views) {
+    if (v.health === 'unhealthy') warnings.push({ kind: 'unhealthy_worker', message: `worker ${v.url} is unhealthy: ${v.lastError ?? 'no answer'}`, remedy: 'check that the worker runs and its URL is right (Doctor shows each step)' });
+    // The remedy of the mode it runs under (shm: the operator's assertion is wrong; auto: the token lied).
+    if (v.shmLane) warnings.push({ kind: 'shm_read_failed', message: `worker ${v.url} could not read the router's /dev/shm files (${v.shmLane.error}); its requests go inline`, remedy: DECISION_ADVICE[readFailedReason(v.resolution.multimodal_tensor_transport.value)]! });
   }
   for (const v of views) {
     if (v.decision.outcome === 'shm_then_inline') warnings.push({ kind: 'shm_will_fail', message: `worker ${v.url}: ${v.decision.explanation}`, remedy: v.decision.advice ?? DECISION_ADVICE.auto_different_shm! });

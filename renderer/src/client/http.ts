@@ -167,7 +167,10 @@ export function createHttpClient(options: HttpClientOptions): HttpConsoleClient 
       ws = undefined;
       attempt = 0;
       if (old) {
+        // Nothing the old socket does from here may reach the page: it was for the old token.
+        old.onopen = null;
         old.onclose = null;
+        old.onerror = null;
         old.onmessage = null;
         old.close();
       }

@@ -22,6 +22,14 @@ describe('console token', () => {
     expect(calls.join()).not.toContain('s3cret');
     expect(storage.get('mmtc.console.token')).toBe('s3cret');
   });
+  it('a screen named next to the token is where the scrubbed address points', () => {
+    const { win, calls } = fakeWindow('#token=s3cret&screen=traffic');
+    expect(takeToken(win)).toBe('s3cret');
+    expect(calls).toEqual(['/#/traffic']);
+    const odd = fakeWindow('#token=s3cret&screen=../x');
+    takeToken(odd.win);
+    expect(odd.calls).toEqual(['/#/overview']);
+  });
   it('a reload of the same tab uses the stored token and touches no URL', () => {
     const { win, calls } = fakeWindow('#/traffic', 'kept');
     expect(takeToken(win)).toBe('kept');

@@ -36,7 +36,8 @@ export function takeNewToken(win: Pick<Window, 'location' | 'history' | 'session
   const token = tokenFromHash(win.location.hash);
   if (!token) return undefined;
   rememberToken(token, win);
-  win.history.replaceState(null, '', `${win.location.pathname}${win.location.search}#/overview`);
+  const screen = new URLSearchParams(win.location.hash.replace(/^#/, '')).get('screen');
+  win.history.replaceState(null, '', `${win.location.pathname}${win.location.search}#/${screen && /^[a-z]+$/.test(screen) ? screen : 'overview'}`);
   return token;
 }
 

@@ -3,6 +3,7 @@
 // validates each value as it is typed, so a setting added to the router later shows here
 // with its default and origin without a UI change.
 import { useId, useState } from 'react';
+import { StartFlagNote } from './StartFlagNote.tsx';
 import { RouterConfigSchema, type ConfigView, type RouterConfig } from '../../../core/console/contract.ts';
 import { setRouterField } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
@@ -127,7 +128,10 @@ export function GenericSettings({ view, config, edit, effective = {} }: { view: 
               </td>
               <td className="setting-control">{control}</td>
               <td className="mono small">{d === undefined ? <span className="muted">{UNSET_MEANS[k] ? <>{UNSET_MEANS[k]}{v === undefined && typeof effective[k] === 'number' ? <> (now {formatBytes(effective[k])})</> : null}</> : 'unset'}</span> : Array.isArray(d) ? (d.length ? d.join(', ') : 'none') : typeof d === 'object' ? Object.entries(d as object).map(([a, b]) => `${a}=${String(b)}`).join(', ') : `${String(d)}${hint(k, d) ? ` (${hint(k, d)})` : ''}`}</td>
-              <td className="muted small">{view.origins[k] ?? (v === undefined && !UNSET_MEANS[k] ? 'unset' : 'default')}</td>
+              <td className="muted small">
+                {view.origins[k] ?? (v === undefined && !UNSET_MEANS[k] ? 'unset' : 'default')}
+                <StartFlagNote view={view} setting={k} />
+              </td>
             </tr>
           );
         })}

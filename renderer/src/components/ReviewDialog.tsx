@@ -213,6 +213,9 @@ function flagsOf(changes: readonly DiffEntry[]): string {
 function returnFocus(review: ReviewRequest): void {
   const opener = review.opener;
   requestAnimationFrame(() => {
+    // The modal dialog gives focus back to what was focused before it when it closes: close it
+    // first, so that does not undo the focus given here.
+    document.querySelector<HTMLDialogElement>('dialog.dialog[open]')?.close();
     if (opener && opener.isConnected && !(opener as HTMLButtonElement).disabled) opener.focus();
     else (document.querySelector<HTMLElement>('#main h1') ?? document.getElementById('main'))?.focus();
   });

@@ -170,7 +170,7 @@ function TestTensor({ url }: { url: string }) {
                       <td className="r num">{formatBytes(e.nbytes)}</td>
                       <td><PathTag path={e.path} /></td>
                       <td className="small" title={e.detail}>
-                        <span className={`mono ${FALLBACK_REASONS.has(e.reason) ? 'reason-fallback' : ''}`}>{e.reason}</span>
+                        <span className={FALLBACK_REASONS.has(e.reason) ? 'reason-fallback' : ''}>{REASON_WORDS[e.reason]}</span> <code className="small muted">{e.reason}</code>
                         {e.detail && e.detail !== retryDetail && <div className="muted wrap">{e.detail}</div>}
                       </td>
                     </tr>
@@ -280,13 +280,17 @@ function Calibrate({ url }: { url: string }) {
   const id = useId();
   const c = useDoctor((s) => s.calibrations[url]);
   const calibrate = useDoctor((s) => s.calibrate);
-  const plan = useDoctor((s) => s.plans[url]);
+  const planned = useDoctor((s) => s.plans[url]);
+  const plan = planned && 'sizes' in planned ? planned : undefined;
+  const refused = planned && 'refused' in planned ? planned.refused : undefined;
   const loadPlan = useDoctor((s) => s.loadPlan);
   const edit = useConfig((s) => s.edit);
   const navigate = useUi((s) => s.navigate);
+  // Asked again when the worker's health changes: a refusal for a worker not yet healthy is not the answer once it is.
+  const health = useWorkers((s) => s.workers.find((w) => w.url === url)?.health);
   useEffect(() => {
     void loadPlan(url);
-  }, [url, loadPlan]);
+  }, [url, health, loadPlan]);
   const [samples, setSamples] = useState<string | null>(null);
   const shown = samples ?? String(c?.result?.samplesPerPoint ?? plan?.defaultSamples ?? '');
   const n = Number(shown);
@@ -309,9 +313,10 @@ function Calibrate({ url }: { url: string }) {
             Measures inline and SHM latency, interleaved, for {sizes.length} encoder tensor sizes from <span className="num">{formatBytes(sizes[0]!.nbytes)}</span> to <span className="num">{formatBytes(sizes.at(-1)!.nbytes)}</span> ({plan!.dtype}, this worker's wire dtype) on this box, and finds where SHM starts to win by more than the noise. The gateway ships a fixed 64 KiB.
           </>
         ) : (
-          plan === undefined ? 'Reading the sizes this worker would be measured at…' : 'Measures inline and SHM latency by tensor size on this box and finds where SHM starts to win by more than the noise.'
+          planned === undefined ? 'Reading the sizes this worker would be measured at…' : 'Measures inline and SHM latency by tensor size on this box and finds where SHM starts to win by more than the noise.'
         )}
       </p>
+      {refused && <p className="note note-info small" data-testid="calibration-refused">Cannot calibrate this worker: {refused}</p>}
       <form
         className="form-row"
         onSubmit={(e) => {
@@ -324,7 +329,7 @@ function Calibrate({ url }: { url: string }) {
           <input id={`${id}-s`} className="input num input-small" type="number" min={1} max={MAX_CALIBRATION_SAMPLES} value={shown} onChange={(e) => setSamples(e.target.value)} />
         </div>
         <div className="field form-submit">
-          <button type="submit" className="btn btn-primary" disabled={bad || c?.running}>
+          <button type="submit" className="btn btn-primary" disabled={bad || c?.running || refused !== undefined}>
             {c?.running ? 'Calibrating…' : r ? 'Calibrate again' : 'Calibrate'}
           </button>
         </div>

@@ -113,6 +113,7 @@ export function OverviewScreen() {
   const data = useOverview((s) => s.data);
   const error = useOverview((s) => s.error);
   const loadedAt = useOverview((s) => s.loadedAt);
+  const connection = useUi((s) => s.connection);
   const seconds = useTraffic((s) => s.seconds);
   const now = useNowSecond();
   const series = useMemo(() => perSecondSeries(seconds, 60, now), [seconds, now]);
@@ -134,6 +135,11 @@ export function OverviewScreen() {
     <>
       <ScreenHeader title="Overview" lead={<>Router <code>{router.url}</code> · model <code>{router.model.split('/').pop()}</code> · pid {router.pid} · revision {data.config.revision}</>} />
       {error && <ErrorNote>Refresh failed: {error}</ErrorNote>}
+      {!fresh && loadedAt !== null && (
+        <p className="note note-warn" role="status" data-testid="overview-stale">
+          Not live: this overview is {Math.round((now * 1000 - loadedAt) / 1000)} s old ({connection === 'open' ? 'waiting for the next update' : 'the connection to the console is down; reconnecting'}). What it shows may have changed since.
+        </p>
+      )}
 
       <Panel title={`Warnings (${warnings.length})`} id="warnings" className={warnings.length ? 'panel-warn' : ''}>
         {warnings.length === 0 && !fresh ? (

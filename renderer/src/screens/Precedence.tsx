@@ -163,10 +163,12 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
   const probeBytes = parseByteInput(probe, 'B');
 
   const modeStops = mode === 'inline' || mode === 'rdma';
-  const writeStops = !modeStops && writable === false;
+  // A protocol without a /dev/shm handle (its engine says so) stops the chain whatever follows.
+  const protocolStops = !modeStops && r.decision.reason === 'runtime_inline_only';
+  const writeStops = !modeStops && !protocolStops && writable === false;
   // In mode shm the token is not required, but a token that proves another /dev/shm means the attempt will fail.
   const doomed = r.decision.outcome === 'shm_then_inline';
-  const tokenStep: StepState = modeStops || writeStops ? 'skip' : mode === 'shm' ? (doomed ? 'warn' : 'skip') : r.decision.reason === 'auto_tokens_equal' ? 'pass' : 'fail';
+  const tokenStep: StepState = modeStops || protocolStops || writeStops ? 'skip' : mode === 'shm' ? (doomed ? 'warn' : 'skip') : r.decision.reason === 'auto_tokens_equal' ? 'pass' : 'fail';
   const enabled = r.decision.shmEnabled;
 
   return (
@@ -175,11 +177,16 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
         <Step n={1} title={`Mode: ${mode}`} state={modeStops ? 'fail' : 'pass'}>
           {mode === 'inline' ? 'inline never uses /dev/shm.' : mode === 'rdma' ? 'rdma has no lane yet: tensors travel inline.' : mode === 'shm' ? 'shm uses /dev/shm whenever the router can write there.' : 'auto uses /dev/shm only for a worker that shares it.'}
         </Step>
-        <Step n={2} title="/dev/shm writable by the router" state={modeStops ? 'skip' : writable ? 'pass' : 'fail'}>
-          {writable === null ? 'unknown' : writable ? `yes (${overview?.host.shmDir})` : `no: ${overview?.host.shmError ?? 'the probe file could not be created'}`}
+        <Step n={2} title="The worker's protocol has a /dev/shm lane" state={modeStops ? 'skip' : protocolStops ? 'fail' : 'pass'}>
+          {protocolStops ? r.decision.explanation : worker?.runtime ? `${worker.runtime}: a /dev/shm handle per tensor` : 'the worker has not been discovered yet (its runtime decides)'}
         </Step>
-        <Step n={3} title={mode === 'shm' ? 'Namespace token (not required in mode shm)' : 'Namespace token matches'} state={tokenStep}>
-          {mode === 'shm' && doomed ? (
+        <Step n={3} title="/dev/shm writable by the router" state={modeStops || protocolStops ? 'skip' : writable ? 'pass' : 'fail'}>
+          {protocolStops ? 'not reached: the protocol has no /dev/shm lane.' : writable === null ? 'unknown' : writable ? `yes (${overview?.host.shmDir})` : `no: ${overview?.host.shmError ?? 'the probe file could not be created'}`}
+        </Step>
+        <Step n={4} title={mode === 'shm' ? 'Namespace token (not required in mode shm)' : 'Namespace token matches'} state={tokenStep}>
+          {protocolStops ? (
+            'not reached: the protocol has no /dev/shm lane.'
+          ) : mode === 'shm' && doomed ? (
             <>
               mode shm does not wait for a match, but this worker advertises another /dev/shm: {worker && <Badge tone={TOKEN_WORDS[worker.tokenMatch].tone}>{TOKEN_WORDS[worker.tokenMatch].word}</Badge>} router <code>{overview?.host.token ?? 'none'}</code>, worker <code>{worker?.token ?? 'none'}</code>. Its read will fail and the request will be sent again inline.
             </>
@@ -191,7 +198,7 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
             </>
           ) : 'the worker has not been discovered yet'}
         </Step>
-        <Step n={4} title={`Per tensor: size ≥ ${threshold.toLocaleString('en-US')} B (${formatBytes(threshold)})`} state={enabled ? 'pass' : 'skip'}>
+        <Step n={5} title={`Per tensor: size ≥ ${threshold.toLocaleString('en-US')} B (${formatBytes(threshold)})`} state={r.decision.outcome === 'shm' ? 'pass' : doomed ? 'warn' : 'skip'}>
           {enabled ? (
             <>
               <div className="probe">

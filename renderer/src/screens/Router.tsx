@@ -11,6 +11,7 @@ import { setRouterField } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
 import { TRANSPORT_KNOBS } from '../lib/vocab.ts';
 import { ModeChoice, ThresholdChoice } from '../components/TransportChoices.tsx';
+import { StartFlagNote } from '../components/StartFlagNote.tsx';
 import { useConfig } from '../stores/config.ts';
 import { useOverview } from '../stores/overview.ts';
 import type { ConfigView } from '../../../core/console/contract.ts';
@@ -32,17 +33,6 @@ function inheritedValue(view: ConfigView, knob: keyof typeof TRANSPORT_KNOBS): {
   if (env.value !== undefined) return { value: String(env.value), from: env.source === 'env_legacy' ? `${env.legacy.name} (deprecated alias)` : env.canonical.name };
   const d = TRANSPORT_KNOBS[knob].defaultValue;
   return { value: String(d), from: 'built-in default' };
-}
-
-/** A setting a flag gave at start: a change is written to the file, but a restart with that flag sets it again. */
-function StartFlagNote({ view, setting }: { view: ConfigView; setting: string }) {
-  const flag = view.startFlags.find((f) => f.key === setting);
-  if (!flag) return null;
-  return (
-    <p className="note note-info small" data-testid={`start-flag-${setting}`}>
-      The router was started with <code className="nowrap">{flag.flag}</code>. A change here is applied now and written to the file, but a restart with that flag sets it again.
-    </p>
-  );
 }
 
 function NumberSetting({ label, value, onChange, origin, unit }: { label: string; value: number; onChange: (n: number) => void; origin: string | undefined; unit: string }) {
@@ -107,9 +97,12 @@ export function RouterScreen() {
               <option value="least_load">least_load: the worker with the fewest requests in flight</option>
             </select>
             <div className="field-hint"><Origin origin={view.origins.policy} /></div>
+            <StartFlagNote view={view} setting="policy" />
           </div>
           <NumberSetting label="Request timeout" unit="s" value={cfg.request_timeout_secs} origin={view.origins.request_timeout_secs} onChange={(n) => edit((d) => ({ ...d, request_timeout_secs: n }))} />
+          <StartFlagNote view={view} setting="request_timeout_secs" />
           <NumberSetting label="Health-check interval" unit="s" value={cfg.health_check_interval_secs} origin={view.origins.health_check_interval_secs} onChange={(n) => edit((d) => ({ ...d, health_check_interval_secs: n }))} />
+          <StartFlagNote view={view} setting="health_check_interval_secs" />
         </Panel>
         <Panel title="Only a restart changes these" id="restart">
           <table className="table">

@@ -176,7 +176,8 @@ function attemptOf(e: TensorEvent, retried: ReadonlyMap<string, string>): { n: 1
 }
 
 function ReasonCell({ e, attempt }: { e: TensorEvent; attempt: { n: 1 | 2; of: 1 | 2 } }) {
-  const words = attempt.of === 2 && attempt.n === 1 ? 'written, not read: sent again' : REASON_WORDS[e.reason];
+  // Of a first attempt the worker could not read, only the tensors in /dev/shm were written and not read.
+  const words = attempt.of === 2 && attempt.n === 1 && e.path === 'shm' ? 'written, not read: sent again' : REASON_WORDS[e.reason];
   const title = `${e.reason}: ${describeReason(e.reason)}${e.detail ? ` (${e.detail})` : ''}`;
   return (
     <span role="cell" className={`ellipsis ${FALLBACK_REASONS.has(e.reason) || attempt.of === 2 ? 'reason-fallback' : ''}`} title={title}>

@@ -17,6 +17,7 @@ import { isEmbedded, useWorkers } from '../stores/workers.ts';
 import { ShmLaneNote } from '../components/ShmLane.tsx';
 import { describeError } from '../stores/client.ts';
 import { ModeChoice, ThresholdChoice } from '../components/TransportChoices.tsx';
+import { StartFlagNote } from '../components/StartFlagNote.tsx';
 
 const COLUMNS = 5;
 
@@ -72,6 +73,7 @@ export function WorkersScreen() {
         }
       />
       {error && <ErrorNote>{error}</ErrorNote>}
+      {view && <StartFlagNote view={view} setting="workers" />}
       {adding && view && <AddWorker config={view.config} revision={view.revision} existing={workers} onClose={() => setAdding(false)} />}
       <Panel id="workers-table">
         {loaded && workers.length === 0 && draftOnly.length === 0 ? (

@@ -22,8 +22,8 @@ export type CalibrationPlan = CommandOutput<'transport.calibrationPlan'>;
 
 interface DoctorState {
   diagnoses: Record<string, Running<Diagnosis>>;
-  /** The sizes a calibration of each worker measures (null: the worker cannot be calibrated now). */
-  plans: Record<string, CalibrationPlan | null>;
+  /** The sizes a calibration of each worker measures, or why it cannot be calibrated now. */
+  plans: Record<string, CalibrationPlan | { refused: string }>;
   loadPlan(url: string): Promise<void>;
   tests: Record<string, Running<TestResult>>;
   calibrations: Record<string, Calibration>;
@@ -44,8 +44,8 @@ export const useDoctor = create<DoctorState>((set, get) => ({
     try {
       const plan = await client().call('transport.calibrationPlan', { url });
       set({ plans: { ...get().plans, [url]: plan } });
-    } catch {
-      set({ plans: { ...get().plans, [url]: null } });
+    } catch (err) {
+      set({ plans: { ...get().plans, [url]: { refused: describeError(err) } } });
     }
   },
   calibrations: {},
