@@ -10,7 +10,7 @@ import { CONFIG_FLAG_HELP, loadRouterConfig, type ConfigFlags } from '../config/
 import { flagValue, parseLoosePort } from '../config/loose.ts';
 import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN } from '../config/store.ts';
 import { exportConfigYaml, loadConfigFile } from '../config/yaml.ts';
-import { capabilitiesOf, declaredRuntime, ENGINE_RUNTIMES, laneFacts } from '../engines/table.ts';
+import { capabilitiesOf, declaredRuntime, ENGINE_RUNTIMES, laneFacts, undeclaredRuntimeNote } from '../engines/table.ts';
 import { EMBEDDED_RUNTIME, embeddedWorkerSpec } from '../refworker/embedded.ts';
 import { REFERENCE_RUNTIMES, startReferenceWorker } from '../refworker/server.ts';
 import { dropPrivileges } from '../refworker/user.ts';
@@ -76,7 +76,7 @@ function addConfigCommands(program: Command): void {
       const embedded = loaded.config.workers.length === 0;
       const config = embedded ? { ...loaded.config, workers: [{ ...embeddedWorkerSpec('grpc://127.0.0.1:1'), url: EMBEDDED_WORKER_URL }] } : loaded.config;
       const origins = embedded ? { ...loaded.origins, 'workers[0]': EMBEDDED_DEFAULT_ORIGIN } : loaded.origins;
-      const resolved = resolveConfiguredWorkers(config, env, origins, (w) => laneFacts(declaredRuntime(w.runtime)));
+      const resolved = resolveConfiguredWorkers(config, env, origins, (w) => laneFacts(declaredRuntime(w.runtime)), undeclaredRuntimeNote());
       if (opts.json) {
         process.stdout.write(`${JSON.stringify({ config_file: loaded.file ?? null, workers: resolved, warnings: env.warnings }, null, 2)}\n`);
       } else {

@@ -5,12 +5,14 @@
 // would otherwise serve yesterday's screens). Only a checkout without Vite (installed with
 // --omit=dev) cannot build it, and says so.
 //
-// A build goes into a directory of its own beside dist/renderer and replaces it by rename, so
-// a console serving the UI never serves a half-written build; one build at a time per
-// checkout (a lock file: two `mmtc serve` started together build once, the second waits and
-// finds it done).
+// A build goes into a directory of its own beside dist/renderer; its hashed assets are then
+// moved in next to the previous build's, and its index.html replaces the old one by rename,
+// last: a console serving the UI meanwhile serves the old page or the new one, each with all
+// its assets (the previous build's assets stay one generation, for pages already open). One
+// build at a time per checkout (a lock file: two `mmtc serve` started together build once,
+// the second waits and finds it done).
 import { spawnSync } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, unlinkSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, unlinkSync } from 'node:fs';
 import path from 'node:path';
 
 export const ROOT = path.resolve(import.meta.dirname, '../..');
@@ -67,6 +69,24 @@ function takeBuildLock(lock: string): boolean {
   }
 }
 
+/** The asset paths an index.html refers to (`./assets/index-abc.js`). */
+function assetsOf(indexHtml: string): Set<string> {
+  return new Set([...indexHtml.matchAll(/(?:src|href)="\.\/(assets\/[^"]+)"/g)].map((m) => m[1]!));
+}
+
+/** Move the build in `out` into `target`: new assets first, index.html last (by rename), then the assets neither page uses. */
+function installBuild(out: string, target: string): void {
+  mkdirSync(path.join(target, 'assets'), { recursive: true });
+  const oldIndex = path.join(target, 'index.html');
+  const keep = existsSync(oldIndex) ? assetsOf(readFileSync(oldIndex, 'utf8')) : new Set<string>();
+  for (const name of readdirSync(path.join(out, 'assets'))) renameSync(path.join(out, 'assets', name), path.join(target, 'assets', name));
+  for (const name of readdirSync(out)) if (name !== 'assets' && name !== 'index.html') renameSync(path.join(out, name), path.join(target, name));
+  for (const a of assetsOf(readFileSync(path.join(out, 'index.html'), 'utf8'))) keep.add(a);
+  renameSync(path.join(out, 'index.html'), oldIndex);
+  for (const name of readdirSync(path.join(target, 'assets'))) if (!keep.has(`assets/${name}`)) rmSync(path.join(target, 'assets', name), { force: true });
+  rmSync(out, { recursive: true, force: true });
+}
+
 /**
  * Build the UI when it is missing or stale (or always, with `force`). Returns undefined when
  * it is ready, else why it is not (one line).
@@ -94,13 +114,7 @@ export function ensureRendererBuilt(options: { log?: (line: string) => void; for
       rmSync(out, { recursive: true, force: true });
       return `building the console UI failed (${r.error ? r.error.message : `vite exited with status ${r.status}`}); run npm run build:renderer to see why`;
     }
-    // The swap: the old build moves aside, the new one takes its name, the old one goes.
-    const target = path.join(dist, 'renderer');
-    const old = path.join(dist, `.renderer-old-${process.pid}`);
-    rmSync(old, { recursive: true, force: true });
-    if (existsSync(target)) renameSync(target, old);
-    renameSync(out, target);
-    rmSync(old, { recursive: true, force: true });
+    installBuild(out, path.join(dist, 'renderer'));
     log(`built the console UI in ${((performance.now() - started) / 1000).toFixed(1)} s`);
     return undefined;
   } finally {

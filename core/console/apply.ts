@@ -14,9 +14,9 @@ import { RouterConfigSchema, type RouterConfig } from '../config/schema.ts';
 import { ConfigConflictError, EMBEDDED_DEFAULT_ORIGIN, type ConfigStore } from '../config/store.ts';
 import type { RunningRouter } from '../router/server.ts';
 import type { ConfigFile, ConfigHistory } from './config-file.ts';
-import { ContractError, type DiffEntry } from './contract.ts';
+import { ContractError, settingOf, type DiffEntry } from './contract.ts';
 import { diffConfigs } from './diff.ts';
-import { configForFile, restartChanges, restartConfig, settingOf, type StartFlag } from './restart.ts';
+import { configForFile, restartChanges, restartConfig, type StartFlag } from './restart.ts';
 import { originLabel, type ConsoleState } from './state.ts';
 
 type Applier = Pick<ConsoleState, 'apply' | 'untilRestart' | 'restartChangesNow' | 'asReloaded' | 'embeddedUrls'> & {

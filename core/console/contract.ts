@@ -3,7 +3,7 @@
 // come from the schemas, and both bindings are built from this one table: Electron's
 // ipcMain.handle per command (electron/main.ts) and HTTP `POST /api/<command>` with one
 // WebSocket for the streams (core/console/http.ts). Adding a command is one entry here plus
-// its handler in core/console/handlers.ts.
+// its handler in the group of core/console/handlers/ it belongs to.
 //
 // Errors cross either binding as `{error: {code, message, path?, issues?, details?}}` and
 // the client rebuilds them into a real ContractError (errorFromWire). This module imports
@@ -48,7 +48,6 @@ export type Draft = z.infer<typeof DraftSchema>;
 
 export const CONFIG_CLIENT_NAMES = ['start', 'api', 'ipc', 'http', 'router'] as const;
 
-/** The YAML file the applied configuration lives in, and whether it changed behind our back. */
 const DecisionSchema = z.object({
   /** SHM is used (or attempted) for tensors at or above the threshold. */
   shmEnabled: z.boolean(),
@@ -63,6 +62,7 @@ const DecisionSchema = z.object({
 export const WorkerWarningSchema = z.object({ url: z.string(), decision: DecisionSchema, message: z.string() });
 export type WorkerWarning = z.infer<typeof WorkerWarningSchema>;
 
+/** The YAML file the applied configuration lives in, and whether it changed behind our back. */
 export const ConfigFileSchema = z.object({
   path: z.string().nullable(),
   /** The file's text differs from what the console last read or wrote. */
@@ -74,6 +74,17 @@ export const ConfigFileSchema = z.object({
   /** Workers a reload would send through /dev/shm they are known not to read (as config.diff's warnings). */
   driftWarnings: z.array(WorkerWarningSchema),
 });
+
+/** The setting a key path belongs to: `workers[2].labels.zone` and `workers["grpc://a:1"]` -> `workers`. */
+export function settingOf(path: string): string {
+  return path.split(/[.[]/, 1)[0]!;
+}
+
+/** The start flag that gave the setting `path` belongs to, if a flag did (config.get's startFlags): the one rule for "set by a flag at start". */
+export function startFlagFor<F extends { key: string }>(startFlags: readonly F[], path: string): F | undefined {
+  const setting = settingOf(path);
+  return startFlags.find((f) => f.key === setting);
+}
 
 export const ConfigViewSchema = z.object({
   revision: Revision,

@@ -37,16 +37,18 @@ function tokenSteps(state: ConsoleState, reachable: boolean, theirs: string | un
       : skip('token_advertised', 'the worker advertises a /dev/shm namespace token', 'the worker was not reached'),
   ];
   // A token set by the operator's label is compared even while the worker is not reached.
+  // The comparison auto's verdict makes (compareNamespaceTokens), shown step by step.
   const { match, router, worker } = compareNamespaceTokens(state.running.context.host.routerToken, theirs);
-  if (match === 'router_has_none' || match === 'missing' || !router || !worker) {
+  if (match === 'router_has_none' || match === 'missing') {
     const why = match === 'router_has_none' ? `the router has no token (${state.running.namespace.problem ?? 'unknown'})` : 'there is no worker token to compare';
     return [...steps, skip('same_boot_id', 'same host (boot_id)', why), skip('same_st_dev', 'same /dev/shm (st_dev)', why)];
   }
-  const sameBoot = router.bootId === worker.bootId;
-  steps.push({ id: 'same_boot_id', label: 'same host (boot_id)', ok: sameBoot, detail: sameBoot ? router.bootId : `router ${router.bootId}, worker ${worker.bootId}`, ...(sameBoot ? {} : { remedy: DECISION_ADVICE.auto_different_host! }) });
+  const sameBoot = match === 'equal' || match === 'different_shm';
+  const bootDetail = sameBoot ? (router?.bootId ?? String(theirs)) : router && worker ? `router ${router.bootId}, worker ${worker.bootId}` : `the worker's token ${theirs} is not <boot_id>:<st_dev>, so it names no host of ours`;
+  steps.push({ id: 'same_boot_id', label: 'same host (boot_id)', ok: sameBoot, detail: bootDetail, ...(sameBoot ? {} : { remedy: DECISION_ADVICE.auto_different_host! }) });
   if (!sameBoot) return [...steps, skip('same_st_dev', 'same /dev/shm (st_dev)', 'the worker is on another host')];
-  const sameDev = router.stDev === worker.stDev;
-  steps.push({ id: 'same_st_dev', label: 'same /dev/shm (st_dev)', ok: sameDev, detail: sameDev ? `st_dev ${router.stDev}` : `router st_dev ${router.stDev}, worker st_dev ${worker.stDev}`, ...(sameDev ? {} : { remedy: DECISION_ADVICE.auto_different_shm! }) });
+  const sameDev = match === 'equal';
+  steps.push({ id: 'same_st_dev', label: 'same /dev/shm (st_dev)', ok: sameDev, detail: sameDev ? `st_dev ${router?.stDev ?? '?'}` : `router st_dev ${router?.stDev ?? '?'}, worker st_dev ${worker?.stDev ?? '?'}`, ...(sameDev ? {} : { remedy: DECISION_ADVICE.auto_different_shm! }) });
   return steps;
 }
 

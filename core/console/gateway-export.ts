@@ -204,8 +204,15 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
     }
   }
 
+  const exported = workerExports(workers, config, port, argv, notes);
+
+  return { command: argv.map(shellQuote).join(' '), argv, workers: exported, usage: usageOf(workers, argv), notes };
+}
+
+/** Each worker's POST /workers body and curl line, and the notes on what the gateway does with its settings. */
+function workerExports(workers: readonly WorkerSpec[], config: RouterConfig, port: number, argv: readonly string[], notes: string[]): GatewayExport['workers'] {
   const gateway = `http://${reachableHost(config.host)}:${port}/workers`;
-  const exported = workers.map((worker, i) => {
+  return workers.map((worker, i) => {
     const body = workerBody(worker);
     const curl = ['curl', '-sS', ...(gateway.includes('[') ? ['-g'] : []), '-X', 'POST', gateway, '-H', 'content-type: application/json', '-d', JSON.stringify(body)].map(shellQuote).join(' ');
     const which = `workers[${i}] (${worker.url})`;
@@ -234,8 +241,6 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
     }
     return { url: worker.url, body, curl };
   });
-
-  return { command: argv.map(shellQuote).join(' '), argv, workers: exported, usage: usageOf(workers, argv), notes };
 }
 
 /** What a worker's POST /workers body says, and the gateway applies, that registering it by url on the command line does not (its transport overrides SMG accepts but does not apply: see the notes). */

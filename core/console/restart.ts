@@ -17,7 +17,7 @@
 import { applyConfigFlags, type ConfigFlags } from '../config/load.ts';
 import type { ConfigOrigins } from '../config/origins.ts';
 import { RouterConfigSchema, type RouterConfig } from '../config/schema.ts';
-import type { DiffEntry } from './contract.ts';
+import { startFlagFor, type DiffEntry } from './contract.ts';
 import { diffConfigs } from './diff.ts';
 
 /** A router setting given by a flag when the console started, and the value it gave. */
@@ -48,15 +48,6 @@ function flagText(value: unknown): string {
   return String(value);
 }
 
-/** The setting a diff path belongs to: `workers[2].labels.zone` -> `workers`. */
-export function settingOf(path: string): string {
-  return path.split(/[.[]/, 1)[0]!;
-}
-
-/** Whether a change at `path` is to the setting `flag` gave at start. */
-function isFlagged(path: string, flag: StartFlag): boolean {
-  return settingOf(path) === flag.key;
-}
 
 /**
  * The configuration the file gets for an applied `config` (see the rules above):
@@ -96,6 +87,6 @@ export function restartChanges(running: RouterConfig, fileConfig: RouterConfig, 
 
 /** Of what a restart would change, what the start flags set back (a hand edit of the file is drift, not a flag), with the flags behind it. */
 export function flagCausedChanges(changes: readonly DiffEntry[], startFlags: readonly StartFlag[]): { changes: DiffEntry[]; flags: string[] } {
-  const byFlags = changes.filter((d) => startFlags.some((f) => isFlagged(d.path, f)));
-  return { changes: byFlags, flags: startFlags.filter((f) => byFlags.some((d) => isFlagged(d.path, f))).map((f) => f.flag) };
+  const byFlags = changes.filter((d) => startFlagFor(startFlags, d.path) !== undefined);
+  return { changes: byFlags, flags: startFlags.filter((f) => byFlags.some((d) => startFlagFor([f], d.path))).map((f) => f.flag) };
 }

@@ -37,3 +37,9 @@ export function runtimesWhere(test: (c: EngineCapabilities) => boolean): string 
   const labels = ENGINE_RUNTIMES.filter((r) => test(capabilitiesOf(r))).map((r) => capabilitiesOf(r).label);
   return labels.length <= 1 ? (labels[0] ?? 'none') : `${labels.slice(0, -1).join(', ')} and ${labels.at(-1)}`;
 }
+
+/** What a resolution without the worker's runtime cannot say yet: which runtimes travel inline whatever the mode. */
+export function undeclaredRuntimeNote(): string {
+  const inlineOnly = ENGINE_RUNTIMES.filter((r) => !capabilitiesOf(r).shmLane).length;
+  return `runtime not declared: the router detects it when it reaches the worker; ${runtimesWhere((c) => !c.shmLane)} carr${inlineOnly === 1 ? 'ies' : 'y'} tensors inline only, whatever the mode (runtime_inline_only)`;
+}

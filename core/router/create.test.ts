@@ -18,6 +18,14 @@ describe('createRouter (programmatic API)', () => {
     expect(b!.multimodal_shm_min_bytes).toMatchObject({ value: 0, source: 'router' });
   });
 
+  it('resolveTransport says, as mmtc config resolve does, that an SGLang worker travels inline and that an undeclared runtime decides', () => {
+    const router = createRouter({ multimodal_tensor_transport: 'auto', workers: [{ url: 'grpc://127.0.0.1:50051', runtime: 'sglang' }, { url: 'grpc://127.0.0.1:50052' }, { url: 'grpc://127.0.0.1:50053', runtime: 'vllm' }] }, { environment });
+    const [sglang, undeclared, vllm] = router.resolveTransport();
+    expect(sglang!.notes).toEqual(['SGLang carries tensors inline only (its TensorData has no /dev/shm handle): mode auto travels inline (runtime_inline_only)']);
+    expect(undeclared!.notes).toEqual(['runtime not declared: the router detects it when it reaches the worker; SGLang carries tensors inline only, whatever the mode (runtime_inline_only)']);
+    expect(vllm!.notes).toEqual([]);
+  });
+
   it.each([
     [{ multimodal_tensor_transport: 'fast' }, "invalid value 'fast' for multimodal_tensor_transport: expected inline, shm, auto or rdma"],
     [{ multimodal_tensor_transport: 'SHM' }, "invalid value 'SHM' for multimodal_tensor_transport: expected inline, shm, auto or rdma"],

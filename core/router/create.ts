@@ -14,6 +14,7 @@ import { originsOfInput } from '../config/origins.ts';
 import { ConfigStore } from '../config/store.ts';
 import { parseRouterConfig } from '../config/validate.ts';
 import type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
+import { declaredRuntime, laneFacts, undeclaredRuntimeNote } from '../engines/table.ts';
 import { resolveConfiguredWorkers } from '../transport/resolve.ts';
 import type { RunningRouter } from './server.ts';
 
@@ -59,7 +60,7 @@ export function createRouter(options: RouterOptions = {}, embedding: RouterEmbed
     environment,
     resolveTransport: () => {
       const s = store.current();
-      return resolveConfiguredWorkers(s.config, s.env, s.origins);
+      return resolveConfiguredWorkers(s.config, s.env, s.origins, (w) => laneFacts(declaredRuntime(w.runtime)), undeclaredRuntimeNote());
     },
     applyConfig(next, expectedRevision = store.current().revision) {
       return store.apply(next, expectedRevision, { origin: API_ORIGIN, client: 'api' }).revision;

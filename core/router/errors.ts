@@ -37,6 +37,7 @@ const RULES: readonly Rule[] = [
   { matches: (e) => e instanceof ImageMemoryError, toApi: (e: ImageMemoryError, s) => new ApiError(413, `image ${s.image}: ${e.message}`, 'invalid_request_error', imageParam(s, s.image)) },
   { matches: (e) => e instanceof ContextLengthError, toApi: (e: ContextLengthError) => contextLengthApiError(e) },
   { matches: (e) => e instanceof PromptError, toApi: (e: PromptError) => new ApiError(400, e.message) },
+  { matches: (e) => e instanceof EngineFailureError, toApi: (e: EngineFailureError) => engineFailureApiError(e) },
 ];
 
 /** The API error for anything a request's phases throw. */
@@ -50,9 +51,20 @@ export function contextLengthApiError(err: ContextLengthError): ApiError {
   return new ApiError(400, err.message, 'invalid_request_error', 'messages', 'context_length_exceeded');
 }
 
-/** The API error for a worker's failed Generate. */
-export function engineFailureError(failure: EngineFailure, workerUrl: string, timeoutSecs: number): ApiError {
-  if (failure.kind === 'deadline') return new ApiError(504, `worker ${workerUrl} did not finish within ${timeoutSecs} s`, 'timeout');
+/** A worker's Generate failed: which worker, how, and the deadline it had. */
+export class EngineFailureError extends Error {
+  constructor(
+    readonly failure: EngineFailure,
+    readonly workerUrl: string,
+    readonly timeoutSecs: number,
+  ) {
+    super(`worker ${workerUrl}: ${failure.kind}: ${failure.status}: ${failure.details}`);
+  }
+}
+
+function engineFailureApiError(e: EngineFailureError): ApiError {
+  const { failure, workerUrl } = e;
+  if (failure.kind === 'deadline') return new ApiError(504, `worker ${workerUrl} did not finish within ${e.timeoutSecs} s`, 'timeout');
   if (failure.kind === 'rejected') return new ApiError(502, `worker ${workerUrl} rejected the request: ${failure.status}: ${failure.details}`, 'server_error');
   return new ApiError(502, `worker ${workerUrl} failed: ${failure.status}: ${failure.details}`, 'server_error');
 }

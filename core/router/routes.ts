@@ -10,7 +10,7 @@ import { routerLabels } from '../telemetry/metrics.ts';
 import { parseBody } from './body-json.ts';
 import { handleChatCompletion } from './chat.ts';
 import { newRequestRecord, REVISION_HEADER, type RequestRecord, type RouterContext } from './context.ts';
-import { contextLengthApiError } from './errors.ts';
+import { contextLengthApiError, toApiError } from './errors.ts';
 import { answerThenClose, requestTarget } from './http-request.ts';
 import { ApiError } from './openai.ts';
 import { sendError } from './responder.ts';
@@ -142,7 +142,7 @@ export async function route(ctx: RouterContext, req: IncomingMessage, res: Serve
       throw new ApiError(404, `no route for ${req.method} ${url.pathname}`);
     }
   } catch (err) {
-    const apiError = err instanceof ApiError ? err : new ApiError(500, `internal error: ${(err as Error).message}`);
+    const apiError = toApiError(err);
     error = apiError.message;
     record.errorCode = apiError.code ?? apiError.type;
     const headers: Record<string, string> = record.revision !== undefined ? { [REVISION_HEADER]: String(record.revision) } : {};

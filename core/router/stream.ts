@@ -12,7 +12,7 @@ import { SHM_PREFIX, type ShmRequestScope } from '../transport/shm-writer.ts';
 import type { WorkerState } from '../workers/registry.ts';
 import type { RouterContext } from './context.ts';
 import { IncrementalDetokenizer } from './detokenizer.ts';
-import { engineFailureError } from './errors.ts';
+import { EngineFailureError, toApiError } from './errors.ts';
 import { ApiError, openAiFinishReason } from './openai.ts';
 import type { ChatResponder, ResponseTarget } from './responder.ts';
 import type { RequestTiming } from './timing.ts';
@@ -106,7 +106,7 @@ export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: 
           o.res.off('close', onClose);
           return reject(new ShmReadFailure(`${failure.status}: ${failure.details}`));
         }
-        settle(engineFailureError(failure, worker.spec.url, o.timeoutSecs));
+        settle(toApiError(new EngineFailureError(failure, worker.spec.url, o.timeoutSecs)));
       },
       end() {
         if (!complete) return settle(new ApiError(502, `worker ${worker.spec.url} ended the stream without a completion`));

@@ -7,7 +7,7 @@
 // and byte-equal to the router's token. Under disaggregation every encode worker of the
 // request must share /dev/shm; without encode workers, both prefill and decode must.
 //
-// A worker whose protocol has no /dev/shm lane (its engine says so: SGLang's TensorData is
+// A worker whose protocol has no /dev/shm lane (its engine says so: its TensorData carries
 // inline bytes only) is inline under every mode, with the reason runtime_inline_only.
 //
 // shm asserts co-location and is attempted whenever /dev/shm is writable; but when the worker

@@ -102,7 +102,7 @@ describe('disaggregation: whose overrides apply', () => {
       w({ url: 'grpc://e1:1', worker_type: 'encode', multimodal_tensor_transport: 'auto' }),
       w({ url: 'grpc://e2:1', worker_type: 'encode', multimodal_tensor_transport: 'shm' }),
     ];
-    const resolved = resolveConfiguredWorkers(RouterConfigSchema.parse({ workers }), env);
+    const resolved = resolveConfiguredWorkers(RouterConfigSchema.parse({ workers }), env, {}, () => undefined);
     expect(resolved.map((r) => r.multimodal_tensor_transport.value)).toEqual(['auto', 'auto', 'auto', 'shm']);
     expect(resolved.map((r) => r.multimodal_shm_min_bytes.value)).toEqual([65536, 65536, 65536, 65536]);
     expect(resolved[0]!.overrides_from).toBe('grpc://e1:1');
@@ -115,7 +115,7 @@ describe('disaggregation: whose overrides apply', () => {
       w({ url: 'grpc://d:1', worker_type: 'decode', multimodal_tensor_transport: 'inline' }),
       w({ url: 'grpc://p:1', worker_type: 'prefill', multimodal_tensor_transport: 'shm', multimodal_shm_min_bytes: 0 }),
     ];
-    const [decode, prefill] = resolveConfiguredWorkers(RouterConfigSchema.parse({ workers }), env);
+    const [decode, prefill] = resolveConfiguredWorkers(RouterConfigSchema.parse({ workers }), env, {}, () => undefined);
     expect(decode!.multimodal_tensor_transport).toMatchObject({ value: 'shm', source: 'worker' });
     expect(decode!.multimodal_shm_min_bytes.value).toBe(0);
     expect(prefill!.overrides_from).toBe('grpc://p:1');
@@ -128,7 +128,7 @@ describe('disaggregation: whose overrides apply', () => {
   });
 
   it('with no worker configured, shows what a worker without overrides gets', () => {
-    const [only] = resolveConfiguredWorkers(RouterConfigSchema.parse({ multimodal_shm_min_bytes: 0 }), readTransportEnvironment({ SMG_MM_TENSOR_TRANSPORT: 'shm' }));
+    const [only] = resolveConfiguredWorkers(RouterConfigSchema.parse({ multimodal_shm_min_bytes: 0 }), readTransportEnvironment({ SMG_MM_TENSOR_TRANSPORT: 'shm' }), {}, () => undefined);
     expect(only!.multimodal_tensor_transport).toMatchObject({ value: 'shm', source: 'env' });
     expect(only!.multimodal_shm_min_bytes).toMatchObject({ value: 0, source: 'router' });
   });

@@ -143,14 +143,19 @@ export function resolveWorkerTransport(input: TransportResolutionInput): Resolve
 export function resolveConfiguredWorkers(
   config: RouterConfig,
   env: TransportEnvironment,
-  origins: ConfigOrigins = {},
-  /** What each worker's runtime says of its lane, when known (the engine table's laneFacts). */
-  runtimeOf: (worker: WorkerSpec) => { name: string; shmLane: boolean } | undefined = () => undefined,
+  origins: ConfigOrigins,
+  /** What each worker's runtime says of its lane, when known (the engine table's laneFacts of its declared runtime). */
+  runtimeOf: (worker: WorkerSpec) => { name: string; shmLane: boolean } | undefined,
+  /** The note for a worker whose runtime is not known here, under shm or auto (the runtime decides, once detected). */
+  unknownRuntimeNote?: string,
 ): ResolvedWorkerTransport[] {
   if (config.workers.length === 0) return [resolveWorkerTransport({ router: config, env, origins })];
   return config.workers.map((worker) => {
     const runtime = runtimeOf(worker);
-    return resolveWorkerTransport({ worker, workers: config.workers, router: config, env, origins, ...(runtime && !runtime.shmLane ? { inlineOnlyRuntime: runtime.name } : {}) });
+    const resolved = resolveWorkerTransport({ worker, workers: config.workers, router: config, env, origins, ...(runtime && !runtime.shmLane ? { inlineOnlyRuntime: runtime.name } : {}) });
+    const mode = resolved.multimodal_tensor_transport.value;
+    if (!runtime && unknownRuntimeNote && (mode === 'shm' || mode === 'auto')) resolved.notes.push(unknownRuntimeNote);
+    return resolved;
   });
 }
 

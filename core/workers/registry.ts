@@ -12,7 +12,8 @@
 // then the higher priority).
 //
 // At most MAX_CONCURRENT_PROBES discoveries and health checks run at once: each opens
-// channels (two per unknown runtime), and a list applied in one go must not open them all.
+// channels (one per runtime of the engine table for a worker whose runtime is not declared),
+// and a list applied in one go must not open them all.
 import type { WorkerSpec } from '../config/schema.ts';
 import type { EngineConnection } from '../engines/engine.ts';
 import { declaredRuntime, engineFor } from '../engines/table.ts';

@@ -5,7 +5,7 @@
 // a conflict shows what someone else changed meanwhile (details.changedMeanwhile) and can
 // carry the change onto the current revision.
 import { useEffect, useRef, useState } from 'react';
-import { ContractError, type CommandOutput, type DiffEntry } from '../../../core/console/contract.ts';
+import { ContractError, startFlagFor, type CommandOutput, type DiffEntry } from '../../../core/console/contract.ts';
 import { client, describeError } from '../stores/client.ts';
 import { useConfig } from '../stores/config.ts';
 import { useUi, type ReviewRequest } from '../stores/ui.ts';
@@ -201,7 +201,7 @@ function show(v: unknown): string {
 /** The start flags behind changes a restart would undo, as the operator typed them (from config.get's startFlags). */
 function flagsOf(changes: readonly DiffEntry[]): string {
   const flags = useConfig.getState().view?.startFlags ?? [];
-  const named = flags.filter((f) => changes.some((d) => d.path === f.key || d.path.startsWith(`${f.key}[`)));
+  const named = flags.filter((f) => changes.some((d) => startFlagFor([f], d.path)));
   return named.length ? named.map((f) => f.flag).join(' ') : 'flags that set them';
 }
 

@@ -126,12 +126,13 @@ function ThresholdQuickEdit({ label, value, onChange }: { label: string; value: 
   );
 }
 
-type StepState = 'pass' | 'fail' | 'skip' | 'warn';
+type StepState = 'pass' | 'fail' | 'skip' | 'warn' | 'unknown';
 const STEP_BADGE: Record<StepState, { tone: 'ok' | 'bad' | 'neutral' | 'warn'; word: string }> = {
   pass: { tone: 'ok', word: 'pass' },
   fail: { tone: 'bad', word: 'stops here' },
   skip: { tone: 'neutral', word: 'not needed' },
   warn: { tone: 'warn', word: 'will fail' },
+  unknown: { tone: 'neutral', word: 'not known yet' },
 };
 function Step({ n, title, state, children }: { n: number; title: string; state: StepState; children: React.ReactNode }) {
   return (
@@ -177,7 +178,7 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
         <Step n={1} title={`Mode: ${mode}`} state={modeStops ? 'fail' : 'pass'}>
           {mode === 'inline' ? 'inline never uses /dev/shm.' : mode === 'rdma' ? 'rdma has no lane yet: tensors travel inline.' : mode === 'shm' ? 'shm uses /dev/shm whenever the router can write there.' : 'auto uses /dev/shm only for a worker that shares it.'}
         </Step>
-        <Step n={2} title="The worker's protocol has a /dev/shm lane" state={modeStops ? 'skip' : protocolStops ? 'fail' : 'pass'}>
+        <Step n={2} title="The worker's protocol has a /dev/shm lane" state={modeStops ? 'skip' : protocolStops ? 'fail' : worker?.runtime ? 'pass' : 'unknown'}>
           {protocolStops ? r.decision.explanation : worker?.runtime ? `${worker.runtime}: a /dev/shm handle per tensor` : 'the worker has not been discovered yet (its runtime decides)'}
         </Step>
         <Step n={3} title="/dev/shm writable by the router" state={modeStops || protocolStops ? 'skip' : writable ? 'pass' : 'fail'}>
