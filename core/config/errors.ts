@@ -149,7 +149,8 @@ export function issuesFromZod(error: z.core.$ZodError, ctx: IssueContext): Array
     out.push({
       path: where,
       keyPath: path,
-      message: present ? invalidValueMessage(where || 'the configuration', value, issue.message) : `missing required key ${where}: ${issue.message}`,
+      // A rule across keys (code custom) may be about a key left to its default: not "missing".
+      message: present ? invalidValueMessage(where || 'the configuration', value, issue.message) : issue.code === 'custom' ? `${where} (not set: its default): ${issue.message}` : `missing required key ${where}: ${issue.message}`,
     });
   }
   return out;

@@ -8,7 +8,8 @@
 // --multimodal-tensor-transport: expected inline, shm, auto or rdma.
 import { ConfigError, type ConfigIssue } from './errors.ts';
 import { flagValue, parseLoose, parseLooseBytes, parseLooseMode, parseLoosePort } from './loose.ts';
-import { RouterConfigSchema, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig } from './schema.ts';
+import { DEFAULT_BOOTSTRAP_PORT, RouterConfigSchema, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerType } from './schema.ts';
+import { checkRouterConfig } from './validate.ts';
 import type { ConfigOrigins } from './origins.ts';
 import { loadConfigFile } from './yaml.ts';
 
@@ -21,6 +22,15 @@ export interface ConfigFlags {
   modelPath?: string;
   multimodalTensorTransport?: string;
   multimodalShmMinBytes?: string;
+  pdDisaggregation?: boolean;
+  epdDisaggregation?: boolean;
+  /** `--prefill URL [BOOTSTRAP_PORT] …`, `--encode …`: URLs, each followed by its bootstrap port (or `none`) when given. */
+  prefill?: string[];
+  decode?: string[];
+  encode?: string[];
+  prefillPolicy?: string;
+  decodePolicy?: string;
+  encodePolicy?: string;
   /** The limit flags (LIMIT_FLAGS), by commander's camelCase name. */
   [limit: string]: string | string[] | boolean | undefined;
 }
@@ -78,6 +88,14 @@ export const CONFIG_FLAG_HELP: ReadonlyArray<{ flags: string; description: strin
   { flags: '--model-path <dir>', description: 'model directory (config.json, tokenizer.json, preprocessor_config.json)' },
   { flags: '--multimodal-tensor-transport <mode>', description: 'router-wide tensor transport: inline, shm, auto or rdma' },
   { flags: '--multimodal-shm-min-bytes <n>', description: 'smallest tensor, in bytes, that goes through /dev/shm' },
+  { flags: '--pd-disaggregation', description: 'serve every request with a prefill and a decode worker (--prefill, --decode)' },
+  { flags: '--epd-disaggregation', description: 'encode every image on an encode worker first, then prefill and decode (--encode, --prefill, --decode; TokenSpeed)' },
+  { flags: '--prefill <url-and-port...>', description: `prefill workers, each a URL optionally followed by its bootstrap port (default ${DEFAULT_BOOTSTRAP_PORT}) or none` },
+  { flags: '--decode <url...>', description: 'decode workers' },
+  { flags: '--encode <url-and-port...>', description: `encode workers, each a URL optionally followed by its bootstrap port (default ${DEFAULT_BOOTSTRAP_PORT}) or none` },
+  { flags: '--prefill-policy <policy>', description: 'policy among prefill workers: round_robin or least_load (default: --policy)' },
+  { flags: '--decode-policy <policy>', description: 'policy among decode workers: round_robin or least_load (default: --policy)' },
+  { flags: '--encode-policy <policy>', description: "policy of an image's encode worker: consistent_hashing (default), round_robin or random" },
   ...LIMIT_FLAGS.map((f) => ({ flags: f.flag, description: f.description })),
 ];
 
@@ -128,25 +146,34 @@ export function applyConfigFlags(base: RouterConfig, flags: ConfigFlags, origins
           : flagValue(name, text, (t) => parseLoose(schema as never, t, { digits: true, ...(limit.kind === 'number' ? { decimal: true } : {}) }), issues);
     set(limit.key, name, value as RouterConfig[typeof limit.key] | undefined);
   }
-  if (flags.workerUrls !== undefined) {
-    const urls = flags.workerUrls.flatMap((u) => u.split(',')).map((u) => u.trim()).filter((u) => u !== '');
-    const valid = urls.map((u) => flagValue('--worker-urls', u, (raw) => parseLoose(WorkerUrlSchema, raw), issues));
-    if (valid.every((u): u is string => u !== undefined)) {
-      const fileIndexByUrl = new Map(base.workers.map((w, i) => [w.url, i] as const));
-      for (const key of Object.keys(nextOrigins)) if (key.startsWith('workers[')) delete nextOrigins[key];
-      next.workers = [...new Set(valid)].map((url, index) => {
-        const fileIndex = fileIndexByUrl.get(url);
-        if (fileIndex === undefined) {
-          nextOrigins[`workers[${index}].url`] = '--worker-urls';
-          return WorkerSpecSchema.parse({ url });
-        }
-        const prefix = `workers[${fileIndex}]`;
-        for (const [key, origin] of Object.entries(origins)) {
-          if (key.startsWith(`${prefix}.`)) nextOrigins[`workers[${index}]${key.slice(prefix.length)}`] = origin;
-        }
-        return base.workers[fileIndex]!;
-      });
-    }
+  applyRoutingFlags(flags, issues, set);
+  const listed = flagWorkers(flags, issues);
+  if (listed) {
+    const fileIndexByUrl = new Map(base.workers.map((w, i) => [w.url, i] as const));
+    for (const key of Object.keys(nextOrigins)) if (key.startsWith('workers[')) delete nextOrigins[key];
+    next.workers = listed.map(({ url, flag, worker_type, bootstrap_port }, index) => {
+      const fileIndex = fileIndexByUrl.get(url);
+      const given = { ...(worker_type !== 'regular' ? { worker_type } : {}), ...(bootstrap_port !== undefined ? { bootstrap_port } : {}) };
+      if (fileIndex === undefined) {
+        nextOrigins[`workers[${index}].url`] = flag;
+        for (const k of Object.keys(given)) nextOrigins[`workers[${index}].${k}`] = flag;
+        return WorkerSpecSchema.parse({ url, ...given });
+      }
+      // The file's entry keeps its settings; the flag gives its role (and bootstrap port).
+      const prefix = `workers[${fileIndex}]`;
+      for (const [key, origin] of Object.entries(origins)) {
+        if (key.startsWith(`${prefix}.`)) nextOrigins[`workers[${index}]${key.slice(prefix.length)}`] = origin;
+      }
+      nextOrigins[`workers[${index}].worker_type`] = flag;
+      if (bootstrap_port !== undefined) nextOrigins[`workers[${index}].bootstrap_port`] = flag;
+      return { ...base.workers[fileIndex]!, worker_type, ...(bootstrap_port !== undefined ? { bootstrap_port } : {}) };
+    });
+  }
+  if (issues.length === 0) {
+    // The flags together with the file must make a valid configuration (a disaggregation mode
+    // with its workers): each problem names the flag that set the key, or the key.
+    const checked = checkRouterConfig(next);
+    if (!checked.ok) for (const i of checked.issues) issues.push({ path: nextOrigins[i.path]?.startsWith('--') ? nextOrigins[i.path]! : i.path, message: i.message });
   }
   if (issues.length > 0) throw new ConfigError(issues);
   return { config: next, origins: nextOrigins };
@@ -163,4 +190,57 @@ export async function loadRouterConfig(flags: ConfigFlags): Promise<LoadedRouter
   }
   const loaded = applyConfigFlags(config, flags, origins);
   return flags.config !== undefined ? { ...loaded, file: flags.config } : loaded;
+}
+
+/** --pd-disaggregation / --epd-disaggregation and the per-role policies. */
+function applyRoutingFlags(flags: ConfigFlags, issues: ConfigIssue[], set: <K extends keyof RouterConfig>(key: K, flag: string, value: RouterConfig[K] | undefined) => void): void {
+  const shape = RouterConfigSchema.shape;
+  if (flags.pdDisaggregation && flags.epdDisaggregation) issues.push({ path: '--epd-disaggregation', message: 'give one of --pd-disaggregation and --epd-disaggregation, not both' });
+  else if (flags.epdDisaggregation) set('disaggregation', '--epd-disaggregation', 'epd');
+  else if (flags.pdDisaggregation) set('disaggregation', '--pd-disaggregation', 'pd');
+  if (flags.prefillPolicy !== undefined) set('prefill_policy', '--prefill-policy', flagValue('--prefill-policy', flags.prefillPolicy, (raw) => parseLoose(shape.prefill_policy, raw), issues));
+  if (flags.decodePolicy !== undefined) set('decode_policy', '--decode-policy', flagValue('--decode-policy', flags.decodePolicy, (raw) => parseLoose(shape.decode_policy, raw), issues));
+  if (flags.encodePolicy !== undefined) set('encode_policy', '--encode-policy', flagValue('--encode-policy', flags.encodePolicy, (raw) => parseLoose(shape.encode_policy, raw), issues));
+}
+
+/**
+ * The workers the flags list, when any of --worker-urls, --encode, --prefill, --decode is
+ * given (they replace the file's list): each with its role and, for --prefill/--encode, the
+ * bootstrap port that may follow its URL (a number, or `none` for the default).
+ */
+function flagWorkers(flags: ConfigFlags, issues: ConfigIssue[]): Array<{ url: string; flag: string; worker_type: WorkerType; bootstrap_port?: number }> | undefined {
+  if (flags.workerUrls === undefined && flags.encode === undefined && flags.prefill === undefined && flags.decode === undefined) return undefined;
+  const out: Array<{ url: string; flag: string; worker_type: WorkerType; bootstrap_port?: number }> = [];
+  const seen = new Set<string>();
+  const add = (flag: string, worker_type: WorkerType, url: string, bootstrap_port?: number) => {
+    const valid = flagValue(flag, url, (raw) => parseLoose(WorkerUrlSchema, raw), issues);
+    if (valid === undefined) return;
+    if (seen.has(valid)) return issues.push({ path: flag, message: `${valid} is listed twice: a worker has one role` });
+    seen.add(valid);
+    out.push({ url: valid, flag, worker_type, ...(bootstrap_port !== undefined ? { bootstrap_port } : {}) });
+  };
+  for (const u of (flags.workerUrls ?? []).flatMap((x) => x.split(',')).map((x) => x.trim()).filter(Boolean)) add('--worker-urls', 'regular', u);
+  for (const [flag, role, tokens] of [['--encode', 'encode', flags.encode], ['--prefill', 'prefill', flags.prefill]] as const) {
+    const list = (tokens ?? []).map((t) => t.trim()).filter(Boolean);
+    for (let i = 0; i < list.length; i++) {
+      const next = list[i + 1];
+      const port = next !== undefined && (/^\d+$/.test(next) || next === 'none') ? next : undefined;
+      if (port !== undefined) i += 1;
+      const value = port === undefined || port === 'none' ? undefined : flagValue(flag, port, (raw) => parseLoose(WorkerSpecSchema.shape.bootstrap_port, raw, { digits: true }), issues);
+      if (port !== undefined && port !== 'none' && value === undefined) continue;
+      add(flag, role, list[i - (port !== undefined ? 1 : 0)]!, value);
+    }
+  }
+  for (const u of (flags.decode ?? []).flatMap((x) => x.split(',')).map((x) => x.trim()).filter(Boolean)) add('--decode', 'decode', u);
+  return out;
+}
+
+/** The flags that listed the workers, as typed (for the console's start note), or undefined. */
+export function workerFlagsText(flags: ConfigFlags, workers: readonly WorkerSpec[]): string | undefined {
+  if (flags.workerUrls === undefined && flags.encode === undefined && flags.prefill === undefined && flags.decode === undefined) return undefined;
+  const part = (flag: string, type: WorkerType) => {
+    const of = workers.filter((w) => w.worker_type === type);
+    return of.length ? `${flag} ${of.map((w) => (w.bootstrap_port !== undefined && type !== 'decode' && type !== 'regular' ? `${w.url} ${w.bootstrap_port}` : w.url)).join(' ')}` : '';
+  };
+  return [part('--worker-urls', 'regular'), part('--encode', 'encode'), part('--prefill', 'prefill'), part('--decode', 'decode')].filter(Boolean).join(' ');
 }

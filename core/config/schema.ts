@@ -44,6 +44,23 @@ export type WorkerType = z.infer<typeof WorkerTypeSchema>;
 export const POLICIES = ['round_robin', 'least_load'] as const;
 export const PolicySchema = z.enum(POLICIES, { error: 'expected round_robin or least_load' });
 
+/**
+ * How requests are served (the gateway's start-up routing modes): `none`, by one regular worker
+ * each; `pd`, by a prefill and a decode worker; `epd`, with every image encoded by an encode
+ * worker first (docs/router.md, "Disaggregated serving").
+ */
+export const DISAGGREGATION_MODES = ['none', 'pd', 'epd'] as const;
+export const DisaggregationSchema = z.enum(DISAGGREGATION_MODES, { error: 'expected none, pd or epd' });
+export type Disaggregation = z.infer<typeof DisaggregationSchema>;
+
+/** How an image's encode worker is picked (the gateway's --encode-policy choices; consistent_hashing keeps an image on one encode worker). */
+export const ENCODE_POLICIES = ['consistent_hashing', 'round_robin', 'random'] as const;
+export const EncodePolicySchema = z.enum(ENCODE_POLICIES, { error: 'expected consistent_hashing, round_robin or random' });
+
+/** The gateway's default bootstrap port for a prefill or encode worker given without one. */
+export const DEFAULT_BOOTSTRAP_PORT = 8998;
+const BOOTSTRAP_PORT_EXPECTED = 'expected an integer port 1-65535';
+
 const WORKER_URL_EXPECTED = 'expected grpc://host:port or unix:///path/to/socket (an absolute path without . or .. segments, empty segments or control characters)';
 
 /** grpc://host:port (host may be a [v6] literal) or unix:///absolute/path. */
@@ -81,6 +98,8 @@ export const WorkerSpecSchema = z.strictObject({
   priority: z.int({ error: 'expected an integer priority 0-100' }).min(0, { error: 'expected an integer priority 0-100' }).max(100, { error: 'expected an integer priority 0-100' }).default(50),
   multimodal_tensor_transport: TransportModeSchema.optional(),
   multimodal_shm_min_bytes: ShmMinBytesSchema.optional(),
+  /** A prefill or encode worker's bootstrap server (where decode takes the KV, prefill the embeddings); DEFAULT_BOOTSTRAP_PORT when unset. */
+  bootstrap_port: z.int({ error: BOOTSTRAP_PORT_EXPECTED }).min(1, { error: BOOTSTRAP_PORT_EXPECTED }).max(65535, { error: BOOTSTRAP_PORT_EXPECTED }).optional(),
 });
 export type WorkerSpec = z.output<typeof WorkerSpecSchema>;
 export type WorkerSpecInput = z.input<typeof WorkerSpecSchema>;
@@ -147,11 +166,62 @@ export const DEFAULT_LIMITS = {
   preprocess_memory_bytes: 1024 * 1024 * 1024,
 } as const;
 
+const ROLE_NEEDED: Record<Exclude<Disaggregation, 'none'>, readonly WorkerType[]> = { pd: ['prefill', 'decode'], epd: ['encode', 'prefill', 'decode'] };
+
+/** Where a worker's bootstrap server is: its URL's host, and its bootstrap_port or the default. */
+export function bootstrapAddress(worker: Pick<WorkerSpec, 'url' | 'bootstrap_port'>): { host: string; port: number } | undefined {
+  const m = /^grpc:\/\/(\[[0-9a-fA-F:.]+\]|[^:/]+):\d+$/.exec(worker.url);
+  return m ? { host: m[1]!.replace(/^\[|\]$/g, ''), port: worker.bootstrap_port ?? DEFAULT_BOOTSTRAP_PORT } : undefined;
+}
+
+/**
+ * What a disaggregated configuration must hold (each issue at the key to fix): the roles its
+ * mode needs, no worker of a role it does not use, a bootstrap server only where one exists
+ * (prefill, encode), reachable at a host (a grpc:// URL), and not shared by two workers.
+ */
+function topologyIssues(config: { disaggregation: Disaggregation; workers: readonly WorkerSpec[] }): Array<{ path: (string | number)[]; message: string }> {
+  const issues: Array<{ path: (string | number)[]; message: string }> = [];
+  const mode = config.disaggregation;
+  const count = (t: WorkerType) => config.workers.filter((w) => w.worker_type === t).length;
+  const bootstrapped = new Map<string, number>();
+  config.workers.forEach((w, i) => {
+    const hasServer = w.worker_type === 'prefill' || w.worker_type === 'encode';
+    if (w.bootstrap_port !== undefined && !hasServer) issues.push({ path: ['workers', i, 'bootstrap_port'], message: `bootstrap_port is for prefill and encode workers (their bootstrap server); this worker is ${w.worker_type}` });
+    if (mode === 'none') return;
+    if (!ROLE_NEEDED[mode].includes(w.worker_type)) {
+      issues.push({ path: ['workers', i, 'worker_type'], message: `a ${w.worker_type} worker takes no part under disaggregation ${mode}, which routes to ${ROLE_NEEDED[mode].join(', ')} workers: give it one of those types, or remove it` });
+      return;
+    }
+    if (!hasServer) return;
+    const at = bootstrapAddress(w);
+    if (!at) {
+      issues.push({ path: ['workers', i, 'url'], message: `a ${w.worker_type} worker under disaggregation ${mode} needs a grpc://host:port URL: its bootstrap server is reached at that host` });
+      return;
+    }
+    const key = `${at.host}:${at.port}`;
+    const first = bootstrapped.get(key);
+    if (first !== undefined) {
+      issues.push({ path: ['workers', i, w.bootstrap_port === undefined ? 'url' : 'bootstrap_port'], message: `workers[${first}] already has its bootstrap server at ${key}${w.bootstrap_port === undefined ? ` (${DEFAULT_BOOTSTRAP_PORT}, the default)` : ''}: each prefill or encode worker on one host needs a bootstrap_port of its own` });
+    } else bootstrapped.set(key, i);
+  });
+  if (mode !== 'none') {
+    for (const role of ROLE_NEEDED[mode]) {
+      if (count(role) === 0) issues.push({ path: ['disaggregation'], message: `disaggregation ${mode} needs at least one ${role} worker (worker_type ${role}); the configuration has none` });
+    }
+  }
+  return issues;
+}
+
 export const RouterConfigSchema = z.strictObject({
   host: z.string({ error: 'expected a host name or address' }).min(1, { error: 'expected a host name or address' }).default('127.0.0.1'),
   port: PortSchema.default(30000),
   model_path: z.string({ error: 'expected a directory path' }).min(1, { error: 'expected a directory path' }).optional(),
   policy: PolicySchema.default('round_robin'),
+  disaggregation: DisaggregationSchema.default('none'),
+  /** The policy among prefill (decode) workers; unset: `policy`. */
+  prefill_policy: PolicySchema.optional(),
+  decode_policy: PolicySchema.optional(),
+  encode_policy: EncodePolicySchema.default('consistent_hashing'),
   multimodal_tensor_transport: TransportModeSchema.optional(),
   multimodal_shm_min_bytes: ShmMinBytesSchema.optional(),
   /** Bytes of our files in /dev/shm at once; default: half of /dev/shm's free space at start. */
@@ -173,6 +243,8 @@ export const RouterConfigSchema = z.strictObject({
   /** Memory images may take while they are decoded and preprocessed, all requests together. */
   preprocess_memory_bytes: bytes().min(64 * 1024 * 1024, { error: 'expected at least 64 MiB (67108864 bytes)' }).default(DEFAULT_LIMITS.preprocess_memory_bytes),
   workers: z.array(WorkerSpecSchema, { error: 'expected a list of workers' }).max(MAX_WORKERS, { error: MAX_WORKERS_EXPECTED }).default([]),
+}).superRefine((config, ctx) => {
+  for (const issue of topologyIssues(config)) ctx.addIssue({ code: 'custom', path: issue.path, message: issue.message });
 });
 export type RouterConfig = z.output<typeof RouterConfigSchema>;
 /** What a caller may pass: every field with a default is optional. */

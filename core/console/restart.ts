@@ -14,7 +14,7 @@
 //     `mmtc serve` does at start; what differs from the running configuration (the embedded
 //     worker aside: a restart starts a new one) lives only until the next restart;
 //   - a reload of the file runs what a restart would: the file with the start flags over it.
-import { applyConfigFlags, type ConfigFlags } from '../config/load.ts';
+import { applyConfigFlags, workerFlagsText, type ConfigFlags } from '../config/load.ts';
 import type { ConfigOrigins } from '../config/origins.ts';
 import { RouterConfigSchema, type RouterConfig } from '../config/schema.ts';
 import { startFlagFor, type DiffEntry } from './contract.ts';
@@ -34,11 +34,12 @@ export function startFlagsOf(config: RouterConfig, origins: Readonly<ConfigOrigi
   for (const [key, origin] of Object.entries(origins)) {
     if (!origin.startsWith('--') || key.includes('[') || key === 'workers') continue;
     const value = (config as Record<string, unknown>)[key];
-    out.push({ key, flag: `${origin} ${flagText(value)}`, value });
+    // A switch (--pd-disaggregation, --allow-private-media-hosts) is typed without a value.
+    const isSwitch = value === true || (key === 'disaggregation' && origin.endsWith('-disaggregation'));
+    out.push({ key, flag: isSwitch ? origin : `${origin} ${flagText(value)}`, value });
   }
-  if (flags.workerUrls !== undefined) {
-    out.push({ key: 'workers', flag: `--worker-urls ${config.workers.map((w) => w.url).join(' ')}`, value: config.workers.map((w) => w.url) });
-  }
+  const workerFlags = workerFlagsText(flags, config.workers);
+  if (workerFlags !== undefined) out.push({ key: 'workers', flag: workerFlags, value: config.workers.map((w) => w.url) });
   return out;
 }
 

@@ -17,7 +17,7 @@ describe('wire format', () => {
   });
 
   it('an SHM handle is field 4 with name, offset, nbytes, owner_id', () => {
-    const bytes = ts.TensorData.encode({ shape: [], dtype: '', payload: { $case: 'shm', value: { name: 'n', offset: 0, nbytes: 300, ownerId: 'smg:7' } } }).finish();
+    const bytes = ts.TensorData.encode({ shape: [], dtype: '', payload: { $case: 'shm', value: { name: 'n', offset: 0n, nbytes: 300n, ownerId: 'smg:7' } } }).finish();
     expect(hex(bytes)).toBe('22 0d 0a 01 6e 18 ac 02 22 05 73 6d 67 3a 37');
   });
 

@@ -20,7 +20,7 @@ export function tensorDataFromPlaced(placed: PlacedTensor): TokenSpeedTensorData
     payload:
       p.kind === 'inline'
         ? { $case: 'inline', value: asBuffer(p.bytes) }
-        : { $case: 'shm', value: { name: p.handle.name, offset: p.handle.offset, nbytes: p.handle.nbytes, ownerId: p.handle.owner_id } },
+        : { $case: 'shm', value: { name: p.handle.name, offset: BigInt(p.handle.offset), nbytes: BigInt(p.handle.nbytes), ownerId: p.handle.owner_id } },
   };
 }
 
@@ -33,8 +33,8 @@ export function wireTensorFromTensorData(t: AnyTensorData | undefined): WireTens
     case 'inline':
       return { ...base, payload: { kind: 'inline', bytes: p.value } };
     case 'shm':
-      return { ...base, payload: { kind: 'shm', handle: { name: p.value.name, offset: p.value.offset, nbytes: p.value.nbytes, owner_id: p.value.ownerId } } };
+      return { ...base, payload: { kind: 'shm', handle: { name: p.value.name, offset: Number(p.value.offset), nbytes: Number(p.value.nbytes), owner_id: p.value.ownerId } } };
     case 'remote':
-      return { ...base, payload: { kind: 'remote', transport: p.value.transport, nbytes: p.value.nbytes } };
+      return { ...base, payload: { kind: 'remote', transport: p.value.transport, nbytes: Number(p.value.nbytes) } };
   }
 }

@@ -98,7 +98,7 @@ export function addSglangService(server: grpc.Server, s: GenerateServing, id: Wo
         uptimeSeconds: (Date.now() - id.started) / 1000,
         sglangVersion: 'mmtc-reference',
         serverType: 'grpc',
-        startTime: { seconds: Math.floor(id.started / 1000), nanos: (id.started % 1000) * 1e6 },
+        startTime: { seconds: BigInt(Math.floor(id.started / 1000)), nanos: (id.started % 1000) * 1e6 },
         maxTotalNumTokens: model.maxContextLength,
       });
     },

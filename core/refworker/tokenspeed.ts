@@ -80,7 +80,7 @@ export function addTokenSpeedService(server: grpc.Server, s: GenerateServing, id
         uptimeSeconds: (Date.now() - id.started) / 1000,
         maxTotalNumTokens: model.maxContextLength,
         tokenspeedVersion: 'mmtc-reference',
-        startTime: { seconds: Math.floor(id.started / 1000), nanos: (id.started % 1000) * 1e6 },
+        startTime: { seconds: BigInt(Math.floor(id.started / 1000)), nanos: (id.started % 1000) * 1e6 },
       });
     },
   };
