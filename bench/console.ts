@@ -28,8 +28,11 @@ function chat(url: string, body: Buffer): Promise<number> {
   const t = performance.now();
   return new Promise((resolve, reject) => {
     const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.byteLength } }, (res) => {
-      res.resume();
-      res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - t) : reject(new Error(`HTTP ${res.statusCode}`))));
+      let text = '';
+      res.on('data', (d: Buffer) => {
+        if (text.length < 500) text += d.toString();
+      });
+      res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - t) : reject(new Error(`HTTP ${res.statusCode}: ${text.slice(0, 500)}`))));
     });
     req.on('error', reject);
     req.end(body);
@@ -82,7 +85,7 @@ function slowClient(consoleUrl: string, token: string) {
 
 async function main() {
   // Tracked: runBench stops it and waits for its exit (it stops its router's embedded worker first).
-  const child: ChildProcess = track(spawn(process.execPath, [path.join(root, 'node_modules', 'tsx', 'dist', 'cli.mjs'), path.join(root, 'bench', 'console-server.ts'), '--events-per-second', String(RATE)], { stdio: ['ignore', 'pipe', 'inherit'] }));
+  const child: ChildProcess = track(spawn(process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'console-server.ts'), '--events-per-second', String(RATE)], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] }));
   let published = 0;
   const info = await new Promise<{ console: string; token: string; router: string }>((resolve, reject) => {
     let buf = '';

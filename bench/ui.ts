@@ -26,7 +26,7 @@ const percentile = (xs: number[], p: number) => {
 
 let published = 0;
 function startConsoleServer(): Promise<{ child: ChildProcess; info: { console: string; token: string } }> {
-  const child = spawn(path.join(root, 'node_modules', '.bin', 'tsx'), [path.join(root, 'bench', 'console-server.ts'), '--events-per-second', String(RATE)], {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'console-server.ts'), '--events-per-second', String(RATE)], {
     cwd: root,
     env: { ...process.env, MMTC_MALLOC_HUGETLB: '0' },
     stdio: ['ignore', 'pipe', 'inherit'],
