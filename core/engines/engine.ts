@@ -38,6 +38,14 @@ export interface EngineCapabilities {
   sendsEncodedImages: boolean;
   /** The dtypes its encoder input may travel in. */
   encoderDtypes: readonly EncoderDtype[];
+  /**
+   * How it serves one request across a prefill and a decode worker: `parallel` (both at once,
+   * meeting on a KV bootstrap room: TokenSpeed), `sequential` (prefill first, its KV transfer
+   * parameters relayed to the decode: vLLM), undefined (it does not).
+   */
+  pd: 'parallel' | 'sequential' | undefined;
+  /** Whether its workers can be encode workers (EPD: an Encode call per image; TokenSpeed). */
+  encodes: boolean;
   /** What the gateway (SMG) offers this runtime beyond this router: its NIXL RDMA lane for pixel tensors, and encode workers in its EPD mode (for the gateway export's notes). */
   gateway: { rdmaLane: boolean; epdEncode: boolean };
   /** This worker's encoder-input dtype, by the runtime's rule (env, the worker's labels, its default). */
@@ -67,6 +75,37 @@ export interface SamplingOptions {
   stop?: string[];
 }
 
+/** Where a prefill worker's KV is taken from: its bootstrap server, and the request's room. */
+export interface KvBootstrap {
+  host: string;
+  port: number;
+  room: bigint;
+}
+
+/** Where one image's embedding comes from under EPD: its encode worker's bootstrap server, and the image's room. */
+export interface EncodeBootstrapItem {
+  item: number;
+  host: string;
+  port: number;
+  room: bigint;
+}
+
+/**
+ * The request's part in disaggregated serving: a prefill or a decode leg. `pixels` false: the
+ * items go without their encoder input (the metadata stays: grid, placeholders, hash), as the
+ * gateway strips them from the legs that do not consume them.
+ */
+export interface Leg {
+  role: 'prefill' | 'decode';
+  pixels: boolean;
+  kvBootstrap?: KvBootstrap;
+  encodeBootstrap?: EncodeBootstrapItem[];
+  /** vLLM: the KV transfer parameters (to the prefill: what to do; to the decode: what the prefill returned). */
+  kvTransferParamsJson?: string;
+  /** vLLM's prefill leg: one token, not streamed, no stop conditions, the EOS ignored. */
+  prefillOnly?: boolean;
+}
+
 export interface EngineRequest {
   requestId: string;
   text: string;
@@ -77,11 +116,23 @@ export interface EngineRequest {
   stream: boolean;
   /** Wire dtype of the encoder input (the engine's encoderDtype for this worker). */
   encoderDtype: EncoderDtype;
+  /** Disaggregated serving: which leg this request is (absent: a whole request to a regular worker). */
+  leg?: Leg;
+}
+
+/** One image's Encode call (EPD): the image, its place in the request, its room, its encoder input's dtype. */
+export interface EncodeItemRequest {
+  requestId: string;
+  image: PreparedImage;
+  index: number;
+  imageTokenId: number;
+  room: bigint;
+  encoderDtype: EncoderDtype;
 }
 
 export type EngineEvent =
   | { kind: 'chunk'; tokenIds: number[]; promptTokens: number; completionTokens: number }
-  | { kind: 'complete'; tokenIds: number[]; finishReason: string; promptTokens: number; completionTokens: number; cachedTokens: number };
+  | { kind: 'complete'; tokenIds: number[]; finishReason: string; promptTokens: number; completionTokens: number; cachedTokens: number; kvTransferParamsJson?: string };
 
 /**
  * Why a call failed, in terms the router answers with: `deadline` (504), `cancelled`,
@@ -125,6 +176,8 @@ export interface EngineConnection {
   abort(requestId: string, reason: string): void;
   health(timeoutMs: number): Promise<{ healthy: boolean; message: string }>;
   info(timeoutMs: number): Promise<WorkerInfo>;
+  /** An encode worker's Encode (engines whose capabilities say `encodes`): accepted or not, or why it failed. */
+  encode?(request: WireRequest, options: { deadline: number }): Promise<{ accepted: boolean } | { failure: EngineFailure }>;
   close(): void;
 }
 
@@ -134,6 +187,8 @@ export interface Engine {
   connect(url: string): EngineConnection;
   /** The runtime's GenerateRequest, every tensor placed through the transport. */
   buildRequest(request: EngineRequest, placement: PlacementContext): Promise<WireRequest>;
+  /** One image's EncodeRequest (engines whose capabilities say `encodes`), its tensors placed through the transport. */
+  buildEncodeRequest?(request: EncodeItemRequest, placement: PlacementContext): Promise<WireRequest>;
 }
 
 /** A request built for one runtime handed to another's connection is a bug, never silent. */

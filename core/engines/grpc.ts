@@ -78,7 +78,7 @@ export function readGenerateStream<Res>(call: grpc.ClientReadableStream<Res>, to
 export interface GenerateResponseLike {
   response?:
     | { $case: 'chunk'; value: { tokenIds: number[]; promptTokens: number; completionTokens: number } }
-    | { $case: 'complete'; value: { outputIds: number[]; finishReason: string; promptTokens: number; completionTokens: number; cachedTokens: number } }
+    | { $case: 'complete'; value: { outputIds: number[]; finishReason: string; promptTokens: number; completionTokens: number; cachedTokens: number; kvTransferParamsJson?: string | undefined } }
     | undefined;
 }
 
@@ -88,7 +88,7 @@ export function generateEvent(res: GenerateResponseLike): EngineEvent | undefine
   if (r?.$case === 'chunk') return { kind: 'chunk', tokenIds: r.value.tokenIds, promptTokens: r.value.promptTokens, completionTokens: r.value.completionTokens };
   if (r?.$case === 'complete') {
     const v = r.value;
-    return { kind: 'complete', tokenIds: v.outputIds, finishReason: v.finishReason, promptTokens: v.promptTokens, completionTokens: v.completionTokens, cachedTokens: v.cachedTokens };
+    return { kind: 'complete', tokenIds: v.outputIds, finishReason: v.finishReason, promptTokens: v.promptTokens, completionTokens: v.completionTokens, cachedTokens: v.cachedTokens, ...(v.kvTransferParamsJson ? { kvTransferParamsJson: v.kvTransferParamsJson } : {}) };
   }
   return undefined;
 }

@@ -27,6 +27,8 @@ const capabilities: EngineCapabilities = {
   tokenAdvertisedIn: undefined,
   encoderTensor: 'per_request',
   sendsEncodedImages: true,
+  pd: undefined,
+  encodes: false,
   gateway: { rdmaLane: false, epdEncode: false },
   encoderDtypes: ['float32'],
   encoderDtype: () => ({ dtype: 'float32', source: 'sglang takes float32 pixel_values' }),

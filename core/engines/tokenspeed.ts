@@ -9,11 +9,13 @@
 //   SMG_TOKENSPEED_<IMAGE|VIDEO|AUDIO>_ENCODER_INPUT_DTYPE -> SMG_TOKENSPEED_ENCODER_INPUT_DTYPE
 //   -> worker label multimodal_encoder_dtype -> bfloat16; an unknown spelling warns and uses float32.
 import * as grpc from '@grpc/grpc-js';
+import * as enc from '../gen/tokenspeed/grpc/encoder.ts';
 import * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
 import { parseEncoderDtype } from '../transport/dtype.ts';
 import { placeTensor, type PlacementContext } from '../transport/placement.ts';
-import type { Engine, EncoderDtypeChoice, EngineCapabilities, EngineRequest, Modality, WireRequest } from './engine.ts';
-import { ABORT_DEADLINE_MS, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, unary } from './grpc.ts';
+import { messageFor, type EncodeItemRequest, type Engine, type EncoderDtypeChoice, type EngineCapabilities, type EngineConnection, type EngineRequest, type Modality, type PreparedImage, type WireRequest } from './engine.ts';
+import type { EncoderDtype } from '../transport/vocabulary.ts';
+import { ABORT_DEADLINE_MS, engineFailure, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, unary } from './grpc.ts';
 import { modelLabels, setLabel } from './labels.ts';
 import { tensorDataFromPlaced } from './tensor-data.ts';
 import { encoderBytes, int64Bytes } from './tensors.ts';
@@ -42,29 +44,33 @@ const capabilities: EngineCapabilities = {
   tokenAdvertisedIn: "the key shm_namespace_id of GetServerInfo's scheduler_info",
   encoderTensor: 'per_image',
   sendsEncodedImages: false,
+  pd: 'parallel',
+  encodes: true,
   gateway: { rdmaLane: true, epdEncode: true },
   encoderDtypes: ['float32', 'bfloat16', 'float16'],
   encoderDtype: tokenSpeedEncoderDtype,
 };
 
+/** One image's MultimodalItem: its encoder input (unless `pixels` is false), grid, patch count, placeholder, hash; every tensor placed. */
+async function itemOf(ctx: PlacementContext, image: PreparedImage, suffix: string, dtype: EncoderDtype, imageTokenId: number, pixels: boolean): Promise<ts.MultimodalItem> {
+  const encoder = pixels ? await placeTensor(ctx, { name: `encoder_input${suffix}`, shape: [image.patches, image.features], dtype, bytes: encoderBytes(image, dtype) }) : undefined;
+  const grid = await placeTensor(ctx, { name: `image_grid_thw${suffix}`, shape: [1, 3], dtype: 'int64', bytes: int64Bytes(image.gridThw) });
+  const patches = await placeTensor(ctx, { name: `patches_per_image${suffix}`, shape: [1], dtype: 'int64', bytes: int64Bytes([image.patches]) });
+  return ts.MultimodalItem.fromPartial({
+    modality: 1,
+    contentHash: image.contentHash,
+    ...(encoder ? { encoderInput: tensorDataFromPlaced(encoder) } : {}),
+    modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(grid), patches_per_image: tensorDataFromPlaced(patches) },
+    placeholders: [image.placeholder],
+    placeholderTokenId: imageTokenId,
+  });
+}
+
 async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
   const items: ts.MultimodalItem[] = [];
-  for (const [i, image] of req.images.entries()) {
-    const suffix = req.images.length > 1 ? `[${i}]` : '';
-    const encoder = await placeTensor(ctx, { name: `encoder_input${suffix}`, shape: [image.patches, image.features], dtype: req.encoderDtype, bytes: encoderBytes(image, req.encoderDtype) });
-    const grid = await placeTensor(ctx, { name: `image_grid_thw${suffix}`, shape: [1, 3], dtype: 'int64', bytes: int64Bytes(image.gridThw) });
-    const patches = await placeTensor(ctx, { name: `patches_per_image${suffix}`, shape: [1], dtype: 'int64', bytes: int64Bytes([image.patches]) });
-    items.push(
-      ts.MultimodalItem.fromPartial({
-        modality: 1,
-        contentHash: image.contentHash,
-        encoderInput: tensorDataFromPlaced(encoder),
-        modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(grid), patches_per_image: tensorDataFromPlaced(patches) },
-        placeholders: [image.placeholder],
-        placeholderTokenId: req.imageTokenId,
-      }),
-    );
-  }
+  const pixels = req.leg?.pixels ?? true;
+  for (const [i, image] of req.images.entries()) items.push(await itemOf(ctx, image, req.images.length > 1 ? `[${i}]` : '', req.encoderDtype, req.imageTokenId, pixels));
+  const leg = req.leg;
   const message = ts.GenerateRequest.fromPartial({
     requestId: req.requestId,
     tokenized: { inputIds: req.inputIds, originalText: req.text },
@@ -76,12 +82,22 @@ async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<
     },
     stream: req.stream,
     ...(items.length ? { mmInputs: { items } } : {}),
+    ...(leg?.kvBootstrap ? { kvBootstrapInfo: { bootstrapHost: leg.kvBootstrap.host, bootstrapPort: leg.kvBootstrap.port, bootstrapRoom: leg.kvBootstrap.room } } : {}),
+    ...(leg?.encodeBootstrap?.length ? { encodeBootstrapInfo: { items: leg.encodeBootstrap.map((e) => ({ itemIndex: e.item, bootstrapHost: e.host, bootstrapPort: e.port, bootstrapRoom: e.room })) } } : {}),
   });
   return { runtime: 'tokenspeed', message };
 }
 
-function connect(url: string) {
-  return grpcConnection({
+/** One image's EncodeRequest: exactly that item (with its encoder input) and exactly its room. */
+async function buildEncodeRequest(req: EncodeItemRequest, ctx: PlacementContext): Promise<WireRequest> {
+  const item = await itemOf(ctx, req.image, `[${req.index}]`, req.encoderDtype, req.imageTokenId, true);
+  const message = enc.EncodeRequest.fromPartial({ requestId: `encode-${req.requestId}-${req.index}`, mmInputs: { items: [item] }, items: [{ bootstrapRoom: req.room }] });
+  return { runtime: 'tokenspeed', message: { encode: message } };
+}
+
+function connect(url: string): EngineConnection {
+  const encoder = new enc.TokenSpeedEncoderClient(grpcTarget(url), grpc.credentials.createInsecure(), GRPC_CHANNEL_OPTIONS);
+  const connection = grpcConnection({
     runtime: 'tokenspeed',
     url,
     client: new ts.TokenSpeedSchedulerClient(grpcTarget(url), grpc.credentials.createInsecure(), GRPC_CHANNEL_OPTIONS),
@@ -97,9 +113,23 @@ function connect(url: string) {
       setLabel(labels, 'multimodal_encoder_dtype', model.multimodalEncoderDtype);
       setLabel(labels, 'shm_namespace_id', server.schedulerInfo?.shm_namespace_id);
       setLabel(labels, 'tokenspeed_version', server.tokenspeedVersion);
+      setLabel(labels, 'disaggregation_mode', server.schedulerInfo?.disaggregation_mode);
       return { labels };
     },
   });
+  return {
+    ...connection,
+    encode(request, options) {
+      const { encode } = messageFor<{ encode: enc.EncodeRequest }>(request, 'tokenspeed');
+      return new Promise((resolve) => {
+        encoder.encode(encode, new grpc.Metadata(), { deadline: options.deadline }, (err, res) => resolve(err ? { failure: engineFailure(err) } : { accepted: res.accepted }));
+      });
+    },
+    close() {
+      connection.close();
+      encoder.close();
+    },
+  };
 }
 
-export const tokenSpeedEngine: Engine = { runtime: 'tokenspeed', capabilities, connect, buildRequest };
+export const tokenSpeedEngine: Engine = { runtime: 'tokenspeed', capabilities, connect, buildRequest, buildEncodeRequest };

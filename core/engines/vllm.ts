@@ -7,7 +7,7 @@
 // The encoder input is always float32: the vLLM worker accepts float32, int64 and uint32 only.
 import * as grpc from '@grpc/grpc-js';
 import * as vllm from '../gen/vllm/grpc/engine.ts';
-import { placeTensor, type PlacementContext } from '../transport/placement.ts';
+import { placeTensor, type PlacedTensor, type PlacementContext } from '../transport/placement.ts';
 import type { Engine, EngineCapabilities, EngineRequest, WireRequest } from './engine.ts';
 import { ABORT_DEADLINE_MS, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, unary } from './grpc.ts';
 import { modelLabels, setLabel } from './labels.ts';
@@ -21,6 +21,8 @@ const capabilities: EngineCapabilities = {
   tokenAdvertisedIn: 'GetServerInfoResponse.shm_namespace_id (field 10)',
   encoderTensor: 'per_request',
   sendsEncodedImages: false,
+  pd: 'sequential',
+  encodes: false,
   gateway: { rdmaLane: false, epdEncode: false },
   encoderDtypes: ['float32'],
   encoderDtype: () => ({ dtype: 'float32', source: 'vllm accepts only float32' }),
@@ -29,17 +31,21 @@ const capabilities: EngineCapabilities = {
 async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
   let mmInputs: vllm.MultimodalInputs | undefined;
   if (req.images.length > 0) {
-    const { pixels, rows, features } = concatenatedPixels(req.images);
-    const pixelValues = await placeTensor(ctx, { name: 'pixel_values', shape: [rows, features], dtype: 'float32', bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength) });
+    // A leg that does not consume the pixels (the decode) gets the images' metadata only.
+    let pixelValues: PlacedTensor | undefined;
+    if (req.leg?.pixels ?? true) {
+      const { pixels, rows, features } = concatenatedPixels(req.images);
+      pixelValues = await placeTensor(ctx, { name: 'pixel_values', shape: [rows, features], dtype: 'float32', bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength) });
+    }
     const grid = await placeTensor(ctx, { name: 'image_grid_thw', shape: [req.images.length, 3], dtype: 'int64', bytes: int64Bytes(req.images.flatMap((im) => im.gridThw)) });
     mmInputs = vllm.MultimodalInputs.fromPartial({
-      pixelValues: tensorDataFromPlaced(pixelValues),
+      ...(pixelValues ? { pixelValues: tensorDataFromPlaced(pixelValues) } : {}),
       modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(grid) },
       imTokenId: req.imageTokenId,
       mmPlaceholders: req.images.map((im) => im.placeholder),
       mmHashes: req.images.map((im) => im.contentHash.toString('hex')),
       batchedKeys: ['image_grid_thw'],
-      flatKeys: { pixel_values: 'image_grid_thw' },
+      ...(pixelValues ? { flatKeys: { pixel_values: 'image_grid_thw' } } : {}),
       keepOnCpuKeys: ['image_grid_thw'],
       modality: 1,
     });
@@ -47,14 +53,18 @@ async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<
   const message = vllm.GenerateRequest.fromPartial({
     requestId: req.requestId,
     input: { $case: 'tokenized', value: { originalText: req.text, inputIds: req.inputIds } },
-    samplingParams: {
-      ...(req.sampling.temperature !== undefined ? { temperature: req.sampling.temperature } : {}),
-      topP: req.sampling.topP ?? 1,
-      ...(req.sampling.maxTokens !== undefined ? { maxTokens: req.sampling.maxTokens } : {}),
-      stop: req.sampling.stop ?? [],
-    },
-    stream: req.stream,
+    samplingParams: req.leg?.prefillOnly
+      ? // The prefill leg: one token, no stop conditions, the EOS ignored (vLLM returns the KV handoff once length-capped).
+        { ...(req.sampling.temperature !== undefined ? { temperature: req.sampling.temperature } : {}), topP: req.sampling.topP ?? 1, maxTokens: 1, minTokens: 0, n: 1, stop: [], stopTokenIds: [], ignoreEos: true }
+      : {
+          ...(req.sampling.temperature !== undefined ? { temperature: req.sampling.temperature } : {}),
+          topP: req.sampling.topP ?? 1,
+          ...(req.sampling.maxTokens !== undefined ? { maxTokens: req.sampling.maxTokens } : {}),
+          stop: req.sampling.stop ?? [],
+        },
+    stream: req.leg?.prefillOnly ? false : req.stream,
     ...(mmInputs ? { mmInputs } : {}),
+    ...(req.leg?.kvTransferParamsJson !== undefined ? { kvTransferParamsJson: req.leg.kvTransferParamsJson } : {}),
   });
   return { runtime: 'vllm', message };
 }
@@ -74,6 +84,9 @@ function connect(url: string) {
       modelLabels(labels, model);
       setLabel(labels, 'server_type', server.serverType);
       setLabel(labels, 'shm_namespace_id', server.shmNamespaceId);
+      // Its KV connector and role, as the gateway reads them for PD.
+      setLabel(labels, 'kv_connector', server.kvConnector);
+      setLabel(labels, 'kv_role', server.kvRole);
       return { labels };
     },
   });

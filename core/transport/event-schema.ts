@@ -12,6 +12,10 @@ export const TRAFFIC_SOURCES = ['api', 'console'] as const;
 export const TrafficSourceSchema = z.enum(TRAFFIC_SOURCES);
 export type TrafficSource = z.infer<typeof TrafficSourceSchema>;
 
+/** Which leg of a request a tensor went to: a regular worker's whole request, or under disaggregation an encode, prefill or decode worker's part. */
+export const LEGS = ['regular', 'encode', 'prefill', 'decode'] as const;
+export type LegName = (typeof LEGS)[number];
+
 export const TensorEventSchema = z.object({
   /** Unix milliseconds. */
   time: z.number(),
@@ -37,6 +41,10 @@ export const TensorEventSchema = z.object({
    * retry after the worker could not read attempt 1's /dev/shm files (`detail` says why).
    */
   attempt: z.int().min(2).optional(),
+  /** The leg of the request the worker serves (absent in events of earlier versions: regular). */
+  leg: z.enum(LEGS).optional(),
+  /** Under EPD, the bootstrap room of the image an encode tensor belongs to (a decimal int64). */
+  room: z.string().optional(),
 });
 export type TensorEvent = z.infer<typeof TensorEventSchema>;
 

@@ -6,7 +6,7 @@
 // files in /dev/shm stay under multimodal_shm_max_outstanding_bytes with it. A failed
 // SHM write falls back to inline for that tensor and counts a failure; it never fails the
 // request. Every placement emits one TensorEvent and feeds the Prometheus counters.
-import type { TensorEvent, TrafficSource } from './event-schema.ts';
+import type { LegName, TensorEvent, TrafficSource } from './event-schema.ts';
 import type { TransportDecision } from './decision.ts';
 import type { ShmHandleData, ShmRequestScope, ShmWriter } from './shm-writer.ts';
 import type { TensorPath, TensorReason } from './vocabulary.ts';
@@ -51,6 +51,9 @@ export interface PlacementContext {
   attempt?: number;
   /** Tensors already in their /dev/shm files; placeTensor takes the one whose bytes it is given. */
   prewritten?: PrewrittenTensor[];
+  /** The request's leg this worker serves (default regular), and under EPD the image's room. */
+  leg?: LegName;
+  room?: bigint;
 }
 
 function takePrewritten(ctx: PlacementContext, bytes: Uint8Array): PrewrittenTensor | undefined {
@@ -127,6 +130,8 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
     ...(detail !== undefined ? { detail } : {}),
     writeMicros,
     ...(ctx.attempt !== undefined && ctx.attempt > 1 ? { attempt: ctx.attempt } : {}),
+    ...(ctx.leg !== undefined && ctx.leg !== 'regular' ? { leg: ctx.leg } : {}),
+    ...(ctx.room !== undefined ? { room: ctx.room.toString() } : {}),
   });
   return placed;
 }
