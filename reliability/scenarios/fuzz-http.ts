@@ -359,10 +359,10 @@ function breakRequest(rng: Rng, m: Msg, runtime: 'tokenspeed' | 'vllm'): string 
       t.payload = undefined;
       return 'no payload';
     case 5:
-      t.payload = { $case: 'shm', value: { name: rng.pick(['', '..', '../../etc/passwd', 'smg-tokenspeed-1-1-1', '/dev/shm/x', 'a\u0000b', 'x'.repeat(4000)]), offset: rng.pick([0, 2 ** 53 - 1, 1]), nbytes: rng.pick([0, 2 ** 40, 2 ** 53 - 1, 16]), ownerId: 'smg:1' } };
-      return `shm handle ${JSON.stringify(t.payload.value).slice(0, 80)}`;
+      t.payload = { $case: 'shm', value: { name: rng.pick(['', '..', '../../etc/passwd', 'smg-tokenspeed-1-1-1', '/dev/shm/x', 'a\u0000b', 'x'.repeat(4000)]), offset: BigInt(rng.pick([0, 2 ** 53 - 1, 1])), nbytes: BigInt(rng.pick([0, 2 ** 40, 2 ** 53 - 1, 16])), ownerId: 'smg:1' } };
+      return `shm handle ${JSON.stringify(t.payload.value, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)).slice(0, 80)}`;
     case 6:
-      t.payload = { $case: 'remote', value: { transport: 'rdma', descriptor: Buffer.alloc(4), nbytes: 16 } };
+      t.payload = { $case: 'remote', value: { transport: 'rdma', descriptor: Buffer.alloc(4), nbytes: 16n } };
       return 'remote payload';
     case 7: {
       const grid = tensors.find((x) => x && x.dtype === 'int64' && x.shape.length === 2);
