@@ -12,12 +12,13 @@ import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN } from '../config/store.ts';
 import { exportConfigYaml, loadConfigFile } from '../config/yaml.ts';
 import { capabilitiesOf, declaredRuntime, ENGINE_RUNTIMES, laneFacts, undeclaredRuntimeNote } from '../engines/table.ts';
 import { EMBEDDED_RUNTIME, embeddedWorkerSpec } from '../refworker/embedded.ts';
-import { REFERENCE_RUNTIMES, startReferenceWorker } from '../refworker/server.ts';
+import { REFERENCE_ROLES, REFERENCE_RUNTIMES, startReferenceWorker } from '../refworker/server.ts';
+import type { WorkerRole } from '../refworker/receive.ts';
 import { dropPrivileges } from '../refworker/user.ts';
 import { installProcessGuard } from '../telemetry/process-guard.ts';
 import { runDoctor } from './doctor.ts';
 import { resolveConfiguredWorkers } from '../transport/resolve.ts';
-import { type WireRuntime } from '../config/schema.ts';
+import { DEFAULT_BOOTSTRAP_PORT, type WireRuntime } from '../config/schema.ts';
 import { runPreprocessCommand, type PreprocessCommandOptions } from './preprocess.ts';
 import { formatDoctorReport, formatResolutionTable } from './reports.ts';
 
@@ -202,14 +203,36 @@ function addToolCommands(program: Command): void {
     .option('--delay-ms <ms>', 'hold each request this long before reading its tensors (simulates a queue)', '0')
     .addOption(new Option('--read-buffer <kind>', "read each /dev/shm tensor into a pooled, pre-faulted buffer, or into a fresh one per tensor (as the gateway's Python servicers do)").choices(['pooled', 'fresh']).default('pooled'))
     .option('--user <name>', 'start as root, then serve as this user (and its primary group): a worker under another uid, which cannot open a root router\'s 0600 files in /dev/shm')
-    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string; readBuffer: 'pooled' | 'fresh'; user?: string }) => {
+    .addOption(new Option('--role <role>', 'its part in disaggregated serving: a whole request (regular), or the encode, prefill or decode worker of EPD/PD (TokenSpeed)').choices(['regular', 'encode', 'prefill', 'decode']).default('regular'))
+    .option('--bootstrap-port <port>', `an encode or prefill worker's bootstrap server, where the next worker takes what it produced (default ${DEFAULT_BOOTSTRAP_PORT}; 0 picks a free one)`)
+    .addOption(new Option('--encode-accept <bool>', 'an encode worker that answers accepted: false (fault injection)').choices(['true', 'false']).default('true'))
+    .option('--encode-drop', 'an encode worker that accepts but never hands the embedding over (fault injection)')
+    .option('--embedding-timeout-ms <ms>', 'how long a prefill worker waits for an embedding', '10000')
+    .option('--kv-timeout-ms <ms>', 'how long a decode worker waits for the KV', '15000')
+    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string; readBuffer: 'pooled' | 'fresh'; user?: string; role: WorkerRole; bootstrapPort?: string; encodeAccept: string; encodeDrop?: boolean; embeddingTimeoutMs: string; kvTimeoutMs: string }) => {
       const issues: ConfigError['issues'] = [];
       const port = flagValue('--port', opts.port, parseLoosePort, issues);
-      if (port === undefined) throw new ConfigError(issues);
+      const bootstrapPort = opts.bootstrapPort === undefined ? undefined : flagValue('--bootstrap-port', opts.bootstrapPort, parseLoosePort, issues);
+      const waits = (['--embedding-timeout-ms', '--kv-timeout-ms'] as const).map((flag, i) => {
+        const text = i === 0 ? opts.embeddingTimeoutMs : opts.kvTimeoutMs;
+        const ms = Number(text);
+        if (!Number.isInteger(ms) || ms < 1 || ms > 60_000) issues.push({ path: flag, message: `invalid value '${text}' for ${flag}: expected whole milliseconds from 1 to 60000` });
+        return ms;
+      });
+      if (!REFERENCE_ROLES[opts.runtime].includes(opts.role)) issues.push({ path: '--role', message: `--role ${opts.role} needs --runtime tokenspeed (a ${opts.runtime} reference worker can be ${REFERENCE_ROLES[opts.runtime].join(', ')})` });
+      if (opts.bootstrapPort !== undefined && opts.role !== 'encode' && opts.role !== 'prefill') issues.push({ path: '--bootstrap-port', message: `--bootstrap-port is for an encode or prefill worker, which has a bootstrap server (this one is --role ${opts.role})` });
+      if ((opts.encodeAccept === 'false' || opts.encodeDrop) && opts.role !== 'encode') issues.push({ path: opts.encodeDrop ? '--encode-drop' : '--encode-accept', message: `${opts.encodeDrop ? '--encode-drop' : '--encode-accept false'} is for an encode worker (this one is --role ${opts.role})` });
+      if (port === undefined || issues.length) throw new ConfigError(issues);
       const worker = await startReferenceWorker({
         runtime: opts.runtime,
         host: opts.host,
         port,
+        role: opts.role,
+        ...(bootstrapPort !== undefined ? { bootstrapPort } : {}),
+        encodeAccept: opts.encodeAccept === 'true',
+        encodeDrop: opts.encodeDrop === true,
+        embeddingTimeoutMs: waits[0]!,
+        kvTimeoutMs: waits[1]!,
         ...(opts.socket ? { socket: opts.socket } : {}),
         ...(opts.modelPath ? { modelPath: opts.modelPath } : {}),
         ...(opts.shmNamespaceId !== undefined ? { shmNamespaceId: opts.shmNamespaceId } : {}),
@@ -226,7 +249,8 @@ function addToolCommands(program: Command): void {
           throw new ConfigError([{ path: '--user', message: (err as Error).message }]);
         }
       }
-      process.stdout.write(`mmtc worker (${worker.runtime}) listening on ${worker.url}\n`);
+      process.stdout.write(`mmtc worker (${worker.runtime}${worker.role === 'regular' ? '' : `, role ${worker.role}`}) listening on ${worker.url}\n`);
+      if (worker.bootstrapPort !== undefined) process.stdout.write(`  bootstrap server on http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${worker.bootstrapPort}\n`);
       process.stdout.write(`  /dev/shm namespace token: ${worker.token ?? 'none advertised'}\n`);
       await new Promise<void>((resolve) => {
         const stop = () => resolve();

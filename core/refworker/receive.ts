@@ -12,6 +12,7 @@ import type { TransportMetrics } from '../telemetry/metrics.ts';
 import { fnv1a64Hex } from '../transport/fnv.ts';
 import { TensorReadError, type TensorReader, type WireTensor } from '../transport/shm-reader.ts';
 import { type WireRuntime } from '../config/schema.ts';
+import { CallRefused, type BootstrapServer } from './bootstrap.ts';
 
 export interface NamedTensor {
   name: string;
@@ -72,7 +73,7 @@ interface ReceivedTensor {
   fnv1a?: string;
 }
 
-function validateImages(checks: ImageCheck[], grids: Map<string, number[]>, rows: Map<string, number>, inputIds: readonly number[], mergeSize: number): void {
+function validateImages(checks: ImageCheck[], grids: Map<string, number[]>, rows: Map<string, number> | undefined, inputIds: readonly number[], mergeSize: number): void {
   const rowsUsed = new Map<string, number>();
   // Every image has its place in the prompt, and every grid row is an image with one.
   const imagesOfGrid = new Map<string, number>();
@@ -100,23 +101,24 @@ function validateImages(checks: ImageCheck[], grids: Map<string, number[]>, rows
       }
     }
   }
+  // A prefill under EPD has no encoder input to count rows of: its encode workers had them.
+  if (!rows) return;
   for (const [name, used] of rowsUsed) {
     const have = rows.get(name);
     if (have !== used) throw new RequestInvalid(`${name} has ${have} rows but the grids describe ${used} patches`);
   }
 }
 
-/** Read every tensor, check the request, then describe it in one sentence. */
-export function receive(runtime: WireRuntime, job: GenerateJob, reader: TensorReader, fingerprint: boolean, mergeSize: number, metrics?: TransportMetrics): string {
+/** Every tensor of the job read (its /dev/shm files unlinked), with the grids and the rows the checks need. */
+function readTensors(runtime: WireRuntime, job: GenerateJob, reader: TensorReader, fingerprint: boolean, metrics?: TransportMetrics): { received: ReceivedTensor[]; grids: Map<string, number[]>; rows: Map<string, number> } {
   const received: ReceivedTensor[] = [];
   const grids = new Map<string, number[]>();
   const rows = new Map<string, number>();
-  for (const { name, tensor } of job.tensors) {
+  for (const { name, tensor, dtypes } of job.tensors) {
     if (job.dtypeRule && !job.dtypeRule.allowed.has(tensor.dtype)) {
       throw new TensorReadError('unknown_dtype', `${job.dtypeRule.says}; ${name} is ${tensor.dtype || 'missing a dtype'}`);
     }
-    const expected = job.tensors.find((t) => t.name === name)?.dtypes;
-    if (expected && !expected.allowed.has(tensor.dtype)) throw new RequestInvalid(`${name} must be ${expected.says}, got ${tensor.dtype || 'no dtype'}`);
+    if (dtypes && !dtypes.allowed.has(tensor.dtype)) throw new RequestInvalid(`${name} must be ${dtypes.says}, got ${tensor.dtype || 'no dtype'}`);
     const read = reader.read(tensor);
     if (read.path === 'shm') metrics?.shmReadSeconds.observe({ runtime }, read.micros / 1e6);
     try {
@@ -136,11 +138,46 @@ export function receive(runtime: WireRuntime, job: GenerateJob, reader: TensorRe
       read.release();
     }
   }
+  return { received, grids, rows };
+}
+
+function describeTensors(received: readonly ReceivedTensor[]): string {
+  return received.map((t) => `${t.name} [${t.shape.join(',')}] ${t.dtype} via ${t.path}, ${t.nbytes} bytes${t.fnv1a ? `, fnv1a ${t.fnv1a}` : ''}`).join('; ');
+}
+
+export function imagesPhrase(n: number): string {
+  return n === 0 ? 'no images' : `${n} image${n === 1 ? '' : 's'}`;
+}
+
+/**
+ * Read every tensor, check the request, then describe it in one sentence. `encoderRows`
+ * false: the images' encoder inputs went elsewhere (a prefill under EPD), so their rows are
+ * not counted against the grids.
+ */
+export function receive(runtime: WireRuntime, job: GenerateJob, reader: TensorReader, fingerprint: boolean, mergeSize: number, metrics?: TransportMetrics): string {
+  const tensors = receiveTensors(runtime, job, reader, fingerprint, mergeSize, metrics);
+  const head = imagesPhrase(job.images);
+  return tensors ? `${head}: ${tensors}` : `${head}.`;
+}
+
+/** What `receive` does, the description of the tensors alone ('' for none). */
+export function receiveTensors(runtime: WireRuntime, job: GenerateJob, reader: TensorReader, fingerprint: boolean, mergeSize: number, metrics?: TransportMetrics, encoderRows = true): string {
+  const { received, grids, rows } = readTensors(runtime, job, reader, fingerprint, metrics);
   if (job.checks.length === 0 && received.length > 0) throw new RequestInvalid('multimodal tensors but no image placed in the prompt (no placeholder range)');
-  validateImages(job.checks, grids, rows, job.inputIds, mergeSize);
-  const parts = received.map((t) => `${t.name} [${t.shape.join(',')}] ${t.dtype} via ${t.path}, ${t.nbytes} bytes${t.fnv1a ? `, fnv1a ${t.fnv1a}` : ''}`);
-  const head = job.images === 0 ? 'no images' : `${job.images} image${job.images === 1 ? '' : 's'}`;
-  return parts.length ? `${head}: ${parts.join('; ')}` : `${head}.`;
+  validateImages(job.checks, grids, encoderRows ? rows : undefined, job.inputIds, mergeSize);
+  return describeTensors(received);
+}
+
+/** An encode worker's reading of one image's tensors (no prompt: the prefill worker has it), described as a regular worker describes them. */
+export function receiveItem(runtime: WireRuntime, job: GenerateJob, reader: TensorReader, fingerprint: boolean, metrics?: TransportMetrics): string {
+  const { received, grids, rows } = readTensors(runtime, job, reader, fingerprint, metrics);
+  for (const c of job.checks) {
+    const thw = grids.get(c.grid)?.slice(0, 3);
+    if (!thw || thw.length !== 3) throw new RequestInvalid(`${c.label}: ${c.grid} is missing or not int64`);
+    const patches = thw[0]! * thw[1]! * thw[2]!;
+    if (rows.get(c.encoder) !== patches) throw new RequestInvalid(`${c.encoder} has ${rows.get(c.encoder)} rows but the grid ${thw.join('x')} describes ${patches} patches`);
+  }
+  return describeTensors(received);
 }
 
 /** What a worker advertises about itself beyond the model. */
@@ -159,41 +196,87 @@ export interface GenerateServing {
   delayMs: number;
   /** Request ids in progress (GetServerInfo reports their count; Abort removes one). */
   active: Set<string>;
+  /** Its part in disaggregated serving (roles.ts); absent for a regular worker. */
+  role?: RoleServing;
+}
+
+export type WorkerRole = 'regular' | 'encode' | 'prefill' | 'decode';
+
+/** What an encode, prefill or decode worker needs beyond a regular one. */
+export interface RoleServing {
+  role: Exclude<WorkerRole, 'regular'>;
+  /** Its bootstrap server (encode and prefill workers). */
+  bootstrap?: BootstrapServer;
+  /** Its own grpc:// URL, as the records name it (known once it listens). */
+  url: string;
+  /** An encode worker that answers accepted: false (reading nothing). */
+  encodeAccept: boolean;
+  /** An encode worker that reads and accepts, but never hands the embedding over. */
+  encodeDrop: boolean;
+  /** How long a prefill waits for an image's embedding, and a decode for the KV. */
+  embeddingTimeoutMs: number;
+  kvTimeoutMs: number;
+}
+
+/** What an answer is made for: the request's id, whether it streams, its prompt and completion limit. */
+export interface AnswerFor {
+  requestId: string;
+  stream: boolean;
+  inputIds: readonly number[];
+  maxTokens: number | undefined;
+}
+
+/** Answer with `text` tokenized by the model's tokenizer, four tokens a chunk when streamed, cut at max tokens with finish reason `length`. */
+export function answer<Res>(s: GenerateServing, call: grpc.ServerWritableStream<unknown, Res>, j: AnswerFor, text: string, build: ResponseBuilder<Res>): void {
+  const all = s.model.tokenizer.encode(text, { add_special_tokens: false }).ids;
+  const ids = all.slice(0, j.maxTokens ?? Infinity);
+  const finish = ids.length < all.length ? 'length' : 'stop';
+  const promptTokens = j.inputIds.length;
+  if (j.stream) for (let i = 0; i < ids.length; i += 4) call.write(build.chunk(ids.slice(i, i + 4), Math.min(ids.length, i + 4), promptTokens));
+  call.write(build.complete(j.stream ? [] : ids, finish, promptTokens, ids.length));
+  call.end();
+}
+
+/** The gRPC status an error of serving a call is: INVALID_ARGUMENT for a broken request, a refusal's own, INTERNAL otherwise. */
+export function statusOf(err: unknown): { code: status; details: string } {
+  const details = (err as Error).message;
+  if (err instanceof CallRefused) return { code: err.code, details };
+  const invalid = err instanceof TensorReadError || err instanceof RequestInvalid;
+  return { code: invalid ? status.INVALID_ARGUMENT : status.INTERNAL, details };
+}
+
+export function failCall(call: { emit(event: 'error', err: unknown): boolean }, err: unknown): void {
+  const { code, details } = statusOf(err);
+  call.emit('error', { code, details, message: details });
+}
+
+/** Run `serve` after the worker's delay, unless the call was cancelled meanwhile. */
+export function afterDelay(s: GenerateServing, call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerUnaryCall<unknown, unknown>, serve: () => void): void {
+  if (s.delayMs > 0 && !call.cancelled) {
+    const timer = setTimeout(serve, s.delayMs);
+    call.on('cancelled', () => clearTimeout(timer));
+    return;
+  }
+  serve();
 }
 
 /**
- * Serve one Generate call: (after the delay) read the job, answer with the sentence
- * tokenized by the model's tokenizer, streamed four tokens a chunk when asked, cut at
- * max tokens with finish reason `length`. A broken request is INVALID_ARGUMENT.
+ * Serve one Generate call: (after the delay) read the job, answer with the sentence that
+ * describes it. A broken request is INVALID_ARGUMENT.
  */
 export function serveGenerate<Res>(s: GenerateServing, call: grpc.ServerWritableStream<unknown, Res>, job: () => GenerateJob, build: ResponseBuilder<Res>): void {
-  const run = () => {
+  afterDelay(s, call, () => {
     if (call.cancelled) return;
     let requestId: string | undefined;
     try {
       const j = job();
       requestId = j.requestId;
       s.active.add(j.requestId);
-      const text = receive(s.runtime, j, s.reader, s.fingerprint, s.model.imageConfig.merge_size, s.metrics);
-      const all = s.model.tokenizer.encode(text, { add_special_tokens: false }).ids;
-      const ids = all.slice(0, j.maxTokens ?? Infinity);
-      const finish = ids.length < all.length ? 'length' : 'stop';
-      const promptTokens = j.inputIds.length;
-      if (j.stream) for (let i = 0; i < ids.length; i += 4) call.write(build.chunk(ids.slice(i, i + 4), Math.min(ids.length, i + 4), promptTokens));
-      call.write(build.complete(j.stream ? [] : ids, finish, promptTokens, ids.length));
-      call.end();
+      answer(s, call, j, receive(s.runtime, j, s.reader, s.fingerprint, s.model.imageConfig.merge_size, s.metrics), build);
     } catch (err) {
-      const invalid = err instanceof TensorReadError || err instanceof RequestInvalid;
-      const details = (err as Error).message;
-      call.emit('error', { code: invalid ? status.INVALID_ARGUMENT : status.INTERNAL, details, message: details });
+      failCall(call, err);
     } finally {
       if (requestId !== undefined) s.active.delete(requestId);
     }
-  };
-  if (s.delayMs > 0 && !call.cancelled) {
-    const timer = setTimeout(run, s.delayMs);
-    call.on('cancelled', () => clearTimeout(timer));
-    return;
-  }
-  run();
+  });
 }

@@ -15,8 +15,9 @@ import type { TransportMetrics } from '../telemetry/metrics.ts';
 import { TensorBufferPool, type BufferLease } from '../transport/buffer-pool.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
 import { TensorReader } from '../transport/shm-reader.ts';
-import { type WireRuntime } from '../config/schema.ts';
-import type { GenerateServing, WorkerIdentity } from './receive.ts';
+import { DEFAULT_BOOTSTRAP_PORT, type WireRuntime } from '../config/schema.ts';
+import { startBootstrapServer, type BootstrapServer } from './bootstrap.ts';
+import type { GenerateServing, RoleServing, WorkerIdentity, WorkerRole } from './receive.ts';
 import { addSglangService } from './sglang.ts';
 import { addTokenSpeedService } from './tokenspeed.ts';
 import { addVllmService } from './vllm.ts';
@@ -43,7 +44,20 @@ export interface ReferenceWorkerOptions {
   metrics?: TransportMetrics;
   /** Hold each Generate this long before reading its tensors (a queued request, for demos and failure tests). */
   delayMs?: number;
+  /** Its part in disaggregated serving (default regular: whole requests). */
+  role?: WorkerRole;
+  /** The bootstrap server's port of an encode or prefill worker (default 8998, as the gateway's; 0 picks a free one). */
+  bootstrapPort?: number;
+  /** Fault injection for an encode worker: answer accepted: false / accept but never hand the embedding over. */
+  encodeAccept?: boolean;
+  encodeDrop?: boolean;
+  /** How long a prefill waits for an embedding (default 10 s), a decode for the KV (default 15 s). */
+  embeddingTimeoutMs?: number;
+  kvTimeoutMs?: number;
 }
+
+/** The roles each protocol's reference worker can take (the protocol's own disaggregated serving). */
+export const REFERENCE_ROLES: Readonly<Record<WireRuntime, readonly WorkerRole[]>> = { tokenspeed: ['regular', 'encode', 'prefill', 'decode'], vllm: ['regular'], sglang: ['regular'] };
 
 export type ReadBuffers = 'pooled' | 'fresh';
 
@@ -96,6 +110,9 @@ export interface ReferenceWorker {
   url: string;
   runtime: WireRuntime;
   token: string | undefined;
+  role: WorkerRole;
+  /** Its bootstrap server's port (encode and prefill workers). */
+  bootstrapPort: number | undefined;
   close(): Promise<void>;
 }
 
@@ -115,29 +132,49 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
     delayMs: options.delayMs ?? 0,
     active: new Set(),
   };
+  const role = options.role ?? 'regular';
+  if (!REFERENCE_ROLES[options.runtime].includes(role)) throw new Error(`--role ${role} needs --runtime ${Object.entries(REFERENCE_ROLES).filter(([, roles]) => roles.includes(role)).map(([r]) => r).join(' or ')} (a ${options.runtime} reference worker is ${REFERENCE_ROLES[options.runtime].join(', ')})`);
+  if (options.bootstrapPort !== undefined && role !== 'encode' && role !== 'prefill') throw new Error(`--bootstrap-port is for an encode or prefill worker (this one is ${role})`);
+  let bootstrap: BootstrapServer | undefined;
+  if (role === 'encode' || role === 'prefill') bootstrap = await startBootstrapServer(options.host ?? '127.0.0.1', options.bootstrapPort ?? DEFAULT_BOOTSTRAP_PORT);
+  const roleServing: RoleServing | undefined =
+    role === 'regular'
+      ? undefined
+      : { role, ...(bootstrap ? { bootstrap } : {}), url: '', encodeAccept: options.encodeAccept ?? true, encodeDrop: options.encodeDrop ?? false, embeddingTimeoutMs: options.embeddingTimeoutMs ?? 10_000, kvTimeoutMs: options.kvTimeoutMs ?? 15_000 };
+  if (roleServing) serving.role = roleServing;
   const server = new grpc.Server(GRPC_CHANNEL_OPTIONS);
   SERVICES[options.runtime](server, serving, identity);
 
   let url: string;
-  if (options.socket) {
-    if (existsSync(options.socket)) unlinkSync(options.socket);
-    await bind(server, `unix://${options.socket}`);
-    url = `unix://${options.socket}`;
-  } else {
-    const host = options.host ?? '127.0.0.1';
-    const hostPart = host.includes(':') ? `[${host}]` : host;
-    const port = await bind(server, `${hostPart}:${options.port ?? 0}`);
-    url = `grpc://${hostPart}:${port}`;
+  try {
+    if (options.socket) {
+      if (existsSync(options.socket)) unlinkSync(options.socket);
+      await bind(server, `unix://${options.socket}`);
+      url = `unix://${options.socket}`;
+    } else {
+      const host = options.host ?? '127.0.0.1';
+      const hostPart = host.includes(':') ? `[${host}]` : host;
+      const port = await bind(server, `${hostPart}:${options.port ?? 0}`);
+      url = `grpc://${hostPart}:${port}`;
+    }
+  } catch (err) {
+    await bootstrap?.close();
+    throw err;
   }
+  if (roleServing) roleServing.url = url;
   return {
     url,
     runtime: options.runtime,
     token: identity.token,
-    close: () =>
-      new Promise<void>((resolve) => {
+    role,
+    bootstrapPort: bootstrap?.port,
+    close: async () => {
+      await new Promise<void>((resolve) => {
         server.tryShutdown(() => resolve());
         setTimeout(() => server.forceShutdown(), 2000).unref();
-      }),
+      });
+      await bootstrap?.close();
+    },
   };
 }
 

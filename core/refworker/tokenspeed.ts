@@ -1,47 +1,29 @@
-// The reference worker's TokenSpeed face (service TokenSpeedScheduler): where this protocol
-// keeps an image's tensors (one MultimodalItem per image: encoder_input plus the
-// model_specific_tensors image_grid_thw and patches_per_image), what it advertises
-// (multimodal_encoder_dtype bfloat16, the /dev/shm token inside scheduler_info), and its
-// response messages. Reading and checking are shared (receive.ts).
+// The reference worker's TokenSpeed face (service TokenSpeedScheduler, and TokenSpeedEncoder
+// on an encode worker): what it advertises (multimodal_encoder_dtype bfloat16, the /dev/shm
+// token and its disaggregation mode inside scheduler_info) and its response messages. Where
+// the items keep their tensors is tokenspeed-items.ts; reading and checking are shared
+// (receive.ts); an encode, prefill or decode worker serves by roles.ts.
 import type * as grpc from '@grpc/grpc-js';
+import { TokenSpeedEncoderService, type TokenSpeedEncoderServer } from '../gen/tokenspeed/grpc/encoder.ts';
 import { TokenSpeedSchedulerService, type GenerateRequest, type GenerateResponse, type TokenSpeedSchedulerServer } from '../gen/tokenspeed/grpc/scheduler.ts';
-import { wireTensorFromTensorData } from '../engines/tensor-data.ts';
-import { ENCODER_DTYPES, INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor, type WorkerIdentity } from './receive.ts';
-
-function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[] } {
-  const items = req.mmInputs?.items ?? [];
-  const tensors: NamedTensor[] = [];
-  const checks: ImageCheck[] = [];
-  items.forEach((item, i) => {
-    const suffix = items.length > 1 ? `[${i}]` : '';
-    if (!item.encoderInput) throw new RequestInvalid(`item ${i} has no encoder_input`);
-    if (!item.modelSpecificTensors.image_grid_thw) throw new RequestInvalid(`item ${i} has no image_grid_thw tensor`);
-    tensors.push({ name: `encoder_input${suffix}`, tensor: wireTensorFromTensorData(item.encoderInput), dtypes: ENCODER_DTYPES });
-    for (const [key, t] of Object.entries(item.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
-      tensors.push({ name: `${key}${suffix}`, tensor: wireTensorFromTensorData(t), ...(key === 'image_grid_thw' || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {}) });
-    }
-    checks.push({ label: `item ${i}`, encoder: `encoder_input${suffix}`, grid: `image_grid_thw${suffix}`, gridRow: 0, placeholders: item.placeholders, placeholderTokenId: item.placeholderTokenId });
-  });
-  return { images: items.length, tensors, checks };
-}
+import { serveGenerate, type GenerateServing, type ResponseBuilder, type WorkerIdentity } from './receive.ts';
+import { serveEncode, serveRoleGenerate } from './roles.ts';
+import { tensorsOf } from './tokenspeed-items.ts';
 
 export function addTokenSpeedService(server: grpc.Server, s: GenerateServing, id: WorkerIdentity): void {
   const { model } = s;
   const impl: TokenSpeedSchedulerServer = {
     generate(call) {
       const req = call.request;
-      serveGenerate<GenerateResponse>(
-        s,
-        call,
-        () => ({ requestId: req.requestId, stream: req.stream, inputIds: req.tokenized?.inputIds ?? [], maxTokens: req.samplingParams?.maxNewTokens, ...tensorsOf(req) }),
-        {
-          chunk: (tokenIds, completionTokens, promptTokens) => ({ requestId: req.requestId, response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, index: 0 } } }),
-          complete: (outputIds, finishReason, promptTokens, completionTokens) => ({
-            requestId: req.requestId,
-            response: { $case: 'complete', value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, matchedStop: undefined, index: 0 } },
-          }),
-        },
-      );
+      const build: ResponseBuilder<GenerateResponse> = {
+        chunk: (tokenIds, completionTokens, promptTokens) => ({ requestId: req.requestId, response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, index: 0 } } }),
+        complete: (outputIds, finishReason, promptTokens, completionTokens) => ({
+          requestId: req.requestId,
+          response: { $case: 'complete', value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, matchedStop: undefined, index: 0 } },
+        }),
+      };
+      if (s.role) return serveRoleGenerate(s, call, build);
+      serveGenerate(s, call, () => ({ requestId: req.requestId, stream: req.stream, inputIds: req.tokenized?.inputIds ?? [], maxTokens: req.samplingParams?.maxNewTokens, ...tensorsOf(req) }), build);
     },
     healthCheck(_call, cb) {
       cb(null, { healthy: true, message: 'reference worker ready' });
@@ -74,7 +56,7 @@ export function addTokenSpeedService(server: grpc.Server, s: GenerateServing, id
     getServerInfo(_call, cb) {
       cb(null, {
         serverArgs: { model_path: model.path },
-        schedulerInfo: id.token ? { shm_namespace_id: id.token } : {},
+        schedulerInfo: { ...(id.token ? { shm_namespace_id: id.token } : {}), ...(s.role ? { disaggregation_mode: s.role.role } : {}) },
         activeRequests: s.active.size,
         isPaused: false,
         uptimeSeconds: (Date.now() - id.started) / 1000,
@@ -85,4 +67,5 @@ export function addTokenSpeedService(server: grpc.Server, s: GenerateServing, id
     },
   };
   server.addService(TokenSpeedSchedulerService, impl);
+  if (s.role?.role === 'encode') server.addService(TokenSpeedEncoderService, { encode: (call, cb) => serveEncode(s, call, cb) } satisfies TokenSpeedEncoderServer);
 }
