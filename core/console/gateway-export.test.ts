@@ -158,31 +158,30 @@ describe('exportForGateway', () => {
     expect(out.notes).toContain('workers is empty after the exclusion, so the command registers none; add workers later with POST /workers.');
   });
 
-  it('gives prefill and decode workers with --pd-disaggregation', () => {
-    const out = exported({ workers: [{ url: 'grpc://p:1', worker_type: 'prefill' }, { url: 'grpc://d:2', worker_type: 'decode' }, { url: 'grpc://r:3' }] });
-    expect(out.command).toMatch(/ --pd-disaggregation --prefill grpc:\/\/p:1 --decode grpc:\/\/d:2$/);
+  it('gives prefill and decode workers with --pd-disaggregation, each prefill with its bootstrap port', () => {
+    const out = exported({ disaggregation: 'pd', decode_policy: 'least_load', workers: [{ url: 'grpc://p:1', worker_type: 'prefill', bootstrap_port: 9011 }, { url: 'grpc://q:4', worker_type: 'prefill' }, { url: 'grpc://d:2', worker_type: 'decode' }] });
+    expect(out.command).toMatch(/ --pd-disaggregation --prefill grpc:\/\/p:1 9011 --prefill grpc:\/\/q:4 8998 --decode grpc:\/\/d:2 --decode-policy least_load$/);
     expect(out.argv).not.toContain('--worker-urls');
-    expect(out.workers.map((w) => w.body.worker_type)).toEqual(['prefill', 'decode', 'regular']);
-    expect(out.notes).toContainEqual(expect.stringMatching(/^worker_type = 'regular' \(grpc:\/\/r:3\) cannot join a disaggregated SMG/));
+    expect(out.argv).not.toContain('--encode-policy');
+    expect(out.workers.map((w) => w.body.worker_type)).toEqual(['prefill', 'prefill', 'decode']);
   });
 
-  it('gives encode workers with --epd-disaggregation and notes what SMG allows there', () => {
+  it('gives encode workers with --epd-disaggregation, their ports and the encode policy, and notes where SMG differs', () => {
     const out = exported({
-      policy: 'least_load',
-      workers: [{ url: 'grpc://e:1', worker_type: 'encode', runtime: 'tokenspeed' }, { url: 'grpc://p:2', worker_type: 'prefill' }, { url: 'grpc://d:3', worker_type: 'decode' }],
+      disaggregation: 'epd',
+      workers: [{ url: 'grpc://e:1', worker_type: 'encode', runtime: 'tokenspeed', bootstrap_port: 9001 }, { url: 'grpc://p:2', worker_type: 'prefill' }, { url: 'grpc://d:3', worker_type: 'decode' }],
     });
-    expect(out.command).toMatch(/ --epd-disaggregation --encode grpc:\/\/e:1 --prefill grpc:\/\/p:2 --decode grpc:\/\/d:3$/);
-    expect(out.argv).not.toContain('--encode-policy'); // SMG's --encode-policy has no least_load
-    expect(out.notes).toContainEqual(expect.stringMatching(/^policy = 'least_load' cannot apply to the encode workers/));
-    expect(out.notes).toContainEqual(expect.stringMatching(/^worker_type = 'encode' \(grpc:\/\/e:1\) puts the command in SMG's EPD mode .* for gRPC TokenSpeed workers only/));
-
-    const rr = exported({ workers: [{ url: 'grpc://e:1', worker_type: 'encode' }, { url: 'grpc://p:2', worker_type: 'prefill' }, { url: 'grpc://d:3', worker_type: 'decode' }] });
-    expect(rr.command).toContain('--encode grpc://e:1 --encode-policy round_robin --prefill');
+    expect(out.command).toMatch(/ --epd-disaggregation --encode grpc:\/\/e:1 9001 --prefill grpc:\/\/p:2 8998 --decode grpc:\/\/d:3 --encode-policy consistent_hashing$/);
+    expect(out.notes).toContainEqual(expect.stringMatching(/^disaggregation = 'epd' is written --epd-disaggregation, which SMG supports for gRPC TokenSpeed workers only/));
+    expect(out.notes).toContainEqual(expect.stringMatching(/^encode_policy = 'consistent_hashing': SMG hashes an image with BLAKE3/));
+    const rr = exported({ disaggregation: 'epd', encode_policy: 'round_robin', workers: [{ url: 'grpc://e:1', worker_type: 'encode' }, { url: 'grpc://p:2', worker_type: 'prefill' }, { url: 'grpc://d:3', worker_type: 'decode' }] });
+    expect(rr.command).toMatch(/ --encode-policy round_robin$/);
   });
 
-  it('notes a disaggregated set that lacks a decode worker', () => {
-    const out = exported({ workers: [{ url: 'grpc://p:1', worker_type: 'prefill' }] });
-    expect(out.notes).toContainEqual(expect.stringMatching(/1 with worker_type = 'prefill' and 0 with worker_type = 'decode'/));
+  it('leaves prefill, decode and encode workers off the command line under disaggregation none, saying so', () => {
+    const out = exported({ workers: [{ url: 'grpc://p:1', worker_type: 'prefill' }, { url: 'grpc://r:3' }] });
+    expect(out.command).toMatch(/ --worker-urls grpc:\/\/r:3$/);
+    expect(out.notes).toContain("disaggregation = 'none': the 1 prefill, decode and encode worker (grpc://p:1) get no request here, and are left off the command line (their POST /workers bodies are still listed).");
   });
 
   it('lists a unix socket worker and notes that SMG cannot dial it', () => {

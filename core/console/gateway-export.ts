@@ -25,7 +25,7 @@
 // - lightseekorg/smg model_gateway/src/core/steps/worker/local/create_worker.rs at 13a74d6
 //   (posted labels are merged over the labels the worker advertises).
 import type { z } from 'zod';
-import { DEFAULT_TRANSPORT_MODE, RouterConfigSchema, TRANSPORT_KNOBS, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
+import { DEFAULT_BOOTSTRAP_PORT, DEFAULT_TRANSPORT_MODE, RouterConfigSchema, TRANSPORT_KNOBS, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
 import { capabilitiesOf, declaredRuntime, runtimesWhere } from '../engines/table.ts';
 import type { GatewayExportSchema } from './contract.ts';
 
@@ -40,8 +40,6 @@ export interface GatewayExportOptions {
 const SMG_DEFAULT_PORT = 30000;
 // SMG's default priority; a worker registered by url alone gets it.
 const SMG_DEFAULT_PRIORITY = 50;
-// Policies `--encode-policy` accepts; anything else leaves encode workers on SMG's default.
-const SMG_ENCODE_POLICIES = new Set(['random', 'round_robin', 'consistent_hashing']);
 
 /** Request limits and policies of this router that `smg launch` cannot express (max_body_bytes is --max-payload-size). */
 const REQUEST_LIMITS_WITHOUT_SMG_FLAG = [
@@ -172,36 +170,30 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
     notes.push(`multimodal_shm_min_bytes is unset, so the command has no ${threshold.flag}: the gateway then reads ${threshold.env} (or the deprecated ${threshold.legacyEnv}) from its own environment and otherwise uses ${threshold.defaultValue}, as this router does.`);
   }
 
-  // Disaggregation is a start-up routing mode in SMG, chosen for the whole gateway.
-  const ofType = (t: WorkerSpec['worker_type']) => workers.filter((w) => w.worker_type === t).map((w) => w.url);
-  const regular = ofType('regular');
-  const prefill = ofType('prefill');
-  const decode = ofType('decode');
-  const encode = ofType('encode');
+  // Disaggregation is a start-up routing mode in SMG, chosen for the whole gateway, as here.
+  const ofType = (t: WorkerSpec['worker_type']) => workers.filter((w) => w.worker_type === t);
+  const regular = ofType('regular').map((w) => w.url);
+  const roles = [...ofType('prefill'), ...ofType('decode'), ...ofType('encode')];
   if (workers.length === 0) {
     notes.push(`workers is empty${excluded.length > 0 ? ' after the exclusion' : ''}, so the command registers none; add workers later with POST /workers.`);
-  } else if (prefill.length + decode.length + encode.length === 0) {
-    argv.push('--worker-urls', ...regular);
+  } else if (config.disaggregation === 'none') {
+    if (regular.length > 0) argv.push('--worker-urls', ...regular);
+    if (roles.length > 0) notes.push(`disaggregation = 'none': the ${roles.length} prefill, decode and encode worker${roles.length === 1 ? '' : 's'} (${list(roles.map((w) => w.url))}) get no request here, and are left off the command line (their POST /workers bodies are still listed).`);
   } else {
-    if (encode.length > 0) {
-      argv.push('--epd-disaggregation');
-      for (const url of encode) argv.push('--encode', url);
-      if (SMG_ENCODE_POLICIES.has(config.policy)) argv.push('--encode-policy', config.policy);
-      else notes.push(`policy = '${config.policy}' cannot apply to the encode workers: SMG's --encode-policy takes only random, round_robin or consistent_hashing, so they get its default, consistent_hashing.`);
-      notes.push(`worker_type = 'encode' (${list(encode)}) puts the command in SMG's EPD mode (--epd-disaggregation with --encode), which SMG supports for gRPC ${runtimesWhere((c) => c.gateway.epdEncode)} workers only; SMG releases without the multimodal transport have no --encode flag at all.`);
-    } else {
-      argv.push('--pd-disaggregation');
+    argv.push(config.disaggregation === 'epd' ? '--epd-disaggregation' : '--pd-disaggregation');
+    // SMG reads a bootstrap port after each --encode and --prefill URL: written always, so it is
+    // the port this router gives that worker's requests (its bootstrap_port, else 8998).
+    const bootstrap = (w: WorkerSpec) => String(w.bootstrap_port ?? DEFAULT_BOOTSTRAP_PORT);
+    for (const w of ofType('encode')) argv.push('--encode', w.url, bootstrap(w));
+    for (const w of ofType('prefill')) argv.push('--prefill', w.url, bootstrap(w));
+    for (const w of ofType('decode')) argv.push('--decode', w.url);
+    if (config.disaggregation === 'epd') {
+      argv.push('--encode-policy', config.encode_policy);
+      notes.push(`disaggregation = 'epd' is written --epd-disaggregation, which SMG supports for gRPC ${runtimesWhere((c) => c.gateway.epdEncode)} workers only; SMG releases without the multimodal transport have no --encode flag at all. SMG decides each request's transport once, by its first encode worker's settings, and sends SHM only when every encode worker of the request shares /dev/shm; this router decides per encode worker.`);
+      if (config.encode_policy === 'consistent_hashing') notes.push(`encode_policy = 'consistent_hashing': SMG hashes an image with BLAKE3 where this router uses SHA-256, so the two may place the same image on different encode workers (each always on the same one).`);
     }
-    // SMG reads an optional bootstrap port after each --prefill/--encode url; ours have none,
-    // and every url is followed by a flag or the end of the line, so none is consumed.
-    for (const url of prefill) argv.push('--prefill', url);
-    for (const url of decode) argv.push('--decode', url);
-    if (regular.length > 0) {
-      notes.push(`worker_type = 'regular' (${list(regular)}) cannot join a disaggregated SMG: in PD/EPD mode it takes no --worker-urls, so these workers are left off the command line (their POST /workers bodies are still listed).`);
-    }
-    if (prefill.length === 0 || decode.length === 0) {
-      notes.push(`the workers include ${prefill.length} with worker_type = 'prefill' and ${decode.length} with worker_type = 'decode'; SMG's disaggregated mode sends every request to a prefill and a decode worker, so it cannot serve without both.`);
-    }
+    if (config.prefill_policy !== undefined) argv.push('--prefill-policy', config.prefill_policy);
+    if (config.decode_policy !== undefined) argv.push('--decode-policy', config.decode_policy);
   }
 
   const exported = workerExports(workers, config, port, argv, notes);

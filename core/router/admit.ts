@@ -123,7 +123,7 @@ function noRegularWorker(snapshot: ConfigSnapshot): ApiError {
   const present = [...types].map(([t, n]) => `${n} ${t}`).join(', ');
   return new ApiError(
     503,
-    `no regular worker is configured (configured: ${present}); routing one request across prefill, decode and encode workers is not available in this version of mmtc`,
+    `no regular worker is configured (configured: ${present}); routing one request across prefill, decode and encode workers needs disaggregation: pd or epd`,
     'service_unavailable',
   );
 }

@@ -6,12 +6,15 @@
 //   dispatch.ts the worker's engine builds its request, placing every tensor inline or in
 //               /dev/shm; an inline retry when the worker cannot read its files
 //   stream.ts   the Generate stream -> detokenize -> JSON or SSE (responder.ts)
+// Under disaggregation pd or epd, disaggregated.ts takes the request after admission: its
+// prefill, decode and encode workers (roles.ts), the same preparation, a call per leg.
 // The phases know no protocol: the engine of the worker's runtime does (core/engines/). Every
 // domain error becomes its API error in one table (errors.ts). Any failure after a /dev/shm
 // write, and a client that goes away, unlinks every file of the request; a client that goes
 // away also cancels the call and sends Abort.
 import { admit, selectWorker } from './admit.ts';
 import { newRequestRecord, type ChatOptions, type RequestRecord, type RouterContext } from './context.ts';
+import { serveDisaggregated } from './disaggregated.ts';
 import { dispatch } from './dispatch.ts';
 import { toApiError } from './errors.ts';
 import { prepare } from './prepare.ts';
@@ -29,6 +32,10 @@ export async function handleChatCompletion(ctx: RouterContext, body: unknown, re
     record.revision = revision;
   });
   timing.mark('fetch');
+  if (a.snapshot.config.disaggregation !== 'none') {
+    record.model = a.model;
+    return serveDisaggregated(ctx, a, { res, timing, record, options, isGone: () => clientGone });
+  }
   const target = selectWorker(ctx, a.snapshot, options.worker);
   record.worker = target.spec.url;
   record.model = a.model;

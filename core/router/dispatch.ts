@@ -31,6 +31,18 @@ export interface DispatchInput {
   isGone: () => boolean;
 }
 
+/** The client's answer to a chat request: JSON or SSE as asked, naming the config revision that served it. */
+export function chatResponder(a: AdmittedRequest, res: ResponseTarget): ChatResponder {
+  return new ChatResponder(res, {
+    stream: a.req.stream === true,
+    includeUsage: a.req.stream_options?.include_usage === true,
+    requestId: a.requestId,
+    created: Math.floor(Date.now() / 1000),
+    model: a.model,
+    headers: { [REVISION_HEADER]: String(a.snapshot.revision) },
+  });
+}
+
 export async function dispatch(ctx: RouterContext, a: AdmittedRequest, p: PreparedRequest, d: DispatchInput): Promise<void> {
   const { state: worker, spec } = d.target;
   const runtime = worker.runtime!;
@@ -52,14 +64,7 @@ export async function dispatch(ctx: RouterContext, a: AdmittedRequest, p: Prepar
     prewritten: p.prewritten,
   };
   const engineRequest = engineRequestOf(ctx, a, p);
-  const responder = new ChatResponder(d.res, {
-    stream: a.req.stream === true,
-    includeUsage: a.req.stream_options?.include_usage === true,
-    requestId: a.requestId,
-    created: Math.floor(Date.now() / 1000),
-    model: a.model,
-    headers: { [REVISION_HEADER]: String(a.snapshot.revision) },
-  });
+  const responder = chatResponder(a, d.res);
   const stream = (wire: WireRequest, scope: ShmRequestScope) =>
     streamFromWorker(ctx, worker, wire, { requestId: a.requestId, model: a.model, scope, res: d.res, responder, isGone: d.isGone, timeoutSecs: a.snapshot.config.request_timeout_secs, timing: d.timing });
 

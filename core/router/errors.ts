@@ -57,14 +57,19 @@ export class EngineFailureError extends Error {
     readonly failure: EngineFailure,
     readonly workerUrl: string,
     readonly timeoutSecs: number,
+    /** Under disaggregated serving: the worker as its part names it (`prefill worker grpc://…`, `encode worker grpc://… (image 1)`) and when the router's own deadline was. */
+    readonly leg?: { who: string; deadline: number },
   ) {
     super(`worker ${workerUrl}: ${failure.kind}: ${failure.status}: ${failure.details}`);
   }
 }
 
 function engineFailureApiError(e: EngineFailureError): ApiError {
-  const { failure, workerUrl } = e;
-  if (failure.kind === 'deadline') return new ApiError(504, `worker ${workerUrl} did not finish within ${e.timeoutSecs} s`, 'timeout');
-  if (failure.kind === 'rejected') return new ApiError(502, `worker ${workerUrl} rejected the request: ${failure.status}: ${failure.details}`, 'server_error');
-  return new ApiError(502, `worker ${workerUrl} failed: ${failure.status}: ${failure.details}`, 'server_error');
+  const { failure, workerUrl, leg } = e;
+  const who = leg ? leg.who : `worker ${workerUrl}`;
+  // A leg's DEADLINE_EXCEEDED before the router's deadline is the worker's own (a transfer it waited for in vain): its words, not a timeout of ours.
+  const ours = !leg || Date.now() >= leg.deadline - 100;
+  if (failure.kind === 'deadline' && ours) return new ApiError(504, `${who} did not finish within ${e.timeoutSecs} s`, 'timeout');
+  if (failure.kind === 'rejected') return new ApiError(502, `${who} rejected the request: ${failure.status}: ${failure.details}`, 'server_error');
+  return new ApiError(502, `${who} failed: ${failure.status}: ${failure.details}`, 'server_error');
 }

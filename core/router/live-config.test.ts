@@ -151,7 +151,7 @@ describe('worker_type', () => {
     const { running } = await start({ workers: [{ url: worker, worker_type: 'prefill' }, { url: worker.replace(/:\d+$/, ':1'), worker_type: 'decode' }] });
     const reply = await chat(running);
     expect(reply.status).toBe(503);
-    expect(reply.content).toBe('no regular worker is configured (configured: 1 prefill, 1 decode); routing one request across prefill, decode and encode workers is not available in this version of mmtc');
+    expect(reply.content).toBe('no regular worker is configured (configured: 1 prefill, 1 decode); routing one request across prefill, decode and encode workers needs disaggregation: pd or epd');
     expect(running.context.events.recent()).toEqual([]);
   });
 });

@@ -28,6 +28,8 @@ export interface PreparedRequest {
   prompt: BuiltPrompt;
   images: PreparedImage[];
   encoderDtype: EncoderDtype;
+  /** Each image's wire dtype (its receiver's: under EPD, its encode worker's). */
+  imageDtypes: EncoderDtype[];
   /** The request's /dev/shm files so far (reserved for prewriting), and the tensors among them already written. */
   scope: ShmRequestScope;
   prewritten: PrewrittenTensor[];
@@ -97,10 +99,18 @@ function checkContext(ctx: RouterContext, a: AdmittedRequest, prompt: BuiltPromp
   }
 }
 
-export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Target, options: ChatOptions, timing: RequestTiming, record: RequestRecord): Promise<PreparedRequest> {
+/**
+ * `target` receives the request; `imageTargets`, when given, the pixels of each image (an
+ * encode worker per image under EPD): each image is computed in its receiver's wire dtype and
+ * prewritten by its receiver's lane.
+ */
+export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Target, options: ChatOptions, timing: RequestTiming, record: RequestRecord, imageTargets?: readonly Target[]): Promise<PreparedRequest> {
   const runtime = target.state.runtime!;
   const capabilities = capabilitiesOf(runtime);
-  const dtype = capabilities.encoderDtype('image', ctx.processEnv, target.state.labels).dtype;
+  const dtypeOf = (t: Target) => capabilitiesOf(t.state.runtime!).encoderDtype('image', ctx.processEnv, t.state.labels).dtype;
+  const dtype = dtypeOf(target);
+  const receivers = a.bytes.map((_, i) => imageTargets?.[i] ?? target);
+  const imageDtypes = receivers.map(dtypeOf);
   const imageConfig = options.pixelBounds ? { ...ctx.model.imageConfig, ...options.pixelBounds } : ctx.model.imageConfig;
   const headers = await readHeaders(ctx, a, imageConfig);
 
@@ -111,9 +121,11 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
   // request: when the worker's lane is SHM, each image's encoder input is written to its file
   // by the pool threads as its bands are done (docs/transport.md, "Writing a tensor").
   const scope = ctx.writer.newScope();
-  const lane = laneFor(ctx, a.snapshot, target.spec, target.state, options);
-  const oneTensorPerImage = capabilities.encoderTensor === 'per_image' || a.bytes.length === 1;
-  const reserved = headers.map((h) => prewriteFor(ctx, lane, oneTensorPerImage, dtype, h, scope));
+  const lanes = new Map<string, WorkerTransport>();
+  const laneOf = (t: Target) => lanes.get(t.spec.url) ?? lanes.set(t.spec.url, laneFor(ctx, a.snapshot, t.spec, t.state, options)).get(t.spec.url)!;
+  // An encode worker gets one image per call: its tensor is always the image's own.
+  const oneTensorPerImage = imageTargets !== undefined || capabilities.encoderTensor === 'per_image' || a.bytes.length === 1;
+  const reserved = headers.map((h, i) => prewriteFor(ctx, laneOf(receivers[i]!), oneTensorPerImage, imageDtypes[i]!, h, scope));
   const prewritten: PrewrittenTensor[] = [];
   // Bytes are handed over (transferred) to the pool thread, which also hashes them. Only what
   // travels: bfloat16 alone for a bfloat16 wire dtype, float32 otherwise. An engine that sends
@@ -122,7 +134,7 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
   const encoded = capabilities.sendsEncodedImages ? a.bytes.map((b) => new Uint8Array(b)) : undefined;
   const jobs = a.bytes.map((b, i) =>
     ctx.pool.start(
-      { bytes: b, config: imageConfig, bf16: dtype === 'bfloat16', float32: dtype !== 'bfloat16', maxPixels: a.snapshot.config.max_request_image_pixels, ...(reserved[i] ? { shm: reserved[i]!.task } : {}) },
+      { bytes: b, config: imageConfig, bf16: imageDtypes[i] === 'bfloat16', float32: imageDtypes[i] !== 'bfloat16', maxPixels: a.snapshot.config.max_request_image_pixels, ...(reserved[i] ? { shm: reserved[i]!.task } : {}) },
       Promise.resolve(headers[i]),
     ),
   );
@@ -172,7 +184,7 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
     built.prompt.placeholders.forEach((range, i) => (images[i]!.placeholder = range));
     checkContext(ctx, a, built.prompt);
     timing.mark('prompt');
-    return { prompt: built.prompt, images, encoderDtype: dtype, scope, prewritten, release };
+    return { prompt: built.prompt, images, encoderDtype: dtype, imageDtypes, scope, prewritten, release };
   } catch (err) {
     release();
     scope.cleanup();

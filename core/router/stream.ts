@@ -45,6 +45,10 @@ export interface StreamOptions {
   isGone: () => boolean;
   timeoutSecs: number;
   timing: RequestTiming;
+  /** Disaggregated serving: hands over how to end this stream with an error when another leg of the request failed. */
+  stopWith?: (stop: (error: ApiError) => void) => void;
+  /** The deadline of the call (default: now + timeoutSecs). */
+  deadline?: number;
 }
 
 /** Resolves when the response is complete (or the client left); rejects only before anything was written. */
@@ -81,7 +85,7 @@ export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: 
     o.res.on('close', onClose);
 
     let firstToken = true;
-    const call = connection.generate(wire, { deadline: Date.now() + o.timeoutSecs * 1000 }, {
+    const call = connection.generate(wire, { deadline: o.deadline ?? Date.now() + o.timeoutSecs * 1000 }, {
       event(ev) {
         if (firstToken && ev.tokenIds.length > 0) {
           firstToken = false;
@@ -121,6 +125,12 @@ export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: 
         }
         settle();
       },
+    });
+    o.stopWith?.((error) => {
+      if (settled || complete) return;
+      call.cancel();
+      connection.abort(o.requestId, 'another leg of the request failed');
+      settle(error);
     });
   });
 }

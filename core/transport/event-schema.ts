@@ -43,7 +43,7 @@ export const TensorEventSchema = z.object({
   attempt: z.int().min(2).optional(),
   /** The leg of the request the worker serves (absent in events of earlier versions: regular). */
   leg: z.enum(LEGS).optional(),
-  /** Under EPD, the bootstrap room of the image an encode tensor belongs to (a decimal int64). */
+  /** The bootstrap room of the leg (an image's under EPD for an encode tensor, the request's KV room for prefill and decode), a decimal int64. */
   room: z.string().optional(),
 });
 export type TensorEvent = z.infer<typeof TensorEventSchema>;

@@ -51,7 +51,7 @@ export interface PlacementContext {
   attempt?: number;
   /** Tensors already in their /dev/shm files; placeTensor takes the one whose bytes it is given. */
   prewritten?: PrewrittenTensor[];
-  /** The request's leg this worker serves (default regular), and under EPD the image's room. */
+  /** The request's leg this worker serves (default regular), and the bootstrap room the leg meets on (an image's for an encode call, the KV room for prefill and decode). */
   leg?: LegName;
   room?: bigint;
 }

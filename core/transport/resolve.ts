@@ -8,10 +8,11 @@
 //      env_legacy  their deprecated SMG_TOKENSPEED_MM_* aliases (only when the canonical is unset/blank)
 //   4. default  inline, 65536
 //
-// Whose overrides apply under disaggregation: tensors travel to the encode worker, so the
-// first encode worker's overrides win; without one, the first prefill worker's. A worker
-// that never receives tensors itself (prefill/decode next to an encode worker) shows the
-// settings its requests actually use, and says whose they are.
+// Whose overrides apply under disaggregation: an image's tensors follow the worker that
+// reads them (its encode worker under EPD, the prefill worker under PD), each by its own
+// settings. A worker that reads no pixels itself (a prefill next to encode workers, a decode)
+// shows the settings of the worker that does (the first encode worker, else the first
+// prefill worker), and says whose they are.
 //
 // Unlike SMG, which folds this once at start-up, every value keeps its provenance: the
 // winning layer, the raw value of every layer (including those it beat), and warnings.

@@ -72,7 +72,7 @@ export class WorkerRegistry {
   private readonly discovering = new Map<WorkerState, Promise<void>>();
   private timer: NodeJS.Timeout | undefined;
   private intervalMs: number;
-  private cursor = 0;
+  private readonly cursors = new Map<string, number>();
   private checking = false;
   private closed = false;
   private readonly watchers = new Set<(worker: WorkerState) => void>();
@@ -249,7 +249,7 @@ export class WorkerRegistry {
    * A worker for a request whose config snapshot lists `eligible` (its regular workers),
    * with the snapshot's entry for it; undefined when none of them is healthy.
    */
-  select(policy: 'round_robin' | 'least_load', eligible: readonly WorkerSpec[]): { state: WorkerState; spec: WorkerSpec } | undefined {
+  select(policy: 'round_robin' | 'least_load', eligible: readonly WorkerSpec[], role: WorkerSpec['worker_type'] = 'regular'): { state: WorkerState; spec: WorkerSpec } | undefined {
     const candidates: Array<{ state: WorkerState; spec: WorkerSpec }> = [];
     for (const spec of eligible) {
       const state = this.get(spec.url);
@@ -259,8 +259,10 @@ export class WorkerRegistry {
     if (policy === 'least_load') {
       return candidates.reduce((best, c) => (c.state.inFlight < best.state.inFlight || (c.state.inFlight === best.state.inFlight && c.spec.priority > best.spec.priority) ? c : best));
     }
-    const pick = candidates[this.cursor % candidates.length]!;
-    this.cursor = (this.cursor + 1) % candidates.length;
+    // Each role takes its turns on its own: a PD request picks a prefill and a decode worker.
+    const cursor = this.cursors.get(role) ?? 0;
+    const pick = candidates[cursor % candidates.length]!;
+    this.cursors.set(role, (cursor + 1) % candidates.length);
     return pick;
   }
 

@@ -167,7 +167,7 @@ const COLUMNS: ReadonlyArray<{ name: string; right?: boolean; secondary?: boolea
   { name: 'Write', right: true, secondary: true },
 ];
 
-const eventKey = (e: TensorEvent) => `${e.requestId}|${e.tensor}|${e.time}|${e.attempt ?? 1}`;
+const eventKey = (e: TensorEvent) => `${e.requestId}|${e.leg ?? ''}|${e.tensor}|${e.time}|${e.attempt ?? 1}`;
 
 /** Which sending of its request a row is: attempt 2 is the inline retry; attempt 1 of a retried request was written but not read. */
 function attemptOf(e: TensorEvent, retried: ReadonlyMap<string, string>): { n: 1 | 2; of: 1 | 2 } {
@@ -208,7 +208,10 @@ const Row = memo(function Row({ e, index, start, attempt, selected, onSelect }: 
         {e.source === 'console' && <span className="tag-console">console</span>}
         {e.requestId}
       </span>
-      <span role="cell" className="mono ellipsis" title={e.worker}>{e.worker.replace(/^grpc:\/\//, '')}</span>
+      <span role="cell" className="mono ellipsis" title={e.leg ? `${e.leg} worker ${e.worker}` : e.worker}>
+        {e.leg && <span className="tag-leg" data-leg={e.leg}>{e.leg}</span>}
+        {e.worker.replace(/^grpc:\/\//, '')}
+      </span>
       <span role="cell" className="mono ellipsis" title={e.tensor}>{e.tensor}</span>
       <span role="cell" className="mono ellipsis col-secondary">[{e.shape.join(',')}]</span>
       <span role="cell" className="mono col-secondary">{e.dtype}</span>
@@ -264,7 +267,7 @@ function EventDetails({ e, retried, onClose }: { e: TensorEvent; retried: Readon
       </div>
       <dl className="kv kv-wide">
         <div><dt>When</dt><dd className="num">{formatClock(e.time)} · revision {e.revision} · {e.source === 'console' ? "the console's own test traffic" : 'a client of the API'}</dd></div>
-        <div><dt>Worker</dt><dd className="mono">{e.worker} ({e.runtime})</dd></div>
+        <div><dt>Worker</dt><dd className="mono">{e.worker} ({e.runtime}){e.leg && <span> · the request's {e.leg} worker{e.room && <>, bootstrap room <span className="mono">{e.room}</span></>}</span>}</dd></div>
         <div><dt>Tensor</dt><dd className="mono">[{e.shape.join(', ')}] {e.dtype}, {formatBytes(e.nbytes)} ({e.nbytes.toLocaleString('en-US')} bytes)</dd></div>
         <div><dt>Went</dt><dd><span className={`path path-${e.path}`}>{e.path === 'shm' ? 'SHM' : e.path}</span>{e.path === 'shm' && <> · written in {formatMicros(e.writeMicros)}</>}</dd></div>
         <div><dt>Why</dt><dd>{describeReason(e.reason)} <code>{e.reason}</code>{e.detail && <div className="mono small wrap">{e.detail}</div>}</dd></div>

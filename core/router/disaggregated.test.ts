@@ -1,0 +1,184 @@
+// Disaggregated serving end to end: the router in this process (real HTTP, preprocessing and
+// /dev/shm), every worker a separate `mmtc worker --role …` process over TokenSpeed. What is
+// checked is what the decode worker says it got (through the prefill worker, from each encode
+// worker: which worker, which room, each tensor's path and fingerprint), the files left in
+// /dev/shm, the traffic events, and the error an operator sees when a leg fails.
+import { readdirSync } from 'node:fs';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { readTransportEnvironment } from '../config/env.ts';
+import { startMmtc } from '../test/cli.ts';
+import { makeTestImages } from '../test/images.ts';
+import { createRouter } from './create.ts';
+import type { RunningRouter } from './server.ts';
+
+const images = makeTestImages();
+const environment = readTransportEnvironment({});
+const ourFiles = () => readdirSync('/dev/shm').filter((f) => f.startsWith(`smg-tokenspeed-${process.pid}-`));
+const stops: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  for (const stop of stops.splice(0).reverse()) await stop();
+  expect(ourFiles()).toEqual([]);
+});
+afterAll(() => images.remove());
+
+interface RoleWorker {
+  url: string;
+  bootstrapPort: number | undefined;
+  pid: number;
+  stop(): Promise<unknown>;
+}
+
+async function worker(role: 'encode' | 'prefill' | 'decode' | 'regular', extra: string[] = [], runtime = 'tokenspeed'): Promise<RoleWorker> {
+  const served = role === 'encode' || role === 'prefill';
+  const w = await startMmtc(['worker', '--runtime', runtime, '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : []), ...extra], served ? /bootstrap server on http:\/\// : /listening on grpc:\/\//);
+  stops.push(() => w.stop());
+  const out = w.output();
+  return { url: /listening on (grpc:\/\/\S+)/.exec(out)![1]!, bootstrapPort: served ? Number(/bootstrap server on http:\/\/\S+:(\d+)/.exec(out)![1]) : undefined, pid: w.pid, stop: () => w.stop() };
+}
+
+const spec = (w: RoleWorker, worker_type: string, more: Record<string, unknown> = {}) => ({ url: w.url, worker_type, ...(w.bootstrapPort ? { bootstrap_port: w.bootstrapPort } : {}), ...more });
+
+async function start(config: Record<string, unknown>): Promise<RunningRouter> {
+  const router = createRouter({ port: 0, health_check_interval_secs: 0.2, multimodal_tensor_transport: 'auto', ...config }, { environment });
+  const running = await router.start({ log: () => {} });
+  stops.push(() => running.close());
+  return running;
+}
+
+const imageUrl = (name: string) => ({ type: 'image_url', image_url: { url: `data:image/png;base64,${images.bytes(name).toString('base64')}` } });
+
+async function chat(r: RunningRouter, names: string[], stream = false): Promise<{ status: number; content: string; id: string; ms: number }> {
+  const t = performance.now();
+  const body = { stream, max_tokens: 4000, messages: [{ role: 'user', content: [...names.map(imageUrl), { type: 'text', text: 'describe' }] }] };
+  const res = await fetch(`${r.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const text = await res.text();
+  if (stream && res.status === 200) {
+    let content = '';
+    let id = '';
+    for (const line of text.split('\n')) {
+      if (!line.startsWith('data: {')) continue;
+      const chunk = JSON.parse(line.slice(6)) as { id: string; choices: Array<{ delta: { content?: string } }>; error?: { message: string } };
+      id = chunk.id ?? id;
+      if (chunk.error) content += `[error] ${chunk.error.message}`;
+      content += chunk.choices?.[0]?.delta.content ?? '';
+    }
+    return { status: res.status, content, id, ms: performance.now() - t };
+  }
+  const json = JSON.parse(text) as { id: string; choices?: Array<{ message: { content: string } }>; error?: { message: string } };
+  return { status: res.status, content: json.choices?.[0]?.message.content ?? json.error!.message, id: json.id, ms: performance.now() - t };
+}
+
+/** What the decode worker says of item `i`: its encode worker, its room, its encoder input's path. */
+function item(content: string, i: number): { worker: string; room: string; path: string; fnv: string } | undefined {
+  const m = new RegExp(`item ${i} from encode worker (grpc://\\S+), room (\\d+): encoder_input \\[[\\d,]+\\] \\w+ via (\\w+), \\d+ bytes, fnv1a (\\w+)`).exec(content);
+  return m ? { worker: m[1]!, room: m[2]!, path: m[3]!, fnv: m[4]! } : undefined;
+}
+
+describe('EPD', () => {
+  it('each image goes to its encode worker by that worker\'s transport: SHM to the one sharing /dev/shm, inline to the other; the decode worker names both, with their rooms; no file is left', async () => {
+    const near = await worker('encode');
+    const far = await worker('encode', ['--shm-namespace-id', 'another-host']);
+    const prefill = await worker('prefill');
+    const decode = await worker('decode');
+    const r = await start({ disaggregation: 'epd', encode_policy: 'round_robin', workers: [spec(near, 'encode'), spec(far, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    for (const stream of [false, true]) {
+      const reply = await chat(r, ['rgb.png', 'photo.jpg'], stream);
+      expect(reply.status, reply.content).toBe(200);
+      expect(reply.content).toMatch(new RegExp(`^2 images via epd, prefill ${prefill.url}, kv room \\d+\\. item 0 from encode worker`));
+      const items = [item(reply.content, 0)!, item(reply.content, 1)!];
+      expect(new Set(items.map((it) => it.worker))).toEqual(new Set([near.url, far.url]));
+      // Both encoder inputs reach the threshold: by SHM where the encode worker shares /dev/shm.
+      for (const it of items) expect(it.path).toBe(it.worker === near.url ? 'shm' : 'inline');
+      // The traffic events say the same: leg encode, the room the decode worker names.
+      const events = r.context.events.recent().filter((e) => e.requestId === reply.id && e.tensor.startsWith('encoder_input'));
+      expect(events.map((e) => [e.leg, e.worker, e.room, e.path]).sort()).toEqual(items.map((it) => ['encode', it.worker, it.room, it.path]).sort());
+      expect(ourFiles()).toEqual([]);
+    }
+  });
+
+  it('consistent hashing keeps an image on one encode worker; a text-only request runs as PD', async () => {
+    const a = await worker('encode');
+    const b = await worker('encode');
+    const prefill = await worker('prefill');
+    const decode = await worker('decode');
+    const r = await start({ disaggregation: 'epd', workers: [spec(a, 'encode'), spec(b, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const seen = new Map<string, Set<string>>();
+    for (let round = 0; round < 3; round++) {
+      for (const name of ['rgb.png', 'photo.jpg', 'gray.png']) {
+        const reply = await chat(r, [name]);
+        expect(reply.status, reply.content).toBe(200);
+        (seen.get(name) ?? seen.set(name, new Set()).get(name)!).add(item(reply.content, 0)!.worker);
+      }
+    }
+    for (const [, workers] of seen) expect(workers.size).toBe(1);
+    const text = await chat(r, []);
+    expect(text.status).toBe(200);
+    expect(text.content).toMatch(new RegExp(`^no images via pd, prefill ${prefill.url}, kv room \\d+$`));
+  });
+
+  it('an encode worker that does not accept, and one that never hands the embedding over: 502 naming the worker and the image, in bounded time, no file left', async () => {
+    const refusing = await worker('encode', ['--encode-accept', 'false']);
+    const prefill = await worker('prefill', ['--embedding-timeout-ms', '1000']);
+    const decode = await worker('decode');
+    const r = await start({ disaggregation: 'epd', workers: [spec(refusing, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const refused = await chat(r, ['photo.jpg']);
+    expect(refused.status).toBe(502);
+    expect(refused.content).toBe(`encode worker ${refusing.url} (image 0) did not accept the image (EncodeResponse.accepted is false)`);
+    expect(refused.ms).toBeLessThan(10_000);
+    expect(ourFiles()).toEqual([]);
+
+    const dropping = await worker('encode', ['--encode-drop']);
+    const prefill2 = await worker('prefill', ['--embedding-timeout-ms', '1000']);
+    const r2 = await start({ disaggregation: 'epd', workers: [spec(dropping, 'encode'), spec(prefill2, 'prefill'), spec(decode, 'decode')] });
+    const lost = await chat(r2, ['photo.jpg']);
+    expect(lost.status).toBe(502);
+    expect(lost.content).toMatch(new RegExp(`^prefill worker ${prefill2.url} failed: DEADLINE_EXCEEDED: item 0: no embedding from 127\\.0\\.0\\.1:${dropping.bootstrapPort} room \\d+ within 1000 ms$`));
+    expect(lost.ms).toBeLessThan(1000 + 5_000);
+    const health = await fetch(`${r2.url}/health`);
+    expect(health.status).toBe(200);
+  }, 45_000);
+
+  it.runIf(process.getuid?.() === 0)('an encode worker that cannot open the files (another uid) gets its image again inline, attempt 2, and its lane stays inline', async () => {
+    const nobody = await worker('encode', ['--user', 'nobody']);
+    const prefill = await worker('prefill');
+    const decode = await worker('decode');
+    const r = await start({ disaggregation: 'epd', multimodal_tensor_transport: 'shm', workers: [spec(nobody, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const reply = await chat(r, ['photo.jpg']);
+    expect(reply.status, reply.content).toBe(200);
+    expect(item(reply.content, 0)).toMatchObject({ worker: nobody.url, path: 'inline' });
+    const events = r.context.events.recent().filter((e) => e.requestId === reply.id && e.tensor.startsWith('encoder_input'));
+    expect(events.map((e) => [e.path, e.attempt ?? 1, e.reason])).toEqual([
+      ['shm', 1, 'shm_writable'],
+      ['inline', 2, 'shm_worker_read_failed'],
+    ]);
+    expect(r.context.registry.get(nobody.url)!.shmLane).toBeDefined();
+    expect(ourFiles()).toEqual([]);
+  });
+});
+
+describe('PD', () => {
+  it('the prefill worker reads the pixels by its own transport; the decode worker answers, streamed or not, and gets none', async () => {
+    const prefill = await worker('prefill');
+    const decode = await worker('decode');
+    const r = await start({ disaggregation: 'pd', workers: [spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    for (const stream of [false, true]) {
+      const reply = await chat(r, ['photo.jpg', 'rgb.png'], stream);
+      expect(reply.status, reply.content).toBe(200);
+      expect(reply.content).toMatch(new RegExp(`^2 images via pd, prefill ${prefill.url}, kv room \\d+: encoder_input\\[0\\] \\[[\\d,]+\\] bfloat16 via shm, `));
+      // The pixels went to the prefill worker only; the decode leg carried the images' small metadata tensors, inline.
+      const events = r.context.events.recent().filter((e) => e.requestId === reply.id);
+      expect(new Set(events.filter((e) => e.tensor.startsWith('encoder_input')).map((e) => `${e.leg}:${e.worker}:${e.path}`))).toEqual(new Set([`prefill:${prefill.url}:shm`]));
+      expect(events.filter((e) => e.leg === 'decode').every((e) => e.worker === decode.url && e.path === 'inline' && !e.tensor.startsWith('encoder_input'))).toBe(true);
+    }
+    expect(ourFiles()).toEqual([]);
+  });
+
+  it('prefill and decode workers of a runtime that does not do it here: 503 saying why', async () => {
+    const prefill = await worker('regular', [], 'vllm');
+    const decode = await worker('regular', [], 'vllm');
+    const r = await start({ disaggregation: 'pd', workers: [{ url: prefill.url, worker_type: 'prefill', runtime: 'vllm' }, { url: decode.url, worker_type: 'decode', runtime: 'vllm' }] });
+    const reply = await chat(r, ['rgb.png']);
+    expect(reply.status).toBe(503);
+    expect(reply.content).toContain("vLLM workers relay vLLM's KV transfer parameters from the prefill to the decode, which this version of mmtc does not do yet");
+  });
+});

@@ -1,0 +1,284 @@
+// A chat request under disaggregated serving (docs/router.md, "Disaggregated serving"), after
+// the gateway's TokenSpeed EPD/PD: one prefill and one decode worker meet on a KV bootstrap
+// room the router picks (a random 63-bit number) at the prefill worker's bootstrap server;
+// under EPD each image also goes to an encode worker in its own Encode call, with a room of
+// its own at that encode worker's bootstrap server, and the prefill worker is told where to
+// take each embedding. All calls run at once, each with the request's deadline; the decode
+// worker's stream is the client's answer. Every tensor travels as its receiver's transport
+// says: an image's pixels by its encode worker's (EPD) or the prefill worker's (PD) lane, as
+// a regular worker's would; the decode leg carries no pixels. A worker that cannot read the
+// files gets that call again inline (attempt 2, the same room). Any leg's failure ends the
+// others and is the request's error, naming the worker and, for an encode call, the image.
+import { createHash, randomBytes } from 'node:crypto';
+import { bootstrapAddress } from '../config/schema.ts';
+import type { EncodeBootstrapItem, EngineFailure, EngineRequest, KvBootstrap, PreparedImage, WireRequest } from '../engines/engine.ts';
+import { engineFor } from '../engines/table.ts';
+import type { PlacementContext } from '../transport/placement.ts';
+import type { ShmRequestScope } from '../transport/shm-writer.ts';
+import type { LegName } from '../transport/event-schema.ts';
+import { readFailedReason } from '../transport/vocabulary.ts';
+import type { AdmittedRequest } from './admit.ts';
+import type { ChatOptions, RequestRecord, RouterContext } from './context.ts';
+import { chatResponder } from './dispatch.ts';
+import { EngineFailureError, toApiError } from './errors.ts';
+import { laneFor } from './lane.ts';
+import { ApiError } from './openai.ts';
+import { engineRequestOf, prepare, type PreparedRequest } from './prepare.ts';
+import type { ResponseTarget } from './responder.ts';
+import { encodeWorkerFor, selectDisaggregatedRoute, type DisaggregatedRoute, type RoleTarget } from './roles.ts';
+import { isShmReadFailure, streamFromWorker } from './stream.ts';
+import type { RequestTiming } from './timing.ts';
+
+/** A bootstrap room: random, 63 bits (a non-negative int64 on the wire). */
+export function newBootstrapRoom(): bigint {
+  return randomBytes(8).readBigUInt64LE(0) >> 1n;
+}
+
+interface Legs {
+  ctx: RouterContext;
+  a: AdmittedRequest;
+  p: PreparedRequest;
+  record: RequestRecord;
+  options: ChatOptions;
+  deadline: number;
+  /** The first failure of any leg; the others are stopped with it. */
+  fail(error: ApiError): void;
+  failed(): boolean;
+  onStop(stop: () => void): void;
+}
+
+function legError(failure: EngineFailure, who: string, url: string, l: Legs): ApiError {
+  return toApiError(new EngineFailureError(failure, url, l.a.snapshot.config.request_timeout_secs, { who, deadline: l.deadline }));
+}
+
+function placementFor(l: Legs, target: RoleTarget, scope: ShmRequestScope, leg: LegName, room: bigint, prewritten: PlacementContext['prewritten']): PlacementContext {
+  const { decision, minBytes } = laneFor(l.ctx, l.a.snapshot, target.spec, target.state, l.options);
+  return {
+    requestId: l.a.requestId,
+    revision: l.a.snapshot.revision,
+    source: l.options.source ?? 'api',
+    worker: target.spec.url,
+    runtime: target.state.runtime!,
+    decision,
+    minBytes,
+    writer: l.ctx.writer,
+    scope,
+    metrics: l.ctx.metrics,
+    events: l.ctx.events,
+    tally: l.record.paths,
+    prewritten,
+    leg,
+    room,
+  };
+}
+
+/** The placement of a retry after the worker could not read the files: inline, attempt 2, the reason in the mode's words. */
+function inlineRetry(l: Legs, target: RoleTarget, first: PlacementContext, details: string): PlacementContext {
+  const resolved = laneFor(l.ctx, l.a.snapshot, target.spec, target.state, l.options).resolved;
+  l.ctx.registry.breakShmLane(target.state, details);
+  l.ctx.metrics.shmReadFallbacks.inc({ runtime: target.state.runtime! });
+  l.record.shmFallback = details;
+  return { ...first, scope: l.ctx.writer.newScope(), attempt: 2, prewritten: [], decision: { shmEnabled: false, reason: readFailedReason(resolved.multimodal_tensor_transport.value), worker: target.spec.url, detail: details } };
+}
+
+/** The files prewritten for one image, moved from the request's scope to the scope of its own Encode call. */
+function takeImageFiles(p: PreparedRequest, image: PreparedImage, scope: ShmRequestScope): NonNullable<PlacementContext['prewritten']> {
+  const buffers = [image.bf16?.buffer, image.pixelValues?.buffer].filter((b) => b !== undefined);
+  const mine = p.prewritten.filter((w) => buffers.includes(w.bytes.buffer as ArrayBuffer));
+  for (const w of mine) {
+    p.prewritten.splice(p.prewritten.indexOf(w), 1);
+    p.scope.forget(w.name);
+    scope.track(w.name, w.bytes.byteLength);
+  }
+  return mine;
+}
+
+/** One image's Encode call; its files are gone when it returns. */
+async function encodeImage(l: Legs, target: RoleTarget, index: number, room: bigint): Promise<void> {
+  const engine = engineFor(target.state.runtime!);
+  const image = l.p.images[index]!;
+  const request = { requestId: l.a.requestId, image, index, imageTokenId: l.ctx.model.imageTokenId, room, encoderDtype: l.p.imageDtypes[index]! };
+  const who = `encode worker ${target.spec.url} (image ${index})`;
+  const first = placementFor(l, target, l.ctx.writer.newScope(), 'encode', room, []);
+  first.prewritten = takeImageFiles(l.p, image, first.scope);
+  let placement = first;
+  try {
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      const wire = await engine.buildEncodeRequest!(request, placement);
+      for (const w of placement.prewritten?.splice(0) ?? []) placement.scope.discard(w.name);
+      if (l.failed()) return;
+      const answer = await target.state.connection!.encode!(wire, { deadline: l.deadline });
+      if ('accepted' in answer) {
+        if (!answer.accepted) throw new ApiError(502, `${who} did not accept the image (EncodeResponse.accepted is false)`, 'server_error');
+        placement.scope.complete();
+        return;
+      }
+      if (answer.failure.kind === 'unavailable') l.ctx.registry.markDown(target.state, `${answer.failure.status}: ${answer.failure.details}`);
+      if (attempt === 1 && !l.options.probe && placement.scope.pending.length > 0 && isShmReadFailure(answer.failure)) {
+        placement.scope.cleanup();
+        placement = inlineRetry(l, target, first, `${answer.failure.status}: ${answer.failure.details}`);
+        continue;
+      }
+      throw legError(answer.failure, who, target.spec.url, l);
+    }
+  } finally {
+    placement.scope.cleanup();
+    first.scope.cleanup();
+  }
+}
+
+/** The prefill leg: its answer is not the client's (the decode worker has the completion). */
+function prefillOnce(l: Legs, target: RoleTarget, wire: WireRequest): Promise<EngineFailure | undefined> {
+  return new Promise((resolve) => {
+    let done = false;
+    const call = target.state.connection!.generate(wire, { deadline: l.deadline }, {
+      event() {},
+      failure(failure) {
+        if (done) return;
+        done = true;
+        if (failure.kind === 'unavailable') l.ctx.registry.markDown(target.state, `${failure.status}: ${failure.details}`);
+        resolve(failure);
+      },
+      end() {
+        if (done) return;
+        done = true;
+        resolve(undefined);
+      },
+    });
+    l.onStop(() => {
+      if (done) return;
+      done = true;
+      // A cancelled call reports nothing more: the leg is over now.
+      call.cancel();
+      target.state.connection!.abort(l.a.requestId, 'another leg of the request failed');
+      resolve(undefined);
+    });
+  });
+}
+
+async function runPrefill(l: Legs, target: RoleTarget, request: EngineRequest, kv: KvBootstrap): Promise<void> {
+  const engine = engineFor(target.state.runtime!);
+  const who = `prefill worker ${target.spec.url}`;
+  // Under PD the pixels are the prefill worker's, in the request's scope (prewritten there).
+  const first = placementFor(l, target, l.p.scope, 'prefill', kv.room, l.p.prewritten);
+  let placement = first;
+  for (let attempt = 1; attempt <= 2; attempt++) {
+    const wire = await engine.buildRequest(request, placement);
+    for (const w of placement.prewritten?.splice(0) ?? []) placement.scope.discard(w.name);
+    if (l.failed()) return;
+    const failure = await prefillOnce(l, target, wire);
+    if (l.failed()) {
+      placement.scope.cleanup();
+      return;
+    }
+    if (!failure) {
+      placement.scope.complete();
+      return;
+    }
+    if (attempt === 1 && !l.options.probe && placement.scope.pending.length > 0 && isShmReadFailure(failure)) {
+      placement.scope.cleanup();
+      placement = inlineRetry(l, target, first, `${failure.status}: ${failure.details}`);
+      continue;
+    }
+    placement.scope.cleanup();
+    throw legError(failure, who, target.spec.url, l);
+  }
+}
+
+export interface DisaggregatedInput {
+  res: ResponseTarget;
+  timing: RequestTiming;
+  record: RequestRecord;
+  options: ChatOptions;
+  isGone: () => boolean;
+}
+
+/** Serve an admitted request across its prefill, decode and (EPD) encode workers. */
+export async function serveDisaggregated(ctx: RouterContext, a: AdmittedRequest, d: DisaggregatedInput): Promise<void> {
+  const route = selectDisaggregatedRoute(ctx, a.snapshot, d.options.worker);
+  const epd = route.mode === 'epd' && a.bytes.length > 0;
+  const encoders = epd ? a.bytes.map((b) => encodeWorkerFor(ctx, a.snapshot, createHash('sha256').update(b).digest(), d.options.worker)) : [];
+  d.record.worker = route.prefill.spec.url;
+  const involved = [...new Set([route.prefill.state, route.decode.state, ...encoders.map((e) => e.state)])];
+  for (const w of involved) ctx.registry.acquire(w);
+  try {
+    const p = await prepare(ctx, a, route.prefill, d.options, d.timing, d.record, epd ? encoders : undefined);
+    try {
+      await runLegs(ctx, a, p, route, encoders, d);
+    } catch (err) {
+      p.scope.cleanup();
+      throw err;
+    } finally {
+      p.release();
+    }
+  } finally {
+    for (const w of involved) ctx.registry.release(w);
+  }
+}
+
+async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedRequest, route: DisaggregatedRoute, encoders: readonly RoleTarget[], d: DisaggregatedInput): Promise<void> {
+  const timeoutSecs = a.snapshot.config.request_timeout_secs;
+  let failure: ApiError | undefined;
+  const stops: Array<() => void> = [];
+  let stopDecode: ((error: ApiError) => void) | undefined;
+  const l: Legs = {
+    ctx,
+    a,
+    p,
+    record: d.record,
+    options: d.options,
+    deadline: Date.now() + timeoutSecs * 1000,
+    fail(error) {
+      if (failure) return;
+      failure = error;
+      for (const stop of stops.splice(0)) stop();
+      stopDecode?.(error);
+    },
+    failed: () => failure !== undefined,
+    onStop(stop) {
+      if (failure) stop();
+      else stops.push(stop);
+    },
+  };
+  const prefillAt = bootstrapAddress(route.prefill.spec)!;
+  const kv: KvBootstrap = { ...prefillAt, room: newBootstrapRoom() };
+  const rooms = encoders.map(() => newBootstrapRoom());
+  const encodeBootstrap: EncodeBootstrapItem[] = encoders.map((e, i) => ({ item: i, ...bootstrapAddress(e.spec)!, room: rooms[i]! }));
+  const base = engineRequestOf(ctx, a, p);
+  const prefillRequest: EngineRequest = { ...base, leg: { role: 'prefill', pixels: encoders.length === 0, kvBootstrap: kv, ...(encoders.length ? { encodeBootstrap } : {}) } };
+  const decodeRequest: EngineRequest = { ...base, leg: { role: 'decode', pixels: false, kvBootstrap: kv } };
+  const others = [
+    ...encoders.map((e, i) => encodeImage(l, e, i, rooms[i]!)),
+    runPrefill(l, route.prefill, prefillRequest, kv),
+  ].map((leg) => leg.catch((err: unknown) => l.fail(err instanceof ApiError ? err : toApiError(err))));
+
+  const decodeScope = ctx.writer.newScope();
+  const decodeWire = await engineFor(route.decode.state.runtime!).buildRequest(decodeRequest, placementFor(l, route.decode, decodeScope, 'decode', kv.room, []));
+  d.timing.mark('place');
+  try {
+    if (failure) throw failure;
+    await streamFromWorker(ctx, route.decode.state, decodeWire, {
+      requestId: a.requestId,
+      model: a.model,
+      scope: decodeScope,
+      res: d.res,
+      responder: chatResponder(a, d.res),
+      isGone: d.isGone,
+      timeoutSecs,
+      timing: d.timing,
+      deadline: l.deadline,
+      stopWith: (stop) => {
+        stopDecode = stop;
+      },
+    });
+  } catch (err) {
+    l.fail(err instanceof ApiError ? err : toApiError(err));
+    throw err;
+  } finally {
+    // The decode is over (answered, failed, or the client left): no other leg is needed now.
+    if (!failure && d.isGone()) l.fail(new ApiError(499, 'the client went away'));
+    else for (const stop of stops.splice(0)) stop();
+    await Promise.all(others);
+    decodeScope.cleanup();
+  }
+}
