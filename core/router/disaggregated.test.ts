@@ -179,6 +179,6 @@ describe('PD', () => {
     const r = await start({ disaggregation: 'pd', workers: [{ url: prefill.url, worker_type: 'prefill', runtime: 'vllm' }, { url: decode.url, worker_type: 'decode', runtime: 'vllm' }] });
     const reply = await chat(r, ['rgb.png']);
     expect(reply.status).toBe(503);
-    expect(reply.content).toContain("vLLM workers relay vLLM's KV transfer parameters from the prefill to the decode, which this version of mmtc does not do yet");
+    expect(reply.content).toBe("vLLM workers serve it one leg after the other, the prefill's KV transfer parameters relayed to the decode, which this version of mmtc does not do yet: disaggregation pd needs TokenSpeed prefill and decode workers");
   });
 });

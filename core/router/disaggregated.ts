@@ -1,5 +1,5 @@
 // A chat request under disaggregated serving (docs/router.md, "Disaggregated serving"), after
-// the gateway's TokenSpeed EPD/PD: one prefill and one decode worker meet on a KV bootstrap
+// the gateway's EPD/PD protocol: one prefill and one decode worker meet on a KV bootstrap
 // room the router picks (a random 63-bit number) at the prefill worker's bootstrap server;
 // under EPD each image also goes to an encode worker in its own Encode call, with a room of
 // its own at that encode worker's bootstrap server, and the prefill worker is told where to

@@ -6,11 +6,12 @@
 // healthy worker at or after its content hash's point. The gateway hashes with BLAKE3; the
 // choice it makes for an image is its own, so only the property matters: the same image, the
 // same worker, while the list holds. The workers' runtimes must serve the mode: both legs one
-// runtime that does PD, encode workers of a runtime that encodes.
+// runtime that does PD at once on both legs, encode workers of a runtime that encodes (their
+// engines' capabilities say which).
 import { createHash, randomInt } from 'node:crypto';
 import type { RouterConfig, WorkerSpec, WorkerType } from '../config/schema.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
-import { capabilitiesOf } from '../engines/table.ts';
+import { capabilitiesOf, runtimesWhere } from '../engines/table.ts';
 import type { WorkerState } from '../workers/registry.ts';
 import type { RouterContext } from './context.ts';
 import { ApiError } from './openai.ts';
@@ -71,7 +72,8 @@ function checkRuntimes(route: DisaggregatedRoute): void {
   if (p !== d) throw new ApiError(503, `prefill worker ${route.prefill.spec.url} speaks ${p} but decode worker ${route.decode.spec.url} speaks ${d}: both legs of a request need one runtime`, 'service_unavailable');
   const pd = capabilitiesOf(p).pd;
   if (pd !== 'parallel') {
-    throw new ApiError(503, `${capabilitiesOf(p).label} workers ${pd === 'sequential' ? "relay vLLM's KV transfer parameters from the prefill to the decode, which this version of mmtc does not do yet" : 'do not serve disaggregated requests'}: disaggregation ${route.mode} needs TokenSpeed prefill and decode workers`, 'service_unavailable');
+    const how = pd === 'sequential' ? "serve it one leg after the other, the prefill's KV transfer parameters relayed to the decode, which this version of mmtc does not do yet" : 'do not serve disaggregated requests';
+    throw new ApiError(503, `${capabilitiesOf(p).label} workers ${how}: disaggregation ${route.mode} needs ${runtimesWhere((c) => c.pd === 'parallel')} prefill and decode workers`, 'service_unavailable');
   }
 }
 
@@ -125,6 +127,6 @@ export function encodeWorkerFor(ctx: RouterContext, snapshot: ConfigSnapshot, co
       }
     }
   }
-  if (!capabilitiesOf(chosen.state.runtime!).encodes) throw new ApiError(503, `encode worker ${chosen.spec.url} speaks ${capabilitiesOf(chosen.state.runtime!).label}, which has no Encode service: EPD needs TokenSpeed encode workers`, 'service_unavailable');
+  if (!capabilitiesOf(chosen.state.runtime!).encodes) throw new ApiError(503, `encode worker ${chosen.spec.url} speaks ${capabilitiesOf(chosen.state.runtime!).label}, which has no Encode service: EPD needs ${runtimesWhere((c) => c.encodes)} encode workers`, 'service_unavailable');
   return chosen;
 }
