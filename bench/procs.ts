@@ -19,6 +19,8 @@ export interface Started {
   child: ChildProcess;
   /** The first capture group of `ready` in the process's output. */
   match: string;
+  /** Every capture group of `ready`. */
+  groups: string[];
 }
 
 /**
@@ -45,7 +47,7 @@ export function startMmtc(args: string[], ready: RegExp, options: { env?: Record
       const m = ready.exec(out);
       if (m) {
         clearTimeout(timer);
-        resolve({ child, match: m[1]! });
+        resolve({ child, match: m[1]!, groups: m.slice(1) });
       }
     });
     child.on('exit', (code, signal) => {

@@ -93,6 +93,14 @@ export function startWorkerInPrivateShm(runtime: WireRuntime): Promise<Worker> {
   return startWorker(runtime, [], { prefix: ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o size=64m mmtc-e2e /dev/shm && exec "$0" "$@"'] });
 }
 
+/** A reference worker of disaggregated serving (`--role`), with its bootstrap server's port for an encode or prefill worker; `privateShm`: in a /dev/shm of its own, as above. */
+export async function startRoleWorker(role: 'encode' | 'prefill' | 'decode', options: { privateShm?: boolean } = {}): Promise<Worker & { bootstrapPort: number | undefined }> {
+  const served = role !== 'decode';
+  const prefix = options.privateShm ? ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o size=64m mmtc-e2e /dev/shm && exec "$0" "$@"'] : [];
+  const s = await startProcess(['worker', '--runtime', 'tokenspeed', '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : [])], served ? /listening on (grpc:\/\/\S+)\n[\s\S]*?bootstrap server on http:\/\/\S+:(\d+)/ : /listening on (grpc:\/\/\S+)/, baseEnv(), 45_000, prefix);
+  return { url: s.match[1]!, bootstrapPort: served ? Number(s.match[2]) : undefined, stop: () => stopProcess(s.child) };
+}
+
 /** This process (and so every serve it starts) runs as root: its /dev/shm files (0600) are unreadable to another uid. */
 export const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 

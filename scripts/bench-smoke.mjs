@@ -34,6 +34,7 @@ const BENCHES = [
   { name: 'bench:transport', args: ['--quick'], timeoutS: 300 },
   { name: 'bench:preprocess', args: ['--quick'], timeoutS: 300 },
   { name: 'bench:router', args: ['--quick'], timeoutS: 300 },
+  { name: 'bench:epd', args: ['--quick'], timeoutS: 240 },
   { name: 'bench:console', args: ['--quick'], timeoutS: 180 },
   { name: 'bench:memory', args: ['--quick'], timeoutS: 300 },
   {

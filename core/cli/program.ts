@@ -203,7 +203,7 @@ function addToolCommands(program: Command): void {
     .option('--delay-ms <ms>', 'hold each request this long before reading its tensors (simulates a queue)', '0')
     .addOption(new Option('--read-buffer <kind>', "read each /dev/shm tensor into a pooled, pre-faulted buffer, or into a fresh one per tensor (as the gateway's Python servicers do)").choices(['pooled', 'fresh']).default('pooled'))
     .option('--user <name>', 'start as root, then serve as this user (and its primary group): a worker under another uid, which cannot open a root router\'s 0600 files in /dev/shm')
-    .addOption(new Option('--role <role>', 'its part in disaggregated serving: a whole request (regular), or the encode, prefill or decode worker of EPD/PD (TokenSpeed)').choices(['regular', 'encode', 'prefill', 'decode']).default('regular'))
+    .addOption(new Option('--role <role>', 'its part in disaggregated serving: a whole request (regular), or the encode, prefill or decode worker of EPD/PD (encode: TokenSpeed; prefill and decode: TokenSpeed and vLLM)').choices(['regular', 'encode', 'prefill', 'decode']).default('regular'))
     .option('--bootstrap-port <port>', `an encode or prefill worker's bootstrap server, where the next worker takes what it produced (default ${DEFAULT_BOOTSTRAP_PORT}; 0 picks a free one)`)
     .addOption(new Option('--encode-accept <bool>', 'an encode worker that answers accepted: false (fault injection)').choices(['true', 'false']).default('true'))
     .option('--encode-drop', 'an encode worker that accepts but never hands the embedding over (fault injection)')
@@ -219,7 +219,7 @@ function addToolCommands(program: Command): void {
         if (!Number.isInteger(ms) || ms < 1 || ms > 60_000) issues.push({ path: flag, message: `invalid value '${text}' for ${flag}: expected whole milliseconds from 1 to 60000` });
         return ms;
       });
-      if (!REFERENCE_ROLES[opts.runtime].includes(opts.role)) issues.push({ path: '--role', message: `--role ${opts.role} needs --runtime tokenspeed (a ${opts.runtime} reference worker can be ${REFERENCE_ROLES[opts.runtime].join(', ')})` });
+      if (!REFERENCE_ROLES[opts.runtime].includes(opts.role)) issues.push({ path: '--role', message: `--role ${opts.role} needs --runtime ${REFERENCE_RUNTIMES.filter((r) => REFERENCE_ROLES[r].includes(opts.role)).join(' or ')} (a ${opts.runtime} reference worker can be ${REFERENCE_ROLES[opts.runtime].join(', ')})` });
       if (opts.bootstrapPort !== undefined && opts.role !== 'encode' && opts.role !== 'prefill') issues.push({ path: '--bootstrap-port', message: `--bootstrap-port is for an encode or prefill worker, which has a bootstrap server (this one is --role ${opts.role})` });
       if ((opts.encodeAccept === 'false' || opts.encodeDrop) && opts.role !== 'encode') issues.push({ path: opts.encodeDrop ? '--encode-drop' : '--encode-accept', message: `${opts.encodeDrop ? '--encode-drop' : '--encode-accept false'} is for an encode worker (this one is --role ${opts.role})` });
       if (port === undefined || issues.length) throw new ConfigError(issues);

@@ -7,7 +7,7 @@ import { fetchBootstrapRecord, startBootstrapServer } from './bootstrap.ts';
 
 describe('mmtc worker --role', () => {
   it.each([
-    [['--runtime', 'vllm', '--role', 'encode'], '--role encode needs --runtime tokenspeed (a vllm reference worker can be regular)'],
+    [['--runtime', 'vllm', '--role', 'encode'], '--role encode needs --runtime tokenspeed (a vllm reference worker can be regular, prefill, decode)'],
     [['--runtime', 'tokenspeed', '--role', 'decode', '--bootstrap-port', '9000'], '--bootstrap-port is for an encode or prefill worker, which has a bootstrap server (this one is --role decode)'],
     [['--runtime', 'tokenspeed', '--role', 'prefill', '--encode-drop'], '--encode-drop is for an encode worker (this one is --role prefill)'],
     [['--runtime', 'tokenspeed', '--role', 'prefill', '--embedding-timeout-ms', '0'], "invalid value '0' for --embedding-timeout-ms: expected whole milliseconds from 1 to 60000"],

@@ -57,7 +57,7 @@ export interface ReferenceWorkerOptions {
 }
 
 /** The roles each protocol's reference worker can take (the protocol's own disaggregated serving). */
-export const REFERENCE_ROLES: Readonly<Record<WireRuntime, readonly WorkerRole[]>> = { tokenspeed: ['regular', 'encode', 'prefill', 'decode'], vllm: ['regular'], sglang: ['regular'] };
+export const REFERENCE_ROLES: Readonly<Record<WireRuntime, readonly WorkerRole[]>> = { tokenspeed: ['regular', 'encode', 'prefill', 'decode'], vllm: ['regular', 'prefill', 'decode'], sglang: ['regular'] };
 
 export type ReadBuffers = 'pooled' | 'fresh';
 

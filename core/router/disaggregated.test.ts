@@ -173,12 +173,26 @@ describe('PD', () => {
     expect(ourFiles()).toEqual([]);
   });
 
-  it('prefill and decode workers of a runtime that does not do it here: 503 saying why', async () => {
-    const prefill = await worker('regular', [], 'vllm');
-    const decode = await worker('regular', [], 'vllm');
-    const r = await start({ disaggregation: 'pd', workers: [{ url: prefill.url, worker_type: 'prefill', runtime: 'vllm' }, { url: decode.url, worker_type: 'decode', runtime: 'vllm' }] });
+  it('vLLM: the prefill first, asked for one token; the decode takes the KV transfer parameters it returned', async () => {
+    const prefill = await worker('prefill', [], 'vllm');
+    const decode = await worker('decode', [], 'vllm');
+    const r = await start({ disaggregation: 'pd', workers: [{ ...spec(prefill, 'prefill'), runtime: 'vllm' }, { ...spec(decode, 'decode'), runtime: 'vllm' }] });
+    for (const stream of [false, true]) {
+      const reply = await chat(r, ['rgb.png', 'photo.jpg'], stream);
+      expect(reply.status, reply.content).toBe(200);
+      expect(reply.content).toMatch(new RegExp(`^2 images via pd, prefill ${prefill.url}, transfer ${reply.id}: pixel_values \\[[\\d,]+\\] float32 via shm, `));
+      const events = r.context.events.recent().filter((e) => e.requestId === reply.id);
+      expect(new Set(events.filter((e) => e.tensor === 'pixel_values').map((e) => `${e.leg}:${e.worker}`))).toEqual(new Set([`prefill:${prefill.url}`]));
+    }
+    expect(ourFiles()).toEqual([]);
+  });
+
+  it('prefill and decode workers of a runtime without disaggregated serving: 503 saying why', async () => {
+    const prefill = await worker('regular', [], 'sglang');
+    const decode = await worker('regular', [], 'sglang');
+    const r = await start({ disaggregation: 'pd', workers: [{ url: prefill.url, worker_type: 'prefill', runtime: 'sglang' }, { url: decode.url, worker_type: 'decode', runtime: 'sglang' }] });
     const reply = await chat(r, ['rgb.png']);
     expect(reply.status).toBe(503);
-    expect(reply.content).toBe("vLLM workers serve it one leg after the other, the prefill's KV transfer parameters relayed to the decode, which this version of mmtc does not do yet: disaggregation pd needs TokenSpeed prefill and decode workers");
+    expect(reply.content).toBe('SGLang workers do not serve disaggregated requests: disaggregation pd needs TokenSpeed and vLLM prefill and decode workers');
   });
 });

@@ -11,8 +11,8 @@
 // others and is the request's error, naming the worker and, for an encode call, the image.
 import { createHash, randomBytes } from 'node:crypto';
 import { bootstrapAddress } from '../config/schema.ts';
-import type { EncodeBootstrapItem, EngineFailure, EngineRequest, KvBootstrap, PreparedImage, WireRequest } from '../engines/engine.ts';
-import { engineFor } from '../engines/table.ts';
+import type { EncodeBootstrapItem, EngineFailure, EngineRequest, KvBootstrap, Leg, PreparedImage, WireRequest } from '../engines/engine.ts';
+import { capabilitiesOf, engineFor } from '../engines/table.ts';
 import type { PlacementContext } from '../transport/placement.ts';
 import type { ShmRequestScope } from '../transport/shm-writer.ts';
 import type { LegName } from '../transport/event-schema.ts';
@@ -51,7 +51,7 @@ function legError(failure: EngineFailure, who: string, url: string, l: Legs): Ap
   return toApiError(new EngineFailureError(failure, url, l.a.snapshot.config.request_timeout_secs, { who, deadline: l.deadline }));
 }
 
-function placementFor(l: Legs, target: RoleTarget, scope: ShmRequestScope, leg: LegName, room: bigint, prewritten: PlacementContext['prewritten']): PlacementContext {
+function placementFor(l: Legs, target: RoleTarget, scope: ShmRequestScope, leg: LegName, room: bigint | undefined, prewritten: PlacementContext['prewritten']): PlacementContext {
   const { decision, minBytes } = laneFor(l.ctx, l.a.snapshot, target.spec, target.state, l.options);
   return {
     requestId: l.a.requestId,
@@ -68,7 +68,7 @@ function placementFor(l: Legs, target: RoleTarget, scope: ShmRequestScope, leg: 
     tally: l.record.paths,
     prewritten,
     leg,
-    room,
+    ...(room !== undefined ? { room } : {}),
   };
 }
 
@@ -127,22 +127,28 @@ async function encodeImage(l: Legs, target: RoleTarget, index: number, room: big
   }
 }
 
-/** The prefill leg: its answer is not the client's (the decode worker has the completion). */
-function prefillOnce(l: Legs, target: RoleTarget, wire: WireRequest): Promise<EngineFailure | undefined> {
+/** What a prefill call came to: a failure, or its end (with the KV transfer parameters a vLLM prefill returns). */
+type PrefillOutcome = { failure: EngineFailure } | { kvTransferParamsJson: string | undefined };
+
+/** The prefill leg: its tokens are not the client's (the decode worker has the completion). */
+function prefillOnce(l: Legs, target: RoleTarget, wire: WireRequest): Promise<PrefillOutcome> {
   return new Promise((resolve) => {
     let done = false;
+    let kvTransferParamsJson: string | undefined;
     const call = target.state.connection!.generate(wire, { deadline: l.deadline }, {
-      event() {},
+      event(ev) {
+        if (ev.kind === 'complete') kvTransferParamsJson = ev.kvTransferParamsJson;
+      },
       failure(failure) {
         if (done) return;
         done = true;
         if (failure.kind === 'unavailable') l.ctx.registry.markDown(target.state, `${failure.status}: ${failure.details}`);
-        resolve(failure);
+        resolve({ failure });
       },
       end() {
         if (done) return;
         done = true;
-        resolve(undefined);
+        resolve({ kvTransferParamsJson });
       },
     });
     l.onStop(() => {
@@ -151,36 +157,38 @@ function prefillOnce(l: Legs, target: RoleTarget, wire: WireRequest): Promise<En
       // A cancelled call reports nothing more: the leg is over now.
       call.cancel();
       target.state.connection!.abort(l.a.requestId, 'another leg of the request failed');
-      resolve(undefined);
+      resolve({ kvTransferParamsJson: undefined });
     });
   });
 }
 
-async function runPrefill(l: Legs, target: RoleTarget, request: EngineRequest, kv: KvBootstrap): Promise<void> {
+/** The prefill leg, sent again inline when the worker cannot read its files; the KV transfer parameters it returned (vLLM). */
+async function runPrefill(l: Legs, target: RoleTarget, request: EngineRequest, room: bigint | undefined): Promise<string | undefined> {
   const engine = engineFor(target.state.runtime!);
   const who = `prefill worker ${target.spec.url}`;
   // Under PD the pixels are the prefill worker's, in the request's scope (prewritten there).
-  const first = placementFor(l, target, l.p.scope, 'prefill', kv.room, l.p.prewritten);
+  const first = placementFor(l, target, l.p.scope, 'prefill', room, l.p.prewritten);
   let placement = first;
-  for (let attempt = 1; attempt <= 2; attempt++) {
+  for (let attempt = 1; ; attempt++) {
     const wire = await engine.buildRequest(request, placement);
     for (const w of placement.prewritten?.splice(0) ?? []) placement.scope.discard(w.name);
-    if (l.failed()) return;
-    const failure = await prefillOnce(l, target, wire);
+    if (l.failed()) return undefined;
+    const outcome = await prefillOnce(l, target, wire);
     if (l.failed()) {
       placement.scope.cleanup();
-      return;
+      return undefined;
     }
-    if (!failure) {
+    if (!('failure' in outcome)) {
       placement.scope.complete();
-      return;
+      return outcome.kvTransferParamsJson;
     }
-    if (attempt === 1 && !l.options.probe && placement.scope.pending.length > 0 && isShmReadFailure(failure)) {
-      placement.scope.cleanup();
+    const { failure } = outcome;
+    const unreadFiles = placement.scope.pending.length > 0;
+    placement.scope.cleanup();
+    if (attempt === 1 && !l.options.probe && unreadFiles && isShmReadFailure(failure)) {
       placement = inlineRetry(l, target, first, `${failure.status}: ${failure.details}`);
       continue;
     }
-    placement.scope.cleanup();
     throw legError(failure, who, target.spec.url, l);
   }
 }
@@ -240,20 +248,30 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
       else stops.push(stop);
     },
   };
-  const prefillAt = bootstrapAddress(route.prefill.spec)!;
-  const kv: KvBootstrap = { ...prefillAt, room: newBootstrapRoom() };
-  const rooms = encoders.map(() => newBootstrapRoom());
-  const encodeBootstrap: EncodeBootstrapItem[] = encoders.map((e, i) => ({ item: i, ...bootstrapAddress(e.spec)!, room: rooms[i]! }));
   const base = engineRequestOf(ctx, a, p);
-  const prefillRequest: EngineRequest = { ...base, leg: { role: 'prefill', pixels: encoders.length === 0, kvBootstrap: kv, ...(encoders.length ? { encodeBootstrap } : {}) } };
-  const decodeRequest: EngineRequest = { ...base, leg: { role: 'decode', pixels: false, kvBootstrap: kv } };
-  const others = [
-    ...encoders.map((e, i) => encodeImage(l, e, i, rooms[i]!)),
-    runPrefill(l, route.prefill, prefillRequest, kv),
-  ].map((leg) => leg.catch((err: unknown) => l.fail(err instanceof ApiError ? err : toApiError(err))));
+  let kv: KvBootstrap | undefined;
+  let decodeLeg: Leg;
+  let others: Array<Promise<unknown>> = [];
+  if (capabilitiesOf(route.prefill.state.runtime!).pd === 'sequential') {
+    // One leg after the other (vLLM): the prefill first, asked for one token; the decode takes
+    // the KV transfer parameters it returned.
+    const ask = JSON.stringify({ do_remote_decode: true, do_remote_prefill: false });
+    const params = await runPrefill(l, route.prefill, { ...base, leg: { role: 'prefill', pixels: true, kvTransferParamsJson: ask, prefillOnly: true } }, undefined);
+    if (params === undefined) throw new ApiError(502, `prefill worker ${route.prefill.spec.url} answered without kv_transfer_params_json: the decode worker would have no KV to take`, 'server_error');
+    decodeLeg = { role: 'decode', pixels: false, kvTransferParamsJson: params };
+  } else {
+    // All at once: the legs meet on rooms at the prefill's and the encode workers' bootstrap servers.
+    kv = { ...bootstrapAddress(route.prefill.spec)!, room: newBootstrapRoom() };
+    const rooms = encoders.map(() => newBootstrapRoom());
+    const encodeBootstrap: EncodeBootstrapItem[] = encoders.map((e, i) => ({ item: i, ...bootstrapAddress(e.spec)!, room: rooms[i]! }));
+    const prefillRequest: EngineRequest = { ...base, leg: { role: 'prefill', pixels: encoders.length === 0, kvBootstrap: kv, ...(encoders.length ? { encodeBootstrap } : {}) } };
+    others = [...encoders.map((e, i) => encodeImage(l, e, i, rooms[i]!)), runPrefill(l, route.prefill, prefillRequest, kv.room)].map((leg) => leg.catch((err: unknown) => l.fail(err instanceof ApiError ? err : toApiError(err))));
+    decodeLeg = { role: 'decode', pixels: false, kvBootstrap: kv };
+  }
+  const decodeRequest: EngineRequest = { ...base, leg: decodeLeg };
 
   const decodeScope = ctx.writer.newScope();
-  const decodeWire = await engineFor(route.decode.state.runtime!).buildRequest(decodeRequest, placementFor(l, route.decode, decodeScope, 'decode', kv.room, []));
+  const decodeWire = await engineFor(route.decode.state.runtime!).buildRequest(decodeRequest, placementFor(l, route.decode, decodeScope, 'decode', kv?.room, []));
   d.timing.mark('place');
   try {
     if (failure) throw failure;

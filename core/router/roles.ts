@@ -6,8 +6,8 @@
 // healthy worker at or after its content hash's point. The gateway hashes with BLAKE3; the
 // choice it makes for an image is its own, so only the property matters: the same image, the
 // same worker, while the list holds. The workers' runtimes must serve the mode: both legs one
-// runtime that does PD at once on both legs, encode workers of a runtime that encodes (their
-// engines' capabilities say which).
+// runtime that does PD, and under EPD encode and prefill workers of a runtime that encodes
+// (their engines' capabilities say which).
 import { createHash, randomInt } from 'node:crypto';
 import type { RouterConfig, WorkerSpec, WorkerType } from '../config/schema.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
@@ -65,16 +65,14 @@ function pick(ctx: RouterContext, snapshot: ConfigSnapshot, role: 'prefill' | 'd
   return picked;
 }
 
-/** The runtimes must serve the mode: one runtime on both legs that does PD. */
+/** The runtimes must serve the mode: one runtime on both legs that does PD; under EPD one whose prefill takes the embeddings from encode workers. */
 function checkRuntimes(route: DisaggregatedRoute): void {
   const p = route.prefill.state.runtime!;
   const d = route.decode.state.runtime!;
   if (p !== d) throw new ApiError(503, `prefill worker ${route.prefill.spec.url} speaks ${p} but decode worker ${route.decode.spec.url} speaks ${d}: both legs of a request need one runtime`, 'service_unavailable');
-  const pd = capabilitiesOf(p).pd;
-  if (pd !== 'parallel') {
-    const how = pd === 'sequential' ? "serve it one leg after the other, the prefill's KV transfer parameters relayed to the decode, which this version of mmtc does not do yet" : 'do not serve disaggregated requests';
-    throw new ApiError(503, `${capabilitiesOf(p).label} workers ${how}: disaggregation ${route.mode} needs ${runtimesWhere((c) => c.pd === 'parallel')} prefill and decode workers`, 'service_unavailable');
-  }
+  const c = capabilitiesOf(p);
+  if (c.pd === undefined) throw new ApiError(503, `${c.label} workers do not serve disaggregated requests: disaggregation ${route.mode} needs ${runtimesWhere((x) => x.pd !== undefined)} prefill and decode workers`, 'service_unavailable');
+  if (route.mode === 'epd' && !c.encodes) throw new ApiError(503, `${c.label} prefill workers cannot take embeddings from encode workers: disaggregation epd needs ${runtimesWhere((x) => x.encodes)} prefill and decode workers`, 'service_unavailable');
 }
 
 /**

@@ -42,6 +42,51 @@ function reviewRemove(w: WorkerView) {
   });
 }
 
+/** Whether a worker of this type gets no pixel tensor under the mode: the decode, and the prefill next to encode workers. */
+function pixelless(mode: RouterConfig['disaggregation'], type: WorkerSpec['worker_type']): boolean {
+  return (mode !== 'none' && type === 'decode') || (mode === 'epd' && type === 'prefill');
+}
+
+const ROLE_ORDER = ['encode', 'prefill', 'decode'] as const;
+const ROLE_DOES: Record<(typeof ROLE_ORDER)[number], string> = {
+  encode: "reads each image's tensors (by its own transport), one Encode call per image",
+  prefill: 'takes the embeddings from the encode workers (EPD) or reads the pixels itself (PD)',
+  decode: "takes the prefill's KV and answers the client; gets no pixel tensor",
+};
+
+/**
+ * Under disaggregation, who does what for one request: the roles in the order a request
+ * crosses them, each worker with its health and the verdict its own tensors get.
+ */
+function Topology({ mode, workers }: { mode: RouterConfig['disaggregation']; workers: readonly WorkerView[] }) {
+  if (mode === 'none') return null;
+  const roles = ROLE_ORDER.filter((r) => mode === 'epd' || r !== 'encode');
+  return (
+    <Panel id="topology" title={`Disaggregation: ${mode === 'epd' ? 'encode → prefill → decode' : 'prefill → decode'}`}>
+      <ol className="topology" data-testid="topology">
+        {roles.map((role) => {
+          const members = workers.filter((w) => w.spec.worker_type === role);
+          return (
+            <li key={role} className="topology-role" data-role={role}>
+              <div className="topology-head"><strong>{role}</strong> <span className="muted small">({members.length})</span></div>
+              <div className="muted small">{mode === 'pd' && role === 'prefill' ? "reads the pixels (by its own transport) and hands its KV to the decode worker" : ROLE_DOES[role]}</div>
+              <ul className="topology-workers">
+                {members.map((w) => (
+                  <li key={w.url}>
+                    <span className="mono small">{w.url.replace(/^grpc:\/\//, '')}</span> <Badge tone={HEALTH_TONE[w.health]}>{w.health}</Badge>
+                    {(role === 'encode' || (mode === 'pd' && role === 'prefill')) && <> <VerdictBadge decision={w.decision} threshold={w.resolution.multimodal_shm_min_bytes.value} compact /></>}
+                  </li>
+                ))}
+                {members.length === 0 && <li className="muted small">none configured</li>}
+              </ul>
+            </li>
+          );
+        })}
+      </ol>
+    </Panel>
+  );
+}
+
 export function WorkersScreen() {
   const workers = useWorkers((s) => s.workers);
   const loaded = useWorkers((s) => s.loaded);
@@ -74,6 +119,7 @@ export function WorkersScreen() {
       />
       {error && <ErrorNote>{error}</ErrorNote>}
       {view && <StartFlagNote view={view} setting="workers" />}
+      {view && <Topology mode={view.config.disaggregation} workers={workers} />}
       {adding && view && <AddWorker config={view.config} revision={view.revision} existing={workers} onClose={() => setAdding(false)} />}
       <Panel id="workers-table">
         {loaded && workers.length === 0 && draftOnly.length === 0 ? (
@@ -146,6 +192,9 @@ export function WorkersScreen() {
                         <td data-testid="next-request" data-outcome={r.decision.outcome} className="next-cell">
                           <VerdictBadge decision={r.decision} threshold={thr.value} compact />
                           <div className="small reason" title={`${r.decision.reason}: ${r.decision.explanation}`}>{REASON_WORDS[r.decision.reason]}</div>
+                          {view && pixelless(view.config.disaggregation, w.spec.worker_type) && (
+                            <div className="small muted" data-testid="no-pixels">no pixel tensors: {view.config.disaggregation === 'epd' ? 'the encode workers' : 'the prefill worker'} get them; its own are the images' metadata, a few bytes</div>
+                          )}
                         </td>
                         <td className="actions">
                           <div className="action-grid">

@@ -1,0 +1,184 @@
+// Disaggregated serving under load and faults: a real `mmtc router` with `disaggregation: epd`
+// and `auto`, two encode workers (one sharing our /dev/shm, one in a /dev/shm of its own: a
+// private tmpfs in a mount namespace), one prefill and one decode reference worker. Under load
+// every answer is checked item by item: each image reached exactly one encode worker (the same
+// one for the same image, consistent hashing), its tensors' fingerprints are the image's, and
+// its path is the one its encode worker's lane gives (SHM to the near one, inline to the far
+// one). Then the faults: an encode worker killed mid-request, one that answers accepted: false,
+// a prefill that never gets its embedding; each a clear error, /health fast, no file left.
+import { chatBody, randomChat } from '../lib/chat.ts';
+import { makeCorpus, expectedTensors, parseWorkerReport, compareTensors, type CorpusImage } from '../lib/images.ts';
+import { get, percentile, request, type Reply } from '../lib/http.ts';
+import { canNamespace, sleep, spawnMmtc, startRouter, type Proc, type Router } from '../lib/procs.ts';
+import { ourFiles, shmNamespace } from '../lib/shm.ts';
+import { type Suite, type T } from '../lib/suite.ts';
+import { configFile } from './faults-worker.ts';
+
+interface RoleWorker {
+  proc: Proc;
+  url: string;
+  bootstrapPort?: number;
+}
+
+async function roleWorker(role: 'encode' | 'prefill' | 'decode', extra: string[] = [], prefix: string[] = []): Promise<RoleWorker> {
+  const served = role !== 'decode';
+  const proc = spawnMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : []), ...extra], { name: `worker ${role}${extra.length ? ` ${extra.join(' ')}` : ''}`, prefix });
+  const m = await proc.waitFor(served ? /listening on (grpc:\/\/\S+)\n[\s\S]*?bootstrap server on http:\/\/\S+:(\d+)/ : /listening on (grpc:\/\/\S+)/, 45_000);
+  return { proc, url: m[1]!, ...(served ? { bootstrapPort: Number(m[2]) } : {}) };
+}
+
+function epdRouter(encoders: RoleWorker[], prefill: RoleWorker, decode: RoleWorker, name: string): Promise<Router> {
+  const entry = (w: RoleWorker, type: string) => `  - url: ${w.url}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}`;
+  const file = configFile(`disaggregation: epd\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 120\nhealth_check_interval_secs: 1\nworkers:\n${encoders.map((e) => entry(e, 'encode')).join('')}${entry(prefill, 'prefill')}${entry(decode, 'decode')}`);
+  return startRouter(['--config', file], { name });
+}
+
+/** Every difference between the decode worker's sentence and what the images must have become, with where each item went. */
+function verifyEpd(reply: Reply, images: readonly CorpusImage[], prefill: string): { problems: string[]; items: Array<{ worker: string; path: string }> } {
+  if (reply.status !== 200) return { problems: [`HTTP ${reply.status || reply.neterr}: ${reply.body.slice(0, 300)}`], items: [] };
+  const content = reply.content ?? '';
+  const problems: string[] = [];
+  const head = new RegExp(`^${images.length} images? via epd, prefill ${prefill}, kv room \\d+\\.`).exec(content);
+  if (!head) problems.push(`not an EPD answer naming the prefill worker: ${content.slice(0, 200)}`);
+  const items: Array<{ worker: string; path: string }> = [];
+  const re = / item (\d+) from encode worker (grpc:\/\/\S+), room (\d+): ([^]*?)\.(?= item \d+ from|$)/g;
+  for (let m = re.exec(content); m; m = re.exec(content)) {
+    const i = Number(m[1]);
+    const report = parseWorkerReport(`1 image: ${m[4]}`);
+    if (i !== items.length || !report || !images[i]) {
+      problems.push(`item ${m[1]} out of order or unparsed`);
+      continue;
+    }
+    problems.push(...compareTensors(expectedTensors('tokenspeed', [images[i]]), report.tensors).map((p) => `item ${i}: ${p}`));
+    items.push({ worker: m[2]!, path: report.tensors.find((t) => t.name === 'encoder_input')?.path ?? '?' });
+  }
+  if (items.length !== images.length) problems.push(`${items.length} items reported for ${images.length} images`);
+  return { problems, items };
+}
+
+async function healthProbe(url: string, ms: number): Promise<number[]> {
+  const out: number[] = [];
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    const t = performance.now();
+    await get(url, '/health', { timeoutMs: 5_000 });
+    out.push(performance.now() - t);
+    await sleep(100);
+  }
+  return out;
+}
+
+export async function epdGroup(suite: Suite): Promise<void> {
+  const run = (name: string, fn: (t: T) => Promise<void>, maxSeconds: number) => suite.run(`epd/${name}`, fn, { seeded: name === 'clients-32', maxSeconds, ...(canNamespace() ? {} : { skip: 'needs root (unshare --mount) for the far encode worker' }) });
+  await suite.group('epd', ['clients-32', 'faults'], async () => {
+    await run('clients-32', (t) => loadEpd(t, suite.short ? 8 : 60), 240);
+    await run('faults', (t) => faults(t), 180);
+  });
+}
+
+async function loadEpd(t: T, seconds: number): Promise<void> {
+  const corpus = await makeCorpus();
+  const far = await shmNamespace({ name: 'far encode worker' });
+  try {
+    const near = await roleWorker('encode');
+    const farWorker = await roleWorker('encode', [], far.prefix);
+    const prefill = await roleWorker('prefill');
+    const decode = await roleWorker('decode');
+    const router = await epdRouter([near, farWorker], prefill, decode, 'router (epd)');
+    const rng = t.rng;
+    const byImage = new Map<string, Set<string>>();
+    const problems: string[] = [];
+    const paths = { near: { shm: 0, inline: 0 }, far: { shm: 0, inline: 0 } };
+    let requests = 0;
+    let items = 0;
+    const latencies: number[] = [];
+    const end = performance.now() + seconds * 1000;
+    await Promise.all(
+      Array.from({ length: 32 }, async (_, c) => {
+        const r = rng.fork(c);
+        await sleep(r.int(0, 800));
+        while (performance.now() < end) {
+          const sent = randomChat(r, corpus);
+          const reply = await request(router.url, sent.body, { timeoutMs: 120_000 });
+          requests += 1;
+          latencies.push(reply.ms);
+          const v = verifyEpd(reply, sent.images, prefill.url);
+          if (v.problems.length && problems.length < 20) problems.push(v.problems.join('; ').slice(0, 400));
+          v.items.forEach((it, i) => {
+            items += 1;
+            const name = sent.images[i]!.name;
+            (byImage.get(name) ?? byImage.set(name, new Set()).get(name)!).add(it.worker);
+            const side = it.worker === near.url ? paths.near : paths.far;
+            if (it.path === 'shm' || it.path === 'inline') side[it.path] += 1;
+          });
+        }
+      }),
+    );
+    const moved = [...byImage].filter(([, w]) => w.size > 1).map(([n]) => n);
+    const left = ourFiles();
+    t.note('requests', requests);
+    t.note('items', items);
+    t.note('paths', paths);
+    t.check(problems.length === 0, `answers that do not prove their routing: ${problems.slice(0, 3).join(' | ')}`);
+    t.check(moved.length === 0, `images that reached more than one encode worker: ${moved.join(', ')}`);
+    t.check(paths.near.inline === 0 && paths.far.shm === 0, `paths by encode worker: near ${JSON.stringify(paths.near)} (all SHM expected), far ${JSON.stringify(paths.far)} (all inline expected)`);
+    t.check(left.length === 0, `files left in /dev/shm: ${left.map((f) => f.name).join(', ')}`);
+    t.check(requests > 0, 'no request was sent');
+    t.summary(`${requests} requests, ${items} items (1–3 images each, streamed and not) from 32 clients in ${seconds} s: 0 lost or misrouted items is ${problems.length === 0 && moved.length === 0}; ${byImage.size} distinct images, each on one encode worker; near encode worker ${paths.near.shm} SHM / ${paths.near.inline} inline, far (own /dev/shm) ${paths.far.shm} SHM / ${paths.far.inline} inline; p50 ${percentile(latencies, 50).toFixed(0)} ms; files left ${left.length}`);
+  } finally {
+    await far.stop();
+  }
+}
+
+async function faults(t: T): Promise<void> {
+  const corpus = await makeCorpus();
+  const image = corpus.find((c) => c.patches * c.features * 2 >= 65_536)!;
+  const notes: string[] = [];
+  // An encode worker that answers accepted: false.
+  {
+    const refusing = await roleWorker('encode', ['--encode-accept', 'false']);
+    const prefill = await roleWorker('prefill', ['--embedding-timeout-ms', '2000']);
+    const decode = await roleWorker('decode');
+    const router = await epdRouter([refusing], prefill, decode, 'router (refusing encode)');
+    const reply = await request(router.url, chatBody([image]), { timeoutMs: 30_000 });
+    const want = `encode worker ${refusing.url} (image 0) did not accept the image (EncodeResponse.accepted is false)`;
+    t.check(reply.status === 502 && reply.json?.error?.message === want, `accepted: false: ${reply.status} ${reply.body.slice(0, 200)}`);
+    notes.push(`accepted false → ${reply.status} in ${reply.ms.toFixed(0)} ms`);
+    for (const p of [router.proc, decode.proc, prefill.proc, refusing.proc]) await p.stop();
+  }
+  // A prefill that never gets its embedding (the encode worker drops it).
+  {
+    const dropping = await roleWorker('encode', ['--encode-drop']);
+    const prefill = await roleWorker('prefill', ['--embedding-timeout-ms', '2000']);
+    const decode = await roleWorker('decode');
+    const router = await epdRouter([dropping], prefill, decode, 'router (dropping encode)');
+    const health = healthProbe(router.url, 3_000);
+    const reply = await request(router.url, chatBody([image]), { timeoutMs: 30_000 });
+    const h = await health;
+    const ok = reply.status === 502 && new RegExp(`^prefill worker ${prefill.url} failed: DEADLINE_EXCEEDED: item 0: no embedding from 127\\.0\\.0\\.1:${dropping.bootstrapPort} room \\d+ within 2000 ms$`).test(reply.json?.error?.message ?? '');
+    t.check(ok, `embedding never came: ${reply.status} ${reply.body.slice(0, 300)}`);
+    t.check(percentile(h, 99) < 100, `/health p99 ${percentile(h, 99).toFixed(1)} ms while the prefill waited (bound 100 ms)`);
+    notes.push(`embedding never came → ${reply.status} in ${reply.ms.toFixed(0)} ms, /health p99 ${percentile(h, 99).toFixed(1)} ms`);
+    for (const p of [router.proc, decode.proc, prefill.proc, dropping.proc]) await p.stop();
+  }
+  // An encode worker killed while it holds its request (--delay-ms keeps it there).
+  {
+    const slow = await roleWorker('encode', ['--delay-ms', '3000']);
+    const prefill = await roleWorker('prefill', ['--embedding-timeout-ms', '10000']);
+    const decode = await roleWorker('decode');
+    const router = await epdRouter([slow], prefill, decode, 'router (killed encode)');
+    const pending = request(router.url, chatBody([image]), { timeoutMs: 30_000 });
+    await sleep(800);
+    await slow.proc.stop('SIGKILL');
+    const reply = await pending;
+    const ok = reply.status === 502 && (reply.json?.error?.message ?? '').startsWith(`encode worker ${slow.url} (image 0) failed: UNAVAILABLE`);
+    t.check(ok, `encode worker killed: ${reply.status} ${reply.body.slice(0, 300)}`);
+    const again = await request(router.url, chatBody([image]), { timeoutMs: 30_000 });
+    t.check(again.status === 503, `after the kill the next request is 503 (no healthy encode worker): ${again.status} ${again.body.slice(0, 200)}`);
+    notes.push(`encode worker killed → ${reply.status} in ${reply.ms.toFixed(0)} ms, next ${again.status}`);
+    for (const p of [router.proc, decode.proc, prefill.proc]) await p.stop();
+  }
+  const left = ourFiles();
+  t.check(left.length === 0, `files left in /dev/shm: ${left.map((f) => f.name).join(', ')}`);
+  t.summary(`${notes.join('; ')}; files left ${left.length}`);
+}
