@@ -48,6 +48,9 @@ test('EPD: the topology with each encode worker\'s own verdict, and Traffic rows
   await expect(rows.filter({ hasText: near.url.replace('grpc://', '') }).first().locator('.tag-leg')).toHaveText('encode');
   await expect(rows.filter({ hasText: near.url.replace('grpc://', '') }).first().locator('[data-path]')).toHaveAttribute('data-path', 'shm');
   await expect(rows.filter({ hasText: far.url.replace('grpc://', '') }).first().locator('[data-path]')).toHaveAttribute('data-path', 'inline');
+  // The leg filter: only the encode workers' tensors.
+  await page.getByLabel('Leg').selectOption('encode');
+  await expect(page.getByTestId('event-table').getByRole('row').filter({ hasText: 'patches_per_image' }).locator('.tag-leg')).toHaveText(['encode', 'encode']);
   await rows.first().click();
   await expect(page.getByTestId('event-details')).toContainText("the request's encode worker, bootstrap room");
   await shot(page, testInfo, 'traffic-epd', { docs: true });

@@ -203,7 +203,7 @@ function addToolCommands(program: Command): void {
     .option('--delay-ms <ms>', 'hold each request this long before reading its tensors (simulates a queue)', '0')
     .addOption(new Option('--read-buffer <kind>', "read each /dev/shm tensor into a pooled, pre-faulted buffer, or into a fresh one per tensor (as the gateway's Python servicers do)").choices(['pooled', 'fresh']).default('pooled'))
     .option('--user <name>', 'start as root, then serve as this user (and its primary group): a worker under another uid, which cannot open a root router\'s 0600 files in /dev/shm')
-    .addOption(new Option('--role <role>', 'its part in disaggregated serving: a whole request (regular), or the encode, prefill or decode worker of EPD/PD (encode: TokenSpeed; prefill and decode: TokenSpeed and vLLM)').choices(['regular', 'encode', 'prefill', 'decode']).default('regular'))
+    .addOption(new Option('--role <role>', `its part in disaggregated serving: a whole request (regular), or the encode, prefill or decode worker of EPD/PD (${REFERENCE_RUNTIMES.map((r) => `${r}: ${REFERENCE_ROLES[r].join(', ')}`).join('; ')})`).choices(['regular', 'encode', 'prefill', 'decode']).default('regular'))
     .option('--bootstrap-port <port>', `an encode or prefill worker's bootstrap server, where the next worker takes what it produced (default ${DEFAULT_BOOTSTRAP_PORT}; 0 picks a free one)`)
     .addOption(new Option('--encode-accept <bool>', 'an encode worker that answers accepted: false (fault injection)').choices(['true', 'false']).default('true'))
     .option('--encode-drop', 'an encode worker that accepts but never hands the embedding over (fault injection)')

@@ -100,9 +100,9 @@ export interface Leg {
   pixels: boolean;
   kvBootstrap?: KvBootstrap;
   encodeBootstrap?: EncodeBootstrapItem[];
-  /** vLLM: the KV transfer parameters (to the prefill: what to do; to the decode: what the prefill returned). */
+  /** The KV transfer parameters a sequential decode relays (what its prefill returned). */
   kvTransferParamsJson?: string;
-  /** vLLM's prefill leg: one token, not streamed, no stop conditions, the EOS ignored. */
+  /** A sequential prefill leg: one token, not streamed, no stop conditions, the EOS ignored, and a KV handoff asked for. */
   prefillOnly?: boolean;
 }
 
@@ -176,8 +176,8 @@ export interface EngineConnection {
   abort(requestId: string, reason: string): void;
   health(timeoutMs: number): Promise<{ healthy: boolean; message: string }>;
   info(timeoutMs: number): Promise<WorkerInfo>;
-  /** An encode worker's Encode (engines whose capabilities say `encodes`): accepted or not, or why it failed. */
-  encode?(request: WireRequest, options: { deadline: number }): Promise<{ accepted: boolean } | { failure: EngineFailure }>;
+  /** An encode worker's Encode (engines whose capabilities say `encodes`): accepted or not, or why it failed; cancel() ends the call (it then settles as a failure). */
+  encode?(request: WireRequest, options: { deadline: number }): { done: Promise<{ accepted: boolean } | { failure: EngineFailure }>; cancel(): void };
   close(): void;
 }
 

@@ -13,7 +13,7 @@ import * as enc from '../gen/tokenspeed/grpc/encoder.ts';
 import * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
 import { parseEncoderDtype } from '../transport/dtype.ts';
 import { placeTensor, type PlacementContext } from '../transport/placement.ts';
-import { messageFor, type EncodeItemRequest, type Engine, type EncoderDtypeChoice, type EngineCapabilities, type EngineConnection, type EngineRequest, type Modality, type PreparedImage, type WireRequest } from './engine.ts';
+import { messageFor, type EncodeItemRequest, type Engine, type EncoderDtypeChoice, type EngineCapabilities, type EngineConnection, type EngineFailure, type EngineRequest, type Modality, type PreparedImage, type WireRequest } from './engine.ts';
 import type { EncoderDtype } from '../transport/vocabulary.ts';
 import { ABORT_DEADLINE_MS, engineFailure, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, unary } from './grpc.ts';
 import { modelLabels, setLabel } from './labels.ts';
@@ -121,9 +121,11 @@ function connect(url: string): EngineConnection {
     ...connection,
     encode(request, options) {
       const { encode } = messageFor<{ encode: enc.EncodeRequest }>(request, 'tokenspeed');
-      return new Promise((resolve) => {
-        encoder.encode(encode, new grpc.Metadata(), { deadline: options.deadline }, (err, res) => resolve(err ? { failure: engineFailure(err) } : { accepted: res.accepted }));
+      let call: grpc.ClientUnaryCall | undefined;
+      const done = new Promise<{ accepted: boolean } | { failure: EngineFailure }>((resolve) => {
+        call = encoder.encode(encode, new grpc.Metadata(), { deadline: options.deadline }, (err, res) => resolve(err ? { failure: engineFailure(err) } : { accepted: res.accepted }));
       });
+      return { done, cancel: () => call?.cancel() };
     },
     close() {
       connection.close();

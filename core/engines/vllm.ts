@@ -28,6 +28,9 @@ const capabilities: EngineCapabilities = {
   encoderDtype: () => ({ dtype: 'float32', source: 'vllm accepts only float32' }),
 };
 
+/** What a prefill leg asks of vLLM's KV connector: keep the KV for a remote decode. */
+const PREFILL_KV_TRANSFER_PARAMS = JSON.stringify({ do_remote_decode: true, do_remote_prefill: false });
+
 async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
   let mmInputs: vllm.MultimodalInputs | undefined;
   if (req.images.length > 0) {
@@ -64,7 +67,8 @@ async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<
         },
     stream: req.leg?.prefillOnly ? false : req.stream,
     ...(mmInputs ? { mmInputs } : {}),
-    ...(req.leg?.kvTransferParamsJson !== undefined ? { kvTransferParamsJson: req.leg.kvTransferParamsJson } : {}),
+    // The prefill leg asks for a KV handoff to a remote decode; the decode leg relays what the prefill returned.
+    ...(req.leg?.kvTransferParamsJson !== undefined ? { kvTransferParamsJson: req.leg.kvTransferParamsJson } : req.leg?.prefillOnly ? { kvTransferParamsJson: PREFILL_KV_TRANSFER_PARAMS } : {}),
   });
   return { runtime: 'vllm', message };
 }

@@ -24,8 +24,9 @@ export type RecordKind = 'embedding' | 'kv';
 /** How long a record is kept, and how many at most: enough for any request in flight. */
 const RECORD_TTL_MS = 120_000;
 const MAX_RECORDS = 10_000;
-/** The longest a fetch may wait for its record. */
+/** The longest a fetch may wait for its record, and how many may wait at once. */
 const MAX_WAIT_MS = 60_000;
+const MAX_WAITERS = 1_000;
 
 interface Waiter {
   resolve(record: unknown): void;
@@ -41,6 +42,7 @@ export interface BootstrapServer {
 export async function startBootstrapServer(host: string, port: number): Promise<BootstrapServer> {
   const records = new Map<string, { record: unknown; expires: number }>();
   const waiters = new Map<string, Set<Waiter>>();
+  let waiting = 0;
   const sweep = () => {
     const now = Date.now();
     for (const [key, r] of records) if (r.expires < now || records.size > MAX_RECORDS) records.delete(key);
@@ -58,6 +60,7 @@ export async function startBootstrapServer(host: string, port: number): Promise<
     if (held) return send(200, held.record);
     const waitMs = Math.min(MAX_WAIT_MS, Math.max(0, Number(url.searchParams.get('wait_ms')) || 0));
     if (waitMs === 0) return send(404, { error: `no ${m[1]} for room ${m[2]}` });
+    if (waiting >= MAX_WAITERS) return send(503, { error: `${waiting} fetches are waiting already (at most ${MAX_WAITERS})` });
     const set = waiters.get(key) ?? new Set<Waiter>();
     waiters.set(key, set);
     const waiter: Waiter = {
@@ -75,8 +78,11 @@ export async function startBootstrapServer(host: string, port: number): Promise<
     res.on('close', () => {
       clearTimeout(timer);
       set.delete(waiter);
+      if (set.size === 0 && waiters.get(key) === set) waiters.delete(key);
     });
     set.add(waiter);
+    waiting += 1;
+    res.on('close', () => (waiting -= 1));
   });
   const hostPart = host.includes(':') ? `[${host}]` : host;
   await new Promise<void>((resolve, reject) => {
@@ -105,8 +111,8 @@ export async function startBootstrapServer(host: string, port: number): Promise<
 
 /**
  * Fetch the record under `room` from a bootstrap server, waiting at most `waitMs` for it:
- * DEADLINE_EXCEEDED naming the server and room when it never came, UNAVAILABLE when the
- * server cannot be reached. `cancelled` stops the wait (the call was cancelled).
+ * DEADLINE_EXCEEDED naming the server and room when it never came, FAILED_PRECONDITION when
+ * the server cannot be reached. `cancelled` stops the wait (the call was cancelled).
  */
 export function fetchBootstrapRecord<T>(what: string, host: string, port: number, kind: RecordKind, room: string, waitMs: number, cancelled: { on(event: 'cancelled', f: () => void): unknown }): Promise<T> {
   const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
@@ -129,7 +135,8 @@ export function fetchBootstrapRecord<T>(what: string, host: string, port: number
       });
     });
     req.on('timeout', () => req.destroy(new Error('timed out')));
-    req.on('error', (err) => reject(new CallRefused(status.UNAVAILABLE, `${what}: the bootstrap server ${where} cannot be reached: ${err.message}`)));
+    // Not UNAVAILABLE: this worker is up; the peer whose bootstrap server it needs is not.
+    req.on('error', (err) => reject(new CallRefused(status.FAILED_PRECONDITION, `${what}: the bootstrap server ${where} cannot be reached: ${err.message}`)));
     cancelled.on('cancelled', () => req.destroy(new Error('the call was cancelled')));
   });
 }

@@ -8,6 +8,7 @@
 // shm, …`. The records travel through bootstrap.ts, the stand-in for the KV/embedding channel.
 import type * as grpc from '@grpc/grpc-js';
 import { status } from '@grpc/grpc-js';
+import { EventEmitter } from 'node:events';
 import type { EncodeRequest, EncodeResponse } from '../gen/tokenspeed/grpc/encoder.ts';
 import type { GenerateRequest } from '../gen/tokenspeed/grpc/scheduler.ts';
 import { CallRefused, fetchBootstrapRecord } from './bootstrap.ts';
@@ -101,12 +102,15 @@ async function prefill<Res>(s: GenerateServing, role: RoleServing, call: grpc.Se
     for (const e of entries) if (e.itemIndex < 0 || e.itemIndex >= parts.images) throw new RequestInvalid(`encode_bootstrap_info names item ${e.itemIndex}, but the request has ${parts.images} item${parts.images === 1 ? '' : 's'}`);
     const missing = Array.from({ length: parts.images }, (_, i) => i).filter((i) => !entries.some((e) => e.itemIndex === i));
     if (missing.length) throw new RequestInvalid(`encode_bootstrap_info has no entry for item ${missing.join(', ')}`);
+    // One item's failure ends the others' waits too, as the call's cancellation does.
+    const stop = new EventEmitter();
+    call.on('cancelled', () => stop.emit('cancelled'));
     record.items = await Promise.all(
       entries.map(async (e) => ({
         item: e.itemIndex,
-        ...(await fetchBootstrapRecord<EmbeddingRecord>(`item ${e.itemIndex}`, e.bootstrapHost, e.bootstrapPort, 'embedding', String(e.bootstrapRoom), role.embeddingTimeoutMs, call)),
+        ...(await fetchBootstrapRecord<EmbeddingRecord>(`item ${e.itemIndex}`, e.bootstrapHost, e.bootstrapPort, 'embedding', String(e.bootstrapRoom), role.embeddingTimeoutMs, stop)),
       })),
-    );
+    ).finally(() => stop.emit('cancelled'));
     record.items.sort((a, b) => a.item - b.item);
   } else record.description = description;
   role.bootstrap!.put('kv', kv.room, record);

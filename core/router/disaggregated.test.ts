@@ -3,7 +3,8 @@
 // checked is what the decode worker says it got (through the prefill worker, from each encode
 // worker: which worker, which room, each tensor's path and fingerprint), the files left in
 // /dev/shm, the traffic events, and the error an operator sees when a leg fails.
-import { readdirSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
+import http from 'node:http';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { readTransportEnvironment } from '../config/env.ts';
 import { startMmtc } from '../test/cli.ts';
@@ -34,6 +35,17 @@ async function worker(role: 'encode' | 'prefill' | 'decode' | 'regular', extra: 
   stops.push(() => w.stop());
   const out = w.output();
   return { url: /listening on (grpc:\/\/\S+)/.exec(out)![1]!, bootstrapPort: served ? Number(/bootstrap server on http:\/\/\S+:(\d+)/.exec(out)![1]) : undefined, pid: w.pid, stop: () => w.stop() };
+}
+
+/** `f()` once it is defined, polled every 20 ms for at most `ms`. */
+async function until<T>(f: () => T | undefined, ms: number): Promise<T> {
+  const end = performance.now() + ms;
+  for (;;) {
+    const v = f();
+    if (v !== undefined) return v;
+    if (performance.now() > end) throw new Error(`not within ${ms} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
 }
 
 const spec = (w: RoleWorker, worker_type: string, more: Record<string, unknown> = {}) => ({ url: w.url, worker_type, ...(w.bootstrapPort ? { bootstrap_port: w.bootstrapPort } : {}), ...more });
@@ -96,6 +108,22 @@ describe('EPD', () => {
     }
   });
 
+  it("an override on one encode worker changes only its items; four images in one request, each to one encode worker", async () => {
+    const a = await worker('encode');
+    const b = await worker('encode');
+    const prefill = await worker('prefill');
+    const decode = await worker('decode');
+    const r = await start({ disaggregation: 'epd', encode_policy: 'round_robin', workers: [spec(a, 'encode', { multimodal_tensor_transport: 'inline' }), spec(b, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const reply = await chat(r, ['rgb.png', 'photo.jpg', 'gray.png', 'photo444.jpg']);
+    expect(reply.status, reply.content).toBe(200);
+    const items = [0, 1, 2, 3].map((i) => item(reply.content, i)!);
+    expect(items.filter((it) => it.worker === a.url)).toHaveLength(2);
+    for (const it of items) expect(it.path).toBe(it.worker === a.url ? 'inline' : 'shm');
+    const inlineReason = r.context.events.recent().find((e) => e.requestId === reply.id && e.worker === a.url && e.tensor.startsWith('encoder_input'))!;
+    expect(inlineReason.reason).toBe('mode_inline');
+    expect(ourFiles()).toEqual([]);
+  });
+
   it('consistent hashing keeps an image on one encode worker; a text-only request runs as PD', async () => {
     const a = await worker('encode');
     const b = await worker('encode');
@@ -156,6 +184,34 @@ describe('EPD', () => {
   });
 });
 
+describe('files and their count while legs run', () => {
+  it('an image file handed to its Encode call still counts against the outstanding bytes until the call returns; a client that leaves mid-prefill leaves no file and no count', async () => {
+    const slow = await worker('encode', ['--delay-ms', '1500']);
+    const prefill = await worker('prefill');
+    const decode = await worker('decode');
+    const r = await start({ disaggregation: 'epd', workers: [spec(slow, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const writer = r.context.writer;
+    const pending = chat(r, ['photo.jpg']);
+    // Once the file is written (its Encode call is held 1.5 s), the count is its size.
+    const sizes = () => ourFiles().reduce((n, f) => n + statSync(`/dev/shm/${f}`).size, 0);
+    expect(await until(() => (sizes() > 0 && sizes() === writer.outstanding ? writer.outstanding : undefined), 1_400)).toBeGreaterThan(1_000_000);
+    expect((await pending).status).toBe(200);
+    expect(writer.outstanding).toBe(0);
+
+    const slowPrefill = await worker('prefill', ['--delay-ms', '1500']);
+    const r2 = await start({ disaggregation: 'pd', workers: [spec(slowPrefill, 'prefill'), spec(decode, 'decode')] });
+    const body = JSON.stringify({ max_tokens: 50, messages: [{ role: 'user', content: [imageUrl('photo.jpg'), { type: 'text', text: 'describe' }] }] });
+    const u = new URL(`${r2.url}/v1/chat/completions`);
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
+    const gone = new Promise((resolve) => req.on('error', () => resolve('gone')).on('close', () => resolve('gone')));
+    req.end(body);
+    await until(() => (ourFiles().length > 0 ? true : undefined), 1_400);
+    req.destroy();
+    expect(await gone).toBe('gone');
+    await until(() => (ourFiles().length === 0 && r2.context.writer.outstanding === 0 ? true : undefined), 3_000);
+  });
+});
+
 describe('PD', () => {
   it('the prefill worker reads the pixels by its own transport; the decode worker answers, streamed or not, and gets none', async () => {
     const prefill = await worker('prefill');
@@ -171,6 +227,18 @@ describe('PD', () => {
       expect(events.filter((e) => e.leg === 'decode').every((e) => e.worker === decode.url && e.path === 'inline' && !e.tensor.startsWith('encoder_input'))).toBe(true);
     }
     expect(ourFiles()).toEqual([]);
+  });
+
+  it("a decode worker whose KV never comes: 502 in its own words (not a timeout of the router's), the prefill call ended with it", async () => {
+    const prefill = await worker('prefill', ['--delay-ms', '3000']);
+    const decode = await worker('decode', ['--kv-timeout-ms', '500']);
+    const r = await start({ disaggregation: 'pd', workers: [spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const reply = await chat(r, ['rgb.png']);
+    expect(reply.status).toBe(502);
+    expect(reply.content).toMatch(new RegExp(`^decode worker ${decode.url} failed: DEADLINE_EXCEEDED: the KV: no KV from 127\\.0\\.0\\.1:${prefill.bootstrapPort} room \\d+ within 500 ms$`));
+    expect(reply.ms).toBeLessThan(2_500);
+    // Both workers stay in service: a peer's missing record is not a transport failure.
+    expect(r.context.registry.get(prefill.url)!.healthy && r.context.registry.get(decode.url)!.healthy).toBe(true);
   });
 
   it('vLLM: the prefill first, asked for one token; the decode takes the KV transfer parameters it returned', async () => {

@@ -26,7 +26,7 @@ import { ApiError } from './openai.ts';
 import { engineRequestOf, prepare, type PreparedRequest } from './prepare.ts';
 import type { ResponseTarget } from './responder.ts';
 import { encodeWorkerFor, selectDisaggregatedRoute, type DisaggregatedRoute, type RoleTarget } from './roles.ts';
-import { isShmReadFailure, streamFromWorker } from './stream.ts';
+import { isShmReadFailure, ShmReadFailure, streamFromWorker } from './stream.ts';
 import type { RequestTiming } from './timing.ts';
 
 /** A bootstrap room: random, 63 bits (a non-negative int64 on the wire). */
@@ -44,6 +44,8 @@ interface Legs {
   /** The first failure of any leg; the others are stopped with it. */
   fail(error: ApiError): void;
   failed(): boolean;
+  /** The failure that ended the request (when failed()). */
+  failure(): ApiError;
   onStop(stop: () => void): void;
 }
 
@@ -87,8 +89,7 @@ function takeImageFiles(p: PreparedRequest, image: PreparedImage, scope: ShmRequ
   const mine = p.prewritten.filter((w) => buffers.includes(w.bytes.buffer as ArrayBuffer));
   for (const w of mine) {
     p.prewritten.splice(p.prewritten.indexOf(w), 1);
-    p.scope.forget(w.name);
-    scope.track(w.name, w.bytes.byteLength);
+    p.scope.transferTo(scope, w.name);
   }
   return mine;
 }
@@ -107,7 +108,15 @@ async function encodeImage(l: Legs, target: RoleTarget, index: number, room: big
       const wire = await engine.buildEncodeRequest!(request, placement);
       for (const w of placement.prewritten?.splice(0) ?? []) placement.scope.discard(w.name);
       if (l.failed()) return;
-      const answer = await target.state.connection!.encode!(wire, { deadline: l.deadline });
+      const call = target.state.connection!.encode!(wire, { deadline: l.deadline });
+      // Another leg's failure (or the client leaving) ends this call too.
+      let stopped = false;
+      l.onStop(() => {
+        stopped = true;
+        call.cancel();
+      });
+      const answer = await call.done;
+      if (stopped || l.failed()) return;
       if ('accepted' in answer) {
         if (!answer.accepted) throw new ApiError(502, `${who} did not accept the image (EncodeResponse.accepted is false)`, 'server_error');
         placement.scope.complete();
@@ -127,7 +136,7 @@ async function encodeImage(l: Legs, target: RoleTarget, index: number, room: big
   }
 }
 
-/** What a prefill call came to: a failure, or its end (with the KV transfer parameters a vLLM prefill returns). */
+/** What a prefill call came to: a failure, or its end (with the KV transfer parameters a sequential prefill returns). */
 type PrefillOutcome = { failure: EngineFailure } | { kvTransferParamsJson: string | undefined };
 
 /** The prefill leg: its tokens are not the client's (the decode worker has the completion). */
@@ -162,7 +171,7 @@ function prefillOnce(l: Legs, target: RoleTarget, wire: WireRequest): Promise<Pr
   });
 }
 
-/** The prefill leg, sent again inline when the worker cannot read its files; the KV transfer parameters it returned (vLLM). */
+/** The prefill leg, sent again inline when the worker cannot read its files; the KV transfer parameters it returned (a sequential prefill). */
 async function runPrefill(l: Legs, target: RoleTarget, request: EngineRequest, room: bigint | undefined): Promise<string | undefined> {
   const engine = engineFor(target.state.runtime!);
   const who = `prefill worker ${target.spec.url}`;
@@ -172,7 +181,10 @@ async function runPrefill(l: Legs, target: RoleTarget, request: EngineRequest, r
   for (let attempt = 1; ; attempt++) {
     const wire = await engine.buildRequest(request, placement);
     for (const w of placement.prewritten?.splice(0) ?? []) placement.scope.discard(w.name);
-    if (l.failed()) return undefined;
+    if (l.failed()) {
+      placement.scope.cleanup();
+      return undefined;
+    }
     const outcome = await prefillOnce(l, target, wire);
     if (l.failed()) {
       placement.scope.cleanup();
@@ -213,10 +225,9 @@ export async function serveDisaggregated(ctx: RouterContext, a: AdmittedRequest,
     const p = await prepare(ctx, a, route.prefill, d.options, d.timing, d.record, epd ? encoders : undefined);
     try {
       await runLegs(ctx, a, p, route, encoders, d);
-    } catch (err) {
-      p.scope.cleanup();
-      throw err;
     } finally {
+      // Whatever the outcome (an answer, a failure, a client gone): no file of the request stays.
+      p.scope.cleanup();
       p.release();
     }
   } finally {
@@ -243,60 +254,87 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
       stopDecode?.(error);
     },
     failed: () => failure !== undefined,
+    failure: () => failure!,
     onStop(stop) {
       if (failure) stop();
       else stops.push(stop);
     },
   };
-  const base = engineRequestOf(ctx, a, p);
-  let kv: KvBootstrap | undefined;
-  let decodeLeg: Leg;
+  // A client that goes away ends every leg (the decode's own stream sees it too).
+  const onClose = () => {
+    if (d.res.writableFinished || failure) return;
+    failure = new ApiError(499, 'the client went away');
+    for (const stop of stops.splice(0)) stop();
+  };
+  d.res.on('close', onClose);
   let others: Array<Promise<unknown>> = [];
-  if (capabilitiesOf(route.prefill.state.runtime!).pd === 'sequential') {
-    // One leg after the other (vLLM): the prefill first, asked for one token; the decode takes
-    // the KV transfer parameters it returned.
-    const ask = JSON.stringify({ do_remote_decode: true, do_remote_prefill: false });
-    const params = await runPrefill(l, route.prefill, { ...base, leg: { role: 'prefill', pixels: true, kvTransferParamsJson: ask, prefillOnly: true } }, undefined);
-    if (params === undefined) throw new ApiError(502, `prefill worker ${route.prefill.spec.url} answered without kv_transfer_params_json: the decode worker would have no KV to take`, 'server_error');
-    decodeLeg = { role: 'decode', pixels: false, kvTransferParamsJson: params };
-  } else {
-    // All at once: the legs meet on rooms at the prefill's and the encode workers' bootstrap servers.
-    kv = { ...bootstrapAddress(route.prefill.spec)!, room: newBootstrapRoom() };
-    const rooms = encoders.map(() => newBootstrapRoom());
-    const encodeBootstrap: EncodeBootstrapItem[] = encoders.map((e, i) => ({ item: i, ...bootstrapAddress(e.spec)!, room: rooms[i]! }));
-    const prefillRequest: EngineRequest = { ...base, leg: { role: 'prefill', pixels: encoders.length === 0, kvBootstrap: kv, ...(encoders.length ? { encodeBootstrap } : {}) } };
-    others = [...encoders.map((e, i) => encodeImage(l, e, i, rooms[i]!)), runPrefill(l, route.prefill, prefillRequest, kv.room)].map((leg) => leg.catch((err: unknown) => l.fail(err instanceof ApiError ? err : toApiError(err))));
-    decodeLeg = { role: 'decode', pixels: false, kvBootstrap: kv };
-  }
-  const decodeRequest: EngineRequest = { ...base, leg: decodeLeg };
-
-  const decodeScope = ctx.writer.newScope();
-  const decodeWire = await engineFor(route.decode.state.runtime!).buildRequest(decodeRequest, placementFor(l, route.decode, decodeScope, 'decode', kv?.room, []));
-  d.timing.mark('place');
+  const decodeScopes: ShmRequestScope[] = [];
   try {
-    if (failure) throw failure;
-    await streamFromWorker(ctx, route.decode.state, decodeWire, {
-      requestId: a.requestId,
-      model: a.model,
-      scope: decodeScope,
-      res: d.res,
-      responder: chatResponder(a, d.res),
-      isGone: d.isGone,
-      timeoutSecs,
-      timing: d.timing,
-      deadline: l.deadline,
-      stopWith: (stop) => {
-        stopDecode = stop;
-      },
+    const base = engineRequestOf(ctx, a, p);
+    let decodeLeg: Leg;
+    let room: bigint | undefined;
+    if (capabilitiesOf(route.prefill.state.runtime!).pd === 'sequential') {
+      // One leg after the other: the prefill first (its engine asks it for one token and a KV
+      // handoff); the decode takes the KV transfer parameters it returned.
+      const params = await runPrefill(l, route.prefill, { ...base, leg: { role: 'prefill', pixels: true, prefillOnly: true } }, undefined);
+      if (failure) throw failure;
+      if (params === undefined) throw new ApiError(502, `prefill worker ${route.prefill.spec.url} answered without kv_transfer_params_json: the decode worker would have no KV to take`, 'server_error');
+      decodeLeg = { role: 'decode', pixels: false, kvTransferParamsJson: params };
+    } else {
+      // All at once: the legs meet on rooms at the prefill's and the encode workers' bootstrap servers.
+      const kv: KvBootstrap = { ...bootstrapAddress(route.prefill.spec)!, room: newBootstrapRoom() };
+      room = kv.room;
+      const rooms = encoders.map(() => newBootstrapRoom());
+      const encodeBootstrap: EncodeBootstrapItem[] = encoders.map((e, i) => ({ item: i, ...bootstrapAddress(e.spec)!, room: rooms[i]! }));
+      const prefillRequest: EngineRequest = { ...base, leg: { role: 'prefill', pixels: encoders.length === 0, kvBootstrap: kv, ...(encoders.length ? { encodeBootstrap } : {}) } };
+      others = [...encoders.map((e, i) => encodeImage(l, e, i, rooms[i]!)), runPrefill(l, route.prefill, prefillRequest, kv.room)].map((leg) => leg.catch((err: unknown) => l.fail(err instanceof ApiError ? err : toApiError(err))));
+      decodeLeg = { role: 'decode', pixels: false, kvBootstrap: kv };
+    }
+    await streamDecode(l, route.decode, { ...base, leg: decodeLeg }, room, d, decodeScopes, (stop) => {
+      stopDecode = stop;
     });
   } catch (err) {
     l.fail(err instanceof ApiError ? err : toApiError(err));
     throw err;
   } finally {
+    d.res.off('close', onClose);
     // The decode is over (answered, failed, or the client left): no other leg is needed now.
-    if (!failure && d.isGone()) l.fail(new ApiError(499, 'the client went away'));
-    else for (const stop of stops.splice(0)) stop();
+    for (const stop of stops.splice(0)) stop();
     await Promise.all(others);
-    decodeScope.cleanup();
+    for (const scope of decodeScopes) scope.cleanup();
+  }
+}
+
+/** The decode leg, the client's answer; sent again inline when the worker cannot read its files (its tensors follow the lane it resolves to). */
+async function streamDecode(l: Legs, target: RoleTarget, request: EngineRequest, room: bigint | undefined, d: DisaggregatedInput, scopes: ShmRequestScope[], stopWith: (stop: (error: ApiError) => void) => void): Promise<void> {
+  const engine = engineFor(target.state.runtime!);
+  const first = placementFor(l, target, l.ctx.writer.newScope(), 'decode', room, []);
+  scopes.push(first.scope);
+  let placement = first;
+  for (let attempt = 1; ; attempt++) {
+    const wire = await engine.buildRequest(request, placement);
+    if (attempt === 1) d.timing.mark('place');
+    if (l.failed()) throw l.failure();
+    try {
+      await streamFromWorker(l.ctx, target.state, wire, {
+        requestId: l.a.requestId,
+        model: l.a.model,
+        scope: placement.scope,
+        res: d.res,
+        responder: chatResponder(l.a, d.res),
+        isGone: d.isGone,
+        timeoutSecs: l.a.snapshot.config.request_timeout_secs,
+        timing: d.timing,
+        deadline: l.deadline,
+        leg: { who: `decode worker ${target.spec.url}`, deadline: l.deadline },
+        stopWith,
+      });
+      return;
+    } catch (err) {
+      if (!(err instanceof ShmReadFailure) || attempt > 1 || l.options.probe) throw err instanceof ShmReadFailure ? new ApiError(502, `decode worker ${target.spec.url} could not read the request's /dev/shm files: ${err.details}`, 'server_error') : err;
+      placement.scope.cleanup();
+      placement = inlineRetry(l, target, first, err.details);
+      scopes.push(placement.scope);
+    }
   }
 }

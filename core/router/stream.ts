@@ -49,6 +49,8 @@ export interface StreamOptions {
   stopWith?: (stop: (error: ApiError) => void) => void;
   /** The deadline of the call (default: now + timeoutSecs). */
   deadline?: number;
+  /** Disaggregated serving: the worker as its leg names it, and the router's deadline (a DEADLINE_EXCEEDED before it is the worker's own). */
+  leg?: { who: string; deadline: number };
 }
 
 /** Resolves when the response is complete (or the client left); rejects only before anything was written. */
@@ -110,7 +112,7 @@ export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: 
           o.res.off('close', onClose);
           return reject(new ShmReadFailure(`${failure.status}: ${failure.details}`));
         }
-        settle(toApiError(new EngineFailureError(failure, worker.spec.url, o.timeoutSecs)));
+        settle(toApiError(new EngineFailureError(failure, worker.spec.url, o.timeoutSecs, o.leg)));
       },
       end() {
         if (!complete) return settle(new ApiError(502, `worker ${worker.spec.url} ended the stream without a completion`));

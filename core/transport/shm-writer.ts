@@ -327,6 +327,14 @@ export class ShmRequestScope {
     this.ledger?.settle(n);
   }
 
+  /** Hand one of this scope's files to `other` (an image's own call under EPD): its bytes stay counted, now there. */
+  transferTo(other: ShmRequestScope, name: string): void {
+    const n = this.names.get(name);
+    if (n === undefined) return;
+    this.names.delete(name);
+    other.names.set(name, n);
+  }
+
   /** A file of this scope that will not be sent (a reserved file left unused): unlinked now, its bytes given back. */
   discard(name: string): void {
     if (!this.names.has(name)) return;

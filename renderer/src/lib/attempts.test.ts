@@ -23,6 +23,9 @@ describe('attempts of one request', () => {
       [true, 1],
       [false, 2],
     ]);
-    expect(retriedRequests([{ requestId: 'a' }, { requestId: 'b', attempt: 2, detail: 'ENOENT' }])).toEqual(new Map([['b', 'ENOENT']]));
+    expect(retriedRequests([{ requestId: 'a', worker: 'w' }, { requestId: 'b', worker: 'w', attempt: 2, detail: 'ENOENT' }])).toEqual(new Map([['b||', 'ENOENT']]));
+    // Under EPD the retry is one image's encode call: the other legs of that request were not sent again.
+    const epd = retriedRequests([{ requestId: 'c', leg: 'encode', worker: 'e1' }, { requestId: 'c', leg: 'encode', worker: 'e2', attempt: 2, detail: 'EACCES' }, { requestId: 'c', leg: 'prefill', worker: 'p' }]);
+    expect([...epd.keys()]).toEqual(['c|encode|e2']);
   });
 });

@@ -10,7 +10,7 @@ import type uPlot from 'uplot';
 import uPlotLib from 'uplot';
 import { describeReason, REASON_WORDS, TENSOR_PATHS, type TensorEvent } from '../../../core/console/contract.ts';
 import { VerdictBadge } from '../components/Verdict.tsx';
-import { retriedRequests } from '../lib/attempts.ts';
+import { retriedRequests, retryKey } from '../lib/attempts.ts';
 import { useOverview } from '../stores/overview.ts';
 import { cssVar, themedAxis, UChart } from '../components/Chart.tsx';
 import { Badge, Panel, ScreenHeader } from '../components/ui.tsx';
@@ -172,7 +172,7 @@ const eventKey = (e: TensorEvent) => `${e.requestId}|${e.leg ?? ''}|${e.tensor}|
 /** Which sending of its request a row is: attempt 2 is the inline retry; attempt 1 of a retried request was written but not read. */
 function attemptOf(e: TensorEvent, retried: ReadonlyMap<string, string>): { n: 1 | 2; of: 1 | 2 } {
   if (e.attempt !== undefined && e.attempt > 1) return { n: 2, of: 2 };
-  return retried.has(e.requestId) ? { n: 1, of: 2 } : { n: 1, of: 1 };
+  return retried.has(retryKey(e)) ? { n: 1, of: 2 } : { n: 1, of: 1 };
 }
 
 function ReasonCell({ e, attempt }: { e: TensorEvent; attempt: { n: 1 | 2; of: 1 | 2 } }) {
@@ -276,7 +276,7 @@ function EventDetails({ e, retried, onClose }: { e: TensorEvent; retried: Readon
             <dt>Attempt</dt>
             <dd>
               {attempt.n === 1
-                ? `1 of 2: written to /dev/shm, but the worker could not read it (${retried.get(e.requestId) || 'its error is on attempt 2'}); the router sent the request again inline.`
+                ? `1 of 2: written to /dev/shm, but the worker could not read it (${retried.get(retryKey(e)) || 'its error is on attempt 2'}); the router sent the request again inline.`
                 : `2 of 2: the same tensor sent again inline, because the worker could not read attempt 1's /dev/shm file${e.detail ? ` (${e.detail})` : ''}.`}
             </dd>
           </div>
@@ -325,6 +325,14 @@ export function TrafficScreen() {
     if (filters.reason && !counts.has(filters.reason)) counts.set(filters.reason, 0);
     return [...counts].sort(([a], [b]) => a.localeCompare(b));
   }, [scoped, filters.reason]);
+  // The legs of disaggregated serving seen in the rows (the filter shows once there are any).
+  const legs = useMemo(() => {
+    const seen = new Set<string>();
+    for (const e of rows) if (e.leg) seen.add(e.leg);
+    if (seen.size > 0) seen.add('regular');
+    if (filters.leg) seen.add(filters.leg);
+    return [...seen].sort();
+  }, [rows, filters.leg]);
   const thresholdWorker = workers.find((w) => w.url === filters.worker) ?? workers[0];
   const threshold = thresholdWorker?.resolution.multimodal_shm_min_bytes.value ?? 65536;
   const thresholdLabel = thresholdWorker ? `${thresholdWorker.url.replace(/^grpc:\/\//, '')}, from ${thresholdWorker.resolution.multimodal_shm_min_bytes.source}` : 'default';
@@ -366,6 +374,15 @@ export function TrafficScreen() {
               {workers.map((w) => <option key={w.url} value={w.url}>{w.url}</option>)}
             </select>
           </div>
+          {legs.length > 0 && (
+            <div className="field inline-field">
+              <label htmlFor="f-leg">Leg</label>
+              <select id="f-leg" className="select" value={filters.leg} onChange={(e) => setFilters({ leg: e.target.value })}>
+                <option value="">all legs</option>
+                {legs.map((l) => <option key={l} value={l}>{l}</option>)}
+              </select>
+            </div>
+          )}
           <div className="field inline-field">
             <label htmlFor="f-reason">Reason</label>
             <select id="f-reason" className="select" value={filters.reason} onChange={(e) => setFilters({ reason: e.target.value })}>

@@ -19,6 +19,8 @@ export interface TrafficFilters {
   path: PathFilter;
   worker: string;
   reason: string;
+  /** A leg of disaggregated serving (encode, prefill, decode), or regular; '' for all. */
+  leg: string;
   text: string;
   showConsole: boolean;
 }
@@ -46,7 +48,7 @@ export const useTraffic = create<TrafficState>((set) => ({
   paused: false,
   catchingUp: false,
   error: null,
-  filters: { path: 'all', worker: '', reason: '', text: '', showConsole: false },
+  filters: { path: 'all', worker: '', reason: '', leg: '', text: '', showConsole: false },
   setFilters: (patch) => set((s) => ({ filters: { ...s.filters, ...patch } })),
   setPaused(paused) {
     set({ paused });
@@ -176,6 +178,7 @@ export function filterRows(rows: readonly TensorEvent[], f: TrafficFilters): Ten
     if (f.path !== 'all' && e.path !== f.path) continue;
     if (f.worker && e.worker !== f.worker) continue;
     if (f.reason && e.reason !== f.reason) continue;
+    if (f.leg && (e.leg ?? 'regular') !== f.leg) continue;
     if (text && !e.requestId.toLowerCase().includes(text) && !e.tensor.toLowerCase().includes(text)) continue;
     out.push(e);
   }
