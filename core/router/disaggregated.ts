@@ -9,208 +9,25 @@
 // a regular worker's would; the decode leg carries no pixels. A worker that cannot read the
 // files gets that call again inline (attempt 2, the same room). Any leg's failure ends the
 // others and is the request's error, naming the worker and, for an encode call, the image.
+// The legs themselves are legs.ts.
 import { createHash, randomBytes } from 'node:crypto';
 import { bootstrapAddress } from '../config/schema.ts';
-import type { EncodeBootstrapItem, EngineFailure, EngineRequest, KvBootstrap, Leg, PreparedImage, WireRequest } from '../engines/engine.ts';
-import { capabilitiesOf, engineFor } from '../engines/table.ts';
-import type { PlacementContext } from '../transport/placement.ts';
+import type { EncodeBootstrapItem, EngineRequest, KvBootstrap, Leg } from '../engines/engine.ts';
+import { capabilitiesOf } from '../engines/table.ts';
 import type { ShmRequestScope } from '../transport/shm-writer.ts';
-import type { LegName } from '../transport/event-schema.ts';
-import { readFailedReason } from '../transport/vocabulary.ts';
 import type { AdmittedRequest } from './admit.ts';
-import type { ChatOptions, RequestRecord, RouterContext } from './context.ts';
-import { chatResponder } from './dispatch.ts';
-import { EngineFailureError, toApiError } from './errors.ts';
-import { laneFor } from './lane.ts';
+import type { RouterContext } from './context.ts';
+import { toApiError } from './errors.ts';
+import { encodeImage, runPrefill, streamDecode, type DisaggregatedInput, type Legs } from './legs.ts';
 import { ApiError } from './openai.ts';
 import { engineRequestOf, prepare, type PreparedRequest } from './prepare.ts';
-import type { ResponseTarget } from './responder.ts';
 import { encodeWorkerFor, selectDisaggregatedRoute, type DisaggregatedRoute, type RoleTarget } from './roles.ts';
-import { isShmReadFailure, ShmReadFailure, streamFromWorker } from './stream.ts';
-import type { RequestTiming } from './timing.ts';
+
+export type { DisaggregatedInput } from './legs.ts';
 
 /** A bootstrap room: random, 63 bits (a non-negative int64 on the wire). */
 export function newBootstrapRoom(): bigint {
   return randomBytes(8).readBigUInt64LE(0) >> 1n;
-}
-
-interface Legs {
-  ctx: RouterContext;
-  a: AdmittedRequest;
-  p: PreparedRequest;
-  record: RequestRecord;
-  options: ChatOptions;
-  deadline: number;
-  /** The first failure of any leg; the others are stopped with it. */
-  fail(error: ApiError): void;
-  failed(): boolean;
-  /** The failure that ended the request (when failed()). */
-  failure(): ApiError;
-  onStop(stop: () => void): void;
-}
-
-function legError(failure: EngineFailure, who: string, url: string, l: Legs): ApiError {
-  return toApiError(new EngineFailureError(failure, url, l.a.snapshot.config.request_timeout_secs, { who, deadline: l.deadline }));
-}
-
-function placementFor(l: Legs, target: RoleTarget, scope: ShmRequestScope, leg: LegName, room: bigint | undefined, prewritten: PlacementContext['prewritten']): PlacementContext {
-  const { decision, minBytes } = laneFor(l.ctx, l.a.snapshot, target.spec, target.state, l.options);
-  return {
-    requestId: l.a.requestId,
-    revision: l.a.snapshot.revision,
-    source: l.options.source ?? 'api',
-    worker: target.spec.url,
-    runtime: target.state.runtime!,
-    decision,
-    minBytes,
-    writer: l.ctx.writer,
-    scope,
-    metrics: l.ctx.metrics,
-    events: l.ctx.events,
-    tally: l.record.paths,
-    prewritten,
-    leg,
-    ...(room !== undefined ? { room } : {}),
-  };
-}
-
-/** The placement of a retry after the worker could not read the files: inline, attempt 2, the reason in the mode's words. */
-function inlineRetry(l: Legs, target: RoleTarget, first: PlacementContext, details: string): PlacementContext {
-  const resolved = laneFor(l.ctx, l.a.snapshot, target.spec, target.state, l.options).resolved;
-  l.ctx.registry.breakShmLane(target.state, details);
-  l.ctx.metrics.shmReadFallbacks.inc({ runtime: target.state.runtime! });
-  l.record.shmFallback = details;
-  return { ...first, scope: l.ctx.writer.newScope(), attempt: 2, prewritten: [], decision: { shmEnabled: false, reason: readFailedReason(resolved.multimodal_tensor_transport.value), worker: target.spec.url, detail: details } };
-}
-
-/** The files prewritten for one image, moved from the request's scope to the scope of its own Encode call. */
-function takeImageFiles(p: PreparedRequest, image: PreparedImage, scope: ShmRequestScope): NonNullable<PlacementContext['prewritten']> {
-  const buffers = [image.bf16?.buffer, image.pixelValues?.buffer].filter((b) => b !== undefined);
-  const mine = p.prewritten.filter((w) => buffers.includes(w.bytes.buffer as ArrayBuffer));
-  for (const w of mine) {
-    p.prewritten.splice(p.prewritten.indexOf(w), 1);
-    p.scope.transferTo(scope, w.name);
-  }
-  return mine;
-}
-
-/** One image's Encode call; its files are gone when it returns. */
-async function encodeImage(l: Legs, target: RoleTarget, index: number, room: bigint): Promise<void> {
-  const engine = engineFor(target.state.runtime!);
-  const image = l.p.images[index]!;
-  const request = { requestId: l.a.requestId, image, index, imageTokenId: l.ctx.model.imageTokenId, room, encoderDtype: l.p.imageDtypes[index]! };
-  const who = `encode worker ${target.spec.url} (image ${index})`;
-  const first = placementFor(l, target, l.ctx.writer.newScope(), 'encode', room, []);
-  first.prewritten = takeImageFiles(l.p, image, first.scope);
-  let placement = first;
-  try {
-    for (let attempt = 1; attempt <= 2; attempt++) {
-      const wire = await engine.buildEncodeRequest!(request, placement);
-      for (const w of placement.prewritten?.splice(0) ?? []) placement.scope.discard(w.name);
-      if (l.failed()) return;
-      const call = target.state.connection!.encode!(wire, { deadline: l.deadline });
-      // Another leg's failure (or the client leaving) ends this call too.
-      let stopped = false;
-      l.onStop(() => {
-        stopped = true;
-        call.cancel();
-      });
-      const answer = await call.done;
-      if (stopped || l.failed()) return;
-      if ('accepted' in answer) {
-        if (!answer.accepted) throw new ApiError(502, `${who} did not accept the image (EncodeResponse.accepted is false)`, 'server_error');
-        placement.scope.complete();
-        return;
-      }
-      if (answer.failure.kind === 'unavailable') l.ctx.registry.markDown(target.state, `${answer.failure.status}: ${answer.failure.details}`);
-      if (attempt === 1 && !l.options.probe && placement.scope.pending.length > 0 && isShmReadFailure(answer.failure)) {
-        placement.scope.cleanup();
-        placement = inlineRetry(l, target, first, `${answer.failure.status}: ${answer.failure.details}`);
-        continue;
-      }
-      throw legError(answer.failure, who, target.spec.url, l);
-    }
-  } finally {
-    placement.scope.cleanup();
-    first.scope.cleanup();
-  }
-}
-
-/** What a prefill call came to: a failure, or its end (with the KV transfer parameters a sequential prefill returns). */
-type PrefillOutcome = { failure: EngineFailure } | { kvTransferParamsJson: string | undefined };
-
-/** The prefill leg: its tokens are not the client's (the decode worker has the completion). */
-function prefillOnce(l: Legs, target: RoleTarget, wire: WireRequest): Promise<PrefillOutcome> {
-  return new Promise((resolve) => {
-    let done = false;
-    let kvTransferParamsJson: string | undefined;
-    const call = target.state.connection!.generate(wire, { deadline: l.deadline }, {
-      event(ev) {
-        if (ev.kind === 'complete') kvTransferParamsJson = ev.kvTransferParamsJson;
-      },
-      failure(failure) {
-        if (done) return;
-        done = true;
-        if (failure.kind === 'unavailable') l.ctx.registry.markDown(target.state, `${failure.status}: ${failure.details}`);
-        resolve({ failure });
-      },
-      end() {
-        if (done) return;
-        done = true;
-        resolve({ kvTransferParamsJson });
-      },
-    });
-    l.onStop(() => {
-      if (done) return;
-      done = true;
-      // A cancelled call reports nothing more: the leg is over now.
-      call.cancel();
-      target.state.connection!.abort(l.a.requestId, 'another leg of the request failed');
-      resolve({ kvTransferParamsJson: undefined });
-    });
-  });
-}
-
-/** The prefill leg, sent again inline when the worker cannot read its files; the KV transfer parameters it returned (a sequential prefill). */
-async function runPrefill(l: Legs, target: RoleTarget, request: EngineRequest, room: bigint | undefined): Promise<string | undefined> {
-  const engine = engineFor(target.state.runtime!);
-  const who = `prefill worker ${target.spec.url}`;
-  // Under PD the pixels are the prefill worker's, in the request's scope (prewritten there).
-  const first = placementFor(l, target, l.p.scope, 'prefill', room, l.p.prewritten);
-  let placement = first;
-  for (let attempt = 1; ; attempt++) {
-    const wire = await engine.buildRequest(request, placement);
-    for (const w of placement.prewritten?.splice(0) ?? []) placement.scope.discard(w.name);
-    if (l.failed()) {
-      placement.scope.cleanup();
-      return undefined;
-    }
-    const outcome = await prefillOnce(l, target, wire);
-    if (l.failed()) {
-      placement.scope.cleanup();
-      return undefined;
-    }
-    if (!('failure' in outcome)) {
-      placement.scope.complete();
-      return outcome.kvTransferParamsJson;
-    }
-    const { failure } = outcome;
-    const unreadFiles = placement.scope.pending.length > 0;
-    placement.scope.cleanup();
-    if (attempt === 1 && !l.options.probe && unreadFiles && isShmReadFailure(failure)) {
-      placement = inlineRetry(l, target, first, `${failure.status}: ${failure.details}`);
-      continue;
-    }
-    throw legError(failure, who, target.spec.url, l);
-  }
-}
-
-export interface DisaggregatedInput {
-  res: ResponseTarget;
-  timing: RequestTiming;
-  record: RequestRecord;
-  options: ChatOptions;
-  isGone: () => boolean;
 }
 
 /** Serve an admitted request across its prefill, decode and (EPD) encode workers. */
@@ -302,39 +119,5 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
     for (const stop of stops.splice(0)) stop();
     await Promise.all(others);
     for (const scope of decodeScopes) scope.cleanup();
-  }
-}
-
-/** The decode leg, the client's answer; sent again inline when the worker cannot read its files (its tensors follow the lane it resolves to). */
-async function streamDecode(l: Legs, target: RoleTarget, request: EngineRequest, room: bigint | undefined, d: DisaggregatedInput, scopes: ShmRequestScope[], stopWith: (stop: (error: ApiError) => void) => void): Promise<void> {
-  const engine = engineFor(target.state.runtime!);
-  const first = placementFor(l, target, l.ctx.writer.newScope(), 'decode', room, []);
-  scopes.push(first.scope);
-  let placement = first;
-  for (let attempt = 1; ; attempt++) {
-    const wire = await engine.buildRequest(request, placement);
-    if (attempt === 1) d.timing.mark('place');
-    if (l.failed()) throw l.failure();
-    try {
-      await streamFromWorker(l.ctx, target.state, wire, {
-        requestId: l.a.requestId,
-        model: l.a.model,
-        scope: placement.scope,
-        res: d.res,
-        responder: chatResponder(l.a, d.res),
-        isGone: d.isGone,
-        timeoutSecs: l.a.snapshot.config.request_timeout_secs,
-        timing: d.timing,
-        deadline: l.deadline,
-        leg: { who: `decode worker ${target.spec.url}`, deadline: l.deadline },
-        stopWith,
-      });
-      return;
-    } catch (err) {
-      if (!(err instanceof ShmReadFailure) || attempt > 1 || l.options.probe) throw err instanceof ShmReadFailure ? new ApiError(502, `decode worker ${target.spec.url} could not read the request's /dev/shm files: ${err.details}`, 'server_error') : err;
-      placement.scope.cleanup();
-      placement = inlineRetry(l, target, first, err.details);
-      scopes.push(placement.scope);
-    }
   }
 }
