@@ -41,6 +41,9 @@ test('EPD: the topology with each encode worker\'s own verdict, and Traffic rows
   }
   await page.emulateMedia({ colorScheme: 'light' });
 
+  await goTo(page, 'overview');
+  await expect(page.getByRole('region', { name: /^Warnings/ })).toContainText(`encode workers disagree about /dev/shm: ${near.url} gets its images by SHM, ${far.url} inline`);
+
   await goTo(page, 'traffic');
   // Two requests: round robin gives each encode worker one of them.
   for (let i = 0; i < 2; i++) expect((await apiChatRequest(serve, 320, 240)).status).toBe(200);

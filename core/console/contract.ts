@@ -177,7 +177,7 @@ export const DiagnosisStepSchema = z.object({
 });
 
 export const WarningSchema = z.object({
-  kind: z.enum(['deprecated_env', 'invalid_env', 'unhealthy_worker', 'orphan_files', 'suspicious_files', 'config_drift', 'shm_not_writable', 'no_token', 'shm_read_failed', 'shm_budget', 'shm_will_fail', 'until_restart']),
+  kind: z.enum(['deprecated_env', 'invalid_env', 'unhealthy_worker', 'orphan_files', 'suspicious_files', 'config_drift', 'shm_not_writable', 'no_token', 'shm_read_failed', 'shm_budget', 'shm_will_fail', 'until_restart', 'encode_shm_split']),
   message: z.string(),
   remedy: z.string(),
 });

@@ -56,7 +56,26 @@ function workerWarnings(state: ConsoleState, views: readonly WorkerView[]): Warn
   for (const v of views) {
     if (v.decision.outcome === 'shm_then_inline') warnings.push({ kind: 'shm_will_fail', message: `worker ${v.url}: ${v.decision.explanation}`, remedy: v.decision.advice ?? DECISION_ADVICE.auto_different_shm! });
   }
+  const split = encodeShmSplit(state, views);
+  if (split) warnings.push(split);
   return warnings;
+}
+
+/**
+ * Under EPD, encode workers that disagree about /dev/shm: some of them get their images by
+ * SHM and others inline (each by its own lane), so the same image costs more on some of them.
+ */
+function encodeShmSplit(state: ConsoleState, views: readonly WorkerView[]): Warning | undefined {
+  if (state.store.current().config.disaggregation !== 'epd') return undefined;
+  const encoders = views.filter((v) => v.spec.worker_type === 'encode' && v.health === 'healthy');
+  const bySHM = encoders.filter((v) => v.decision.outcome === 'shm').map((v) => v.url);
+  const inline = encoders.filter((v) => v.decision.outcome !== 'shm').map((v) => v.url);
+  if (bySHM.length === 0 || inline.length === 0) return undefined;
+  return {
+    kind: 'encode_shm_split',
+    message: `encode workers disagree about /dev/shm: ${bySHM.join(', ')} get${bySHM.length === 1 ? 's its' : ' their'} images by SHM, ${inline.join(', ')} inline (each by its own lane)`,
+    remedy: `to send every image by SHM, give ${inline.join(', ')} the router's /dev/shm (a container started with --ipc=host or the same tmpfs mounted), or see each one's reason on Workers`,
+  };
 }
 
 /** The warning that a restart with the start flags would set running settings back. */
