@@ -10,68 +10,16 @@
 // Target: auto ≥ 2× faster than inline at p50, concurrency 8.
 //
 // Usage: npm run bench:epd [-- --quick]   (--quick: fewer requests: the CI smoke)
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { patchGeometry, QWEN_VL_DEFAULTS } from '../core/multimodal/qwen-vl.ts';
-import { pythonWithPillow } from '../core/test/python.ts';
+import { agent, burst, chatBody1080p, percentile, request, type Sample } from './chat-load.ts';
 import { runBench, startMmtc } from './procs.ts';
 
 const quick = process.argv.includes('--quick');
 const ROUNDS = quick ? 2 : 4;
 const MODES = ['inline', 'auto'] as const;
-
-const percentile = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
-};
-
-interface Sample {
-  ms: number;
-  timing: Record<string, number>;
-}
-
-const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-
-function request(url: string, body: Uint8Array): Promise<Sample> {
-  const u = new URL(`${url}/v1/chat/completions`);
-  const t = performance.now();
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.byteLength } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const ms = performance.now() - t;
-        if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString().slice(0, 500)}`));
-        const timing = Object.fromEntries(String(res.headers['server-timing'] ?? '').split(', ').map((p) => {
-          const [name, dur] = p.split(';dur=');
-          return [name!, Number(dur)];
-        }));
-        resolve({ ms, timing });
-      });
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
-async function burst(url: string, body: Uint8Array, concurrency: number, count: number): Promise<{ samples: Sample[]; wallMs: number }> {
-  const samples: Sample[] = [];
-  let next = 0;
-  const t = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) {
-        next += 1;
-        samples.push(await request(url, body));
-      }
-    }),
-  );
-  return { samples, wallMs: performance.now() - t };
-}
 
 async function main() {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'mmtc-bench-epd-'));
@@ -84,20 +32,7 @@ async function main() {
 }
 
 async function measure(dir: string) {
-  const jpeg = path.join(dir, '1080p.jpg');
-  execFileSync(pythonWithPillow(), [
-    '-c',
-    `import numpy as np; from PIL import Image
-h, w = 1080, 1920; y, x = np.mgrid[0:h, 0:w]; rng = np.random.default_rng(3)
-r = (128 + 100 * np.sin(x / 37.0) * np.cos(y / 23.0)).astype(np.uint8); g = ((x * 255) // w).astype(np.uint8)
-b = (((x // 64 + y // 64) % 2) * 200 + rng.integers(0, 40, (h, w))).astype(np.uint8)
-Image.fromarray(np.dstack([r, g, b])).save('${jpeg}', quality=90)`,
-  ]);
-  const body = Buffer.from(JSON.stringify({
-    model: 'bench',
-    max_tokens: 16,
-    messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${readFileSync(jpeg).toString('base64')}` } }, { type: 'text', text: 'Describe the image.' }] }],
-  }));
+  const body = chatBody1080p(dir);
   const g = patchGeometry(1080, 1920, QWEN_VL_DEFAULTS.qwen2_vl);
   const workers: Array<{ url: string; worker_type: string; bootstrap_port?: number }> = [];
   for (const name of ['encode', 'encode', 'prefill', 'decode']) {

@@ -14,14 +14,12 @@
 // /dev/shm, unlinked right after.
 //
 // Usage: npm run bench:router [-- --quick]   (--quick: fewer requests, no chart: the CI smoke)
-import { execFileSync } from 'node:child_process';
-import { closeSync, constants, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
-import http from 'node:http';
+import { closeSync, constants, mkdirSync, mkdtempSync, openSync, rmSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { patchGeometry, QWEN_VL_DEFAULTS } from '../core/multimodal/qwen-vl.ts';
-import { pythonWithPillow } from '../core/test/python.ts';
 import { renderBarChart } from './chart.ts';
+import { agent, burst, chatBody1080p, percentile, request, type Sample } from './chat-load.ts';
 import { root, runBench, startMmtc } from './procs.ts';
 
 const quick = process.argv.includes('--quick');
@@ -30,75 +28,6 @@ const READS = ['pooled', 'fresh'] as const;
 const MODES = ['inline', 'auto'] as const;
 type Read = (typeof READS)[number];
 type Mode = (typeof MODES)[number];
-
-const percentile = (xs: number[], p: number) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
-};
-
-interface Sample {
-  ms: number;
-  timing: Record<string, number>;
-}
-
-// node:http with a keep-alive agent: about 3 ms less client-side work per request than fetch
-// (undici) here, and the client shares the machine's two cores with router and worker.
-const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
-
-/**
- * One request. A router closes a keep-alive connection idle for 5 s (Node's default), and the
- * agent may pick that socket just as it closes: such a request, which never reached the router,
- * is sent once more on a new connection, and only that attempt is timed.
- */
-async function request(url: string, body: Uint8Array): Promise<Sample> {
-  try {
-    return await attempt(url, body);
-  } catch (err) {
-    const e = err as NodeJS.ErrnoException & { noResponse?: boolean };
-    if (!e.noResponse || (e.code !== 'ECONNRESET' && e.message !== 'socket hang up')) throw err;
-    return attempt(url, body);
-  }
-}
-
-function attempt(url: string, body: Uint8Array): Promise<Sample> {
-  const u = new URL(`${url}/v1/chat/completions`);
-  const t = performance.now();
-  let responded = false;
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.byteLength } }, (res) => {
-      responded = true;
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const ms = performance.now() - t;
-        if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString()}`));
-        const timing = Object.fromEntries(String(res.headers['server-timing'] ?? '').split(', ').map((p) => {
-          const [name, dur] = p.split(';dur=');
-          return [name!, Number(dur)];
-        }));
-        resolve({ ms, timing });
-      });
-      res.on('error', reject);
-    });
-    req.on('error', (err) => reject(Object.assign(err, { noResponse: !responded })));
-    req.end(body);
-  });
-}
-
-async function burst(url: string, body: Uint8Array, concurrency: number, count: number): Promise<{ samples: Sample[]; wallMs: number }> {
-  const samples: Sample[] = [];
-  let next = 0;
-  const t = performance.now();
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < count) {
-        next += 1;
-        samples.push(await request(url, body));
-      }
-    }),
-  );
-  return { samples, wallMs: performance.now() - t };
-}
 
 /** The place baseline: open(O_CREAT|O_EXCL|O_NOFOLLOW, 0600) + write + close of a new /dev/shm file (unlinked after, untimed). */
 let bareSeq = 0;
@@ -128,21 +57,7 @@ async function main() {
 }
 
 async function measure(dir: string) {
-  const jpeg = path.join(dir, '1080p.jpg');
-  execFileSync(pythonWithPillow(), [
-    '-c',
-    `import numpy as np; from PIL import Image
-h, w = 1080, 1920; y, x = np.mgrid[0:h, 0:w]; rng = np.random.default_rng(3)
-r = (128 + 100 * np.sin(x / 37.0) * np.cos(y / 23.0)).astype(np.uint8); g = ((x * 255) // w).astype(np.uint8)
-b = (((x // 64 + y // 64) % 2) * 200 + rng.integers(0, 40, (h, w))).astype(np.uint8)
-Image.fromarray(np.dstack([r, g, b])).save('${jpeg}', quality=90)`,
-  ]);
-  // Encoded once: the client's own cost should not be in the numbers (it shares the cores).
-  const body = Buffer.from(JSON.stringify({
-    model: 'bench',
-    max_tokens: 16,
-    messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${readFileSync(jpeg).toString('base64')}` } }, { type: 'text', text: 'Describe the image.' }] }],
-  }));
+  const body = chatBody1080p(dir);
   const g = patchGeometry(1080, 1920, QWEN_VL_DEFAULTS.qwen2_vl); // the bundled model is Qwen2-VL
   process.stdout.write(`router benchmark on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}; one 1080p JPEG per request (encoder input [${g.patches}, ${g.features}]), ${ROUNDS} interleaved rounds\n\n`);
   process.stdout.write('| runtime (dtype) | worker reads into | mode | concurrency | requests | req/s | p50 ms | p99 ms | body p50 | preprocess p50 | place p50 | worker p50 | router overhead p50 |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n');
