@@ -2,7 +2,8 @@
 // (with the router's Server-Timing spans), bursts at a given concurrency, percentiles, and the
 // one 1080p JPEG chat body both send.
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { closeSync, constants, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import os from 'node:os';
 import http from 'node:http';
 import path from 'node:path';
 import { pythonWithPillow } from '../core/test/python.ts';
@@ -92,4 +93,32 @@ Image.fromarray(np.dstack([r, g, b])).save('${jpeg}', quality=90)`,
     max_tokens: 16,
     messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${readFileSync(jpeg).toString('base64')}` } }, { type: 'text', text: 'Describe the image.' }] }],
   }));
+}
+
+let bareSeq = 0;
+/** The baseline of a placement: one bare write of `bytes` to a new /dev/shm file, in ms (the file is removed). */
+export function bareWrite(bytes: Uint8Array): number {
+  // Named as a router names its files, so an interrupted run's file is swept like any orphan.
+  const file = path.join('/dev/shm', `smg-tokenspeed-${process.pid}-${BigInt(Date.now()) * 1_000_000n}-${++bareSeq}`);
+  const t = performance.now();
+  const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+  try {
+    for (let done = 0; done < bytes.byteLength; ) done += writeSync(fd, bytes, done, bytes.byteLength - done, done);
+  } finally {
+    closeSync(fd);
+  }
+  const ms = performance.now() - t;
+  unlinkSync(file);
+  return ms;
+}
+
+/** Run `measure` in a scratch directory of its own, removed afterwards with the keep-alive agent's sockets. */
+export async function inScratchDir(prefix: string, measure: (dir: string) => Promise<void>): Promise<void> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  try {
+    await measure(dir);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    agent.destroy();
+  }
 }

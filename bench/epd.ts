@@ -10,26 +10,18 @@
 // Target: auto ≥ 2× faster than inline at p50, concurrency 8.
 //
 // Usage: npm run bench:epd [-- --quick]   (--quick: fewer requests: the CI smoke)
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { patchGeometry, QWEN_VL_DEFAULTS } from '../core/multimodal/qwen-vl.ts';
-import { agent, burst, chatBody1080p, percentile, request, type Sample } from './chat-load.ts';
+import { burst, chatBody1080p, percentile, request, type Sample, inScratchDir } from './chat-load.ts';
 import { runBench, startMmtc } from './procs.ts';
 
 const quick = process.argv.includes('--quick');
 const ROUNDS = quick ? 2 : 4;
 const MODES = ['inline', 'auto'] as const;
 
-async function main() {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'mmtc-bench-epd-'));
-  try {
-    await measure(dir);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-    agent.destroy();
-  }
-}
+const main = () => inScratchDir('mmtc-bench-epd-', measure);
 
 async function measure(dir: string) {
   const body = chatBody1080p(dir);

@@ -64,11 +64,18 @@ function post(url: string, body: Buffer): Promise<number> {
 
 async function main() {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'mmtc-bench-memory-'));
-  const jpeg = path.join(dir, '1080p.jpg');
+  // Every request its own image: each is a miss of the pixel cache (on, at its default budget),
+  // so preprocessing takes the full load as without a cache, and the cache keeps (and evicts)
+  // entries meanwhile.
+  const images = 8 + CLIENTS * REQUESTS_PER_CLIENT;
   execFileSync(pythonWithPillow(), ['-c', `import numpy as np; from PIL import Image
 rng = np.random.default_rng(5); a = rng.integers(0, 256, (1080, 1920, 3), dtype=np.uint8)
-Image.fromarray(a).save('${jpeg}', quality=85)`]);
-  const chat = Buffer.from(JSON.stringify({ max_tokens: 8, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${readFileSync(jpeg).toString('base64')}` } }, { type: 'text', text: 'describe' }] }] }));
+for i in range(${images}):
+    a[0:16, 0:16, 0] = i % 256; a[0:16, 0:16, 1] = i // 256
+    Image.fromarray(a).save('${dir}/1080p-%d.jpg' % i, quality=85)`]);
+  const chats = Array.from({ length: images }, (_, i) => Buffer.from(JSON.stringify({ max_tokens: 8, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${readFileSync(path.join(dir, `1080p-${i}.jpg`)).toString('base64')}` } }, { type: 'text', text: 'describe' }] }] })));
+  let nextChat = 0;
+  const chat = () => chats[nextChat++]!;
   const bomb = await sharp({ create: { width: 10_000, height: 10_000, channels: 3, background: '#000' } }).png({ compressionLevel: 9 }).toBuffer();
   const bombs = Buffer.from(JSON.stringify({ messages: [{ role: 'user', content: [...Array.from({ length: 20 }, () => ({ type: 'image_url', image_url: { url: `data:image/png;base64,${bomb.toString('base64')}` } })), { type: 'text', text: 'x' }] }] }));
   const samples: Array<{ t: number; rss: number; phase: string }> = [];
@@ -87,14 +94,14 @@ Image.fromarray(a).save('${jpeg}', quality=85)`]);
         if (m) preprocessPeak = Math.max(preprocessPeak, Number(m[1]));
       }).catch(() => {});
     }, 200).unref();
-    for (let i = 0; i < 8; i++) await post(router.match, chat); // warm: threads, pooled memories, JIT
+    for (let i = 0; i < 8; i++) await post(router.match, chat()); // warm: threads, pooled memories, JIT
     phase = 'warm idle';
     await new Promise((r) => setTimeout(r, 10_000));
     const warmIdle = rssOf(pid);
     phase = `${CLIENTS} clients`;
     const statuses: number[] = [];
     await Promise.all(Array.from({ length: CLIENTS }, async () => {
-      for (let i = 0; i < REQUESTS_PER_CLIENT; i++) statuses.push(await post(router.match, chat));
+      for (let i = 0; i < REQUESTS_PER_CLIENT; i++) statuses.push(await post(router.match, chat()));
     }));
     const burstPeak = Math.max(...samples.filter((s) => s.phase === phase).map((s) => s.rss));
     phase = '20 bombs';
@@ -110,8 +117,10 @@ Image.fromarray(a).save('${jpeg}', quality=85)`]);
     }
     const end = rssOf(pid);
     clearInterval(sampler);
+    const metrics = await fetch(`${router.match}/metrics`).then((r) => r.text()).catch(() => '');
+    const metric = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(metrics)?.[1] ?? NaN);
     const ok = statuses.filter((s) => s === 200).length;
-    process.stdout.write(`router memory benchmark on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}; preprocess_memory_bytes ${BUDGET / MiB} MiB\n\n`);
+    process.stdout.write(`router memory benchmark on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}; preprocess_memory_bytes ${BUDGET / MiB} MiB; every request its own 1080p image; the pixel cache at its default budget (${(metric('smg_mm_pixel_cache_budget_bytes') / MiB).toFixed(0)} MiB, in /dev/shm, not in the RSS): ${metric('smg_mm_pixel_cache_hits_total')} hits, ${metric('smg_mm_pixel_cache_misses_total')} misses, ${metric('smg_mm_pixel_cache_evictions_total')} evictions, ${(metric('smg_mm_pixel_cache_bytes') / MiB).toFixed(0)} MiB held at the end\n\n`);
     process.stdout.write('| phase | requests | answered 200 | RSS MiB |\n|---|---:|---:|---:|\n');
     process.stdout.write(`| warm idle (the base) | 8 | 8 | ${(warmIdle / MiB).toFixed(0)} |\n`);
     process.stdout.write(`| ${CLIENTS} concurrent 1080p clients, peak | ${statuses.length} | ${ok} | ${(burstPeak / MiB).toFixed(0)} |\n`);

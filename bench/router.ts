@@ -14,12 +14,12 @@
 // /dev/shm, unlinked right after.
 //
 // Usage: npm run bench:router [-- --quick]   (--quick: fewer requests, no chart: the CI smoke)
-import { closeSync, constants, mkdirSync, mkdtempSync, openSync, rmSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { patchGeometry, QWEN_VL_DEFAULTS } from '../core/multimodal/qwen-vl.ts';
 import { renderBarChart } from './chart.ts';
-import { agent, burst, chatBody1080p, percentile, request, type Sample } from './chat-load.ts';
+import { bareWrite, burst, chatBody1080p, percentile, request, type Sample, inScratchDir } from './chat-load.ts';
 import { root, runBench, startMmtc } from './procs.ts';
 
 const quick = process.argv.includes('--quick');
@@ -30,31 +30,7 @@ type Read = (typeof READS)[number];
 type Mode = (typeof MODES)[number];
 
 /** The place baseline: open(O_CREAT|O_EXCL|O_NOFOLLOW, 0600) + write + close of a new /dev/shm file (unlinked after, untimed). */
-let bareSeq = 0;
-function bareWrite(bytes: Uint8Array): number {
-  // Named as a router names its files, so an interrupted run's file is swept like any orphan.
-  const file = path.join('/dev/shm', `smg-tokenspeed-${process.pid}-${BigInt(Date.now()) * 1_000_000n}-${++bareSeq}`);
-  const t = performance.now();
-  const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
-  try {
-    for (let done = 0; done < bytes.byteLength; ) done += writeSync(fd, bytes, done, bytes.byteLength - done, done);
-  } finally {
-    closeSync(fd);
-  }
-  const ms = performance.now() - t;
-  unlinkSync(file);
-  return ms;
-}
-
-async function main() {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'mmtc-bench-router-'));
-  try {
-    await measure(dir);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-    agent.destroy();
-  }
-}
+const main = () => inScratchDir('mmtc-bench-router-', measure);
 
 async function measure(dir: string) {
   const body = chatBody1080p(dir);

@@ -124,6 +124,7 @@ const blocks: Record<string, string> = {
   'faults-workers': scenarioTable((n) => n.startsWith('faults/worker-') && n !== 'faults/worker-keeps-files'),
   'faults-shm': scenarioTable((n) => ['faults/shm-full', 'faults/shm-read-only', 'faults/worker-keeps-files', 'faults/orphans', 'faults/planted-entries', 'faults/router-killed'].includes(n)),
   'faults-console': scenarioTable((n) => n === 'faults/serve-killed-during-apply' || n === 'faults/config-drift'),
+  cache: scenarioTable((n) => n.startsWith('cache/')),
   fuzz: scenarioTable((n) => n.startsWith('fuzz/')),
   attacks: scenarioTable((n) => n.startsWith('attack/')),
   hardening: (() => {

@@ -92,7 +92,7 @@ async function outer(args: Args, argv: string[]): Promise<number> {
   }
   const pidSet = new Set(pids);
   const hostLeft = readdirSync('/dev/shm').filter((n) => {
-    const m = /^smg-tokenspeed-(?:probe-)?(\d+)/.exec(n);
+    const m = /^smg-tokenspeed-(?:probe-|cache-\d+-)?(\d+)/.exec(n);
     return m !== null && pidSet.has(Number(m[1]));
   });
   if (hostLeft.length > 0) {
@@ -202,7 +202,7 @@ async function inner(args: Args): Promise<number> {
       /* gone */
     }
   }
-  const entries = namespaced ? readdirSync('/dev/shm') : readdirSync('/dev/shm').filter((n) => pids.has(Number(/^smg-tokenspeed-(?:probe-)?(\d+)/.exec(n)?.[1])));
+  const entries = namespaced ? readdirSync('/dev/shm') : readdirSync('/dev/shm').filter((n) => pids.has(Number(/^smg-tokenspeed-(?:probe-|cache-\d+-)?(\d+)/.exec(n)?.[1])));
   const cleanupFailures = [...procs.map((p) => `process ${p.pid} still running: ${p.cmd}`), ...entries.map((e) => `/dev/shm/${e} left behind`)];
   {
     suite.results.push({ name: 'cleanup/no-leftovers', status: cleanupFailures.length ? 'failed' : 'passed', seconds: Math.round((performance.now() - cleanupStart) / 100) / 10, details: { processes_left: procs.length, shm_entries_left: entries.length, ...(cleanupFailures.length ? { failures: cleanupFailures.slice(0, 50) } : {}), summary: `${procs.length} processes and ${entries.length} /dev/shm entries left` } });

@@ -14,7 +14,7 @@
 // it starts inherits (node, mmtc, Python, Chromium); /proc/<pid>/environ shows it. Processes
 // carrying the token after a benchmark ended are left behind (reported, then stopped by
 // pid); /dev/shm entries named after one of their pids (smg-tokenspeed-<pid>-…, the probe
-// smg-tokenspeed-probe-<pid>) are files left behind (reported, then removed).
+// smg-tokenspeed-probe-<pid>, pixel-cache entries smg-tokenspeed-cache-<pidns>-<pid>-…) are files left behind (reported, then removed).
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -35,6 +35,7 @@ const BENCHES = [
   { name: 'bench:preprocess', args: ['--quick'], timeoutS: 300 },
   { name: 'bench:router', args: ['--quick'], timeoutS: 300 },
   { name: 'bench:epd', args: ['--quick'], timeoutS: 240 },
+  { name: 'bench:cache', args: ['--quick'], timeoutS: 240 },
   { name: 'bench:console', args: ['--quick'], timeoutS: 180 },
   { name: 'bench:memory', args: ['--quick'], timeoutS: 300 },
   {
@@ -91,7 +92,7 @@ function shmFilesOf(pids) {
     return [];
   }
   return names.filter((n) => {
-    const m = /^smg-tokenspeed-(?:probe-)?(\d+)(?:-|$)/.exec(n);
+    const m = /^smg-tokenspeed-(?:probe-|cache-\d+-)?(\d+)(?:-|$)/.exec(n);
     return m !== null && set.has(m[1]);
   });
 }

@@ -24,6 +24,9 @@ export interface DoctorReport {
     shm_total_bytes: number | null;
     tensor_files: TensorFilesOfPid[];
     orphan_files: number;
+    /** Of the tensor files, pixel-cache entries (transport/pixel-cache.ts), and their bytes. */
+    cache_files: number;
+    cache_bytes: number;
     swept?: number;
   };
   worker?: {
@@ -66,6 +69,8 @@ export async function runDoctor(options: { worker?: string; runtime?: WireRuntim
       shm_total_bytes: space?.total ?? null,
       tensor_files: files,
       orphan_files: files.reduce((n, f) => n + f.orphans, 0),
+      cache_files: files.reduce((n, f) => n + f.cacheFiles, 0),
+      cache_bytes: files.reduce((n, f) => n + f.cacheBytes, 0),
       ...(swept !== undefined ? { swept } : {}),
     },
   };

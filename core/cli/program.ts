@@ -14,6 +14,7 @@ import { capabilitiesOf, declaredRuntime, ENGINE_RUNTIMES, laneFacts, undeclared
 import { EMBEDDED_RUNTIME, embeddedWorkerSpec } from '../refworker/embedded.ts';
 import { REFERENCE_ROLES, REFERENCE_RUNTIMES, startReferenceWorker } from '../refworker/server.ts';
 import type { WorkerRole } from '../refworker/receive.ts';
+import type { TamperRecord } from '../refworker/tamper.ts';
 import { dropPrivileges } from '../refworker/user.ts';
 import { installProcessGuard } from '../telemetry/process-guard.ts';
 import { runDoctor } from './doctor.ts';
@@ -209,7 +210,8 @@ function addToolCommands(program: Command): void {
     .option('--encode-drop', 'an encode worker that accepts but never hands the embedding over (fault injection)')
     .option('--embedding-timeout-ms <ms>', 'how long a prefill worker waits for an embedding', '10000')
     .option('--kv-timeout-ms <ms>', 'how long a decode worker waits for the KV', '15000')
-    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string; readBuffer: 'pooled' | 'fresh'; user?: string; role: WorkerRole; bootstrapPort?: string; encodeAccept: string; encodeDrop?: boolean; embeddingTimeoutMs: string; kvTimeoutMs: string }) => {
+    .option('--tamper-shm', 'a worker that writes into its input: open each /dev/shm tensor file it is given for writing and change its first byte before reading it (fault injection)')
+    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string; readBuffer: 'pooled' | 'fresh'; user?: string; role: WorkerRole; bootstrapPort?: string; encodeAccept: string; encodeDrop?: boolean; embeddingTimeoutMs: string; kvTimeoutMs: string; tamperShm?: boolean }) => {
       const issues: ConfigError['issues'] = [];
       const port = flagValue('--port', opts.port, parseLoosePort, issues);
       const bootstrapPort = opts.bootstrapPort === undefined ? undefined : flagValue('--bootstrap-port', opts.bootstrapPort, parseLoosePort, issues);
@@ -222,7 +224,12 @@ function addToolCommands(program: Command): void {
       if (!REFERENCE_ROLES[opts.runtime].includes(opts.role)) issues.push({ path: '--role', message: `--role ${opts.role} needs --runtime ${REFERENCE_RUNTIMES.filter((r) => REFERENCE_ROLES[r].includes(opts.role)).join(' or ')} (a ${opts.runtime} reference worker can be ${REFERENCE_ROLES[opts.runtime].join(', ')})` });
       if (opts.bootstrapPort !== undefined && opts.role !== 'encode' && opts.role !== 'prefill') issues.push({ path: '--bootstrap-port', message: `--bootstrap-port is for an encode or prefill worker, which has a bootstrap server (this one is --role ${opts.role})` });
       if ((opts.encodeAccept === 'false' || opts.encodeDrop) && opts.role !== 'encode') issues.push({ path: opts.encodeDrop ? '--encode-drop' : '--encode-accept', message: `${opts.encodeDrop ? '--encode-drop' : '--encode-accept false'} is for an encode worker (this one is --role ${opts.role})` });
+      if (opts.tamperShm) {
+        const why = opts.runtime === 'sglang' ? "an sglang worker gets every tensor inline (its protocol has no /dev/shm lane)" : opts.role === 'decode' ? 'a decode worker is given no tensors (this one is --role decode)' : opts.encodeAccept === 'false' ? 'an encode worker with --encode-accept false reads no tensors' : undefined;
+        if (why) issues.push({ path: '--tamper-shm', message: `--tamper-shm is for a worker that reads /dev/shm tensor files: ${why}` });
+      }
       if (port === undefined || issues.length) throw new ConfigError(issues);
+      const tamperShm = opts.tamperShm === true;
       const worker = await startReferenceWorker({
         runtime: opts.runtime,
         host: opts.host,
@@ -239,6 +246,7 @@ function addToolCommands(program: Command): void {
         fingerprint: opts.fingerprint,
         delayMs: Number(opts.delayMs) || 0,
         readBuffers: opts.readBuffer,
+        ...(tamperShm ? { tamperShm, onTamper: (r: TamperRecord) => process.stdout.write(r.error ? `  tamper-shm: could not write into ${r.name}: ${r.error}\n` : `  tamper-shm: changed byte ${r.offset} of ${r.name} (inode ${r.ino})\n`) } : {}),
       });
       if (opts.user !== undefined) {
         try {
@@ -252,6 +260,7 @@ function addToolCommands(program: Command): void {
       process.stdout.write(`mmtc worker (${worker.runtime}${worker.role === 'regular' ? '' : `, role ${worker.role}`}) listening on ${worker.url}\n`);
       if (worker.bootstrapPort !== undefined) process.stdout.write(`  bootstrap server on http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${worker.bootstrapPort}\n`);
       process.stdout.write(`  /dev/shm namespace token: ${worker.token ?? 'none advertised'}\n`);
+      if (tamperShm) process.stdout.write('  tamper-shm: every /dev/shm tensor file given is written into before it is read (fault injection)\n');
       await new Promise<void>((resolve) => {
         const stop = () => resolve();
         process.once('SIGINT', stop);

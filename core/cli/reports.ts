@@ -65,6 +65,7 @@ function describePidFiles(f: TensorFilesOfPid): string {
   if (f.orphans > 0) parts.push(`${f.orphans} ORPHANED`);
   if (f.young > 0 && f.process !== 'alive') parts.push(`${f.young} too recent to judge`);
   if (f.suspicious > 0) parts.push(`${f.suspicious} NOT A REGULAR FILE (planted under our name; left alone)`);
+  if (f.cacheFiles > 0) parts.push(`${f.cacheFiles} of them pixel-cache entr${f.cacheFiles === 1 ? 'y' : 'ies'} (${mib(f.cacheBytes)}; ${f.process === 'alive' ? 'kept while that router runs' : 'its router is gone: the next sweep removes them'})`);
   return parts.join(', ');
 }
 
@@ -81,6 +82,7 @@ export function formatDoctorReport(r: DoctorReport): string {
   lines.push(`  ${R.shm_dir} free      ${mib(R.shm_free_bytes)} of ${mib(R.shm_total_bytes)}`);
   if (R.tensor_files.length === 0) lines.push('  tensor files      none');
   for (const f of R.tensor_files) lines.push(`  tensor files      pid ${f.pid}: ${f.files} file${f.files === 1 ? '' : 's'}, ${mib(f.bytes)} (${describePidFiles(f)})`);
+  if (R.cache_files > 0) lines.push(`  pixel cache       ${R.cache_files} entr${R.cache_files === 1 ? 'y' : 'ies'}, ${mib(R.cache_bytes)} (read-only files no worker is given; a request gets a hard link)`);
   if (R.orphan_files > 0 && R.swept === undefined) lines.push(`  ${R.orphan_files} orphaned file(s): run 'mmtc doctor --sweep-orphans' (a running router also sweeps them, at start and every minute)`);
   if (R.swept !== undefined) lines.push(`  swept             ${R.swept} orphaned file(s) removed`);
   if (r.worker) {

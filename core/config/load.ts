@@ -35,7 +35,7 @@ export interface ConfigFlags {
   [limit: string]: string | string[] | boolean | undefined;
 }
 
-type LimitKey = 'limit_mm_per_prompt' | 'max_request_image_pixels' | 'max_image_bytes' | 'max_request_image_bytes' | 'max_body_bytes' | 'body_timeout_secs' | 'media_fetch_timeout_secs' | 'allowed_media_domains' | 'allow_private_media_hosts' | 'preprocess_memory_bytes' | 'multimodal_shm_max_outstanding_bytes' | 'request_timeout_secs';
+type LimitKey = 'limit_mm_per_prompt' | 'max_request_image_pixels' | 'max_image_bytes' | 'max_request_image_bytes' | 'max_body_bytes' | 'body_timeout_secs' | 'media_fetch_timeout_secs' | 'allowed_media_domains' | 'allow_private_media_hosts' | 'preprocess_memory_bytes' | 'multimodal_shm_max_outstanding_bytes' | 'multimodal_pixel_cache_mb' | 'request_timeout_secs';
 
 /**
  * The admission limits and media policy as flags: one row each, the YAML key it sets, how
@@ -53,6 +53,7 @@ export const LIMIT_FLAGS: ReadonlyArray<{ flag: string; key: LimitKey; kind: 'in
   { flag: '--allow-private-media-hosts', key: 'allow_private_media_hosts', kind: 'boolean', description: 'let image URLs reach loopback, private and link-local addresses (never cloud metadata)' },
   { flag: '--preprocess-memory-bytes <n>', key: 'preprocess_memory_bytes', kind: 'integer', description: 'memory images may take while being decoded and preprocessed, all requests together (default 1 GiB)' },
   { flag: '--multimodal-shm-max-outstanding-bytes <n>', key: 'multimodal_shm_max_outstanding_bytes', kind: 'integer', description: "most bytes of this router's tensor files in /dev/shm at once; above it tensors go inline (default: half of /dev/shm's free space at start)" },
+  { flag: '--multimodal-pixel-cache-mb <mib>', key: 'multimodal_pixel_cache_mb', kind: 'integer', description: 'MiB of /dev/shm for the cache of preprocessed images, so a repeated image is not computed again; 0 turns it off (default: SMG_MM_PIXEL_CACHE_MB, then 512)' },
   { flag: '--request-timeout-secs <s>', key: 'request_timeout_secs', kind: 'number', description: 'a request not finished by then fails with 504 (default 600)' },
 ];
 

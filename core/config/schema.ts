@@ -6,6 +6,7 @@
 // The two transport knobs are optional on purpose, at router and worker level: "not set"
 // must stay distinguishable from "set to the default", or the env layer below could never
 // win and provenance would lie (docs/configuration.md, "Precedence").
+import { PixelCacheMbSchema } from './pixel-cache-setting.ts';
 import { z } from 'zod';
 
 export const TRANSPORT_MODES = ['inline', 'shm', 'auto', 'rdma'] as const;
@@ -166,7 +167,13 @@ export const DEFAULT_LIMITS = {
   preprocess_memory_bytes: 1024 * 1024 * 1024,
 } as const;
 
-const ROLE_NEEDED: Record<Exclude<Disaggregation, 'none'>, readonly WorkerType[]> = { pd: ['prefill', 'decode'], epd: ['encode', 'prefill', 'decode'] };
+/** The worker types each serving mode routes requests to (a worker of another type takes no part). */
+export const ROLES_ROUTED: Record<Disaggregation, readonly WorkerType[]> = { none: ['regular'], pd: ['prefill', 'decode'], epd: ['encode', 'prefill', 'decode'] };
+
+/** Whether a worker of this type runs a bootstrap server (where decode takes the KV, prefill the embeddings): prefill and encode workers. */
+export function hasBootstrapServer(type: WorkerType): boolean {
+  return type === 'prefill' || type === 'encode';
+}
 
 /** Where a worker's bootstrap server is: its URL's host, and its bootstrap_port or the default. */
 export function bootstrapAddress(worker: Pick<WorkerSpec, 'url' | 'bootstrap_port'>): { host: string; port: number } | undefined {
@@ -185,11 +192,11 @@ function topologyIssues(config: { disaggregation: Disaggregation; workers: reado
   const count = (t: WorkerType) => config.workers.filter((w) => w.worker_type === t).length;
   const bootstrapped = new Map<string, number>();
   config.workers.forEach((w, i) => {
-    const hasServer = w.worker_type === 'prefill' || w.worker_type === 'encode';
+    const hasServer = hasBootstrapServer(w.worker_type);
     if (w.bootstrap_port !== undefined && !hasServer) issues.push({ path: ['workers', i, 'bootstrap_port'], message: `bootstrap_port is for prefill and encode workers (their bootstrap server); this worker is ${w.worker_type}` });
     if (mode === 'none') return;
-    if (!ROLE_NEEDED[mode].includes(w.worker_type)) {
-      issues.push({ path: ['workers', i, 'worker_type'], message: `a ${w.worker_type} worker takes no part under disaggregation ${mode}, which routes to ${ROLE_NEEDED[mode].join(', ')} workers: give it one of those types, or remove it` });
+    if (!ROLES_ROUTED[mode].includes(w.worker_type)) {
+      issues.push({ path: ['workers', i, 'worker_type'], message: `a ${w.worker_type} worker takes no part under disaggregation ${mode}, which routes to ${ROLES_ROUTED[mode].join(', ')} workers: give it one of those types, or remove it` });
       return;
     }
     if (!hasServer) return;
@@ -205,7 +212,7 @@ function topologyIssues(config: { disaggregation: Disaggregation; workers: reado
     } else bootstrapped.set(key, i);
   });
   if (mode !== 'none') {
-    for (const role of ROLE_NEEDED[mode]) {
+    for (const role of ROLES_ROUTED[mode]) {
       if (count(role) === 0) issues.push({ path: ['disaggregation'], message: `disaggregation ${mode} needs at least one ${role} worker (worker_type ${role}); the configuration has none` });
     }
   }
@@ -226,6 +233,10 @@ export const RouterConfigSchema = z.strictObject({
   multimodal_shm_min_bytes: ShmMinBytesSchema.optional(),
   /** Bytes of our files in /dev/shm at once; default: half of /dev/shm's free space at start. */
   multimodal_shm_max_outstanding_bytes: bytes().optional(),
+  /** The pixel cache's budget in MiB (0: off); unset: SMG_MM_PIXEL_CACHE_MB, then 512 (pixel-cache-setting.ts). */
+  multimodal_pixel_cache_mb: PixelCacheMbSchema.optional(),
+  /** How an SHM hit reaches its worker: a hard link to the entry, or a copy of its own (docs/performance.md, "The pixel cache"). */
+  multimodal_pixel_cache_shm: z.enum(['link', 'copy'], { error: 'expected link or copy' }).default('link'),
   request_timeout_secs: seconds('request_timeout_secs').default(600),
   health_check_interval_secs: seconds('health_check_interval_secs').default(10),
   limit_mm_per_prompt: LimitMmPerPromptSchema.default({ ...DEFAULT_LIMITS.limit_mm_per_prompt }),

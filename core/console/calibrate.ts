@@ -25,6 +25,7 @@ import { findWorker, type ConsoleState } from './state.ts';
 import { workerTransport } from './views.ts';
 import { decisionOutcome } from '../transport/decision.ts';
 import { DECISION_REASONS } from '../transport/vocabulary.ts';
+import { transportOverrideWorker } from '../transport/resolve.ts';
 import { ContractError, type CalibrationResult } from './contract.ts';
 import { syntheticChat } from './test-image.ts';
 
@@ -114,12 +115,25 @@ export function calibrationPlan(state: ConsoleState, url: string): { dtype: stri
   const ctx = state.running.context;
   const worker = ctx.registry.get(url);
   if (!worker?.healthy || !worker.runtime) throw new ContractError('invalid_config', `worker ${url} is not healthy (${worker?.lastError ?? 'not discovered'}); calibration needs a worker that answers`, 'url');
+  const s = state.store.current();
+  const spec = findWorker(s, url);
+  // Under disaggregation a decode worker (and a prefill next to encode workers) reads no pixel
+  // tensor: there is no transport of its own to time, whatever its protocol carries.
+  const reader = s.config.disaggregation === 'none' ? undefined : transportOverrideWorker(spec, s.config.workers);
+  if (reader && reader.worker !== spec) {
+    // The workers that do read them and can be calibrated: healthy, with a /dev/shm lane.
+    const role = reader.worker.worker_type;
+    const readers = s.config.workers.filter((w) => {
+      const seen = w.worker_type === role ? ctx.registry.get(w.url) : undefined;
+      return seen?.healthy && seen.runtime && capabilitiesOf(seen.runtime).shmLane;
+    }).map((w) => w.url);
+    const instead = readers.length === 0 ? `no ${role} worker can be calibrated now (each is unhealthy or its protocol carries tensors inline only)` : `calibrate ${readers.length === 1 ? readers[0] : `one of the ${role} workers (${readers.join(', ')})`}`;
+    throw new ContractError('invalid_config', `worker ${url} is a ${spec.worker_type} worker under disaggregation ${s.config.disaggregation}: it reads no pixel tensors (${reader.why}), so there is no transport of its own to measure; ${instead}`, 'url');
+  }
   const capabilities = capabilitiesOf(worker.runtime);
   if (!capabilities.shmLane) throw new ContractError('invalid_config', `worker ${url} speaks ${capabilities.label}, whose protocol carries tensors inline only: there is no SHM path to measure`, 'url');
   // What a request with SHM forced would do now: measuring "SHM" needs its tensors to go
   // through /dev/shm, not to be attempted and sent again inline (another /dev/shm, a broken lane).
-  const s = state.store.current();
-  const spec = findWorker(s, url);
   const forced = workerTransport(state, { ...spec, multimodal_tensor_transport: 'shm', multimodal_shm_min_bytes: KiB }, s.config, s, s.origins, worker).decision;
   const outcome = decisionOutcome(forced);
   if (outcome !== 'shm') throw new ContractError('invalid_config', `with SHM forced, worker ${url}'s requests would not go through /dev/shm (${forced.reason}: ${DECISION_REASONS[forced.reason]}), so there is no SHM path to measure`, 'url');
@@ -148,6 +162,8 @@ export async function calibrateWorker(state: ConsoleState, url: string, samples:
       source: 'console',
       worker: url,
       transport: { mode, minBytes: KiB },
+      // Each size sends the same image again: a hit would time a hard link, not the write.
+      bypassPixelCache: true,
       pixelBounds: { min_pixels: s.width * s.height, max_pixels: s.width * s.height },
     });
     done += 1;

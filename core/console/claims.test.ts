@@ -288,4 +288,26 @@ describe('an SGLang worker (its protocol has no /dev/shm lane)', () => {
       await c.close();
     }
   }, 60_000);
+
+  it('as the decode worker under PD: calibration says it reads no pixels and names the prefill worker, before its protocol', async () => {
+    const [decode, prefill] = await Promise.all([
+      startMmtc(['worker', '--runtime', 'sglang', '--port', '0'], /listening on grpc:\/\//),
+      startMmtc(['worker', '--runtime', 'sglang', '--port', '0'], /listening on grpc:\/\//),
+    ]);
+    stops.push(() => decode.stop(), () => prefill.stop());
+    const [d, p] = [decode, prefill].map((w) => w.line.match(/grpc:\/\/\S+/)![0]);
+    const file = path.join(dir, 'sglang-pd.yaml');
+    writeFileSync(file, `disaggregation: pd\nworkers:\n  - url: ${p}\n    worker_type: prefill\n  - url: ${d}\n    worker_type: decode\n`);
+    const c = await startConsole({ flags: { config: file, port: '0' }, env, processEnv: {}, log: () => {} });
+    try {
+      const deadline = Date.now() + 10_000;
+      while (Date.now() < deadline && !(await c.backend.invoke('workers.list', {}, meta)).workers.find((w) => w.url === d)?.health.startsWith('healthy')) await new Promise((r) => setTimeout(r, 100));
+      const refused = (await c.backend.invoke('transport.calibrationPlan', { url: d }, meta).catch((e: unknown) => e)) as ContractError;
+      expect(refused.message).toBe(`worker ${d} is a decode worker under disaggregation pd: it reads no pixel tensors (tensors go to the prefill worker; ${p}'s overrides apply), so there is no transport of its own to measure; no prefill worker can be calibrated now (each is unhealthy or its protocol carries tensors inline only)`);
+      const own = (await c.backend.invoke('transport.calibrationPlan', { url: p }, meta).catch((e: unknown) => e)) as ContractError;
+      expect(own.message).toMatch(/carries tensors inline only: there is no SHM path to measure/);
+    } finally {
+      await c.close();
+    }
+  }, 60_000);
 });

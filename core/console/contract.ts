@@ -10,6 +10,7 @@
 // only zod and schema modules (no `node:`), so the renderer imports it as is.
 import { z } from 'zod';
 import { TransportEnvironmentSchema } from '../config/env-schema.ts';
+import { PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerUrlSchema } from '../config/schema.ts';
 import { SecondAggregateSchema, TensorEventSchema } from '../transport/event-schema.ts';
 import { ResolvedWorkerTransportSchema } from '../transport/resolution-schema.ts';
@@ -182,6 +183,42 @@ export const WarningSchema = z.object({
   remedy: z.string(),
 });
 
+/** Where the pixel cache's budget came from (pixelCacheBudget, core/config/pixel-cache-setting.ts): the YAML key (from the file, a flag or the console), the gateway's environment variable, or the built-in default. */
+export const PIXEL_CACHE_BUDGET_SOURCES = ['multimodal_pixel_cache_mb', PIXEL_CACHE_ENV, 'default'] as const;
+/** Why the pixel cache is off: its budget is 0, or /dev/shm (where it keeps its entries) was not writable at start. */
+export const PIXEL_CACHE_OFF_REASONS = ['budget_zero', 'shm_not_writable'] as const;
+
+/**
+ * The pixel cache as it is now (docs/performance.md, "The pixel cache"): its counts since the
+ * router started (PixelCache.stats(), core/transport/pixel-cache.ts), the budget the settings
+ * give and where it came from, and why it is off.
+ */
+export const PixelCacheViewSchema = z.object({
+  /** The budget in force (0: off). */
+  budgetBytes: z.number(),
+  /** Bytes of the entries (each counted once, however many requests hold a link to it). */
+  heldBytes: z.number(),
+  entries: z.int(),
+  /** Images the cache answered, and images looked up and computed. */
+  hits: z.int(),
+  misses: z.int(),
+  /** Entries dropped for room (the cache's budget, or the /dev/shm budget a request needed). */
+  evictions: z.int(),
+  /** Entries dropped because their file changed under the router (a worker wrote into it) or went away. */
+  tampered: z.int(),
+  /** Misses that could not be kept (larger than the budget, no room in /dev/shm, a write error). */
+  notStored: z.int(),
+  flushes: z.int(),
+  /** The budget the settings give (in force unless /dev/shm was not writable at start), which input decided it, and for the YAML key where its value came from (file:line:col, flag, console). */
+  configured: z.object({ mb: z.int(), source: z.enum(PIXEL_CACHE_BUDGET_SOURCES), origin: z.string().nullable() }),
+  /** Why it is off and what turns it on; null while it is on. */
+  off: z.object({ reason: z.enum(PIXEL_CACHE_OFF_REASONS), message: z.string(), remedy: z.string() }).nullable(),
+});
+export type PixelCacheView = z.infer<typeof PixelCacheViewSchema>;
+
+/** The pixel cache's answer for one image tensor of a traffic event (TensorEvent.cache). */
+export const TENSOR_CACHE_ANSWERS = TensorEventSchema.shape.cache.unwrap().options;
+
 export const OverviewSchema = z.object({
   host: z.object({
     token: z.string().nullable(),
@@ -193,8 +230,12 @@ export const OverviewSchema = z.object({
     shmTotalBytes: z.number().nullable(),
   }),
   files: z.object({
+    /** Tensor files (the pixel cache's entries not among them). */
     count: z.int(),
     bytes: z.number(),
+    /** Pixel-cache entries in the directory (of every router whose files it holds), and their bytes. */
+    cacheFiles: z.int(),
+    cacheBytes: z.number(),
     orphans: z.int(),
     orphanBytes: z.number(),
     suspicious: z.int(),
@@ -222,6 +263,8 @@ export const OverviewSchema = z.object({
     }),
   ),
   workers: z.object({ total: z.int(), healthy: z.int(), unhealthy: z.int(), discovering: z.int(), draining: z.int() }),
+  /** The pixel cache, live (null: this router runs without one). */
+  pixelCache: PixelCacheViewSchema.nullable(),
   warnings: z.array(WarningSchema),
 });
 export type Overview = z.infer<typeof OverviewSchema>;
@@ -349,6 +392,8 @@ export const commands = {
   },
   'transport.calibrate': { input: z.strictObject({ url: WorkerUrlSchema, samples: z.int().min(1).max(MAX_CALIBRATION_SAMPLES).optional() }), output: CalibrationResultSchema },
   'metrics.text': { input: Empty, output: z.object({ text: z.string() }) },
+  /** Drop every entry of the pixel cache (requests in flight keep the files they hold); the next request with each image computes it again. */
+  'pixelCache.flush': { input: Empty, output: z.object({ dropped: z.int(), pixelCache: PixelCacheViewSchema }) },
 } as const;
 
 export const streams = {
@@ -454,9 +499,14 @@ export function parseCommandInput<C extends CommandName>(command: C, input: unkn
 // The renderer imports nothing from core/ but this module; these are the words and
 // defaults it shows, from their one source.
 export {
+  DEFAULT_BOOTSTRAP_PORT,
   DEFAULT_SHM_MIN_BYTES,
   DEFAULT_TRANSPORT_MODE,
+  DISAGGREGATION_MODES,
+  ENCODE_POLICIES,
+  hasBootstrapServer,
   POLICIES,
+  ROLES_ROUTED,
   RouterConfigSchema,
   RUNTIMES,
   ShmMinBytesSchema,
@@ -467,6 +517,7 @@ export {
   WorkerSpecSchema,
   WorkerUrlSchema,
 } from '../config/schema.ts';
+export { DEFAULT_PIXEL_CACHE_MB, PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 export { DECISION_ADVICE, DECISION_REASONS, describeReason, REASON_WORDS, TENSOR_PATHS, TENSOR_REASONS } from '../transport/vocabulary.ts';
 export type { TensorEvent, SecondAggregate } from '../transport/event-schema.ts';
 export type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';

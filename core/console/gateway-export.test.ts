@@ -71,13 +71,15 @@ describe('exportForGateway', () => {
 
   it('notes what the gateway does differently in the typical config', () => {
     const { notes } = exported(typical);
-    expect(notes).toHaveLength(4);
+    expect(notes).toHaveLength(5);
+    expect(notes[2]).toMatch(/^multimodal_pixel_cache_mb is unset, so the command has no --mm-pixel-cache-mb: the gateway then reads SMG_MM_PIXEL_CACHE_MB .* keeps its pixel cache off, where this router uses 512 MiB\.$/);
+    notes.splice(2, 1);
     expect(notes[0]).toMatch(/^policy = 'least_load' is written --policy least_load, but SMG's least_load/);
     expect(notes[1]).toMatch(/^the request limits \(limit_mm_per_prompt, max_request_image_pixels, max_image_bytes, …\) have no smg launch flag/);
     expect(notes[3]).toMatch(/^workers\[1\] \(grpc:\/\/10\.0\.0\.6:50052\) labels = \{"zone":"b"\}, priority = 70, runtime = 'vllm' exist only in its POST \/workers body/);
     expect(notes[2]).toMatch(/^workers\[1\] \(grpc:\/\/10\.0\.0\.6:50052\) multimodal_tensor_transport = 'shm' and multimodal_shm_min_bytes = 0 are in its POST \/workers body, which SMG accepts, but SMG \(v1\.11\.0\) does not copy/);
     // set at router level: no env note
-    expect(notes.join('\n')).not.toContain('SMG_MM_');
+    expect(notes.join('\n')).not.toMatch(/SMG_MM_(TENSOR|SHM)/);
   });
 
   it('leaves a defaults-only config without transport flags and says the env decides', () => {
@@ -91,13 +93,20 @@ describe('exportForGateway', () => {
       expect.stringMatching(/^the request limits \(/),
       "multimodal_tensor_transport is unset, so the command has no --multimodal-tensor-transport: the gateway then reads SMG_MM_TENSOR_TRANSPORT (or the deprecated SMG_TOKENSPEED_MM_TENSOR_TRANSPORT) from its own environment and otherwise uses inline, as this router does.",
       "multimodal_shm_min_bytes is unset, so the command has no --multimodal-shm-min-bytes: the gateway then reads SMG_MM_SHM_MIN_BYTES (or the deprecated SMG_TOKENSPEED_MM_SHM_MIN_BYTES) from its own environment and otherwise uses 65536, as this router does.",
+      'multimodal_pixel_cache_mb is unset, so the command has no --mm-pixel-cache-mb: the gateway then reads SMG_MM_PIXEL_CACHE_MB from its own environment and otherwise keeps its pixel cache off, where this router uses 512 MiB.',
     ]);
+  });
+
+  it('writes the pixel cache budget as the gateway spells it when it is set', () => {
+    const out = exported({ multimodal_pixel_cache_mb: 0, workers: [{ url: 'grpc://a:1' }] });
+    expect(out.argv).toEqual(expect.arrayContaining(['--mm-pixel-cache-mb', '0']));
+    expect(out.notes.join('\n')).not.toContain('multimodal_pixel_cache_mb');
   });
 
   it('emits a transport value equal to the default when it is set (set beats the env layer)', () => {
     const out = exported({ multimodal_tensor_transport: 'inline', multimodal_shm_min_bytes: 65536, workers: [{ url: 'grpc://a:1' }] });
     expect(out.command).toContain('--multimodal-tensor-transport inline --multimodal-shm-min-bytes 65536');
-    expect(out.notes.join('\n')).not.toContain('SMG_MM_');
+    expect(out.notes.join('\n')).not.toMatch(/SMG_MM_(TENSOR|SHM)/);
   });
 
   it('writes rdma as SMG spells it and notes that the two gateways treat it differently', () => {
@@ -225,7 +234,7 @@ describe('exportForGateway', () => {
 
   it('names a setting in every note', () => {
     const out = exported({ host: '::1', port: 0, request_timeout_secs: 1.5, multimodal_tensor_transport: 'rdma', workers: [{ url: 'unix:///s', worker_type: 'encode', labels: { shm_namespace_id: 'x' }, multimodal_shm_min_bytes: 1 }, { url: 'grpc://r:1' }] }, new Set(['grpc://gone:1']));
-    const settings = /\b(host|port|model_path|policy|limit_mm_per_prompt|request_timeout_secs|health_check_interval_secs|multimodal_tensor_transport|multimodal_shm_min_bytes|workers|worker_type|labels|priority|runtime|url)\b/;
+    const settings = /\b(host|port|model_path|policy|limit_mm_per_prompt|request_timeout_secs|health_check_interval_secs|multimodal_tensor_transport|multimodal_shm_min_bytes|multimodal_pixel_cache_mb|workers|worker_type|labels|priority|runtime|url)\b/;
     for (const note of out.notes) expect(note).toMatch(settings);
   });
 });

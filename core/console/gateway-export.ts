@@ -24,6 +24,7 @@
 //   v1.11.0 ("does not copy them onto registered workers, so per-worker values have no effect").
 // - lightseekorg/smg model_gateway/src/core/steps/worker/local/create_worker.rs at 13a74d6
 //   (posted labels are merged over the labels the worker advertises).
+import { DEFAULT_PIXEL_CACHE_MB, PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 import type { z } from 'zod';
 import { DEFAULT_BOOTSTRAP_PORT, DEFAULT_TRANSPORT_MODE, RouterConfigSchema, TRANSPORT_KNOBS, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
 import { capabilitiesOf, declaredRuntime, runtimesWhere } from '../engines/table.ts';
@@ -168,6 +169,14 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
     argv.push(threshold.flag, String(config.multimodal_shm_min_bytes));
   } else {
     notes.push(`multimodal_shm_min_bytes is unset, so the command has no ${threshold.flag}: the gateway then reads ${threshold.env} (or the deprecated ${threshold.legacyEnv}) from its own environment and otherwise uses ${threshold.defaultValue}, as this router does.`);
+  }
+
+  // The gateway's pixel cache is an in-memory LRU of preprocessed images, off by default; ours
+  // keeps the same thing as files in /dev/shm, on by default (docs/performance.md, "The pixel cache").
+  if (config.multimodal_pixel_cache_mb !== undefined) {
+    argv.push('--mm-pixel-cache-mb', String(config.multimodal_pixel_cache_mb));
+  } else {
+    notes.push(`multimodal_pixel_cache_mb is unset, so the command has no --mm-pixel-cache-mb: the gateway then reads ${PIXEL_CACHE_ENV} from its own environment and otherwise keeps its pixel cache off, where this router uses ${DEFAULT_PIXEL_CACHE_MB} MiB.`);
   }
 
   // Disaggregation is a start-up routing mode in SMG, chosen for the whole gateway, as here.

@@ -84,6 +84,9 @@ describe('mmtc serve guards', () => {
     expect(await status({ origin: consoleUrl.replace(/\/$/, '') })).toBe(200);
     expect((await post('/api/overview', { headers: { authorization: `Bearer ${consoleToken}`, 'content-type': 'text/plain' } })).status).toBe(415);
     expect((await post('/api/no.such.command', { headers: { authorization: `Bearer ${consoleToken}` } })).status).toBe(404);
+    // A command that changes the router's state (the pixel cache's flush) has the same guards.
+    expect((await post('/api/pixelCache.flush')).status).toBe(401);
+    expect((await post('/api/pixelCache.flush', { headers: { authorization: `Bearer ${consoleToken}`, origin: 'http://attacker.example' } })).status).toBe(403);
   });
 
   it('the WebSocket needs the token subprotocol and the right Origin', async () => {

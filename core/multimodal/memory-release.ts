@@ -9,6 +9,8 @@ import path from 'node:path';
 interface MemTrim {
   releasePages(view: Uint8Array): number;
   trimHeap(): boolean;
+  /** V8's LowMemoryNotification on this thread's isolate; absent from a helper built before it existed. */
+  collectAllGarbage?(): boolean;
 }
 
 export const MEMTRIM_PATH = path.resolve(import.meta.dirname, '../../native/memtrim/build/Release/memtrim.node');

@@ -198,12 +198,18 @@ export class PreprocessPool {
    * core within milliseconds when all of them are busy.
    */
   private readonly onIdle: (() => void) | undefined;
+  private readonly idleTrimMs: number;
+  /** A request came (stillBusy) since the idle trim began: the router's collection is not run. */
+  private busySinceTrim = false;
+  /** Times the kept memory was let go after a quiet spell. */
+  private idleTrims = 0;
 
   constructor(
     readonly size = Math.max(1, os.availableParallelism()),
-    options: { memoryBytes?: number; onIdle?: () => void } = {},
+    options: { memoryBytes?: number; onIdle?: () => void; idleTrimMs?: number } = {},
   ) {
     this.budget = options.memoryBytes ?? 1024 * 1024 * 1024;
+    this.idleTrimMs = options.idleTrimMs ?? IDLE_TRIM_MS;
     this.shared = new SharedMemoryArena(this.budget);
     this.onIdle = options.onIdle;
   }
@@ -216,8 +222,18 @@ export class PreprocessPool {
   }
 
   /** Memory in use, kept for reuse, the arena's size and what is resident by the budget's rule (for metrics and tests). */
-  memory(): { budget: number; inUse: number; pooled: number; arena: number; resident: number } {
-    return { budget: this.budget, inUse: this.inUse, pooled: this.shared.pooled, arena: this.shared.created, resident: this.shared.created + this.transientInUse };
+  memory(): { budget: number; inUse: number; pooled: number; arena: number; resident: number; idleTrims: number } {
+    return { budget: this.budget, inUse: this.inUse, pooled: this.shared.pooled, arena: this.shared.created, resident: this.shared.created + this.transientInUse, idleTrims: this.idleTrims };
+  }
+
+  /**
+   * A request the router serves without the pool (a pixel-cache hit, a text-only chat): the
+   * router is not idle, so the idle trim (and the router's low-memory collection after it,
+   * 55-200 ms of the event loop) waits IDLE_TRIM_MS from now instead of landing mid-traffic.
+   */
+  stillBusy(): void {
+    this.trimTimer?.refresh();
+    this.busySinceTrim = true;
   }
 
   private take(bytes: number): void {
@@ -228,26 +244,34 @@ export class PreprocessPool {
 
   private give(bytes: number): void {
     this.inUse -= bytes;
-    if (this.inUse <= 0 && this.running.size === 0 && this.queue.length === 0 && !this.trimTimer && this.shared.pooled > 0) {
-      this.trimTimer = setTimeout(() => {
-        this.trimTimer = undefined;
-        this.trimIdle();
-      }, IDLE_TRIM_MS);
-      this.trimTimer.unref();
-    }
+    if (this.inUse <= 0 && this.running.size === 0 && this.queue.length === 0 && this.shared.pooled > 0) this.armIdleTrim();
     this.pump();
+  }
+
+  private armIdleTrim(): void {
+    if (this.trimTimer || this.closed) return;
+    this.trimTimer = setTimeout(() => {
+      this.trimTimer = undefined;
+      this.trimIdle();
+    }, this.idleTrimMs);
+    this.trimTimer.unref();
   }
 
   /** After a burst: let every kept memory go, and have the threads collect theirs. */
   private trimIdle(): void {
     if (this.inUse > 0 || this.running.size > 0) return;
+    this.busySinceTrim = false;
+    this.idleTrims += 1;
     this.shared.releasePages();
     for (const w of this.idle) w.postMessage({ trim: true });
     // The threads' collections free what they held into malloc's heap, which is process-wide:
     // onIdle (the router's full collection and heap trim) runs once they have had time to,
     // if preprocessing is still idle by then.
     const later = setTimeout(() => {
-      if (this.inUse <= 0 && this.running.size === 0 && !this.closed) this.onIdle?.();
+      if (this.inUse > 0 || this.running.size > 0 || this.closed) return;
+      // A request meanwhile: not idle after all; the collection waits for a quiet spell again.
+      if (this.busySinceTrim) this.armIdleTrim();
+      else this.onIdle?.();
     }, THREAD_TRIM_GRACE_MS);
     later.unref();
   }
@@ -431,6 +455,35 @@ export class PreprocessPool {
         released = true;
         this.shared.release(job.task.output!.memory, job.outputSize);
         this.give(cost.shared);
+      },
+    };
+  }
+
+  /**
+   * Pooled memory for `bytes` outside any image (a pixel-cache hit read for inline): from the
+   * same arena, counted in the same budget and let go with the rest when idle, so a burst of
+   * hits costs no fresh pages and keeps none. Undefined when the arena has no room now.
+   */
+  borrow(bytes: number): { bytes: Uint8Array; release(): void } | undefined {
+    if (this.closed) return undefined;
+    let memory: SharedWasmMemory | undefined;
+    try {
+      memory = this.shared.acquire(bytes);
+    } catch {
+      memory = undefined;
+    }
+    if (!memory) return undefined;
+    const taken = memory.buffer.byteLength;
+    this.take(taken);
+    let released = false;
+    const owned = memory;
+    return {
+      bytes: new Uint8Array(owned.buffer, 0, bytes),
+      release: () => {
+        if (released) return;
+        released = true;
+        this.shared.release(owned, taken);
+        this.give(taken);
       },
     };
   }

@@ -21,6 +21,7 @@ import type { GenerateServing, RoleServing, WorkerIdentity, WorkerRole } from '.
 import { addSglangService } from './sglang.ts';
 import { addTokenSpeedService } from './tokenspeed.ts';
 import { addVllmService } from './vllm.ts';
+import { TamperingReader, type TamperRecord } from './tamper.ts';
 
 export interface ReferenceWorkerOptions {
   runtime: WireRuntime;
@@ -54,6 +55,9 @@ export interface ReferenceWorkerOptions {
   /** How long a prefill waits for an embedding (default 10 s), a decode for the KV (default 15 s). */
   embeddingTimeoutMs?: number;
   kvTimeoutMs?: number;
+  /** Fault injection (tamper.ts): change a byte of every /dev/shm tensor file before reading it (when no reader is given); `onTamper` hears of each. */
+  tamperShm?: boolean;
+  onTamper?: (record: TamperRecord) => void;
 }
 
 /** The roles each protocol's reference worker can take (the protocol's own disaggregated serving). */
@@ -121,12 +125,18 @@ const SERVICES: Readonly<Record<WireRuntime, (server: grpc.Server, s: GenerateSe
 /** The protocols `mmtc worker --runtime` serves. */
 export const REFERENCE_RUNTIMES = Object.keys(SERVICES) as WireRuntime[];
 
+/** The reader of a worker given none: pooled or fresh buffers, tampering with its files under --tamper-shm. */
+function readerFor(options: ReferenceWorkerOptions): TensorReader {
+  const buffers = options.readBuffers === 'fresh' ? { pool: new FreshBuffers() } : {};
+  return options.tamperShm ? new TamperingReader({ ...buffers, ...(options.onTamper ? { onTamper: options.onTamper } : {}) }) : new TensorReader(buffers);
+}
+
 export async function startReferenceWorker(options: ReferenceWorkerOptions): Promise<ReferenceWorker> {
   const identity: WorkerIdentity = { token: options.shmNamespaceId !== undefined ? options.shmNamespaceId || undefined : readNamespaceToken().token, started: Date.now() };
   const serving: GenerateServing = {
     runtime: options.runtime,
     model: await loadModelDirectory(options.modelPath),
-    reader: options.reader ?? new TensorReader(options.readBuffers === 'fresh' ? { pool: new FreshBuffers() } : {}),
+    reader: options.reader ?? readerFor(options),
     fingerprint: options.fingerprint ?? true,
     ...(options.metrics ? { metrics: options.metrics } : {}),
     delayMs: options.delayMs ?? 0,

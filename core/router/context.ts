@@ -9,6 +9,7 @@ import type { TrafficSource } from '../transport/event-schema.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
 import type { ShmHostFacts } from '../transport/resolve.ts';
+import type { PixelCache } from '../transport/pixel-cache.ts';
 import type { ShmWriter } from '../transport/shm-writer.ts';
 import type { TensorPath } from '../transport/vocabulary.ts';
 import type { WorkerRegistry } from '../workers/registry.ts';
@@ -20,6 +21,8 @@ export interface RouterContext {
   modelName: string;
   pool: PreprocessPool;
   writer: ShmWriter;
+  /** Computed images kept for the next request that brings them (absent in contexts built without one). */
+  pixelCache?: PixelCache;
   host: ShmHostFacts;
   metrics: TransportMetrics;
   events: TensorEventBus;
@@ -42,6 +45,8 @@ export interface ChatOptions {
   pixelBounds?: { min_pixels: number; max_pixels: number };
   /** The doctor's probe: use /dev/shm even on a lane marked broken, and report a read failure instead of retrying inline. */
   probe?: boolean;
+  /** Compute every image and write every tensor, cache or not (calibration measures the write, not a hard link). */
+  bypassPixelCache?: boolean;
 }
 
 /** What one request did, for its log line (filled in as the request goes). */

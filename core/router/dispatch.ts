@@ -62,6 +62,7 @@ export async function dispatch(ctx: RouterContext, a: AdmittedRequest, p: Prepar
     events: ctx.events,
     tally: d.record.paths,
     prewritten: p.prewritten,
+    cached: p.cached,
   };
   const engineRequest = engineRequestOf(ctx, a, p);
   const responder = chatResponder(a, d.res);

@@ -55,6 +55,7 @@ function placementFor(l: Legs, target: RoleTarget, scope: ShmRequestScope, leg: 
     events: l.ctx.events,
     tally: l.record.paths,
     prewritten,
+    cached: l.p.cached,
     leg,
     ...(room !== undefined ? { room } : {}),
   };

@@ -12,6 +12,7 @@ import { PREWRITE_HEADER_MISMATCH, type ShmPrewriteTask } from '../multimodal/pr
 import { buildPromptWithin, type BuiltPrompt, type ChatMessage } from '../multimodal/prompt.ts';
 import type { PrewrittenTensor } from '../transport/placement.ts';
 import type { WorkerTransport } from '../transport/resolve.ts';
+import type { CachedKind } from '../transport/pixel-cache.ts';
 import type { ShmRequestScope } from '../transport/shm-writer.ts';
 import type { EncoderDtype } from '../transport/vocabulary.ts';
 import type { WorkerSpec } from '../config/schema.ts';
@@ -19,6 +20,7 @@ import type { WorkerState } from '../workers/registry.ts';
 import type { AdmittedRequest } from './admit.ts';
 import type { ChatOptions, RequestRecord, RouterContext } from './context.ts';
 import { toApiError } from './errors.ts';
+import { imageFingerprint, RequestCacheUses } from './cached-images.ts';
 import { laneFor } from './lane.ts';
 import { ApiError } from './openai.ts';
 import type { RequestTiming } from './timing.ts';
@@ -33,6 +35,8 @@ export interface PreparedRequest {
   /** The request's /dev/shm files so far (reserved for prewriting), and the tensors among them already written. */
   scope: ShmRequestScope;
   prewritten: PrewrittenTensor[];
+  /** The images the pixel cache answered or keeps, for placement. */
+  cached: RequestCacheUses;
   /** Give the pool's output memory back (when the request is over, whatever its outcome). */
   release(): void;
 }
@@ -105,6 +109,7 @@ function checkContext(ctx: RouterContext, a: AdmittedRequest, prompt: BuiltPromp
  * prewritten by its receiver's lane.
  */
 export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Target, options: ChatOptions, timing: RequestTiming, record: RequestRecord, imageTargets?: readonly Target[]): Promise<PreparedRequest> {
+  ctx.pool.stillBusy();
   const runtime = target.state.runtime!;
   const capabilities = capabilitiesOf(runtime);
   const dtypeOf = (t: Target) => capabilitiesOf(t.state.runtime!).encoderDtype('image', ctx.processEnv, t.state.labels).dtype;
@@ -125,54 +130,75 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
   const laneOf = (t: Target) => lanes.get(t.spec.url) ?? lanes.set(t.spec.url, laneFor(ctx, a.snapshot, t.spec, t.state, options)).get(t.spec.url)!;
   // An encode worker gets one image per call: its tensor is always the image's own.
   const oneTensorPerImage = imageTargets !== undefined || capabilities.encoderTensor === 'per_image' || a.bytes.length === 1;
-  const reserved = headers.map((h, i) => prewriteFor(ctx, laneOf(receivers[i]!), oneTensorPerImage, imageDtypes[i]!, h, scope));
-  const prewritten: PrewrittenTensor[] = [];
   // Bytes are handed over (transferred) to the pool thread, which also hashes them. Only what
   // travels: bfloat16 alone for a bfloat16 wire dtype, float32 otherwise. An engine that sends
   // the encoded images keeps its own copy (a copy: a Buffer's slice() would share the memory
   // the transfer detaches).
   const encoded = capabilities.sendsEncodedImages ? a.bytes.map((b) => new Uint8Array(b)) : undefined;
-  const jobs = a.bytes.map((b, i) =>
-    ctx.pool.start(
-      { bytes: b, config: imageConfig, bf16: imageDtypes[i] === 'bfloat16', float32: imageDtypes[i] !== 'bfloat16', maxPixels: a.snapshot.config.max_request_image_pixels, ...(reserved[i] ? { shm: reserved[i]!.task } : {}) },
-      Promise.resolve(headers[i]),
-    ),
-  );
+  const prewritten: PrewrittenTensor[] = [];
+  // The pixel cache (docs/performance.md, "The pixel cache"): keyed by the encoded bytes, hashed
+  // now, before a transfer detaches them, and what changes the tensor.
+  const cached = new RequestCacheUses(a.snapshot.config.multimodal_pixel_cache_shm === 'copy', (n) => ctx.pool.borrow(n));
+  releases.push(() => cached.release());
+  const cache = ctx.pixelCache;
+  const kindOf = (i: number): CachedKind => (imageDtypes[i] === 'bfloat16' ? 'bf16' : 'float32');
+  const keys = a.bytes.map((b, i) => (cache?.enabled && !options.bypassPixelCache && headers[i] ? cache.keyOf(b, imageFingerprint(ctx.model, imageConfig, kindOf(i))).key : undefined));
   // The prompt needs each image's token count, which its header gives: build it while the
   // pool works on the pixels (rebuilt below in the rare case the decoded image disagrees).
   const headerTokens = headers.map((h) => h?.geometry.tokens);
   const early = headerTokens.every((t): t is number => t !== undefined) ? promptFor(ctx, a, headerTokens) : undefined;
-  const settled = await Promise.allSettled(
-    jobs.map(async (job, i) => {
-      try {
-        const r = await job.result;
-        releases.push(r.release);
-        const file = reserved[i];
-        if (file) {
-          const values = file.task.kind === 'float32' ? r.pixelValues : r.bf16;
-          if (r.shm?.written && values) prewritten.push({ bytes: new Uint8Array(values.buffer, values.byteOffset, values.byteLength), name: file.name, micros: r.shm.micros });
-          else {
-            scope.discard(file.name); // ours (reserve created it), not written: placed the usual way
-            if (r.shm && !r.shm.written && r.shm.error !== PREWRITE_HEADER_MISMATCH) record.prewriteFailed ??= r.shm.error;
-          }
+
+  const imageOf = async (i: number): Promise<PreparedImage> => {
+    const lane = laneOf(receivers[i]!);
+    const look = keys[i] && cache ? await cache.lookup(keys[i]!) : undefined;
+    if (look?.kind === 'hit') {
+      // Read at once unless the tensor goes as it is over SHM (a hard link then, bytes untouched).
+      const asLink = lane.decision.shmEnabled && look.entry.shape.nbytes >= lane.minBytes && oneTensorPerImage && imageDtypes[i] !== 'float16' && !capabilities.sendsEncodedImages;
+      const image = await cached.hitImage(look.entry, !asLink, encoded?.[i]);
+      if (image) return image;
+    }
+    const miss = look?.kind === 'miss' ? look.miss : undefined;
+    try {
+      const file = prewriteFor(ctx, lane, oneTensorPerImage, imageDtypes[i]!, headers[i], scope);
+      const job = ctx.pool.start(
+        { bytes: a.bytes[i]!, config: imageConfig, bf16: imageDtypes[i] === 'bfloat16', float32: imageDtypes[i] !== 'bfloat16', maxPixels: a.snapshot.config.max_request_image_pixels, ...(file ? { shm: file.task } : {}) },
+        Promise.resolve(headers[i]),
+      );
+      const r = await job.result;
+      let written = false;
+      if (file) {
+        const values = file.task.kind === 'float32' ? r.pixelValues : r.bf16;
+        if (r.shm?.written && values) {
+          written = true;
+          prewritten.push({ bytes: new Uint8Array(values.buffer, values.byteOffset, values.byteLength), name: file.name, micros: r.shm.micros });
+        } else {
+          scope.discard(file.name); // ours (reserve created it), not written: placed the usual way
+          if (r.shm && !r.shm.written && r.shm.error !== PREWRITE_HEADER_MISMATCH) record.prewriteFailed ??= r.shm.error;
         }
-        const contentHash = Buffer.from(r.contentHash.buffer, r.contentHash.byteOffset, r.contentHash.byteLength);
-        const image: PreparedImage = {
-          ...(r.pixelValues ? { pixelValues: r.pixelValues } : {}),
-          ...(r.bf16 ? { bf16: r.bf16 } : {}),
-          patches: r.patches,
-          features: r.features,
-          gridThw: r.gridThw,
-          placeholder: { offset: 0, length: r.tokens },
-          contentHash,
-          ...(encoded ? { encoded: encoded[i]! } : {}),
-        };
-        return image;
-      } catch (err) {
-        throw toApiError(err, { imageParams: a.imageParams, image: i });
       }
-    }),
-  );
+      if (miss) {
+        const kept = await cached.keep(cache!, miss, r, kindOf(i), written ? file!.task.path : undefined, receivers[i]!.spec.url);
+        // The cache now counts the file's bytes (the inode has its name too): once, not twice.
+        if (kept.stored && written) scope.uncount(file!.name);
+        releases.push(kept.release);
+      } else releases.push(r.release);
+      const contentHash = Buffer.from(r.contentHash.buffer, r.contentHash.byteOffset, r.contentHash.byteLength);
+      return {
+        ...(r.pixelValues ? { pixelValues: r.pixelValues } : {}),
+        ...(r.bf16 ? { bf16: r.bf16 } : {}),
+        patches: r.patches,
+        features: r.features,
+        gridThw: r.gridThw,
+        placeholder: { offset: 0, length: r.tokens },
+        contentHash,
+        ...(encoded ? { encoded: encoded[i]! } : {}),
+      };
+    } catch (err) {
+      miss?.abandon();
+      throw toApiError(err, { imageParams: a.imageParams, image: i });
+    }
+  };
+  const settled = await Promise.allSettled(a.bytes.map((_, i) => imageOf(i)));
   try {
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
@@ -184,7 +210,7 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
     built.prompt.placeholders.forEach((range, i) => (images[i]!.placeholder = range));
     checkContext(ctx, a, built.prompt);
     timing.mark('prompt');
-    return { prompt: built.prompt, images, encoderDtype: dtype, imageDtypes, scope, prewritten, release };
+    return { prompt: built.prompt, images, encoderDtype: dtype, imageDtypes, scope, prewritten, cached, release };
   } catch (err) {
     release();
     scope.cleanup();

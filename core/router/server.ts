@@ -22,7 +22,9 @@ import { TensorEventBus } from '../telemetry/events.ts';
 import { routerLabels, TransportMetrics } from '../telemetry/metrics.ts';
 import { readNamespaceToken, SHM_DIR, type NamespaceTokenReading } from '../transport/namespace.ts';
 import { transportForWorker } from '../transport/resolve.ts';
+import { PixelCache } from '../transport/pixel-cache.ts';
 import { shmFreeBytes, ShmWriter, type ShmProbeResult } from '../transport/shm-writer.ts';
+import { pixelCacheBudget } from '../config/pixel-cache-setting.ts';
 import { DECISION_REASONS } from '../transport/vocabulary.ts';
 import { embeddedWorkerSpec, startEmbeddedWorker, type EmbeddedWorker } from '../refworker/embedded.ts';
 import { WorkerRegistry } from '../workers/registry.ts';
@@ -63,6 +65,8 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     'store' in options
       ? options.store
       : new ConfigStore({ config: options.config, env: options.env, ...(options.origins ? { origins: options.origins } : {}), ...(options.file !== undefined ? { file: options.file } : {}) });
+  // A malformed SMG_MM_PIXEL_CACHE_MB stops the start here, naming it, before anything runs.
+  pixelCacheBudget(store.current().config, processEnv);
   const model = await loadModelDirectory(store.current().config.model_path);
   let embedded: EmbeddedWorker | undefined;
   if (store.current().config.workers.length === 0) {
@@ -86,7 +90,15 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   });
   const probe = writer.probe();
   if (probe.writable) writer.start();
+  // The pixel cache keeps its entries in /dev/shm: none without a writable one.
+  const cacheBudget = () => (probe.writable ? pixelCacheBudget(store.current().config, processEnv).bytes : 0);
+  const pixelCache = new PixelCache({ dir: shmDir, writer, budgetBytes: cacheBudget() });
+  // A process that exits without stopping the router (process.exit: its parent died, a fatal
+  // error) removes the entries still: they are of no use to anyone after it.
+  const dropCacheAtExit = () => pixelCache.close();
+  process.once('exit', dropCacheAtExit);
   const metrics = new TransportMetrics();
+  metrics.watchPixelCache(() => pixelCache.stats());
   const events = new TensorEventBus();
   const registry = new WorkerRegistry(config.workers, { healthIntervalMs: config.health_check_interval_secs * 1000 });
   await registry.discoverAll();
@@ -95,6 +107,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   const unsubscribe = store.subscribe((next) => {
     reconciling = registry.reconcile(next.config.workers);
     context.pool.setMemoryBudget(next.config.preprocess_memory_bytes);
+    pixelCache.setBudget(cacheBudget());
     registry.setHealthInterval(next.config.health_check_interval_secs * 1000);
   });
   const ns = readNamespaceToken();
@@ -105,6 +118,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     modelName: path.basename(model.path),
     pool: new PreprocessPool(undefined, { memoryBytes: config.preprocess_memory_bytes, onIdle: collectGarbageWhenIdle }),
     writer,
+    pixelCache,
     host: { shmWritable: probe.writable, routerToken: ns.token },
     metrics,
     events,
@@ -157,33 +171,37 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await context.pool.close();
+      pixelCache.close();
+      process.off('exit', dropCacheAtExit);
       await embedded?.stop();
     },
   };
 }
 
 /**
- * After a burst, once preprocessing has been idle a while: one full collection, so what the
- * burst left (request bodies, image bytes, dropped pooled memories) goes back to the system
- * rather than waiting for allocation pressure that an idle router never creates, then the
- * heap malloc kept is trimmed. It costs tens of milliseconds, and only runs when nothing has
- * been preprocessed for IDLE_TRIM_MS.
- * (The function comes from a fresh context, as in the pool threads: Node starts without
- * --expose-gc.)
+ * After a burst, once preprocessing has been idle a while: the collection a low-memory
+ * notification runs (full collections until nothing more is freed), so what the burst left
+ * (request bodies, image bytes, serialized messages) goes back to the system rather than
+ * waiting for allocation pressure that an idle router never creates, then the heap malloc
+ * kept is trimmed. It takes 55-200 ms of the event loop, and only runs when no chat request
+ * has been prepared for IDLE_TRIM_MS (a pixel-cache hit counts: PreprocessPool.stillBusy). An ordinary full collection is not enough: measured after
+ * 128 concurrent clients, one a second for 10 s left 2.5-3.7 GiB of dead buffers resident
+ * (docs/performance.md, "Memory after a burst"); without the native helper (or where it does
+ * not find V8's symbols) that one is what runs, and without the helper the heap is not trimmed.
+ * (gc comes from a fresh context, as in the pool threads: Node starts without --expose-gc.)
  */
 let fullCollection: ((options: { type: 'major' }) => void) | undefined;
 function collectGarbageWhenIdle(): void {
-  if (!fullCollection) {
-    v8.setFlagsFromString('--expose-gc');
-    fullCollection = vm.runInNewContext('gc') as (options: { type: 'major' }) => void;
-  }
-  fullCollection({ type: 'major' });
-  // What the collection freed stays in malloc's heap (mmtc's malloc settings keep it for
-  // reuse while busy): idle now, it goes back to the kernel. V8 frees the memory of dead
-  // ArrayBuffers on a background thread after the collection, so the heap is trimmed again
-  // once that has happened.
   const trim = memTrim();
+  if (!trim?.collectAllGarbage?.()) {
+    fullCollection ??= (v8.setFlagsFromString('--expose-gc'), vm.runInNewContext('gc') as (options: { type: 'major' }) => void);
+    fullCollection({ type: 'major' });
+  }
   if (!trim) return;
+  // What the collection freed stays in malloc's heap (mmtc's malloc settings keep it for reuse
+  // while busy): idle now, it goes back to the kernel. V8 frees the memory of dead ArrayBuffers
+  // on a background thread after the collection, so the heap is trimmed again once that has
+  // happened.
   trim.trimHeap();
   setTimeout(() => trim.trimHeap(), 2000).unref();
 }

@@ -2,6 +2,7 @@
 // dashboards keep working, plus our SHM write/read latency histograms. Each router owns its
 // own Registry (tests and embedded routers never share counters).
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { PixelCacheStats } from '../transport/pixel-cache.ts';
 import type { TensorPath } from '../transport/vocabulary.ts';
 import { type WireRuntime } from '../config/schema.ts';
 import { UNCAUGHT_KINDS, uncaughtErrorCounts } from './process-guard.ts';
@@ -68,6 +69,35 @@ export class TransportMetrics {
       for (const kind of UNCAUGHT_KINDS) this.inc({ kind }, counts[kind]);
     },
   });
+
+  // The pixel cache (docs/performance.md, "The pixel cache"), read from it at each scrape.
+  private pixelCacheStats: (() => PixelCacheStats) | undefined;
+  private readonly pixelCacheMetric = <T extends 'counter' | 'gauge'>(kind: T, name: string, help: string, value: (s: PixelCacheStats) => number) => {
+    const self = this;
+    const Kind = kind === 'counter' ? Counter : Gauge;
+    return new Kind({
+      name,
+      help,
+      registers: [this.registry],
+      collect() {
+        const s = self.pixelCacheStats?.();
+        this.reset();
+        if (s) this.inc(value(s));
+      },
+    });
+  };
+  readonly pixelCacheHits = this.pixelCacheMetric('counter', 'smg_mm_pixel_cache_hits_total', 'Images the pixel cache answered (no preprocessing, no /dev/shm write)', (s) => s.hits);
+  readonly pixelCacheMisses = this.pixelCacheMetric('counter', 'smg_mm_pixel_cache_misses_total', 'Images looked up in the pixel cache and computed', (s) => s.misses);
+  readonly pixelCacheEvictions = this.pixelCacheMetric('counter', 'smg_mm_pixel_cache_evictions_total', 'Pixel cache entries evicted for room (its budget, or the /dev/shm budget a request needed)', (s) => s.evictions);
+  readonly pixelCacheTampered = this.pixelCacheMetric('counter', 'smg_mm_pixel_cache_tampered_total', 'Pixel cache entries dropped because their file changed (a worker wrote into it) or went away', (s) => s.tampered);
+  readonly pixelCacheBytes = this.pixelCacheMetric('gauge', 'smg_mm_pixel_cache_bytes', "Bytes of the pixel cache's entries (each counted once, however many requests hold a link)", (s) => s.heldBytes);
+  readonly pixelCacheEntries = this.pixelCacheMetric('gauge', 'smg_mm_pixel_cache_entries', 'Entries in the pixel cache', (s) => s.entries);
+  readonly pixelCacheBudget = this.pixelCacheMetric('gauge', 'smg_mm_pixel_cache_budget_bytes', 'The pixel cache budget (multimodal_pixel_cache_mb; 0: off)', (s) => s.budgetBytes);
+
+  /** Export this cache's numbers at every scrape. */
+  watchPixelCache(stats: () => PixelCacheStats): void {
+    this.pixelCacheStats = stats;
+  }
 
   countTensor(runtime: WireRuntime, path: TensorPath, nbytes: number): void {
     this.tensors.inc({ runtime, path });

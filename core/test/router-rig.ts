@@ -10,6 +10,10 @@ import { startMmtc } from './cli.ts';
 
 /** Tensor files of this process in /dev/shm. */
 export const ourTensorFiles = (): string[] => readdirSync('/dev/shm').filter((f) => f.startsWith(`smg-tokenspeed-${process.pid}-`));
+/** Pixel-cache files of this process in /dev/shm (a router's, until it closes): entries and the cache's heartbeat (seq 0). */
+const ourCacheNames = (): string[] => readdirSync('/dev/shm').filter((f) => new RegExp(`^smg-tokenspeed-cache-\\d+-${process.pid}-`).test(f));
+/** Pixel-cache entries of this process in /dev/shm, without the heartbeat. */
+export const ourCacheFiles = (): string[] => ourCacheNames().filter((f) => !f.endsWith('-0'));
 
 export interface RouterRig {
   /** Anything else a test starts, stopped with the rest. */
@@ -25,6 +29,7 @@ export function useRouterRig(): RouterRig {
   afterEach(async () => {
     for (const stop of stops.splice(0).reverse()) await stop();
     expect(ourTensorFiles()).toEqual([]);
+    expect(ourCacheNames()).toEqual([]);
   });
   return {
     stops,

@@ -45,6 +45,8 @@ export const TensorEventSchema = z.object({
   leg: z.enum(LEGS).optional(),
   /** The bootstrap room of the leg (an image's under EPD for an encode tensor, the request's KV room for prefill and decode), a decimal int64. */
   room: z.string().optional(),
+  /** The pixel cache's answer for the image this tensor is (absent when the cache is off or the tensor is not one image's own). */
+  cache: z.enum(['hit', 'miss']).optional(),
 });
 export type TensorEvent = z.infer<typeof TensorEventSchema>;
 

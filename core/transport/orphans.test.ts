@@ -198,10 +198,10 @@ describe('the orphan rule, with a staged clock and /proc', () => {
     const { proc } = fakeProc({ 2000: NOW - 10 * MIN, 4000: NOW - 48 * HOUR, 1: NOW - 30 * MIN });
     const rows = listTensorFiles('/d', { ops: d.ops, proc, maxFileAgeMs: MAX });
     expect(rows).toEqual([
-      { pid: 1, files: 2, bytes: 20, alive: true, process: 'alive', orphans: 1, orphanBytes: 10, young: 1, suspicious: 0 },
-      { pid: 1000, files: 3, bytes: 20, alive: false, process: 'dead', orphans: 1, orphanBytes: 10, young: 1, suspicious: 1 },
-      { pid: 2000, files: 1, bytes: 10, alive: false, process: 'reused', orphans: 1, orphanBytes: 10, young: 0, suspicious: 0 },
-      { pid: 4000, files: 2, bytes: 20, alive: true, process: 'alive', orphans: 1, orphanBytes: 10, young: 0, suspicious: 0 },
+      { pid: 1, files: 2, bytes: 20, alive: true, process: 'alive', orphans: 1, orphanBytes: 10, young: 1, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
+      { pid: 1000, files: 3, bytes: 20, alive: false, process: 'dead', orphans: 1, orphanBytes: 10, young: 1, suspicious: 1, cacheFiles: 0, cacheBytes: 0 },
+      { pid: 2000, files: 1, bytes: 10, alive: false, process: 'reused', orphans: 1, orphanBytes: 10, young: 0, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
+      { pid: 4000, files: 2, bytes: 20, alive: true, process: 'alive', orphans: 1, orphanBytes: 10, young: 0, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
     ]);
     const swept = sweepOrphanFiles('/d', { ops: d.ops, proc, maxFileAgeMs: MAX });
     expect(swept.byPid).toEqual(Object.fromEntries(rows.filter((r) => r.orphans > 0).map((r) => [String(r.pid), r.orphans])));

@@ -47,6 +47,20 @@
 // be set back by utimes, was considered and not used: only a file's owner can set its mtime,
 // and the owner can delete it anyway, while utimes is how tests and operators stage ages.
 //
+// Cache files (`smg-tokenspeed-cache-<pid namespace>-<pid>-<unix nanos>-<seq>`, the pixel
+// cache's entries: transport/pixel-cache.ts) live as long as their router, so age says nothing
+// about them. Their rule:
+//   1. Not a regular file: never removed, suspicious (as above).
+//   2. Written in our pid namespace (the namespace's inode number is in the name): an orphan at
+//      once when no process has the pid ("dead") or the one that has it started after the file
+//      was created, the time in its name ("reused"), so a restarted router sweeps its predecessor's entries at its first sweep;
+//      kept while the writer lives ("owner-alive").
+//   3. Another pid namespace: /proc cannot see the writer, its heartbeat can: a router with a
+//      cache touches `smg-tokenspeed-cache-<ns>-<pid>-<nanos>-0` every minute. Kept while that
+//      heartbeat is at most 5 minutes old ("owner-alive"); otherwise an orphan once the file is
+//      that old too ("stale"; "young" before), the heartbeat itself included. Removing a live
+//      router's entry costs it no more than a miss: it checks the file before every use.
+//
 // The sweep and `listTensorFiles` (mmtc doctor) call the same classify(), so what doctor calls
 // an orphan is exactly what the sweep removes.
 import * as fs from 'node:fs';
@@ -54,6 +68,22 @@ import path from 'node:path';
 import { SHM_DIR } from './namespace.ts';
 
 export const TENSOR_NAME = /^smg-tokenspeed-(\d+)-(\d+)-(\d+)$/;
+/** The pixel cache's entries: never given to a worker (a request gets a hard link under TENSOR_NAME). */
+export const CACHE_PREFIX = 'smg-tokenspeed-cache-';
+export const CACHE_NAME = /^smg-tokenspeed-cache-(\d+)-(\d+)-(\d+)-(\d+)$/;
+/** A cache-writing router touches its heartbeat (its cache name with seq 0) this often... */
+export const CACHE_HEARTBEAT_MS = 60_000;
+/** ...and one untouched this long is a dead router's, as are its entries, for a router in another pid namespace. */
+export const CACHE_HEARTBEAT_STALE_MS = 5 * CACHE_HEARTBEAT_MS;
+
+/** Our pid namespace's inode number, as cache file names carry it ('0' when /proc cannot say). */
+export function ourPidNamespace(): string {
+  try {
+    return /\[(\d+)\]/.exec(fs.readlinkSync('/proc/self/ns/pid'))?.[1] ?? '0';
+  } catch {
+    return '0';
+  }
+}
 
 /** Default maxFileAgeMs: the config's default request_timeout_secs. */
 export const DEFAULT_MAX_FILE_AGE_MS = 600_000;
@@ -209,8 +239,26 @@ function classify(stat: ShmEntryStat, fileTime: number, owner: () => ProcessStat
   return { orphan: false, reason: 'owner-alive' };
 }
 
+/** The rule for cache files (header comment): they live as long as their router. */
+function classifyCacheFile(stat: ShmEntryStat, createdMs: number, fileTime: number, sameNamespace: boolean, owner: () => ProcessState, heartbeatMs: number | undefined, t: Thresholds): FileVerdict {
+  if (stat.type !== 'file') return { orphan: false, reason: 'not-regular' };
+  if (!sameNamespace) {
+    // Its router's heartbeat (touched every minute while it runs) says whether it lives.
+    if (heartbeatMs !== undefined && t.now - heartbeatMs <= CACHE_HEARTBEAT_STALE_MS) return { orphan: false, reason: 'owner-alive' };
+    return t.now - fileTime > CACHE_HEARTBEAT_STALE_MS ? { orphan: true, reason: 'stale' } : { orphan: false, reason: 'young' };
+  }
+  const p = owner();
+  if (!p.alive) return { orphan: true, reason: 'dead' };
+  if (p.startMs !== undefined && p.startMs > createdMs + START_TIME_MARGIN_MS) return { orphan: true, reason: 'reused' };
+  return { orphan: false, reason: 'owner-alive' };
+}
+
 interface ScannedEntry {
   name: string;
+  /** A pixel-cache entry (CACHE_NAME), not a request's tensor. */
+  cache: boolean;
+  /** A pixel cache's heartbeat (CACHE_NAME with seq 0): no tensor, swept by the same rule. */
+  heartbeat: boolean;
   pid: number;
   pidKey: string;
   stat: ShmEntryStat;
@@ -228,6 +276,8 @@ interface Scan {
 export interface OrphanScanOptions extends OrphanRuleOptions {
   ops?: OrphanFileOps;
   proc?: ProcessInfo;
+  /** Our pid namespace's inode number (tests stage another router's); default /proc/self/ns/pid's. */
+  pidNamespace?: string;
 }
 
 function errMessage(err: unknown): string {
@@ -256,8 +306,22 @@ function scan(dir: string, options: OrphanScanOptions, listErrors: 'collect' | '
     }
     return p;
   };
+  const pidNs = options.pidNamespace ?? ourPidNamespace();
+  // Each cache-writing router's heartbeat (seq 0): the mtime of its last touch, by namespace and pid.
+  const heartbeats = new Map<string, number>();
   for (const name of names) {
-    const m = TENSOR_NAME.exec(name);
+    const c = CACHE_NAME.exec(name);
+    if (!c || c[4] !== '0') continue;
+    try {
+      const st = ops.lstat(path.join(dir, name));
+      if (st.type === 'file') heartbeats.set(`${c[1]}-${c[2]}`, Math.max(heartbeats.get(`${c[1]}-${c[2]}`) ?? 0, st.mtimeMs));
+    } catch {
+      /* gone */
+    }
+  }
+  for (const name of names) {
+    const c = CACHE_NAME.exec(name);
+    const m = c ? ([c[0], c[2], c[3], c[4]] as const) : TENSOR_NAME.exec(name);
     if (!m) continue;
     let stat: ShmEntryStat;
     try {
@@ -270,8 +334,10 @@ function scan(dir: string, options: OrphanScanOptions, listErrors: 'collect' | '
     const pidKey = m[1]!;
     const pid = Number(pidKey);
     const fileTime = Math.max(stat.mtimeMs, nameMs(m[2]!));
-    const verdict = classify(stat, fileTime, () => lookup(pidKey, pid), t);
-    out.entries.push({ name, pid, pidKey, stat, fileTime, verdict });
+    // A cache file's creation is its name's stamp (whether a process with its pid is younger
+    // than it); its age for another namespace's, the later of that and its mtime, as above.
+    const verdict = c ? classifyCacheFile(stat, nameMs(m[2]!), fileTime, c[1] === pidNs, () => lookup(pidKey, pid), heartbeats.get(`${c[1]}-${c[2]}`), t) : classify(stat, fileTime, () => lookup(pidKey, pid), t);
+    out.entries.push({ name, cache: c !== null, heartbeat: c !== null && c[4] === '0', pid, pidKey, stat, fileTime, verdict });
   }
   return out;
 }
@@ -351,6 +417,9 @@ export interface TensorFilesOfPid {
   young: number;
   /** Not regular files (symlink, fifo, ...): never removed. */
   suspicious: number;
+  /** Of the files, pixel-cache entries (a live router keeps them while it runs), and their bytes. */
+  cacheFiles: number;
+  cacheBytes: number;
 }
 
 /** Our tensor files in `dir` grouped by pid, judged by the sweep's rule (for `mmtc doctor`). Read-only; throws if `dir` cannot be listed. */
@@ -359,13 +428,18 @@ export function listTensorFiles(dir = SHM_DIR, options: OrphanScanOptions = {}):
   const s = scan(dir, { ...options, proc }, 'throw');
   const byPid = new Map<string, TensorFilesOfPid & { newestFile: number }>();
   for (const e of s.entries) {
+    if (e.heartbeat && !e.verdict.orphan) continue; // not a tensor: a live cache's sign of life
     let row = byPid.get(e.pidKey);
     if (!row) {
-      row = { pid: e.pid, files: 0, bytes: 0, alive: false, process: 'dead', orphans: 0, orphanBytes: 0, young: 0, suspicious: 0, newestFile: -Infinity };
+      row = { pid: e.pid, files: 0, bytes: 0, alive: false, process: 'dead', orphans: 0, orphanBytes: 0, young: 0, suspicious: 0, cacheFiles: 0, cacheBytes: 0, newestFile: -Infinity };
       byPid.set(e.pidKey, row);
     }
     row.files += 1;
     row.bytes += e.stat.size;
+    if (e.cache) {
+      row.cacheFiles += 1;
+      row.cacheBytes += e.stat.size;
+    }
     if (e.verdict.orphan) {
       row.orphans += 1;
       row.orphanBytes += e.stat.size;

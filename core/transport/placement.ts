@@ -54,6 +54,23 @@ export interface PlacementContext {
   /** The request's leg this worker serves (default regular), and the bootstrap room the leg meets on (an image's for an encode call, the KV room for prefill and decode). */
   leg?: LegName;
   room?: bigint;
+  /** The request's images the pixel cache answered or will keep (core/router/cached-images.ts), by their tensors' bytes. */
+  cached?: CachedTensors;
+}
+
+/** A tensor the pixel cache gave (hit) or will keep (miss). */
+export interface CachedTensor {
+  status: 'hit' | 'miss';
+  /** The tensor's size (a hit sent as a link stands behind an empty placeholder). */
+  nbytes: number;
+  /** A hit over SHM: the cached file under a fresh tensor name for `worker` (a hard link, or a copy), tracked by the scope; undefined when it cannot be made. */
+  place?(scope: ShmRequestScope, worker: string): Promise<{ handle: ShmHandleData; micros: number; copied: boolean } | undefined>;
+  /** A hit placed any other way: its bytes, read from the cache into pooled memory (once; at once when read already). */
+  fill?(): Promise<Uint8Array>;
+}
+
+export interface CachedTensors {
+  find(bytes: Uint8Array): CachedTensor | undefined;
 }
 
 function takePrewritten(ctx: PlacementContext, bytes: Uint8Array): PrewrittenTensor | undefined {
@@ -79,7 +96,10 @@ export interface TensorToPlace {
 }
 
 export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace): Promise<PlacedTensor> {
-  const nbytes = tensor.bytes.byteLength;
+  // A cache hit that goes as a hard link has no bytes in memory (an empty placeholder stands
+  // for them): its size is the entry's.
+  const cached = ctx.cached?.find(tensor.bytes);
+  const nbytes = cached?.nbytes ?? tensor.bytes.byteLength;
   let placed: PlacedTensor = { shape: tensor.shape, dtype: tensor.dtype, payload: { kind: 'inline', bytes: tensor.bytes } };
   let reason: TensorReason = ctx.decision.reason;
   let detail: string | undefined = ctx.decision.detail;
@@ -88,7 +108,17 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
   // Written already (docs/transport.md, "Writing a tensor"): the file's bytes are counted in the
   // budget since its name was reserved, so only the threshold is checked again.
   const ready = ctx.decision.shmEnabled && nbytes >= ctx.minBytes ? takePrewritten(ctx, tensor.bytes) : undefined;
-  if (ready) {
+  // A cache hit over SHM is a hard link to the cached file: no write, no bytes counted again.
+  // (Only within the /dev/shm budget: lowered under what is there, a hit goes inline like any tensor.)
+  const link = !ready && cached?.place && ctx.decision.shmEnabled && nbytes >= ctx.minBytes && ctx.writer.hasRoom(0) ? await cached.place(ctx.scope, ctx.worker) : undefined;
+  // Any other way, a hit's bytes are read from the cache first.
+  const bytes = !ready && !link && cached?.fill ? await cached.fill() : tensor.bytes;
+  placed = { ...placed, payload: { kind: 'inline', bytes } };
+  if (link) {
+    placed = { ...placed, payload: { kind: 'shm', handle: link.handle } };
+    writeMicros = link.micros;
+    if (link.copied) ctx.metrics?.shmWriteSeconds.observe({ runtime: ctx.runtime }, link.micros / 1e6);
+  } else if (ready) {
     placed = { ...placed, payload: { kind: 'shm', handle: ctx.writer.handleFor(ready.name, nbytes) } };
     writeMicros = ready.micros;
     ctx.metrics?.shmWriteSeconds.observe({ runtime: ctx.runtime }, ready.micros / 1e6);
@@ -98,7 +128,7 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
     } else if (!ctx.writer.hasRoom(nbytes)) {
       reason = 'shm_budget_exceeded';
     } else {
-      const written = await ctx.writer.write(tensor.bytes, ctx.scope);
+      const written = await ctx.writer.write(bytes, ctx.scope);
       if (written.ok) {
         placed = { ...placed, payload: { kind: 'shm', handle: written.handle } };
         writeMicros = written.micros;
@@ -132,6 +162,7 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
     ...(ctx.attempt !== undefined && ctx.attempt > 1 ? { attempt: ctx.attempt } : {}),
     ...(ctx.leg !== undefined && ctx.leg !== 'regular' ? { leg: ctx.leg } : {}),
     ...(ctx.room !== undefined ? { room: ctx.room.toString() } : {}),
+    ...(cached ? { cache: cached.status } : {}),
   });
   return placed;
 }

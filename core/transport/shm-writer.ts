@@ -97,6 +97,7 @@ export class ShmWriter implements OutstandingLedger {
    *  persistent EPERM is logged once, not every minute. */
   private lastComplaint = '';
   private last: OrphanSweepResult | undefined;
+  private sharer: { bytes(): number; reclaim(bytes: number): void } | undefined;
 
   constructor(options: ShmWriterOptions = {}) {
     this.dir = options.dir ?? SHM_DIR;
@@ -119,10 +120,22 @@ export class ShmWriter implements OutstandingLedger {
     return this.options.maxOutstandingBytes?.();
   }
 
-  /** Whether `bytes` more fit under maxOutstandingBytes. */
+  /** Whether `bytes` more fit under maxOutstandingBytes, with what the pixel cache holds; when not, the cache gives up entries first. */
   hasRoom(bytes: number): boolean {
+    if (this.fits(bytes)) return true;
+    this.sharer?.reclaim(bytes);
+    return this.fits(bytes);
+  }
+
+  /** Whether `bytes` more fit now, taking nothing from the pixel cache. */
+  fits(bytes: number): boolean {
     const max = this.maxOutstanding();
-    return max === undefined || this.outstanding + bytes <= max;
+    return max === undefined || this.outstanding + (this.sharer?.bytes() ?? 0) + bytes <= max;
+  }
+
+  /** The pixel cache's files share this budget (transport/pixel-cache.ts): counted once each, and given up for requests' tensors. */
+  shareBudgetWith(sharer: { bytes(): number; reclaim(bytes: number): void }): void {
+    this.sharer = sharer;
   }
 
   /** The most recent sweep's result (start(), the timer or sweepOrphans()). */
@@ -324,6 +337,14 @@ export class ShmRequestScope {
     const n = this.names.get(name);
     if (n === undefined) return;
     this.names.delete(name);
+    this.ledger?.settle(n);
+  }
+
+  /** One of this scope's files whose bytes someone else now counts (the pixel cache took its inode): still unlinked with the scope, counted 0. */
+  uncount(name: string): void {
+    const n = this.names.get(name);
+    if (n === undefined || n === 0) return;
+    this.names.set(name, 0);
     this.ledger?.settle(n);
   }
 

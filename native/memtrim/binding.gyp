@@ -3,6 +3,7 @@
     {
       "target_name": "memtrim",
       "sources": ["memtrim.c"],
+      "libraries": ["-ldl"],
       "cflags": ["-O2", "-Wall"]
     }
   ]

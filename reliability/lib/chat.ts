@@ -12,7 +12,7 @@ export interface SentChat {
   body: Buffer;
 }
 
-export function chatBody(images: readonly CorpusImage[], options: { stream?: boolean; text?: string; maxTokens?: number } = {}): Buffer {
+export function chatBody(images: ReadonlyArray<Pick<CorpusImage, 'dataUrl'>>, options: { stream?: boolean; text?: string; maxTokens?: number } = {}): Buffer {
   const content = [...images.flatMap((im, i) => [{ type: 'image_url', image_url: { url: im.dataUrl } }, ...(i < images.length - 1 ? [{ type: 'text', text: `image ${i + 1} and` }] : [])]), { type: 'text', text: options.text ?? 'What is in these pictures?' }];
   return Buffer.from(
     JSON.stringify({

@@ -80,31 +80,49 @@ export async function encodeImage(img: Sharp, format: CorpusImage['format']): Pr
 }
 
 export async function makeCorpus(only?: readonly string[]): Promise<CorpusImage[]> {
-  const model = await loadModelDirectory();
   const out: CorpusImage[] = [];
   for (const [k, spec] of SPECS.entries()) {
     if (only && !only.includes(spec.name)) continue;
-    const bytes = await encodeImage(await photo(spec.width, spec.height, 1000 + k), spec.format);
-    const rgb = await decodeToRgb(bytes);
-    const p = preprocessRgb(rgb.rgb, rgb.width, rgb.height, model.imageConfig, { float32: true, bf16: false });
-    const pv = p.pixelValues!;
-    const f32Bytes = new Uint8Array(pv.buffer, pv.byteOffset, pv.byteLength);
-    const bf16Bytes = encodeFloat32As('bfloat16', pv);
-    out.push({
-      ...spec,
-      bytes,
-      dataUrl: `data:${MIME[spec.format]};base64,${bytes.toString('base64')}`,
-      patches: p.patches,
-      features: p.features,
-      gridThw: p.gridThw,
-      f32: fnv1a64(f32Bytes),
-      f32Bytes: f32Bytes.byteLength,
-      f32Raw: new Uint8Array(f32Bytes),
-      bf16: fnv1a64(bf16Bytes),
-      bf16Bytes: bf16Bytes.byteLength,
-    });
+    out.push(await makeImage(spec, 1000 + k));
   }
   return out;
+}
+
+let bundled: ReturnType<typeof loadModelDirectory> | undefined;
+
+export type ImageSpec = { name: string; format: CorpusImage['format']; width: number; height: number };
+
+/** One photo-like image of this size and format from `seed` (another seed, other pixels), with what a worker must receive for it: the router's preprocessing run here. */
+export async function makeImage(spec: ImageSpec, seed: number): Promise<CorpusImage> {
+  return describeImage(spec, await photoBytes(spec, seed));
+}
+
+/** The encoded bytes of makeImage's image, without the preprocessing (describeImage, later: a load need not wait for it). */
+export async function photoBytes(spec: ImageSpec, seed: number): Promise<Buffer> {
+  return encodeImage(await photo(spec.width, spec.height, seed), spec.format);
+}
+
+/** What a worker must receive for these encoded bytes: the router's preprocessing, run here. */
+export async function describeImage(spec: ImageSpec, bytes: Buffer): Promise<CorpusImage> {
+  const model = await (bundled ??= loadModelDirectory());
+  const rgb = await decodeToRgb(bytes);
+  const p = preprocessRgb(rgb.rgb, rgb.width, rgb.height, model.imageConfig, { float32: true, bf16: false });
+  const pv = p.pixelValues!;
+  const f32Bytes = new Uint8Array(pv.buffer, pv.byteOffset, pv.byteLength);
+  const bf16Bytes = encodeFloat32As('bfloat16', pv);
+  return {
+    ...spec,
+    bytes,
+    dataUrl: `data:${MIME[spec.format]};base64,${bytes.toString('base64')}`,
+    patches: p.patches,
+    features: p.features,
+    gridThw: p.gridThw,
+    f32: fnv1a64(f32Bytes),
+    f32Bytes: f32Bytes.byteLength,
+    f32Raw: new Uint8Array(f32Bytes),
+    bf16: fnv1a64(bf16Bytes),
+    bf16Bytes: bf16Bytes.byteLength,
+  };
 }
 
 export interface ExpectedTensor {
@@ -119,13 +137,15 @@ export interface ExpectedTensor {
  * What the reference worker must say it received for these images, tensor by tensor: its
  * names, shapes, dtypes, sizes and fingerprints (TokenSpeed: one item per image, bfloat16;
  * vLLM: one float32 batch, whose fingerprint runs over every image's float32 bytes in order).
+ * A TokenSpeed worker labelled multimodal_encoder_dtype float32 gets float32 encoder inputs.
  */
-export function expectedTensors(runtime: 'tokenspeed' | 'vllm', images: readonly CorpusImage[]): ExpectedTensor[] {
+export function expectedTensors(runtime: 'tokenspeed' | 'vllm', images: readonly CorpusImage[], tokenSpeedDtype: 'bfloat16' | 'float32' = 'bfloat16'): ExpectedTensor[] {
   if (runtime === 'tokenspeed') {
+    const f32 = tokenSpeedDtype === 'float32';
     return images.flatMap((im, i) => {
       const sfx = images.length > 1 ? `[${i}]` : '';
       return [
-        { name: `encoder_input${sfx}`, shape: [im.patches, im.features], dtype: 'bfloat16', nbytes: im.bf16Bytes, fnv1a: hex(im.bf16) },
+        { name: `encoder_input${sfx}`, shape: [im.patches, im.features], dtype: tokenSpeedDtype, nbytes: f32 ? im.f32Bytes : im.bf16Bytes, fnv1a: hex(f32 ? im.f32 : im.bf16) },
         { name: `image_grid_thw${sfx}`, shape: [1, 3], dtype: 'int64', nbytes: 24, fnv1a: hex(fnv1a64(int64(im.gridThw))) },
         { name: `patches_per_image${sfx}`, shape: [1], dtype: 'int64', nbytes: 8, fnv1a: hex(fnv1a64(int64([im.patches]))) },
       ];

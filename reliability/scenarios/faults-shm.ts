@@ -44,7 +44,10 @@ export async function shmFaultsGroup(suite: Suite): Promise<void> {
     const thumb = corpus.find((c) => c.name === 'thumb.png')!;
     const big = corpus.find((c) => c.name === 'fullhd.jpg')!;
     const one = (img: CorpusImage, stream = false): SentChat => ({ images: [img], stream, body: chatBody([img], { stream }) });
-    // Every one of these runs in a mount namespace of its own.
+    // Every one of these runs in a mount namespace of its own. They stage what happens to the
+    // files of requests (a full /dev/shm, a worker that keeps them, a router killed with them in
+    // flight), so each request must write its own: the pixel cache is off (its own scenarios
+    // are cache/*, cache.ts).
     const run = (name: string, fn: (t: T) => Promise<void>, maxSeconds: number) => suite.run(`faults/${name}`, fn, { maxSeconds, ...(canNamespace() ? {} : { skip: 'needs root (unshare --mount)' }) });
 
     await run('shm-full', (t) => shmFull(t, big), 180);
@@ -55,7 +58,7 @@ export async function shmFaultsGroup(suite: Suite): Promise<void> {
         const ns = await shmNamespace({ sizeBytes: 8 * MiB, readOnly: true, name: 'read-only' });
         try {
           const worker = await startWorker('tokenspeed', [], { prefix: ns.prefix });
-          const serve = await serveIn(ns, [worker.url], 'multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\n');
+          const serve = await serveIn(ns, [worker.url], 'multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\n');
           const replies = await Promise.all([0, 1, 2].map((i) => sendChat(serve.routerUrl, one(thumb, i === 1))));
           const ov = await overview(serve);
           const workers = (await consoleCall(serve.consoleUrl, serve.token, 'workers.list', {})).json.workers;
@@ -89,7 +92,7 @@ export async function shmFaultsGroup(suite: Suite): Promise<void> {
         try {
           const worker = await startWorker('tokenspeed', [], { prefix: ns.prefix, env: { TOKENSPEED_UNLINK_MM_SHM_AFTER_READ: '0' } });
           const vllm = await startWorker('vllm', [], { prefix: ns.prefix, env: { TOKENSPEED_UNLINK_MM_SHM_AFTER_READ: 'no' } });
-          const r = await startRouter(['--config', configFile(`multimodal_tensor_transport: auto\nmultimodal_shm_min_bytes: 0\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n  - url: ${vllm.url}\n`)], { prefix: ns.prefix });
+          const r = await startRouter(['--config', configFile(`multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nmultimodal_shm_min_bytes: 0\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n  - url: ${vllm.url}\n`)], { prefix: ns.prefix });
           let maxEntries = 0;
           let maxBytes = 0;
           const sampler = setInterval(() => {
@@ -149,7 +152,7 @@ async function shmFull(t: T, big: CorpusImage): Promise<void> {
     const vllm = await startWorker('vllm', ['--delay-ms', '3000'], { prefix: ns.prefix });
     const phases: Record<string, unknown> = {};
     for (const phase of ['no limit', 'default limit'] as const) {
-      const serve = await serveIn(ns, [ts.url, vllm.url], 'multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\n', phase === 'no limit' ? ['--multimodal-shm-max-outstanding-bytes', String(1024 * MiB)] : []);
+      const serve = await serveIn(ns, [ts.url, vllm.url], 'multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\n', phase === 'no limit' ? ['--multimodal-shm-max-outstanding-bytes', String(1024 * MiB)] : []);
       let maxUsed = 0;
       const sampler = setInterval(() => {
         try {
@@ -286,7 +289,7 @@ async function orphans(t: T, thumb: CorpusImage): Promise<void> {
     t.check(rowOf(before, deadYoung)?.young === 1 && rowOf(before, deadYoung)?.orphans === 0, `a young file is kept: ${JSON.stringify(rowOf(before, deadYoung))}`);
     t.check(rowOf(before, 1)?.orphans === 0, `a file whose pid is a process older than it is kept: ${JSON.stringify(rowOf(before, 1))}`);
     const worker = await startWorker('tokenspeed', [], { prefix: ns.prefix });
-    const serve = await serveIn(ns, [worker.url], `multimodal_tensor_transport: auto\nrequest_timeout_secs: ${timeoutSecs}\nhealth_check_interval_secs: 0.5\n`);
+    const serve = await serveIn(ns, [worker.url], `multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: ${timeoutSecs}\nhealth_check_interval_secs: 0.5\n`);
     const sweepLine = /\/dev\/shm orphan sweep: .*/.exec(serve.proc.output())?.[0] ?? '';
     const remaining = ns.entries();
     t.check(/removed 2 orphaned tensor files \(3\.0 MiB\)/.test(sweepLine) && sweepLine.includes(`pid ${dead} (gone: 1)`) && sweepLine.includes(`pid ${sleeper.pid} (pid reused by a newer process: 1)`), `the start-up sweep must remove both and say so: ${sweepLine}`);
@@ -344,7 +347,7 @@ async function planted(t: T, thumb: CorpusImage): Promise<void> {
     const fifo = tensorName(dead, old, 2);
     execFileSync('mkfifo', [path.join(ns.dir, fifo)]);
     const worker = await startWorker('tokenspeed', [], { prefix: ns.prefix });
-    const yaml = 'multimodal_tensor_transport: auto\nrequest_timeout_secs: 30\nhealth_check_interval_secs: 0.5\n';
+    const yaml = 'multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 30\nhealth_check_interval_secs: 0.5\n';
 
     // 1. A symlink and a FIFO under tensor names.
     let serve = await serveIn(ns, [worker.url], yaml, [], PID_NS);
@@ -392,7 +395,7 @@ async function routerKilled(t: T, thumb: CorpusImage): Promise<void> {
   const ns = await shmNamespace({ sizeBytes: 64 * MiB, name: 'router killed' });
   try {
     const worker = await startWorker('tokenspeed', ['--delay-ms', '5000'], { prefix: ns.prefix });
-    const cfg = configFile(`multimodal_tensor_transport: auto\nrequest_timeout_secs: 1\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n`);
+    const cfg = configFile(`multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 1\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n`);
     const first = await startRouter(['--config', cfg], { prefix: ns.prefix, name: 'router (to be killed)' });
     const inFlight = [0, 1, 2].map(() => request(first.url, chatBody([thumb]), { timeoutMs: 30_000 }));
     await until(() => ns.entries().length >= 3, 5000, 20);

@@ -230,13 +230,17 @@ async function twoRouters(t: T): Promise<void> {
   const delayMs = 12_000;
   const w = await startWorker('tokenspeed', ['--delay-ms', String(delayMs)]);
   const ns = ['unshare', '--pid', '--fork', '--kill-child=SIGTERM', '--mount-proc'];
-  const a = await startRouter(['--worker-urls', w.url, '--multimodal-tensor-transport', 'shm', '--multimodal-shm-min-bytes', '0'], { prefix: ns, exitWithSuite: false, name: 'router A (pid ns)' });
+  // What is checked is the request files in flight; both routers are SIGKILLed at the end, and a
+  // pixel cache's entries from another pid namespace stay 5 minutes after its heartbeat stops
+  // (cache/crash-restart covers that), so these two run without one and leave nothing.
+  const flags = ['--worker-urls', w.url, '--multimodal-tensor-transport', 'shm', '--multimodal-shm-min-bytes', '0', '--multimodal-pixel-cache-mb', '0'];
+  const a = await startRouter(flags, { prefix: ns, exitWithSuite: false, name: 'router A (pid ns)' });
   try {
     const sentAt = performance.now();
     const inFlight = Array.from({ length: 3 }, () => sendChat(a.url, { images: [thumb!], stream: false, body: chatBody([thumb!]) }));
     await until(() => ourFiles('/dev/shm', 1).length >= 3, 3000, 20);
     const filesOfA = ourFiles('/dev/shm', 1).map((f) => f.name);
-    const b = await startRouter(['--worker-urls', w.url, '--multimodal-tensor-transport', 'shm', '--multimodal-shm-min-bytes', '0'], { prefix: ns, exitWithSuite: false, name: 'router B (pid ns)' });
+    const b = await startRouter(flags, { prefix: ns, exitWithSuite: false, name: 'router B (pid ns)' });
     try {
       const stillThere = ourFiles('/dev/shm', 1).filter((f) => filesOfA.includes(f.name)).length;
       const bStartedAfterMs = performance.now() - sentAt;

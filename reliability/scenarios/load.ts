@@ -297,6 +297,8 @@ export async function loadGroup(suite: Suite): Promise<void> {
             }
             const after = router.proc.rss()!;
             t.note('rss_breakdown_mib', rssBreakdown(router.proc.pid));
+            const m = await metrics(router.url).catch(() => undefined);
+            if (m) t.note('router_memory_mib', { preprocess_resident: Math.round(metricSum(m, 'mmtc_preprocess_memory_bytes') / MiB), pixel_cache_in_shm: Math.round(metricSum(m, 'smg_mm_pixel_cache_bytes') / MiB) });
             t.check(backAt !== undefined, `RSS not back within 2 × warm idle (${mib(2 * warmIdle)}) after ${idleSeconds} s idle: ${mib(after)}`);
             t.note('rss_mib', { warm_idle: Math.round(warmIdle / MiB), trimmed_idle: Math.round(trimmedIdle / MiB), at_idle_start: Math.round(before / MiB), after_idle: Math.round(after / MiB), after_idle_vs_trimmed_idle: Math.round((after / trimmedIdle) * 100) / 100 });
             t.note('idle_seconds', idleSeconds);
@@ -316,8 +318,9 @@ export async function loadGroup(suite: Suite): Promise<void> {
 }
 
 /** Where a process's resident memory is, from /proc/<pid>/smaps (MiB): malloc's main heap, other anonymous mappings (thread arenas, V8's heaps, WebAssembly memories), files. */
-function rssBreakdown(pid: number): Record<string, number> {
+function rssBreakdown(pid: number): Record<string, number | number[]> {
   const out = { heap: 0, anonymous: 0, files: 0, largest_anonymous: 0 };
+  const anonymous: number[] = [];
   let text = '';
   try {
     text = readFileSync(`/proc/${pid}/smaps`, 'utf8');
@@ -336,10 +339,15 @@ function rssBreakdown(pid: number): Record<string, number> {
     if (rss) {
       const kb = Number(rss[1]);
       out[kind] += kb;
-      if (kind === 'anonymous') out.largest_anonymous = Math.max(out.largest_anonymous, kb);
+      if (kind === 'anonymous') {
+        out.largest_anonymous = Math.max(out.largest_anonymous, kb);
+        if (kb >= 1024) anonymous.push(kb);
+      }
     }
   }
-  return Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Math.round(v / 1024)]));
+  // The anonymous mappings of 1 MiB or more, largest first (MiB): V8's spaces, malloc arenas, WebAssembly memories.
+  const top = anonymous.sort((a, b) => b - a).slice(0, 16).map((kb) => Math.round(kb / 1024));
+  return { ...Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Math.round(v / 1024)])), anonymous_mappings_1mib_or_more: anonymous.length, largest_anonymous_mappings: top };
 }
 
 function thin(samples: Array<{ t: number; rss: number }>, n = 80): Array<[number, number]> {

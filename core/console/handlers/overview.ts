@@ -1,6 +1,7 @@
 // The overview: the host's /dev/shm (token, writability, space, our files), the router, the
 // configuration's sync state (drift, what a restart would change), every worker's verdict for
-// its next request, counts of workers by health, and the warnings an operator must act on,
+// its next request, counts of workers by health, the pixel cache (handlers/pixel-cache.ts),
+// and the warnings an operator must act on,
 // each with its remedy. The overview stream (feeds.ts) pushes the same computation.
 import type { ConfigSnapshot } from '../../config/store.ts';
 import { listTensorFiles, type TensorFilesOfPid } from '../../transport/orphans.ts';
@@ -10,6 +11,7 @@ import type { CommandOutput, DiffEntry, WorkerView } from '../contract.ts';
 import { flagCausedChanges } from '../restart.ts';
 import type { ConsoleState, HandlerGroup } from '../state.ts';
 import { fileView, workerHealth, workerView } from '../views.ts';
+import { pixelCacheView } from './pixel-cache.ts';
 
 type Overview = CommandOutput<'overview'>;
 type Warning = Overview['warnings'][number];
@@ -38,8 +40,10 @@ function shmWarnings(state: ConsoleState, files: readonly TensorFilesOfPid[]): W
   if (suspicious > 0) warnings.push({ kind: 'suspicious_files', message: `${suspicious} entr${suspicious === 1 ? 'y' : 'ies'} under our file names in ${dir} are not regular files`, remedy: `inspect them (ls -l ${dir}/${SHM_PREFIX}*) and remove what you did not create` });
   if (!ctx.host.shmWritable) warnings.push({ kind: 'shm_not_writable', message: `${dir} is not writable by the router: shm and auto stay inline`, remedy: DECISION_ADVICE.shm_not_writable! });
   const maxOutstanding = ctx.writer.maxOutstanding();
-  if (maxOutstanding !== undefined && ctx.writer.outstanding >= maxOutstanding * 0.9) {
-    warnings.push({ kind: 'shm_budget', message: `this router's files in ${dir} are at ${Math.round((100 * ctx.writer.outstanding) / maxOutstanding)}% of multimodal_shm_max_outstanding_bytes`, remedy: DECISION_ADVICE.shm_budget_exceeded! });
+  // The pixel cache's idle entries give way to a tensor that needs the room; those in use do not.
+  const blocking = ctx.writer.outstanding + (ctx.pixelCache?.pinnedBytes() ?? 0);
+  if (maxOutstanding !== undefined && blocking >= maxOutstanding * 0.9) {
+    warnings.push({ kind: 'shm_budget', message: `this router's files in ${dir} are at ${Math.round((100 * blocking) / maxOutstanding)}% of multimodal_shm_max_outstanding_bytes (requests' files and pixel-cache entries in use)`, remedy: DECISION_ADVICE.shm_budget_exceeded! });
   }
   if (!ctx.host.routerToken) warnings.push({ kind: 'no_token', message: 'the router has no /dev/shm namespace token: auto stays inline', remedy: DECISION_ADVICE.auto_router_no_token! });
   return warnings;
@@ -122,8 +126,10 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
           shmTotalBytes: space?.total ?? null,
         },
         files: {
-          count: files.reduce((n, f) => n + f.files, 0),
-          bytes: files.reduce((n, f) => n + f.bytes, 0),
+          count: files.reduce((n, f) => n + f.files - f.cacheFiles, 0),
+          bytes: files.reduce((n, f) => n + f.bytes - f.cacheBytes, 0),
+          cacheFiles: files.reduce((n, f) => n + f.cacheFiles, 0),
+          cacheBytes: files.reduce((n, f) => n + f.cacheBytes, 0),
           orphans: files.reduce((n, f) => n + f.orphans, 0),
           orphanBytes: files.reduce((n, f) => n + f.orphanBytes, 0),
           suspicious: files.reduce((n, f) => n + f.suspicious, 0),
@@ -140,6 +146,7 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
           discovering: health.filter((h) => h === 'discovering').length,
           draining: ctx.registry.drainingWorkers().length,
         },
+        pixelCache: pixelCacheView(state),
         warnings,
       };
     },

@@ -183,14 +183,40 @@ export function describeContract(name: string, setup: () => ContractEnv): void {
       expect((await client.call('metrics.text', {})).text).toContain('smg_mm_tensors_total');
     });
 
+    it('the pixel cache: a repeated image is a hit on its tensor and in the overview, and a flush drops the entries', async () => {
+      const { client, workers } = env();
+      await client.call('pixelCache.flush', {});
+      const before = (await client.call('overview', {})).pixelCache!;
+      expect(before).toMatchObject({ entries: 0, off: null, configured: { mb: 512, source: 'default', origin: null }, budgetBytes: 512 * 1024 * 1024 });
+      const image = { url: workers.sameShm, width: 208, height: 144, format: 'webp' as const };
+      const first = await client.call('traffic.sendTestRequest', image);
+      const second = await client.call('traffic.sendTestRequest', image);
+      expect(first.events.filter((e) => e.cache).map((e) => [e.tensor, e.cache])).toEqual([['encoder_input', 'miss']]);
+      expect(second.events.filter((e) => e.cache).map((e) => [e.tensor, e.cache])).toEqual([['encoder_input', 'hit']]);
+      const after = (await client.call('overview', {})).pixelCache!;
+      expect(after).toMatchObject({ hits: before.hits + 1, misses: before.misses + 1, entries: 1, tampered: before.tampered });
+      expect(after.heldBytes).toBe(first.events.find((e) => e.cache)!.nbytes);
+      const flushed = await client.call('pixelCache.flush', {});
+      expect(flushed).toMatchObject({ dropped: 1, pixelCache: { entries: 0, heldBytes: 0, hits: after.hits, flushes: after.flushes + 1 } });
+      expect((await client.call('overview', {})).pixelCache).toMatchObject({ entries: 0, heldBytes: 0 });
+      const third = await client.call('traffic.sendTestRequest', image);
+      expect(third.events.filter((e) => e.cache).map((e) => e.cache)).toEqual(['miss']); // computed again
+      expect((await rejection(client.call('pixelCache.flush', { all: true } as never))).code).toBe('invalid_input');
+      await client.call('pixelCache.flush', {});
+      expect(ourFiles()).toEqual([]);
+    });
+
     it('calibration measures inline and SHM across the sweep, recommends a threshold, and leaves no file', async () => {
       const { client, workers } = env();
       const progress: Array<StreamPayload<'calibration'>> = [];
       const off = client.subscribe('calibration', (p) => progress.push(p));
       await new Promise((r) => setTimeout(r, 100));
       const plan = await client.call('transport.calibrationPlan', { url: workers.sameShm });
+      const cacheBefore = (await client.call('overview', {})).pixelCache!;
       const result = await client.call('transport.calibrate', { url: workers.sameShm, samples: 1 });
       off();
+      // Every sample computes its image and writes its tensor: the pixel cache is not asked (a hit would time a hard link).
+      expect((await client.call('overview', {})).pixelCache).toMatchObject({ hits: cacheBefore.hits, misses: cacheBefore.misses });
       expect(result.points.length).toBeGreaterThanOrEqual(5);
       // The plan states the sizes the run measures.
       expect(result.points.map((p) => p.nbytes)).toEqual(plan.sizes.map((s) => s.nbytes));
