@@ -1,7 +1,7 @@
 // Two tabs edit the same revision: the first apply wins, the second sees a conflict that
 // says what changed meanwhile, and can carry its edit onto the new revision.
 import { expect, test } from '@playwright/test';
-import { goTo, openConsole, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
+import { goTo, openConsole, shot, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
 
 let worker: Worker;
 let serve: Serve;
@@ -60,4 +60,51 @@ test('two tabs apply conflicting edits: the second sees the conflict and what ch
   // Tab B heard the new revision without a reload.
   await goTo(b, 'history');
   await expect(b.getByTestId('history-table')).toContainText(String(start + 2));
+});
+
+test('a number typed key by key that ends invalid stands in the draft by name, never the valid value on the way to it', async ({ page }, testInfo) => {
+  await openConsole(page, serve, 'router');
+  const pending = page.getByRole('region', { name: 'Unapplied changes' });
+  const apply = pending.getByRole('button', { name: 'Review & apply' });
+  // The threshold: "1" then "1.5" in bytes (1 B was valid on the way).
+  const thr = page.getByRole('group', { name: 'multimodal_shm_min_bytes' });
+  await thr.getByRole('radio', { name: /^set here/ }).check();
+  await thr.getByRole('combobox', { name: 'Threshold: unit' }).selectOption('B');
+  const field = thr.getByRole('textbox', { name: 'Threshold' });
+  await field.fill('');
+  await field.pressSequentially('1.5');
+  await expect(thr.getByRole('alert')).toContainText('1.5 B is not a whole number of bytes');
+  await expect(pending).toContainText('multimodal_shm_min_bytes');
+  await expect(apply).toBeDisabled();
+  // A schema-driven setting: 1000 on the way to "1000x".
+  const body = page.getByLabel('max_body_bytes', { exact: true });
+  await body.fill('');
+  await body.pressSequentially('1000x');
+  await expect(page.getByText("'1000x' is not a number")).toBeVisible();
+  const timeout = page.getByLabel('Request timeout');
+  const timeoutApplied = await timeout.inputValue();
+  await timeout.fill('');
+  await timeout.pressSequentially('30x');
+  await expect(page.getByText("request_timeout_secs: '30x' is not a number")).toBeVisible();
+  await expect(pending).toContainText('3 problem');
+  await expect(apply).toBeDisabled();
+  // Precedence says its ladder is from before the problem; back on Router the entry is still there as typed.
+  await goTo(page, 'precedence');
+  await expect(page.getByTestId('ladder-source')).toContainText('draft has a problem');
+  await goTo(page, 'router');
+  await expect(thr.getByRole('textbox', { name: 'Threshold' })).toHaveValue('1.5');
+  await expect(thr.getByRole('combobox', { name: 'Threshold: unit' })).toHaveValue('B');
+  await expect(thr.getByRole('alert')).toContainText('1.5 B is not a whole number of bytes');
+  await expect(body).toHaveValue('1000x');
+  await shot(page, testInfo, 'router-invalid-entries');
+  // Discard: the applied values come back into both fields.
+  const applied = (await serve.call<{ config: { max_body_bytes?: number; multimodal_shm_min_bytes?: number } }>('config.get')).config;
+  await pending.getByRole('button', { name: 'Discard' }).click();
+  await expect(pending).toHaveCount(0);
+  if (applied.multimodal_shm_min_bytes === undefined) await expect(thr.getByRole('radio', { name: /^inherit/ })).toBeChecked();
+  else await expect(thr).toContainText(`${applied.multimodal_shm_min_bytes.toLocaleString('en-US')} bytes`);
+  await expect(thr.getByRole('alert')).toHaveCount(0);
+  await expect(body).toHaveValue(String(applied.max_body_bytes ?? ''));
+  await expect(timeout).toHaveValue(timeoutApplied);
+  expect((await serve.call<{ config: Record<string, unknown> }>('config.get')).config).toEqual(applied);
 });

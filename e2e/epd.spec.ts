@@ -4,15 +4,16 @@
 // inline for the far one); a client's request with two images shows on Traffic with each
 // tensor's leg, and the event's details name its role and room.
 import { expect, test } from '@playwright/test';
-import { apiChatRequest, goTo, isRoot, openConsole, shot, startRoleWorker, startServe, waitHealthy, type Serve, type Worker } from './rig.ts';
+import { apiChatRequest, goTo, isRoot, layoutProblems, openConsole, shot, startRoleWorker, startServe, waitHealthy, type Serve } from './rig.ts';
 
 test.skip(!isRoot, 'the far encode worker needs a mount namespace (root)');
 
-const rig = {} as { near: Worker; far: Worker; prefill: Worker; decode: Worker; serve: Serve };
+type RoleWorker = Awaited<ReturnType<typeof startRoleWorker>>;
+const rig = {} as { near: RoleWorker; far: RoleWorker; prefill: RoleWorker; decode: RoleWorker; serve: Serve };
 test.beforeAll(async () => {
   const [near, far, prefill, decode] = await Promise.all([startRoleWorker('encode'), startRoleWorker('encode', { privateShm: true }), startRoleWorker('prefill'), startRoleWorker('decode')]);
   Object.assign(rig, { near, far, prefill, decode });
-  const entry = (w: Worker & { bootstrapPort: number | undefined }, type: string) => `  - url: ${w.url}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}`;
+  const entry = (w: RoleWorker, type: string) => `  - url: ${w.url}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}`;
   rig.serve = await startServe({ config: `disaggregation: epd\nencode_policy: round_robin\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n${entry(near, 'encode')}${entry(far, 'encode')}${entry(prefill, 'prefill')}${entry(decode, 'decode')}` });
   await waitHealthy(rig.serve, 4);
 });
@@ -57,5 +58,121 @@ test('EPD: the topology with each encode worker\'s own verdict, and Traffic rows
   await rows.first().click();
   await expect(page.getByTestId('event-details')).toContainText("the request's encode worker, bootstrap room");
   await shot(page, testInfo, 'traffic-epd', { docs: true });
+  expect(serve.shmFiles()).toEqual([]);
+});
+
+test("EPD: Router's serving mode, an encode worker's bootstrap port, and Precedence, Doctor's checks, test tensor and calibration against each encode worker", async ({ page }, testInfo) => {
+  test.setTimeout(240_000);
+  const { serve, near, far, prefill, decode } = rig;
+  await openConsole(page, serve, 'router');
+  const mode = page.getByLabel('Serving mode (disaggregation)');
+  await expect(mode).toHaveValue('epd');
+  await expect(page.getByTestId('role-counts')).toContainText('Workers for epd: 2 encode, 1 prefill, 1 decode.');
+  await expect(page.getByLabel('Encode worker policy')).toHaveValue('round_robin');
+  await expect(page.getByLabel('Prefill worker policy')).toHaveValue('');
+  // A mode whose roles the workers do not have: the validation's message, naming the key, before any apply.
+  await mode.selectOption('pd');
+  await expect(page.getByTestId('role-counts')).toContainText('2 of another role, which pd does not route to');
+  await expect(page.getByText(/a encode worker takes no part under disaggregation pd/).first()).toBeVisible();
+  await mode.selectOption('epd');
+  await expect(page.getByTestId('role-counts')).not.toContainText('another role');
+  for (const scheme of ['light', 'dark'] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await shot(page, testInfo, 'router-epd', { docs: true, scheme });
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+
+  // The encode worker's editor shows its bootstrap port; the decode worker's has none.
+  await goTo(page, 'workers');
+  const row = (w: RoleWorker) => page.getByTestId('workers-table').locator(`tr[data-worker="${w.url}"]`);
+  await row(near).getByRole('button', { name: /^Edit/ }).click();
+  const port = page.getByLabel('Bootstrap port');
+  const applied = String(near.bootstrapPort ?? '');
+  await expect(port).toHaveValue(applied);
+  // Typed key by key, "7000" is valid on the way to "70000": the draft holds what the field
+  // says (the pending bar names it and apply is off), never the last valid value.
+  const pending = page.getByRole('region', { name: 'Unapplied changes' });
+  for (const typed of ['70000', '1e3', '0x1F']) {
+    await port.fill('');
+    await port.pressSequentially(typed);
+    await expect(page.getByText(`bootstrap_port: expected an integer port 1-65535, got '${typed}'`)).toBeVisible();
+    await expect(pending).toContainText('bootstrap_port');
+    await expect(pending.getByRole('button', { name: 'Review & apply' })).toBeDisabled();
+  }
+  // Discard puts the applied port back in the field, not the text typed before.
+  await pending.getByRole('button', { name: 'Discard' }).click();
+  await expect(pending).toHaveCount(0);
+  await expect(port).toHaveValue(applied);
+  await expect(page.getByText('bootstrap_port: expected')).toHaveCount(0);
+  await page.getByRole('region', { name: /Edit worker/ }).getByRole('button', { name: 'Close' }).click();
+  // The Add form: an encode worker with a port out of range cannot be added.
+  await page.getByRole('button', { name: 'Add worker…' }).click();
+  await page.getByRole('textbox', { name: 'URL' }).fill('grpc://127.0.0.1:1');
+  await page.getByRole('combobox', { name: 'Role' }).selectOption('encode');
+  await page.getByLabel('Bootstrap port').pressSequentially('70000');
+  await expect(page.getByText("bootstrap_port: expected an integer port 1-65535, got '70000'")).toBeVisible();
+  await expect(page.getByRole('button', { name: 'Review and add…' })).toBeDisabled();
+  await page.getByLabel('Bootstrap port').press('Backspace');
+  await expect(page.getByRole('button', { name: 'Review and add…' })).toBeEnabled();
+  await page.getByRole('region', { name: 'Add a worker' }).getByRole('button', { name: 'Cancel' }).click();
+  await row(decode).getByRole('button', { name: /^Edit/ }).click();
+  await expect(page.getByLabel('Bootstrap port')).toHaveCount(0);
+  await page.getByRole('region', { name: /Edit worker/ }).getByRole('button', { name: 'Close' }).click();
+
+  // Precedence and Doctor: each encode worker gets its own verdict (near SHM, far inline).
+  for (const [w, outcome, path] of [[near, 'shm', 'shm'], [far, 'inline', 'inline']] as const) {
+    await goTo(page, 'precedence');
+    await page.getByLabel('Worker', { exact: true }).selectOption(w.url);
+    await expect(page.getByTestId('verdict')).toHaveAttribute('data-outcome', outcome);
+    await goTo(page, 'doctor');
+    await page.getByLabel('Worker', { exact: true }).selectOption(w.url);
+    await page.getByRole('button', { name: 'Run checks' }).click();
+    await expect(page.getByTestId('diagnose-verdict')).toHaveAttribute('data-outcome', outcome, { timeout: 20_000 });
+    await page.getByRole('button', { name: 'Send test tensor' }).click();
+    const result = page.getByTestId('test-result');
+    await expect(result).toContainText('HTTP 200', { timeout: 20_000 });
+    // The pixels went to this encode worker, by its own transport; prefill and decode got none.
+    const encoder = result.locator('tr[data-tensor^="encoder_input"]');
+    await expect(encoder).toHaveCount(1);
+    await expect(encoder).toHaveAttribute('data-leg', 'encode');
+    await expect(encoder).toHaveAttribute('data-worker', w.url);
+    await expect(encoder).toHaveAttribute('data-path', path);
+    await expect(encoder).toContainText('this worker');
+    await expect(result.locator(`tr[data-worker="${prefill.url}"][data-tensor^="encoder_input"], tr[data-worker="${decode.url}"][data-tensor^="encoder_input"]`)).toHaveCount(0);
+    // Calibration measures the near one; the far one has no SHM path to measure, and says so.
+    if (w === near) {
+      await expect(page.getByTestId('calibration-plan')).toContainText('encoder tensor sizes from');
+      await expect(page.getByTestId('calibration-refused')).toHaveCount(0);
+      // It runs through the encode legs: every size measured both ways (one sample: no winner).
+      const plan = await serve.call<{ sizes: unknown[] }>('transport.calibrationPlan', { url: near.url });
+      await page.getByRole('spinbutton', { name: 'Samples per size' }).fill('1');
+      await page.getByRole('button', { name: 'Calibrate', exact: true }).click();
+      const calibration = page.getByTestId('calibration-result');
+      await expect(calibration).toBeVisible({ timeout: 150_000 });
+      await expect(calibration.locator('tr[data-winner="tie"]')).toHaveCount(plan.sizes.length);
+      await expect(calibration.getByTestId('crossover')).toHaveText('no clear crossover');
+    } else await expect(page.getByTestId('calibration-refused')).toContainText(`with SHM forced, worker ${far.url}'s requests would not go through /dev/shm`);
+  }
+  await shot(page, testInfo, 'doctor-epd', { docs: true });
+  // A decode worker reads no pixels: its test tensor's pixels went to an encode worker, and
+  // calibration says whom to calibrate instead of timing a transport it does not have.
+  await page.getByLabel('Worker', { exact: true }).selectOption(decode.url);
+  await page.getByRole('button', { name: 'Send test tensor' }).click();
+  const result = page.getByTestId('test-result');
+  await expect(result).toContainText('HTTP 200', { timeout: 20_000 });
+  await expect(result.locator('tr[data-tensor^="encoder_input"]')).toHaveAttribute('data-leg', 'encode');
+  await expect(result.locator(`tr[data-worker="${decode.url}"][data-tensor^="encoder_input"]`)).toHaveCount(0);
+  await expect(page.getByTestId('calibration-refused')).toContainText(`worker ${decode.url} is a decode worker under disaggregation epd: it reads no pixel tensors`);
+  await expect(page.getByTestId('calibration-refused')).toContainText(`calibrate one of the encode workers (${near.url}, ${far.url})`);
+
+  // The EPD views hold at 1024 px: topology, Traffic's leg column, the serving mode, Doctor's tables.
+  await page.setViewportSize({ width: 1024, height: 700 });
+  for (const screen of ['workers', 'traffic', 'router', 'doctor'] as const) {
+    await goTo(page, screen);
+    if (screen === 'traffic') await page.getByRole('checkbox', { name: /show console traffic/ }).check();
+    await page.waitForTimeout(300);
+    expect(await layoutProblems(page), `${screen} at 1024 px`).toEqual([]);
+    if (screen === 'workers' || screen === 'doctor') await shot(page, testInfo, `${screen}-epd-1024`, { docs: true });
+  }
   expect(serve.shmFiles()).toEqual([]);
 });

@@ -274,3 +274,31 @@ export function serveWithWorker(options: { runtime: WireRuntime; workerArgs?: st
   });
   return rig;
 }
+
+/**
+ * What is clipped on the screen shown: the page or the content column wider than the window,
+ * a table region that scrolls sideways, a column header cut short or off screen, a button
+ * outside its panel. Empty when the layout holds.
+ */
+export async function layoutProblems(page: Page): Promise<string[]> {
+  return page.evaluate(() => {
+    const out: string[] = [];
+    const m = document.getElementById('main')!;
+    if (document.documentElement.scrollWidth > window.innerWidth) out.push(`the page is wider than the window (${document.documentElement.scrollWidth} > ${window.innerWidth})`);
+    if (m.scrollWidth > m.clientWidth + 1) out.push(`the content column scrolls sideways (${m.scrollWidth} > ${m.clientWidth})`);
+    for (const r of document.querySelectorAll<HTMLElement>('.table-scroll, .ttable')) if (r.scrollWidth > r.clientWidth + 1) out.push(`${r.getAttribute('aria-label') ?? r.className} scrolls sideways (${r.scrollWidth} > ${r.clientWidth})`);
+    for (const h of document.querySelectorAll<HTMLElement>('th, [role="columnheader"]')) {
+      if (h.offsetParent === null) continue;
+      if (h.scrollWidth > h.clientWidth + 1) out.push(`column ${h.textContent} is cut (${h.scrollWidth} > ${h.clientWidth})`);
+      const box = h.getBoundingClientRect();
+      if (box.right > window.innerWidth + 0.5) out.push(`column ${h.textContent} is off screen (right ${Math.round(box.right)})`);
+    }
+    for (const b of document.querySelectorAll<HTMLElement>('#main button')) {
+      if (b.offsetParent === null) continue;
+      const box = b.getBoundingClientRect();
+      const panel = b.closest('.panel')?.getBoundingClientRect();
+      if (box.right > window.innerWidth + 0.5 || (panel && box.right > panel.right + 0.5)) out.push(`button "${b.textContent}" is clipped (right ${Math.round(box.right)})`);
+    }
+    return out;
+  });
+}

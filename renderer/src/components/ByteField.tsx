@@ -1,40 +1,54 @@
 // A threshold in bytes typed with a unit (B, KiB, MiB), validated as the operator types:
 // the value must be a whole number of bytes, as multimodal_shm_min_bytes requires
-// (ShmMinBytesSchema). Calls onValid only with a value the schema accepts.
+// (ShmMinBytesSchema). Every edit goes up: the bytes when the text parses, else the text with
+// its unit, so an invalid entry stands in the draft (named there by the schema, Review & apply
+// off) instead of the last valid size typed on the way to it.
 import { useEffect, useId, useState } from 'react';
 import { ShmMinBytesSchema } from '../../../core/console/contract.ts';
 import { BYTE_UNITS, formatBytes, naturalUnit, parseByteInput, type ByteUnit } from '../lib/format.ts';
 
-export function ByteField({ label, value, onValid, disabled, describedBy }: { label: string; value: number | undefined; onValid: (bytes: number) => void; disabled?: boolean; describedBy?: string }) {
-  const id = useId();
-  const initialUnit = value === undefined ? 'KiB' : naturalUnit(value);
-  const [unit, setUnit] = useState<ByteUnit>(initialUnit);
-  const factor = (u: ByteUnit) => BYTE_UNITS.find((x) => x.unit === u)!.factor;
-  const [text, setText] = useState(value === undefined ? '' : String(value / factor(initialUnit)));
-  const [error, setError] = useState<string | null>(null);
+/** What the draft holds for an entry that does not parse: the text and its unit ("1.5 B"). */
+const typedBytes = (text: string, unit: ByteUnit) => (text.trim() === '' ? '' : `${text.trim()} ${unit}`);
 
-  // Follow outside changes (a discard, a calibration recommendation) unless mid-edit of the same value.
+/** The field's text and unit for a value from the draft: a number in its natural unit, or an invalid entry read back. */
+function shown(value: number | string | undefined, factor: (u: ByteUnit) => number): { text: string; unit: ByteUnit } {
+  if (typeof value === 'number') {
+    const unit = naturalUnit(value);
+    return { text: String(value / factor(unit)), unit };
+  }
+  const m = /^(.*) (\S+)$/.exec(value ?? '');
+  const unit = BYTE_UNITS.find((u) => u.unit === m?.[2])?.unit;
+  return m && unit ? { text: m[1]!, unit } : { text: value ?? '', unit: 'KiB' };
+}
+
+export function ByteField({ label, value, onChange, disabled, describedBy }: { label: string; value: number | string | undefined; onChange: (bytes: number | string) => void; disabled?: boolean; describedBy?: string }) {
+  const id = useId();
+  const factor = (u: ByteUnit) => BYTE_UNITS.find((x) => x.unit === u)!.factor;
+  const [initial] = useState(() => shown(value, factor));
+  const [unit, setUnit] = useState<ByteUnit>(initial.unit);
+  const [text, setText] = useState(initial.text);
+
+  // Follow outside changes (a discard, a calibration recommendation, another worker's value)
+  // unless they are what the field already says.
   useEffect(() => {
-    if (value === undefined) return;
     const parsed = parseByteInput(text, unit);
-    if (parsed.ok && parsed.bytes === value) return;
-    const u = naturalUnit(value);
-    setUnit(u);
-    setText(String(value / factor(u)));
-    setError(null);
+    if (typeof value === 'number' ? parsed.ok && parsed.bytes === value : value === typedBytes(text, unit)) return;
+    const next = shown(value, factor);
+    setUnit(next.unit);
+    setText(next.text);
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [value]);
 
+  // Every edit goes up: the bytes when the text parses, else the text with its unit.
   const commit = (t: string, u: ByteUnit) => {
     const parsed = parseByteInput(t, u);
-    if (!parsed.ok) return setError(parsed.message);
-    const checked = ShmMinBytesSchema.safeParse(parsed.bytes);
-    if (!checked.success) return setError(checked.error.issues[0]?.message ?? 'invalid');
-    setError(null);
-    if (parsed.bytes !== value) onValid(parsed.bytes);
+    if (!parsed.ok) return onChange(typedBytes(t, u));
+    if (parsed.bytes !== value) onChange(parsed.bytes);
   };
 
   const parsed = parseByteInput(text, unit);
+  const checked = parsed.ok ? ShmMinBytesSchema.safeParse(parsed.bytes) : undefined;
+  const error = !parsed.ok ? (text.trim() === '' && value === undefined ? null : parsed.message) : checked && !checked.success ? (checked.error.issues[0]?.message ?? 'invalid') : null;
   return (
     <div className="field bytefield">
       <label htmlFor={id}>{label}</label>

@@ -1,22 +1,34 @@
 // Every router setting the dedicated panels do not cover (request limits, media fetching,
 // preprocessing memory, …), edited from the schema itself: the contract's RouterConfigSchema
-// validates each value as it is typed, so a setting added to the router later shows here
+// validates each value as it is typed (an invalid one stands in the draft, named there), so a setting added to the router later shows here
 // with its default and origin without a UI change.
-import { useId, useState } from 'react';
+import { useId } from 'react';
+import { useTypedText } from '../lib/useTypedText.ts';
 import { StartFlagNote } from './StartFlagNote.tsx';
-import { RouterConfigSchema, type ConfigView, type RouterConfig } from '../../../core/console/contract.ts';
-import { setRouterField } from '../lib/draft.ts';
+import { DEFAULT_PIXEL_CACHE_MB, PIXEL_CACHE_ENV, RouterConfigSchema, type ConfigView, type RouterConfig } from '../../../core/console/contract.ts';
+import { setRouterField, typedNumber } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
 
-const HANDLED = new Set(['host', 'port', 'model_path', 'policy', 'multimodal_tensor_transport', 'multimodal_shm_min_bytes', 'request_timeout_secs', 'health_check_interval_secs', 'workers']);
+const HANDLED = new Set(['host', 'port', 'model_path', 'policy', 'multimodal_tensor_transport', 'multimodal_shm_min_bytes', 'request_timeout_secs', 'health_check_interval_secs', 'workers', 'disaggregation', 'prefill_policy', 'decode_policy', 'encode_policy']);
 
 /** What an optional setting means when it is left unset (its default is computed at start, not a fixed value). */
 const UNSET_MEANS: Record<string, string> = {
   multimodal_shm_max_outstanding_bytes: 'half of /dev/shm free at start',
+  multimodal_pixel_cache_mb: `${PIXEL_CACHE_ENV}, else ${DEFAULT_PIXEL_CACHE_MB} MiB`,
 };
 
 type Shape = Record<string, { safeParse(v: unknown): { success: boolean; error?: { issues: Array<{ message: string }> } } }>;
 const shape = (RouterConfigSchema as unknown as { shape: Shape }).shape;
+
+/** A setting's choices when its schema is an enum (under .default()/.optional()), else undefined. */
+function choicesOf(key: string): readonly string[] | undefined {
+  let s = shape[key] as unknown as { options?: readonly string[]; def?: { innerType?: unknown } } | undefined;
+  for (let depth = 0; s && depth < 4; depth++) {
+    if (Array.isArray(s.options)) return s.options;
+    s = s.def?.innerType as typeof s;
+  }
+  return undefined;
+}
 
 function check(key: string, v: unknown): string | null {
   const s = shape[key];
@@ -39,10 +51,11 @@ function hint(key: string, v: unknown): string {
   return '';
 }
 
-function NumberInput({ id, keyName, value, onValid }: { id: string; keyName: string; value: number | undefined; onValid: (n: number | undefined) => void }) {
-  const [text, setText] = useState(value === undefined ? '' : String(value));
-  const [err, setErr] = useState<string | null>(null);
+function NumberInput({ id, keyName, value, onChange }: { id: string; keyName: string; value: number | string | undefined; onChange: (n: number | string | undefined) => void }) {
+  const [text, setText] = useTypedText(value, { decimal: true });
   const optional = shape[keyName]?.safeParse(undefined).success ?? false;
+  const typed = typedNumber(text, { decimal: true });
+  const err = typed === undefined ? (optional ? null : 'enter a number') : typeof typed === 'string' ? `'${typed}' is not a number` : check(keyName, typed);
   return (
     <>
       <input
@@ -54,16 +67,10 @@ function NumberInput({ id, keyName, value, onValid }: { id: string; keyName: str
         aria-invalid={err ? true : undefined}
         aria-describedby={`${id}-msg`}
         onChange={(e) => {
+          // What is typed goes into the draft as typed (typedNumber): an invalid value is named
+          // there by the schema and keeps Review & apply off, never the last valid one.
           setText(e.target.value);
-          const t = e.target.value.trim();
-          if (t === '' && optional) {
-            setErr(null);
-            return onValid(undefined);
-          }
-          const n = Number(t);
-          const problem = t === '' || !Number.isFinite(n) ? 'enter a number' : check(keyName, n);
-          setErr(problem);
-          if (!problem) onValid(n);
+          onChange(typedNumber(e.target.value, { decimal: true }));
         }}
       />
       <span id={`${id}-msg`} className={err ? 'field-error small' : 'field-hint small'}>
@@ -97,13 +104,21 @@ export function GenericSettings({ view, config, edit, effective = {} }: { view: 
           const sample = v ?? d;
           const fid = `${id}-${k}`;
           let control;
-          if (typeof sample === 'boolean') {
+          const choices = choicesOf(k);
+          if (choices) {
+            const optional = shape[k]?.safeParse(undefined).success && d === undefined;
+            control = (
+              <select id={fid} className="select select-small mono" value={(v as string | undefined) ?? (d as string | undefined) ?? ''} onChange={(e) => set(k, e.target.value || undefined)}>
+                {optional && <option value="">unset</option>}
+                {choices.map((c) => <option key={c} value={c}>{c}</option>)}
+              </select>
+            );
+          } else if (typeof sample === 'boolean') {
             control = <input id={fid} type="checkbox" checked={Boolean(v)} onChange={(e) => set(k, e.target.checked)} />;
           } else if (Array.isArray(sample)) {
             control = (
               <input id={fid} className="input mono" defaultValue={(v as string[] | undefined)?.join(', ') ?? ''} placeholder="none (comma-separated)" onChange={(e) => {
-                const list = e.target.value.split(',').map((x) => x.trim()).filter(Boolean);
-                if (!check(k, list)) set(k, list);
+                set(k, e.target.value.split(',').map((x) => x.trim()).filter(Boolean));
               }} />
             );
           } else if (sample && typeof sample === 'object') {
@@ -113,13 +128,13 @@ export function GenericSettings({ view, config, edit, effective = {} }: { view: 
                 {Object.entries(obj).map(([sub, n]) => (
                   <span key={sub} className="subfield">
                     <label htmlFor={`${fid}-${sub}`}>{sub}</label>
-                    <NumberInput id={`${fid}-${sub}`} keyName="__none" value={n} onValid={(x) => x !== undefined && set(k, { ...obj, [sub]: x })} />
+                    <NumberInput id={`${fid}-${sub}`} keyName="__none" value={n} onChange={(x) => set(k, { ...obj, [sub]: x ?? '' })} />
                   </span>
                 ))}
               </span>
             );
           } else {
-            control = <NumberInput id={fid} keyName={k} value={v as number | undefined} onValid={(n) => set(k, n)} />;
+            control = <NumberInput id={fid} keyName={k} value={v as number | string | undefined} onChange={(n) => set(k, n)} />;
           }
           return (
             <tr key={k}>

@@ -15,7 +15,8 @@ export function PendingBar() {
     <div className="pending" role="region" aria-label="Unapplied changes">
       <div className="pending-text">
         <strong>
-          {diff.length} unapplied change{diff.length === 1 ? '' : 's'}
+          {/* An invalid draft has no diff to count (config.diff needs a valid one). */}
+          {issues.length > 0 && diff.length === 0 ? 'Unapplied changes' : `${diff.length} unapplied change${diff.length === 1 ? '' : 's'}`}
         </strong>{' '}
         <span className="muted">based on revision {base.revision}</span>
         {issues.length > 0 && (

@@ -25,7 +25,7 @@ export function ModeChoice({ name, value, onChange, inherit, legend }: { name: s
   );
 }
 
-export function ThresholdChoice({ value, onChange, inherit, label }: { value: number | undefined; onChange: (n: number | undefined) => void; inherit: string; label: string }) {
+export function ThresholdChoice({ value, onChange, inherit, label }: { value: number | string | undefined; onChange: (n: number | string | undefined) => void; inherit: string; label: string }) {
   const id = useId();
   return (
     <fieldset className="choices">
@@ -40,7 +40,7 @@ export function ThresholdChoice({ value, onChange, inherit, label }: { value: nu
         <span className="choice-title">set here</span>
         <span className="choice-help">tensors of at least this size go through /dev/shm when the mode allows it</span>
       </label>
-      {value !== undefined && <ByteField label="Threshold" value={value} onValid={(n) => onChange(n)} />}
+      {value !== undefined && <ByteField label="Threshold" value={value} onChange={(n) => onChange(n)} />}
     </fieldset>
   );
 }

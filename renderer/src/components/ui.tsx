@@ -147,3 +147,8 @@ export function Prose({ text }: { text: string }) {
     </>
   );
 }
+
+/** A tensor's leg of a disaggregated request (encode, prefill, decode), as Traffic and Doctor tag it. */
+export function LegTag({ leg }: { leg: string }) {
+  return <span className="tag-leg" data-leg={leg}>{leg}</span>;
+}

@@ -15,8 +15,20 @@ type Plain = Record<string, unknown>;
 const clone = <T>(v: T): T => structuredClone(v);
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
 
+/**
+ * A number field's text as the draft holds it: blank is unset, a plain number (digits, and for
+ * `decimal` a sign and a fraction) is that number, anything else stays the text. An invalid
+ * entry therefore stands in the draft, where its schema names it in the pending bar and Review
+ * & apply stays off, instead of the last valid value typed on the way to it (7000 of 70000).
+ */
+export function typedNumber(text: string, options: { decimal?: boolean } = {}): number | string | undefined {
+  const t = text.trim();
+  if (t === '') return undefined;
+  return (options.decimal ? /^-?\d+(\.\d+)?$/ : /^\d+$/).test(t) ? Number(t) : t;
+}
+
 /** Set a router-level setting; undefined removes the key (unset). */
-export function setRouterField<K extends keyof RouterConfig>(draft: RouterConfig, key: K, value: RouterConfig[K] | undefined): RouterConfig {
+export function setRouterField<K extends keyof RouterConfig>(draft: RouterConfig, key: K, value: RouterConfig[K] | string | undefined): RouterConfig {
   const next = { ...draft } as Plain;
   if (value === undefined) delete next[key];
   else next[key] = value;

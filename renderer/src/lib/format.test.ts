@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { bytesParts, formatBytes, formatClock, formatCountRate, formatMs, formatRate, naturalUnit, parseByteInput } from './format.ts';
+import { bytesParts, formatBytes, formatClock, formatCountRate, formatHitRate, formatMiB, formatMs, formatRate, naturalUnit, parseByteInput } from './format.ts';
 
 describe('format', () => {
   it('sizes in binary units with three significant digits', () => {
@@ -21,6 +21,21 @@ describe('format', () => {
     expect(formatMs(0.4)).toBe('0.40 ms');
     expect(formatMs(12.345)).toBe('12.3 ms');
     expect(formatMs(1234)).toBe('1.23 s');
+  });
+  it('MiB for a figure set in MiB, whatever its size', () => {
+    expect(formatMiB(0)).toBe('0 MiB');
+    expect(formatMiB(5)).toBe('<0.01 MiB');
+    expect(formatMiB(1_226_833)).toBe('1.17 MiB');
+    expect(formatMiB(512 * 1024 * 1024)).toBe('512 MiB');
+  });
+  it('a hit rate in whole percent that never rounds to all or nothing', () => {
+    expect(formatHitRate(0, 0)).toBeNull();
+    expect(formatHitRate(1, 1)).toBe('50 %');
+    expect(formatHitRate(0, 3)).toBe('0 %');
+    expect(formatHitRate(3, 0)).toBe('100 %');
+    expect(formatHitRate(999, 1)).toBe('>99 %');
+    expect(formatHitRate(1, 999)).toBe('<1 %');
+    expect(formatHitRate(2, 1)).toBe('67 %');
   });
   it('clock time with milliseconds', () => {
     const t = new Date(2026, 0, 2, 3, 4, 5, 67).getTime();

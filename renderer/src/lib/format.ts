@@ -85,6 +85,28 @@ export function formatPercent(share: number): string {
   return `${(share * 100).toFixed(share > 0 && share < 0.1 ? 1 : 0)} %`;
 }
 
+/** Bytes in MiB whatever their size, for a figure set in MiB (the pixel cache's budget): 1226833 → "1.17 MiB", 0 → "0 MiB", 5 → "<0.01 MiB". */
+export function formatMiB(n: number): string {
+  if (!Number.isFinite(n)) return '–';
+  const mib = n / (1024 * 1024);
+  if (mib === 0) return '0 MiB';
+  if (mib > 0 && mib < 0.01) return '<0.01 MiB';
+  return `${threeDigits(mib)} MiB`;
+}
+
+/**
+ * A hit rate, hits / (hits + misses), in whole percent: "50 %"; never "100 %" while there was
+ * a miss (">99 %") nor "0 %" after a hit ("<1 %"); null before the first lookup.
+ */
+export function formatHitRate(hits: number, misses: number): string | null {
+  const lookups = hits + misses;
+  if (lookups <= 0) return null;
+  const pct = Math.round((100 * hits) / lookups);
+  if (pct === 100 && misses > 0) return '>99 %';
+  if (pct === 0 && hits > 0) return '<1 %';
+  return `${pct} %`;
+}
+
 const pad = (n: number, w = 2) => String(n).padStart(w, '0');
 
 /** Local wall-clock time with milliseconds: "14:03:07.412". */

@@ -8,7 +8,7 @@ import type uPlot from 'uplot';
 import { MAX_CALIBRATION_SAMPLES, REASON_WORDS, type CalibrationResult } from '../../../core/console/contract.ts';
 import { VerdictBadge } from '../components/Verdict.tsx';
 import { cssVar, themedAxis, UChart } from '../components/Chart.tsx';
-import { Badge, Empty, ErrorNote, Panel, PathTag, Prose, ScreenHeader } from '../components/ui.tsx';
+import { Badge, Empty, ErrorNote, LegTag, Panel, PathTag, Prose, ScreenHeader } from '../components/ui.tsx';
 import { patchWorker } from '../lib/draft.ts';
 import { splitAttempts } from '../lib/attempts.ts';
 import { formatBytes, formatMs } from '../lib/format.ts';
@@ -162,10 +162,15 @@ function TestTensor({ url }: { url: string }) {
                     </tr>
                   )}
                   {attempt.events.map((e, i) => (
-                    <tr key={i} data-tensor={e.tensor} data-path={e.path}>
+                    <tr key={i} data-tensor={e.tensor} data-path={e.path} data-leg={e.leg ?? 'regular'} data-worker={e.worker}>
                       <td>
                         <div className="mono">{e.tensor}</div>
                         <div className="mono small muted">[{e.shape.join(',')}] {e.dtype}</div>
+                        {e.leg && e.leg !== 'regular' && (
+                          <div className="small">
+                            <LegTag leg={e.leg} /> <span className="mono muted">{e.worker === url ? 'this worker' : e.worker}</span>
+                          </div>
+                        )}
                       </td>
                       <td className="r num">{formatBytes(e.nbytes)}</td>
                       <td><PathTag path={e.path} /></td>

@@ -1,9 +1,10 @@
 // Overview: is this box ready to move tensors through /dev/shm, who serves, what flows now,
-// and what needs the operator's attention (each warning with its remedy).
+// what the pixel cache holds, and what needs the operator's attention (each warning with its remedy).
 import { useEffect, useMemo } from 'react';
 import type { Overview } from '../../../core/console/contract.ts';
 import { VerdictBadge } from '../components/Verdict.tsx';
 import { DriftPanel } from '../components/DriftPanel.tsx';
+import { PixelCachePanel } from '../components/PixelCachePanel.tsx';
 import { Sparkline } from '../components/Sparkline.tsx';
 import { Badge, Bytes, CopyButton, Empty, ErrorNote, Panel, Prose, Rate, ScreenHeader, Stat } from '../components/ui.tsx';
 import { formatBytes, formatCountRate, formatInt } from '../lib/format.ts';
@@ -204,7 +205,10 @@ export function OverviewScreen() {
             <Stat label="Suspicious">{files.suspicious ? <Badge tone="bad">{files.suspicious}</Badge> : <Badge tone="ok">0</Badge>}</Stat>
           </div>
           <OutstandingGauge bytes={files.outstandingBytes} max={files.maxOutstandingBytes} />
-          <p className="muted small">Files in {host.shmDir} named smg-tokenspeed-&lt;pid&gt;-…; workers unlink what they read.</p>
+          <p className="muted small">
+            Files in {host.shmDir} named smg-tokenspeed-&lt;pid&gt;-…; workers unlink what they read.
+            {files.cacheFiles > 0 && <span data-testid="cache-files"> Not counted: {formatInt(files.cacheFiles)} pixel-cache file{files.cacheFiles === 1 ? '' : 's'} ({formatBytes(files.cacheBytes)}), smg-tokenspeed-cache-…, kept while their router runs.</span>}
+          </p>
         </Panel>
 
         <Panel title="Workers" id="workers" actions={<a className="btn btn-small" href={routeHref('workers')}>Open workers</a>}>
@@ -218,6 +222,8 @@ export function OverviewScreen() {
           {workers.total === 0 && <Empty title="No workers configured">Add one on the Workers screen.</Empty>}
         </Panel>
       </div>
+
+      <PixelCachePanel cache={data.pixelCache} routerPid={router.pid} />
 
       <Panel title="Live traffic (last 5 s average; trend over 60 s; all sources)" id="rates" actions={<a className="btn btn-small" href={routeHref('traffic')}>Open traffic</a>}>
         <table className="table rates">

@@ -6,10 +6,11 @@
 // the SHM decision chain for the worker's next request: mode → /dev/shm writable → token
 // match → per-tensor size against the threshold → verdict and reason (docs/transport.md).
 import { useId, useMemo, useState } from 'react';
+import { useTypedText } from '../lib/useTypedText.ts';
 import type { TensorEvent } from '../../../core/console/contract.ts';
 import { VerdictBadge } from '../components/Verdict.tsx';
 import { Badge, Breakable, Empty, Panel, Prose, ScreenHeader } from '../components/ui.tsx';
-import { patchWorker, setRouterField } from '../lib/draft.ts';
+import { patchWorker, setRouterField, typedNumber } from '../lib/draft.ts';
 import { formatBytes, parseByteInput } from '../lib/format.ts';
 import { KNOB_LABEL, LAYER_LABEL, TOKEN_WORDS, TRANSPORT_MODES, type Mode } from '../lib/vocab.ts';
 import { useConfig, type Resolution } from '../stores/config.ts';
@@ -97,10 +98,13 @@ function Ladder({ knob, resolution, url, editable }: { knob: Knob; resolution: R
   );
 }
 
-function ThresholdQuickEdit({ label, value, onChange }: { label: string; value: number | undefined; onChange: (n: number | undefined) => void }) {
-  const [text, setText] = useState(value === undefined ? '' : String(value));
-  const [err, setErr] = useState<string | null>(null);
+function ThresholdQuickEdit({ label, value, onChange }: { label: string; value: number | string | undefined; onChange: (n: number | string | undefined) => void }) {
+  // In bytes: what is typed goes into the draft as typed (digits a number, anything else the
+  // text, named there by the schema), and the field follows Discard.
+  const [text, setText] = useTypedText(value);
   const id = useId();
+  const parsed = text.trim() === '' ? undefined : parseByteInput(text, 'B');
+  const err = parsed && !parsed.ok ? parsed.message : null;
   return (
     <span className="quick">
       <input
@@ -111,14 +115,7 @@ function ThresholdQuickEdit({ label, value, onChange }: { label: string; value: 
         value={text}
         onChange={(e) => {
           setText(e.target.value);
-          if (e.target.value.trim() === '') {
-            setErr(null);
-            return onChange(undefined);
-          }
-          const p = parseByteInput(e.target.value, 'B');
-          if (!p.ok) return setErr(p.message);
-          setErr(null);
-          onChange(p.bytes);
+          onChange(typedNumber(e.target.value));
         }}
       />
       {err && <span id={id} className="field-error small">{err}</span>}
@@ -264,8 +261,8 @@ export function PrecedenceScreen({ worker }: { worker: string | undefined }) {
         <p className="muted">Resolving…</p>
       ) : (
         <>
-          <p className={`source-note ${resolvedFor === 'draft' ? 'draft' : ''}`} data-testid="ladder-source">
-            {resolvedFor === 'draft' ? <><Badge tone="info">draft</Badge> showing your unapplied draft; the router still runs revision {view?.revision}.</> : <><Badge tone="ok">applied</Badge> showing revision {view?.revision}, what the router runs now.</>}
+          <p className={`source-note ${resolvedFor === 'draft' ? 'draft' : ''} ${resolvedFor === 'invalid' ? 'note-warn' : ''}`} data-testid="ladder-source">
+            {resolvedFor === 'invalid' ? <><Badge tone="warn">draft has a problem</Badge> named in the bar below: this ladder is from before it, and the router still runs revision {view?.revision}.</> : resolvedFor === 'draft' ? <><Badge tone="info">draft</Badge> showing your unapplied draft; the router still runs revision {view?.revision}.</> : <><Badge tone="ok">applied</Badge> showing revision {view?.revision}, what the router runs now.</>}
             {r.resolution.overrides_from !== r.url && <> Overrides come from <code>{r.resolution.overrides_from}</code> (disaggregation).</>}
           </p>
           <div className="grid grid-2">

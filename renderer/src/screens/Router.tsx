@@ -4,17 +4,19 @@
 // deprecated-alias badges and invalid-value warnings), and the built-in defaults. Edits go
 // into the draft; nothing reaches the router before Review & apply.
 import { useId } from 'react';
+import { useTypedText } from '../lib/useTypedText.ts';
 import { ByteField } from '../components/ByteField.tsx';
+import { DisaggregationSettings } from '../components/DisaggregationSettings.tsx';
 import { GenericSettings } from '../components/GenericSettings.tsx';
 import { Badge, Breakable, ErrorNote, Panel, ScreenHeader } from '../components/ui.tsx';
-import { setRouterField } from '../lib/draft.ts';
+import { setRouterField, typedNumber } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
 import { TRANSPORT_KNOBS } from '../lib/vocab.ts';
 import { ModeChoice, ThresholdChoice } from '../components/TransportChoices.tsx';
 import { StartFlagNote } from '../components/StartFlagNote.tsx';
 import { useConfig } from '../stores/config.ts';
 import { useOverview } from '../stores/overview.ts';
-import type { ConfigView } from '../../../core/console/contract.ts';
+import { RouterConfigSchema, type ConfigView } from '../../../core/console/contract.ts';
 
 function Origin({ origin, unset = 'built-in default' }: { origin: string | undefined; unset?: string }) {
   return <span className="origin">from {origin ?? unset}</span>;
@@ -35,16 +37,21 @@ function inheritedValue(view: ConfigView, knob: keyof typeof TRANSPORT_KNOBS): {
   return { value: String(d), from: 'built-in default' };
 }
 
-function NumberSetting({ label, value, onChange, origin, unit }: { label: string; value: number; onChange: (n: number) => void; origin: string | undefined; unit: string }) {
+/** A number of seconds, into the draft as typed (typedNumber; blank stays blank), checked by the schema as typed, following Discard. */
+function NumberSetting({ label, keyName, value, onChange, origin, unit }: { label: string; keyName: 'request_timeout_secs' | 'health_check_interval_secs'; value: number | string; onChange: (n: number | string) => void; origin: string | undefined; unit: string }) {
   const id = useId();
+  const [text, setText] = useTypedText(value, { decimal: true });
+  const typed = typedNumber(text, { decimal: true });
+  const checked = typeof typed === 'number' ? RouterConfigSchema.shape[keyName].safeParse(typed) : undefined;
+  const err = typed === undefined ? 'enter a number' : typeof typed === 'string' ? `'${typed}' is not a number` : checked && !checked.success ? (checked.error.issues[0]?.message ?? 'invalid') : null;
   return (
     <div className="field">
       <label htmlFor={id}>{label}</label>
       <div className="bytefield-row">
-        <input id={id} type="number" min={0} step="any" className="input num" defaultValue={value} key={value} onChange={(e) => { const n = Number(e.target.value); if (e.target.value !== '' && Number.isFinite(n) && n > 0) onChange(n); }} />
+        <input id={id} inputMode="decimal" className={`input num ${err ? 'invalid' : ''}`} value={text} aria-invalid={err ? true : undefined} aria-describedby={`${id}-hint`} onChange={(e) => { setText(e.target.value); onChange(typedNumber(e.target.value, { decimal: true }) ?? e.target.value.trim()); }} />
         <span className="unit-label">{unit}</span>
       </div>
-      <div className="field-hint"><Origin origin={origin} /></div>
+      <div id={`${id}-hint`} className={err ? 'field-error' : 'field-hint'}>{err ? `${keyName}: ${err}` : <Origin origin={origin} />}</div>
     </div>
   );
 }
@@ -99,9 +106,9 @@ export function RouterScreen() {
             <div className="field-hint"><Origin origin={view.origins.policy} /></div>
             <StartFlagNote view={view} setting="policy" />
           </div>
-          <NumberSetting label="Request timeout" unit="s" value={cfg.request_timeout_secs} origin={view.origins.request_timeout_secs} onChange={(n) => edit((d) => ({ ...d, request_timeout_secs: n }))} />
+          <NumberSetting label="Request timeout" keyName="request_timeout_secs" unit="s" value={cfg.request_timeout_secs} origin={view.origins.request_timeout_secs} onChange={(n) => edit((d) => setRouterField(d, 'request_timeout_secs', n))} />
           <StartFlagNote view={view} setting="request_timeout_secs" />
-          <NumberSetting label="Health-check interval" unit="s" value={cfg.health_check_interval_secs} origin={view.origins.health_check_interval_secs} onChange={(n) => edit((d) => ({ ...d, health_check_interval_secs: n }))} />
+          <NumberSetting label="Health-check interval" keyName="health_check_interval_secs" unit="s" value={cfg.health_check_interval_secs} origin={view.origins.health_check_interval_secs} onChange={(n) => edit((d) => setRouterField(d, 'health_check_interval_secs', n))} />
           <StartFlagNote view={view} setting="health_check_interval_secs" />
         </Panel>
         <Panel title="Only a restart changes these" id="restart">
@@ -127,8 +134,12 @@ export function RouterScreen() {
         </Panel>
       </div>
 
+      <Panel title="Serving mode" id="disaggregation">
+        <DisaggregationSettings view={view} cfg={cfg} edit={edit} />
+      </Panel>
+
       <Panel title="Limits and other live settings" id="other">
-        <GenericSettings view={view} config={cfg} edit={edit} effective={{ multimodal_shm_max_outstanding_bytes: overview?.files.maxOutstandingBytes }} />
+        <GenericSettings view={view} config={cfg} edit={edit} effective={{ multimodal_shm_max_outstanding_bytes: overview?.files.maxOutstandingBytes, multimodal_pixel_cache_mb: overview?.pixelCache?.budgetBytes }} />
       </Panel>
 
       <Panel title="Environment layer (read once at start, read-only)" id="env">

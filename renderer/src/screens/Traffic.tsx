@@ -1,25 +1,26 @@
 // Traffic: live bytes/s and tensors/s by path (uPlot), a histogram of recent tensor sizes
 // with the threshold drawn on it and a what-if slider (how many tensors and bytes would
 // change path at another threshold), and the virtualized event table with filters, pause
-// and the dropped count. The console's own test traffic is marked and hidden by default.
+// and the dropped count. The console's own test traffic is marked and hidden by default; an
+// image tensor the pixel cache answered or computed carries a `cache hit` / `cache miss` tag.
 // Charts and histogram redraw at a few hertz; only the table follows every frame, and it
 // renders only the rows in view (fixed row height, so nothing jumps while data streams).
 import { useVirtualizer } from '@tanstack/react-virtual';
 import { memo, useCallback, useMemo, useRef, useState } from 'react';
 import type uPlot from 'uplot';
 import uPlotLib from 'uplot';
-import { describeReason, REASON_WORDS, TENSOR_PATHS, type TensorEvent } from '../../../core/console/contract.ts';
+import { describeReason, REASON_WORDS, TENSOR_CACHE_ANSWERS, TENSOR_PATHS, type TensorEvent } from '../../../core/console/contract.ts';
 import { VerdictBadge } from '../components/Verdict.tsx';
 import { retriedRequests, retryKey } from '../lib/attempts.ts';
 import { useOverview } from '../stores/overview.ts';
 import { cssVar, themedAxis, UChart } from '../components/Chart.tsx';
-import { Badge, Panel, ScreenHeader } from '../components/ui.tsx';
+import { Badge, LegTag, Panel, ScreenHeader } from '../components/ui.tsx';
 import { formatBytes, formatClock, formatCountRate, formatInt, formatMicros, formatRate } from '../lib/format.ts';
 import { perSecondSeries } from '../lib/series.ts';
 import { useThrottled } from '../lib/useThrottled.ts';
 import { bytesToSlider, histogram, sliderToBytes, SLIDER_MAX, whatIf } from '../lib/whatif.ts';
 import { FALLBACK_REASONS } from '../lib/vocab.ts';
-import { filterRows, MAX_ROWS, useTraffic, type PathFilter } from '../stores/traffic.ts';
+import { filterRows, MAX_ROWS, useTraffic, type CacheFilter, type PathFilter } from '../stores/traffic.ts';
 import { useWorkers } from '../stores/workers.ts';
 
 const ROW_HEIGHT = 28;
@@ -167,6 +168,12 @@ const COLUMNS: ReadonlyArray<{ name: string; right?: boolean; secondary?: boolea
   { name: 'Write', right: true, secondary: true },
 ];
 
+/** What the pixel cache's answer for an image tensor means. */
+const CACHE_WORDS: Record<NonNullable<TensorEvent['cache']>, string> = {
+  hit: 'pixel cache hit: this image was preprocessed before, and its tensor came from the cache (no decoding, no preprocessing)',
+  miss: 'pixel cache miss: preprocessed for this request, and kept for the next request with this image when there is room',
+};
+
 const eventKey = (e: TensorEvent) => `${e.requestId}|${e.leg ?? ''}|${e.tensor}|${e.time}|${e.attempt ?? 1}`;
 
 /** Which sending of its request a row is: attempt 2 is the inline retry; attempt 1 of a retried request was written but not read. */
@@ -182,6 +189,7 @@ function ReasonCell({ e, attempt }: { e: TensorEvent; attempt: { n: 1 | 2; of: 1
   return (
     <span role="cell" className={`ellipsis ${FALLBACK_REASONS.has(e.reason) || attempt.of === 2 ? 'reason-fallback' : ''}`} title={title}>
       {attempt.of === 2 && <span className="tag-attempt" data-attempt={attempt.n}>attempt {attempt.n}/2</span>}
+      {e.cache && <span className="tag-cache" data-cache={e.cache} title={CACHE_WORDS[e.cache]}>cache {e.cache}</span>}
       {words}
       {attempt.n === 2 && e.detail && <span className="muted"> · {e.detail}</span>}
     </span>
@@ -208,9 +216,10 @@ const Row = memo(function Row({ e, index, start, attempt, selected, onSelect }: 
         {e.source === 'console' && <span className="tag-console">console</span>}
         {e.requestId}
       </span>
-      <span role="cell" className="mono ellipsis" title={e.leg ? `${e.leg} worker ${e.worker}` : e.worker}>
-        {e.leg && <span className="tag-leg" data-leg={e.leg}>{e.leg}</span>}
-        {e.worker.replace(/^grpc:\/\//, '')}
+      <span role="cell" className="mono cell-worker" title={e.leg ? `${e.leg} worker ${e.worker}` : e.worker}>
+        {e.leg && <LegTag leg={e.leg} />}
+        {/* Cut from the start when narrow: workers on one host differ by their port. */}
+        <span className="ellipsis-start"><bdi>{e.worker.replace(/^grpc:\/\//, '')}</bdi></span>
       </span>
       <span role="cell" className="mono ellipsis" title={e.tensor}>{e.tensor}</span>
       <span role="cell" className="mono ellipsis col-secondary">[{e.shape.join(',')}]</span>
@@ -269,8 +278,17 @@ function EventDetails({ e, retried, onClose }: { e: TensorEvent; retried: Readon
         <div><dt>When</dt><dd className="num">{formatClock(e.time)} · revision {e.revision} · {e.source === 'console' ? "the console's own test traffic" : 'a client of the API'}</dd></div>
         <div><dt>Worker</dt><dd className="mono">{e.worker} ({e.runtime}){e.leg && <span> · the request's {e.leg} worker{e.room && <>, bootstrap room <span className="mono">{e.room}</span></>}</span>}</dd></div>
         <div><dt>Tensor</dt><dd className="mono">[{e.shape.join(', ')}] {e.dtype}, {formatBytes(e.nbytes)} ({e.nbytes.toLocaleString('en-US')} bytes)</dd></div>
-        <div><dt>Went</dt><dd><span className={`path path-${e.path}`}>{e.path === 'shm' ? 'SHM' : e.path}</span>{e.path === 'shm' && <> · written in {formatMicros(e.writeMicros)}</>}</dd></div>
+        <div><dt>Went</dt><dd><span className={`path path-${e.path}`}>{e.path === 'shm' ? 'SHM' : e.path}</span>{e.path === 'shm' && <> · {e.cache === 'hit' ? 'placed' : 'written'} in {formatMicros(e.writeMicros)}</>}</dd></div>
         <div><dt>Why</dt><dd>{describeReason(e.reason)} <code>{e.reason}</code>{e.detail && <div className="mono small wrap">{e.detail}</div>}</dd></div>
+        {e.cache && (
+          <div>
+            <dt>Pixel cache</dt>
+            <dd data-testid="event-cache">
+              {CACHE_WORDS[e.cache]}
+              {e.cache === 'hit' && e.path === 'shm' && "; over SHM, a hard link to the cached file under a new tensor name rather than a write of its bytes (unless the entry went before the link was made)"}
+            </dd>
+          </div>
+        )}
         {attempt.of === 2 && (
           <div>
             <dt>Attempt</dt>
@@ -333,6 +351,8 @@ export function TrafficScreen() {
     if (filters.leg) seen.add(filters.leg);
     return [...seen].sort();
   }, [rows, filters.leg]);
+  // The pixel cache's answers seen in the rows (the filter shows once there are any).
+  const cacheSeen = useMemo(() => filters.cache !== 'all' || rows.some((e) => e.cache !== undefined), [rows, filters.cache]);
   const thresholdWorker = workers.find((w) => w.url === filters.worker) ?? workers[0];
   const threshold = thresholdWorker?.resolution.multimodal_shm_min_bytes.value ?? 65536;
   const thresholdLabel = thresholdWorker ? `${thresholdWorker.url.replace(/^grpc:\/\//, '')}, from ${thresholdWorker.resolution.multimodal_shm_min_bytes.source}` : 'default';
@@ -380,6 +400,15 @@ export function TrafficScreen() {
               <select id="f-leg" className="select" value={filters.leg} onChange={(e) => setFilters({ leg: e.target.value })}>
                 <option value="">all legs</option>
                 {legs.map((l) => <option key={l} value={l}>{l}</option>)}
+              </select>
+            </div>
+          )}
+          {cacheSeen && (
+            <div className="field inline-field">
+              <label htmlFor="f-cache">Pixel cache</label>
+              <select id="f-cache" className="select" value={filters.cache} onChange={(e) => setFilters({ cache: e.target.value as CacheFilter })}>
+                <option value="all">all tensors</option>
+                {TENSOR_CACHE_ANSWERS.map((c) => <option key={c} value={c}>cache {c}</option>)}
               </select>
             </div>
           )}

@@ -4,10 +4,11 @@
 // editor whose changes go into the draft, with "inherit" (no override: router, env or
 // default decides) as a first-class choice for both knobs.
 import { Fragment, useId, useMemo, useState } from 'react';
-import { REASON_WORDS, RUNTIMES, WORKER_TYPES, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerView } from '../../../core/console/contract.ts';
+import { DEFAULT_BOOTSTRAP_PORT, hasBootstrapServer, REASON_WORDS, RUNTIMES, WORKER_TYPES, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerView } from '../../../core/console/contract.ts';
 import { VerdictBadge, VerdictText } from '../components/Verdict.tsx';
 import { Badge, Breakable, Empty, ErrorNote, Panel, Prose, ScreenHeader, type Tone } from '../components/ui.tsx';
-import { addWorker, patchWorker, removeWorker } from '../lib/draft.ts';
+import { addWorker, patchWorker, removeWorker, typedNumber } from '../lib/draft.ts';
+import { useTypedText } from '../lib/useTypedText.ts';
 import { formatAgo, formatBytes, formatDateTime, formatPercent } from '../lib/format.ts';
 import { HEALTH_TONE, LAYER_LABEL, TOKEN_WORDS } from '../lib/vocab.ts';
 import { client } from '../stores/client.ts';
@@ -93,6 +94,7 @@ export function WorkersScreen() {
   const error = useWorkers((s) => s.error);
   const draft = useConfig((s) => s.draft);
   const resolved = useConfig((s) => s.resolved);
+  const resolvedFor = useConfig((s) => s.resolvedFor);
   const view = useConfig((s) => s.view);
   const [editing, setEditing] = useState<string | null>(null);
   const [adding, setAdding] = useState(false);
@@ -122,6 +124,7 @@ export function WorkersScreen() {
       {view && <Topology mode={view.config.disaggregation} workers={workers} />}
       {adding && view && <AddWorker config={view.config} revision={view.revision} existing={workers} onClose={() => setAdding(false)} />}
       <Panel id="workers-table">
+        {resolvedFor === 'invalid' && <p className="note note-warn small" data-testid="draft-invalid">The draft has a problem (named in the bar below): the mode, threshold and next request shown are from before it, until it is fixed or discarded.</p>}
         {loaded && workers.length === 0 && draftOnly.length === 0 ? (
           <Empty title="No workers">Add a worker (grpc://host:port or unix:///path) to send requests to it.</Empty>
         ) : (
@@ -233,7 +236,7 @@ export function WorkersScreen() {
           </div>
         )}
       </Panel>
-      {editing && <WorkerEditor url={editing} onClose={() => setEditing(null)} />}
+      {editing && <WorkerEditor key={editing} url={editing} onClose={() => setEditing(null)} />}
     </>
   );
 }
@@ -244,10 +247,17 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
   const [runtime, setRuntime] = useState<(typeof RUNTIMES)[number]>('unspecified');
   const [type, setType] = useState<(typeof WORKER_TYPES)[number]>('regular');
   const [priority, setPriority] = useState('50');
+  const [bootstrapPort, setBootstrapPort] = useState<number | string | undefined>(undefined);
+  const hasBootstrap = hasBootstrapServer(type);
   const urlCheck = WorkerUrlSchema.safeParse(url.trim());
   const dup = config.workers.some((w) => w.url === url.trim() && !existing.find((e) => e.url === w.url && isEmbedded(e)));
-  const spec = WorkerSpecSchema.safeParse({ url: url.trim(), runtime, worker_type: type, priority: Number(priority) });
-  const problem = !urlCheck.success ? urlCheck.error.issues[0]?.message : dup ? `${url.trim()} is already configured; edit it instead` : !spec.success ? spec.error.issues[0]?.message : null;
+  const spec = WorkerSpecSchema.safeParse({ url: url.trim(), runtime, worker_type: type, priority: Number(priority), ...(hasBootstrap && bootstrapPort !== undefined ? { bootstrap_port: bootstrapPort } : {}) });
+  const urlProblem = !urlCheck.success ? urlCheck.error.issues[0]?.message : dup ? `${url.trim()} is already configured; edit it instead` : null;
+  const portProblem = hasBootstrap ? workerFieldProblem('bootstrap_port', bootstrapPort) : null;
+  const specIssue = spec.success ? undefined : spec.error.issues[0];
+  // The URL's and the port's problems show under their fields; any other (the priority) beside the button.
+  const otherProblem = urlProblem || portProblem || !specIssue ? null : `${specIssue.path.join('.')}: ${specIssue.message}`;
+  const problem = urlProblem ?? portProblem ?? otherProblem;
   const embedded = new Set(existing.filter(isEmbedded).map((w) => w.url));
 
   const review = () => {
@@ -280,9 +290,9 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
       >
         <div className="field span-2">
           <label htmlFor={`${id}-url`}>URL</label>
-          <input id={`${id}-url`} className={`input mono ${problem && url.length > 10 ? 'invalid' : ''}`} value={url} onChange={(e) => setUrl(e.target.value)} aria-describedby={`${id}-url-hint`} autoFocus />
-          <div id={`${id}-url-hint`} className={problem && url.length > 10 ? 'field-error' : 'field-hint'}>
-            {problem && url.length > 10 ? problem : 'grpc://host:port or unix:///path/to/socket'}
+          <input id={`${id}-url`} className={`input mono ${urlProblem && url.length > 10 ? 'invalid' : ''}`} value={url} onChange={(e) => setUrl(e.target.value)} aria-describedby={`${id}-url-hint`} autoFocus />
+          <div id={`${id}-url-hint`} className={urlProblem && url.length > 10 ? 'field-error' : 'field-hint'}>
+            {urlProblem && url.length > 10 ? urlProblem : 'grpc://host:port or unix:///path/to/socket'}
           </div>
         </div>
         <div className="field">
@@ -301,14 +311,54 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
           <label htmlFor={`${id}-prio`}>Priority</label>
           <input id={`${id}-prio`} className="input num" type="number" min={0} max={100} value={priority} onChange={(e) => setPriority(e.target.value)} />
         </div>
+        {hasBootstrap && <BootstrapPortField id={`${id}-bootstrap`} value={bootstrapPort} onChange={setBootstrapPort} />}
         <div className="field form-submit">
           <button type="submit" className="btn btn-primary" disabled={!!problem}>
             Review and add…
           </button>
+          {otherProblem && <div className="field-error" data-testid="add-worker-problem">{otherProblem}</div>}
         </div>
       </form>
       <p className="muted small">Transport overrides start on inherit; set them afterwards with Edit.</p>
     </Panel>
+  );
+}
+
+/** The schema's objection to a worker field's typed value (blank is '' unless the field may be left unset), or null when it accepts it. */
+function workerFieldProblem(key: 'bootstrap_port' | 'priority', value: number | string | undefined): string | null {
+  if (value === undefined && key === 'bootstrap_port') return null; // unset: the gateway's default port
+  const r = WorkerSpecSchema.shape[key].safeParse(value ?? '');
+  return r.success ? null : `${key}: ${r.error.issues[0]?.message ?? 'invalid'}, got '${value ?? ''}'`;
+}
+
+/**
+ * A prefill or encode worker's bootstrap server port. Every keystroke goes up as typed
+ * (typedNumber): an invalid port stands in the draft, where the pending bar names it
+ * and Review & apply stays off, or in the Add form's problem, never the last valid one.
+ */
+function BootstrapPortField({ id, value, onChange }: { id: string; value: number | string | undefined; onChange: (port: number | string | undefined) => void }) {
+  const [text, setText] = useTypedText(value);
+  const err = workerFieldProblem('bootstrap_port', typedNumber(text));
+  return (
+    <div className="field">
+      <label htmlFor={id}>Bootstrap port</label>
+      <input
+        id={id}
+        className={`input num ${err ? 'invalid' : ''}`}
+        inputMode="numeric"
+        value={text}
+        placeholder={`${DEFAULT_BOOTSTRAP_PORT} (default)`}
+        aria-invalid={err ? true : undefined}
+        aria-describedby={`${id}-hint`}
+        onChange={(e) => {
+          setText(e.target.value);
+          onChange(typedNumber(e.target.value));
+        }}
+      />
+      <div id={`${id}-hint`} className={err ? 'field-error' : 'field-hint'}>
+        {err ?? 'where decode takes the KV (prefill) or prefill the embeddings (encode), at the URL\'s host'}
+      </div>
+    </div>
   );
 }
 
@@ -330,6 +380,7 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
   const view = useConfig((s) => s.view);
   const draft = useConfig((s) => s.draft);
   const resolved = useConfig((s) => s.resolved);
+  const invalid = useConfig((s) => s.resolvedFor === 'invalid');
   const edit = useConfig((s) => s.edit);
   const worker = useWorkers((s) => s.workers.find((w) => w.url === url));
   const cfg = draft ?? view?.config;
@@ -337,6 +388,8 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
   const labelText = useMemo(() => Object.entries(spec?.labels ?? {}).map(([k, v]) => `${k}=${v}`).join('\n'), [spec?.labels]);
   const [labelsDraft, setLabelsDraft] = useState<string | null>(null);
   const [labelError, setLabelError] = useState<string | null>(null);
+  const [priorityText, setPriorityText] = useTypedText(spec?.priority);
+  const priorityProblem = workerFieldProblem('priority', typedNumber(priorityText));
   if (!view || !spec) return <Panel title={`Edit ${url}`}><p className="muted">This worker is not in the configuration (removed in the draft?).</p></Panel>;
   const r = resolutionFor(url, resolved, worker);
   const rm = r?.resolution.multimodal_tensor_transport;
@@ -358,13 +411,14 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
     >
       <p className="muted">
         Changes go into the draft and show in the ladder at once; nothing reaches the router before Review &amp; apply.
-        {rm && rt && (
+        {invalid && <> The draft has a problem (named in the bar below): what its next request would do shows once it is fixed.</>}
+        {rm && rt && !invalid && (
           <>
             {' '}With the {draft ? 'draft' : 'applied config'}: mode <strong className="mono">{rm.value}</strong> from <Layer source={rm.source} />, threshold <strong className="num">{formatBytes(rt.value)}</strong> from <Layer source={rt.source} />.
           </>
         )}
       </p>
-      {r && (
+      {r && !invalid && (
         <div className={`editor-verdict ${r.decision.outcome === 'shm_then_inline' ? 'note note-warn' : ''}`} data-testid="editor-verdict" role={r.decision.outcome === 'shm_then_inline' ? 'alert' : undefined}>
           <span className="field-label">Its next request{draft ? ' with the draft' : ''}:</span> <VerdictText decision={r.decision} threshold={r.resolution.multimodal_shm_min_bytes.value} advice={r.decision.outcome === 'shm_then_inline'} />
         </div>
@@ -393,14 +447,16 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
         </div>
         <div className="field">
           <label htmlFor={`${id}-type`}>Role</label>
-          <select id={`${id}-type`} className="select" value={spec.worker_type} onChange={(e) => edit((d) => patchWorker(d, url, { worker_type: e.target.value }))}>
+          <select id={`${id}-type`} className="select" value={spec.worker_type} onChange={(e) => edit((d) => patchWorker(d, url, { worker_type: e.target.value, ...(hasBootstrapServer(e.target.value as WorkerSpec['worker_type']) ? {} : { bootstrap_port: undefined }) }))}>
             {WORKER_TYPES.map((x) => <option key={x} value={x}>{x}</option>)}
           </select>
         </div>
         <div className="field">
           <label htmlFor={`${id}-prio`}>Priority (0–100)</label>
-          <input id={`${id}-prio`} className="input num" type="number" min={0} max={100} defaultValue={spec.priority} key={spec.priority} onChange={(e) => { const n = Number(e.target.value); if (Number.isInteger(n) && n >= 0 && n <= 100) edit((d) => patchWorker(d, url, { priority: n })); }} />
+          <input id={`${id}-prio`} className={`input num ${priorityProblem ? 'invalid' : ''}`} inputMode="numeric" value={priorityText} aria-invalid={priorityProblem ? true : undefined} aria-describedby={`${id}-prio-hint`} onChange={(e) => { setPriorityText(e.target.value); edit((d) => patchWorker(d, url, { priority: typedNumber(e.target.value) ?? '' })); }} />
+          {priorityProblem && <div id={`${id}-prio-hint`} className="field-error">{priorityProblem}</div>}
         </div>
+        {hasBootstrapServer(spec.worker_type) && <BootstrapPortField id={`${id}-bootstrap`} value={spec.bootstrap_port} onChange={(port) => edit((d) => patchWorker(d, url, { bootstrap_port: port }))} />}
         <div className="field span-2">
           <label htmlFor={`${id}-labels`}>Labels (one name=value per line)</label>
           <textarea

@@ -20,9 +20,10 @@ interface ConfigState {
   base: { revision: number; config: RouterConfig } | null;
   diff: DiffEntry[];
   issues: ConfigIssue[];
-  /** Per-worker resolution of the draft (or of the applied config when there is no draft). */
+  /** Per-worker resolution of the draft (or of the applied config when there is no draft); while the draft is invalid, the last one that resolved. */
   resolved: Resolution[];
-  resolvedFor: 'draft' | 'applied';
+  /** `invalid`: the draft has a problem (issues), so nothing resolves it and `resolved` is from before it; screens say so. */
+  resolvedFor: 'draft' | 'applied' | 'invalid';
   /** YAML the operator is importing (kept across screens until applied or cleared). */
   importText: string;
   setImportText(text: string): void;
@@ -60,10 +61,10 @@ export const useConfig = create<ConfigState>((set, get) => {
         draft && local.success ? client().call('config.diff', { draft: draft as unknown as Record<string, unknown> }).then((d) => d.diff).catch(() => [] as DiffEntry[]) : Promise.resolve([] as DiffEntry[]),
       ]);
       if (seq !== refreshSeq) return;
-      set({ resolved: resolved.ok ? resolved.workers : get().resolved, issues: resolved.ok ? localIssues : resolved.issues, diff, resolvedFor: draft ? 'draft' : 'applied' });
+      set(resolved.ok ? { resolved: resolved.workers, issues: localIssues, diff, resolvedFor: draft ? 'draft' : 'applied' } : { issues: resolved.issues, diff, resolvedFor: 'invalid' });
     } catch (err) {
       if (seq !== refreshSeq) return;
-      set({ issues: localIssues.length ? localIssues : [{ path: '', message: describeError(err) }] });
+      set({ issues: localIssues.length ? localIssues : [{ path: '', message: describeError(err) }], ...(localIssues.length ? { resolvedFor: 'invalid' as const } : {}) });
     }
   };
 

@@ -8,7 +8,7 @@ const agg = (second: number, n: number) => ({ second, tensors: { inline: n, shm:
 describe('traffic store logic', () => {
   it('hides the console\'s own traffic unless asked, and filters by path, worker, reason and text', () => {
     const rows = [ev({ source: 'console' }), ev({ path: 'shm', reason: 'auto_tokens_equal', requestId: 'chat-xyz' }), ev({ worker: 'grpc://b:2' })];
-    const f = { path: 'all' as const, worker: '', reason: '', leg: '', text: '', showConsole: false };
+    const f = { path: 'all' as const, worker: '', reason: '', leg: '', cache: 'all' as const, text: '', showConsole: false };
     expect(filterRows(rows, f)).toHaveLength(2);
     expect(filterRows(rows, { ...f, showConsole: true })).toHaveLength(3);
     expect(filterRows(rows, { ...f, path: 'shm' })).toHaveLength(1);
@@ -18,8 +18,15 @@ describe('traffic store logic', () => {
   });
   it('filters on the per-tensor reasons too (a full SHM budget)', () => {
     const rows = [ev({ reason: 'shm_budget_exceeded', nbytes: 2_408_448 }), ev({ reason: 'below_threshold', tensor: 'image_grid_thw' })];
-    const f = { path: 'all' as const, worker: '', reason: 'shm_budget_exceeded', leg: '', text: '', showConsole: false };
+    const f = { path: 'all' as const, worker: '', reason: 'shm_budget_exceeded', leg: '', cache: 'all' as const, text: '', showConsole: false };
     expect(filterRows(rows, f).map((e) => e.tensor)).toEqual(['encoder_input']);
+  });
+  it('filters by the pixel cache\'s answer: a hit or a miss is an image tensor that has one', () => {
+    const rows = [ev({ cache: 'hit', requestId: 'second' }), ev({ cache: 'miss', requestId: 'first' }), ev({ tensor: 'image_grid_thw', requestId: 'first' })];
+    const f = { path: 'all' as const, worker: '', reason: '', leg: '', cache: 'all' as const, text: '', showConsole: false };
+    expect(filterRows(rows, f)).toHaveLength(3);
+    expect(filterRows(rows, { ...f, cache: 'hit' }).map((e) => e.requestId)).toEqual(['second']);
+    expect(filterRows(rows, { ...f, cache: 'miss' }).map((e) => [e.requestId, e.tensor])).toEqual([['first', 'encoder_input']]);
   });
   it('merges per-second aggregates: a changed second replaces the old one, the window is bounded', () => {
     const kept = [agg(1, 1), agg(2, 2)];

@@ -14,6 +14,8 @@ export const MAX_ROWS = 10_000;
 const KEEP_SECONDS = 180;
 
 export type PathFilter = 'all' | 'inline' | 'shm' | 'remote';
+/** The pixel cache's answer for an image tensor (TensorEvent.cache), or every row. */
+export type CacheFilter = 'all' | NonNullable<TensorEvent['cache']>;
 
 export interface TrafficFilters {
   path: PathFilter;
@@ -21,6 +23,8 @@ export interface TrafficFilters {
   reason: string;
   /** A leg of disaggregated serving (encode, prefill, decode), or regular; '' for all. */
   leg: string;
+  /** Only image tensors the pixel cache answered (hit) or computed (miss); 'all' for every row. */
+  cache: CacheFilter;
   text: string;
   showConsole: boolean;
 }
@@ -48,7 +52,7 @@ export const useTraffic = create<TrafficState>((set) => ({
   paused: false,
   catchingUp: false,
   error: null,
-  filters: { path: 'all', worker: '', reason: '', leg: '', text: '', showConsole: false },
+  filters: { path: 'all', worker: '', reason: '', leg: '', cache: 'all', text: '', showConsole: false },
   setFilters: (patch) => set((s) => ({ filters: { ...s.filters, ...patch } })),
   setPaused(paused) {
     set({ paused });
@@ -179,6 +183,7 @@ export function filterRows(rows: readonly TensorEvent[], f: TrafficFilters): Ten
     if (f.worker && e.worker !== f.worker) continue;
     if (f.reason && e.reason !== f.reason) continue;
     if (f.leg && (e.leg ?? 'regular') !== f.leg) continue;
+    if (f.cache !== 'all' && e.cache !== f.cache) continue;
     if (text && !e.requestId.toLowerCase().includes(text) && !e.tensor.toLowerCase().includes(text)) continue;
     out.push(e);
   }
