@@ -12,6 +12,9 @@ rmSync(results, { recursive: true, force: true });
 mkdirSync(results, { recursive: true });
 
 const totals = { passed: 0, failed: 0, skipped: 0 };
+// What failed, by runner and name, printed just above the closing line so that the tail of a
+// CI log (often all that is kept) says which test to look at.
+const failures = [];
 const bin = (name) => path.join(root, 'node_modules', '.bin', name);
 
 function run(label, cmd, args, env = {}) {
@@ -20,6 +23,10 @@ function run(label, cmd, args, env = {}) {
   return r.status ?? 1;
 }
 
+function missingPrerequisite(packages) {
+  totals.failed += 1;
+  failures.push(`prerequisites: ${packages.join(' ')} missing`);
+}
 // Prerequisites from Debian: Pillow and numpy are the reference the preprocessing tests
 // compare against. Installed when missing and we may (root with apt-get), else a clear stop.
 function ensureDebianPackages(check, packages) {
@@ -33,20 +40,26 @@ function ensureDebianPackages(check, packages) {
   run('apt-get update', 'apt-get', ['update', '-qq']);
   return run('apt-get install', 'apt-get', ['install', '-y', '-qq', ...packages], { DEBIAN_FRONTEND: 'noninteractive' }) === 0;
 }
-if (!ensureDebianPackages("/usr/bin/python3 -c 'import PIL, numpy'", ['python3-pil', 'python3-numpy'])) totals.failed += 1;
+if (!ensureDebianPackages("/usr/bin/python3 -c 'import PIL, numpy'", ['python3-pil', 'python3-numpy'])) missingPrerequisite(['python3-pil', 'python3-numpy']);
 // torch + torchvision run the HF fast image-processor pipeline bench:preprocess compares against.
-if (!process.argv.includes('--no-slow') && !ensureDebianPackages("/usr/bin/python3 -c 'import torch, torchvision'", ['python3-torch', 'python3-torchvision'])) totals.failed += 1;
+if (!process.argv.includes('--no-slow') && !ensureDebianPackages("/usr/bin/python3 -c 'import torch, torchvision'", ['python3-torch', 'python3-torchvision'])) missingPrerequisite(['python3-torch', 'python3-torchvision']);
 // Debian's Chromium drives the end-to-end specs and bench:ui (Playwright never downloads one).
-if (!ensureDebianPackages('test -x /usr/bin/chromium', ['chromium'])) totals.failed += 1;
+if (!ensureDebianPackages('test -x /usr/bin/chromium', ['chromium'])) missingPrerequisite(['chromium']);
 
 // 0. Generated protobuf code must exist before anything compiles.
-if (run('proto generation', process.execPath, [path.join(root, 'scripts', 'generate.mjs')]) !== 0) totals.failed += 1;
+if (run('proto generation', process.execPath, [path.join(root, 'scripts', 'generate.mjs')]) !== 0) {
+  totals.failed += 1;
+  failures.push('proto generation: scripts/generate.mjs failed');
+}
 
 // 1. Type-check counts as one test each: the whole tree must compile, the core and shells
 // (tsconfig.json) and the renderer with the e2e specs (renderer/tsconfig.json).
 for (const project of ['.', 'renderer']) {
   if (run(`typecheck ${project}`, bin('tsc'), ['-p', project]) === 0) totals.passed += 1;
-  else totals.failed += 1;
+  else {
+    totals.failed += 1;
+    failures.push(`typecheck: tsc -p ${project}`);
+  }
 }
 
 // 2. vitest (unit and integration).
@@ -60,10 +73,19 @@ if (existsSync(vitestJson)) {
   // A suite that failed to load has no tests in it but must still fail the run.
   const brokenSuites = report.testResults.filter((s) => s.status === 'failed' && s.assertionResults.length === 0).length;
   totals.failed += brokenSuites;
-  if (vitestStatus !== 0 && report.numFailedTests === 0 && brokenSuites === 0) totals.failed += 1;
+  for (const suite of report.testResults) {
+    const file = path.relative(root, suite.name);
+    if (suite.status === 'failed' && suite.assertionResults.length === 0) failures.push(`vitest: ${file} (the file did not load)`);
+    for (const t of suite.assertionResults) if (t.status === 'failed') failures.push(`vitest: ${file} > ${t.fullName}${because(t.failureMessages?.[0])}`);
+  }
+  if (vitestStatus !== 0 && report.numFailedTests === 0 && brokenSuites === 0) {
+    totals.failed += 1;
+    failures.push(`vitest: exited ${vitestStatus} with no failed test in its report`);
+  }
 } else {
   process.stdout.write('vitest wrote no report\n');
   totals.failed += 1;
+  failures.push('vitest: wrote no report');
 }
 
 // 3. Playwright end-to-end specs, once the e2e folder has any. They drive the built
@@ -74,6 +96,7 @@ if (existsSync(playwrightConfig)) {
   if (run('renderer build', bin('vite'), ['build', '--config', path.join(root, 'renderer', 'vite.config.ts')]) !== 0) {
     process.stdout.write('the renderer did not build (vite build --config renderer/vite.config.ts failed above): the Playwright specs were not run\n');
     totals.failed += 1;
+    failures.push('renderer build: failed, so the Playwright specs did not run');
   } else {
     const pwJson = path.join(results, 'playwright.json');
     const status = run('playwright', bin('playwright'), ['test', '--config', playwrightConfig], { PLAYWRIGHT_JSON_OUTPUT_NAME: pwJson });
@@ -82,12 +105,41 @@ if (existsSync(playwrightConfig)) {
       totals.passed += stats.expected + stats.flaky;
       totals.failed += stats.unexpected;
       totals.skipped += stats.skipped;
-      if (status !== 0 && stats.unexpected === 0) totals.failed += 1;
+      failures.push(...playwrightFailures(JSON.parse(readFileSync(pwJson, 'utf8'))));
+      if (status !== 0 && stats.unexpected === 0) {
+        totals.failed += 1;
+        failures.push(`playwright: exited ${status} with no unexpected test in its report`);
+      }
     } else {
       process.stdout.write('playwright wrote no report\n');
       totals.failed += 1;
+      failures.push('playwright: wrote no report');
     }
   }
+}
+
+/** ": <the first line of a failure message>", without colour codes and cut to 240 characters. */
+function because(message) {
+  if (!message) return '';
+  // eslint-disable-next-line no-control-regex
+  const line = String(message).replace(/\x1b\[[0-9;]*m/g, '').split('\n').find((l) => l.trim()) ?? '';
+  return line ? `: ${line.trim().slice(0, 240)}` : '';
+}
+
+/** "file > describe > title" of every Playwright test whose outcome was unexpected. */
+function playwrightFailures(report) {
+  const out = [];
+  const walk = (suite, trail) => {
+    const here = suite.title ? [...trail, suite.title] : trail;
+    for (const spec of suite.specs ?? []) {
+      for (const test of spec.tests ?? []) {
+        if (test.status === 'unexpected') out.push(`playwright: ${[...here, spec.title].join(' > ')}${because(test.results?.at(-1)?.error?.message)}`);
+      }
+    }
+    for (const child of suite.suites ?? []) walk(child, here);
+  };
+  for (const suite of report.suites ?? []) walk(suite, []);
+  return out;
 }
 
 // 4 and 5. The reliability suite in its short mode and every benchmark in its quick mode
@@ -97,13 +149,18 @@ function countReport(label, file, status) {
   if (!existsSync(file)) {
     process.stdout.write(`${label} wrote no report\n`);
     totals.failed += 1;
+    failures.push(`${label}: wrote no report`);
     return;
   }
   const report = JSON.parse(readFileSync(file, 'utf8'));
   totals.passed += report.passed;
   totals.failed += report.failed;
   totals.skipped += report.skipped ?? 0;
-  if (status !== 0 && report.failed === 0) totals.failed += 1;
+  for (const r of report.scenarios ?? report.results ?? []) if (r.status === 'failed') failures.push(`${label}: ${r.name}${because(r.error ?? r.details?.failures?.[0])}`);
+  if (status !== 0 && report.failed === 0) {
+    totals.failed += 1;
+    failures.push(`${label}: exited ${status} with no failure in its report`);
+  }
 }
 const slow = !process.argv.includes('--no-slow');
 const scripts = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).scripts ?? {};
@@ -117,6 +174,11 @@ if (slow && existsSync(benchSmoke)) {
   countReport('the benchmark smoke', json, run('benchmarks (quick)', process.execPath, [benchSmoke, '--json', json]));
 }
 
+if (failures.length > 0) {
+  process.stdout.write(`\nfailed (${failures.length}):\n`);
+  for (const f of failures.slice(0, 40)) process.stdout.write(`  ${f}\n`);
+  if (failures.length > 40) process.stdout.write(`  … and ${failures.length - 40} more\n`);
+}
 const summary = `${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`;
 writeFileSync(path.join(results, 'summary.txt'), `${summary}\n`);
 process.stdout.write(`\n${summary}\n`);
