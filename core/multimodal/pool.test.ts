@@ -116,19 +116,21 @@ describe('PreprocessPool', () => {
 
   it('lets its memory go (and the router collect) after a quiet spell, not while requests it does not compute keep coming', async () => {
     let collections = 0;
-    const quiet = new PreprocessPool(1, { idleTrimMs: 300, onIdle: () => (collections += 1) });
+    // The trim waits 1.5 s after the last request; a hit every 100 ms for 3 s outlasts it twice,
+    // and only a gap of over 1.4 s between two of them (a stalled machine) would let it run.
+    const quiet = new PreprocessPool(1, { idleTrimMs: 1500, onIdle: () => (collections += 1) });
     try {
       const r = await quiet.run({ bytes: images.bytes('photo.jpg'), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: true });
       r.release();
-      // Pixel-cache hits every 100 ms for 1.5 s (the trim's 300 ms and the collection's 1 s grace overlap them): nothing is let go.
-      for (let i = 0; i < 15; i++) {
+      // Pixel-cache hits every 100 ms for 3 s: nothing is let go (without stillBusy() the trim runs at 1.5 s).
+      for (let i = 0; i < 30; i++) {
         quiet.stillBusy();
         await new Promise((done) => setTimeout(done, 100));
       }
       expect(collections).toBe(0);
       expect(quiet.memory().idleTrims).toBe(0);
       // Then quiet: released within the trim and the grace (bounded wait).
-      for (let i = 0; i < 60 && collections === 0; i++) await new Promise((done) => setTimeout(done, 50));
+      for (let i = 0; i < 120 && collections === 0; i++) await new Promise((done) => setTimeout(done, 50));
       expect(collections).toBe(1);
       expect(quiet.memory().idleTrims).toBe(1);
     } finally {
