@@ -301,7 +301,8 @@ describe('an SGLang worker (its protocol has no /dev/shm lane)', () => {
     const c = await startConsole({ flags: { config: file, port: '0' }, env, processEnv: {}, log: () => {} });
     try {
       const deadline = Date.now() + 10_000;
-      while (Date.now() < deadline && !(await c.backend.invoke('workers.list', {}, meta)).workers.find((w) => w.url === d)?.health.startsWith('healthy')) await new Promise((r) => setTimeout(r, 100));
+      const bothHealthy = async () => (await c.backend.invoke('workers.list', {}, meta)).workers.filter((w) => (w.url === d || w.url === p) && w.health.startsWith('healthy')).length === 2;
+      while (Date.now() < deadline && !(await bothHealthy())) await new Promise((r) => setTimeout(r, 100));
       const refused = (await c.backend.invoke('transport.calibrationPlan', { url: d }, meta).catch((e: unknown) => e)) as ContractError;
       expect(refused.message).toBe(`worker ${d} is a decode worker under disaggregation pd: it reads no pixel tensors (tensors go to the prefill worker; ${p}'s overrides apply), so there is no transport of its own to measure; no prefill worker can be calibrated now (each is unhealthy or its protocol carries tensors inline only)`);
       const own = (await c.backend.invoke('transport.calibrationPlan', { url: p }, meta).catch((e: unknown) => e)) as ContractError;

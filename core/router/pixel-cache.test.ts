@@ -153,6 +153,7 @@ describe('the guard', () => {
     const [name] = cacheFiles();
     // What a worker running as root (modes do not stop it), or one that chmods first, can do to its link: the same inode.
     const file = path.join('/dev/shm', name!);
+    await new Promise((r) => setTimeout(r, 20)); // a later clock tick than the store's, so the mtime moves
     chmodSync(file, 0o600);
     writeFileSync(file, Buffer.alloc(616 * 1176 * 4, 7), { flag: 'r+' });
     chmodSync(file, 0o400);

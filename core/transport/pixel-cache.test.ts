@@ -79,6 +79,8 @@ describe('entries and links', () => {
     // A smaller budget evicts whatever it must, 'a' too; its request still reads it, and it counts until then.
     cache.setBudget(MiB / 2);
     expect(cache.stats()).toMatchObject({ entries: 0, heldBytes: MiB });
+    // 'b', evicted for room, is unlinked on libuv's pool: give that its moment (bounded).
+    for (let i = 0; i < 100 && entryFiles().length > 0; i++) await new Promise((r) => setTimeout(r, 10));
     expect(entryFiles()).toEqual([]);
     const into = new Uint8Array(MiB);
     expect(await held.entry.read(into)).toBe(true);
@@ -118,6 +120,9 @@ describe('entries and links', () => {
     const scope = writer.newScope();
     const link = (await look.entry.place(scope, 'w', false))!;
     const linked = path.join(shm.dir, link.handle.name);
+    // The write must land on a later clock tick than the store's, or the mtime the guard checks
+    // stays the same (kernels before 6.13 stamp tmpfs files with the coarse, per-tick clock).
+    await new Promise((r) => setTimeout(r, 20));
     chmodSync(linked, 0o600); // a worker of our uid must do this first; root need not
     writeFileSync(linked, Buffer.alloc(16, 9), { flag: 'r+' });
     chmodSync(linked, 0o400);
