@@ -26,6 +26,17 @@ describe('mmtc config flags', () => {
     expect(r.stdout).toBe('');
   });
 
+  it('a disaggregation the listed workers do not make names the flags to fix, not only the YAML keys', () => {
+    const regular = runMmtc(['config', 'resolve', '--epd-disaggregation', '--worker-urls', 'grpc://127.0.0.1:50051', '--encode', 'grpc://127.0.0.1:50052', '--prefill', 'grpc://127.0.0.1:50053', '9001', '--decode', 'grpc://127.0.0.1:50054']);
+    expect(regular.status).toBe(2);
+    expect(regular.stderr.trim()).toBe("error: --worker-urls grpc://127.0.0.1:50051: invalid value 'regular' for workers[0].worker_type: a regular worker takes no part under disaggregation epd, which routes to encode, prefill, decode workers: give it one of those types, or remove it (on the command line: list grpc://127.0.0.1:50051 with --encode, --prefill, --decode instead of --worker-urls)");
+    const missing = runMmtc(['config', 'resolve', '--pd-disaggregation', '--decode', 'grpc://127.0.0.1:50054']);
+    expect(missing.status).toBe(2);
+    expect(missing.stderr.trim()).toBe('error: --pd-disaggregation: invalid value \'pd\' for disaggregation: disaggregation pd needs at least one prefill worker (worker_type prefill); the configuration has none (on the command line: --prefill URL [BOOTSTRAP_PORT])');
+    const unix = runMmtc(['config', 'resolve', '--pd-disaggregation', '--prefill', 'unix:///tmp/p.sock', '--decode', 'grpc://127.0.0.1:50054']);
+    expect(unix.stderr.trim()).toBe("error: --prefill unix:///tmp/p.sock: invalid value 'unix:///tmp/p.sock' for workers[0].url: a prefill worker under disaggregation pd needs a grpc://host:port URL: its bootstrap server is reached at that host");
+  });
+
   it('accepts a mode trimmed and in any case, and flags override the file', () => {
     const cfg = file('flags.yaml', 'multimodal_tensor_transport: inline\nmultimodal_shm_min_bytes: 10\nworkers:\n  - url: grpc://127.0.0.1:50051\n    runtime: vllm\n');
     const r = runMmtc(['config', 'resolve', '--json', '--config', cfg, '--multimodal-tensor-transport', ' AUTO ']);

@@ -8,7 +8,7 @@
 // --multimodal-tensor-transport: expected inline, shm, auto or rdma.
 import { ConfigError, type ConfigIssue } from './errors.ts';
 import { flagValue, parseLoose, parseLooseBytes, parseLooseMode, parseLoosePort } from './loose.ts';
-import { DEFAULT_BOOTSTRAP_PORT, RouterConfigSchema, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerType } from './schema.ts';
+import { DEFAULT_BOOTSTRAP_PORT, ROLES_ROUTED, RouterConfigSchema, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerType } from './schema.ts';
 import { checkRouterConfig } from './validate.ts';
 import type { ConfigOrigins } from './origins.ts';
 import { loadConfigFile } from './yaml.ts';
@@ -174,7 +174,7 @@ export function applyConfigFlags(base: RouterConfig, flags: ConfigFlags, origins
     // The flags together with the file must make a valid configuration (a disaggregation mode
     // with its workers): each problem names the flag that set the key, or the key.
     const checked = checkRouterConfig(next);
-    if (!checked.ok) for (const i of checked.issues) issues.push({ path: nextOrigins[i.path]?.startsWith('--') ? nextOrigins[i.path]! : i.path, message: i.message });
+    if (!checked.ok) for (const i of checked.issues) issues.push(flagWordedIssue(i, next, nextOrigins));
   }
   if (issues.length > 0) throw new ConfigError(issues);
   return { config: next, origins: nextOrigins };
@@ -191,6 +191,32 @@ export async function loadRouterConfig(flags: ConfigFlags): Promise<LoadedRouter
   }
   const loaded = applyConfigFlags(config, flags, origins);
   return flags.config !== undefined ? { ...loaded, file: flags.config } : loaded;
+}
+
+/** How each role is listed on the command line, for an error that asks for a worker of it. */
+const ROLE_FLAG: Record<WorkerType, string> = { regular: '--worker-urls URL', encode: '--encode URL [BOOTSTRAP_PORT]', prefill: '--prefill URL [BOOTSTRAP_PORT]', decode: '--decode URL' };
+
+/**
+ * A problem of the whole configuration (a disaggregation mode and its workers) as the operator
+ * who typed flags must read it: at the flag that set the key, or that listed the worker, with
+ * that flag first in the sentence and, where a role is missing or wrong, the flag that gives it.
+ * A problem the flags did not cause keeps the file's key.
+ */
+function flagWordedIssue(issue: ConfigIssue, config: RouterConfig, origins: ConfigOrigins): ConfigIssue {
+  const worker = /^workers\[(\d+)\]\./.exec(issue.path);
+  const flagOf = (key: string) => (origins[key]?.startsWith('--') ? origins[key] : undefined);
+  const flag = flagOf(issue.path) ?? (worker ? flagOf(`workers[${worker[1]}].url`) : undefined);
+  if (flag === undefined) return issue;
+  const listed = worker ? config.workers[Number(worker[1])] : undefined;
+  let hint = '';
+  if (issue.path.endsWith('.worker_type') && listed) {
+    const roles = ROLES_ROUTED[config.disaggregation].filter((r) => r !== listed.worker_type);
+    hint = ` (on the command line: list ${listed.url} with ${roles.map((r) => ROLE_FLAG[r].split(' ')[0]).join(', ')} instead of ${flag})`;
+  } else if (issue.path === 'disaggregation') {
+    const missing = ROLES_ROUTED[config.disaggregation].find((r) => issue.message.includes(`at least one ${r} worker`));
+    if (missing) hint = ` (on the command line: ${ROLE_FLAG[missing]})`;
+  }
+  return { path: flag, message: `${flag}${listed ? ` ${listed.url}` : ''}: ${issue.message}${hint}` };
 }
 
 /** --pd-disaggregation / --epd-disaggregation and the per-role policies. */
