@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { WorkerSpecSchema, type WorkerSpec } from '../config/schema.ts';
-import type { EngineConnection } from '../engines/engine.ts';
-import { MAX_CONCURRENT_PROBES, WorkerRegistry } from './registry.ts';
+import type { EngineConnection, GenerateSink } from '../engines/engine.ts';
+import { MAX_CONCURRENT_PROBES, withAnswerClock, WorkerRegistry, type WorkerState } from './registry.ts';
 
 // Selection and reconciliation only look at health, load, priority and urls; the gRPC side is
 // exercised against real workers in router.test.ts and live-config.test.ts, so a connection
@@ -131,6 +131,52 @@ describe('health checks', () => {
     await r.checkAll();
     expect(w.labels).toEqual({ shm_namespace_id: 'pinned' });
     expect(w.discoveredLabels).toEqual({ shm_namespace_id: 'boot:2' });
+    r.close();
+  });
+});
+
+// Under load a worker's HealthCheck can go unanswered past its timeout while the worker answers
+// request after request (the reliability suite's 128 clients: 503 "no healthy worker" on all
+// three). The check is the registry's own; only the worker's replies are scripted.
+describe('a HealthCheck with no answer', () => {
+  function slowHealth(r: WorkerRegistry, w: WorkerState, answerDuringCheck: boolean) {
+    let sink: GenerateSink | undefined;
+    const inner: EngineConnection = {
+      ...fakeConnection(w.spec.url),
+      generate: (_req, _opts, s) => ((sink = s), { cancel() {} }),
+      health: async () => {
+        if (answerDuringCheck) sink!.event({ kind: 'chunk', tokenIds: [1], promptTokens: 1, completionTokens: 1 });
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        throw Object.assign(new Error('Deadline exceeded'), { code: 4, details: 'Deadline exceeded after 3.000s' });
+      },
+    };
+    w.connection = withAnswerClock(inner, () => (w.lastAnsweredAt = Date.now()));
+    w.connection.generate({ runtime: 'vllm', message: {} }, { deadline: Date.now() + 1000 }, { event() {}, failure() {}, end() {} });
+    return r;
+  }
+
+  it('keeps a worker that answered a request meanwhile, and takes out one that answered nothing, naming the failure', async () => {
+    const { r, specs } = registry(50, 50);
+    const [busy, silent] = r.list() as WorkerState[];
+    slowHealth(r, busy!, true);
+    slowHealth(r, silent!, false);
+    await r.checkAll();
+    expect(busy!.healthy).toBe(true);
+    expect(r.select('round_robin', [specs[0]!])?.spec.url).toBe(busy!.spec.url);
+    expect(silent).toMatchObject({ healthy: false, lastError: 'HealthCheck failed: DEADLINE_EXCEEDED: Deadline exceeded after 3.000s' });
+    // The next check with no answer from it takes the busy one out too.
+    slowHealth(r, busy!, false);
+    await r.checkAll();
+    expect(busy!.healthy).toBe(false);
+    r.close();
+  });
+
+  it('a worker that answers it is unhealthy is taken at its word, however busy', async () => {
+    const { r } = registry(50);
+    const w = r.list()[0]!;
+    w.connection = withAnswerClock({ ...fakeConnection(w.spec.url), health: async () => ((w.lastAnsweredAt = Date.now()), { healthy: false, message: 'draining' }) }, () => (w.lastAnsweredAt = Date.now()));
+    await r.checkAll();
+    expect(w).toMatchObject({ healthy: false, lastError: 'worker reports unhealthy: draining' });
     r.close();
   });
 });
