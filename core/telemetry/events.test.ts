@@ -25,6 +25,12 @@ describe('TensorEventBus', () => {
     for (let i = 0; i < 5; i++) bus.publish(event(1000 + i, 'inline', i));
     expect(bus.recent().map((e) => e.nbytes)).toEqual([2, 3, 4]);
     expect(bus.recent(1).map((e) => e.nbytes)).toEqual([4]);
+    // Round and round: always the newest, oldest first, however often the ring wrapped.
+    for (let i = 5; i < 3 * 7 + 2; i++) bus.publish(event(1000 + i, 'inline', i));
+    expect(bus.recent().map((e) => e.nbytes)).toEqual([20, 21, 22]);
+    expect(bus.recent(2).map((e) => e.nbytes)).toEqual([21, 22]);
+    expect(bus.recent(10).map((e) => e.nbytes)).toEqual([20, 21, 22]);
+    expect(new TensorEventBus(3).recent()).toEqual([]);
   });
 
   it('aggregates tensors, bytes and write failures per second and path', () => {
