@@ -3,12 +3,21 @@
 // Workers shows the topology with each encode worker's own verdict (SHM for the near one,
 // inline for the far one); a client's request with two images shows on Traffic with each
 // tensor's leg, and the event's details name its role and room.
-import { expect, test } from '@playwright/test';
+import { expect, test, type Page, type TestInfo } from '@playwright/test';
 import { apiChatRequest, goTo, isRoot, layoutProblems, openConsole, shot, startRoleWorker, startServe, waitHealthy, type Serve } from './rig.ts';
 
 test.skip(!isRoot, 'the far encode worker needs a mount namespace (root)');
 
 type RoleWorker = Awaited<ReturnType<typeof startRoleWorker>>;
+
+/** docs/screenshots/<name>-light.png and -dark.png of the page as it is, then back to light. */
+async function bothSchemes(page: Page, testInfo: TestInfo, name: string): Promise<void> {
+  for (const scheme of ['light', 'dark'] as const) {
+    await page.emulateMedia({ colorScheme: scheme });
+    await shot(page, testInfo, name, { docs: true, scheme });
+  }
+  await page.emulateMedia({ colorScheme: 'light' });
+}
 const rig = {} as { near: RoleWorker; far: RoleWorker; prefill: RoleWorker; decode: RoleWorker; serve: Serve };
 test.beforeAll(async () => {
   const [near, far, prefill, decode] = await Promise.all([startRoleWorker('encode'), startRoleWorker('encode', { privateShm: true }), startRoleWorker('prefill'), startRoleWorker('decode')]);
@@ -36,14 +45,11 @@ test('EPD: the topology with each encode worker\'s own verdict, and Traffic rows
   await expect(encode.filter({ hasText: far.url.replace('grpc://', '') })).toContainText('inline');
   await expect(page.getByTestId('workers-table').locator(`tr[data-worker="${rig.decode.url}"]`).getByTestId('no-pixels')).toContainText('no pixel tensors: the encode workers get them');
   await expect(page.getByTestId('workers-table').locator(`tr[data-worker="${near.url}"]`).getByTestId('no-pixels')).toHaveCount(0);
-  for (const scheme of ['light', 'dark'] as const) {
-    await page.emulateMedia({ colorScheme: scheme });
-    await shot(page, testInfo, 'workers-epd', { docs: true, scheme });
-  }
-  await page.emulateMedia({ colorScheme: 'light' });
+  await bothSchemes(page, testInfo, 'workers-epd');
 
   await goTo(page, 'overview');
   await expect(page.getByRole('region', { name: /^Warnings/ })).toContainText(`encode workers disagree about /dev/shm: ${near.url} gets its images by SHM, ${far.url} inline`);
+  await bothSchemes(page, testInfo, 'overview-epd');
 
   await goTo(page, 'traffic');
   // Two requests: round robin gives each encode worker one of them.
@@ -57,7 +63,7 @@ test('EPD: the topology with each encode worker\'s own verdict, and Traffic rows
   await expect(page.getByTestId('event-table').getByRole('row').filter({ hasText: 'patches_per_image' }).locator('.tag-leg')).toHaveText(['encode', 'encode']);
   await rows.first().click();
   await expect(page.getByTestId('event-details')).toContainText("the request's encode worker, bootstrap room");
-  await shot(page, testInfo, 'traffic-epd', { docs: true });
+  await bothSchemes(page, testInfo, 'traffic-epd');
   expect(serve.shmFiles()).toEqual([]);
 });
 
@@ -73,14 +79,10 @@ test("EPD: Router's serving mode, an encode worker's bootstrap port, and Precede
   // A mode whose roles the workers do not have: the validation's message, naming the key, before any apply.
   await mode.selectOption('pd');
   await expect(page.getByTestId('role-counts')).toContainText('2 of another role, which pd does not route to');
-  await expect(page.getByText(/a encode worker takes no part under disaggregation pd/).first()).toBeVisible();
+  await expect(page.getByText(/an encode worker takes no part under disaggregation pd/).first()).toBeVisible();
   await mode.selectOption('epd');
   await expect(page.getByTestId('role-counts')).not.toContainText('another role');
-  for (const scheme of ['light', 'dark'] as const) {
-    await page.emulateMedia({ colorScheme: scheme });
-    await shot(page, testInfo, 'router-epd', { docs: true, scheme });
-  }
-  await page.emulateMedia({ colorScheme: 'light' });
+  await bothSchemes(page, testInfo, 'router-epd');
 
   // The encode worker's editor shows its bootstrap port; the decode worker's has none.
   await goTo(page, 'workers');
@@ -124,6 +126,7 @@ test("EPD: Router's serving mode, an encode worker's bootstrap port, and Precede
     await goTo(page, 'precedence');
     await page.getByLabel('Worker', { exact: true }).selectOption(w.url);
     await expect(page.getByTestId('verdict')).toHaveAttribute('data-outcome', outcome);
+    if (w === far) await bothSchemes(page, testInfo, 'precedence-epd');
     await goTo(page, 'doctor');
     await page.getByLabel('Worker', { exact: true }).selectOption(w.url);
     await page.getByRole('button', { name: 'Run checks' }).click();
@@ -153,7 +156,7 @@ test("EPD: Router's serving mode, an encode worker's bootstrap port, and Precede
       await expect(calibration.getByTestId('crossover')).toHaveText('no clear crossover');
     } else await expect(page.getByTestId('calibration-refused')).toContainText(`with SHM forced, worker ${far.url}'s requests would not go through /dev/shm`);
   }
-  await shot(page, testInfo, 'doctor-epd', { docs: true });
+  await bothSchemes(page, testInfo, 'doctor-epd');
   // A decode worker reads no pixels: its test tensor's pixels went to an encode worker, and
   // calibration says whom to calibrate instead of timing a transport it does not have.
   await page.getByLabel('Worker', { exact: true }).selectOption(decode.url);

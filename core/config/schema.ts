@@ -196,13 +196,13 @@ function topologyIssues(config: { disaggregation: Disaggregation; workers: reado
     if (w.bootstrap_port !== undefined && !hasServer) issues.push({ path: ['workers', i, 'bootstrap_port'], message: `bootstrap_port is for prefill and encode workers (their bootstrap server); this worker is ${w.worker_type}` });
     if (mode === 'none') return;
     if (!ROLES_ROUTED[mode].includes(w.worker_type)) {
-      issues.push({ path: ['workers', i, 'worker_type'], message: `a ${w.worker_type} worker takes no part under disaggregation ${mode}, which routes to ${ROLES_ROUTED[mode].join(', ')} workers: give it one of those types, or remove it` });
+      issues.push({ path: ['workers', i, 'worker_type'], message: `${w.worker_type === 'encode' ? 'an' : 'a'} ${w.worker_type} worker takes no part under disaggregation ${mode}, which routes to ${ROLES_ROUTED[mode].join(', ')} workers: give it one of those types, or remove it` });
       return;
     }
     if (!hasServer) return;
     const at = bootstrapAddress(w);
     if (!at) {
-      issues.push({ path: ['workers', i, 'url'], message: `a ${w.worker_type} worker under disaggregation ${mode} needs a grpc://host:port URL: its bootstrap server is reached at that host` });
+      issues.push({ path: ['workers', i, 'url'], message: `${w.worker_type === 'encode' ? 'an' : 'a'} ${w.worker_type} worker under disaggregation ${mode} needs a grpc://host:port URL: its bootstrap server is reached at that host` });
       return;
     }
     const key = `${at.host}:${at.port}`;

@@ -95,6 +95,19 @@ describe('loading YAML', () => {
     expect(issuesOf(laughs)).toEqual(['r.yaml:2:10: YAML syntax error: Excessive alias count indicates a resource exhaustion attack']);
   });
 
+  it('a disaggregated topology the workers do not make: each problem at its key and line', () => {
+    const text = ['disaggregation: epd', 'workers:', '  - url: grpc://127.0.0.1:50051', '    worker_type: prefill', '  - url: unix:///tmp/e.sock', '    worker_type: encode', '  - url: grpc://127.0.0.1:50053', '    worker_type: decode', '    bootstrap_port: 9000', '  - url: grpc://127.0.0.1:50054', '    worker_type: encode', '  - url: grpc://127.0.0.1:50055', '    worker_type: prefill', ''].join('\n');
+    expect(issuesOf(text)).toEqual([
+      "r.yaml:5:10: invalid value 'unix:///tmp/e.sock' for workers[1].url: an encode worker under disaggregation epd needs a grpc://host:port URL: its bootstrap server is reached at that host",
+      'r.yaml:9:21: invalid value 9000 for workers[2].bootstrap_port: bootstrap_port is for prefill and encode workers (their bootstrap server); this worker is decode',
+      "r.yaml:10:10: invalid value 'grpc://127.0.0.1:50054' for workers[3].url: workers[0] already has its bootstrap server at 127.0.0.1:8998 (8998, the default): each prefill or encode worker on one host needs a bootstrap_port of its own",
+      "r.yaml:12:10: invalid value 'grpc://127.0.0.1:50055' for workers[4].url: workers[0] already has its bootstrap server at 127.0.0.1:8998 (8998, the default): each prefill or encode worker on one host needs a bootstrap_port of its own",
+    ]);
+    expect(issuesOf('disaggregation: pd\nworkers:\n  - url: grpc://127.0.0.1:50051\n    worker_type: decode\n')).toEqual([
+      "r.yaml:1:17: invalid value 'pd' for disaggregation: disaggregation pd needs at least one prefill worker (worker_type prefill); the configuration has none",
+    ]);
+  });
+
   it('a top-level list is refused', () => {
     expect(issuesOf('- url: grpc://a:1\n')).toEqual(['r.yaml:1:1: expected a mapping of router settings at the top level, got a list']);
   });

@@ -5,6 +5,7 @@
 // /dev/shm, the traffic events, and the error an operator sees when a leg fails.
 import { readdirSync, statSync } from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { readTransportEnvironment } from '../config/env.ts';
 import { startMmtc } from '../test/cli.ts';
@@ -48,7 +49,7 @@ async function until<T>(f: () => T | undefined, ms: number): Promise<T> {
   }
 }
 
-const spec = (w: RoleWorker, worker_type: string, more: Record<string, unknown> = {}) => ({ url: w.url, worker_type, ...(w.bootstrapPort ? { bootstrap_port: w.bootstrapPort } : {}), ...more });
+const spec = (w: RoleWorker, worker_type: 'encode' | 'prefill' | 'decode', more: Record<string, unknown> = {}) => ({ url: w.url, worker_type, ...(w.bootstrapPort ? { bootstrap_port: w.bootstrapPort } : {}), ...more });
 
 async function start(config: Record<string, unknown>): Promise<RunningRouter> {
   const router = createRouter({ port: 0, health_check_interval_secs: 0.2, multimodal_tensor_transport: 'auto', ...config }, { environment });
@@ -78,6 +79,30 @@ async function chat(r: RunningRouter, names: string[], stream = false): Promise<
   }
   const json = JSON.parse(text) as { id: string; choices?: Array<{ message: { content: string } }>; error?: { message: string } };
   return { status: res.status, content: json.choices?.[0]?.message.content ?? json.error!.message, id: json.id, ms: performance.now() - t };
+}
+
+/** A TCP proxy to `url` that passes a closed connection on `lagMs` late; its grpc:// URL. */
+async function laggingProxy(url: string, lagMs: number): Promise<string> {
+  const target = new URL(url.replace('grpc://', 'http://'));
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(Number(target.port), target.hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+    }
+    client.pipe(upstream);
+    upstream.on('data', (d) => client.write(d));
+    const close = () => setTimeout(() => client.destroy(), lagMs);
+    upstream.on('close', close).on('error', close);
+    client.on('close', () => upstream.destroy()).on('error', () => upstream.destroy());
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  stops.push(() => new Promise((resolve) => {
+    server.close(resolve);
+    for (const socket of sockets) socket.destroy();
+  }));
+  return `grpc://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
 }
 
 /** What the decode worker says of item `i`: its encode worker, its room, its encoder input's path. */
@@ -124,6 +149,27 @@ describe('EPD', () => {
     expect(ourFiles()).toEqual([]);
   });
 
+  it('an encode worker added to a running router (live apply) takes its share of the images, by its own transport, from the next request on', async () => {
+    const first = await worker('encode');
+    const prefill = await worker('prefill');
+    const decode = await worker('decode');
+    const router = createRouter({ port: 0, health_check_interval_secs: 0.2, multimodal_tensor_transport: 'auto', disaggregation: 'epd', encode_policy: 'round_robin', workers: [spec(first, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] }, { environment });
+    const r = await router.start({ log: () => {} });
+    stops.push(() => r.close());
+    const before = await chat(r, ['rgb.png', 'photo.jpg']);
+    expect([item(before.content, 0)!.worker, item(before.content, 1)!.worker]).toEqual([first.url, first.url]);
+
+    const added = await worker('encode', ['--shm-namespace-id', 'another-host']);
+    router.applyConfig({ ...router.config, workers: [...router.config.workers, spec(added, 'encode')] });
+    await until(() => (r.context.registry.get(added.url)?.healthy ? true : undefined), 10_000);
+    const after = await chat(r, ['rgb.png', 'photo.jpg']);
+    expect(after.status, after.content).toBe(200);
+    const items = [item(after.content, 0)!, item(after.content, 1)!];
+    expect(new Set(items.map((it) => it.worker))).toEqual(new Set([first.url, added.url]));
+    for (const it of items) expect(it.path).toBe(it.worker === added.url ? 'inline' : 'shm');
+    expect(r.context.events.recent().find((e) => e.requestId === after.id && e.worker === added.url && e.tensor.startsWith('encoder_input'))).toMatchObject({ leg: 'encode', path: 'inline', reason: expect.stringMatching(/^auto_different_(host|shm)$/) });
+  });
+
   it('consistent hashing keeps an image on one encode worker; a text-only request runs as PD', async () => {
     const a = await worker('encode');
     const b = await worker('encode');
@@ -165,6 +211,52 @@ describe('EPD', () => {
     const health = await fetch(`${r2.url}/health`);
     expect(health.status).toBe(200);
   }, 45_000);
+
+  it('an encode worker killed while it holds its image: 502 naming it (not the prefill worker that could not reach its bootstrap server first), and it is out of rotation at once', async () => {
+    for (const lagMs of [0, 100]) {
+      const victim = await worker('encode', ['--delay-ms', '3000']);
+      const prefill = await worker('prefill', ['--embedding-timeout-ms', '10000']);
+      const decode = await worker('decode');
+      // With a lag the router hears of the dead connection 100 ms after the prefill worker
+      // (whose fetch from the encode worker's bootstrap server fails at once) has answered.
+      const url = lagMs ? await laggingProxy(victim.url, lagMs) : victim.url;
+      const r = await start({ disaggregation: 'epd', workers: [{ ...spec(victim, 'encode'), url }, spec(prefill, 'prefill'), spec(decode, 'decode')] });
+      const pending = chat(r, ['photo.jpg']);
+      // Its Encode call placed (and sent just after): killed while it holds it, the prefill
+      // worker waiting at its bootstrap server for the embedding.
+      await until(() => (r.context.events.recent().some((e) => e.leg === 'encode') ? true : undefined), 5_000);
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      process.kill(victim.pid, 'SIGKILL');
+      const reply = await pending;
+      expect(reply.status).toBe(502);
+      expect(reply.content).toMatch(new RegExp(`^encode worker ${url} \\(image 0\\) failed: UNAVAILABLE: `));
+      const next = await chat(r, ['photo.jpg']);
+      expect(next.status).toBe(503);
+      expect(ourFiles()).toEqual([]);
+    }
+  }, 60_000);
+
+  it("an encode worker that hangs mid-request (SIGSTOP): 504 at the router's deadline naming it and the image first among the legs still running, /health answers meanwhile, no file left", async () => {
+    const hung = await worker('encode', ['--delay-ms', '1500']);
+    const prefill = await worker('prefill', ['--embedding-timeout-ms', '30000']);
+    const decode = await worker('decode');
+    const r = await start({ disaggregation: 'epd', request_timeout_secs: 2, workers: [spec(hung, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    // Held 1.5 s in its Encode call: stopped while it has the image (its file written, not yet read).
+    const pending = chat(r, ['photo.jpg']);
+    await until(() => (ourFiles().length > 0 ? true : undefined), 3_000);
+    process.kill(hung.pid, 'SIGSTOP');
+    stops.push(async () => process.kill(hung.pid, 'SIGCONT'));
+    const t = performance.now();
+    const health = await fetch(`${r.url}/health`);
+    expect(health.status).toBe(200);
+    expect(performance.now() - t).toBeLessThan(500);
+    const reply = await pending;
+    expect(reply.status).toBe(504);
+    // Every leg still running at the deadline is named, the pipeline's first (the hung one) first.
+    expect(reply.content).toBe(`encode worker ${hung.url} (image 0), prefill worker ${prefill.url} and decode worker ${decode.url} did not finish within 2 s`);
+    expect(reply.ms).toBeLessThan(2_000 + 3_000);
+    expect(ourFiles()).toEqual([]);
+  }, 30_000);
 
   it.runIf(process.getuid?.() === 0)('an encode worker that cannot open the files (another uid) gets its image again inline, attempt 2, and its lane stays inline', async () => {
     const nobody = await worker('encode', ['--user', 'nobody']);

@@ -7,9 +7,10 @@
 // worker's stream is the client's answer. Every tensor travels as its receiver's transport
 // says: an image's pixels by its encode worker's (EPD) or the prefill worker's (PD) lane, as
 // a regular worker's would; the decode leg carries no pixels. A worker that cannot read the
-// files gets that call again inline (attempt 2, the same room). Any leg's failure ends the
-// others and is the request's error, naming the worker and, for an encode call, the image.
-// The legs themselves are legs.ts.
+// files gets that call again inline (attempt 2, the same room). A leg's failure ends the
+// others and is the request's error, naming the worker and, for an encode call, the image
+// (a worker gone, reported within LEG_FAILURE_GRACE_MS, before what follows from it; at the
+// router's deadline, every leg not finished). The legs themselves are legs.ts.
 import { createHash, randomBytes } from 'node:crypto';
 import { bootstrapAddress } from '../config/schema.ts';
 import type { EncodeBootstrapItem, EngineRequest, KvBootstrap, Leg } from '../engines/engine.ts';
@@ -18,7 +19,7 @@ import type { ShmRequestScope } from '../transport/shm-writer.ts';
 import type { AdmittedRequest } from './admit.ts';
 import type { RouterContext } from './context.ts';
 import { toApiError } from './errors.ts';
-import { encodeImage, runPrefill, streamDecode, type DisaggregatedInput, type Legs } from './legs.ts';
+import { encodeImage, isWorkerGoneError, runPrefill, streamDecode, type DisaggregatedInput, type Legs } from './legs.ts';
 import { ApiError } from './openai.ts';
 import { engineRequestOf, prepare, type PreparedRequest } from './prepare.ts';
 import { encodeWorkerFor, selectDisaggregatedRoute, type DisaggregatedRoute, type RoleTarget } from './roles.ts';
@@ -52,11 +53,38 @@ export async function serveDisaggregated(ctx: RouterContext, a: AdmittedRequest,
   }
 }
 
+/**
+ * How long the other legs of a request may still report a failure nearer its cause once one
+ * leg has failed. An encode worker that dies fails its Encode call (UNAVAILABLE) and, at the
+ * same moment, the prefill worker's fetch from its bootstrap server (FAILED_PRECONDITION); the
+ * prefill's report could arrive first, naming a bootstrap address instead of the worker, and
+ * the Encode call, stopped with it, would not take the dead worker out of rotation.
+ */
+export const LEG_FAILURE_GRACE_MS = 200;
+
+/** `a`, `a and b`, `a, b and c`. */
+function listed(items: readonly string[]): string {
+  return items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`;
+}
+
 async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedRequest, route: DisaggregatedRoute, encoders: readonly RoleTarget[], d: DisaggregatedInput): Promise<void> {
   const timeoutSecs = a.snapshot.config.request_timeout_secs;
   let failure: ApiError | undefined;
+  let firstReported: ApiError | undefined;
+  let grace: NodeJS.Timeout | undefined;
   const stops: Array<() => void> = [];
   let stopDecode: ((error: ApiError) => void) | undefined;
+  // The legs begun and not (yet) succeeded, in the order they began: encode, prefill, decode.
+  const unfinished = new Set<string>();
+  const decide = (error: ApiError) => {
+    if (failure) return;
+    clearTimeout(grace);
+    // The router's own deadline ends every leg at once: name all that had not finished, not
+    // only the one whose timer fired first (a decode waiting for a hung encode worker's embedding).
+    failure = error.status === 504 && error.type === 'timeout' && unfinished.size > 1 ? new ApiError(504, `${listed([...unfinished])} did not finish within ${timeoutSecs} s`, 'timeout') : error;
+    for (const stop of stops.splice(0)) stop();
+    stopDecode?.(failure);
+  };
   const l: Legs = {
     ctx,
     a,
@@ -66,11 +94,16 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
     deadline: Date.now() + timeoutSecs * 1000,
     fail(error) {
       if (failure) return;
-      failure = error;
-      for (const stop of stops.splice(0)) stop();
-      stopDecode?.(error);
+      if (isWorkerGoneError(error)) return decide(error);
+      if (firstReported) return;
+      firstReported = error;
+      grace = setTimeout(() => decide(error), LEG_FAILURE_GRACE_MS);
     },
     failed: () => failure !== undefined,
+    begin(who) {
+      unfinished.add(who);
+      return () => unfinished.delete(who);
+    },
     failure: () => failure!,
     onStop(stop) {
       if (failure) stop();
@@ -80,6 +113,7 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
   // A client that goes away ends every leg (the decode's own stream sees it too).
   const onClose = () => {
     if (d.res.writableFinished || failure) return;
+    clearTimeout(grace);
     failure = new ApiError(499, 'the client went away');
     for (const stop of stops.splice(0)) stop();
   };
@@ -111,9 +145,11 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
       stopDecode = stop;
     });
   } catch (err) {
-    l.fail(err instanceof ApiError ? err : toApiError(err));
-    throw err;
+    // The decode (or vLLM's prefill before it) failed: that is the client's answer.
+    decide(err instanceof ApiError ? err : toApiError(err));
+    throw failure ?? err;
   } finally {
+    clearTimeout(grace);
     d.res.off('close', onClose);
     // The decode is over (answered, failed, or the client left): no other leg is needed now.
     for (const stop of stops.splice(0)) stop();

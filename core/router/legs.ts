@@ -27,16 +27,32 @@ export interface Legs {
   record: RequestRecord;
   options: ChatOptions;
   deadline: number;
-  /** The first failure of any leg; the others are stopped with it. */
+  /**
+   * A leg failed. The request's failure is the first one whose worker is gone, or else the
+   * first one reported within LEG_FAILURE_GRACE_MS; the other legs are stopped with it.
+   */
   fail(error: ApiError): void;
+  /** Whether the request's failure is decided (the legs are being stopped). */
   failed(): boolean;
+  /** A leg starts (`who` as its errors name it); call what it returns when it has succeeded. */
+  begin(who: string): () => void;
   /** The failure that ended the request (when failed()). */
   failure(): ApiError;
   onStop(stop: () => void): void;
 }
 
+/** Leg errors whose worker is gone (UNAVAILABLE): the cause of whatever the other legs then report. */
+const workerGoneErrors = new WeakSet<ApiError>();
+
+/** Whether a leg's error says its worker is gone (it answered UNAVAILABLE, and is out of rotation). */
+export function isWorkerGoneError(error: ApiError): boolean {
+  return workerGoneErrors.has(error);
+}
+
 function legError(failure: EngineFailure, who: string, url: string, l: Legs): ApiError {
-  return toApiError(new EngineFailureError(failure, url, l.a.snapshot.config.request_timeout_secs, { who, deadline: l.deadline }));
+  const error = toApiError(new EngineFailureError(failure, url, l.a.snapshot.config.request_timeout_secs, { who, deadline: l.deadline }));
+  if (failure.kind === 'unavailable') workerGoneErrors.add(error);
+  return error;
 }
 
 function placementFor(l: Legs, target: RoleTarget, scope: ShmRequestScope, leg: LegName, room: bigint | undefined, prewritten: PlacementContext['prewritten']): PlacementContext {
@@ -87,6 +103,7 @@ export async function encodeImage(l: Legs, target: RoleTarget, index: number, ro
   const image = l.p.images[index]!;
   const request = { requestId: l.a.requestId, image, index, imageTokenId: l.ctx.model.imageTokenId, room, encoderDtype: l.p.imageDtypes[index]! };
   const who = `encode worker ${target.spec.url} (image ${index})`;
+  const succeeded = l.begin(who);
   const first = placementFor(l, target, l.ctx.writer.newScope(), 'encode', room, []);
   first.prewritten = takeImageFiles(l.p, image, first.scope);
   let placement = first;
@@ -107,6 +124,7 @@ export async function encodeImage(l: Legs, target: RoleTarget, index: number, ro
       if ('accepted' in answer) {
         if (!answer.accepted) throw new ApiError(502, `${who} did not accept the image (EncodeResponse.accepted is false)`, 'server_error');
         placement.scope.complete();
+        succeeded();
         return;
       }
       if (answer.failure.kind === 'unavailable') l.ctx.registry.markDown(target.state, `${answer.failure.status}: ${answer.failure.details}`);
@@ -162,6 +180,7 @@ function prefillOnce(l: Legs, target: RoleTarget, wire: WireRequest): Promise<Pr
 export async function runPrefill(l: Legs, target: RoleTarget, request: EngineRequest, room: bigint | undefined): Promise<string | undefined> {
   const engine = engineFor(target.state.runtime!);
   const who = `prefill worker ${target.spec.url}`;
+  const succeeded = l.begin(who);
   // Under PD the pixels are the prefill worker's, in the request's scope (prewritten there).
   const first = placementFor(l, target, l.p.scope, 'prefill', room, l.p.prewritten);
   let placement = first;
@@ -179,6 +198,7 @@ export async function runPrefill(l: Legs, target: RoleTarget, request: EngineReq
     }
     if (!('failure' in outcome)) {
       placement.scope.complete();
+      succeeded();
       return outcome.kvTransferParamsJson;
     }
     const { failure } = outcome;
@@ -203,6 +223,8 @@ export interface DisaggregatedInput {
 /** The decode leg, the client's answer; sent again inline when the worker cannot read its files (its tensors follow the lane it resolves to). */
 export async function streamDecode(l: Legs, target: RoleTarget, request: EngineRequest, room: bigint | undefined, d: DisaggregatedInput, scopes: ShmRequestScope[], stopWith: (stop: (error: ApiError) => void) => void): Promise<void> {
   const engine = engineFor(target.state.runtime!);
+  const who = `decode worker ${target.spec.url}`;
+  const succeeded = l.begin(who);
   const first = placementFor(l, target, l.ctx.writer.newScope(), 'decode', room, []);
   scopes.push(first.scope);
   let placement = first;
@@ -221,12 +243,13 @@ export async function streamDecode(l: Legs, target: RoleTarget, request: EngineR
         timeoutSecs: l.a.snapshot.config.request_timeout_secs,
         timing: d.timing,
         deadline: l.deadline,
-        leg: { who: `decode worker ${target.spec.url}`, deadline: l.deadline },
+        leg: { who, deadline: l.deadline },
         stopWith,
       });
+      succeeded();
       return;
     } catch (err) {
-      if (!(err instanceof ShmReadFailure) || attempt > 1 || l.options.probe) throw err instanceof ShmReadFailure ? new ApiError(502, `decode worker ${target.spec.url} could not read the request's /dev/shm files: ${err.details}`, 'server_error') : err;
+      if (!(err instanceof ShmReadFailure) || attempt > 1 || l.options.probe) throw err instanceof ShmReadFailure ? new ApiError(502, `${who} could not read the request's /dev/shm files: ${err.details}`, 'server_error') : err;
       placement.scope.cleanup();
       placement = inlineRetry(l, target, first, err.details);
       scopes.push(placement.scope);

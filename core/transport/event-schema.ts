@@ -41,7 +41,7 @@ export const TensorEventSchema = z.object({
    * retry after the worker could not read attempt 1's /dev/shm files (`detail` says why).
    */
   attempt: z.int().min(2).optional(),
-  /** The leg of the request the worker serves (absent in events of earlier versions: regular). */
+  /** The leg of the request the worker serves: every event names it (absent only in events of earlier versions, which were all regular). */
   leg: z.enum(LEGS).optional(),
   /** The bootstrap room of the leg (an image's under EPD for an encode tensor, the request's KV room for prefill and decode), a decimal int64. */
   room: z.string().optional(),

@@ -160,7 +160,7 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
     ...(detail !== undefined ? { detail } : {}),
     writeMicros,
     ...(ctx.attempt !== undefined && ctx.attempt > 1 ? { attempt: ctx.attempt } : {}),
-    ...(ctx.leg !== undefined && ctx.leg !== 'regular' ? { leg: ctx.leg } : {}),
+    leg: ctx.leg ?? 'regular',
     ...(ctx.room !== undefined ? { room: ctx.room.toString() } : {}),
     ...(cached ? { cache: cached.status } : {}),
   });

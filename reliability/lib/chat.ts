@@ -24,9 +24,9 @@ export function chatBody(images: ReadonlyArray<Pick<CorpusImage, 'dataUrl'>>, op
   );
 }
 
-/** 1–3 images of mixed sizes and formats, streaming or not. */
-export function randomChat(rng: Rng, corpus: readonly CorpusImage[]): SentChat {
-  const n = rng.pick([1, 1, 2, 2, 3]);
+/** 1–3 images (or as many as `counts` draws) of mixed sizes and formats, streaming or not. */
+export function randomChat(rng: Rng, corpus: readonly CorpusImage[], counts: readonly number[] = [1, 1, 2, 2, 3]): SentChat {
+  const n = rng.pick(counts);
   const images = Array.from({ length: n }, () => rng.pick(corpus));
   const stream = rng.chance(0.5);
   return { images, stream, body: chatBody(images, { stream }) };

@@ -7,12 +7,13 @@
 // one). Then the faults: an encode worker killed mid-request, one that answers accepted: false,
 // a prefill that never gets its embedding; each a clear error, /health fast, no file left.
 import { chatBody, randomChat } from '../lib/chat.ts';
-import { makeCorpus, expectedTensors, parseWorkerReport, compareTensors, type CorpusImage } from '../lib/images.ts';
+import { makeCorpus, expectedTensors, parseWorkerReport, compareTensors, type CorpusImage, type ReportedTensor } from '../lib/images.ts';
 import { get, percentile, request, type Reply } from '../lib/http.ts';
 import { canNamespace, sleep, spawnMmtc, startRouter, type Proc, type Router } from '../lib/procs.ts';
 import { ourFiles, shmNamespace } from '../lib/shm.ts';
 import { type Suite, type T } from '../lib/suite.ts';
 import { configFile } from './faults-worker.ts';
+import { predictPath } from './load.ts';
 
 interface RoleWorker {
   proc: Proc;
@@ -20,9 +21,9 @@ interface RoleWorker {
   bootstrapPort?: number;
 }
 
-async function roleWorker(role: 'encode' | 'prefill' | 'decode', extra: string[] = [], prefix: string[] = []): Promise<RoleWorker> {
+async function roleWorker(role: 'encode' | 'prefill' | 'decode', extra: string[] = [], prefix: string[] = [], runtime: 'tokenspeed' | 'vllm' = 'tokenspeed'): Promise<RoleWorker> {
   const served = role !== 'decode';
-  const proc = spawnMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : []), ...extra], { name: `worker ${role}${extra.length ? ` ${extra.join(' ')}` : ''}`, prefix });
+  const proc = spawnMmtc(['worker', '--runtime', runtime, '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : []), ...extra], { name: `${runtime} worker ${role}${extra.length ? ` ${extra.join(' ')}` : ''}${prefix.length ? ' (own /dev/shm)' : ''}`, prefix });
   const m = await proc.waitFor(served ? /listening on (grpc:\/\/\S+)\n[\s\S]*?bootstrap server on http:\/\/\S+:(\d+)/ : /listening on (grpc:\/\/\S+)/, 45_000);
   return { proc, url: m[1]!, ...(served ? { bootstrapPort: Number(m[2]) } : {}) };
 }
@@ -69,10 +70,11 @@ async function healthProbe(url: string, ms: number): Promise<number[]> {
 }
 
 export async function epdGroup(suite: Suite): Promise<void> {
-  const run = (name: string, fn: (t: T) => Promise<void>, maxSeconds: number) => suite.run(`epd/${name}`, fn, { seeded: name === 'clients-32', maxSeconds, ...(canNamespace() ? {} : { skip: 'needs root (unshare --mount) for the far encode worker' }) });
-  await suite.group('epd', ['clients-32', 'faults'], async () => {
+  const run = (name: string, fn: (t: T) => Promise<void>, maxSeconds: number) => suite.run(`epd/${name}`, fn, { seeded: name !== 'faults', maxSeconds, ...(canNamespace() ? {} : { skip: 'needs root (unshare --mount) for the far encode worker' }) });
+  await suite.group('epd', ['clients-32', 'faults', 'pd-both-runtimes'], async () => {
     await run('clients-32', (t) => loadEpd(t, suite.short ? 8 : 60), 240);
     await run('faults', (t) => faults(t), 180);
+    await run('pd-both-runtimes', (t) => pdBothRuntimes(t, suite.short ? 6 : 30), 240);
   });
 }
 
@@ -98,7 +100,7 @@ async function loadEpd(t: T, seconds: number): Promise<void> {
         const r = rng.fork(c);
         await sleep(r.int(0, 800));
         while (performance.now() < end) {
-          const sent = randomChat(r, corpus);
+          const sent = randomChat(r, corpus, [1, 2, 3, 4]);
           const reply = await request(router.url, sent.body, { timeoutMs: 120_000 });
           requests += 1;
           latencies.push(reply.ms);
@@ -124,7 +126,7 @@ async function loadEpd(t: T, seconds: number): Promise<void> {
     t.check(paths.near.inline === 0 && paths.far.shm === 0, `paths by encode worker: near ${JSON.stringify(paths.near)} (all SHM expected), far ${JSON.stringify(paths.far)} (all inline expected)`);
     t.check(left.length === 0, `files left in /dev/shm: ${left.map((f) => f.name).join(', ')}`);
     t.check(requests > 0, 'no request was sent');
-    t.summary(`${requests} requests, ${items} items (1–3 images each, streamed and not) from 32 clients in ${seconds} s: 0 lost or misrouted items is ${problems.length === 0 && moved.length === 0}; ${byImage.size} distinct images, each on one encode worker; near encode worker ${paths.near.shm} SHM / ${paths.near.inline} inline, far (own /dev/shm) ${paths.far.shm} SHM / ${paths.far.inline} inline; p50 ${percentile(latencies, 50).toFixed(0)} ms; files left ${left.length}`);
+    t.summary(`${requests} requests, ${items} items (1–4 images each, streamed and not) from 32 clients in ${seconds} s: 0 lost or misrouted items is ${problems.length === 0 && moved.length === 0}; ${byImage.size} distinct images, each on one encode worker; near encode worker ${paths.near.shm} SHM / ${paths.near.inline} inline, far (own /dev/shm) ${paths.far.shm} SHM / ${paths.far.inline} inline; p50 ${percentile(latencies, 50).toFixed(0)} ms; files left ${left.length}`);
   } finally {
     await far.stop();
   }
@@ -181,4 +183,82 @@ async function faults(t: T): Promise<void> {
   const left = ourFiles();
   t.check(left.length === 0, `files left in /dev/shm: ${left.map((f) => f.name).join(', ')}`);
   t.summary(`${notes.join('; ')}; files left ${left.length}`);
+}
+
+/**
+ * PD over each runtime that does it (TokenSpeed at once, vLLM prefill then decode): three
+ * prefill workers (one sharing our /dev/shm, one in a /dev/shm of its own, one sharing it with
+ * the override `multimodal_tensor_transport: inline`) and one decode worker, 16 clients sending
+ * 1–4 images, streamed and not. Every answer names the prefill worker that read the pixels and
+ * what it read: each tensor's bytes are the image's, and its path is that prefill worker's own
+ * (SHM near, inline far, inline where overridden). The decode worker refuses pixel tensors, so a
+ * 200 proves it got none. No file is left.
+ */
+async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
+  const corpus = await makeCorpus();
+  const notes: string[] = [];
+  for (const runtime of ['tokenspeed', 'vllm'] as const) {
+    const far = await shmNamespace({ name: `far ${runtime} prefill worker` });
+    try {
+      const near = await roleWorker('prefill', [], [], runtime);
+      const farWorker = await roleWorker('prefill', [], far.prefix, runtime);
+      const overridden = await roleWorker('prefill', [], [], runtime);
+      const decode = await roleWorker('decode', [], [], runtime);
+      const entry = (w: RoleWorker, type: string, more = '') => `  - url: ${w.url}\n    runtime: ${runtime}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}${more}`;
+      const file = configFile(`disaggregation: pd\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 120\nhealth_check_interval_secs: 1\nworkers:\n${entry(near, 'prefill')}${entry(farWorker, 'prefill')}${entry(overridden, 'prefill', '    multimodal_tensor_transport: inline\n')}${entry(decode, 'decode')}`);
+      const router = await startRouter(['--config', file], { name: `router (${runtime} pd)` });
+      const shares = new Map([[near.url, true], [farWorker.url, false], [overridden.url, false]]);
+      const byPrefill: Record<string, { requests: number; shm: number; inline: number }> = {};
+      const problems: string[] = [];
+      let requests = 0;
+      const end = performance.now() + seconds * 1000;
+      await Promise.all(
+        Array.from({ length: 16 }, async (_, c) => {
+          const r = t.rng.fork(runtime === 'vllm' ? 100 + c : c);
+          await sleep(r.int(0, 500));
+          while (performance.now() < end) {
+            const sent = randomChat(r, corpus, [1, 2, 3, 4]);
+            const reply = await request(router.url, sent.body, { timeoutMs: 120_000 });
+            requests += 1;
+            const found = verifyPd(reply, sent.images, runtime);
+            if (found.problems.length && problems.length < 20) problems.push(found.problems.join('; ').slice(0, 400));
+            if (!found.prefill) continue;
+            const side = (byPrefill[found.prefill] ??= { requests: 0, shm: 0, inline: 0 });
+            side.requests += 1;
+            for (const tensor of found.tensors) {
+              const expected = predictPath(tensor, 'auto', 65536, shares.get(found.prefill) === true);
+              if (tensor.name.startsWith('encoder_input') || tensor.name === 'pixel_values') side[tensor.path === 'shm' ? 'shm' : 'inline'] += 1;
+              if (tensor.path !== expected && problems.length < 20) problems.push(`${runtime}: ${tensor.name} to ${found.prefill} went ${tensor.path}, its prefill worker's transport says ${expected}`);
+            }
+          }
+        }),
+      );
+      await router.proc.stop();
+      for (const w of [near, farWorker, overridden, decode]) await w.proc.stop();
+      const served = Object.keys(byPrefill).length;
+      t.check(requests > 0, `${runtime}: no request was sent`);
+      t.check(problems.length === 0, `${runtime}: ${problems.slice(0, 3).join(' | ')}`);
+      t.check(served === 3, `${runtime}: not every prefill worker served: ${JSON.stringify(byPrefill)}`);
+      t.check((byPrefill[near.url]?.shm ?? 0) > 0 && (byPrefill[farWorker.url]?.shm ?? 0) === 0 && (byPrefill[overridden.url]?.shm ?? 0) === 0, `${runtime}: pixels by SHM only to the near prefill worker: ${JSON.stringify(byPrefill)}`);
+      t.note(`${runtime}_requests`, requests);
+      t.note(`${runtime}_pixels_by_prefill`, { near: byPrefill[near.url], far: byPrefill[farWorker.url], overridden_inline: byPrefill[overridden.url] });
+      notes.push(`${runtime}: ${requests} requests, pixels near ${byPrefill[near.url]?.shm ?? 0} SHM / ${byPrefill[near.url]?.inline ?? 0} inline, far ${byPrefill[farWorker.url]?.shm ?? 0} / ${byPrefill[farWorker.url]?.inline ?? 0}, overridden ${byPrefill[overridden.url]?.shm ?? 0} / ${byPrefill[overridden.url]?.inline ?? 0}; ${problems.length} problems`);
+    } finally {
+      await far.stop();
+    }
+  }
+  const left = ourFiles();
+  t.check(left.length === 0, `files left in /dev/shm: ${left.map((f) => f.name).join(', ')}`);
+  t.summary(`${notes.join('; ')} (16 clients, 1–4 images, streamed and not); files left ${left.length}`);
+}
+
+/** A PD answer: the prefill worker it names and the tensors it read, each checked against the images. */
+function verifyPd(reply: Reply, images: readonly CorpusImage[], runtime: 'tokenspeed' | 'vllm'): { problems: string[]; prefill?: string; tensors: ReportedTensor[] } {
+  if (reply.status !== 200) return { problems: [`${runtime}: HTTP ${reply.status || reply.neterr}: ${reply.body.slice(0, 300)}`], tensors: [] };
+  const content = reply.content ?? '';
+  const head = new RegExp(`^${images.length} images? via pd, prefill (grpc://\\S+), ${runtime === 'vllm' ? 'transfer \\S+' : 'kv room \\d+'}: `).exec(content);
+  if (!head) return { problems: [`${runtime}: not a PD answer naming its prefill worker: ${content.slice(0, 200)}`], tensors: [] };
+  const report = parseWorkerReport(`${images.length} images: ${content.slice(head[0].length)}`);
+  if (!report) return { problems: [`${runtime}: the prefill worker's report does not parse: ${content.slice(0, 200)}`], prefill: head[1]!, tensors: [] };
+  return { problems: compareTensors(expectedTensors(runtime, images), report.tensors).map((p) => `${runtime}: ${p}`), prefill: head[1]!, tensors: report.tensors };
 }

@@ -126,7 +126,7 @@ function pathsOf(m: Map<string, number>): { inline: number; shm: number; remote:
 }
 
 /** What the worker must have seen as each tensor's path: the rule of docs/transport.md for one worker's resolved mode and threshold. */
-function predictPath(t: { name: string; nbytes: number }, mode: string, minBytes: number, tokensEqual: boolean): 'shm' | 'inline' {
+export function predictPath(t: { name: string; nbytes: number }, mode: string, minBytes: number, tokensEqual: boolean): 'shm' | 'inline' {
   const enabled = mode === 'shm' || (mode === 'auto' && tokensEqual);
   return enabled && t.nbytes >= minBytes ? 'shm' : 'inline';
 }

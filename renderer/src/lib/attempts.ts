@@ -11,9 +11,15 @@ export interface Attempt<E> {
   superseded: boolean;
 }
 
+/** The part of a disaggregated request an event belongs to (encode, prefill, decode), or undefined for a regular worker's whole request (named `regular`, or unnamed by routers of earlier versions). */
+export function disaggregatedLeg(e: { leg?: string | undefined }): string | undefined {
+  return e.leg === undefined || e.leg === 'regular' ? undefined : e.leg;
+}
+
 /** What a retry belongs to: its request, and under disaggregation its leg and worker. */
 export function retryKey(e: { requestId: string; leg?: string | undefined; worker: string }): string {
-  return `${e.requestId}|${e.leg ?? ''}|${e.leg ? e.worker : ''}`;
+  const leg = disaggregatedLeg(e);
+  return `${e.requestId}|${leg ?? ''}|${leg ? e.worker : ''}`;
 }
 
 export function splitAttempts<E extends { tensor: string; attempt?: number | undefined; leg?: string | undefined }>(events: readonly E[]): Attempt<E>[] {
@@ -21,7 +27,7 @@ export function splitAttempts<E extends { tensor: string; attempt?: number | und
   let number = 0;
   let seen = new Set<string>();
   for (const e of events) {
-    const name = `${e.leg ?? ''}|${e.tensor}`;
+    const name = `${disaggregatedLeg(e) ?? ''}|${e.tensor}`;
     const next = attempts.length === 0 || (e.attempt !== undefined ? e.attempt !== number : seen.has(name));
     if (next) {
       if (attempts.length) attempts.at(-1)!.superseded = true;

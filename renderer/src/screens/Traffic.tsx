@@ -11,7 +11,7 @@ import type uPlot from 'uplot';
 import uPlotLib from 'uplot';
 import { describeReason, REASON_WORDS, TENSOR_CACHE_ANSWERS, TENSOR_PATHS, type TensorEvent } from '../../../core/console/contract.ts';
 import { VerdictBadge } from '../components/Verdict.tsx';
-import { retriedRequests, retryKey } from '../lib/attempts.ts';
+import { disaggregatedLeg, retriedRequests, retryKey } from '../lib/attempts.ts';
 import { useOverview } from '../stores/overview.ts';
 import { cssVar, themedAxis, UChart } from '../components/Chart.tsx';
 import { Badge, LegTag, Panel, ScreenHeader } from '../components/ui.tsx';
@@ -174,7 +174,7 @@ const CACHE_WORDS: Record<NonNullable<TensorEvent['cache']>, string> = {
   miss: 'pixel cache miss: preprocessed for this request, and kept for the next request with this image when there is room',
 };
 
-const eventKey = (e: TensorEvent) => `${e.requestId}|${e.leg ?? ''}|${e.tensor}|${e.time}|${e.attempt ?? 1}`;
+const eventKey = (e: TensorEvent) => `${e.requestId}|${disaggregatedLeg(e) ?? ''}|${e.tensor}|${e.time}|${e.attempt ?? 1}`;
 
 /** Which sending of its request a row is: attempt 2 is the inline retry; attempt 1 of a retried request was written but not read. */
 function attemptOf(e: TensorEvent, retried: ReadonlyMap<string, string>): { n: 1 | 2; of: 1 | 2 } {
@@ -197,6 +197,7 @@ function ReasonCell({ e, attempt }: { e: TensorEvent; attempt: { n: 1 | 2; of: 1
 }
 
 const Row = memo(function Row({ e, index, start, attempt, selected, onSelect }: { e: TensorEvent; index: number; start: number; attempt: { n: 1 | 2; of: 1 | 2 }; selected: boolean; onSelect: (e: TensorEvent) => void }) {
+  const leg = disaggregatedLeg(e);
   return (
     <div
       role="row"
@@ -216,8 +217,8 @@ const Row = memo(function Row({ e, index, start, attempt, selected, onSelect }: 
         {e.source === 'console' && <span className="tag-console">console</span>}
         {e.requestId}
       </span>
-      <span role="cell" className="mono cell-worker" title={e.leg ? `${e.leg} worker ${e.worker}` : e.worker}>
-        {e.leg && <LegTag leg={e.leg} />}
+      <span role="cell" className="mono cell-worker" title={leg ? `${leg} worker ${e.worker}` : e.worker}>
+        {leg && <LegTag leg={leg} />}
         {/* Cut from the start when narrow: workers on one host differ by their port. */}
         <span className="ellipsis-start"><bdi>{e.worker.replace(/^grpc:\/\//, '')}</bdi></span>
       </span>
@@ -276,7 +277,7 @@ function EventDetails({ e, retried, onClose }: { e: TensorEvent; retried: Readon
       </div>
       <dl className="kv kv-wide">
         <div><dt>When</dt><dd className="num">{formatClock(e.time)} · revision {e.revision} · {e.source === 'console' ? "the console's own test traffic" : 'a client of the API'}</dd></div>
-        <div><dt>Worker</dt><dd className="mono">{e.worker} ({e.runtime}){e.leg && <span> · the request's {e.leg} worker{e.room && <>, bootstrap room <span className="mono">{e.room}</span></>}</span>}</dd></div>
+        <div><dt>Worker</dt><dd className="mono">{e.worker} ({e.runtime}){disaggregatedLeg(e) && <span> · the request's {e.leg} worker{e.room && <>, bootstrap room <span className="mono">{e.room}</span></>}</span>}</dd></div>
         <div><dt>Tensor</dt><dd className="mono">[{e.shape.join(', ')}] {e.dtype}, {formatBytes(e.nbytes)} ({e.nbytes.toLocaleString('en-US')} bytes)</dd></div>
         <div><dt>Went</dt><dd><span className={`path path-${e.path}`}>{e.path === 'shm' ? 'SHM' : e.path}</span>{e.path === 'shm' && <> · {e.cache === 'hit' ? 'placed' : 'written'} in {formatMicros(e.writeMicros)}</>}</dd></div>
         <div><dt>Why</dt><dd>{describeReason(e.reason)} <code>{e.reason}</code>{e.detail && <div className="mono small wrap">{e.detail}</div>}</dd></div>
@@ -346,7 +347,7 @@ export function TrafficScreen() {
   // The legs of disaggregated serving seen in the rows (the filter shows once there are any).
   const legs = useMemo(() => {
     const seen = new Set<string>();
-    for (const e of rows) if (e.leg) seen.add(e.leg);
+    for (const e of rows) if (disaggregatedLeg(e)) seen.add(e.leg!);
     if (seen.size > 0) seen.add('regular');
     if (filters.leg) seen.add(filters.leg);
     return [...seen].sort();
