@@ -51,9 +51,19 @@ test('EPD: the topology with each encode worker\'s own verdict, and Traffic rows
   await expect(page.getByRole('region', { name: /^Warnings/ })).toContainText(`encode workers disagree about /dev/shm: ${near.url} gets its images by SHM, ${far.url} inline`);
   await bothSchemes(page, testInfo, 'overview-epd');
 
+  // Each worker's role beside its verdict; the decode and the prefill get no pixel tensor.
+  const verdictRow = (w: RoleWorker) => page.getByTestId('verdicts').locator(`tr[data-worker="${w.url}"]`);
+  await expect(verdictRow(rig.decode).locator('.tag-leg')).toHaveText('decode');
+  await expect(verdictRow(rig.decode).getByTestId('no-pixels')).toBeVisible();
+  await expect(verdictRow(rig.prefill).getByTestId('no-pixels')).toBeVisible();
+  await expect(verdictRow(near).locator('.tag-leg')).toHaveText('encode');
+  await expect(verdictRow(near).getByTestId('no-pixels')).toHaveCount(0);
+
   await goTo(page, 'traffic');
   // Two requests: round robin gives each encode worker one of them.
   for (let i = 0; i < 2; i++) expect((await apiChatRequest(serve, 320, 240)).status).toBe(200);
+  // The throughput chart shows them once their second is complete, with no traffic after them.
+  await expect.poll(async () => Number(await page.getByRole('img', { name: 'Bytes per second through inline and SHM over the last minute' }).getAttribute('data-sum')), { timeout: 5_000 }).toBeGreaterThan(0);
   const rows = page.getByTestId('event-table').getByRole('row').filter({ hasText: 'encoder_input' });
   await expect(rows.filter({ hasText: near.url.replace('grpc://', '') }).first().locator('.tag-leg')).toHaveText('encode');
   await expect(rows.filter({ hasText: near.url.replace('grpc://', '') }).first().locator('[data-path]')).toHaveAttribute('data-path', 'shm');

@@ -170,6 +170,11 @@ export const DEFAULT_LIMITS = {
 /** The worker types each serving mode routes requests to (a worker of another type takes no part). */
 export const ROLES_ROUTED: Record<Disaggregation, readonly WorkerType[]> = { none: ['regular'], pd: ['prefill', 'decode'], epd: ['encode', 'prefill', 'decode'] };
 
+/** Whether a worker of this type gets pixel tensors under the mode: all but the decode, and the prefill next to encode workers (its own tensors are then the images' metadata, a few bytes). */
+export function readsPixelTensors(mode: Disaggregation, type: WorkerType): boolean {
+  return !((mode !== 'none' && type === 'decode') || (mode === 'epd' && type === 'prefill'));
+}
+
 /** Whether a worker of this type runs a bootstrap server (where decode takes the KV, prefill the embeddings): prefill and encode workers. */
 export function hasBootstrapServer(type: WorkerType): boolean {
   return type === 'prefill' || type === 'encode';

@@ -11,7 +11,7 @@
 import { z } from 'zod';
 import { TransportEnvironmentSchema } from '../config/env-schema.ts';
 import { PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
-import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerUrlSchema } from '../config/schema.ts';
+import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerTypeSchema, WorkerUrlSchema } from '../config/schema.ts';
 import { SecondAggregateSchema, TensorEventSchema } from '../transport/event-schema.ts';
 import { ResolvedWorkerTransportSchema } from '../transport/resolution-schema.ts';
 import { DECISION_OUTCOMES, DECISION_REASON_NAMES } from '../transport/vocabulary.ts';
@@ -257,6 +257,9 @@ export const OverviewSchema = z.object({
       url: z.string(),
       health: z.enum(WORKER_HEALTH),
       embedded: z.boolean(),
+      /** Its worker_type, and whether it gets pixel tensors under the serving mode (a decode worker does not; nor a prefill next to encode workers). */
+      role: WorkerTypeSchema,
+      readsPixels: z.boolean(),
       mode: TransportModeSchema,
       minBytes: z.int(),
       decision: DecisionSchema,
@@ -506,6 +509,7 @@ export {
   ENCODE_POLICIES,
   hasBootstrapServer,
   POLICIES,
+  readsPixelTensors,
   ROLES_ROUTED,
   RouterConfigSchema,
   RUNTIMES,

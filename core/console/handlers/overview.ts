@@ -3,6 +3,7 @@
 // its next request, counts of workers by health, the pixel cache (handlers/pixel-cache.ts),
 // and the warnings an operator must act on,
 // each with its remedy. The overview stream (feeds.ts) pushes the same computation.
+import { readsPixelTensors } from '../../config/schema.ts';
 import type { ConfigSnapshot } from '../../config/store.ts';
 import { listTensorFiles, type TensorFilesOfPid } from '../../transport/orphans.ts';
 import { SHM_PREFIX, shmFreeBytes } from '../../transport/shm-writer.ts';
@@ -138,7 +139,7 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
         },
         router: { url: running.url, model: ctx.model.path, pid: process.pid },
         config: { file: state.file.path, revision: s.revision, drifted: drift.drifted, restartChanges },
-        verdicts: views.map((v) => ({ url: v.url, health: v.health, embedded: v.embedded, mode: v.resolution.multimodal_tensor_transport.value, minBytes: v.resolution.multimodal_shm_min_bytes.value, decision: v.decision })),
+        verdicts: views.map((v) => ({ url: v.url, health: v.health, embedded: v.embedded, role: v.spec.worker_type, readsPixels: readsPixelTensors(s.config.disaggregation, v.spec.worker_type), mode: v.resolution.multimodal_tensor_transport.value, minBytes: v.resolution.multimodal_shm_min_bytes.value, decision: v.decision })),
         workers: {
           total: workers.length,
           healthy: health.filter((h) => h === 'healthy').length,

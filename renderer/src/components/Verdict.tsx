@@ -31,3 +31,8 @@ export function VerdictText({ decision, threshold, advice = false }: { decision:
     </div>
   );
 }
+
+/** Next to the verdict of a worker that gets no pixel tensor under disaggregation (a decode worker; a prefill next to encode workers): what its verdict can apply to. */
+export function NoPixelTensorsNote() {
+  return <span className="small muted note-line" data-testid="no-pixels">no pixel tensors: its own are the images' metadata, a few bytes (inline below the threshold)</span>;
+}

@@ -2,11 +2,11 @@
 // what the pixel cache holds, and what needs the operator's attention (each warning with its remedy).
 import { useEffect, useMemo } from 'react';
 import type { Overview } from '../../../core/console/contract.ts';
-import { VerdictBadge } from '../components/Verdict.tsx';
+import { NoPixelTensorsNote, VerdictBadge } from '../components/Verdict.tsx';
 import { DriftPanel } from '../components/DriftPanel.tsx';
 import { PixelCachePanel } from '../components/PixelCachePanel.tsx';
 import { Sparkline } from '../components/Sparkline.tsx';
-import { Badge, Bytes, CopyButton, Empty, ErrorNote, Panel, Prose, Rate, ScreenHeader, Stat } from '../components/ui.tsx';
+import { Badge, Bytes, CopyButton, Empty, ErrorNote, LegTag, Panel, Prose, Rate, ScreenHeader, Stat } from '../components/ui.tsx';
 import { formatBytes, formatCountRate, formatInt } from '../lib/format.ts';
 import { perSecondSeries, recentRate } from '../lib/series.ts';
 import { useNowSecond } from '../lib/useNow.ts';
@@ -66,10 +66,13 @@ function NextRequests({ verdicts }: { verdicts: Overview['verdicts'] }) {
                 <tr key={v.url} data-worker={v.url} data-outcome={v.decision.outcome} data-reason={v.decision.reason}>
                   <td>
                     <div className="mono" title={v.url}>{v.url.replace(/^grpc:\/\//, '')}</div>
-                    <div className="muted small">mode {v.mode}{v.embedded ? ' · embedded reference worker' : ''}</div>
+                    <div className="muted small">{v.role !== 'regular' && <><LegTag leg={v.role} /> </>}mode {v.mode}{v.embedded ? ' · embedded reference worker' : ''}</div>
                   </td>
                   <td><Badge tone={HEALTH_TONE[v.health]}>{v.health}</Badge></td>
-                  <td><VerdictBadge decision={v.decision} threshold={v.minBytes} compact /></td>
+                  <td>
+                    <VerdictBadge decision={v.decision} threshold={v.minBytes} compact />
+                    {!v.readsPixels && <NoPixelTensorsNote />}
+                  </td>
                   <td className="small">
                     {v.decision.explanation}
                     {v.decision.outcome !== 'shm' && v.decision.advice && (

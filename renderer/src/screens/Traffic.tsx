@@ -10,13 +10,14 @@ import { memo, useCallback, useMemo, useRef, useState } from 'react';
 import type uPlot from 'uplot';
 import uPlotLib from 'uplot';
 import { describeReason, REASON_WORDS, TENSOR_CACHE_ANSWERS, TENSOR_PATHS, type TensorEvent } from '../../../core/console/contract.ts';
-import { VerdictBadge } from '../components/Verdict.tsx';
+import { NoPixelTensorsNote, VerdictBadge } from '../components/Verdict.tsx';
 import { disaggregatedLeg, retriedRequests, retryKey } from '../lib/attempts.ts';
 import { useOverview } from '../stores/overview.ts';
 import { cssVar, themedAxis, UChart } from '../components/Chart.tsx';
 import { Badge, LegTag, Panel, ScreenHeader } from '../components/ui.tsx';
 import { formatBytes, formatClock, formatCountRate, formatInt, formatMicros, formatRate } from '../lib/format.ts';
 import { perSecondSeries } from '../lib/series.ts';
+import { useNowSecond } from '../lib/useNow.ts';
 import { useThrottled } from '../lib/useThrottled.ts';
 import { bytesToSlider, histogram, sliderToBytes, SLIDER_MAX, whatIf } from '../lib/whatif.ts';
 import { FALLBACK_REASONS } from '../lib/vocab.ts';
@@ -53,7 +54,10 @@ const tensorsOptions = rateOptions('tensors');
 function RateCharts() {
   const seconds = useTraffic((s) => s.seconds);
   const throttled = useThrottled(seconds, 500);
-  const series = useMemo(() => perSecondSeries(throttled, 60), [throttled]);
+  // The window ends at the last complete second of now, also when no data comes: after a burst
+  // the chart moves on to show it (it froze at the burst's first second, drawing 0 B/s).
+  const now = useNowSecond();
+  const series = useMemo(() => perSecondSeries(throttled, 60, now), [throttled, now]);
   const bytes = useMemo<uPlot.AlignedData>(() => [series.seconds, series.bytes.inline, series.bytes.shm], [series]);
   const tensors = useMemo<uPlot.AlignedData>(() => [series.seconds, series.tensors.inline, series.tensors.shm], [series]);
   return (
@@ -314,7 +318,11 @@ function NextRequestStrip() {
       <ul className="verdict-strip" data-testid="traffic-verdicts">
         {verdicts.map((v) => (
           <li key={v.url} data-worker={v.url} data-outcome={v.decision.outcome}>
-            <span className="mono">{v.url.replace(/^grpc:\/\//, '')}</span> <VerdictBadge decision={v.decision} threshold={v.minBytes} /> <span className="small">{v.decision.explanation}</span>
+            <span className="mono">{v.role !== 'regular' && <><LegTag leg={v.role} /> </>}{v.url.replace(/^grpc:\/\//, '')}</span> <VerdictBadge decision={v.decision} threshold={v.minBytes} />{' '}
+            <span className="small">
+              {v.decision.explanation}
+              {!v.readsPixels && <NoPixelTensorsNote />}
+            </span>
           </li>
         ))}
       </ul>

@@ -4,7 +4,7 @@
 // editor whose changes go into the draft, with "inherit" (no override: router, env or
 // default decides) as a first-class choice for both knobs.
 import { Fragment, useId, useMemo, useState } from 'react';
-import { DEFAULT_BOOTSTRAP_PORT, hasBootstrapServer, REASON_WORDS, RUNTIMES, WORKER_TYPES, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerView } from '../../../core/console/contract.ts';
+import { DEFAULT_BOOTSTRAP_PORT, hasBootstrapServer, readsPixelTensors, REASON_WORDS, RUNTIMES, WORKER_TYPES, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerView } from '../../../core/console/contract.ts';
 import { VerdictBadge, VerdictText } from '../components/Verdict.tsx';
 import { Badge, Breakable, Empty, ErrorNote, Panel, Prose, ScreenHeader, type Tone } from '../components/ui.tsx';
 import { addWorker, patchWorker, removeWorker, typedNumber } from '../lib/draft.ts';
@@ -41,11 +41,6 @@ function reviewRemove(w: WorkerView) {
     run: () => client().call('workers.remove', { url: w.url, expectedRevision }),
     undo: { toRevision: expectedRevision, config: view.config },
   });
-}
-
-/** Whether a worker of this type gets no pixel tensor under the mode: the decode, and the prefill next to encode workers. */
-function pixelless(mode: RouterConfig['disaggregation'], type: WorkerSpec['worker_type']): boolean {
-  return (mode !== 'none' && type === 'decode') || (mode === 'epd' && type === 'prefill');
 }
 
 const ROLE_ORDER = ['encode', 'prefill', 'decode'] as const;
@@ -195,7 +190,7 @@ export function WorkersScreen() {
                         <td data-testid="next-request" data-outcome={r.decision.outcome} className="next-cell">
                           <VerdictBadge decision={r.decision} threshold={thr.value} compact />
                           <div className="small reason" title={`${r.decision.reason}: ${r.decision.explanation}`}>{REASON_WORDS[r.decision.reason]}</div>
-                          {view && pixelless(view.config.disaggregation, w.spec.worker_type) && (
+                          {view && !readsPixelTensors(view.config.disaggregation, w.spec.worker_type) && (
                             <div className="small muted" data-testid="no-pixels">no pixel tensors: {view.config.disaggregation === 'epd' ? 'the encode workers' : 'the prefill worker'} get them; its own are the images' metadata, a few bytes</div>
                           )}
                         </td>
