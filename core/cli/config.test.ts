@@ -33,6 +33,8 @@ describe('mmtc config flags', () => {
     const missing = runMmtc(['config', 'resolve', '--pd-disaggregation', '--decode', 'grpc://127.0.0.1:50054']);
     expect(missing.status).toBe(2);
     expect(missing.stderr.trim()).toBe('error: --pd-disaggregation: invalid value \'pd\' for disaggregation: disaggregation pd needs at least one prefill worker (worker_type prefill); the configuration has none (on the command line: --prefill URL [BOOTSTRAP_PORT])');
+    const shared = runMmtc(['config', 'resolve', '--pd-disaggregation', '--prefill', 'grpc://127.0.0.1:50051', '--prefill', 'grpc://127.0.0.1:50052', '--decode', 'grpc://127.0.0.1:50054']);
+    expect(shared.stderr.trim()).toBe("error: --prefill grpc://127.0.0.1:50052: invalid value 'grpc://127.0.0.1:50052' for workers[1].url: workers[0] already has its bootstrap server at 127.0.0.1:8998 (8998, the default): each prefill or encode worker on one host needs a bootstrap_port of its own (on the command line: a port of its own after the URL, --prefill grpc://127.0.0.1:50052 PORT)");
     const unix = runMmtc(['config', 'resolve', '--pd-disaggregation', '--prefill', 'unix:///tmp/p.sock', '--decode', 'grpc://127.0.0.1:50054']);
     expect(unix.stderr.trim()).toBe("error: --prefill unix:///tmp/p.sock: invalid value 'unix:///tmp/p.sock' for workers[0].url: a prefill worker under disaggregation pd needs a grpc://host:port URL: its bootstrap server is reached at that host");
   });

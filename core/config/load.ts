@@ -212,6 +212,8 @@ function flagWordedIssue(issue: ConfigIssue, config: RouterConfig, origins: Conf
   if (issue.path.endsWith('.worker_type') && listed) {
     const roles = ROLES_ROUTED[config.disaggregation].filter((r) => r !== listed.worker_type);
     hint = ` (on the command line: list ${listed.url} with ${roles.map((r) => ROLE_FLAG[r].split(' ')[0]).join(', ')} instead of ${flag})`;
+  } else if (/already has its bootstrap server/.test(issue.message) && listed && (flag === '--prefill' || flag === '--encode')) {
+    hint = ` (on the command line: a port of its own after the URL, ${flag} ${listed.url} PORT)`;
   } else if (issue.path === 'disaggregation') {
     const missing = ROLES_ROUTED[config.disaggregation].find((r) => issue.message.includes(`at least one ${r} worker`));
     if (missing) hint = ` (on the command line: ${ROLE_FLAG[missing]})`;

@@ -59,6 +59,8 @@ export interface RequestRecord {
   errorCode?: string;
   /** The worker could not read this request's /dev/shm files (what it said); it was sent again inline. */
   shmFallback?: string;
+  /** Under disaggregation: a leg that failed while the decode still answered (its error). */
+  legFailed?: string;
   /** A tensor file the preprocessing thread could not write (why); the tensor was placed the usual way. */
   prewriteFailed?: string;
   paths: Record<TensorPath, number>;

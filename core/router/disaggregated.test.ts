@@ -213,11 +213,11 @@ describe('EPD', () => {
   }, 45_000);
 
   it('an encode worker killed while it holds its image: 502 naming it (not the prefill worker that could not reach its bootstrap server first), and it is out of rotation at once', async () => {
-    for (const lagMs of [0, 100]) {
+    for (const lagMs of [0, 50]) {
       const victim = await worker('encode', ['--delay-ms', '3000']);
       const prefill = await worker('prefill', ['--embedding-timeout-ms', '10000']);
       const decode = await worker('decode');
-      // With a lag the router hears of the dead connection 100 ms after the prefill worker
+      // With a lag the router hears of the dead connection 50 ms after the prefill worker
       // (whose fetch from the encode worker's bootstrap server fails at once) has answered.
       const url = lagMs ? await laggingProxy(victim.url, lagMs) : victim.url;
       const r = await start({ disaggregation: 'epd', workers: [{ ...spec(victim, 'encode'), url }, spec(prefill, 'prefill'), spec(decode, 'decode')] });
@@ -249,7 +249,7 @@ describe('EPD', () => {
     const t = performance.now();
     const health = await fetch(`${r.url}/health`);
     expect(health.status).toBe(200);
-    expect(performance.now() - t).toBeLessThan(500);
+    expect(performance.now() - t).toBeLessThan(2_000);
     const reply = await pending;
     expect(reply.status).toBe(504);
     // Every leg still running at the deadline is named, the pipeline's first (the hung one) first.

@@ -72,6 +72,10 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
   let failure: ApiError | undefined;
   let firstReported: ApiError | undefined;
   let grace: NodeJS.Timeout | undefined;
+  // Set once the request is over: a leg that fails while the rest wind down decides nothing.
+  let finished = false;
+  let announce!: () => void;
+  const decided = new Promise<void>((resolve) => (announce = resolve));
   const stops: Array<() => void> = [];
   let stopDecode: ((error: ApiError) => void) | undefined;
   // The legs begun and not (yet) succeeded, in the order they began: encode, prefill, decode.
@@ -84,6 +88,7 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
     failure = error.status === 504 && error.type === 'timeout' && unfinished.size > 1 ? new ApiError(504, `${listed([...unfinished])} did not finish within ${timeoutSecs} s`, 'timeout') : error;
     for (const stop of stops.splice(0)) stop();
     stopDecode?.(failure);
+    announce();
   };
   const l: Legs = {
     ctx,
@@ -93,7 +98,7 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
     options: d.options,
     deadline: Date.now() + timeoutSecs * 1000,
     fail(error) {
-      if (failure) return;
+      if (failure || finished) return;
       if (isWorkerGoneError(error)) return decide(error);
       if (firstReported) return;
       firstReported = error;
@@ -116,6 +121,7 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
     clearTimeout(grace);
     failure = new ApiError(499, 'the client went away');
     for (const stop of stops.splice(0)) stop();
+    announce();
   };
   d.res.on('close', onClose);
   let others: Array<Promise<unknown>> = [];
@@ -145,11 +151,19 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
       stopDecode = stop;
     });
   } catch (err) {
-    // The decode (or vLLM's prefill before it) failed: that is the client's answer.
-    decide(err instanceof ApiError ? err : toApiError(err));
-    throw failure ?? err;
+    // The decode (or vLLM's prefill before it) failed: reported like any leg's failure, so a
+    // worker gone or an earlier leg's failure (the cause a decode's error may follow from)
+    // is the client's answer when there is one.
+    if (!failure) {
+      l.fail(err instanceof ApiError ? err : toApiError(err));
+      await decided;
+    }
+    throw failure!;
   } finally {
+    finished = true;
     clearTimeout(grace);
+    // A leg reported a failure, yet the decode answered: the client has its answer; the log line says what failed.
+    if (firstReported && !failure) d.record.legFailed = firstReported.message;
     d.res.off('close', onClose);
     // The decode is over (answered, failed, or the client left): no other leg is needed now.
     for (const stop of stops.splice(0)) stop();

@@ -98,6 +98,7 @@ function requestLogLine(req: IncomingMessage, pathname: string, status: number, 
     ...(record.revision !== undefined ? { revision: record.revision } : {}),
     ...(record.shmFallback ? { shm_read_failed: record.shmFallback } : {}),
     ...(record.prewriteFailed ? { shm_prewrite_failed: record.prewriteFailed } : {}),
+    ...(record.legFailed ? { leg_failed: record.legFailed } : {}),
     ...(error ? { error } : {}),
   });
 }

@@ -150,7 +150,7 @@ describe('a HealthCheck with no answer', () => {
         throw Object.assign(new Error('Deadline exceeded'), { code: 4, details: 'Deadline exceeded after 3.000s' });
       },
     };
-    w.connection = withAnswerClock(inner, () => (w.lastAnsweredAt = Date.now()));
+    w.connection = withAnswerClock(inner, () => (w.lastAnsweredAt = performance.now()));
     w.connection.generate({ runtime: 'vllm', message: {} }, { deadline: Date.now() + 1000 }, { event() {}, failure() {}, end() {} });
     return r;
   }
@@ -174,7 +174,7 @@ describe('a HealthCheck with no answer', () => {
   it('a worker that answers it is unhealthy is taken at its word, however busy', async () => {
     const { r } = registry(50);
     const w = r.list()[0]!;
-    w.connection = withAnswerClock({ ...fakeConnection(w.spec.url), health: async () => ((w.lastAnsweredAt = Date.now()), { healthy: false, message: 'draining' }) }, () => (w.lastAnsweredAt = Date.now()));
+    w.connection = withAnswerClock({ ...fakeConnection(w.spec.url), health: async () => ((w.lastAnsweredAt = performance.now()), { healthy: false, message: 'draining' }) }, () => (w.lastAnsweredAt = performance.now()));
     await r.checkAll();
     expect(w).toMatchObject({ healthy: false, lastError: 'worker reports unhealthy: draining' });
     r.close();

@@ -37,7 +37,7 @@ export interface WorkerState {
   removed: boolean;
   /** The worker could not read our /dev/shm files: what it said, and when. Cleared on rediscovery or by the operator. */
   shmLane?: { error: string; since: number };
-  /** When the worker last answered a call of a request (a Generate message, an Encode reply): proof it is alive when a HealthCheck is not answered in time. */
+  /** When (performance.now()) the worker last answered a call of a request (a Generate message, an Encode reply): proof it is alive when a HealthCheck is not answered in time. */
   lastAnsweredAt?: number;
 }
 
@@ -177,7 +177,7 @@ export class WorkerRegistry {
     }
     if (w.runtime !== probe.runtime || !w.connection) {
       w.connection?.close();
-      w.connection = withAnswerClock(engineFor(probe.runtime).connect(w.spec.url), () => (w.lastAnsweredAt = Date.now()));
+      w.connection = withAnswerClock(engineFor(probe.runtime).connect(w.spec.url), () => (w.lastAnsweredAt = performance.now()));
     }
     // A rediscovered worker (restarted, moved, fixed) gets its /dev/shm lane back.
     if (!w.healthy) delete w.shmLane;
@@ -231,8 +231,8 @@ export class WorkerRegistry {
    * gave no answer and the worker answered no request's call while the check ran: under load (128 clients sending 1080p
    * images inline on two cores) HealthCheck timed out on all three workers of the reliability
    * suite while each kept answering, and the router refused requests with 503 "no healthy
-   * worker". A worker that is hung or gone answers nothing, and is taken out at its first failed
-   * check; one that answers it is unhealthy is taken at its word.
+   * worker". A worker that is hung or gone answers nothing, and is taken out by the first
+   * check during which it answered nothing; one that answers it is unhealthy is taken at its word.
    */
   async checkAll(): Promise<void> {
     if (this.checking) return;
@@ -240,7 +240,7 @@ export class WorkerRegistry {
     try {
       await eachBounded(this.workers, MAX_CONCURRENT_PROBES, async (w) => {
         if (!w.healthy || !w.runtime) return this.discover(w);
-        const startedAt = Date.now();
+        const startedAt = performance.now();
         const { answer, error } = await this.healthCheck(w);
         w.lastCheckedAt = Date.now();
         if (answer === 'no answer' && (w.lastAnsweredAt ?? 0) >= startedAt) return;

@@ -199,14 +199,20 @@ async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
   const notes: string[] = [];
   for (const runtime of ['tokenspeed', 'vllm'] as const) {
     const far = await shmNamespace({ name: `far ${runtime} prefill worker` });
+    const started: Proc[] = [];
+    const track = async <W extends { proc: Proc }>(w: Promise<W>): Promise<W> => {
+      const ready = await w;
+      started.push(ready.proc);
+      return ready;
+    };
     try {
-      const near = await roleWorker('prefill', [], [], runtime);
-      const farWorker = await roleWorker('prefill', [], far.prefix, runtime);
-      const overridden = await roleWorker('prefill', [], [], runtime);
-      const decode = await roleWorker('decode', [], [], runtime);
+      const near = await track(roleWorker('prefill', [], [], runtime));
+      const farWorker = await track(roleWorker('prefill', [], far.prefix, runtime));
+      const overridden = await track(roleWorker('prefill', [], [], runtime));
+      const decode = await track(roleWorker('decode', [], [], runtime));
       const entry = (w: RoleWorker, type: string, more = '') => `  - url: ${w.url}\n    runtime: ${runtime}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}${more}`;
       const file = configFile(`disaggregation: pd\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 120\nhealth_check_interval_secs: 1\nworkers:\n${entry(near, 'prefill')}${entry(farWorker, 'prefill')}${entry(overridden, 'prefill', '    multimodal_tensor_transport: inline\n')}${entry(decode, 'decode')}`);
-      const router = await startRouter(['--config', file], { name: `router (${runtime} pd)` });
+      const router = await track(startRouter(['--config', file], { name: `router (${runtime} pd)` }));
       const shares = new Map([[near.url, true], [farWorker.url, false], [overridden.url, false]]);
       const byPrefill: Record<string, { requests: number; shm: number; inline: number }> = {};
       const problems: string[] = [];
@@ -233,8 +239,6 @@ async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
           }
         }),
       );
-      await router.proc.stop();
-      for (const w of [near, farWorker, overridden, decode]) await w.proc.stop();
       const served = Object.keys(byPrefill).length;
       t.check(requests > 0, `${runtime}: no request was sent`);
       t.check(problems.length === 0, `${runtime}: ${problems.slice(0, 3).join(' | ')}`);
@@ -244,6 +248,8 @@ async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
       t.note(`${runtime}_pixels_by_prefill`, { near: byPrefill[near.url], far: byPrefill[farWorker.url], overridden_inline: byPrefill[overridden.url] });
       notes.push(`${runtime}: ${requests} requests, pixels near ${byPrefill[near.url]?.shm ?? 0} SHM / ${byPrefill[near.url]?.inline ?? 0} inline, far ${byPrefill[farWorker.url]?.shm ?? 0} / ${byPrefill[farWorker.url]?.inline ?? 0}, overridden ${byPrefill[overridden.url]?.shm ?? 0} / ${byPrefill[overridden.url]?.inline ?? 0}; ${problems.length} problems`);
     } finally {
+      // The router first, then its workers (whichever of them started).
+      for (const proc of started.reverse()) await proc.stop();
       await far.stop();
     }
   }

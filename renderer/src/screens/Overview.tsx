@@ -66,7 +66,7 @@ function NextRequests({ verdicts }: { verdicts: Overview['verdicts'] }) {
                 <tr key={v.url} data-worker={v.url} data-outcome={v.decision.outcome} data-reason={v.decision.reason}>
                   <td>
                     <div className="mono" title={v.url}>{v.url.replace(/^grpc:\/\//, '')}</div>
-                    <div className="muted small">{v.role !== 'regular' && <><LegTag leg={v.role} /> </>}mode {v.mode}{v.embedded ? ' · embedded reference worker' : ''}</div>
+                    <div className="muted small">{v.role !== 'regular' && <LegTag leg={v.role} />}mode {v.mode}{v.embedded ? ' · embedded reference worker' : ''}</div>
                   </td>
                   <td><Badge tone={HEALTH_TONE[v.health]}>{v.health}</Badge></td>
                   <td>

@@ -318,7 +318,7 @@ function NextRequestStrip() {
       <ul className="verdict-strip" data-testid="traffic-verdicts">
         {verdicts.map((v) => (
           <li key={v.url} data-worker={v.url} data-outcome={v.decision.outcome}>
-            <span className="mono">{v.role !== 'regular' && <><LegTag leg={v.role} /> </>}{v.url.replace(/^grpc:\/\//, '')}</span> <VerdictBadge decision={v.decision} threshold={v.minBytes} />{' '}
+            <span className="mono">{v.role !== 'regular' && <LegTag leg={v.role} />}{v.url.replace(/^grpc:\/\//, '')}</span> <VerdictBadge decision={v.decision} threshold={v.minBytes} />{' '}
             <span className="small">
               {v.decision.explanation}
               {!v.readsPixels && <NoPixelTensorsNote />}
