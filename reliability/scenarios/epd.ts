@@ -84,8 +84,11 @@ async function loadEpd(t: T, seconds: number): Promise<void> {
   try {
     const near = await roleWorker('encode');
     const farWorker = await roleWorker('encode', [], far.prefix);
-    const prefill = await roleWorker('prefill');
-    const decode = await roleWorker('decode');
+    // Under 32 clients of up to 4 images on two cores an image can wait over 10 s (the prefill
+    // worker's default) for its encode worker: the waits are their longest, 60 s, below the
+    // router's 120 s deadline, so what is checked is where every item went, not how fast.
+    const prefill = await roleWorker('prefill', ['--embedding-timeout-ms', '60000']);
+    const decode = await roleWorker('decode', ['--kv-timeout-ms', '60000']);
     const router = await epdRouter([near, farWorker], prefill, decode, 'router (epd)');
     const rng = t.rng;
     const byImage = new Map<string, Set<string>>();
@@ -209,7 +212,7 @@ async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
       const near = await track(roleWorker('prefill', [], [], runtime));
       const farWorker = await track(roleWorker('prefill', [], far.prefix, runtime));
       const overridden = await track(roleWorker('prefill', [], [], runtime));
-      const decode = await track(roleWorker('decode', [], [], runtime));
+      const decode = await track(roleWorker('decode', ['--kv-timeout-ms', '60000'], [], runtime));
       const entry = (w: RoleWorker, type: string, more = '') => `  - url: ${w.url}\n    runtime: ${runtime}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}${more}`;
       const file = configFile(`disaggregation: pd\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 120\nhealth_check_interval_secs: 1\nworkers:\n${entry(near, 'prefill')}${entry(farWorker, 'prefill')}${entry(overridden, 'prefill', '    multimodal_tensor_transport: inline\n')}${entry(decode, 'decode')}`);
       const router = await track(startRouter(['--config', file], { name: `router (${runtime} pd)` }));
