@@ -116,9 +116,9 @@ export interface IssueContext {
 export const MAX_LISTED_ISSUES = 50;
 
 /** One ConfigIssue per problem (an unrecognized_keys issue with three keys gives three), at most MAX_LISTED_ISSUES and a count of the rest. */
-export function issuesFromZod(error: z.core.$ZodError, ctx: IssueContext): Array<ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean; rest?: boolean }> {
+export function issuesFromZod(error: z.core.$ZodError, ctx: IssueContext): Array<ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean; rest?: boolean; params?: Record<string, unknown> }> {
   const describe = ctx.describePath ?? formatPath;
-  const out: Array<ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean; rest?: boolean }> = [];
+  const out: Array<ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean; rest?: boolean; params?: Record<string, unknown> }> = [];
   const total = error.issues.reduce((n, issue) => n + (issue.code === 'unrecognized_keys' ? issue.keys.length : 1), 0);
   const listed = () => {
     if (out.length < MAX_LISTED_ISSUES) return false;
@@ -151,6 +151,8 @@ export function issuesFromZod(error: z.core.$ZodError, ctx: IssueContext): Array
       keyPath: path,
       // A rule across keys (code custom) may be about a key left to its default: not "missing".
       message: present ? invalidValueMessage(where || 'the configuration', value, issue.message) : issue.code === 'custom' ? `${where} (not set: its default): ${issue.message}` : `missing required key ${where}: ${issue.message}`,
+      // A rule across keys may say which rule it is (schema.ts's topology problems).
+      ...(issue.code === 'custom' && issue.params ? { params: issue.params } : {}),
     });
   }
   return out;

@@ -8,8 +8,8 @@
 // --multimodal-tensor-transport: expected inline, shm, auto or rdma.
 import { ConfigError, type ConfigIssue } from './errors.ts';
 import { flagValue, parseLoose, parseLooseBytes, parseLooseMode, parseLoosePort } from './loose.ts';
-import { DEFAULT_BOOTSTRAP_PORT, ROLES_ROUTED, RouterConfigSchema, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerType } from './schema.ts';
-import { checkRouterConfig } from './validate.ts';
+import { DEFAULT_BOOTSTRAP_PORT, ROLES_ROUTED, RouterConfigSchema, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type TopologyProblem, type WorkerSpec, type WorkerType } from './schema.ts';
+import { checkRouterConfig, type LocatedIssue } from './validate.ts';
 import type { ConfigOrigins } from './origins.ts';
 import { loadConfigFile } from './yaml.ts';
 
@@ -202,22 +202,20 @@ const ROLE_FLAG: Record<WorkerType, string> = { regular: '--worker-urls URL', en
  * that flag first in the sentence and, where a role is missing or wrong, the flag that gives it.
  * A problem the flags did not cause keeps the file's key.
  */
-function flagWordedIssue(issue: ConfigIssue, config: RouterConfig, origins: ConfigOrigins): ConfigIssue {
-  const worker = /^workers\[(\d+)\]\./.exec(issue.path);
+function flagWordedIssue(issue: LocatedIssue, config: RouterConfig, origins: ConfigOrigins): ConfigIssue {
+  const worker = issue.keyPath[0] === 'workers' && typeof issue.keyPath[1] === 'number' ? issue.keyPath[1] : undefined;
   const flagOf = (key: string) => (origins[key]?.startsWith('--') ? origins[key] : undefined);
-  const flag = flagOf(issue.path) ?? (worker ? flagOf(`workers[${worker[1]}].url`) : undefined);
-  if (flag === undefined) return issue;
-  const listed = worker ? config.workers[Number(worker[1])] : undefined;
+  const flag = flagOf(issue.path) ?? (worker !== undefined ? flagOf(`workers[${worker}].url`) : undefined);
+  if (flag === undefined) return { path: issue.path, message: issue.message };
+  const listed = worker !== undefined ? config.workers[worker] : undefined;
+  const problem = issue.params?.topology as TopologyProblem | undefined;
   let hint = '';
-  if (issue.path.endsWith('.worker_type') && listed) {
+  if (problem?.kind === 'role_not_routed' && listed) {
     const roles = ROLES_ROUTED[config.disaggregation].filter((r) => r !== listed.worker_type);
     hint = ` (on the command line: list ${listed.url} with ${roles.map((r) => ROLE_FLAG[r].split(' ')[0]).join(', ')} instead of ${flag})`;
-  } else if (/already has its bootstrap server/.test(issue.message) && listed && (flag === '--prefill' || flag === '--encode')) {
+  } else if (problem?.kind === 'shared_bootstrap' && listed && (flag === '--prefill' || flag === '--encode')) {
     hint = ` (on the command line: a port of its own after the URL, ${flag} ${listed.url} PORT)`;
-  } else if (issue.path === 'disaggregation') {
-    const missing = ROLES_ROUTED[config.disaggregation].find((r) => issue.message.includes(`at least one ${r} worker`));
-    if (missing) hint = ` (on the command line: ${ROLE_FLAG[missing]})`;
-  }
+  } else if (problem?.kind === 'missing_role') hint = ` (on the command line: ${ROLE_FLAG[problem.role]})`;
   return { path: flag, message: `${flag}${listed ? ` ${listed.url}` : ''}: ${issue.message}${hint}` };
 }
 

@@ -186,39 +186,42 @@ export function bootstrapAddress(worker: Pick<WorkerSpec, 'url' | 'bootstrap_por
   return m ? { host: m[1]!.replace(/^\[|\]$/g, ''), port: worker.bootstrap_port ?? DEFAULT_BOOTSTRAP_PORT } : undefined;
 }
 
+/** Which rule of a disaggregated topology an issue breaks (its zod params' `topology`), so the flags' loader can say it in flags (core/config/load.ts). */
+export type TopologyProblem = { kind: 'bootstrap_port_unused' } | { kind: 'role_not_routed' } | { kind: 'needs_grpc_url' } | { kind: 'shared_bootstrap' } | { kind: 'missing_role'; role: WorkerType };
+
 /**
  * What a disaggregated configuration must hold (each issue at the key to fix): the roles its
  * mode needs, no worker of a role it does not use, a bootstrap server only where one exists
  * (prefill, encode), reachable at a host (a grpc:// URL), and not shared by two workers.
  */
-function topologyIssues(config: { disaggregation: Disaggregation; workers: readonly WorkerSpec[] }): Array<{ path: (string | number)[]; message: string }> {
-  const issues: Array<{ path: (string | number)[]; message: string }> = [];
+function topologyIssues(config: { disaggregation: Disaggregation; workers: readonly WorkerSpec[] }): Array<{ path: (string | number)[]; message: string; problem: TopologyProblem }> {
+  const issues: Array<{ path: (string | number)[]; message: string; problem: TopologyProblem }> = [];
   const mode = config.disaggregation;
   const count = (t: WorkerType) => config.workers.filter((w) => w.worker_type === t).length;
   const bootstrapped = new Map<string, number>();
   config.workers.forEach((w, i) => {
     const hasServer = hasBootstrapServer(w.worker_type);
-    if (w.bootstrap_port !== undefined && !hasServer) issues.push({ path: ['workers', i, 'bootstrap_port'], message: `bootstrap_port is for prefill and encode workers (their bootstrap server); this worker is ${w.worker_type}` });
+    if (w.bootstrap_port !== undefined && !hasServer) issues.push({ path: ['workers', i, 'bootstrap_port'], message: `bootstrap_port is for prefill and encode workers (their bootstrap server); this worker is ${w.worker_type}`, problem: { kind: 'bootstrap_port_unused' } });
     if (mode === 'none') return;
     if (!ROLES_ROUTED[mode].includes(w.worker_type)) {
-      issues.push({ path: ['workers', i, 'worker_type'], message: `${w.worker_type === 'encode' ? 'an' : 'a'} ${w.worker_type} worker takes no part under disaggregation ${mode}, which routes to ${ROLES_ROUTED[mode].join(', ')} workers: give it one of those types, or remove it` });
+      issues.push({ path: ['workers', i, 'worker_type'], message: `${w.worker_type === 'encode' ? 'an' : 'a'} ${w.worker_type} worker takes no part under disaggregation ${mode}, which routes to ${ROLES_ROUTED[mode].join(', ')} workers: give it one of those types, or remove it`, problem: { kind: 'role_not_routed' } });
       return;
     }
     if (!hasServer) return;
     const at = bootstrapAddress(w);
     if (!at) {
-      issues.push({ path: ['workers', i, 'url'], message: `${w.worker_type === 'encode' ? 'an' : 'a'} ${w.worker_type} worker under disaggregation ${mode} needs a grpc://host:port URL: its bootstrap server is reached at that host` });
+      issues.push({ path: ['workers', i, 'url'], message: `${w.worker_type === 'encode' ? 'an' : 'a'} ${w.worker_type} worker under disaggregation ${mode} needs a grpc://host:port URL: its bootstrap server is reached at that host`, problem: { kind: 'needs_grpc_url' } });
       return;
     }
     const key = `${at.host}:${at.port}`;
     const first = bootstrapped.get(key);
     if (first !== undefined) {
-      issues.push({ path: ['workers', i, w.bootstrap_port === undefined ? 'url' : 'bootstrap_port'], message: `workers[${first}] already has its bootstrap server at ${key}${w.bootstrap_port === undefined ? ` (${DEFAULT_BOOTSTRAP_PORT}, the default)` : ''}: each prefill or encode worker on one host needs a bootstrap_port of its own` });
+      issues.push({ path: ['workers', i, w.bootstrap_port === undefined ? 'url' : 'bootstrap_port'], message: `workers[${first}] already has its bootstrap server at ${key}${w.bootstrap_port === undefined ? ` (${DEFAULT_BOOTSTRAP_PORT}, the default)` : ''}: each prefill or encode worker on one host needs a bootstrap_port of its own`, problem: { kind: 'shared_bootstrap' } });
     } else bootstrapped.set(key, i);
   });
   if (mode !== 'none') {
     for (const role of ROLES_ROUTED[mode]) {
-      if (count(role) === 0) issues.push({ path: ['disaggregation'], message: `disaggregation ${mode} needs at least one ${role} worker (worker_type ${role}); the configuration has none` });
+      if (count(role) === 0) issues.push({ path: ['disaggregation'], message: `disaggregation ${mode} needs at least one ${role} worker (worker_type ${role}); the configuration has none`, problem: { kind: 'missing_role', role } });
     }
   }
   return issues;
@@ -260,7 +263,7 @@ export const RouterConfigSchema = z.strictObject({
   preprocess_memory_bytes: bytes().min(64 * 1024 * 1024, { error: 'expected at least 64 MiB (67108864 bytes)' }).default(DEFAULT_LIMITS.preprocess_memory_bytes),
   workers: z.array(WorkerSpecSchema, { error: 'expected a list of workers' }).max(MAX_WORKERS, { error: MAX_WORKERS_EXPECTED }).default([]),
 }).superRefine((config, ctx) => {
-  for (const issue of topologyIssues(config)) ctx.addIssue({ code: 'custom', path: issue.path, message: issue.message });
+  for (const issue of topologyIssues(config)) ctx.addIssue({ code: 'custom', path: issue.path, message: issue.message, params: { topology: issue.problem } });
 });
 export type RouterConfig = z.output<typeof RouterConfigSchema>;
 /** What a caller may pass: every field with a default is optional. */

@@ -15,7 +15,7 @@ export function knownRouterConfigKeysAt(path: readonly PathSegment[]): readonly 
 }
 
 /** `rest`: the closing issue that counts the problems past MAX_LISTED_ISSUES (listed last). */
-export type LocatedIssue = ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean; rest?: boolean };
+export type LocatedIssue = ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean; rest?: boolean; params?: Record<string, unknown> };
 
 /** Validate without throwing: the config, or every issue with its key path. */
 export function checkRouterConfig(input: unknown): { ok: true; config: RouterConfig } | { ok: false; issues: LocatedIssue[] } {

@@ -56,7 +56,8 @@ export interface RegistryOptions {
 export function withAnswerClock(connection: EngineConnection, onAnswer: () => void): EngineConnection {
   const encode = connection.encode?.bind(connection);
   return {
-    ...connection,
+    runtime: connection.runtime,
+    url: connection.url,
     generate: (request, options, sink) =>
       connection.generate(request, options, {
         event: (ev) => (onAnswer(), sink.event(ev)),
@@ -227,8 +228,8 @@ export class WorkerRegistry {
 
   /**
    * One round of health checks; a worker that was down and answers again is rediscovered, one
-   * that answers has its labels read again. A failed check takes a worker out only when it
-   * gave no answer and the worker answered no request's call while the check ran: under load (128 clients sending 1080p
+   * that answers has its labels read again. A check with no answer takes a worker out only when
+   * the worker answered no request's call while it ran: under load (128 clients sending 1080p
    * images inline on two cores) HealthCheck timed out on all three workers of the reliability
    * suite while each kept answering, and the router refused requests with 503 "no healthy
    * worker". A worker that is hung or gone answers nothing, and is taken out by the first
