@@ -170,6 +170,17 @@ describe('EPD', () => {
     expect(r.context.events.recent().find((e) => e.requestId === after.id && e.worker === added.url && e.tensor.startsWith('encoder_input'))).toMatchObject({ leg: 'encode', path: 'inline', reason: expect.stringMatching(/^auto_different_(host|shm)$/) });
   });
 
+  it("the start-up lines name each worker's role", async () => {
+    const e = await worker('encode');
+    const prefill = await worker('prefill');
+    const decode = await worker('decode');
+    const lines: string[] = [];
+    const router = createRouter({ port: 0, multimodal_tensor_transport: 'auto', disaggregation: 'epd', workers: [spec(e, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] }, { environment });
+    const r = await router.start({ log: (l) => lines.push(l) });
+    stops.push(() => r.close());
+    expect(lines.filter((l) => l.startsWith('worker '))).toEqual([`worker ${e.url} (tokenspeed, encode worker): healthy`, `worker ${prefill.url} (tokenspeed, prefill worker): healthy`, `worker ${decode.url} (tokenspeed, decode worker): healthy`]);
+  });
+
   it('consistent hashing keeps an image on one encode worker; a text-only request runs as PD', async () => {
     const a = await worker('encode');
     const b = await worker('encode');

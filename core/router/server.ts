@@ -148,7 +148,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   for (const w of registry.list()) {
     const { decision, resolved } = transportForWorker({ spec: w.spec, config: snapshot.config, env: snapshot.env, labels: w.labels, reachable: w.healthy, host: context.host, runtime: laneFacts(w.runtime) });
     const mode = resolved.multimodal_tensor_transport;
-    const who = embedded && w.spec.url === embedded.url ? ', embedded reference worker' : '';
+    const who = `${w.spec.worker_type !== 'regular' ? `, ${w.spec.worker_type} worker` : ''}${embedded && w.spec.url === embedded.url ? ', embedded reference worker' : ''}`;
     log(`worker ${w.spec.url} (${w.runtime ?? 'runtime unknown'}${who}): ${w.healthy ? 'healthy' : `DOWN: ${w.lastError}`}`);
     log(`  transport ${mode.value} (from ${mode.source}), shm_min_bytes ${resolved.multimodal_shm_min_bytes.value}: ${DECISION_REASONS[decision.reason]}`);
   }
