@@ -14,7 +14,9 @@ import { capabilitiesOf, declaredRuntime, ENGINE_RUNTIMES, laneFacts, undeclared
 import { EMBEDDED_RUNTIME, embeddedWorkerSpec } from '../refworker/embedded.ts';
 import { REFERENCE_ROLES, REFERENCE_RUNTIMES, startReferenceWorker } from '../refworker/server.ts';
 import type { WorkerRole } from '../refworker/receive.ts';
-import type { TamperRecord } from '../refworker/tamper.ts';
+import type { TamperMode, TamperRecord } from '../refworker/tamper.ts';
+import { KV_CONNECTORS, type KvConnectorChoice } from '../refworker/vllm-roles.ts';
+import { parseSamplingDefaults } from '../engines/sampling.ts';
 import { dropPrivileges } from '../refworker/user.ts';
 import { installProcessGuard } from '../telemetry/process-guard.ts';
 import { runDoctor } from './doctor.ts';
@@ -210,8 +212,11 @@ function addToolCommands(program: Command): void {
     .option('--encode-drop', 'an encode worker that accepts but never hands the embedding over (fault injection)')
     .option('--embedding-timeout-ms <ms>', 'how long a prefill worker waits for an embedding', '10000')
     .option('--kv-timeout-ms <ms>', 'how long a decode worker waits for the KV', '15000')
-    .option('--tamper-shm', 'a worker that writes into its input: open each /dev/shm tensor file it is given for writing and change its first byte before reading it (fault injection)')
-    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string; readBuffer: 'pooled' | 'fresh'; user?: string; role: WorkerRole; bootstrapPort?: string; encodeAccept: string; encodeDrop?: boolean; embeddingTimeoutMs: string; kvTimeoutMs: string; tamperShm?: boolean }) => {
+    .addOption(new Option('--kv-connector <connector>', 'a vLLM prefill or decode worker\'s KV connector, as GetServerInfo reports it: nixl (NixlConnector), mooncake (MooncakeConnector) or none').choices(Object.keys(KV_CONNECTORS)))
+    .option('--model-dtype <dtype>', "the model dtype it advertises (GetModelInfo model_dtype); a TokenSpeed worker attaches /dev/shm encoder inputs in this dtype read-write, as its scheduler does (default: the model directory's torch_dtype, else bfloat16)")
+    .option('--default-sampling-params <json>', "what it publishes as default_sampling_params_json (default: vLLM and SGLang, the model directory's generation_config.json; TokenSpeed, none)")
+    .option('--tamper-shm [how]', 'a worker that writes into its input: change the first byte of each /dev/shm tensor file it is given, by write() (how = write, the default) or as through a shared read-write map, which leaves the file\'s mtime as it was (how = map) (fault injection)')
+    .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string; readBuffer: 'pooled' | 'fresh'; user?: string; role: WorkerRole; bootstrapPort?: string; encodeAccept: string; encodeDrop?: boolean; embeddingTimeoutMs: string; kvTimeoutMs: string; tamperShm?: boolean | string; kvConnector?: KvConnectorChoice; modelDtype?: string; defaultSamplingParams?: string }) => {
       const issues: ConfigError['issues'] = [];
       const port = flagValue('--port', opts.port, parseLoosePort, issues);
       const bootstrapPort = opts.bootstrapPort === undefined ? undefined : flagValue('--bootstrap-port', opts.bootstrapPort, parseLoosePort, issues);
@@ -228,8 +233,15 @@ function addToolCommands(program: Command): void {
         const why = opts.runtime === 'sglang' ? "an sglang worker gets every tensor inline (its protocol has no /dev/shm lane)" : opts.role === 'decode' ? 'a decode worker is given no tensors (this one is --role decode)' : opts.encodeAccept === 'false' ? 'an encode worker with --encode-accept false reads no tensors' : undefined;
         if (why) issues.push({ path: '--tamper-shm', message: `--tamper-shm is for a worker that reads /dev/shm tensor files: ${why}` });
       }
+      if (typeof opts.tamperShm === 'string' && opts.tamperShm !== 'write' && opts.tamperShm !== 'map') issues.push({ path: '--tamper-shm', message: `invalid value '${opts.tamperShm}' for --tamper-shm: expected write or map` });
+      if (opts.kvConnector !== undefined && (opts.runtime !== 'vllm' || (opts.role !== 'prefill' && opts.role !== 'decode'))) issues.push({ path: '--kv-connector', message: `--kv-connector is for a vLLM prefill or decode worker (this one is ${opts.runtime}, --role ${opts.role})` });
+      if (opts.modelDtype !== undefined && !['float32', 'bfloat16', 'float16'].includes(opts.modelDtype)) issues.push({ path: '--model-dtype', message: `invalid value '${opts.modelDtype}' for --model-dtype: expected float32, bfloat16 or float16` });
+      if (opts.defaultSamplingParams !== undefined && opts.defaultSamplingParams !== '') {
+        const parsed = parseSamplingDefaults(opts.defaultSamplingParams);
+        if (parsed.warning) issues.push({ path: '--default-sampling-params', message: `invalid value '${opts.defaultSamplingParams}' for --default-sampling-params: ${parsed.warning}` });
+      }
       if (port === undefined || issues.length) throw new ConfigError(issues);
-      const tamperShm = opts.tamperShm === true;
+      const tamperShm: TamperMode | false = opts.tamperShm === true || opts.tamperShm === 'write' ? 'write' : opts.tamperShm === 'map' ? 'map' : false;
       const worker = await startReferenceWorker({
         runtime: opts.runtime,
         host: opts.host,
@@ -240,6 +252,9 @@ function addToolCommands(program: Command): void {
         encodeDrop: opts.encodeDrop === true,
         embeddingTimeoutMs: waits[0]!,
         kvTimeoutMs: waits[1]!,
+        ...(opts.kvConnector ? { kvConnector: opts.kvConnector } : {}),
+        ...(opts.modelDtype ? { modelDtype: opts.modelDtype } : {}),
+        ...(opts.defaultSamplingParams !== undefined ? { defaultSamplingParams: opts.defaultSamplingParams } : {}),
         ...(opts.socket ? { socket: opts.socket } : {}),
         ...(opts.modelPath ? { modelPath: opts.modelPath } : {}),
         ...(opts.shmNamespaceId !== undefined ? { shmNamespaceId: opts.shmNamespaceId } : {}),

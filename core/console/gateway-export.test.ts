@@ -182,7 +182,8 @@ describe('exportForGateway', () => {
     });
     expect(out.command).toMatch(/ --epd-disaggregation --encode grpc:\/\/e:1 9001 --prefill grpc:\/\/p:2 8998 --decode grpc:\/\/d:3 --encode-policy consistent_hashing$/);
     expect(out.notes).toContainEqual(expect.stringMatching(/^disaggregation = 'epd' is written --epd-disaggregation, which SMG supports for gRPC TokenSpeed workers only/));
-    expect(out.notes).toContainEqual(expect.stringMatching(/^encode_policy = 'consistent_hashing': SMG hashes an image with BLAKE3/));
+    // The ring is the gateway's own (BLAKE3 points, the content hash as the key): no note, the same placement.
+    expect(out.notes.filter((n) => n.startsWith('encode_policy'))).toEqual([]);
     const rr = exported({ disaggregation: 'epd', encode_policy: 'round_robin', workers: [{ url: 'grpc://e:1', worker_type: 'encode' }, { url: 'grpc://p:2', worker_type: 'prefill' }, { url: 'grpc://d:3', worker_type: 'decode' }] });
     expect(rr.command).toMatch(/ --encode-policy round_robin$/);
   });

@@ -199,7 +199,6 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
     if (config.disaggregation === 'epd') {
       argv.push('--encode-policy', config.encode_policy);
       notes.push(`disaggregation = 'epd' is written --epd-disaggregation, which SMG supports for gRPC ${runtimesWhere((c) => c.gateway.epdEncode)} workers only; SMG releases without the multimodal transport have no --encode flag at all. SMG decides each request's transport once, by its first encode worker's settings, and sends SHM only when every encode worker of the request shares /dev/shm; this router decides per encode worker.`);
-      if (config.encode_policy === 'consistent_hashing') notes.push(`encode_policy = 'consistent_hashing': SMG hashes an image with BLAKE3 where this router uses SHA-256, so the two may place the same image on different encode workers (each always on the same one).`);
     }
     if (config.prefill_policy !== undefined) argv.push('--prefill-policy', config.prefill_policy);
     if (config.decode_policy !== undefined) argv.push('--decode-policy', config.decode_policy);

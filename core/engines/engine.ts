@@ -11,6 +11,7 @@
 import type { PlacementContext } from '../transport/placement.ts';
 import type { EncoderDtype } from '../transport/vocabulary.ts';
 import type { WireRuntime } from '../config/schema.ts';
+import type { SamplingOptions } from './sampling.ts';
 
 /** Which input decided a worker's encoder-input dtype, and any warning about it. */
 export interface EncoderDtypeChoice {
@@ -50,6 +51,15 @@ export interface EngineCapabilities {
   gateway: { rdmaLane: boolean; epdEncode: boolean };
   /** This worker's encoder-input dtype, by the runtime's rule (env, the worker's labels, its default). */
   encoderDtype(modality: Modality, env: Readonly<Record<string, string | undefined>>, labels: Readonly<Record<string, string>>): EncoderDtypeChoice;
+  /**
+   * Whether the worker opens an encoder input sent through /dev/shm in `dtype` read-write (and
+   * maps it shared) rather than reading it: TokenSpeed's scheduler attaches a Generate item's
+   * encoder input in the model's dtype (its `model_dtype` label) by name. Such a file must be
+   * the request's own and writable by the worker's uid.
+   */
+  attachesShmReadWrite(call: 'generate' | 'encode', dtype: EncoderDtype, labels: Readonly<Record<string, string>>): boolean;
+  /** Whether its protocol takes stop strings; one that does not gets the single-token ones as stop_token_ids (SGLang under skip_tokenizer_init). */
+  stopStrings: boolean;
 }
 
 export interface PreparedImage {
@@ -62,18 +72,12 @@ export interface PreparedImage {
   gridThw: [number, number, number];
   /** Where the image's placeholder tokens sit in inputIds. */
   placeholder: { offset: number; length: number };
-  /** SHA-256 of the image's encoded bytes. */
-  contentHash: Buffer;
+  /** BLAKE3 of the image's encoded bytes, as the gateway hashes an image (core/multimodal/media-hash.ts). */
+  mediaHash: Buffer;
   /** The image's encoded bytes, kept only for an engine that sends them (sendsEncodedImages). */
   encoded?: Uint8Array;
 }
 
-export interface SamplingOptions {
-  maxTokens?: number;
-  temperature?: number;
-  topP?: number;
-  stop?: string[];
-}
 
 /** Where a prefill worker's KV is taken from: its bootstrap server, and the request's room. */
 export interface KvBootstrap {
@@ -100,10 +104,41 @@ export interface Leg {
   pixels: boolean;
   kvBootstrap?: KvBootstrap;
   encodeBootstrap?: EncodeBootstrapItem[];
-  /** The KV transfer parameters a sequential decode relays (what its prefill returned). */
+  /** Sequential PD: the leg's kv_transfer_params_json (the prefill's ask, or what the decode takes: KvHandoff). */
   kvTransferParamsJson?: string;
-  /** A sequential prefill leg: one token, not streamed, no stop conditions, the EOS ignored, and a KV handoff asked for. */
+  /** Sequential PD, the legacy typed handoff (Mooncake without an engine id): where the decode takes the KV. */
+  kvTransferLegacy?: { host: string; port: number };
+  /** A sequential prefill leg: one token, not streamed, no stop conditions, the EOS ignored. */
   prefillOnly?: boolean;
+}
+
+/** The ways a sequential PD runtime's KV goes from prefill to decode (KvHandoff.mode). */
+export const KV_HANDOFF_MODES = ['nixl', 'mooncake', 'mooncake_legacy', 'none'] as const;
+export type KvHandoffMode = (typeof KV_HANDOFF_MODES)[number];
+
+/** The prefill worker of a sequential PD request, as its KV handoff needs it. */
+export interface KvHandoffPrefill {
+  labels: Readonly<Record<string, string>>;
+  /** Its bootstrap host and port (the URL's host, bootstrap_port or the gateway's 8998). */
+  host: string;
+  port: number;
+}
+
+/**
+ * How a sequential PD runtime hands a request's KV from its prefill to its decode worker, by
+ * the prefill worker's KV connector (vLLM: NIXL, Mooncake, or none): what the prefill leg asks
+ * for, and what the decode leg gets from what the prefill returned. A decode that gets no
+ * handoff computes the prompt again, so it gets the pixels.
+ */
+export interface KvHandoff {
+  /** How, in a word: nixl, mooncake, mooncake_legacy (no engine id: host and port only), none (the decode recomputes). */
+  mode: KvHandoffMode;
+  /** The prefill worker's connector as it reported it (undefined: none). */
+  connector: string | undefined;
+  /** One line for the console and the docs. */
+  says: string;
+  prefill: Pick<Leg, 'kvTransferParamsJson'>;
+  decode(returned: string | undefined): Pick<Leg, 'kvTransferParamsJson' | 'kvTransferLegacy' | 'pixels'> & { recomputed?: string };
 }
 
 export interface EngineRequest {
@@ -116,6 +151,11 @@ export interface EngineRequest {
   stream: boolean;
   /** Wire dtype of the encoder input (the engine's encoderDtype for this worker). */
   encoderDtype: EncoderDtype;
+  /**
+   * The worker attaches the encoder input's /dev/shm file read-write (attachesShmReadWrite): a
+   * pixel-cache hit must then reach it as a file of the request's own, never the cached inode.
+   */
+  encoderReadWrite: boolean;
   /** Disaggregated serving: which leg this request is (absent: a whole request to a regular worker). */
   leg?: Leg;
 }
@@ -187,6 +227,8 @@ export interface Engine {
   connect(url: string): EngineConnection;
   /** The runtime's GenerateRequest, every tensor placed through the transport. */
   buildRequest(request: EngineRequest, placement: PlacementContext): Promise<WireRequest>;
+  /** Sequential PD (capabilities.pd 'sequential'): the KV handoff the prefill worker's connector makes. */
+  kvHandoff?(prefill: KvHandoffPrefill): KvHandoff;
   /** One image's EncodeRequest (engines whose capabilities say `encodes`), its tensors placed through the transport. */
   buildEncodeRequest?(request: EncodeItemRequest, placement: PlacementContext): Promise<WireRequest>;
 }

@@ -9,15 +9,21 @@
 // runtime_inline_only (core/transport/decision.ts), whatever the mode. Tensors still go
 // through placeTensor, so every one has its traffic event and metrics.
 //
-// SGLang's proto3 zeros are not its defaults (temperature 1.0, top_p 1.0, top_k -1): the
-// request always sets them. Discovery labels come from GetModelInfo, GetServerInfo
-// (server_type, sglang_version) and GetLoads (dp_rank_count); it advertises no /dev/shm token.
+// Sampling as the gateway fills it (sampling.ts): every value set, since the servicer passes
+// SGLang's proto3 zeros through as real values (a repetition_penalty of 0 divides the logits
+// by zero; top_k 0 is not "off") and the gRPC path runs no SamplingParams.verify(). The
+// gateway's SGLang workers run with skip_tokenizer_init, which refuses stop strings: the
+// stops that are one token travel as stop_token_ids, and the router matches and trims every
+// stop string itself (core/router/stop-matcher.ts). Discovery labels come from GetModelInfo
+// (the model's sampling defaults among them), GetServerInfo (server_type, sglang_version) and
+// GetLoads (dp_rank_count); it advertises no /dev/shm token.
 import * as grpc from '@grpc/grpc-js';
 import * as sg from '../gen/sglang/grpc/scheduler.ts';
 import { placeTensor, type PlacedTensor, type PlacementContext } from '../transport/placement.ts';
 import type { Engine, EngineCapabilities, EngineRequest, WireRequest } from './engine.ts';
 import { ABORT_DEADLINE_MS, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, unary } from './grpc.ts';
 import { modelLabels, setLabel } from './labels.ts';
+import { everyValueSet } from './sampling.ts';
 import { concatenatedPixels, int64Bytes } from './tensors.ts';
 
 const capabilities: EngineCapabilities = {
@@ -32,6 +38,8 @@ const capabilities: EngineCapabilities = {
   gateway: { rdmaLane: false, epdEncode: false },
   encoderDtypes: ['float32'],
   encoderDtype: () => ({ dtype: 'float32', source: 'sglang takes float32 pixel_values' }),
+  attachesShmReadWrite: () => false,
+  stopStrings: false,
 };
 
 /** A placed tensor as SGLang's TensorData: its bytes, which are always inline here. */
@@ -40,6 +48,7 @@ function inlineTensorData(placed: PlacedTensor, name: string): sg.TensorData {
   const b = placed.payload.bytes;
   return { data: Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength), shape: placed.shape, dtype: placed.dtype };
 }
+
 
 async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
   let mmInputs: sg.MultimodalInputs | undefined;
@@ -63,15 +72,8 @@ async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<
   const message = sg.GenerateRequest.fromPartial({
     requestId: req.requestId,
     tokenized: { originalText: req.text, inputIds: req.inputIds },
-    samplingParams: {
-      temperature: req.sampling.temperature ?? 1,
-      topP: req.sampling.topP ?? 1,
-      topK: -1,
-      ...(req.sampling.maxTokens !== undefined ? { maxNewTokens: req.sampling.maxTokens } : {}),
-      stop: req.sampling.stop ?? [],
-      skipSpecialTokens: true,
-      n: 1,
-    },
+    // No stop strings (a skip_tokenizer_init worker refuses them): their one-token ones as ids.
+    samplingParams: sg.SamplingParams.fromPartial(everyValueSet(req.sampling, capabilities.stopStrings)),
     logprobStartLen: -1,
     stream: req.stream,
     ...(mmInputs ? { mmInputs } : {}),

@@ -17,6 +17,8 @@ import { messageFor, type EncodeItemRequest, type Engine, type EncoderDtypeChoic
 import type { EncoderDtype } from '../transport/vocabulary.ts';
 import { ABORT_DEADLINE_MS, engineFailure, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, unary } from './grpc.ts';
 import { modelLabels, setLabel } from './labels.ts';
+import { everyValueSet } from './sampling.ts';
+import { tokenSpeedContentHash } from '../multimodal/media-hash.ts';
 import { tensorDataFromPlaced } from './tensor-data.ts';
 import { encoderBytes, int64Bytes } from './tensors.ts';
 
@@ -49,16 +51,27 @@ const capabilities: EngineCapabilities = {
   gateway: { rdmaLane: true, epdEncode: true },
   encoderDtypes: ['float32', 'bfloat16', 'float16'],
   encoderDtype: tokenSpeedEncoderDtype,
+  // The servicer hands an SHM encoder input already in the model's dtype to the scheduler by
+  // name, which attaches it with SharedMemory(name): O_RDWR and a shared read-write map (it
+  // reads every other tensor, and an Encode call's, with O_RDONLY). A worker that has not said
+  // its model dtype is taken to attach: that is the servicer's rule when it has none.
+  attachesShmReadWrite: (call, dtype, labels) => call === 'generate' && (labels.model_dtype === undefined || labels.model_dtype === dtype),
+  stopStrings: true,
 };
 
-/** One image's MultimodalItem: its encoder input (unless `pixels` is false), grid, patch count, placeholder, hash; every tensor placed. */
-async function itemOf(ctx: PlacementContext, image: PreparedImage, suffix: string, dtype: EncoderDtype, imageTokenId: number, pixels: boolean): Promise<ts.MultimodalItem> {
-  const encoder = pixels ? await placeTensor(ctx, { name: `encoder_input${suffix}`, shape: [image.patches, image.features], dtype, bytes: encoderBytes(image, dtype) }) : undefined;
+
+/**
+ * One image's MultimodalItem: its encoder input (unless `pixels` is false), grid, patch count,
+ * placeholder and content hash; every tensor placed. `readWrite`: the worker attaches the
+ * encoder input's file read-write.
+ */
+async function itemOf(ctx: PlacementContext, image: PreparedImage, suffix: string, dtype: EncoderDtype, imageTokenId: number, pixels: boolean, readWrite: boolean): Promise<ts.MultimodalItem> {
+  const encoder = pixels ? await placeTensor(ctx, { name: `encoder_input${suffix}`, shape: [image.patches, image.features], dtype, bytes: encoderBytes(image, dtype), readWrite }) : undefined;
   const grid = await placeTensor(ctx, { name: `image_grid_thw${suffix}`, shape: [1, 3], dtype: 'int64', bytes: int64Bytes(image.gridThw) });
   const patches = await placeTensor(ctx, { name: `patches_per_image${suffix}`, shape: [1], dtype: 'int64', bytes: int64Bytes([image.patches]) });
   return ts.MultimodalItem.fromPartial({
     modality: 1,
-    contentHash: image.contentHash,
+    contentHash: tokenSpeedContentHash(image.mediaHash),
     ...(encoder ? { encoderInput: tensorDataFromPlaced(encoder) } : {}),
     modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(grid), patches_per_image: tensorDataFromPlaced(patches) },
     placeholders: [image.placeholder],
@@ -69,17 +82,12 @@ async function itemOf(ctx: PlacementContext, image: PreparedImage, suffix: strin
 async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
   const items: ts.MultimodalItem[] = [];
   const pixels = req.leg?.pixels ?? true;
-  for (const [i, image] of req.images.entries()) items.push(await itemOf(ctx, image, req.images.length > 1 ? `[${i}]` : '', req.encoderDtype, req.imageTokenId, pixels));
+  for (const [i, image] of req.images.entries()) items.push(await itemOf(ctx, image, req.images.length > 1 ? `[${i}]` : '', req.encoderDtype, req.imageTokenId, pixels, req.encoderReadWrite));
   const leg = req.leg;
   const message = ts.GenerateRequest.fromPartial({
     requestId: req.requestId,
     tokenized: { inputIds: req.inputIds, originalText: req.text },
-    samplingParams: {
-      ...(req.sampling.temperature !== undefined ? { temperature: req.sampling.temperature } : {}),
-      ...(req.sampling.topP !== undefined ? { topP: req.sampling.topP } : {}),
-      ...(req.sampling.maxTokens !== undefined ? { maxNewTokens: req.sampling.maxTokens } : {}),
-      stop: req.sampling.stop ?? [],
-    },
+    samplingParams: ts.SamplingParams.fromPartial(everyValueSet(req.sampling, capabilities.stopStrings)),
     stream: req.stream,
     ...(items.length ? { mmInputs: { items } } : {}),
     ...(leg?.kvBootstrap ? { kvBootstrapInfo: { bootstrapHost: leg.kvBootstrap.host, bootstrapPort: leg.kvBootstrap.port, bootstrapRoom: leg.kvBootstrap.room } } : {}),
@@ -90,7 +98,8 @@ async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<
 
 /** One image's EncodeRequest: exactly that item (with its encoder input) and exactly its room. */
 async function buildEncodeRequest(req: EncodeItemRequest, ctx: PlacementContext): Promise<WireRequest> {
-  const item = await itemOf(ctx, req.image, `[${req.index}]`, req.encoderDtype, req.imageTokenId, true);
+  // The encode worker reads its encoder input (O_RDONLY) and publishes a segment of its own.
+  const item = await itemOf(ctx, req.image, `[${req.index}]`, req.encoderDtype, req.imageTokenId, true, false);
   const message = enc.EncodeRequest.fromPartial({ requestId: `encode-${req.requestId}-${req.index}`, mmInputs: { items: [item] }, items: [{ bootstrapRoom: req.room }] });
   return { runtime: 'tokenspeed', message: { encode: message } };
 }

@@ -1,16 +1,24 @@
 // The vLLM engine (package vllm.grpc.engine). Its GenerateRequest carries one batched
-// MultimodalInputs: the float32 pixel_values of every image concatenated in prompt order,
-// image_grid_thw as an int64 [n, 3] side tensor, the placeholder ranges, im_token_id, and
-// the keys Qwen-VL's field config needs (pixel_values is flat, sized by image_grid_thw; the
-// grid is batched and stays on the CPU). Every tensor is placed through placeTensor.
-// Discovery labels: server_type and shm_namespace_id (GetServerInfoResponse field 10).
-// The encoder input is always float32: the vLLM worker accepts float32, int64 and uint32 only.
+// MultimodalInputs as the gateway builds it: the float32 pixel_values of every image
+// concatenated in prompt order, and the field layout the servicer hands vLLM's
+// MultiModalFieldConfig: pixel_values flat, split into images by patches_per_image (int64
+// [n]); image_grid_thw (int64 [n, 3]) and patches_per_image batched; the grid kept on the CPU;
+// one BLAKE3 media hash and one placeholder range per image, im_token_id. Every tensor is
+// placed through placeTensor. Sampling as the gateway fills it (sampling.ts); under sequential
+// PD the KV handoff of the prefill worker's connector (kvHandoff). Discovery labels:
+// server_type, shm_namespace_id (GetServerInfoResponse field 10), kv_connector, kv_role,
+// kv_engine_id, dp_size, and the model's sampling defaults. The encoder input is always
+// float32: the vLLM servicer accepts float32, int64 and uint32 only (and casts floats to the
+// model's dtype itself).
+import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import * as vllm from '../gen/vllm/grpc/engine.ts';
-import { placeTensor, type PlacedTensor, type PlacementContext } from '../transport/placement.ts';
-import type { Engine, EngineCapabilities, EngineRequest, WireRequest } from './engine.ts';
+import { mediaHashHex } from '../multimodal/media-hash.ts';
+import { placeTensor, type PlacementContext } from '../transport/placement.ts';
+import type { Engine, EngineCapabilities, EngineRequest, KvHandoff, KvHandoffPrefill, WireRequest } from './engine.ts';
 import { ABORT_DEADLINE_MS, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, unary } from './grpc.ts';
 import { modelLabels, setLabel } from './labels.ts';
+import type { SamplingOptions } from './sampling.ts';
 import { tensorDataFromPlaced } from './tensor-data.ts';
 import { concatenatedPixels, int64Bytes } from './tensors.ts';
 
@@ -26,49 +34,138 @@ const capabilities: EngineCapabilities = {
   gateway: { rdmaLane: false, epdEncode: false },
   encoderDtypes: ['float32'],
   encoderDtype: () => ({ dtype: 'float32', source: 'vllm accepts only float32' }),
+  // It reads every /dev/shm tensor (O_RDONLY, pread) and unlinks it.
+  attachesShmReadWrite: () => false,
+  stopStrings: true,
 };
 
-/** What a prefill leg asks of vLLM's KV connector: keep the KV for a remote decode. */
-const PREFILL_KV_TRANSFER_PARAMS = JSON.stringify({ do_remote_decode: true, do_remote_prefill: false });
+/** vLLM's KV connectors the gateway tells apart (exact names, as GetServerInfo reports kv_transfer_config.kv_connector). */
+export const NIXL_CONNECTOR = 'NixlConnector';
+export const MOONCAKE_CONNECTOR = 'MooncakeConnector';
+
+/** A UUID version 7 (48-bit Unix milliseconds, then random bits), as the gateway mints Mooncake transfer ids. */
+function uuidV7(): string {
+  const b = randomBytes(16);
+  b.writeUIntBE(Date.now(), 0, 6);
+  b[6] = (b[6]! & 0x0f) | 0x70;
+  b[8] = (b[8]! & 0x3f) | 0x80;
+  const h = b.toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+/**
+ * The KV handoff by the prefill worker's kv_connector, as the gateway picks it
+ * (request_execution.rs): NIXL, the prefill asked to keep the KV for a remote decode and the
+ * decode given what the prefill returned; Mooncake with the worker's engine id known, a
+ * transfer id the router mints and the decode's parameters built from it; Mooncake without
+ * one (or with data parallelism, whose per-rank engine ids this router does not pin), the
+ * legacy typed host and port; any other connector or none, no tag: the decode takes what the
+ * prefill returned, if anything, else computes the prompt again. Unlike the gateway (which
+ * strips the decode's mm_inputs in every mode) a decode that recomputes gets the pixels, or
+ * the model would read the image's placeholder tokens as text.
+ */
+function kvHandoff(prefill: KvHandoffPrefill): KvHandoff {
+  const connector = prefill.labels.kv_connector || undefined;
+  const recompute = (returned: string | undefined, why: string) =>
+    returned !== undefined ? { kvTransferParamsJson: returned, pixels: false } : { pixels: true, recomputed: why };
+  if (connector === NIXL_CONNECTOR) {
+    return {
+      mode: 'nixl',
+      connector,
+      says: 'NIXL: the prefill is asked to keep the KV for a remote decode; the decode gets what the prefill returns',
+      prefill: { kvTransferParamsJson: JSON.stringify({ do_remote_decode: true, do_remote_prefill: false }) },
+      decode: (returned) => recompute(returned, 'the NIXL prefill returned no kv_transfer_params_json: the decode computes the prompt again'),
+    };
+  }
+  if (connector === MOONCAKE_CONNECTOR) {
+    const engineId = prefill.labels.kv_engine_id;
+    const dataParallel = Number(prefill.labels.dp_size ?? prefill.labels.data_parallel_size ?? 1) > 1;
+    if (engineId && !dataParallel) {
+      const transferId = `xfer-${uuidV7()}`;
+      return {
+        mode: 'mooncake',
+        connector,
+        says: `Mooncake: a transfer id per request; the decode pulls from engine ${engineId} at http://${prefill.host}:${prefill.port}`,
+        prefill: { kvTransferParamsJson: JSON.stringify({ do_remote_decode: true, do_remote_prefill: false, transfer_id: transferId }) },
+        decode: () => ({
+          pixels: false,
+          kvTransferParamsJson: JSON.stringify({ do_remote_decode: false, do_remote_prefill: true, transfer_id: transferId, remote_engine_id: engineId, remote_bootstrap_addr: `http://${prefill.host}:${prefill.port}` }),
+        }),
+      };
+    }
+    return {
+      mode: 'mooncake_legacy',
+      connector,
+      says: `Mooncake without ${engineId ? 'a single engine id (data parallel)' : 'an engine id (kv_engine_id)'}: the legacy host and port ${prefill.host}:${prefill.port}`,
+      prefill: {},
+      decode: () => ({ pixels: false, kvTransferLegacy: { host: prefill.host, port: prefill.port } }),
+    };
+  }
+  return {
+    mode: 'none',
+    connector,
+    says: connector ? `${connector} is not a connector the gateway hands KV over with: no tag; the decode takes what the prefill returns, else computes the prompt again` : 'no KV connector: the decode takes what the prefill returns, else computes the prompt again',
+    prefill: {},
+    decode: (returned) => recompute(returned, `the prefill worker has ${connector ? `KV connector ${connector}, which the gateway does not hand over with` : 'no KV connector'}: the decode computes the prompt again`),
+  };
+}
+
+/** vLLM's SamplingParams, as the gateway fills them: temperature only when given, top_k 0 for off, special tokens skipped. */
+function samplingParams(s: SamplingOptions, prefillOnly: boolean): vllm.SamplingParams {
+  const common = {
+    ...(s.temperature !== undefined ? { temperature: s.temperature } : {}),
+    topP: s.topP,
+    topK: Math.max(0, s.topK),
+    minP: s.minP,
+    frequencyPenalty: s.frequencyPenalty,
+    presencePenalty: s.presencePenalty,
+    repetitionPenalty: s.repetitionPenalty,
+    skipSpecialTokens: true,
+    spacesBetweenSpecialTokens: true,
+    n: 1,
+  };
+  // The prefill leg of sequential PD: one token, no stop conditions, the EOS ignored (vLLM hands the KV over once length-capped).
+  if (prefillOnly) return vllm.SamplingParams.fromPartial({ ...common, maxTokens: 1, minTokens: 0, stop: [], stopTokenIds: [], ignoreEos: true });
+  return vllm.SamplingParams.fromPartial({ ...common, ...(s.maxTokens !== undefined ? { maxTokens: s.maxTokens } : {}), stop: s.stop });
+}
+
+/**
+ * The batched MultimodalInputs of Qwen-VL as the gateway lays it out (registry/qwen_vl.rs):
+ * pixel_values flat, split into images by patches_per_image; image_grid_thw and
+ * patches_per_image batched (one row per image), the grid kept on the CPU; one hash and one
+ * placeholder range per image.
+ */
+async function mmInputsOf(req: EngineRequest, ctx: PlacementContext): Promise<vllm.MultimodalInputs> {
+  const { pixels, rows, features } = concatenatedPixels(req.images);
+  const pixelValues = await placeTensor(ctx, { name: 'pixel_values', shape: [rows, features], dtype: 'float32', bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength) });
+  const grid = await placeTensor(ctx, { name: 'image_grid_thw', shape: [req.images.length, 3], dtype: 'int64', bytes: int64Bytes(req.images.flatMap((im) => im.gridThw)) });
+  const patches = await placeTensor(ctx, { name: 'patches_per_image', shape: [req.images.length], dtype: 'int64', bytes: int64Bytes(req.images.map((im) => im.patches)) });
+  return vllm.MultimodalInputs.fromPartial({
+    pixelValues: tensorDataFromPlaced(pixelValues),
+    modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(grid), patches_per_image: tensorDataFromPlaced(patches) },
+    imTokenId: req.imageTokenId,
+    mmPlaceholders: req.images.map((im) => im.placeholder),
+    mmHashes: req.images.map((im) => mediaHashHex(im.mediaHash)),
+    batchedKeys: ['image_grid_thw', 'patches_per_image'],
+    flatKeys: { pixel_values: 'patches_per_image' },
+    keepOnCpuKeys: ['image_grid_thw'],
+    modality: 1,
+  });
+}
 
 async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
-  let mmInputs: vllm.MultimodalInputs | undefined;
-  if (req.images.length > 0) {
-    // A leg that does not consume the pixels (the decode) gets the images' metadata only.
-    let pixelValues: PlacedTensor | undefined;
-    if (req.leg?.pixels ?? true) {
-      const { pixels, rows, features } = concatenatedPixels(req.images);
-      pixelValues = await placeTensor(ctx, { name: 'pixel_values', shape: [rows, features], dtype: 'float32', bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength) });
-    }
-    const grid = await placeTensor(ctx, { name: 'image_grid_thw', shape: [req.images.length, 3], dtype: 'int64', bytes: int64Bytes(req.images.flatMap((im) => im.gridThw)) });
-    mmInputs = vllm.MultimodalInputs.fromPartial({
-      ...(pixelValues ? { pixelValues: tensorDataFromPlaced(pixelValues) } : {}),
-      modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(grid) },
-      imTokenId: req.imageTokenId,
-      mmPlaceholders: req.images.map((im) => im.placeholder),
-      mmHashes: req.images.map((im) => im.contentHash.toString('hex')),
-      batchedKeys: ['image_grid_thw'],
-      ...(pixelValues ? { flatKeys: { pixel_values: 'image_grid_thw' } } : {}),
-      keepOnCpuKeys: ['image_grid_thw'],
-      modality: 1,
-    });
-  }
+  // A leg that does not consume the pixels (a decode that takes the KV) gets no mm_inputs at
+  // all, as the gateway sends it: the servicer ignores mm_inputs without pixel_values anyway.
+  const mmInputs = req.images.length > 0 && (req.leg?.pixels ?? true) ? await mmInputsOf(req, ctx) : undefined;
+  const prefillOnly = req.leg?.prefillOnly === true;
   const message = vllm.GenerateRequest.fromPartial({
     requestId: req.requestId,
     input: { $case: 'tokenized', value: { originalText: req.text, inputIds: req.inputIds } },
-    samplingParams: req.leg?.prefillOnly
-      ? // The prefill leg: one token, no stop conditions, the EOS ignored (vLLM returns the KV handoff once length-capped).
-        { ...(req.sampling.temperature !== undefined ? { temperature: req.sampling.temperature } : {}), topP: req.sampling.topP ?? 1, maxTokens: 1, minTokens: 0, n: 1, stop: [], stopTokenIds: [], ignoreEos: true }
-      : {
-          ...(req.sampling.temperature !== undefined ? { temperature: req.sampling.temperature } : {}),
-          topP: req.sampling.topP ?? 1,
-          ...(req.sampling.maxTokens !== undefined ? { maxTokens: req.sampling.maxTokens } : {}),
-          stop: req.sampling.stop ?? [],
-        },
-    stream: req.leg?.prefillOnly ? false : req.stream,
+    samplingParams: samplingParams(req.sampling, prefillOnly),
+    stream: prefillOnly ? false : req.stream,
     ...(mmInputs ? { mmInputs } : {}),
-    // The prefill leg asks for a KV handoff to a remote decode; the decode leg relays what the prefill returned.
-    ...(req.leg?.kvTransferParamsJson !== undefined ? { kvTransferParamsJson: req.leg.kvTransferParamsJson } : req.leg?.prefillOnly ? { kvTransferParamsJson: PREFILL_KV_TRANSFER_PARAMS } : {}),
+    ...(req.leg?.kvTransferParamsJson !== undefined ? { kvTransferParamsJson: req.leg.kvTransferParamsJson } : {}),
+    ...(req.leg?.kvTransferLegacy ? { kvTransferParams: { remoteHost: req.leg.kvTransferLegacy.host, remotePort: req.leg.kvTransferLegacy.port } } : {}),
   });
   return { runtime: 'vllm', message };
 }
@@ -91,9 +188,11 @@ function connect(url: string) {
       // Its KV connector and role, as the gateway reads them for PD.
       setLabel(labels, 'kv_connector', server.kvConnector);
       setLabel(labels, 'kv_role', server.kvRole);
+      setLabel(labels, 'kv_engine_id', server.kvEngineId);
+      if (server.dataParallelSize > 1) setLabel(labels, 'dp_size', String(server.dataParallelSize));
       return { labels };
     },
   });
 }
 
-export const vllmEngine: Engine = { runtime: 'vllm', capabilities, connect, buildRequest };
+export const vllmEngine: Engine = { runtime: 'vllm', capabilities, connect, buildRequest, kvHandoff };

@@ -45,7 +45,18 @@ export interface ModelDirectory {
   chatTemplate: Template;
   /** Special tokens the template may reference (bos_token, eos_token, …). */
   templateTokens: Record<string, string>;
+  /** The weights' dtype (config.json torch_dtype), when it says. */
+  torchDtype: string | undefined;
+  /**
+   * The sampling defaults of generation_config.json that a worker publishes as its
+   * default_sampling_params_json (vLLM's get_diff_sampling_param): temperature, top_p, top_k,
+   * min_p and repetition_penalty, those it sets.
+   */
+  generationDefaults: Record<string, number>;
 }
+
+/** The sampling keys a worker takes from generation_config.json. */
+const GENERATION_DEFAULT_KEYS = ['temperature', 'top_p', 'top_k', 'min_p', 'repetition_penalty'] as const;
 
 async function readJson(dir: string, name: string, required: boolean): Promise<Record<string, unknown> | undefined> {
   const file = path.join(dir, name);
@@ -172,11 +183,12 @@ function tokenText(value: unknown): string | undefined {
 export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Promise<ModelDirectory> {
   const abs = path.resolve(dir);
   if (!existsSync(abs)) throw new ModelDirectoryError(`model directory ${abs} does not exist`);
-  const [config, tokenizerJson, tokenizerConfig, pre] = await Promise.all([
+  const [config, tokenizerJson, tokenizerConfig, pre, generation] = await Promise.all([
     readJson(abs, 'config.json', true),
     readJson(abs, 'tokenizer.json', true),
     readJson(abs, 'tokenizer_config.json', true),
     readJson(abs, 'preprocessor_config.json', false),
+    readJson(abs, 'generation_config.json', false),
   ]);
   const configFile = path.join(abs, 'config.json');
   const modelType = String(config!.model_type ?? '');
@@ -220,6 +232,8 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
     tokenizer,
     chatTemplate,
     templateTokens,
+    torchDtype: typeof config!.torch_dtype === 'string' ? config!.torch_dtype : undefined,
+    generationDefaults: Object.fromEntries(GENERATION_DEFAULT_KEYS.flatMap((k) => (typeof generation?.[k] === 'number' ? [[k, generation[k]]] : []))),
   };
   const padText = tokenizer.id_to_token(model.imageTokenId);
   if (padText === undefined) throw new ModelDirectoryError(`${path.join(abs, 'tokenizer.json')}: image_token_id ${model.imageTokenId} from config.json is not in the vocabulary`);

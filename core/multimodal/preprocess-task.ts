@@ -1,6 +1,5 @@
 // One image's preprocessing, as run inside a pool thread: decode, then the fused Qwen-VL
 // pipeline, with the time of each stage.
-import { createHash } from 'node:crypto';
 import { closeSync, constants, fstatSync, futimesSync, openSync } from 'node:fs';
 import { decodeToRgb } from './decode.ts';
 import { patchGeometry, preprocessRgb, preprocessRgbInBands, writeAllAt, type BandHelper, type EncoderMemory, type PatchGeometry, type QwenVlImageConfig } from './qwen-vl.ts';
@@ -48,8 +47,6 @@ export interface PreprocessResult extends PatchGeometry {
   pixelValues?: Float32Array;
   bf16?: Uint16Array;
   gridThw: [number, number, number];
-  /** SHA-256 of the encoded image bytes (the workers' content_hash / mm_hashes). */
-  contentHash: Uint8Array;
   /** Milliseconds: decode, and resize+rescale+normalize+patchify (fused). */
   timings: { decode: number; preprocess: number };
   /** Threads that resized and scattered the image: 2 when a helper thread took half. */
@@ -89,9 +86,7 @@ function closeOnce(file: { fd: number; closed?: boolean }): void {
 
 export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelper): Promise<PreprocessResult> {
   const t0 = performance.now();
-  // sharp decodes on a libuv thread; the hash is computed here meanwhile.
   const decoding = decodeToRgb(task.bytes, task.maxPixels);
-  const contentHash = createHash('sha256').update(task.bytes).digest();
   let file: { fd: number; closed?: boolean } | undefined;
   let shm: ShmPrewriteResult | undefined;
   // The file is closed before the result goes back; the router unlinks it when it is not sent.
@@ -154,5 +149,5 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
   }
   const { memory, written: _written, ...rest } = out;
   const t2 = performance.now();
-  return { ...rest, width: image.width, height: image.height, format: image.format, contentHash, timings: { decode: t1 - t0, preprocess: t2 - t1 }, threads: split ? 2 : 1, inOutput: memory !== undefined && memory === task.output?.memory, ...(shm ? { shm } : {}) };
+  return { ...rest, width: image.width, height: image.height, format: image.format, timings: { decode: t1 - t0, preprocess: t2 - t1 }, threads: split ? 2 : 1, inOutput: memory !== undefined && memory === task.output?.memory, ...(shm ? { shm } : {}) };
 }

@@ -13,12 +13,15 @@ import { fnv1a64Hex } from '../transport/fnv.ts';
 import { TensorReadError, type TensorReader, type WireTensor } from '../transport/shm-reader.ts';
 import { type WireRuntime } from '../config/schema.ts';
 import { CallRefused, type BootstrapServer } from './bootstrap.ts';
+import type { StopRules } from './sampling-rules.ts';
 
 export interface NamedTensor {
   name: string;
   tensor: WireTensor;
   /** The dtypes this tensor may have, when its role fixes them (a grid is int64, an encoder input a float). */
   dtypes?: TensorDtypes;
+  /** Its /dev/shm file is attached read-write rather than read (TokenSpeed's scheduler: TensorReader.attach). */
+  attach?: boolean;
 }
 
 export interface TensorDtypes {
@@ -51,17 +54,30 @@ export interface GenerateJob {
   stream: boolean;
   inputIds: readonly number[];
   maxTokens: number | undefined;
+  /** The stop conditions the runtime's engine applies (sampling-rules.ts). */
+  stops?: StopRules;
   images: number;
   tensors: NamedTensor[];
   checks: ImageCheck[];
   /** The dtypes the runtime accepts, when it restricts them (vLLM), and how it says so. */
   dtypeRule?: { allowed: ReadonlySet<string>; says: string };
+  /** The runtime's own check of how its tensors split into images, once they are read (vLLM's field layouts). */
+  layout?: (read: TensorsRead) => void;
 }
+
+/** What reading a job's tensors gives its checks: each small int64 tensor's values, and each 2-D tensor's rows. */
+export interface TensorsRead {
+  grids: ReadonlyMap<string, readonly number[]>;
+  rows: ReadonlyMap<string, number>;
+}
+
+/** What ended a generation on a stop condition: a stop token or a stop string (GenerateComplete.matched_stop). */
+export type MatchedStop = { $case: 'matchedTokenId'; value: number } | { $case: 'matchedStopStr'; value: string } | undefined;
 
 /** How a runtime's responses are made from token ids. */
 export interface ResponseBuilder<Res> {
   chunk(ids: number[], completionTokens: number, promptTokens: number): Res;
-  complete(ids: number[], finish: string, promptTokens: number, completionTokens: number): Res;
+  complete(ids: number[], finish: string, promptTokens: number, completionTokens: number, matched: MatchedStop): Res;
 }
 
 interface ReceivedTensor {
@@ -114,12 +130,12 @@ function readTensors(runtime: WireRuntime, job: GenerateJob, reader: TensorReade
   const received: ReceivedTensor[] = [];
   const grids = new Map<string, number[]>();
   const rows = new Map<string, number>();
-  for (const { name, tensor, dtypes } of job.tensors) {
+  for (const { name, tensor, dtypes, attach } of job.tensors) {
     if (job.dtypeRule && !job.dtypeRule.allowed.has(tensor.dtype)) {
       throw new TensorReadError('unknown_dtype', `${job.dtypeRule.says}; ${name} is ${tensor.dtype || 'missing a dtype'}`);
     }
     if (dtypes && !dtypes.allowed.has(tensor.dtype)) throw new RequestInvalid(`${name} must be ${dtypes.says}, got ${tensor.dtype || 'no dtype'}`);
-    const read = reader.read(tensor);
+    const read = attach && tensor.payload.kind === 'shm' ? reader.attach(tensor, tensor.payload.handle) : reader.read(tensor);
     if (read.path === 'shm') metrics?.shmReadSeconds.observe({ runtime }, read.micros / 1e6);
     try {
       if (tensor.dtype === 'int64' && read.bytes.byteLength <= 4096) {
@@ -164,6 +180,7 @@ export function receive(runtime: WireRuntime, job: GenerateJob, reader: TensorRe
 export function receiveTensors(runtime: WireRuntime, job: GenerateJob, reader: TensorReader, fingerprint: boolean, mergeSize: number, metrics?: TransportMetrics, encoderRows = true): string {
   const { received, grids, rows } = readTensors(runtime, job, reader, fingerprint, metrics);
   if (job.checks.length === 0 && received.length > 0) throw new RequestInvalid('multimodal tensors but no image placed in the prompt (no placeholder range)');
+  job.layout?.({ grids, rows });
   validateImages(job.checks, grids, encoderRows ? rows : undefined, job.inputIds, mergeSize);
   return describeTensors(received);
 }
@@ -198,6 +215,10 @@ export interface GenerateServing {
   active: Set<string>;
   /** Its part in disaggregated serving (roles.ts); absent for a regular worker. */
   role?: RoleServing;
+  /** The model's dtype it advertises (TokenSpeed attaches an encoder input in it read-write). */
+  modelDtype: string;
+  /** What it publishes as GetModelInfo.default_sampling_params_json ('' none). */
+  samplingDefaults: string;
 }
 
 export type WorkerRole = 'regular' | 'encode' | 'prefill' | 'decode';
@@ -216,24 +237,49 @@ export interface RoleServing {
   /** How long a prefill waits for an image's embedding, and a decode for the KV. */
   embeddingTimeoutMs: number;
   kvTimeoutMs: number;
+  /** vLLM: the KV connector it hands the KV over with, by vLLM's name ('' none: vllm-roles.ts). */
+  kvConnector: string;
 }
 
-/** What an answer is made for: the request's id, whether it streams, its prompt and completion limit. */
+/** What an answer is made for: the request's id, whether it streams, its prompt and completion limit, and the stop conditions its engine applies. */
 export interface AnswerFor {
   requestId: string;
   stream: boolean;
   inputIds: readonly number[];
   maxTokens: number | undefined;
+  stops?: StopRules;
 }
 
-/** Answer with `text` tokenized by the model's tokenizer, four tokens a chunk when streamed, cut at max tokens with finish reason `length`. */
+/**
+ * The tokens of `text` an engine would generate under `j`'s rules, and why it stopped: token
+ * by token, a stop token ends it (included in the output, as the engines return it), then a
+ * stop string the text so far contains (the ids end with the token that completed it), then
+ * the token limit.
+ */
+export function generate(all: readonly number[], j: Pick<AnswerFor, 'maxTokens' | 'stops'>, decode: (ids: number[]) => string): { ids: number[]; finish: string; matched: MatchedStop } {
+  const max = j.maxTokens ?? Infinity;
+  const tokenIds = j.stops?.tokenIds ?? [];
+  const strings = (j.stops?.strings ?? []).filter((s) => s.length > 0);
+  for (let k = 1; k <= all.length; k++) {
+    if (k > max) return { ids: all.slice(0, max), finish: 'length', matched: undefined };
+    const id = all[k - 1]!;
+    if (tokenIds.includes(id)) return { ids: all.slice(0, k), finish: 'stop', matched: { $case: 'matchedTokenId', value: id } };
+    if (strings.length > 0) {
+      const sofar = decode(all.slice(0, k));
+      const hit = strings.find((s) => sofar.includes(s));
+      if (hit !== undefined) return { ids: all.slice(0, k), finish: 'stop', matched: { $case: 'matchedStopStr', value: hit } };
+    }
+  }
+  return { ids: [...all], finish: 'stop', matched: undefined };
+}
+
+/** Answer with `text` tokenized by the model's tokenizer as the engine would generate it (generate()), four tokens a chunk when streamed. */
 export function answer<Res>(s: GenerateServing, call: grpc.ServerWritableStream<unknown, Res>, j: AnswerFor, text: string, build: ResponseBuilder<Res>): void {
   const all = s.model.tokenizer.encode(text, { add_special_tokens: false }).ids;
-  const ids = all.slice(0, j.maxTokens ?? Infinity);
-  const finish = ids.length < all.length ? 'length' : 'stop';
+  const { ids, finish, matched } = generate(all, j, (some) => s.model.tokenizer.decode(some, { skip_special_tokens: true }));
   const promptTokens = j.inputIds.length;
   if (j.stream) for (let i = 0; i < ids.length; i += 4) call.write(build.chunk(ids.slice(i, i + 4), Math.min(ids.length, i + 4), promptTokens));
-  call.write(build.complete(j.stream ? [] : ids, finish, promptTokens, ids.length));
+  call.write(build.complete(j.stream ? [] : ids, finish, promptTokens, ids.length, matched));
   call.end();
 }
 

@@ -12,8 +12,9 @@ import { EventEmitter } from 'node:events';
 import type { EncodeRequest, EncodeResponse } from '../gen/tokenspeed/grpc/encoder.ts';
 import type { GenerateRequest } from '../gen/tokenspeed/grpc/scheduler.ts';
 import { CallRefused, fetchBootstrapRecord } from './bootstrap.ts';
-import { afterDelay, answer, imagesPhrase, receiveItem, receiveTensors, RequestInvalid, statusOf, type GenerateServing, type ResponseBuilder, type RoleServing } from './receive.ts';
-import { tensorsOf } from './tokenspeed-items.ts';
+import { afterDelay, answer, failCall, imagesPhrase, receiveItem, receiveTensors, RequestInvalid, statusOf, type AnswerFor, type GenerateServing, type ResponseBuilder, type RoleServing } from './receive.ts';
+import { judgeTokenSpeedSampling } from './sampling-rules.ts';
+import { checkTokenized, tensorsOf } from './tokenspeed-items.ts';
 
 /** What an encode worker keeps under an image's room. */
 interface EmbeddingRecord {
@@ -49,7 +50,7 @@ export function serveEncode(s: GenerateServing, call: grpc.ServerUnaryCall<Encod
       if (req.mmInputs.items.length !== 1 || req.items.length !== 1) throw new RequestInvalid(`EncodeRequest must contain exactly one mm item and one room assignment (got ${req.mmInputs.items.length} and ${req.items.length})`);
       if (!role.encodeAccept) return cb(null, { accepted: false });
       const room = String(req.items[0]!.bootstrapRoom);
-      const job = { requestId: req.requestId, stream: false, inputIds: [], maxTokens: undefined, ...tensorsOf(req) };
+      const job = { requestId: req.requestId, stream: false, inputIds: [], maxTokens: undefined, ...tensorsOf(req, { encode: true }) };
       const description = receiveItem(s.runtime, job, s.reader, s.fingerprint, s.metrics);
       if (!role.encodeDrop) role.bootstrap!.put('embedding', room, { room, encodeWorker: role.url, description } satisfies EmbeddingRecord);
       cb(null, { accepted: true });
@@ -64,9 +65,15 @@ export function serveEncode(s: GenerateServing, call: grpc.ServerUnaryCall<Encod
 export function serveRoleGenerate<Res>(s: GenerateServing, call: grpc.ServerWritableStream<GenerateRequest, Res>, build: ResponseBuilder<Res>): void {
   const role = rolePart(s);
   const req = call.request;
-  const j = { requestId: req.requestId, stream: req.stream, inputIds: req.tokenized?.inputIds ?? [], maxTokens: req.samplingParams?.maxNewTokens };
   afterDelay(s, call, () => {
     if (call.cancelled) return;
+    let j: AnswerFor;
+    try {
+      const rules = judgeTokenSpeedSampling(req.samplingParams);
+      j = { requestId: req.requestId, stream: req.stream, inputIds: checkTokenized(req), maxTokens: rules.maxTokens, stops: rules.stops };
+    } catch (err) {
+      return failCall(call, err);
+    }
     s.active.add(j.requestId);
     const work = role.role === 'prefill' ? prefill(s, role, call) : role.role === 'decode' ? decode(role, call) : Promise.reject(new CallRefused(status.FAILED_PRECONDITION, 'this is an encode worker: Generate goes to the prefill and decode workers'));
     work
@@ -94,7 +101,7 @@ async function prefill<Res>(s: GenerateServing, role: RoleServing, call: grpc.Se
   const inputIds = req.tokenized?.inputIds ?? [];
   const entries = req.encodeBootstrapInfo?.items ?? [];
   const epd = entries.length > 0;
-  const parts = tensorsOf(req, !epd);
+  const parts = tensorsOf(req, { pixels: !epd, modelDtype: s.modelDtype });
   const job = { requestId: req.requestId, stream: false, inputIds, maxTokens: undefined, ...parts };
   const description = receiveTensors(s.runtime, job, s.reader, s.fingerprint, s.model.imageConfig.merge_size, s.metrics, !epd);
   const record: KvRecord = { mode: epd ? 'epd' : 'pd', prefillWorker: role.url, kvRoom: kv.room, images: parts.images };

@@ -21,7 +21,8 @@ import type { GenerateServing, RoleServing, WorkerIdentity, WorkerRole } from '.
 import { addSglangService } from './sglang.ts';
 import { addTokenSpeedService } from './tokenspeed.ts';
 import { addVllmService } from './vllm.ts';
-import { TamperingReader, type TamperRecord } from './tamper.ts';
+import { TamperingReader, type TamperMode, type TamperRecord } from './tamper.ts';
+import { KV_CONNECTORS, type KvConnectorChoice } from './vllm-roles.ts';
 
 export interface ReferenceWorkerOptions {
   runtime: WireRuntime;
@@ -55,8 +56,18 @@ export interface ReferenceWorkerOptions {
   /** How long a prefill waits for an embedding (default 10 s), a decode for the KV (default 15 s). */
   embeddingTimeoutMs?: number;
   kvTimeoutMs?: number;
-  /** Fault injection (tamper.ts): change a byte of every /dev/shm tensor file before reading it (when no reader is given); `onTamper` hears of each. */
-  tamperShm?: boolean;
+  /** A vLLM prefill or decode worker's KV connector (default nixl): vllm-roles.ts. */
+  kvConnector?: KvConnectorChoice;
+  /** The model dtype it advertises and, as TokenSpeed, attaches encoder inputs in (default: config.json torch_dtype, else bfloat16). */
+  modelDtype?: string;
+  /**
+   * Its default_sampling_params_json (default: vLLM and SGLang publish generation_config.json's
+   * temperature, top_p, top_k, min_p and repetition_penalty; TokenSpeed publishes its
+   * --preferred-sampling-params, none unless given).
+   */
+  defaultSamplingParams?: string;
+  /** Fault injection (tamper.ts): change a byte of every /dev/shm tensor file before reading it (when no reader is given), by write() or as through a shared map (its mtime kept); `onTamper` hears of each. */
+  tamperShm?: boolean | TamperMode;
   onTamper?: (record: TamperRecord) => void;
 }
 
@@ -128,14 +139,18 @@ export const REFERENCE_RUNTIMES = Object.keys(SERVICES) as WireRuntime[];
 /** The reader of a worker given none: pooled or fresh buffers, tampering with its files under --tamper-shm. */
 function readerFor(options: ReferenceWorkerOptions): TensorReader {
   const buffers = options.readBuffers === 'fresh' ? { pool: new FreshBuffers() } : {};
-  return options.tamperShm ? new TamperingReader({ ...buffers, ...(options.onTamper ? { onTamper: options.onTamper } : {}) }) : new TensorReader(buffers);
+  return options.tamperShm ? new TamperingReader({ ...buffers, keepMtime: options.tamperShm === 'map', ...(options.onTamper ? { onTamper: options.onTamper } : {}) }) : new TensorReader(buffers);
 }
 
 export async function startReferenceWorker(options: ReferenceWorkerOptions): Promise<ReferenceWorker> {
   const identity: WorkerIdentity = { token: options.shmNamespaceId !== undefined ? options.shmNamespaceId || undefined : readNamespaceToken().token, started: Date.now() };
+  const model = await loadModelDirectory(options.modelPath);
+  const fromGeneration = Object.keys(model.generationDefaults).length > 0 && options.runtime !== 'tokenspeed' ? JSON.stringify(model.generationDefaults) : '';
   const serving: GenerateServing = {
     runtime: options.runtime,
-    model: await loadModelDirectory(options.modelPath),
+    model,
+    modelDtype: options.modelDtype ?? model.torchDtype ?? 'bfloat16',
+    samplingDefaults: options.defaultSamplingParams ?? fromGeneration,
     reader: options.reader ?? readerFor(options),
     fingerprint: options.fingerprint ?? true,
     ...(options.metrics ? { metrics: options.metrics } : {}),
@@ -150,7 +165,16 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
   const roleServing: RoleServing | undefined =
     role === 'regular'
       ? undefined
-      : { role, ...(bootstrap ? { bootstrap } : {}), url: '', encodeAccept: options.encodeAccept ?? true, encodeDrop: options.encodeDrop ?? false, embeddingTimeoutMs: options.embeddingTimeoutMs ?? 10_000, kvTimeoutMs: options.kvTimeoutMs ?? 15_000 };
+      : {
+          role,
+          ...(bootstrap ? { bootstrap } : {}),
+          url: '',
+          encodeAccept: options.encodeAccept ?? true,
+          encodeDrop: options.encodeDrop ?? false,
+          embeddingTimeoutMs: options.embeddingTimeoutMs ?? 10_000,
+          kvTimeoutMs: options.kvTimeoutMs ?? 15_000,
+          kvConnector: KV_CONNECTORS[options.kvConnector ?? 'nixl'],
+        };
   if (roleServing) serving.role = roleServing;
   const server = new grpc.Server(GRPC_CHANNEL_OPTIONS);
   SERVICES[options.runtime](server, serving, identity);

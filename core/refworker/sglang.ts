@@ -1,16 +1,20 @@
 // The reference worker's SGLang face (service SglangScheduler): where this protocol keeps the
 // tensors (one batched MultimodalInputs: pixel_values for every image, image_grid_thw one row
 // per image, patches_per_image, one placeholder range per image, and each image's encoded
-// bytes in image_data), the dtypes the gateway sends it (float32, int64, uint32), what it
-// advertises (no /dev/shm token: its TensorData has no handle, every tensor arrives inline),
-// and its response messages. Reading and checking are shared (receive.ts).
+// bytes in image_data), the dtypes its servicer decodes (float32, int64), its sampling
+// rules as a worker under skip_tokenizer_init (sampling-rules.ts: no stop strings, stop token
+// ids honoured, bounds held), what it advertises (its sampling defaults; no /dev/shm token: its
+// TensorData has no handle, every tensor arrives inline), and its response messages. Reading
+// and checking are shared (receive.ts).
 import type * as grpc from '@grpc/grpc-js';
 import { SglangSchedulerService, type GenerateRequest, type GenerateResponse, type SglangSchedulerServer, type TensorData } from '../gen/sglang/grpc/scheduler.ts';
 import type { WireTensor } from '../transport/shm-reader.ts';
 import { INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor, type WorkerIdentity } from './receive.ts';
+import { judgeSglangSampling } from './sampling-rules.ts';
 
 const PIXEL_DTYPES = { allowed: new Set(['float32']), says: 'float32' };
-const SGLANG_DTYPES = { allowed: new Set(['float32', 'int64', 'uint32']), says: 'SGLang takes float32, int64 and uint32 tensors' };
+// The servicer decodes float32 and int64 and reads any other dtype as float32 (a uint32 grid becomes garbage).
+const SGLANG_DTYPES = { allowed: new Set(['float32', 'int64']), says: 'the SGLang servicer decodes float32 and int64 tensors only (any other it reads as float32)' };
 
 /** SGLang's TensorData is its bytes: inline, always. */
 function wireTensor(t: TensorData): WireTensor {
@@ -43,19 +47,16 @@ export function addSglangService(server: grpc.Server, s: GenerateServing, id: Wo
       serveGenerate<GenerateResponse>(
         s,
         call,
-        () => ({
-          requestId: req.requestId,
-          stream: req.stream,
-          inputIds: req.tokenized?.inputIds ?? [],
-          maxTokens: req.samplingParams?.maxNewTokens,
-          dtypeRule: SGLANG_DTYPES,
-          ...tensorsOf(req),
-        }),
+        () => {
+          if (!req.tokenized) throw new RequestInvalid('Tokenized input must be provided');
+          const rules = judgeSglangSampling(req.samplingParams);
+          return { requestId: req.requestId, stream: req.stream, inputIds: req.tokenized.inputIds, maxTokens: rules.maxTokens, stops: rules.stops, dtypeRule: SGLANG_DTYPES, ...tensorsOf(req) };
+        },
         {
           chunk: (tokenIds, completionTokens, promptTokens) => ({ requestId: req.requestId, response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, index: 0, reasoningTokens: 0 } } }),
-          complete: (outputIds, finishReason, promptTokens, completionTokens) => ({
+          complete: (outputIds, finishReason, promptTokens, completionTokens, matchedStop) => ({
             requestId: req.requestId,
-            response: { $case: 'complete', value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, matchedStop: undefined, index: 0, reasoningTokens: 0 } },
+            response: { $case: 'complete', value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, matchedStop, index: 0, reasoningTokens: 0 } },
           }),
         },
       );
@@ -85,7 +86,7 @@ export function addSglangService(server: grpc.Server, s: GenerateServing, id: Wo
         architectures: model.architectures,
         id2labelJson: '',
         numLabels: 0,
-        defaultSamplingParamsJson: '',
+        defaultSamplingParamsJson: s.samplingDefaults,
       });
     },
     getServerInfo(_call, cb) {

@@ -121,6 +121,7 @@ describe('a real `mmtc worker --tamper-shm`', () => {
           items: [
             {
               modality: 1,
+              contentHash: Buffer.alloc(32, 7),
               encoderInput: { shape: [16, 1176], dtype: 'bfloat16', payload: { $case: 'shm', value: { name: link, offset: 0, nbytes: bytes.byteLength, ownerId: 'test' } } },
               modelSpecificTensors: { image_grid_thw: { shape: [1, 3], dtype: 'int64', payload: { $case: 'inline', value: grid } } },
               placeholders: [{ offset: 1, length: 4 }],

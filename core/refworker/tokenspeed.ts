@@ -1,14 +1,18 @@
 // The reference worker's TokenSpeed face (service TokenSpeedScheduler, and TokenSpeedEncoder
-// on an encode worker): what it advertises (multimodal_encoder_dtype bfloat16, the /dev/shm
-// token and its disaggregation mode inside scheduler_info) and its response messages. Where
-// the items keep their tensors is tokenspeed-items.ts; reading and checking are shared
-// (receive.ts); an encode, prefill or decode worker serves by roles.ts.
+// on an encode worker): what it advertises (its model dtype as model_dtype and
+// multimodal_encoder_dtype, its sampling defaults, the /dev/shm token and its disaggregation
+// mode inside scheduler_info) and its response messages. Where the items keep their tensors,
+// and the servicer's checks of them, is tokenspeed-items.ts (an encoder input in the model's
+// dtype is attached read-write, as the scheduler attaches it); the sampling rules are
+// sampling-rules.ts; reading and checking are shared (receive.ts); an encode, prefill or decode
+// worker serves by roles.ts.
 import type * as grpc from '@grpc/grpc-js';
 import { TokenSpeedEncoderService, type TokenSpeedEncoderServer } from '../gen/tokenspeed/grpc/encoder.ts';
 import { TokenSpeedSchedulerService, type GenerateRequest, type GenerateResponse, type TokenSpeedSchedulerServer } from '../gen/tokenspeed/grpc/scheduler.ts';
 import { serveGenerate, type GenerateServing, type ResponseBuilder, type WorkerIdentity } from './receive.ts';
 import { serveEncode, serveRoleGenerate } from './roles.ts';
-import { tensorsOf } from './tokenspeed-items.ts';
+import { judgeTokenSpeedSampling } from './sampling-rules.ts';
+import { checkTokenized, tensorsOf } from './tokenspeed-items.ts';
 
 export function addTokenSpeedService(server: grpc.Server, s: GenerateServing, id: WorkerIdentity): void {
   const { model } = s;
@@ -17,13 +21,22 @@ export function addTokenSpeedService(server: grpc.Server, s: GenerateServing, id
       const req = call.request;
       const build: ResponseBuilder<GenerateResponse> = {
         chunk: (tokenIds, completionTokens, promptTokens) => ({ requestId: req.requestId, response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, index: 0 } } }),
-        complete: (outputIds, finishReason, promptTokens, completionTokens) => ({
+        complete: (outputIds, finishReason, promptTokens, completionTokens, matchedStop) => ({
           requestId: req.requestId,
-          response: { $case: 'complete', value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, matchedStop: undefined, index: 0 } },
+          response: { $case: 'complete', value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, matchedStop, index: 0 } },
         }),
       };
       if (s.role) return serveRoleGenerate(s, call, build);
-      serveGenerate(s, call, () => ({ requestId: req.requestId, stream: req.stream, inputIds: req.tokenized?.inputIds ?? [], maxTokens: req.samplingParams?.maxNewTokens, ...tensorsOf(req) }), build);
+      serveGenerate(
+        s,
+        call,
+        () => {
+          const inputIds = checkTokenized(req);
+          const rules = judgeTokenSpeedSampling(req.samplingParams);
+          return { requestId: req.requestId, stream: req.stream, inputIds, maxTokens: rules.maxTokens, stops: rules.stops, ...tensorsOf(req, { modelDtype: s.modelDtype }) };
+        },
+        build,
+      );
     },
     healthCheck(_call, cb) {
       cb(null, { healthy: true, message: 'reference worker ready' });
@@ -45,12 +58,12 @@ export function addTokenSpeedService(server: grpc.Server, s: GenerateServing, id
         padTokenId: 0,
         bosTokenId: 0,
         weightVersion: 'reference',
-        defaultSamplingParamsJson: '',
+        defaultSamplingParamsJson: s.samplingDefaults,
         supportsVision: true,
         supportsMultimodal: true,
         supportedModalities: [1],
-        modelDtype: 'bfloat16',
-        multimodalEncoderDtype: 'bfloat16',
+        modelDtype: s.modelDtype,
+        multimodalEncoderDtype: s.modelDtype,
       });
     },
     getServerInfo(_call, cb) {

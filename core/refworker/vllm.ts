@@ -1,31 +1,100 @@
 // The reference worker's vLLM face (service VllmEngine): where this protocol keeps the
-// tensors (one batched MultimodalInputs: pixel_values for every image, image_grid_thw one
-// row per image, one placeholder range per image), the dtypes vLLM accepts (float32, int64,
-// uint32 — anything else is refused as vLLM refuses it), what it advertises
-// (shm_namespace_id, field 10 of GetServerInfoResponse), and its response messages.
+// tensors (one batched MultimodalInputs: pixel_values for every image, model-specific tensors,
+// one placeholder range and one hash per image), the dtypes vLLM accepts (float32, int64,
+// uint32 — anything else is refused as vLLM refuses it), how the servicer splits the batch
+// into images (fieldLayout: the request's batched_keys / flat_keys as vLLM's
+// MultiModalFieldConfig reads them), its sampling rules (sampling-rules.ts), what it
+// advertises (shm_namespace_id, field 10 of GetServerInfoResponse; its KV connector under
+// disaggregation), and its response messages. mm_inputs without pixel_values are ignored, as
+// the servicer ignores them.
 import type * as grpc from '@grpc/grpc-js';
-import { VllmEngineService, type GenerateRequest, type GenerateResponse, type VllmEngineServer } from '../gen/vllm/grpc/engine.ts';
+import { VllmEngineService, type GenerateRequest, type GenerateResponse, type MultimodalInputs, type VllmEngineServer } from '../gen/vllm/grpc/engine.ts';
 import { wireTensorFromTensorData } from '../engines/tensor-data.ts';
-import { INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor, type ResponseBuilder, type WorkerIdentity } from './receive.ts';
+import { INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateJob, type GenerateServing, type ImageCheck, type NamedTensor, type ResponseBuilder, type TensorsRead, type WorkerIdentity } from './receive.ts';
+import { judgeVllmSampling } from './sampling-rules.ts';
 import { serveVllmRoleGenerate } from './vllm-roles.ts';
 
 // What the router sends as the encoder input (vLLM's Qwen-VL takes its pixel_values as float32).
 const PIXEL_DTYPES = { allowed: new Set(['float32']), says: 'float32' };
 const VLLM_DTYPES = { allowed: new Set(['float32', 'int64', 'uint32']), says: 'vLLM accepts float32, int64 and uint32 tensors' };
 
-/** Where the request keeps its tensors; `pixels` false: a decode leg's, which must come without pixel_values. */
-export function tensorsOf(req: GenerateRequest, pixels = true): { images: number; tensors: NamedTensor[]; checks: ImageCheck[] } {
+/**
+ * How vLLM splits the request's batch into images, as the servicer configures it
+ * (_build_preprocessed_mm_inputs) and MultiModalKwargsItems.from_hf_inputs checks it: each
+ * key of batched_keys gives one image per leading row, each key of flat_keys one image per
+ * entry of its sizes tensor (flattened), any other key is shared by every placeholder; every
+ * key must give the same number of images ("Cannot merge different batch sizes"). A flat
+ * split must also be the images' own rows (sizes summing to the rows, each image's size its
+ * grid's patches), or the encoder is handed rows that are not its image's. Then every
+ * placeholder needs an image and a hash (vLLM indexes both by placeholder).
+ */
+function fieldLayout(mm: MultimodalInputs, keys: readonly string[]): (read: TensorsRead) => void {
+  return ({ grids, rows }) => {
+    const batched = new Set(mm.batchedKeys);
+    const counts: Array<[string, number]> = [];
+    const splits: Array<{ key: string; sizesKey: string; sizes: readonly number[] }> = [];
+    for (const key of keys) {
+      if (batched.has(key)) {
+        const t = key === 'pixel_values' ? mm.pixelValues : mm.modelSpecificTensors[key];
+        counts.push([key, t?.shape[0] ?? 0]);
+      } else if (Object.hasOwn(mm.flatKeys, key)) {
+        const sizesKey = mm.flatKeys[key]!;
+        const sizes = grids.get(sizesKey);
+        if (!mm.modelSpecificTensors[sizesKey] && sizesKey !== 'pixel_values') throw new Error(`'${sizesKey}' (KeyError: flat_keys sizes ${key} by ${sizesKey}, a tensor the request does not carry)`);
+        if (!sizes) throw new RequestInvalid(`flat_keys sizes ${key} by ${sizesKey}, which is not a small int64 tensor`);
+        counts.push([key, sizes.length]);
+        splits.push({ key, sizesKey, sizes });
+      } else counts.push([key, mm.mmPlaceholders.length]);
+    }
+    if (new Set(counts.map(([, n]) => n)).size > 1) throw new RequestInvalid(`Cannot merge different batch sizes for modality='image'! Found: batch_sizes={${counts.map(([k, n]) => `'${k}': ${n}`).join(', ')}}`);
+    for (const { key, sizesKey, sizes } of splits) {
+      const total = sizes.reduce((a, b) => a + b, 0);
+      const have = rows.get(key);
+      if (have !== undefined && total !== have) throw new RequestInvalid(`flat_keys splits ${key} by ${sizesKey} = [${sizes.join(', ')}], ${total} rows in all, but ${key} has ${have} rows: vLLM would hand the encoder rows that are not the images'`);
+      const grid = grids.get('image_grid_thw');
+      if (key === 'pixel_values' && grid) {
+        sizes.forEach((n, i) => {
+          const thw = grid.slice(i * 3, i * 3 + 3);
+          if (thw.length === 3 && thw[0]! * thw[1]! * thw[2]! !== n) throw new RequestInvalid(`flat_keys gives image ${i} ${n} rows of pixel_values (${sizesKey}[${i}]), but its image_grid_thw ${thw.join('x')} has ${thw[0]! * thw[1]! * thw[2]!} patches`);
+        });
+      }
+    }
+    const images = counts[0]?.[1] ?? 0;
+    if (mm.mmPlaceholders.length > images) throw new Error(`list index out of range (IndexError: ${mm.mmPlaceholders.length} placeholders for ${images} images)`);
+    if (mm.mmPlaceholders.length > 0 && mm.mmHashes.length === 0) throw new Error(`'image' (KeyError: no mm_hashes for ${mm.mmPlaceholders.length} placeholders)`);
+    if (mm.mmPlaceholders.length > mm.mmHashes.length) throw new Error(`list index out of range (IndexError: ${mm.mmPlaceholders.length} placeholders for ${mm.mmHashes.length} mm_hashes)`);
+  };
+}
+
+/** Where the request keeps its tensors (none when it has no pixel_values: the servicer ignores such mm_inputs), and how they split into images. */
+export function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[]; layout?: (read: TensorsRead) => void } {
   const mm = req.mmInputs;
-  if (!mm) return { images: 0, tensors: [], checks: [] };
-  if (pixels && !mm.pixelValues) throw new RequestInvalid('mm_inputs has no pixel_values');
-  if (!pixels && mm.pixelValues) throw new RequestInvalid('decode received pixel tensors (mm_inputs.pixel_values)');
+  if (!mm?.pixelValues || req.input?.$case !== 'tokenized') return { images: 0, tensors: [], checks: [] };
   if (!mm.modelSpecificTensors.image_grid_thw) throw new RequestInvalid('mm_inputs has no image_grid_thw tensor');
-  const tensors: NamedTensor[] = mm.pixelValues ? [{ name: 'pixel_values', tensor: wireTensorFromTensorData(mm.pixelValues), dtypes: PIXEL_DTYPES }] : [];
+  const tensors: NamedTensor[] = [{ name: 'pixel_values', tensor: wireTensorFromTensorData(mm.pixelValues), dtypes: PIXEL_DTYPES }];
   for (const [key, t] of Object.entries(mm.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
-    tensors.push({ name: key, tensor: wireTensorFromTensorData(t), ...(key === 'image_grid_thw' ? { dtypes: INDEX_DTYPES } : {}) });
+    tensors.push({ name: key, tensor: wireTensorFromTensorData(t), ...(key === 'image_grid_thw' || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {}) });
   }
   const checks = mm.mmPlaceholders.map((p, i) => ({ label: `image ${i}`, encoder: 'pixel_values', grid: 'image_grid_thw', gridRow: i, placeholders: [p], placeholderTokenId: mm.imTokenId }));
-  return { images: mm.mmPlaceholders.length, tensors, checks };
+  return { images: mm.mmPlaceholders.length, tensors, checks, layout: fieldLayout(mm, tensors.map((t) => t.name)) };
+}
+
+/** Image placeholder tokens in a prompt sent without pixels to a worker that computes it: the model would read them as text. */
+export function imageTokensWithoutPixels(inputIds: readonly number[], imageTokenId: number): number {
+  let n = 0;
+  for (const id of inputIds) if (id === imageTokenId) n += 1;
+  return n;
+}
+
+/**
+ * A request whose prompt holds the model's image placeholder tokens but carries no pixels, to
+ * a worker that computes the prompt itself: vLLM would accept it and read those tokens as
+ * text, a garbage answer. The reference worker refuses it.
+ */
+export function withPixelsForImageTokens(j: GenerateJob, imageTokenId: number): GenerateJob {
+  const n = j.tensors.length === 0 ? imageTokensWithoutPixels(j.inputIds, imageTokenId) : 0;
+  if (n > 0) throw new RequestInvalid(`the prompt holds ${n} image placeholder tokens (id ${imageTokenId}) but the request carries no pixel_values: the model would read the image's placeholders as text`);
+  return j;
 }
 
 export function addVllmService(server: grpc.Server, s: GenerateServing, id: WorkerIdentity): void {
@@ -35,23 +104,21 @@ export function addVllmService(server: grpc.Server, s: GenerateServing, id: Work
       const req = call.request;
       const build = (kvTransferParamsJson?: string): ResponseBuilder<GenerateResponse> => ({
         chunk: (tokenIds, completionTokens, promptTokens) => ({ response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, inputLogprobs: undefined, index: 0 } } }),
-        complete: (outputIds, finishReason, promptTokens, completionTokens) => ({
+        complete: (outputIds, finishReason, promptTokens, completionTokens, matchedStop) => ({
           response: {
             $case: 'complete',
-            value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, inputLogprobs: undefined, index: 0, matchedStop: undefined, kvTransferParamsJson },
+            value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, inputLogprobs: undefined, index: 0, matchedStop, kvTransferParamsJson, kvTransferParams: undefined },
           },
         }),
       });
-      const job = (pixels = true) => ({
-        requestId: req.requestId,
-        stream: req.stream,
-        inputIds: req.input?.$case === 'tokenized' ? req.input.value.inputIds : [],
-        maxTokens: req.samplingParams?.maxTokens,
-        dtypeRule: VLLM_DTYPES,
-        ...tensorsOf(req, pixels),
-      });
+      const job = (): GenerateJob => {
+        const rules = judgeVllmSampling(req.samplingParams);
+        const inputIds = req.input?.$case === 'tokenized' ? req.input.value.inputIds : [];
+        const mm = tensorsOf(req);
+        return { requestId: req.requestId, stream: req.stream, inputIds, maxTokens: rules.maxTokens, stops: rules.stops, dtypeRule: VLLM_DTYPES, ...mm };
+      };
       if (s.role) return serveVllmRoleGenerate(s, call, job, build);
-      serveGenerate<GenerateResponse>(s, call, job, build());
+      serveGenerate<GenerateResponse>(s, call, () => withPixelsForImageTokens(job(), model.imageTokenId), build());
     },
     healthCheck(_call, cb) {
       cb(null, { healthy: true, message: 'reference worker ready' });
@@ -75,7 +142,7 @@ export function addVllmService(server: grpc.Server, s: GenerateServing, id: Work
         padTokenId: 0,
         bosTokenId: 0,
         maxReqInputLen: model.maxContextLength,
-        defaultSamplingParamsJson: '',
+        defaultSamplingParamsJson: s.samplingDefaults,
       });
     },
     getServerInfo(_call, cb) {
@@ -86,8 +153,8 @@ export function addVllmService(server: grpc.Server, s: GenerateServing, id: Work
         uptimeSeconds: (Date.now() - id.started) / 1000,
         serverType: 'mmtc-reference',
         // A prefill worker produces the KV a decode worker consumes (vLLM's KV connector roles).
-        kvConnector: s.role ? 'NixlConnector' : '',
-        kvRole: s.role?.role === 'prefill' ? 'kv_producer' : s.role?.role === 'decode' ? 'kv_consumer' : '',
+        kvConnector: s.role?.kvConnector ?? '',
+        kvRole: !s.role?.kvConnector ? '' : s.role.role === 'prefill' ? 'kv_producer' : 'kv_consumer',
         kvEngineId: s.role ? s.role.url : '',
         dataParallelSize: 1,
         shmNamespaceId: id.token ?? '',

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import type { RouterConfig, WorkerSpec } from '../config/schema.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
 import { loadImageBytes, RequestImageBudget } from '../multimodal/fetch.ts';
+import { mediaHash } from '../multimodal/media-hash.ts';
 import { createMediaPolicy, type MediaPolicy } from '../multimodal/media-policy.ts';
 import { ContextLengthError } from '../multimodal/prompt.ts';
 import type { WorkerState } from '../workers/registry.ts';
@@ -24,6 +25,8 @@ export interface AdmittedRequest {
   imageParams: string[];
   /** Each image's encoded bytes, in prompt order. */
   bytes: Uint8Array[];
+  /** Each image's media hash (BLAKE3 of its bytes, core/multimodal/media-hash.ts): the workers' content hashes, the pixel cache's key, EPD's ring point. */
+  hashes: Buffer[];
   /** The completion limit asked for (max_completion_tokens, else max_tokens). */
   maxTokens: number | undefined;
   /** The model the response names: the request's own, else the router's. */
@@ -113,7 +116,7 @@ export async function admit(ctx: RouterContext, body: unknown, onParsed: (reques
   // The image URLs (a data: URL is the image, base64) are not needed once their bytes are here:
   // let them go now rather than when the request ends.
   forgetImageUrls(req);
-  return { req, snapshot, requestId, imageParams, bytes, maxTokens, model: req.model ?? ctx.modelName };
+  return { req, snapshot, requestId, imageParams, bytes, hashes: bytes.map(mediaHash), maxTokens, model: req.model ?? ctx.modelName };
 }
 
 /** 503 for a config with workers but none that takes a whole chat request. */

@@ -78,7 +78,7 @@ export class RequestCacheUses implements CachedTensors {
     const tensor: CachedTensor = {
       status: 'hit',
       nbytes: shape.nbytes,
-      place: (scope, worker) => entry.place(scope, worker, this.copy),
+      place: (scope, worker, readWrite) => entry.place(scope, worker, this.copy || readWrite),
       fill: () =>
         (filling ??= bytes
           ? Promise.resolve(bytes)
@@ -95,7 +95,7 @@ export class RequestCacheUses implements CachedTensors {
       features: shape.features,
       gridThw: shape.gridThw,
       placeholder: { offset: 0, length: shape.tokens },
-      contentHash: shape.contentHash,
+      mediaHash: shape.mediaHash,
       ...(encoded ? { encoded } : {}),
     };
     return image;
@@ -106,9 +106,11 @@ export class RequestCacheUses implements CachedTensors {
    * the inode: no copy; awaited, since the worker unlinks the request's name; pinned until the
    * request ends and then checked, as a hit's link is), else from the pool's memory by a write
    * off the event loop: the pool gets that memory back only once it is done (`release` is the
-   * pool result's).
+   * pool result's). `readWrite`: the worker attaches the request's file read-write, so the
+   * file stays the request's alone (the cache could not see a write through a shared map) and
+   * the entry is written from memory.
    */
-  async keep(cache: PixelCache, miss: CacheMiss, r: PooledPreprocessResult, kind: CachedKind, file: string | undefined, worker: string): Promise<{ release: () => void; stored: boolean }> {
+  async keep(cache: PixelCache, miss: CacheMiss, r: PooledPreprocessResult, kind: CachedKind, mediaHash: Buffer, file: string | undefined, worker: string, readWrite: boolean): Promise<{ release: () => void; stored: boolean }> {
     const values = kind === 'float32' ? r.pixelValues : r.bf16;
     if (!values) {
       miss.abandon();
@@ -116,10 +118,11 @@ export class RequestCacheUses implements CachedTensors {
     }
     const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
     this.noteMiss(bytes);
-    const shape = { kind, nbytes: bytes.byteLength, patches: r.patches, features: r.features, gridThw: r.gridThw, tokens: r.tokens, contentHash: Buffer.from(r.contentHash) };
-    // The request's file becomes the entry unless every hit is to get a copy, or this worker was
-    // caught writing into its files: then the entry is a file of its own, written from memory.
-    if (file && !this.copy && !cache.isSuspect(worker)) {
+    const shape = { kind, nbytes: bytes.byteLength, patches: r.patches, features: r.features, gridThw: r.gridThw, tokens: r.tokens, mediaHash };
+    // The request's file becomes the entry unless every hit is to get a copy, the worker
+    // attaches it read-write, or this worker was caught writing into its files: then the entry
+    // is a file of its own, written from memory.
+    if (file && !this.copy && !readWrite && !cache.isSuspect(worker)) {
       const pinned = await miss.storeShared(shape, file, worker);
       if (pinned) this.releases.push(() => pinned.release());
       return { release: r.release, stored: pinned !== undefined };

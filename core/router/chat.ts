@@ -13,7 +13,7 @@
 // write, and a client that goes away, unlinks every file of the request; a client that goes
 // away also cancels the call and sends Abort.
 import { admit, selectWorker } from './admit.ts';
-import { newRequestRecord, type ChatOptions, type RequestRecord, type RouterContext } from './context.ts';
+import { keepRequest, newRequestRecord, type ChatOptions, type RequestRecord, type RouterContext } from './context.ts';
 import { serveDisaggregated } from './disaggregated.ts';
 import { dispatch } from './dispatch.ts';
 import { toApiError } from './errors.ts';
@@ -74,10 +74,14 @@ export async function runChatInMemory(ctx: RouterContext, body: unknown, options
   const res = new CapturedResponse();
   const timing = new RequestTiming();
   const record = newRequestRecord();
+  let error: string | undefined;
   try {
     await handleChatCompletion(ctx, body, res, timing, record, options);
   } catch (err) {
-    sendError(res, toApiError(err));
+    const apiError = toApiError(err);
+    error = apiError.message;
+    sendError(res, apiError);
   }
+  keepRequest(ctx, record, res.statusCode, error);
   return { status: res.statusCode, body: res.body, requestId: record.id, revision: record.revision, timing };
 }

@@ -7,6 +7,7 @@ import type { ModelDirectory } from '../multimodal/model-dir.ts';
 import type { PreprocessPool } from '../multimodal/pool.ts';
 import type { TrafficSource } from '../transport/event-schema.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
+import type { RequestLog } from '../telemetry/requests.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
 import type { ShmHostFacts } from '../transport/resolve.ts';
 import type { PixelCache } from '../transport/pixel-cache.ts';
@@ -27,6 +28,8 @@ export interface RouterContext {
   metrics: TransportMetrics;
   events: TensorEventBus;
   registry: WorkerRegistry;
+  /** The recent requests' summaries, for the console (absent in contexts built without one). */
+  requests?: RequestLog;
 }
 
 /** The header every chat response carries: which config revision the request used. */
@@ -63,9 +66,27 @@ export interface RequestRecord {
   legFailed?: string;
   /** A tensor file the preprocessing thread could not write (why); the tensor was placed the usual way. */
   prewriteFailed?: string;
+  /** The sampling the worker that samples was sent, by the gateway's names (engines/sampling.ts samplingSummary). */
+  sampling?: Record<string, unknown>;
+  /** Sequential PD: how the KV went from the prefill to the decode worker (its connector's mode), and why the decode recomputed, when it did. */
+  kvHandoff?: string;
   paths: Record<TensorPath, number>;
 }
 
 export function newRequestRecord(): RequestRecord {
   return { paths: { inline: 0, shm: 0, remote: 0 } };
+}
+
+/** A finished request, kept for the console: what its log line says of it. */
+export function keepRequest(ctx: RouterContext, record: RequestRecord, status: number, error: string | undefined): void {
+  if (!record.id || !ctx.requests) return;
+  ctx.requests.add({
+    id: record.id,
+    time: Date.now(),
+    status,
+    ...(record.worker ? { worker: record.worker } : {}),
+    ...(record.sampling ? { sampling: record.sampling } : {}),
+    ...(record.kvHandoff ? { kvHandoff: record.kvHandoff } : {}),
+    ...(error ? { error } : {}),
+  });
 }

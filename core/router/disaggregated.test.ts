@@ -362,6 +362,44 @@ describe('PD', () => {
     expect(ourFiles()).toEqual([]);
   });
 
+  it('vLLM by the prefill worker\'s KV connector: Mooncake, a transfer id the router mints and decode parameters it builds; without an engine id, the legacy host and port', async () => {
+    const prefill = await worker('prefill', ['--kv-connector', 'mooncake'], 'vllm');
+    const decode = await worker('decode', ['--kv-connector', 'mooncake'], 'vllm');
+    const logs: string[] = [];
+    const router = createRouter({ port: 0, health_check_interval_secs: 0.2, multimodal_tensor_transport: 'auto', disaggregation: 'pd', workers: [{ ...spec(prefill, 'prefill'), runtime: 'vllm' }, { ...spec(decode, 'decode'), runtime: 'vllm' }] }, { environment });
+    const r = await router.start({ log: (l) => logs.push(l) });
+    stops.push(() => r.close());
+    const reply = await chat(r, ['rgb.png', 'photo.jpg'], true);
+    expect(reply.status, reply.content).toBe(200);
+    // The decode took the record the prefill kept under the router's transfer id, at the address the router gave it.
+    expect(reply.content).toMatch(new RegExp(`^2 images via pd, prefill ${prefill.url}, transfer xfer-[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}: pixel_values \\[[\\d,]+\\] float32 via shm, `));
+    await until(() => logs.find((l) => l.includes(reply.id)), 2000);
+    expect(JSON.parse(logs.find((l) => l.includes(reply.id))!)).toMatchObject({ kv_handoff: 'mooncake' });
+    // Without the prefill worker's engine id (an operator label clears it): the legacy typed host and port, keyed by the request id.
+    const s = r.store.current();
+    r.store.apply({ ...s.config, workers: s.config.workers.map((w) => (w.worker_type === 'prefill' ? { ...w, labels: { kv_engine_id: '' } } : w)) }, s.revision, { origin: 'test', client: 'api' });
+    const legacy = await chat(r, ['rgb.png']);
+    expect(legacy.status, legacy.content).toBe(200);
+    expect(legacy.content).toMatch(new RegExp(`^1 image via pd, prefill ${prefill.url}, transfer ${legacy.id}: pixel_values`));
+  });
+
+  it('vLLM without a KV connector: the prefill runs untagged and the decode computes the prompt itself, with the pixels (which the gateway would not send it)', async () => {
+    const prefill = await worker('prefill', ['--kv-connector', 'none'], 'vllm');
+    const decode = await worker('decode', ['--kv-connector', 'none'], 'vllm');
+    const logs: string[] = [];
+    const router = createRouter({ port: 0, health_check_interval_secs: 0.2, multimodal_tensor_transport: 'auto', disaggregation: 'pd', workers: [{ ...spec(prefill, 'prefill'), runtime: 'vllm' }, { ...spec(decode, 'decode'), runtime: 'vllm' }] }, { environment });
+    const r = await router.start({ log: (l) => logs.push(l) });
+    stops.push(() => r.close());
+    const reply = await chat(r, ['rgb.png', 'photo.jpg']);
+    expect(reply.status, reply.content).toBe(200);
+    expect(reply.content).toMatch(/^2 images via pd, recomputed \(no KV handoff\): pixel_values \[[\d,]+\] float32 via shm, /);
+    const events = r.context.events.recent().filter((e) => e.requestId === reply.id && e.tensor === 'pixel_values');
+    expect(events.map((e) => `${e.leg}:${e.worker}`).sort()).toEqual([`decode:${decode.url}`, `prefill:${prefill.url}`]);
+    await until(() => logs.find((l) => l.includes(reply.id)), 2000);
+    expect(JSON.parse(logs.find((l) => l.includes(reply.id))!).kv_handoff).toBe('none: the prefill worker has no KV connector: the decode computes the prompt again');
+    expect(ourFiles()).toEqual([]);
+  });
+
   it('prefill and decode workers of a runtime without disaggregated serving: 503 saying why', async () => {
     const prefill = await worker('regular', [], 'sglang');
     const decode = await worker('regular', [], 'sglang');

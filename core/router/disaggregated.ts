@@ -11,10 +11,11 @@
 // others and is the request's error, naming the worker and, for an encode call, the image
 // (a worker gone, reported within LEG_FAILURE_GRACE_MS, before what follows from it; at the
 // router's deadline, every leg not finished). The legs themselves are legs.ts.
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { bootstrapAddress } from '../config/schema.ts';
 import type { EncodeBootstrapItem, EngineRequest, KvBootstrap, Leg } from '../engines/engine.ts';
-import { capabilitiesOf } from '../engines/table.ts';
+import { samplingSummary } from '../engines/sampling.ts';
+import { engineFor } from '../engines/table.ts';
 import type { ShmRequestScope } from '../transport/shm-writer.ts';
 import type { AdmittedRequest } from './admit.ts';
 import type { RouterContext } from './context.ts';
@@ -35,7 +36,7 @@ export function newBootstrapRoom(): bigint {
 export async function serveDisaggregated(ctx: RouterContext, a: AdmittedRequest, d: DisaggregatedInput): Promise<void> {
   const route = selectDisaggregatedRoute(ctx, a.snapshot, d.options.worker);
   const epd = route.mode === 'epd' && a.bytes.length > 0;
-  const encoders = epd ? a.bytes.map((b) => encodeWorkerFor(ctx, a.snapshot, createHash('sha256').update(b).digest(), d.options.worker)) : [];
+  const encoders = epd ? a.hashes.map((h) => encodeWorkerFor(ctx, a.snapshot, h, d.options.worker)) : [];
   d.record.worker = route.prefill.spec.url;
   const involved = [...new Set([route.prefill.state, route.decode.state, ...encoders.map((e) => e.state)])];
   for (const w of involved) ctx.registry.acquire(w);
@@ -127,16 +128,23 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
   let others: Array<Promise<unknown>> = [];
   const decodeScopes: ShmRequestScope[] = [];
   try {
-    const base = engineRequestOf(ctx, a, p);
+    // The decode worker samples the completion: its model defaults fill what the client left out.
+    const base = engineRequestOf(ctx, a, p, route.prefill, route.decode);
+    const decodeBase = engineRequestOf(ctx, a, p, route.decode);
+    d.record.sampling = samplingSummary(decodeBase.sampling);
     let decodeLeg: Leg;
     let room: bigint | undefined;
-    if (capabilitiesOf(route.prefill.state.runtime!).pd === 'sequential') {
-      // One leg after the other: the prefill first (its engine asks it for one token and a KV
-      // handoff); the decode takes the KV transfer parameters it returned.
-      const params = await runPrefill(l, route.prefill, { ...base, leg: { role: 'prefill', pixels: true, prefillOnly: true } }, undefined);
+    const engine = engineFor(route.prefill.state.runtime!);
+    if (engine.capabilities.pd === 'sequential' && engine.kvHandoff) {
+      // One leg after the other: the prefill first (one token, and the KV handoff its
+      // connector makes); the decode takes what the handoff gives it, or recomputes the
+      // prompt (with the pixels) when there is none.
+      const handoff = engine.kvHandoff({ labels: route.prefill.state.labels, ...bootstrapAddress(route.prefill.spec)! });
+      const returned = await runPrefill(l, route.prefill, { ...base, leg: { role: 'prefill', pixels: true, prefillOnly: true, ...handoff.prefill } }, undefined);
       if (failure) throw failure;
-      if (params === undefined) throw new ApiError(502, `prefill worker ${route.prefill.spec.url} answered without kv_transfer_params_json: the decode worker would have no KV to take`, 'server_error');
-      decodeLeg = { role: 'decode', pixels: false, kvTransferParamsJson: params };
+      const { recomputed, ...given } = handoff.decode(returned);
+      d.record.kvHandoff = recomputed ? `${handoff.mode}: ${recomputed}` : handoff.mode;
+      decodeLeg = { role: 'decode', ...given };
     } else {
       // All at once: the legs meet on rooms at the prefill's and the encode workers' bootstrap servers.
       const kv: KvBootstrap = { ...bootstrapAddress(route.prefill.spec)!, room: newBootstrapRoom() };
@@ -147,7 +155,7 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
       others = [...encoders.map((e, i) => encodeImage(l, e, i, rooms[i]!)), runPrefill(l, route.prefill, prefillRequest, kv.room)].map((leg) => leg.catch((err: unknown) => l.fail(err instanceof ApiError ? err : toApiError(err))));
       decodeLeg = { role: 'decode', pixels: false, kvBootstrap: kv };
     }
-    await streamDecode(l, route.decode, { ...base, leg: decodeLeg }, room, d, decodeScopes, (stop) => {
+    await streamDecode(l, route.decode, { ...decodeBase, leg: decodeLeg }, room, d, decodeScopes, (stop) => {
       stopDecode = stop;
     });
   } catch (err) {

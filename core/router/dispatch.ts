@@ -7,6 +7,7 @@
 // (shm_worker_read_failed, auto_worker_read_failed) and the worker's error as its cause; its
 // lane stays inline until it is rediscovered or reset. Any failure unlinks the request's files.
 import type { WireRequest } from '../engines/engine.ts';
+import { samplingSummary } from '../engines/sampling.ts';
 import { engineFor } from '../engines/table.ts';
 import type { WorkerSpec } from '../config/schema.ts';
 import type { PlacementContext } from '../transport/placement.ts';
@@ -64,10 +65,11 @@ export async function dispatch(ctx: RouterContext, a: AdmittedRequest, p: Prepar
     prewritten: p.prewritten,
     cached: p.cached,
   };
-  const engineRequest = engineRequestOf(ctx, a, p);
+  const engineRequest = engineRequestOf(ctx, a, p, d.target);
+  d.record.sampling = samplingSummary(engineRequest.sampling);
   const responder = chatResponder(a, d.res);
   const stream = (wire: WireRequest, scope: ShmRequestScope) =>
-    streamFromWorker(ctx, worker, wire, { requestId: a.requestId, model: a.model, scope, res: d.res, responder, isGone: d.isGone, timeoutSecs: a.snapshot.config.request_timeout_secs, timing: d.timing });
+    streamFromWorker(ctx, worker, wire, { requestId: a.requestId, model: a.model, scope, res: d.res, responder, isGone: d.isGone, timeoutSecs: a.snapshot.config.request_timeout_secs, timing: d.timing, stop: engineRequest.sampling.stop });
 
   let current = p.scope;
   try {

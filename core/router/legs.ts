@@ -242,6 +242,7 @@ export async function streamDecode(l: Legs, target: RoleTarget, request: EngineR
         isGone: d.isGone,
         timeoutSecs: l.a.snapshot.config.request_timeout_secs,
         timing: d.timing,
+        stop: request.sampling.stop,
         deadline: l.deadline,
         leg: { who, deadline: l.deadline },
         stopWith,

@@ -1,5 +1,5 @@
 // The OpenAI-compatible surface: the chat-completions request schema (text and image_url
-// parts, max_tokens / max_completion_tokens, temperature, top_p, stop, stream), the error
+// parts, max_tokens / max_completion_tokens, the sampling fields, stop, stream), the error
 // body ({error: {message, type, param, code}}) with its HTTP status, and the response and
 // SSE chunk shapes exactly as OpenAI clients parse them.
 import { z } from 'zod';
@@ -24,8 +24,16 @@ export const ChatCompletionRequestSchema = z.object({
   max_tokens: z.int({ error: 'expected a positive integer' }).positive({ error: 'expected a positive integer' }).nullish(),
   max_completion_tokens: z.int({ error: 'expected a positive integer' }).positive({ error: 'expected a positive integer' }).nullish(),
   temperature: z.number({ error: 'expected a number from 0 to 2' }).min(0, { error: 'expected a number from 0 to 2' }).max(2, { error: 'expected a number from 0 to 2' }).nullish(),
-  top_p: z.number({ error: 'expected a number from 0 to 1' }).min(0, { error: 'expected a number from 0 to 1' }).max(1, { error: 'expected a number from 0 to 1' }).nullish(),
-  stop: z.union([z.string(), z.array(z.string()).max(4, { error: 'expected at most 4 stop sequences' })], { error: 'expected a string or a list of strings' }).nullish(),
+  top_p: z.number({ error: 'expected a number above 0 and at most 1' }).gt(0, { error: 'expected a number above 0 and at most 1' }).max(1, { error: 'expected a number above 0 and at most 1' }).nullish(),
+  // vLLM's and SGLang's extensions, with the bounds their engines hold them to (the gateway's).
+  top_k: z.int({ error: 'expected -1 (off) or a whole number from 1' }).refine((k) => k === -1 || k >= 1, { error: 'expected -1 (off) or a whole number from 1' }).nullish(),
+  min_p: z.number({ error: 'expected a number from 0 to 1' }).min(0, { error: 'expected a number from 0 to 1' }).max(1, { error: 'expected a number from 0 to 1' }).nullish(),
+  repetition_penalty: z.number({ error: 'expected a number above 0 and at most 2 (1 is no penalty)' }).gt(0, { error: 'expected a number above 0 and at most 2 (1 is no penalty)' }).max(2, { error: 'expected a number above 0 and at most 2 (1 is no penalty)' }).nullish(),
+  frequency_penalty: z.number({ error: 'expected a number from -2 to 2' }).min(-2, { error: 'expected a number from -2 to 2' }).max(2, { error: 'expected a number from -2 to 2' }).nullish(),
+  presence_penalty: z.number({ error: 'expected a number from -2 to 2' }).min(-2, { error: 'expected a number from -2 to 2' }).max(2, { error: 'expected a number from -2 to 2' }).nullish(),
+  stop: z
+    .union([z.string().min(1, { error: 'expected a non-empty stop sequence' }), z.array(z.string().min(1, { error: 'expected a non-empty stop sequence' })).max(4, { error: 'expected at most 4 stop sequences' })], { error: 'expected a string or a list of strings' })
+    .nullish(),
   stream: z.boolean({ error: 'expected true or false' }).nullish(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
   n: z.literal(1, { error: 'only n = 1 is supported' }).nullish(),

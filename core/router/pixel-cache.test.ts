@@ -4,7 +4,7 @@
 // and inline from the cached bytes; a live change of what the tensor depends on never serves
 // the old tensor; concurrent requests compute a new image once; a file changed under the cache
 // is caught and the image computed again; the budget evicts; nothing is left in /dev/shm.
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { ConfigError } from '../config/errors.ts';
@@ -13,6 +13,7 @@ import { decodeToRgb } from '../multimodal/decode.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { preprocessRgb } from '../multimodal/qwen-vl.ts';
 import { makeTestImages } from '../test/images.ts';
+import { startMmtc } from '../test/cli.ts';
 import { ourCacheFiles, useRouterRig } from '../test/router-rig.ts';
 import { encodeFloat32As } from '../transport/dtype.ts';
 import { fnv1a64Hex } from '../transport/fnv.ts';
@@ -20,7 +21,7 @@ import type { RunningRouter } from './server.ts';
 
 const images = makeTestImages();
 const model = await loadModelDirectory();
-const { startWorker, router } = useRouterRig();
+const { startWorker, router, stops } = useRouterRig();
 afterAll(() => images.remove());
 
 const cacheFiles = ourCacheFiles;
@@ -172,6 +173,58 @@ describe('the guard', () => {
     const hit = await ask(r, ['photo.jpg']);
     expect(hit.content).toContain(`bfloat16 via inline, ${616 * 1176 * 2} bytes, ${expected}`);
     expect(encoderEvents(r, hit.id).at(-1)).toMatchObject({ cache: 'hit', path: 'inline' });
+  });
+});
+
+describe('a worker that attaches its encoder input read-write (TokenSpeed, in its model dtype)', () => {
+  it('gets a file of the request\'s own, miss and hit: a write through its shared map (mtime kept) never reaches the cached entry or the next hit', async () => {
+    const r = await router(await startWorker('tokenspeed', ['--tamper-shm', 'map']), 'shm');
+    const img = await decodeToRgb(images.bytes('photo.jpg'));
+    const original = encodeFloat32As('bfloat16', preprocessRgb(img.rgb, img.width, img.height, model.imageConfig).pixelValues!);
+    const changed = Uint8Array.from(original);
+    changed[0] = changed[0]! ^ 0xff;
+    const said = `encoder_input [616,1176] bfloat16 via shm, ${original.byteLength} bytes, fnv1a ${fnv1a64Hex(changed)}`;
+    const first = await ask(r, ['photo.jpg']);
+    expect(first.content).toContain(said);
+    expect(encoderEvents(r, first.id)).toMatchObject([{ cache: 'miss', path: 'shm' }]);
+    for (let turn = 0; turn < 2; turn++) {
+      // Each hit's file starts from the cached bytes: the worker changes its own copy, and says so.
+      const hit = await ask(r, ['photo.jpg']);
+      expect(hit.content).toContain(said);
+      expect(encoderEvents(r, hit.id)).toMatchObject([{ cache: 'hit', path: 'shm' }]);
+    }
+    const [entry] = cacheFiles();
+    expect(fnv1a64Hex(readFileSync(path.join('/dev/shm', entry!)))).toBe(fnv1a64Hex(original));
+    expect(r.context.pixelCache!.stats()).toMatchObject({ entries: 1, hits: 2, misses: 1, tampered: 0 });
+  });
+
+  it.skipIf(process.getuid?.() !== 0)('a non-root TokenSpeed worker of the router\'s own uid: a repeated image still goes by SHM, cache at its default', async () => {
+    // Router and worker both as nobody. CAP_DAC_READ_SEARCH lets them load the code from a
+    // checkout nobody could enter, and grants no write: the worker opens files as nobody does.
+    const asNobody = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=+dac_read_search', '--ambient-caps=+dac_read_search', '--'];
+    const worker = await startMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0'], /listening on grpc:\/\//, {}, asNobody);
+    stops.push(() => worker.stop());
+    const url = worker.line.match(/grpc:\/\/\S+/)![0];
+    const routerProc = await startMmtc(['router', '--port', '0', '--worker-urls', url, '--multimodal-tensor-transport', 'shm'], /^\s+transport /m, {}, asNobody);
+    stops.push(() => routerProc.stop());
+    const base = /listening on (http:\/\/\S+)/.exec(routerProc.output())![1]!;
+    const expected = `bfloat16 via shm, ${616 * 1176 * 2} bytes, fnv1a ${await fingerprint('photo.jpg', 'bfloat16')}`;
+    for (let turn = 0; turn < 3; turn++) {
+      const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body(['photo.jpg'])) });
+      const text = await res.text();
+      expect(res.status, text).toBe(200);
+      expect((JSON.parse(text) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content, routerProc.output()).toContain(expected);
+    }
+    // Each request's log line follows its answer.
+    const logged = () => routerProc.output().split('\n').filter((l) => l.includes('"event":"request"'));
+    for (let i = 0; i < 100 && logged().length < 3; i++) await new Promise((res) => setTimeout(res, 20));
+    const lines = logged();
+    expect(lines).toHaveLength(3);
+    expect(lines.filter((l) => l.includes('shm_read_failed'))).toEqual([]);
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).toMatch(/^smg_mm_pixel_cache_hits_total 2$/m);
+    await routerProc.stop();
+    expect(readdirSync('/dev/shm').filter((f) => new RegExp(`^smg-tokenspeed-(cache-\\d+-)?${routerProc.pid}-`).test(f))).toEqual([]);
   });
 });
 

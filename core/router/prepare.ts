@@ -6,6 +6,7 @@
 // if a decoded image disagrees), then checked against the context with the completion limit.
 // On any failure the pool's memory and the request's files are released before it throws.
 import type { EngineRequest, PreparedImage } from '../engines/engine.ts';
+import { resolveSampling, samplingDefaultsOf, type ClientSampling } from '../engines/sampling.ts';
 import { capabilitiesOf } from '../engines/table.ts';
 import type { ImageHeader } from '../multimodal/pool.ts';
 import { PREWRITE_HEADER_MISMATCH, type ShmPrewriteTask } from '../multimodal/preprocess-task.ts';
@@ -142,7 +143,10 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
   releases.push(() => cached.release());
   const cache = ctx.pixelCache;
   const kindOf = (i: number): CachedKind => (imageDtypes[i] === 'bfloat16' ? 'bf16' : 'float32');
-  const keys = a.bytes.map((b, i) => (cache?.enabled && !options.bypassPixelCache && headers[i] ? cache.keyOf(b, imageFingerprint(ctx.model, imageConfig, kindOf(i))).key : undefined));
+  const keys = a.hashes.map((h, i) => (cache?.enabled && !options.bypassPixelCache && headers[i] ? cache.keyOf(h, imageFingerprint(ctx.model, imageConfig, kindOf(i))) : undefined));
+  // Whether an image's receiver attaches its encoder input's /dev/shm file read-write (an
+  // encode worker's Encode call reads it): its file is then never shared with the cache.
+  const readWrite = receivers.map((t, i) => capabilitiesOf(t.state.runtime!).attachesShmReadWrite(imageTargets ? 'encode' : 'generate', imageDtypes[i]!, t.state.labels));
   // The prompt needs each image's token count, which its header gives: build it while the
   // pool works on the pixels (rebuilt below in the rare case the decoded image disagrees).
   const headerTokens = headers.map((h) => h?.geometry.tokens);
@@ -177,12 +181,11 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
         }
       }
       if (miss) {
-        const kept = await cached.keep(cache!, miss, r, kindOf(i), written ? file!.task.path : undefined, receivers[i]!.spec.url);
+        const kept = await cached.keep(cache!, miss, r, kindOf(i), a.hashes[i]!, written ? file!.task.path : undefined, receivers[i]!.spec.url, readWrite[i]!);
         // The cache now counts the file's bytes (the inode has its name too): once, not twice.
         if (kept.stored && written) scope.uncount(file!.name);
         releases.push(kept.release);
       } else releases.push(r.release);
-      const contentHash = Buffer.from(r.contentHash.buffer, r.contentHash.byteOffset, r.contentHash.byteLength);
       return {
         ...(r.pixelValues ? { pixelValues: r.pixelValues } : {}),
         ...(r.bf16 ? { bf16: r.bf16 } : {}),
@@ -190,7 +193,7 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
         features: r.features,
         gridThw: r.gridThw,
         placeholder: { offset: 0, length: r.tokens },
-        contentHash,
+        mediaHash: a.hashes[i]!,
         ...(encoded ? { encoded: encoded[i]! } : {}),
       };
     } catch (err) {
@@ -218,22 +221,46 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
   }
 }
 
-/** The engine-neutral request for a prepared chat: what every engine builds its GenerateRequest from. */
-export function engineRequestOf(ctx: RouterContext, a: AdmittedRequest, p: PreparedRequest): EngineRequest {
+/** What the client asked of sampling (null and absent alike: not asked). */
+export function clientSampling(a: AdmittedRequest): ClientSampling {
   const { req } = a;
+  const given = <T>(v: T | null | undefined): v is T => v !== null && v !== undefined;
+  return {
+    ...(a.maxTokens !== undefined ? { maxTokens: a.maxTokens } : {}),
+    ...(given(req.temperature) ? { temperature: req.temperature } : {}),
+    ...(given(req.top_p) ? { topP: req.top_p } : {}),
+    ...(given(req.top_k) ? { topK: req.top_k } : {}),
+    ...(given(req.min_p) ? { minP: req.min_p } : {}),
+    ...(given(req.repetition_penalty) ? { repetitionPenalty: req.repetition_penalty } : {}),
+    ...(given(req.frequency_penalty) ? { frequencyPenalty: req.frequency_penalty } : {}),
+    ...(given(req.presence_penalty) ? { presencePenalty: req.presence_penalty } : {}),
+    ...(given(req.stop) ? { stop: typeof req.stop === 'string' ? [req.stop] : req.stop } : {}),
+  };
+}
+
+/** The id of a stop string that is exactly one token of the model's vocabulary (encoded without special tokens), as the gateway tells them. */
+export function singleTokenStop(ctx: RouterContext, stop: string): number | undefined {
+  const ids = ctx.model.tokenizer.encode(stop, { add_special_tokens: false }).ids;
+  return ids.length === 1 ? ids[0] : undefined;
+}
+
+/**
+ * The engine-neutral request for a prepared chat, as `target` receives it: what every engine
+ * builds its GenerateRequest from. Its sampling takes the model defaults of `sampler`, the
+ * worker that samples the completion (the target itself, or under disaggregation the decode
+ * worker).
+ */
+export function engineRequestOf(ctx: RouterContext, a: AdmittedRequest, p: PreparedRequest, target: Target, sampler: Target = target): EngineRequest {
+  const sampling = resolveSampling(clientSampling(a), samplingDefaultsOf(sampler.state.labels).defaults, (s) => singleTokenStop(ctx, s));
   return {
     requestId: a.requestId,
     text: p.prompt.text,
     inputIds: p.prompt.inputIds,
     images: p.images,
     imageTokenId: ctx.model.imageTokenId,
-    sampling: {
-      ...(a.maxTokens !== undefined ? { maxTokens: a.maxTokens } : {}),
-      ...(req.temperature != null ? { temperature: req.temperature } : {}),
-      ...(req.top_p != null ? { topP: req.top_p } : {}),
-      ...(req.stop != null ? { stop: typeof req.stop === 'string' ? [req.stop] : req.stop } : {}),
-    },
-    stream: req.stream === true,
+    sampling,
+    stream: a.req.stream === true,
     encoderDtype: p.encoderDtype,
+    encoderReadWrite: capabilitiesOf(target.state.runtime!).attachesShmReadWrite('generate', p.encoderDtype, target.state.labels),
   };
 }

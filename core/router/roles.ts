@@ -1,14 +1,16 @@
 // Which workers serve a request under disaggregated serving (docs/router.md, "Disaggregated
 // serving"): a prefill and a decode worker by their own policies (prefill_policy,
 // decode_policy; unset, `policy`), and under EPD an encode worker per image by encode_policy.
-// consistent_hashing keeps an image on one encode worker: each configured encode worker has
-// 150 points on a ring (SHA-256 of `url#i`, first 8 bytes), an image goes to the first
-// healthy worker at or after its content hash's point. The gateway hashes with BLAKE3; the
-// choice it makes for an image is its own, so only the property matters: the same image, the
-// same worker, while the list holds. The workers' runtimes must serve the mode: both legs one
+// consistent_hashing keeps an image on one encode worker, as the gateway's ring places it
+// (model_gateway/src/worker/hash_ring.rs): each configured encode worker has 150 points on a
+// ring (BLAKE3 of `url#i`, its first 8 bytes little-endian), an image goes to the first
+// healthy worker at or after the point of its routing key (the hex of its TokenSpeed content
+// hash, the gateway's x-smg-routing-key): the same worker the gateway would pick for it over
+// the same URLs. The workers' runtimes must serve the mode: both legs one
 // runtime that does PD, and under EPD encode and prefill workers of a runtime that encodes
 // (their engines' capabilities say which).
-import { createHash, randomInt } from 'node:crypto';
+import { randomInt } from 'node:crypto';
+import { blake3, tokenSpeedContentHash } from '../multimodal/media-hash.ts';
 import type { RouterConfig, WorkerSpec, WorkerType } from '../config/schema.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
 import { capabilitiesOf, runtimesWhere } from '../engines/table.ts';
@@ -29,8 +31,8 @@ export interface DisaggregatedRoute {
 
 const RING_POINTS = 150;
 
-function pointOf(text: string | Uint8Array): bigint {
-  return createHash('sha256').update(text).digest().readBigUInt64LE(0);
+function pointOf(text: string): bigint {
+  return blake3(text).readBigUInt64LE(0);
 }
 
 /** Each revision's ring over its encode workers, built once. */
@@ -96,7 +98,8 @@ export function selectDisaggregatedRoute(ctx: RouterContext, snapshot: ConfigSna
 /** round_robin's turn, across requests. */
 let encodeTurn = 0;
 
-export function encodeWorkerFor(ctx: RouterContext, snapshot: ConfigSnapshot, contentHash: Uint8Array, pinned?: string): RoleTarget {
+/** An image's encode worker; `mediaHash`: BLAKE3 of its bytes (its routing key is derived from it). */
+export function encodeWorkerFor(ctx: RouterContext, snapshot: ConfigSnapshot, mediaHash: Uint8Array, pinned?: string): RoleTarget {
   const config = snapshot.config;
   const specs = config.workers.filter((w) => w.worker_type === 'encode');
   const pinnedSpec = specs.find((w) => w.url === pinned);
@@ -107,7 +110,7 @@ export function encodeWorkerFor(ctx: RouterContext, snapshot: ConfigSnapshot, co
   else if (config.encode_policy === 'round_robin') chosen = candidates[encodeTurn++ % candidates.length]!;
   else {
     const ring = ringOf(config);
-    const at = pointOf(contentHash);
+    const at = pointOf(tokenSpeedContentHash(mediaHash).toString('hex'));
     let lo = 0;
     let hi = ring.length;
     while (lo < hi) {

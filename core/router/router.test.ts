@@ -109,10 +109,12 @@ describe.each(['tokenspeed', 'vllm'] as const)('%s worker', (runtime) => {
     } else {
       expect(content).toContain(`pixel_values [1232,1176] float32 via ${path}, 5795328 bytes, fnv1a ${fp.batched}`);
       expect(content).toContain('image_grid_thw [2,3] int64 via inline, 48 bytes');
+      // The gateway's layout: pixel_values split into the images by patches_per_image.
+      expect(content).toContain('patches_per_image [2] int64 via inline, 16 bytes');
     }
     const metrics = await (await fetch(`${r.url}/metrics`)).text();
     const big = runtime === 'tokenspeed' ? 2 : 1;
-    const small = runtime === 'tokenspeed' ? 4 : 1;
+    const small = runtime === 'tokenspeed' ? 4 : 2;
     if (shm) {
       expect(metrics).toContain(`smg_mm_tensors_total{runtime="${runtime}",path="shm"} ${big}`);
       expect(metrics).toContain(`smg_mm_tensors_total{runtime="${runtime}",path="inline"} ${small}`);

@@ -9,7 +9,7 @@ import { ContextLengthError } from '../multimodal/prompt.ts';
 import { routerLabels } from '../telemetry/metrics.ts';
 import { parseBody } from './body-json.ts';
 import { handleChatCompletion } from './chat.ts';
-import { newRequestRecord, REVISION_HEADER, type RequestRecord, type RouterContext } from './context.ts';
+import { keepRequest, newRequestRecord, REVISION_HEADER, type RequestRecord, type RouterContext } from './context.ts';
 import { contextLengthApiError, toApiError } from './errors.ts';
 import { answerThenClose, requestTarget } from './http-request.ts';
 import { ApiError } from './openai.ts';
@@ -99,6 +99,8 @@ function requestLogLine(req: IncomingMessage, pathname: string, status: number, 
     ...(record.shmFallback ? { shm_read_failed: record.shmFallback } : {}),
     ...(record.prewriteFailed ? { shm_prewrite_failed: record.prewriteFailed } : {}),
     ...(record.legFailed ? { leg_failed: record.legFailed } : {}),
+    ...(record.sampling ? { sampling: record.sampling } : {}),
+    ...(record.kvHandoff ? { kv_handoff: record.kvHandoff } : {}),
     ...(error ? { error } : {}),
   });
 }
@@ -158,6 +160,7 @@ export async function route(ctx: RouterContext, req: IncomingMessage, res: Serve
   m.httpRequests.inc({ method: req.method ?? 'GET', path: pathLabel });
   m.httpResponses.inc({ status_code: String(status), error_code: record.errorCode ?? '' });
   m.httpDuration.observe({ method: req.method ?? 'GET', path: pathLabel }, timing.elapsedMs() / 1000);
+  if (pathLabel === '/v1/chat/completions') keepRequest(ctx, record, status, error);
   if (record.worker) {
     const labels = routerLabels(record.model ?? ctx.modelName);
     m.routerRequests.inc(labels);

@@ -19,6 +19,7 @@ import { memTrim } from '../multimodal/memory-release.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
 import { TensorEventBus } from '../telemetry/events.ts';
+import { RequestLog } from '../telemetry/requests.ts';
 import { routerLabels, TransportMetrics } from '../telemetry/metrics.ts';
 import { readNamespaceToken, SHM_DIR, type NamespaceTokenReading } from '../transport/namespace.ts';
 import { transportForWorker } from '../transport/resolve.ts';
@@ -123,6 +124,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     metrics,
     events,
     registry,
+    requests: new RequestLog(),
   };
 
   const server: Server = createServer((req, res) => {

@@ -1,7 +1,10 @@
 // Phase 4 of a chat request: the worker's Generate stream, to the client (docs/router.md,
 // "What happens to a request"). Token ids are checked against the vocabulary, detokenized
-// incrementally (a stream sends deltas as they come, a JSON answer the whole text at the end)
-// and answered by the responder; the first token's time is the router's TTFT. A client that
+// incrementally (a stream sends deltas as they come, a JSON answer the whole text at the end),
+// cut at the client's first stop string (stop-matcher.ts: a stream that meets one ends there,
+// finish_reason stop, and the worker's call is cancelled and aborted, since SGLang would
+// generate on to its token limit) and answered by the responder; the first token's time is
+// the router's TTFT. A client that
 // goes away cancels the call, sends Abort and unlinks the request's files; a failure before
 // anything was sent becomes the request's API error, after it the stream's error event. A
 // worker that says it could not read the request's /dev/shm files, before anything was sent,
@@ -12,6 +15,7 @@ import { SHM_PREFIX, type ShmRequestScope } from '../transport/shm-writer.ts';
 import type { WorkerState } from '../workers/registry.ts';
 import type { RouterContext } from './context.ts';
 import { IncrementalDetokenizer } from './detokenizer.ts';
+import { StopMatcher } from './stop-matcher.ts';
 import { EngineFailureError, toApiError } from './errors.ts';
 import { ApiError, openAiFinishReason } from './openai.ts';
 import type { ChatResponder, ResponseTarget } from './responder.ts';
@@ -47,6 +51,8 @@ export interface StreamOptions {
   timing: RequestTiming;
   /** Disaggregated serving: hands over how to end this stream with an error when another leg of the request failed. */
   stopWith?: (stop: (error: ApiError) => void) => void;
+  /** The client's stop strings: the answer ends at the first (stop-matcher.ts). */
+  stop?: readonly string[];
   /** The deadline of the call (default: now + timeoutSecs). */
   deadline?: number;
   /** Disaggregated serving: the worker as its leg names it, and the router's deadline (a DEADLINE_EXCEEDED before it is the worker's own). */
@@ -57,6 +63,7 @@ export interface StreamOptions {
 export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: WireRequest, o: StreamOptions): Promise<void> {
   const connection = worker.connection!;
   const detok = new IncrementalDetokenizer(ctx.model);
+  const stops = new StopMatcher(o.stop ?? []);
   let complete: Extract<EngineEvent, { kind: 'complete' }> | undefined;
   let promptTokens = 0;
 
@@ -101,8 +108,17 @@ export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: 
         }
         promptTokens = ev.promptTokens || promptTokens;
         if (ev.kind === 'complete') complete = ev;
-        if (o.responder.stream) o.responder.delta(detok.push(ev.tokenIds));
-        else detok.collect(ev.tokenIds);
+        if (!o.responder.stream) return detok.collect(ev.tokenIds);
+        o.responder.delta(stops.push(detok.push(ev.tokenIds)));
+        if (stops.done && !complete) {
+          // The client's answer ends at the stop: the worker need not generate on.
+          call.cancel();
+          connection.abort(o.requestId, 'a stop sequence of the request was matched');
+          o.scope.complete();
+          const usage = { prompt_tokens: promptTokens, completion_tokens: detok.count, total_tokens: promptTokens + detok.count };
+          o.responder.finish('', 'stop', usage);
+          settle();
+        }
       },
       failure(failure) {
         if (failure.kind === 'unavailable') ctx.registry.markDown(worker, `${failure.status}: ${failure.details}`);
@@ -119,11 +135,13 @@ export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: 
         o.scope.complete();
         const prompt = complete.promptTokens || promptTokens;
         const usage = { prompt_tokens: prompt, completion_tokens: detok.count, total_tokens: prompt + detok.count };
-        const finish = openAiFinishReason(complete.finishReason);
-        if (o.responder.stream) o.responder.finish(detok.flush(), finish, usage);
-        else {
+        if (o.responder.stream) {
+          const last = stops.done ? '' : stops.push(detok.flush());
+          o.responder.finish(last + stops.flush(), stops.done ? 'stop' : openAiFinishReason(complete.finishReason), usage);
+        } else {
           o.timing.mark('worker');
-          o.responder.finish(detok.text(), finish, usage, { 'server-timing': o.timing.header() });
+          const text = stops.cut(detok.text());
+          o.responder.finish(text, stops.done ? 'stop' : openAiFinishReason(complete.finishReason), usage, { 'server-timing': o.timing.header() });
         }
         settle();
       },

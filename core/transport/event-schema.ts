@@ -47,6 +47,8 @@ export const TensorEventSchema = z.object({
   room: z.string().optional(),
   /** The pixel cache's answer for the image this tensor is (absent when the cache is off or the tensor is not one image's own). */
   cache: z.enum(['hit', 'miss']).optional(),
+  /** A hit over SHM: a hard link to the cached file, or a copy of the request's own (a worker that attaches its file read-write, or multimodal_pixel_cache_shm: copy). */
+  cachePlaced: z.enum(['link', 'copy']).optional(),
 });
 export type TensorEvent = z.infer<typeof TensorEventSchema>;
 

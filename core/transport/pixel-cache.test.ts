@@ -17,7 +17,7 @@ const entryFiles = () => shm.files().filter((f) => !/^smg-tokenspeed-cache-\d+-\
 afterAll(() => shm.remove());
 
 const MiB = 1024 * 1024;
-const shapeOf = (nbytes: number): CachedImageShape => ({ kind: 'float32', nbytes, patches: nbytes / 16, features: 4, gridThw: [1, 2, 2], tokens: 1, contentHash: Buffer.alloc(32) });
+const shapeOf = (nbytes: number): CachedImageShape => ({ kind: 'float32', nbytes, patches: nbytes / 16, features: 4, gridThw: [1, 2, 2], tokens: 1, mediaHash: Buffer.alloc(32) });
 const bytesOf = (nbytes: number, fill: number) => new Uint8Array(nbytes).fill(fill);
 
 function newCache(budgetBytes: number, maxOutstandingBytes?: number) {

@@ -3,7 +3,8 @@
 // brings the same image under the same preprocessing, so a repeated image skips decoding,
 // resizing and normalizing, and over SHM skips the write too.
 //
-// - The key is the SHA-256 of the image's encoded bytes and a fingerprint of everything that
+// - The key is the image's media hash (BLAKE3 of its encoded bytes, as the gateway's pixel
+//   cache keys it: core/multimodal/media-hash.ts) and a fingerprint of everything that
 //   changes its tensor (the model's image config with the request's pixel bounds, the
 //   encoder-input kind): a live change of any of them gives other keys, never a stale tensor.
 // - An entry is a file `smg-tokenspeed-cache-<pid namespace>-<pid>-<unix nanos>-<seq>`, mode
@@ -48,8 +49,8 @@ export interface CachedImageShape {
   features: number;
   gridThw: [number, number, number];
   tokens: number;
-  /** SHA-256 of the encoded image. */
-  contentHash: Buffer;
+  /** The image's media hash (BLAKE3 of its encoded bytes). */
+  mediaHash: Buffer;
 }
 
 interface Entry {
@@ -191,10 +192,9 @@ export class PixelCache {
     return this.budget > 0;
   }
 
-  /** The key of an image's encoded bytes under a fingerprint. */
-  keyOf(encoded: Uint8Array, fingerprint: string): { key: string; contentHash: Buffer } {
-    const contentHash = createHash('sha256').update(encoded).digest();
-    return { key: `${contentHash.toString('hex')}:${fingerprint}`, contentHash };
+  /** The key of an image (by its media hash, BLAKE3 of its encoded bytes) under a fingerprint. */
+  keyOf(mediaHash: Uint8Array, fingerprint: string): string {
+    return `${Buffer.from(mediaHash.buffer, mediaHash.byteOffset, mediaHash.byteLength).toString('hex')}:${fingerprint}`;
   }
 
   stats(): PixelCacheStats {
@@ -416,11 +416,14 @@ export class PixelCache {
         const started = process.hrtime.bigint();
         const micros = () => Number(process.hrtime.bigint() - started) / 1000;
         if (copy || this.suspects.has(worker)) {
-          // A file of the request's own, written by the kernel from the entry (no shared inode).
+          // A file of the request's own, written by the kernel from the entry (no shared inode),
+          // with a request file's mode (copyFile gives it the entry's 0400, which a worker that
+          // attaches its file read-write, not root, could not open).
           const file = this.writer.reserve(e.shape.nbytes, scope);
           if (!file) return undefined;
           try {
             await fsp.copyFile(e.file, file.path);
+            await fsp.chmod(file.path, 0o600);
           } catch {
             scope.discard(file.name);
             return undefined;

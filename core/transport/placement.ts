@@ -63,8 +63,12 @@ export interface CachedTensor {
   status: 'hit' | 'miss';
   /** The tensor's size (a hit sent as a link stands behind an empty placeholder). */
   nbytes: number;
-  /** A hit over SHM: the cached file under a fresh tensor name for `worker` (a hard link, or a copy), tracked by the scope; undefined when it cannot be made. */
-  place?(scope: ShmRequestScope, worker: string): Promise<{ handle: ShmHandleData; micros: number; copied: boolean } | undefined>;
+  /**
+   * A hit over SHM: the cached file under a fresh tensor name for `worker`, tracked by the
+   * scope: a hard link, or a copy of the request's own when `readWrite` (the worker attaches
+   * the file read-write) or the cache is set to copy; undefined when it cannot be made.
+   */
+  place?(scope: ShmRequestScope, worker: string, readWrite: boolean): Promise<{ handle: ShmHandleData; micros: number; copied: boolean } | undefined>;
   /** A hit placed any other way: its bytes, read from the cache into pooled memory (once; at once when read already). */
   fill?(): Promise<Uint8Array>;
 }
@@ -93,6 +97,8 @@ export interface TensorToPlace {
   shape: number[];
   dtype: string;
   bytes: Uint8Array;
+  /** The worker attaches this tensor's /dev/shm file read-write (EngineCapabilities.attachesShmReadWrite): a pixel-cache hit reaches it as a copy, never the cached inode. */
+  readWrite?: boolean;
 }
 
 export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace): Promise<PlacedTensor> {
@@ -108,9 +114,11 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
   // Written already (docs/transport.md, "Writing a tensor"): the file's bytes are counted in the
   // budget since its name was reserved, so only the threshold is checked again.
   const ready = ctx.decision.shmEnabled && nbytes >= ctx.minBytes ? takePrewritten(ctx, tensor.bytes) : undefined;
-  // A cache hit over SHM is a hard link to the cached file: no write, no bytes counted again.
+  // A cache hit over SHM is a hard link to the cached file: no write, no bytes counted again; or,
+  // for a worker that attaches the file read-write, a copy of the request's own (a write it
+  // could make through its map must never reach the cached bytes).
   // (Only within the /dev/shm budget: lowered under what is there, a hit goes inline like any tensor.)
-  const link = !ready && cached?.place && ctx.decision.shmEnabled && nbytes >= ctx.minBytes && ctx.writer.hasRoom(0) ? await cached.place(ctx.scope, ctx.worker) : undefined;
+  const link = !ready && cached?.place && ctx.decision.shmEnabled && nbytes >= ctx.minBytes && ctx.writer.hasRoom(0) ? await cached.place(ctx.scope, ctx.worker, tensor.readWrite === true) : undefined;
   // Any other way, a hit's bytes are read from the cache first.
   const bytes = !ready && !link && cached?.fill ? await cached.fill() : tensor.bytes;
   placed = { ...placed, payload: { kind: 'inline', bytes } };
@@ -163,6 +171,7 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
     leg: ctx.leg ?? 'regular',
     ...(ctx.room !== undefined ? { room: ctx.room.toString() } : {}),
     ...(cached ? { cache: cached.status } : {}),
+    ...(link ? { cachePlaced: link.copied ? ('copy' as const) : ('link' as const) } : {}),
   });
   return placed;
 }

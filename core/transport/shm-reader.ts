@@ -9,6 +9,12 @@
 //   offset and nbytes must be non-negative integers, and nothing is allocated for bytes the
 //   file does not hold: a handle cannot make a worker reserve gigabytes for a small file.
 // Each failure is a TensorReadError with its own code, so a worker can answer precisely.
+//
+// attach() is the other way a worker takes a file: TokenSpeed's scheduler attaches an encoder
+// input already in the model's dtype with Python's SharedMemory(name) (shm_open O_RDWR, never
+// following a link, the whole file mapped read-write and shared), uses it as a tensor of
+// exactly the file's size, and unlinks it. It needs a file its uid may open for writing; a
+// failure there is no servicer error but the scheduler's own exception (AttachError).
 import { constants } from 'node:fs';
 import * as fs from 'node:fs';
 import path from 'node:path';
@@ -98,6 +104,11 @@ function readFully(fd: number, into: Buffer, offset: number): number {
   return got;
 }
 
+/** The scheduler's exception on attaching a file (TokenSpeed): no INVALID_ARGUMENT from the servicer, which never opened it. */
+export class AttachError extends Error {
+  override readonly name = 'AttachError';
+}
+
 export interface ShmReaderOptions {
   dir?: string;
   unlinkAfterRead?: boolean;
@@ -130,6 +141,50 @@ export class TensorReader {
       case 'shm':
         return this.readShm(tensor, p.handle);
     }
+  }
+
+  /**
+   * Attach a /dev/shm tensor read-write, as TokenSpeed's scheduler does (SharedMemory(name)):
+   * the file opened O_RDWR (no link followed), its size taken as the tensor's, its bytes read
+   * through that descriptor (`touch`, when given, is what the worker does through its map
+   * first: a fault injection), and the name unlinked. The servicer checked the handle's nbytes against the shape
+   * before; the scheduler checks the file.
+   */
+  attach(tensor: WireTensor, handle: ShmHandleData, touch?: (fd: number, file: string) => void): ReadTensor {
+    const started = process.hrtime.bigint();
+    const name = validateShmName(handle.name);
+    const file = path.join(this.dir, name);
+    let fd: number;
+    try {
+      fd = fs.openSync(file, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      const python = code === 'EACCES' ? 'PermissionError: [Errno 13] Permission denied' : code === 'ENOENT' ? 'FileNotFoundError: [Errno 2] No such file or directory' : `OSError: ${code ?? (err as Error).message}`;
+      throw new AttachError(`Scheduler hit an exception: ${python}: '/${name}' (SharedMemory attaches /dev/shm/${name} read-write)`);
+    }
+    let lease: BufferLease | undefined;
+    try {
+      const size = fs.fstatSync(fd).size;
+      if (size !== handle.nbytes) throw new AttachError(`Scheduler hit an exception: RuntimeError: shape '[${tensor.shape.join(', ')}]' is invalid for input of size ${Math.floor(size / (elementSize(tensor.dtype) ?? 1))} (/dev/shm/${name} has ${size} bytes, the handle says ${handle.nbytes})`);
+      touch?.(fd, file);
+      lease = this.pool.acquire(size);
+      if (readFully(fd, lease.bytes, 0) !== size) throw new AttachError(`Scheduler hit an exception: /dev/shm/${name} changed size while it was read`);
+    } catch (err) {
+      lease?.release();
+      throw err;
+    } finally {
+      fs.closeSync(fd);
+    }
+    try {
+      fs.unlinkSync(file);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== 'ENOENT') {
+        lease.release();
+        throw new AttachError(`Scheduler hit an exception: ${code === 'EPERM' ? 'PermissionError: [Errno 1] Operation not permitted' : `OSError: ${code}`}: '/${name}' (shm_unlink)`);
+      }
+    }
+    return { path: 'shm', bytes: lease.bytes, release: lease.release, micros: Number(process.hrtime.bigint() - started) / 1000 };
   }
 
   private readShm(tensor: WireTensor, handle: ShmHandleData): ReadTensor {

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { commands, COMMAND_NAMES, WireErrorSchema } from '../../core/console/contract.ts';
 import { parseConfigYaml } from '../../core/config/yaml.ts';
 import type { EngineFailure, EngineRequest, PreparedImage } from '../../core/engines/engine.ts';
+import { resolveSampling } from '../../core/engines/sampling.ts';
 import { engineFor } from '../../core/engines/table.ts';
 import { decodeToRgb } from '../../core/multimodal/decode.ts';
 import { loadModelDirectory } from '../../core/multimodal/model-dir.ts';
@@ -267,7 +268,7 @@ async function generateFuzz(t: T, workers: Worker[], cases: number, seconds: num
   for (const b of imgs) {
     const rgb = await decodeToRgb(b);
     const p = preprocessRgb(rgb.rgb, rgb.width, rgb.height, model.imageConfig, { float32: true, bf16: true });
-    prepared.push({ pixelValues: p.pixelValues!, bf16: p.bf16!, patches: p.patches, features: p.features, gridThw: p.gridThw, placeholder: { offset: 0, length: p.tokens }, contentHash: Buffer.alloc(32, 1) });
+    prepared.push({ pixelValues: p.pixelValues!, bf16: p.bf16!, patches: p.patches, features: p.features, gridThw: p.gridThw, placeholder: { offset: 0, length: p.tokens }, mediaHash: Buffer.alloc(32, 1) });
   }
   const built = buildPrompt(model, [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'mmtc:loaded' } }, { type: 'image_url', image_url: { url: 'mmtc:loaded' } }, { type: 'text', text: 'x' }] }], prepared.map((p) => p.placeholder.length));
   built.placeholders.forEach((r, i) => (prepared[i]!.placeholder = r));
@@ -286,7 +287,7 @@ async function generateFuzz(t: T, workers: Worker[], cases: number, seconds: num
       const k = rng.int(0, 1);
       const runtime = k === 0 ? 'tokenspeed' : 'vllm';
       const images = rng.chance(0.5) ? prepared : [prepared[0]!];
-      const req: EngineRequest = { requestId: `fuzz-${i}`, text: built.text, inputIds: images.length === 2 ? built.inputIds : built.inputIds.slice(0, prepared[0]!.placeholder.offset + prepared[0]!.placeholder.length + 1), images, imageTokenId: model.imageTokenId, sampling: { maxTokens: 16 }, stream: rng.chance(0.5), encoderDtype: runtime === 'tokenspeed' ? 'bfloat16' : 'float32' };
+      const req: EngineRequest = { requestId: `fuzz-${i}`, text: built.text, inputIds: images.length === 2 ? built.inputIds : built.inputIds.slice(0, prepared[0]!.placeholder.offset + prepared[0]!.placeholder.length + 1), images, imageTokenId: model.imageTokenId, sampling: resolveSampling({ maxTokens: 16 }, {}, () => undefined), stream: rng.chance(0.5), encoderDtype: runtime === 'tokenspeed' ? 'bfloat16' : 'float32', encoderReadWrite: runtime === 'tokenspeed' };
       const scope = new ShmRequestScope();
       const wire = await engineFor(runtime).buildRequest(req, { requestId: req.requestId, revision: 1, source: 'api', worker: workers[k]!.url, runtime, decision: { shmEnabled: false, reason: 'mode_inline', worker: workers[k]!.url }, minBytes: 0, writer, scope });
       const what = breakRequest(rng, wire.message as Record<string, unknown>, runtime);
