@@ -100,3 +100,31 @@ test('keyboard: skip link, navigation and visible focus', async ({ page }) => {
   await expect(page.getByRole('heading', { level: 1, name: 'Router settings' })).toBeVisible();
   await goTo(page, 'overview');
 });
+
+test("a worker's sampling defaults on Workers; a request's tensor details show the sampling its worker was sent", async ({ page }, testInfo) => {
+  const view = await serve.call<{ revision: number }>('config.get');
+  await serve.call('workers.add', { worker: { url: worker.url, runtime: 'vllm' }, expectedRevision: view.revision });
+  await openConsole(page, serve, 'workers');
+  const row = page.getByTestId('workers-table').locator(`tr[data-worker="${worker.url}"]`);
+  await expect(row).toContainText('healthy');
+  // The vLLM reference worker publishes the bundled model's generation_config.json.
+  await expect(row.getByTestId('sampling-defaults')).toHaveText('sampling defaults: temperature 0.01, top_p 0.001, top_k 1, repetition_penalty 1.05');
+  await shot(page, testInfo, 'workers-sampling-defaults', { docs: true });
+
+  const sent = await apiChatRequest(serve, 200, 150);
+  expect(sent.status).toBe(200);
+  await goTo(page, 'traffic');
+  const table = page.getByRole('table', { name: 'Tensor events, newest first' });
+  const pixelRow = table.getByRole('row').filter({ hasText: 'pixel_values' }).filter({ hasText: sent.id! });
+  await pixelRow.getByRole('button', { name: /^Details of pixel_values/ }).click();
+  const sampling = page.getByTestId('event-details').getByTestId('request-sampling');
+  // What the client left out came from the model's defaults; max_tokens 16 was the client's.
+  await expect(sampling).toContainText('temperature 0.01 (model default)');
+  await expect(sampling).toContainText('repetition_penalty 1.05 (model default)');
+  await expect(sampling).toContainText('max_tokens 16');
+  await expect(sampling).not.toContainText('max_tokens 16 (model default)');
+  await shot(page, testInfo, 'traffic-request-sampling', { docs: true });
+
+  const now = await serve.call<{ revision: number }>('config.get');
+  await serve.call('workers.remove', { url: worker.url, expectedRevision: now.revision });
+});

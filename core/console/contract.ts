@@ -16,6 +16,7 @@ import { SecondAggregateSchema, TensorEventSchema } from '../transport/event-sch
 import { ResolvedWorkerTransportSchema } from '../transport/resolution-schema.ts';
 import { DECISION_OUTCOMES, DECISION_REASON_NAMES } from '../transport/vocabulary.ts';
 import { WIRE_RUNTIMES } from '../config/schema.ts';
+import { KV_HANDOFF_MODES } from '../engines/engine.ts';
 
 const Empty = z.strictObject({});
 const Revision = z.int().min(1);
@@ -165,8 +166,30 @@ export const WorkerViewSchema = z.object({
   decision: DecisionSchema,
   /** Set when the worker could not read the router's /dev/shm files: its requests go inline until reset. */
   shmLane: z.object({ error: z.string(), since: z.number() }).nullable(),
+  /**
+   * The model's sampling defaults the worker publishes (default_sampling_params_json, as the
+   * gateway reads it: core/engines/sampling.ts), which fill what a request leaves out when this
+   * worker samples; `warning` when the label is not what the gateway reads (then none apply).
+   * null: it publishes none.
+   */
+  samplingDefaults: z.object({ values: z.record(z.string(), z.number()), warning: z.string().nullable() }).nullable(),
+  /** A vLLM prefill worker under PD: how its KV reaches the decode worker, by its KV connector (KvHandoff). null otherwise. */
+  kvHandoff: z.object({ mode: z.enum(KV_HANDOFF_MODES), connector: z.string().nullable(), says: z.string() }).nullable(),
 });
 export type WorkerView = z.infer<typeof WorkerViewSchema>;
+
+/** A finished request as the router keeps it (core/telemetry/requests.ts). */
+export const RequestSummarySchema = z.object({
+  id: z.string(),
+  time: z.number(),
+  status: z.int(),
+  worker: z.string().optional(),
+  /** The sampling the worker that samples was sent, by the gateway's names, and which of them the model's defaults gave (from_model_defaults). */
+  sampling: z.record(z.string(), z.unknown()).optional(),
+  kvHandoff: z.string().optional(),
+  error: z.string().optional(),
+});
+export type RequestSummaryView = z.infer<typeof RequestSummarySchema>;
 
 export const DiagnosisStepSchema = z.object({
   id: z.enum(['reachable', 'protocol_lane', 'token_advertised', 'same_boot_id', 'same_st_dev', 'shm_writable', 'probe_file_read', 'shm_lane']),
@@ -377,6 +400,8 @@ export const commands = {
   'workers.resetShmLane': { input: z.strictObject({ url: WorkerUrlSchema, force: z.boolean().optional() }), output: z.object({ url: z.string(), wasBroken: z.boolean(), steps: z.array(DiagnosisStepSchema) }) },
   'workers.diagnose': { input: WorkerTarget, output: z.object({ url: z.string(), steps: z.array(DiagnosisStepSchema), verdict: DecisionSchema }) },
   'traffic.snapshot': { input: z.strictObject({ limit: z.int().min(1).max(10_000).optional() }), output: z.object({ events: z.array(TensorEventSchema), seconds: z.array(SecondAggregateSchema) }) },
+  /** One recent request's summary (the last 10,000 are kept): its status, the sampling its worker was sent, its KV handoff; null once forgotten. */
+  'traffic.request': { input: z.strictObject({ requestId: z.string().min(1).max(200) }), output: RequestSummarySchema.nullable() },
   'traffic.sendTestRequest': {
     input: z.strictObject({ url: WorkerUrlSchema, width: z.int().min(16).max(4096), height: z.int().min(16).max(4096), format: z.enum(TEST_IMAGE_FORMATS) }),
     output: TestRequestResultSchema,

@@ -3,9 +3,10 @@
 // reads, with what discovery knows of it (labels, health, a broken lane) and what its engine says
 // of its protocol; the file's drift is what a reload of the text on disk would change.
 import { ConfigError } from '../config/errors.ts';
-import type { RouterConfig, WorkerSpec } from '../config/schema.ts';
+import { bootstrapAddress, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
+import { SAMPLING_DEFAULTS_LABEL, samplingDefaultsOf } from '../engines/sampling.ts';
 import { EMBEDDED_DEFAULT_ORIGIN, type ConfigSnapshot } from '../config/store.ts';
-import { declaredRuntime, laneFacts } from '../engines/table.ts';
+import { declaredRuntime, engineFor, laneFacts } from '../engines/table.ts';
 import { compareNamespaceTokens } from '../transport/namespace.ts';
 import { transportForWorker } from '../transport/resolve.ts';
 import type { WorkerState } from '../workers/registry.ts';
@@ -74,7 +75,26 @@ export function workerView(state: ConsoleState, snapshot: ConfigSnapshot, w: Wor
     resolution: resolved,
     decision: decisionView(decision),
     shmLane: w.shmLane ?? null,
+    samplingDefaults: samplingDefaultsView(w.labels),
+    kvHandoff: kvHandoffView(snapshot.config, spec, w),
   };
+}
+
+function samplingDefaultsView(labels: Readonly<Record<string, string>>): WorkerView['samplingDefaults'] {
+  if (labels[SAMPLING_DEFAULTS_LABEL] === undefined) return null;
+  const { defaults, warning } = samplingDefaultsOf(labels);
+  return { values: defaults, warning: warning ?? null };
+}
+
+/** How a vLLM prefill worker's KV reaches the decode worker under PD (its engine's rule, from its labels). */
+function kvHandoffView(config: RouterConfig, spec: WorkerSpec, w: WorkerState): WorkerView['kvHandoff'] {
+  const runtime = w.runtime ?? declaredRuntime(spec.runtime);
+  if (config.disaggregation !== 'pd' || spec.worker_type !== 'prefill' || runtime === undefined) return null;
+  const engine = engineFor(runtime);
+  const address = bootstrapAddress(spec);
+  if (engine.capabilities.pd !== 'sequential' || !engine.kvHandoff || !address) return null;
+  const { mode, connector, says } = engine.kvHandoff({ labels: w.labels, ...address });
+  return { mode, connector: connector ?? null, says };
 }
 
 /** Each worker of `config` resolved as its next request would be, were `config` applied now (what discovery knows of the worker, its lane included). */

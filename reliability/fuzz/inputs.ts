@@ -293,6 +293,8 @@ export function validContractInput(command: string, s: ContractState, rng: Rng):
       return { url: s.workerUrl };
     case 'traffic.snapshot':
       return { limit: rng.int(1, 100) };
+    case 'traffic.request':
+      return { requestId: rng.pick(['chatcmpl-none', rng.string(12)]) };
     case 'traffic.sendTestRequest':
       return { url: s.workerUrl, width: rng.int(16, 200), height: rng.int(16, 200), format: rng.pick(['png', 'jpeg', 'webp']) };
     case 'transport.calibrate':

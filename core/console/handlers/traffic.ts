@@ -7,7 +7,7 @@ import { ContractError } from '../contract.ts';
 import { findWorker, type ConsoleState, type HandlerGroup } from '../state.ts';
 import { syntheticChat } from '../test-image.ts';
 
-type TrafficCommand = 'traffic.snapshot' | 'traffic.sendTestRequest' | 'transport.calibrationPlan' | 'transport.calibrate' | 'metrics.text';
+type TrafficCommand = 'traffic.snapshot' | 'traffic.request' | 'traffic.sendTestRequest' | 'transport.calibrationPlan' | 'transport.calibrate' | 'metrics.text';
 
 export function trafficHandlers(state: ConsoleState): HandlerGroup<TrafficCommand> {
   const { store } = state;
@@ -15,6 +15,10 @@ export function trafficHandlers(state: ConsoleState): HandlerGroup<TrafficComman
   const handlers = {
     async 'traffic.snapshot'(input: { limit?: number }) {
       return { events: ctx.events.recent(input.limit ?? 1000), seconds: [...ctx.events.perSecond()] };
+    },
+
+    async 'traffic.request'(input: { requestId: string }) {
+      return ctx.requests?.get(input.requestId) ?? null;
     },
 
     async 'traffic.sendTestRequest'(input: { url: string; width: number; height: number; format: 'png' | 'jpeg' | 'webp' }) {

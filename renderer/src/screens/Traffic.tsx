@@ -6,10 +6,11 @@
 // Charts and histogram redraw at a few hertz; only the table follows every frame, and it
 // renders only the rows in view (fixed row height, so nothing jumps while data streams).
 import { useVirtualizer } from '@tanstack/react-virtual';
-import { memo, useCallback, useMemo, useRef, useState } from 'react';
+import { memo, useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import type uPlot from 'uplot';
 import uPlotLib from 'uplot';
-import { describeReason, REASON_WORDS, TENSOR_CACHE_ANSWERS, TENSOR_PATHS, type TensorEvent } from '../../../core/console/contract.ts';
+import { describeReason, REASON_WORDS, TENSOR_CACHE_ANSWERS, TENSOR_PATHS, type RequestSummaryView, type TensorEvent } from '../../../core/console/contract.ts';
+import { client } from '../stores/client.ts';
 import { NoPixelTensorsNote, VerdictBadge } from '../components/Verdict.tsx';
 import { disaggregatedLeg, retriedRequests, retryKey } from '../lib/attempts.ts';
 import { useOverview } from '../stores/overview.ts';
@@ -271,6 +272,49 @@ function EventTable({ rows, total, retried, selected, onSelect }: { rows: readon
 }
 
 /** Everything one event says, the columns a narrow table leaves out included, and its reason in words. */
+/** What the tensor's request was sent with: the sampling its worker got (the model's defaults marked), and under vLLM PD its KV handoff. */
+function RequestSent({ requestId }: { requestId: string }) {
+  const [summary, setSummary] = useState<RequestSummaryView | null | undefined>(undefined);
+  useEffect(() => {
+    let live = true;
+    setSummary(undefined);
+    client()
+      .call('traffic.request', { requestId })
+      .then((s) => live && setSummary(s))
+      .catch(() => live && setSummary(null));
+    return () => {
+      live = false;
+    };
+  }, [requestId]);
+  if (summary === undefined) return null;
+  if (summary === null) return <div><dt>Sampling</dt><dd className="muted">not known: the request is still running, or too old to be kept</dd></div>;
+  const s = summary.sampling;
+  const fromModel = new Set(Array.isArray(s?.from_model_defaults) ? (s.from_model_defaults as string[]) : []);
+  const shown = s ? Object.entries(s).filter(([k, v]) => k !== 'from_model_defaults' && v !== null && !(Array.isArray(v) && v.length === 0)) : [];
+  return (
+    <>
+      <div>
+        <dt>Request</dt>
+        <dd className="num">{summary.status}{summary.error && <span className="small"> · {summary.error}</span>}</dd>
+      </div>
+      {s && (
+        <div>
+          <dt>Sampling sent</dt>
+          <dd className="mono small wrap" data-testid="request-sampling">
+            {shown.map(([k, v]) => `${k} ${JSON.stringify(v)}${fromModel.has(k) ? ' (model default)' : ''}`).join(', ')}
+          </dd>
+        </div>
+      )}
+      {summary.kvHandoff && (
+        <div>
+          <dt>KV handoff</dt>
+          <dd className="small">{summary.kvHandoff}</dd>
+        </div>
+      )}
+    </>
+  );
+}
+
 function EventDetails({ e, retried, onClose }: { e: TensorEvent; retried: ReadonlyMap<string, string>; onClose: () => void }) {
   const attempt = attemptOf(e, retried);
   return (
@@ -290,10 +334,12 @@ function EventDetails({ e, retried, onClose }: { e: TensorEvent; retried: Readon
             <dt>Pixel cache</dt>
             <dd data-testid="event-cache">
               {CACHE_WORDS[e.cache]}
-              {e.cache === 'hit' && e.path === 'shm' && "; over SHM, a hard link to the cached file under a new tensor name rather than a write of its bytes (unless the entry went before the link was made)"}
+              {e.cache === 'hit' && e.path === 'shm' && e.cachePlaced === 'link' && '; over SHM, a hard link to the cached file under a new tensor name rather than a write of its bytes'}
+              {e.cache === 'hit' && e.path === 'shm' && e.cachePlaced === 'copy' && "; over SHM, a copy of the cached file of the request's own (the worker attaches its file read-write, or the cache is set to copy), made by the kernel: no preprocessing"}
             </dd>
           </div>
         )}
+        <RequestSent requestId={e.requestId} />
         {attempt.of === 2 && (
           <div>
             <dt>Attempt</dt>

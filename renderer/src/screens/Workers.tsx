@@ -43,6 +43,27 @@ function reviewRemove(w: WorkerView) {
   });
 }
 
+/** What each KV handoff means for the decode worker, in a few words (KvHandoff.says has the whole sentence). */
+const KV_HANDOFF_WORDS: Record<NonNullable<WorkerView['kvHandoff']>['mode'], string> = {
+  nixl: 'the decode pulls the KV over NIXL',
+  mooncake: 'the decode pulls the KV by a transfer id',
+  mooncake_legacy: 'legacy host and port (no engine id)',
+  none: 'the decode recomputes the prompt',
+};
+
+/** The model's sampling defaults a worker publishes: what fills a request's unset fields when it samples. */
+function SamplingDefaults({ w }: { w: WorkerView }) {
+  const d = w.samplingDefaults;
+  if (!d) return null;
+  const values = Object.entries(d.values);
+  return (
+    <div className="small muted" data-testid="sampling-defaults" title="default_sampling_params_json: fills temperature, top_p, top_k, min_p and repetition_penalty where a request leaves them out">
+      sampling defaults:{' '}
+      {d.warning ? <span className="field-error">{d.warning}</span> : values.length ? values.map(([k, v]) => `${k} ${v}`).join(', ') : 'none'}
+    </div>
+  );
+}
+
 const ROLE_ORDER = ['encode', 'prefill', 'decode'] as const;
 const ROLE_DOES: Record<(typeof ROLE_ORDER)[number], string> = {
   encode: "reads each image's tensors (by its own transport), one Encode call per image",
@@ -71,6 +92,7 @@ function Topology({ mode, workers }: { mode: RouterConfig['disaggregation']; wor
                   <li key={w.url}>
                     <span className="mono small">{w.url.replace(/^grpc:\/\//, '')}</span> <Badge tone={HEALTH_TONE[w.health]}>{w.health}</Badge>
                     {(role === 'encode' || (mode === 'pd' && role === 'prefill')) && <> <VerdictBadge decision={w.decision} threshold={w.resolution.multimodal_shm_min_bytes.value} compact /></>}
+                    {w.kvHandoff && <div className="muted small" data-testid="topology-kv-handoff">{w.kvHandoff.says}</div>}
                   </li>
                 ))}
                 {members.length === 0 && <li className="muted small">none configured</li>}
@@ -153,6 +175,12 @@ export function WorkersScreen() {
                           {isEmbedded(w) && (
                             <div>
                               <Badge tone="info" title="The router's own reference worker: it stands in while no worker is configured and is never written to the file. Adding a worker replaces it.">embedded reference worker</Badge>
+                            </div>
+                          )}
+                          <SamplingDefaults w={w} />
+                          {w.kvHandoff && (
+                            <div className="small" data-testid="kv-handoff" title={w.kvHandoff.says}>
+                              KV handoff: <span className="mono">{w.kvHandoff.connector ?? 'no connector'}</span> · {KV_HANDOFF_WORDS[w.kvHandoff.mode]}
                             </div>
                           )}
                           <div className="row-links small">
