@@ -111,18 +111,20 @@ test("a worker's sampling defaults on Workers; a request's tensor details show t
   await expect(row.getByTestId('sampling-defaults')).toHaveText('sampling defaults: temperature 0.01, top_p 0.001, top_k 1, repetition_penalty 1.05');
   await shot(page, testInfo, 'workers-sampling-defaults', { docs: true });
 
-  const sent = await apiChatRequest(serve, 200, 150);
+  // A test request to this worker (the console's own, through the same pipeline).
+  const sent = await serve.call<{ status: number; requestId: string }>('traffic.sendTestRequest', { url: worker.url, width: 200, height: 150, format: 'png' });
   expect(sent.status).toBe(200);
   await goTo(page, 'traffic');
+  await page.getByRole('checkbox', { name: /show console traffic/ }).check();
   const table = page.getByRole('table', { name: 'Tensor events, newest first' });
-  const pixelRow = table.getByRole('row').filter({ hasText: 'pixel_values' }).filter({ hasText: sent.id! });
+  const pixelRow = table.getByRole('row').filter({ hasText: 'pixel_values' }).filter({ hasText: sent.requestId });
   await pixelRow.getByRole('button', { name: /^Details of pixel_values/ }).click();
   const sampling = page.getByTestId('event-details').getByTestId('request-sampling');
-  // What the client left out came from the model's defaults; max_tokens 16 was the client's.
+  // What the request left out came from the model's defaults; its max_tokens (512) was its own.
   await expect(sampling).toContainText('temperature 0.01 (model default)');
   await expect(sampling).toContainText('repetition_penalty 1.05 (model default)');
-  await expect(sampling).toContainText('max_tokens 16');
-  await expect(sampling).not.toContainText('max_tokens 16 (model default)');
+  await expect(sampling).toContainText('max_tokens 512');
+  await expect(sampling).not.toContainText('max_tokens 512 (model default)');
   await shot(page, testInfo, 'traffic-request-sampling', { docs: true });
 
   const now = await serve.call<{ revision: number }>('config.get');

@@ -295,7 +295,7 @@ function RequestSent({ requestId }: { requestId: string }) {
     <>
       <div>
         <dt>Request</dt>
-        <dd className="num">{summary.status}{summary.error && <span className="small"> · {summary.error}</span>}</dd>
+        <dd className="num">HTTP {summary.status}{summary.error && <span className="small"> · {summary.error}</span>}</dd>
       </div>
       {s && (
         <div>
