@@ -12,10 +12,20 @@ describe('mmtc worker --role', () => {
     [['--runtime', 'tokenspeed', '--role', 'prefill', '--encode-drop'], '--encode-drop is for an encode worker (this one is --role prefill)'],
     [['--runtime', 'tokenspeed', '--role', 'prefill', '--embedding-timeout-ms', '0'], "invalid value '0' for --embedding-timeout-ms: expected whole milliseconds from 1 to 60000"],
     [['--runtime', 'tokenspeed', '--role', 'encode', '--bootstrap-port', '70000'], "invalid value '70000' for --bootstrap-port: expected an integer port 0-65535"],
+    [['--runtime', 'tokenspeed', '--role', 'prefill', '--kv-connector', 'mooncake'], '--kv-connector is for a vLLM prefill or decode worker (this one is tokenspeed, --role prefill)'],
+    [['--runtime', 'vllm', '--model-dtype', 'int8'], "invalid value 'int8' for --model-dtype: expected float32, bfloat16 or float16"],
+    [['--runtime', 'sglang', '--default-sampling-params', '{"temperature":"hot"}'], `invalid value '{"temperature":"hot"}' for --default-sampling-params: default_sampling_params_json: temperature must be a number, got "hot"`],
+    [['--runtime', 'tokenspeed', '--tamper-shm', 'poke'], "invalid value 'poke' for --tamper-shm: expected write or map"],
   ])('%j exits 2 naming the flag and value', (args, message) => {
     const r = runMmtc(['worker', '--port', '0', ...args]);
     expect(r.status).toBe(2);
     expect(r.stderr).toContain(message);
+  });
+
+  it('a KV connector it does not emulate is refused with the choices', () => {
+    const r = runMmtc(['worker', '--port', '0', '--runtime', 'vllm', '--role', 'prefill', '--kv-connector', 'lmcache']);
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toContain("option '--kv-connector <connector>' argument 'lmcache' is invalid. Allowed choices are nixl, mooncake, none.");
   });
 });
 

@@ -156,6 +156,11 @@ describe('OpenAI API behaviour', () => {
   it.each([
     [{ messages: [] }, 400, 'invalid messages: expected at least one message'],
     [{ messages: [{ role: 'user', content: 'hi' }], temperature: 3 }, 400, 'invalid temperature: expected a number from 0 to 2'],
+    // What the engines refuse or misread is refused here, by the gateway's bounds: SGLang would divide its logits by a repetition_penalty of 0.
+    [{ messages: [{ role: 'user', content: 'hi' }], repetition_penalty: 0 }, 400, 'invalid repetition_penalty: expected a number above 0 and at most 2 (1 is no penalty)'],
+    [{ messages: [{ role: 'user', content: 'hi' }], top_p: 0 }, 400, 'invalid top_p: expected a number above 0 and at most 1'],
+    [{ messages: [{ role: 'user', content: 'hi' }], top_k: 0 }, 400, 'invalid top_k: expected -1 (off) or a whole number from 1'],
+    [{ messages: [{ role: 'user', content: 'hi' }], stop: ['end', ''] }, 400, 'invalid stop[1]: expected a non-empty stop sequence'],
     [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] }, 400, 'image 0: not a decodable image'],
     [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'file:///etc/passwd' } }] }] }, 400, "image 0: unsupported image URL scheme 'file:'"],
     [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${Buffer.alloc(21 * 1024 * 1024).toString('base64')}` } }] }] }, 413, 'image 0: image is 21.0 MiB, above the 20.0 MiB limit'],
