@@ -85,6 +85,8 @@ async function measure(): Promise<Row[]> {
         items: [
           {
             modality: 1,
+            // TokenSpeed's servicer requires it of an encoder input its scheduler attaches from /dev/shm.
+            contentHash: Buffer.alloc(32, 1),
             encoderInput,
             modelSpecificTensors: { image_grid_thw: { shape: [1, 3], dtype: 'int64', payload: { $case: 'inline', value: Buffer.from(BigInt64Array.of(1n, 2n, BigInt(patches / 2)).buffer) } } },
             placeholders: [{ offset: 0, length: tokens }],

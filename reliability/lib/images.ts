@@ -161,6 +161,8 @@ export function expectedTensors(runtime: 'tokenspeed' | 'vllm', images: readonly
       fnv1a: images.length === 1 ? hex(images[0]!.f32) : chained(images.map((im) => (seed) => fnv1a64(im.f32Raw, seed))),
     },
     { name: 'image_grid_thw', shape: [images.length, 3], dtype: 'int64', nbytes: 24 * images.length, fnv1a: hex(fnv1a64(int64(images.flatMap((im) => im.gridThw)))) },
+    // pixel_values split into its images by this (the gateway's flat_keys), one row each.
+    { name: 'patches_per_image', shape: [images.length], dtype: 'int64', nbytes: 8 * images.length, fnv1a: hex(fnv1a64(int64(images.map((im) => im.patches)))) },
   ];
 }
 

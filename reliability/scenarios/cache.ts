@@ -372,7 +372,9 @@ interface Asked {
 }
 
 async function tamper(t: T): Promise<void> {
-  const runtimes: Array<'tokenspeed' | 'vllm'> = t.short ? ['tokenspeed'] : ['tokenspeed', 'vllm'];
+  // vLLM reads its files: a hit is a link to the entry until its worker is caught writing. TokenSpeed
+  // attaches its bfloat16 encoder input read-write: its hits are copies from the first.
+  const runtimes: Array<'tokenspeed' | 'vllm'> = t.short ? ['vllm'] : ['vllm', 'tokenspeed'];
   const rounds = t.short ? 1 : 2;
   // An image of its own for every step (a hit and a miss per round, the held-link probe per runtime, the mtime and mmap probes).
   const sizes: Array<[number, number, CorpusImage['format']]> = [[640, 480, 'jpeg'], [800, 600, 'webp'], [1024, 768, 'png'], [500, 500, 'png'], [1280, 720, 'jpeg'], [1600, 200, 'png'], [320, 240, 'webp'], [960, 540, 'jpeg']];
@@ -423,8 +425,10 @@ async function tamper(t: T): Promise<void> {
 
     for (const rt of runtimes) {
       const { normal, tampering, slow } = workers[rt]!;
-      // Once caught writing into a link, the tampering worker gets copies of its own (docs/performance.md).
-      let caught = false;
+      // Once caught writing into a link, the tampering worker gets copies of its own (docs/performance.md);
+      // a worker that attaches read-write (TokenSpeed) gets copies from the first.
+      const attaches = rt === 'tokenspeed';
+      let caught = attaches;
       for (let round = 0; round < rounds; round++) {
         // 1. A hit handed to the tampering worker.
         {
@@ -441,7 +445,7 @@ async function tamper(t: T): Promise<void> {
           await use(normal);
           const after = await ask(a);
           const again = await ask(a);
-          const label = `${rt} ${a.name}, a hit to the tampering worker${caught ? ' (caught before)' : ''}`;
+          const label = `${rt} ${a.name}, a hit to the tampering worker${caught ? (attaches ? ' (it attaches read-write)' : ' (caught before)') : ''}`;
           t.check(miss.check.ok && miss.cache === 'miss' && miss.path === 'shm' && entry !== undefined, `${label}: the first request must be a correct miss over SHM that leaves an entry: ${say(miss)}, entry ${entry?.name}`);
           if (!caught) {
             t.check(hit.cache === 'hit' && hit.path === 'shm' && hit.check.wrong.length > 0 && entry !== undefined && inodes.includes(entry.ino), `${label}: the tampering worker must get a link to the entry (inode ${entry?.ino}) and report the bytes it changed: ${say(hit)}, it wrote into inodes ${inodes}`);
@@ -472,7 +476,7 @@ async function tamper(t: T): Promise<void> {
           const again = await ask(b);
           // Caught already (the hit above): its misses are kept as files of their own, written
           // from memory, so its write changes only the request's file.
-          const label = `${rt} ${b.name}, a miss to the tampering worker (caught before)`;
+          const label = `${rt} ${b.name}, a miss to the tampering worker (${attaches ? 'it attaches read-write' : 'caught before'})`;
           t.check(miss.cache === 'miss' && miss.path === 'shm' && miss.check.wrong.length > 0, `${label}: the tampering worker must report the bytes it changed: ${say(miss)}`);
           t.check(entry !== undefined && inodes.length > 0 && !inodes.includes(entry.ino), `${label}: the entry must be a file of its own, not the inode it wrote into: entry ${entry?.ino}, wrote ${inodes}`);
           t.check(after.check.ok && after.cache === 'hit', `${label}: the next request (a normal worker) must get a correct hit: ${say(after)} ${after.check.wrong.join('; ')}`);
