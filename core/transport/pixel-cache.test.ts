@@ -3,7 +3,7 @@
 // cache does not count again; an entry evicted while a request holds it stays counted until
 // that request ends; a changed file is never served; and the sweep of the next router removes
 // a dead router's entries at once but keeps a live one's.
-import { chmodSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deadPid, liveChild, makeShmTestDir, setMtime } from '../test/shm-dir.ts';
@@ -175,6 +175,29 @@ describe('entries and links', () => {
     other.miss.abandon();
     expect((await waiter).kind).toBe('miss');
     cache.close();
+  });
+});
+
+describe('a name that exists is not ours', () => {
+  it("a store whose entry name is taken (EEXIST) stores nothing and leaves that file as it was, from memory and from a request's file", async () => {
+    const { cache } = newCache(8 * MiB);
+    const planted = path.join(shm.dir, `${CACHE_PREFIX}${ourPidNamespace()}-${process.pid}-1-1`);
+    writeFileSync(planted, 'not the cache\'s', { mode: 0o644 });
+    // Its next name is the planted one (the nanoseconds make that unpredictable from outside; here it is staged).
+    (cache as unknown as { newName(): string }).newName = () => path.basename(planted);
+    expect(await put(cache, 'a', MiB, 1)).toBe(false);
+    const requestFile = path.join(shm.dir, 'smg-tokenspeed-1-1-2');
+    writeFileSync(requestFile, Buffer.alloc(MiB, 2), { mode: 0o600 });
+    const look = await cache.lookup('b');
+    if (look.kind !== 'miss') throw new Error('expected a miss');
+    expect(await look.miss.store(shapeOf(MiB), { kind: 'file', file: requestFile })).toBe(false);
+    expect(readFileSync(planted, 'utf8')).toBe("not the cache's");
+    expect(statSync(planted).mode & 0o777).toBe(0o644);
+    expect(cache.stats()).toMatchObject({ entries: 0, heldBytes: 0, notStored: 2 });
+    cache.close();
+    unlinkSync(planted);
+    unlinkSync(requestFile);
+    expect(entryFiles()).toEqual([]);
   });
 });
 
