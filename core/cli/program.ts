@@ -212,6 +212,7 @@ function addToolCommands(program: Command): void {
     .option('--kv-timeout-ms <ms>', 'how long a decode worker waits for the KV', '15000')
     .option('--tamper-shm', 'a worker that writes into its input: open each /dev/shm tensor file it is given for writing and change its first byte before reading it (fault injection)')
     .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string; readBuffer: 'pooled' | 'fresh'; user?: string; role: WorkerRole; bootstrapPort?: string; encodeAccept: string; encodeDrop?: boolean; embeddingTimeoutMs: string; kvTimeoutMs: string; tamperShm?: boolean }) => {
+      installProcessGuard();
       const issues: ConfigError['issues'] = [];
       const port = flagValue('--port', opts.port, parseLoosePort, issues);
       const bootstrapPort = opts.bootstrapPort === undefined ? undefined : flagValue('--bootstrap-port', opts.bootstrapPort, parseLoosePort, issues);

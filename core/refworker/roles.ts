@@ -41,6 +41,9 @@ function rolePart(s: GenerateServing): RoleServing {
 /** TokenSpeed's Encode: one image, one room. */
 export function serveEncode(s: GenerateServing, call: grpc.ServerUnaryCall<EncodeRequest, EncodeResponse>, cb: grpc.sendUnaryData<EncodeResponse>): void {
   const role = rolePart(s);
+  // Its room's embedding is coming (whatever the queue ahead of it): the prefill's fetch for it must not give way to idle ones.
+  const rooms = call.request.items;
+  if (role.role === 'encode' && role.encodeAccept && rooms.length === 1) role.bootstrap?.expect('embedding', String(rooms[0]!.bootstrapRoom));
   afterDelay(s, call, () => {
     try {
       const req = call.request;
@@ -65,6 +68,8 @@ export function serveRoleGenerate<Res>(s: GenerateServing, call: grpc.ServerWrit
   const role = rolePart(s);
   const req = call.request;
   const j = { requestId: req.requestId, stream: req.stream, inputIds: req.tokenized?.inputIds ?? [], maxTokens: req.samplingParams?.maxNewTokens };
+  // Its KV room's record is coming: the decode's fetch for it must not give way to idle ones.
+  if (role.role === 'prefill' && req.kvBootstrapInfo) role.bootstrap?.expect('kv', String(req.kvBootstrapInfo.bootstrapRoom));
   afterDelay(s, call, () => {
     if (call.cancelled) return;
     s.active.add(j.requestId);
