@@ -289,6 +289,22 @@ describe('EPD', () => {
     expect(ourFiles()).toEqual([]);
   }, 30_000);
 
+  it("an encode worker that hangs (SIGSTOP, its bootstrap server with it) while its prefill worker gives up waiting for the embedding: the 502 names the encode worker whose Encode call never finished, then the prefill's words", async () => {
+    const hung = await worker('encode', ['--delay-ms', '1500']);
+    const prefill = await worker('prefill', ['--embedding-timeout-ms', '1000']);
+    const decode = await worker('decode');
+    const r = await start({ disaggregation: 'epd', request_timeout_secs: 30, workers: [spec(hung, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const pending = chat(r, ['photo.jpg']);
+    await until(() => (ourFiles().length > 0 ? true : undefined), 3_000);
+    process.kill(hung.pid, 'SIGSTOP');
+    stops.push(async () => process.kill(hung.pid, 'SIGCONT'));
+    const reply = await pending;
+    expect(reply.status).toBe(502);
+    expect(reply.content).toMatch(new RegExp(`^encode worker ${hung.url} \\(image 0\\) had not answered its Encode call after \\d+\\.\\d s; prefill worker ${prefill.url} rejected the request: FAILED_PRECONDITION: item 0: the bootstrap server 127\\.0\\.0\\.1:${hung.bootstrapPort} cannot be reached: timed out$`));
+    expect(reply.ms).toBeLessThan(30_000);
+    expect(ourFiles()).toEqual([]);
+  }, 60_000);
+
   it.runIf(process.getuid?.() === 0)('an encode worker that cannot open the files (another uid) gets its image again inline, attempt 2, and its lane stays inline', async () => {
     const nobody = await worker('encode', ['--user', 'nobody']);
     const prefill = await worker('prefill');
