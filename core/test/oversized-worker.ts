@@ -31,13 +31,22 @@ export interface OversizedWorker {
 
 export async function startOversizedWorker(padBytes: number): Promise<OversizedWorker> {
   const padding = unknownField(padBytes);
-  const padded = <T>(serialize: (v: T) => Buffer) => (v: T) => Buffer.concat([serialize(v), padding]);
+  // Each reply is the same message: padded once (a copy of hundreds of MB per reply would hold this process's event loop).
+  const padded = <T>(serialize: (v: T) => Buffer) => {
+    let last: { v: T; bytes: Buffer } | undefined;
+    return (v: T) => {
+      if (last?.v !== v) last = { v, bytes: Buffer.concat([serialize(v), padding]) };
+      return last.bytes;
+    };
+  };
+  const complete = GenerateResponse.fromPartial({ requestId: 'oversized', response: { $case: 'complete', value: { outputIds: [], finishReason: 'stop', promptTokens: 1 } } });
+  const accepted = EncodeResponse.fromPartial({ accepted: true });
   const server = new grpc.Server({ 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 });
   let answered = 0;
   server.addService({ ...TokenSpeedSchedulerService, generate: { ...TokenSpeedSchedulerService.generate, responseSerialize: padded(TokenSpeedSchedulerService.generate.responseSerialize) } }, {
     generate: (call: grpc.ServerWritableStream<unknown, unknown>) => {
       answered += 1;
-      call.write(GenerateResponse.fromPartial({ requestId: 'oversized', response: { $case: 'complete', value: { outputIds: [], finishReason: 'stop', promptTokens: 1 } } }));
+      call.write(complete);
       call.end();
     },
     healthCheck: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, HealthCheckResponse.fromPartial({ healthy: true })),
@@ -48,7 +57,7 @@ export async function startOversizedWorker(padBytes: number): Promise<OversizedW
   server.addService({ encode: { ...TokenSpeedEncoderService.encode, responseSerialize: padded(TokenSpeedEncoderService.encode.responseSerialize) } }, {
     encode: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => {
       answered += 1;
-      cb(null, EncodeResponse.fromPartial({ accepted: true }));
+      cb(null, accepted);
     },
   });
   const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
