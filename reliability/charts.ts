@@ -142,6 +142,18 @@ const blocks: Record<string, string> = {
     const rows = report.scenarios.filter((s) => s.name.startsWith('hardening/'));
     return ['| case | before (issue 12) | now | result |', '|---|---|---|---|', ...rows.map((s) => `| \`${s.name}\` | ${before[s.name] ?? ''} | ${cell(s.details.summary ?? s.details.reason)} | ${result(s)} |`)].join('\n');
   })(),
+  host: (() => {
+    // Issue 32's cases, measured by the same scenarios (short mode) on the code before its fixes.
+    const before: Record<string, string> = {
+      'host/raw-http-every-port': '`GET //[` to a bootstrap port: the TokenSpeed encode and prefill and the vLLM prefill worker exited (3 of the 6 processes); the next EPD request 503',
+      'host/oversized-replies': 'Generate replies of 300 MB taken (200 each); router RSS 482 MiB after one → peak 1320 MiB, two at a time',
+      'host/shm-foreign-files': '/health p99 1728 ms, max 1999 ms over 1461 polls; the Overview p50 1842 ms',
+      'host/foreign-heartbeat': '8 of 8 entries kept by the other user\'s heartbeat; doctor called their router "process is gone"',
+      'host/bootstrap-waiters': '6 of 6 requests 502 "prefill worker … DEADLINE_EXCEEDED: item 0: no embedding … within 20000 ms" (p50 235 ms)',
+    };
+    const rows = report.scenarios.filter((s) => s.name.startsWith('host/'));
+    return ['| case | before (issue 32) | now | result |', '|---|---|---|---|', ...rows.map((s) => `| \`${s.name}\` | ${before[s.name] ?? ''} | ${cell(s.details.summary ?? s.details.reason)} | ${result(s)} |`)].join('\n');
+  })(),
   cleanup: scenarioTable((n) => n.startsWith('cleanup/')),
 };
 const docFile = path.resolve(import.meta.dirname, '..', 'docs', 'reliability.md');

@@ -1,6 +1,12 @@
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runMmtc, startMmtc } from '../test/cli.ts';
+import { deadPid, makeShmTestDir, setMtime } from '../test/shm-dir.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
+import { CACHE_PREFIX } from '../transport/orphans.ts';
+import { runDoctor } from './doctor.ts';
+import { formatDoctorReport } from './reports.ts';
 
 describe('mmtc doctor and mmtc worker as processes', () => {
   it('doctor explains why auto stays inline for a worker with its own /dev/shm', async () => {
@@ -40,5 +46,30 @@ describe('mmtc doctor and mmtc worker as processes', () => {
     const r = runMmtc(['worker', '--runtime', 'tokenspeed', '--port', 'http']);
     expect(r.status).toBe(2);
     expect(r.stderr.trim()).toBe("error: invalid value 'http' for --port: expected an integer port 0-65535 (0 picks a free one)");
+  });
+
+  it("doctor's words for another pid namespace's pixel-cache entries: that namespace's pid is not ours, a fresh heartbeat keeps them, a heartbeat is no entry", async () => {
+    const shm = makeShmTestDir();
+    try {
+      const now = Date.now();
+      const at = (ns: string, pid: number, seq: number, ms = now - 3_600_000) => path.join(shm.dir, `${CACHE_PREFIX}${ns}-${pid}-${BigInt(ms) * 1_000_000n}-${seq}`);
+      // Pid namespace 7's router has our own pid's number (in ours, some other process: a kworker on a host);
+      // pid namespace 8's has a pid no process has here. Both routers' heartbeats were touched 30 s ago.
+      const dead = deadPid();
+      for (const [ns, pid] of [['7', process.pid], ['8', dead]] as const) {
+        writeFileSync(at(ns, pid, 1), Buffer.alloc(1024), { mode: 0o400 });
+        writeFileSync(at(ns, pid, 0), '', { mode: 0o400 });
+        setMtime(at(ns, pid, 0), now - 30_000);
+      }
+      const report = await runDoctor({ dir: shm.dir });
+      expect(report.router).toMatchObject({ orphan_files: 0, cache_files: 2, cache_bytes: 2048 });
+      const text = formatDoctorReport(report);
+      const kept = (pid: number, ns: string) => `  tensor files      pid ${pid} of pid namespace ${ns}: 1 file, 0.0 MiB (another pid namespace's (/proc cannot see its router), 1 of them pixel-cache entry (0.0 MiB; kept while its router's heartbeat goes on (touched 30 s ago)))`;
+      expect(text).toContain(kept(process.pid, '7'));
+      expect(text).toContain(kept(dead, '8'));
+      expect(text).not.toMatch(/running|the next sweep removes them/);
+    } finally {
+      shm.remove();
+    }
   });
 });

@@ -217,6 +217,7 @@ function addToolCommands(program: Command): void {
     .option('--default-sampling-params <json>', "what it publishes as default_sampling_params_json (default: vLLM and SGLang, the model directory's generation_config.json; TokenSpeed, none)")
     .option('--tamper-shm [how]', 'a worker that writes into its input: change the first byte of each /dev/shm tensor file it is given, by write() (how = write, the default) or as through a shared read-write map, which leaves the file\'s mtime as it was (how = map) (fault injection)')
     .action(async (opts: { runtime: WireRuntime; host: string; port: string; socket?: string; modelPath?: string; shmNamespaceId?: string; fingerprint: boolean; delayMs: string; readBuffer: 'pooled' | 'fresh'; user?: string; role: WorkerRole; bootstrapPort?: string; encodeAccept: string; encodeDrop?: boolean; embeddingTimeoutMs: string; kvTimeoutMs: string; tamperShm?: boolean | string; kvConnector?: KvConnectorChoice; modelDtype?: string; defaultSamplingParams?: string }) => {
+      installProcessGuard();
       const issues: ConfigError['issues'] = [];
       const port = flagValue('--port', opts.port, parseLoosePort, issues);
       const bootstrapPort = opts.bootstrapPort === undefined ? undefined : flagValue('--bootstrap-port', opts.bootstrapPort, parseLoosePort, issues);

@@ -3,7 +3,7 @@
 // commands compute; these functions only lay the results out (`--json` prints the same
 // objects unformatted).
 import { formatValue } from '../config/errors.ts';
-import type { TensorFilesOfPid } from '../transport/orphans.ts';
+import { CACHE_HEARTBEAT_STALE_MS, type TensorFilesOfPid } from '../transport/orphans.ts';
 import type { DoctorReport } from './doctor.ts';
 import type { LayerReading, ResolvedKnob, ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
 
@@ -58,14 +58,23 @@ export function formatResolutionTable(resolved: ResolvedWorkerTransport[]): stri
   return `${out.join('\n')}\n`;
 }
 
-const PROCESS_WORDS: Record<TensorFilesOfPid['process'], string> = { alive: 'running', dead: 'process is gone', reused: 'pid reused by a newer process' };
+const PROCESS_WORDS: Record<TensorFilesOfPid['process'], string> = { alive: 'running', dead: 'process is gone', reused: 'pid reused by a newer process', 'other-namespace': "another pid namespace's (/proc cannot see its router)" };
+
+/** What becomes of a row's pixel-cache entries, by the sweep's rule (core/transport/orphans.ts). */
+function cacheEntriesFate(f: TensorFilesOfPid): string {
+  if (f.process === 'alive') return 'kept while that router runs';
+  if (f.process !== 'other-namespace') return 'its router is gone: the next sweep removes them';
+  const age = f.heartbeatAgeMs;
+  if (age !== null && age <= CACHE_HEARTBEAT_STALE_MS) return `kept while its router's heartbeat goes on (touched ${Math.round(age / 1000)} s ago)`;
+  return `${age === null ? 'no heartbeat of their owner' : `its router's heartbeat stopped ${Math.round(age / 60_000)} min ago`}: each goes at the sweep after it is 5 minutes old`;
+}
 
 function describePidFiles(f: TensorFilesOfPid): string {
   const parts = [PROCESS_WORDS[f.process]];
   if (f.orphans > 0) parts.push(`${f.orphans} ORPHANED`);
   if (f.young > 0 && f.process !== 'alive') parts.push(`${f.young} too recent to judge`);
   if (f.suspicious > 0) parts.push(`${f.suspicious} NOT A REGULAR FILE (planted under our name; left alone)`);
-  if (f.cacheFiles > 0) parts.push(`${f.cacheFiles} of them pixel-cache entr${f.cacheFiles === 1 ? 'y' : 'ies'} (${mib(f.cacheBytes)}; ${f.process === 'alive' ? 'kept while that router runs' : 'its router is gone: the next sweep removes them'})`);
+  if (f.cacheFiles > 0) parts.push(`${f.cacheFiles} of them pixel-cache entr${f.cacheFiles === 1 ? 'y' : 'ies'} (${mib(f.cacheBytes)}; ${cacheEntriesFate(f)})`);
   return parts.join(', ');
 }
 
@@ -81,7 +90,7 @@ export function formatDoctorReport(r: DoctorReport): string {
   lines.push(`  ${R.shm_dir} writable  ${R.shm_writable ? 'yes' : `NO: ${R.shm_error}`}`);
   lines.push(`  ${R.shm_dir} free      ${mib(R.shm_free_bytes)} of ${mib(R.shm_total_bytes)}`);
   if (R.tensor_files.length === 0) lines.push('  tensor files      none');
-  for (const f of R.tensor_files) lines.push(`  tensor files      pid ${f.pid}: ${f.files} file${f.files === 1 ? '' : 's'}, ${mib(f.bytes)} (${describePidFiles(f)})`);
+  for (const f of R.tensor_files) lines.push(`  tensor files      pid ${f.pid}${f.pidNamespace ? ` of pid namespace ${f.pidNamespace}` : ''}: ${f.files} file${f.files === 1 ? '' : 's'}, ${mib(f.bytes)} (${describePidFiles(f)})`);
   if (R.cache_files > 0) lines.push(`  pixel cache       ${R.cache_files} entr${R.cache_files === 1 ? 'y' : 'ies'}, ${mib(R.cache_bytes)} (read-only files no worker is given; a request gets a hard link)`);
   if (R.orphan_files > 0 && R.swept === undefined) lines.push(`  ${R.orphan_files} orphaned file(s): run 'mmtc doctor --sweep-orphans' (a running router also sweeps them, at start and every minute)`);
   if (R.swept !== undefined) lines.push(`  swept             ${R.swept} orphaned file(s) removed`);

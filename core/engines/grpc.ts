@@ -1,5 +1,6 @@
 // What every engine shares about talking gRPC with grpc-js: the channel settings (inline
-// tensors of a few hundred MB must fit, so gRPC's 4 MiB default is raised both ways), how a
+// tensors of a few hundred MB must fit what the router sends; what it takes back is capped at
+// what a reply needs), how a
 // worker URL becomes a gRPC target, unary calls with a deadline, how a gRPC status maps onto
 // the engine-neutral failure the router turns into an HTTP status, the Generate response
 // every protocol shapes alike (a chunk or a completion), and the connection built on them.
@@ -7,9 +8,21 @@ import * as grpc from '@grpc/grpc-js';
 import type { WireRuntime } from '../config/schema.ts';
 import { messageFor, type EngineConnection, type EngineEvent, type EngineFailure, type GenerateCall, type GenerateSink, type WorkerInfo } from './engine.ts';
 
+/** The largest message the router sends a worker: a request with its inline tensors (hundreds of MB). */
+export const REQUEST_MESSAGE_MAX_BYTES = 1024 * 1024 * 1024;
+/**
+ * The largest message the router takes from a worker. Replies are small (a chunk's or a
+ * completion's token ids, 5 bytes each at most: 16 MiB holds over 3 million; health, model and
+ * server info; an Encode's `accepted`); grpc-js refuses a larger one from its length prefix,
+ * before reading it, so a worker's reply costs the router at most this (twice, while it is
+ * joined and decoded) per call in flight.
+ */
+export const WORKER_REPLY_MAX_BYTES = 16 * 1024 * 1024;
+
+/** The router's channels to its workers. */
 export const GRPC_CHANNEL_OPTIONS: grpc.ChannelOptions = {
-  'grpc.max_receive_message_length': 1024 * 1024 * 1024,
-  'grpc.max_send_message_length': 1024 * 1024 * 1024,
+  'grpc.max_receive_message_length': WORKER_REPLY_MAX_BYTES,
+  'grpc.max_send_message_length': REQUEST_MESSAGE_MAX_BYTES,
   'grpc.keepalive_time_ms': 30_000,
 };
 
@@ -36,6 +49,9 @@ const BROKEN = new Set([grpc.status.UNAVAILABLE, grpc.status.INTERNAL, grpc.stat
 
 export function engineFailure(err: grpc.ServiceError): EngineFailure {
   const status = grpc.status[err.code] ?? String(err.code);
+  // grpc-js's words for a reply past WORKER_REPLY_MAX_BYTES: the worker's doing, not a refusal.
+  const tooLarge = err.code === grpc.status.RESOURCE_EXHAUSTED ? /^Received message larger than max \((\d+) vs (\d+)\)$/.exec(err.details ?? '') : null;
+  if (tooLarge) return { kind: 'broken', status, details: `its reply message of ${tooLarge[1]} bytes is above the ${tooLarge[2]} bytes the router takes from a worker` };
   const details = err.details || err.message;
   if (err.code === grpc.status.DEADLINE_EXCEEDED) return { kind: 'deadline', status, details };
   if (err.code === grpc.status.CANCELLED) return { kind: 'cancelled', status, details };

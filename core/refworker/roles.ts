@@ -42,6 +42,9 @@ function rolePart(s: GenerateServing): RoleServing {
 /** TokenSpeed's Encode: one image, one room. */
 export function serveEncode(s: GenerateServing, call: grpc.ServerUnaryCall<EncodeRequest, EncodeResponse>, cb: grpc.sendUnaryData<EncodeResponse>): void {
   const role = rolePart(s);
+  // Its room's embedding is coming (whatever the queue ahead of it): the prefill's fetch for it must not give way to idle ones.
+  const rooms = call.request.items;
+  if (role.role === 'encode' && role.encodeAccept && rooms.length === 1) role.bootstrap?.expect('embedding', String(rooms[0]!.bootstrapRoom));
   afterDelay(s, call, () => {
     try {
       const req = call.request;
@@ -65,6 +68,8 @@ export function serveEncode(s: GenerateServing, call: grpc.ServerUnaryCall<Encod
 export function serveRoleGenerate<Res>(s: GenerateServing, call: grpc.ServerWritableStream<GenerateRequest, Res>, build: ResponseBuilder<Res>): void {
   const role = rolePart(s);
   const req = call.request;
+  // Its KV room's record is coming: the decode's fetch for it must not give way to idle ones.
+  if (role.role === 'prefill' && req.kvBootstrapInfo) role.bootstrap?.expect('kv', String(req.kvBootstrapInfo.bootstrapRoom));
   afterDelay(s, call, () => {
     if (call.cancelled) return;
     let j: AnswerFor;

@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { existsSync, unlinkSync } from 'node:fs';
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { GRPC_CHANNEL_OPTIONS } from '../engines/grpc.ts';
+import { GRPC_CHANNEL_OPTIONS, REQUEST_MESSAGE_MAX_BYTES, WORKER_REPLY_MAX_BYTES } from '../engines/grpc.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
 import { TensorBufferPool, type BufferLease } from '../transport/buffer-pool.ts';
@@ -176,7 +176,8 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
           kvConnector: KV_CONNECTORS[options.kvConnector ?? 'nixl'],
         };
   if (roleServing) serving.role = roleServing;
-  const server = new grpc.Server(GRPC_CHANNEL_OPTIONS);
+  // It takes what a router sends (inline tensors) and answers within what a router takes.
+  const server = new grpc.Server({ ...GRPC_CHANNEL_OPTIONS, 'grpc.max_receive_message_length': REQUEST_MESSAGE_MAX_BYTES, 'grpc.max_send_message_length': WORKER_REPLY_MAX_BYTES });
   SERVICES[options.runtime](server, serving, identity);
 
   let url: string;

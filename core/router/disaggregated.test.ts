@@ -223,6 +223,26 @@ describe('EPD', () => {
     expect(health.status).toBe(200);
   }, 45_000);
 
+  it("1,000 idle fetches at an encode worker's bootstrap server (anyone can send them) do not shut out a request's prefill: 200, its image through that encode worker", async () => {
+    // Held 1.5 s before it reads its image: the prefill worker's fetch for the embedding comes first and must wait.
+    const encode = await worker('encode', ['--delay-ms', '1500']);
+    const prefill = await worker('prefill', ['--embedding-timeout-ms', '20000']);
+    const decode = await worker('decode');
+    const r = await start({ disaggregation: 'epd', workers: [spec(encode, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const idle: http.ClientRequest[] = [];
+    stops.push(async () => idle.forEach((q) => q.destroy()));
+    for (let i = 0; i < 1000; i++) {
+      const q = http.get({ host: '127.0.0.1', port: encode.bootstrapPort, path: `/embedding/${900_000 + i}?wait_ms=60000`, agent: false }, (res) => res.resume());
+      q.on('error', () => {});
+      idle.push(q);
+    }
+    await until(() => (idle.every((q) => q.writableFinished) ? true : undefined), 10_000);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const reply = await chat(r, ['photo.jpg']);
+    expect(reply.status, reply.content).toBe(200);
+    expect(item(reply.content, 0)).toMatchObject({ worker: encode.url });
+  }, 60_000);
+
   it('an encode worker killed while it holds its image: 502 naming it (not the prefill worker that could not reach its bootstrap server first), and it is out of rotation at once', async () => {
     for (const lagMs of [0, 50]) {
       const victim = await worker('encode', ['--delay-ms', '3000']);
@@ -268,6 +288,22 @@ describe('EPD', () => {
     expect(reply.ms).toBeLessThan(2_000 + 3_000);
     expect(ourFiles()).toEqual([]);
   }, 30_000);
+
+  it("an encode worker that hangs (SIGSTOP, its bootstrap server with it) while its prefill worker gives up waiting for the embedding: the 502 names the encode worker whose Encode call never finished, then the prefill's words", async () => {
+    const hung = await worker('encode', ['--delay-ms', '1500']);
+    const prefill = await worker('prefill', ['--embedding-timeout-ms', '1000']);
+    const decode = await worker('decode');
+    const r = await start({ disaggregation: 'epd', request_timeout_secs: 30, workers: [spec(hung, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const pending = chat(r, ['photo.jpg']);
+    await until(() => (ourFiles().length > 0 ? true : undefined), 3_000);
+    process.kill(hung.pid, 'SIGSTOP');
+    stops.push(async () => process.kill(hung.pid, 'SIGCONT'));
+    const reply = await pending;
+    expect(reply.status).toBe(502);
+    expect(reply.content).toMatch(new RegExp(`^encode worker ${hung.url} \\(image 0\\) had not answered its Encode call after \\d+\\.\\d s; prefill worker ${prefill.url} rejected the request: FAILED_PRECONDITION: item 0: the bootstrap server 127\\.0\\.0\\.1:${hung.bootstrapPort} cannot be reached: timed out$`));
+    expect(reply.ms).toBeLessThan(30_000);
+    expect(ourFiles()).toEqual([]);
+  }, 60_000);
 
   it.runIf(process.getuid?.() === 0)('an encode worker that cannot open the files (another uid) gets its image again inline, attempt 2, and its lane stays inline', async () => {
     const nobody = await worker('encode', ['--user', 'nobody']);

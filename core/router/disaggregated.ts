@@ -9,8 +9,9 @@
 // a regular worker's would; the decode leg carries no pixels. A worker that cannot read the
 // files gets that call again inline (attempt 2, the same room). A leg's failure ends the
 // others and is the request's error, naming the worker and, for an encode call, the image
-// (a worker gone, reported within LEG_FAILURE_GRACE_MS, before what follows from it; at the
-// router's deadline, every leg not finished). The legs themselves are legs.ts.
+// (a worker gone, reported within LEG_FAILURE_GRACE_MS, before what follows from it; a leg that
+// waited in vain for another, after the legs before it that had not finished; at the router's
+// deadline, every leg not finished). The legs themselves are legs.ts.
 import { randomBytes } from 'node:crypto';
 import { bootstrapAddress } from '../config/schema.ts';
 import type { EncodeBootstrapItem, EngineRequest, KvBootstrap, Leg } from '../engines/engine.ts';
@@ -20,7 +21,7 @@ import type { ShmRequestScope } from '../transport/shm-writer.ts';
 import type { AdmittedRequest } from './admit.ts';
 import type { RouterContext } from './context.ts';
 import { toApiError } from './errors.ts';
-import { encodeImage, isWorkerGoneError, runPrefill, streamDecode, type DisaggregatedInput, type Legs } from './legs.ts';
+import { encodeImage, isWorkerGoneError, runPrefill, streamDecode, waitingLegOf, type DisaggregatedInput, type Legs } from './legs.ts';
 import { ApiError } from './openai.ts';
 import { engineRequestOf, prepare, type PreparedRequest } from './prepare.ts';
 import { encodeWorkerFor, selectDisaggregatedRoute, type DisaggregatedRoute, type RoleTarget } from './roles.ts';
@@ -68,6 +69,26 @@ function listed(items: readonly string[]): string {
   return items.length <= 1 ? (items[0] ?? '') : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`;
 }
 
+/**
+ * A leg that waited in vain for another's transfer (a prefill worker that got no embedding, or
+ * could not reach the encode worker's bootstrap server) failed because of a leg before it that
+ * has not finished (a hung encode worker): the error names those first, the wait's words after.
+ */
+function namingUpstream(error: ApiError, unfinished: ReadonlyMap<string, number>): ApiError {
+  const waiting = waitingLegOf(error);
+  if (waiting === undefined) return error;
+  const upstream: Array<[string, number]> = [];
+  for (const leg of unfinished) {
+    if (leg[0] === waiting) break;
+    upstream.push(leg);
+  }
+  if (upstream.length === 0) return error;
+  const secs = ((performance.now() - Math.min(...upstream.map(([, at]) => at))) / 1000).toFixed(1);
+  const whos = upstream.map(([who]) => who);
+  const calls = whos.length > 1 ? 'their calls' : whos[0]!.startsWith('encode worker') ? 'its Encode call' : 'its call';
+  return new ApiError(error.status, `${listed(whos)} had not answered ${calls} after ${secs} s; ${error.message}`, error.type, error.param, error.code);
+}
+
 async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedRequest, route: DisaggregatedRoute, encoders: readonly RoleTarget[], d: DisaggregatedInput): Promise<void> {
   const timeoutSecs = a.snapshot.config.request_timeout_secs;
   let failure: ApiError | undefined;
@@ -79,14 +100,14 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
   const decided = new Promise<void>((resolve) => (announce = resolve));
   const stops: Array<() => void> = [];
   let stopDecode: ((error: ApiError) => void) | undefined;
-  // The legs begun and not (yet) succeeded, in the order they began: encode, prefill, decode.
-  const unfinished = new Set<string>();
+  // The legs begun and not (yet) succeeded, in the order they began (encode, prefill, decode), with when they began.
+  const unfinished = new Map<string, number>();
   const decide = (error: ApiError) => {
     if (failure) return;
     clearTimeout(grace);
     // The router's own deadline ends every leg at once: name all that had not finished, not
     // only the one whose timer fired first (a decode waiting for a hung encode worker's embedding).
-    failure = error.status === 504 && error.type === 'timeout' && unfinished.size > 1 ? new ApiError(504, `${listed([...unfinished])} did not finish within ${timeoutSecs} s`, 'timeout') : error;
+    failure = error.status === 504 && error.type === 'timeout' && unfinished.size > 1 ? new ApiError(504, `${listed([...unfinished.keys()])} did not finish within ${timeoutSecs} s`, 'timeout') : namingUpstream(error, unfinished);
     for (const stop of stops.splice(0)) stop();
     stopDecode?.(failure);
     announce();
@@ -107,7 +128,7 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
     },
     failed: () => failure !== undefined,
     begin(who) {
-      unfinished.add(who);
+      unfinished.set(who, performance.now());
       return () => unfinished.delete(who);
     },
     failure: () => failure!,

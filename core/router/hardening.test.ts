@@ -11,6 +11,7 @@ import { readTransportEnvironment } from '../config/env.ts';
 import { RouterConfigSchema, type RouterConfigInput } from '../config/schema.ts';
 import { startMmtc } from '../test/cli.ts';
 import { makeTestImages } from '../test/images.ts';
+import { startOversizedWorker } from '../test/oversized-worker.ts';
 import { startRouter, type RunningRouter } from './server.ts';
 
 const images = makeTestImages();
@@ -237,6 +238,20 @@ describe('statuses and bodies', () => {
     expect(metrics).toMatch(/smg_router_requests_total\{router_type="grpc",backend_type="regular",connection_mode="grpc",model="qwen2-vl-mini",endpoint="chat"\} 1/);
     expect(metrics).toMatch(/smg_router_ttft_seconds_count\{[^}]*\} 1/);
   });
+});
+
+describe('a worker whose replies are too large', () => {
+  it('a Generate reply of 300 MB is refused from its length prefix: 502 naming the worker, the size and the limit; the router goes on', async () => {
+    const big = await startOversizedWorker(300 * 1024 * 1024);
+    stops.push(() => big.close());
+    const { r, logs } = await router(big.url);
+    const reply = await post(r.url, withImages([png()]));
+    expect(reply.status).toBe(502);
+    expect(reply.body.error.message).toMatch(new RegExp(`^worker ${big.url} failed: RESOURCE_EXHAUSTED: its reply message of 3145728\\d\\d bytes is above the 16777216 bytes the router takes from a worker$`));
+    expect(big.answered()).toBe(1);
+    expect(logs.some((l) => l.includes('"status":502'))).toBe(true);
+    expect((await fetch(`${r.url}/health`)).status).toBe(200);
+  }, 60_000);
 });
 
 describe('a worker that cannot read the files', () => {

@@ -1,4 +1,4 @@
-// What both HTTP servers (the router's API and the console) do with what a client sends
+// What the HTTP servers (the router's API, the console, a reference worker's bootstrap server) do with what a client sends
 // before any route sees it: nothing a client sends may reach an uncaught exception.
 //
 //   - The request target is parsed once, defensively: `GET http://[ HTTP/1.1`,
@@ -11,7 +11,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 /** How much of a bad request target an error message quotes. */
 const QUOTED_TARGET = 80;
 
-export type RequestTarget = { ok: true; pathname: string } | { ok: false; error: string };
+export type RequestTarget = { ok: true; pathname: string; query: URLSearchParams } | { ok: false; error: string };
 
 /** The path of a request target, or why it is not one (for a 400). */
 export function requestTarget(raw: string | undefined): RequestTarget {
@@ -28,7 +28,7 @@ export function requestTarget(raw: string | undefined): RequestTarget {
   } catch {
     return { ok: false, error: `the request target ${quoted} has a malformed percent-encoding` };
   }
-  return { ok: true, pathname: url.pathname };
+  return { ok: true, pathname: url.pathname, query: url.searchParams };
 }
 
 /**

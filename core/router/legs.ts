@@ -49,9 +49,18 @@ export function isWorkerGoneError(error: ApiError): boolean {
   return workerGoneErrors.has(error);
 }
 
+/** Leg errors that are a wait in vain for another leg's transfer (the worker's own deadline, a peer's bootstrap server it could not reach): error -> the leg's name. */
+const waitFailures = new WeakMap<ApiError, string>();
+
+/** The leg (as its errors name it) whose error this is, when the error says it waited in vain for another leg. */
+export function waitingLegOf(error: ApiError): string | undefined {
+  return waitFailures.get(error);
+}
+
 function legError(failure: EngineFailure, who: string, url: string, l: Legs): ApiError {
   const error = toApiError(new EngineFailureError(failure, url, l.a.snapshot.config.request_timeout_secs, { who, deadline: l.deadline }));
   if (failure.kind === 'unavailable') workerGoneErrors.add(error);
+  if (failure.kind === 'deadline' || failure.status === 'FAILED_PRECONDITION') waitFailures.set(error, who);
   return error;
 }
 

@@ -1,9 +1,10 @@
-// The last line of defence of a long-running mmtc process (`mmtc router`, `mmtc serve`): an
+// The last line of defence of a long-running mmtc process (`mmtc router`, `mmtc serve`, `mmtc worker`): an
 // exception nothing caught, or a promise rejection nothing handled, is logged as one JSON
 // line and counted, and the process goes on serving the requests it can. It is not a place
 // to put errors: every one counted here is a bug (the servers answer every error a client
 // can cause themselves), so /metrics shows the count (mmtc_uncaught_errors_total, by kind)
-// and the tests and the reliability suite assert that it stays 0 through every attack.
+// and the tests and the reliability suite assert that it stays 0 through every attack (a
+// reference worker has no /metrics: its JSON lines on stderr are what they look for).
 export const UNCAUGHT_KINDS = ['uncaught_exception', 'unhandled_rejection'] as const;
 export type UncaughtKind = (typeof UNCAUGHT_KINDS)[number];
 

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { deadPid, liveChild, makeShmTestDir, setMtime, tensorName, writeAt } from '../test/shm-dir.ts';
@@ -11,8 +11,10 @@ import {
   parseBootTimeSecs,
   parseStartTicks,
   procProcessInfo,
+  realOrphanFileOps,
   START_TIME_MARGIN_MS,
   sweepOrphanFiles,
+  sweepOrphanFilesPaced,
   type OrphanFileOps,
   type ProcessInfo,
   type ShmEntryStat,
@@ -198,10 +200,10 @@ describe('the orphan rule, with a staged clock and /proc', () => {
     const { proc } = fakeProc({ 2000: NOW - 10 * MIN, 4000: NOW - 48 * HOUR, 1: NOW - 30 * MIN });
     const rows = listTensorFiles('/d', { ops: d.ops, proc, maxFileAgeMs: MAX });
     expect(rows).toEqual([
-      { pid: 1, files: 2, bytes: 20, alive: true, process: 'alive', orphans: 1, orphanBytes: 10, young: 1, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
-      { pid: 1000, files: 3, bytes: 20, alive: false, process: 'dead', orphans: 1, orphanBytes: 10, young: 1, suspicious: 1, cacheFiles: 0, cacheBytes: 0 },
-      { pid: 2000, files: 1, bytes: 10, alive: false, process: 'reused', orphans: 1, orphanBytes: 10, young: 0, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
-      { pid: 4000, files: 2, bytes: 20, alive: true, process: 'alive', orphans: 1, orphanBytes: 10, young: 0, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
+      { pid: 1, files: 2, bytes: 20, pidNamespace: null, alive: true, process: 'alive', heartbeatAgeMs: null, orphans: 1, orphanBytes: 10, young: 1, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
+      { pid: 1000, files: 3, bytes: 20, pidNamespace: null, alive: false, process: 'dead', heartbeatAgeMs: null, orphans: 1, orphanBytes: 10, young: 1, suspicious: 1, cacheFiles: 0, cacheBytes: 0 },
+      { pid: 2000, files: 1, bytes: 10, pidNamespace: null, alive: false, process: 'reused', heartbeatAgeMs: null, orphans: 1, orphanBytes: 10, young: 0, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
+      { pid: 4000, files: 2, bytes: 20, pidNamespace: null, alive: true, process: 'alive', heartbeatAgeMs: null, orphans: 1, orphanBytes: 10, young: 0, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
     ]);
     const swept = sweepOrphanFiles('/d', { ops: d.ops, proc, maxFileAgeMs: MAX });
     expect(swept.byPid).toEqual(Object.fromEntries(rows.filter((r) => r.orphans > 0).map((r) => [String(r.pid), r.orphans])));
@@ -210,14 +212,61 @@ describe('the orphan rule, with a staged clock and /proc', () => {
   });
 
   it('describes a sweep in one line naming count, bytes, pids and why; nothing to say is undefined', () => {
-    const base = { at: NOW, removed: 0, removedBytes: 0, byPid: {}, reasonsByPid: {}, keptYoung: 4, keptOwnerAlive: 1, suspicious: [], errors: [] };
+    const base = { at: NOW, removed: 0, removedBytes: 0, freedBytes: 0, removedCacheEntries: 0, removedHeartbeats: 0, byPid: {}, reasonsByPid: {}, keptYoung: 4, keptOwnerAlive: 1, keptByHeartbeat: 0, suspicious: [], errors: [] };
     expect(describeSweep(base, '/dev/shm')).toBeUndefined();
-    const line = describeSweep({ ...base, removed: 3, removedBytes: 3 * 1024 * 1024, byPid: { '12': 2, '34': 1 }, reasonsByPid: { '12': ['dead'], '34': ['reused'] }, suspicious: [{ name: 'smg-tokenspeed-9-1-1', pid: 9, type: 'fifo' }] }, '/dev/shm');
+    const line = describeSweep({ ...base, removed: 3, removedBytes: 3 * 1024 * 1024, freedBytes: 3 * 1024 * 1024, byPid: { '12': 2, '34': 1 }, reasonsByPid: { '12': ['dead'], '34': ['reused'] }, suspicious: [{ name: 'smg-tokenspeed-9-1-1', pid: 9, type: 'fifo' }] }, '/dev/shm');
     expect(line).toBe(
       '/dev/shm orphan sweep: removed 3 orphaned tensor files (3.0 MiB) of pid 12 (gone: 2), pid 34 (pid reused by a newer process: 1); ' +
         'left 1 entry under our name that is not a regular file: smg-tokenspeed-9-1-1 (fifo); kept 4 too young to judge and 1 of live older processes',
     );
     expect(line!.split('\n')).toHaveLength(1);
+  });
+});
+
+describe("another pid namespace's cache entries and their router's heartbeat", () => {
+  const cacheName = (ns: string, pid: number, atMs: number, seq: number) => `smg-tokenspeed-cache-${ns}-${pid}-${BigInt(atMs) * 1_000_000n}-${seq}`;
+
+  it("a heartbeat speaks only for entries of its own owner: one anyone else touches under a dead router's name keeps nothing", () => {
+    const pid = 4242;
+    const router = 0; // the entries' owner (root)
+    const d = fakeDir({
+      [cacheName('7', pid, NOW - HOUR, 1)]: { mtimeMs: NOW - HOUR, uid: router },
+      [cacheName('7', pid, NOW - HOUR, 2)]: { mtimeMs: NOW - HOUR, uid: router },
+      // Its router is dead: its own heartbeat stopped an hour ago...
+      [cacheName('7', pid, NOW - 2 * HOUR, 0)]: { mtimeMs: NOW - HOUR, uid: router, size: 0 },
+      // ...and another user made one under the same name (another nanos) and touches it.
+      [cacheName('7', pid, NOW - 10 * MIN, 0)]: { mtimeMs: NOW - 30_000, uid: 65534, size: 0 },
+    });
+    const r = sweepOrphanFiles('/d', { ops: d.ops, proc: fakeProc({}).proc, pidNamespace: '1' });
+    expect(r).toMatchObject({ removed: 2, removedCacheEntries: 2, removedHeartbeats: 1, keptByHeartbeat: 0, reasonsByPid: { [`7:${pid}`]: ['no-heartbeat'] } });
+    // The other user's file is theirs: kept (it beats), never counted as an entry.
+    expect(d.names()).toEqual([cacheName('7', pid, NOW - 10 * MIN, 0)]);
+
+    // The router's own heartbeat, fresh, keeps them.
+    const alive = fakeDir({ [cacheName('7', pid, NOW - HOUR, 1)]: { mtimeMs: NOW - HOUR, uid: router }, [cacheName('7', pid, NOW - HOUR, 0)]: { mtimeMs: NOW - 30_000, uid: router, size: 0 } });
+    expect(sweepOrphanFiles('/d', { ops: alive.ops, proc: fakeProc({}).proc, pidNamespace: '1' })).toMatchObject({ removed: 0, keptByHeartbeat: 1, removedHeartbeats: 0 });
+  });
+
+  it("another namespace's pid is not ours: its row says so (not 'running' because our pid 12 is some other process), and a heartbeat is neither a file nor an entry", () => {
+    const d = fakeDir({
+      [cacheName('7', 12, NOW - HOUR, 1)]: { mtimeMs: NOW - HOUR },
+      [cacheName('7', 12, NOW - HOUR, 0)]: { mtimeMs: NOW - 30_000, size: 0 },
+      ...at(12, NOW - 1000),
+    });
+    const rows = listTensorFiles('/d', { ops: d.ops, proc: fakeProc({ 12: NOW - 48 * HOUR }).proc, pidNamespace: '1' });
+    expect(rows).toEqual([
+      { pid: 12, pidNamespace: null, files: 1, bytes: 10, alive: true, process: 'alive', heartbeatAgeMs: null, orphans: 0, orphanBytes: 0, young: 1, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
+      { pid: 12, pidNamespace: '7', files: 1, bytes: 10, alive: false, process: 'other-namespace', heartbeatAgeMs: 30_000, orphans: 0, orphanBytes: 0, young: 0, suspicious: 0, cacheFiles: 1, cacheBytes: 10 },
+    ]);
+  });
+
+  it('says what a sweep freed: a file whose data another link still holds frees nothing, and a heartbeat is counted apart', () => {
+    const base = { at: NOW, removed: 0, removedBytes: 0, freedBytes: 0, removedCacheEntries: 0, removedHeartbeats: 0, byPid: {}, reasonsByPid: {}, keptYoung: 1, keptOwnerAlive: 0, keptByHeartbeat: 2, suspicious: [], errors: [] };
+    const line = describeSweep({ ...base, removed: 2, removedBytes: 2.5 * 1024 * 1024, freedBytes: 0.2 * 1024 * 1024, removedCacheEntries: 2, removedHeartbeats: 1, byPid: { '7:12': 2 }, reasonsByPid: { '7:12': ['no-heartbeat'] } }, '/dev/shm');
+    expect(line).toBe(
+      '/dev/shm orphan sweep: removed 2 orphaned tensor files (2.5 MiB, all pixel-cache entries; 2.3 MiB of it not freed: still linked under other names) of pid 12 of pid namespace 7 (no heartbeat of its router for 5 minutes: 2); ' +
+        'removed 1 pixel-cache heartbeat of a router gone; kept 1 too young to judge and 0 of live older processes and 2 of routers in other pid namespaces whose heartbeat is fresh',
+    );
   });
 });
 
@@ -312,8 +361,8 @@ describe('the sweep on the real /dev/shm and the real /proc', () => {
     const options = { proc, maxFileAgeMs: 60_000 };
     const rows = listTensorFiles(shm.dir, options);
     expect(rows.find((r) => r.pid === dead)).toMatchObject({ files: 5, alive: false, process: 'dead', orphans: 1, orphanBytes: 3, young: 1, suspicious: 3 });
-    expect(rows.find((r) => r.pid === process.pid)).toMatchObject({ files: 2, alive: true, process: 'alive', orphans: 1, orphanBytes: 4, young: 0 });
-    expect(rows.find((r) => r.pid === mixed.pid)).toMatchObject({ files: 2, alive: true, process: 'alive', orphans: 1, orphanBytes: 2 });
+    expect(rows.find((r) => r.pid === process.pid)).toMatchObject({ files: 2, pidNamespace: null, alive: true, process: 'alive', heartbeatAgeMs: null, orphans: 1, orphanBytes: 4, young: 0 });
+    expect(rows.find((r) => r.pid === mixed.pid)).toMatchObject({ files: 2, pidNamespace: null, alive: true, process: 'alive', heartbeatAgeMs: null, orphans: 1, orphanBytes: 2 });
     expect(rows.find((r) => r.pid === reused.pid)).toMatchObject({ files: 1, alive: false, process: 'reused', orphans: 1, orphanBytes: 1 });
 
     const r = sweepOrphanFiles(shm.dir, options);
@@ -337,6 +386,36 @@ describe('the sweep on the real /dev/shm and the real /proc', () => {
     expect(readFileSync(n.victim, 'utf8')).toBe('precious');
     expect(listTensorFiles(shm.dir, options).reduce((k, row) => k + row.orphans, 0)).toBe(0);
   });
+
+  it('the paced sweep gives the event loop its turns while it reads and judges a directory of 20,000 foreign entries; the same verdicts as at once', async () => {
+    const dead = deadPid();
+    const now = Date.now();
+    // What any local user can make: empty files named like another router's, stamped now or in the future.
+    for (let i = 0; i < 20_000; i++) closeSync(openSync(path.join(shm.dir, tensorName(dead, now + (i % 2) * HOUR, i + 1)), 'wx'));
+    const orphan = writeAt(shm.dir, tensorName(dead, now - 2 * HOUR, 99_999), now - 2 * HOUR, 'old');
+    // The event loop's turns while the sweep runs: a chain of setImmediate callbacks.
+    let turns = 0;
+    let chain = true;
+    const spin = () => {
+      turns += 1;
+      if (chain) setImmediate(spin);
+    };
+    let turnsAtStart: number | undefined;
+    const ops: OrphanFileOps = {
+      ...realOrphanFileOps,
+      readdir: (dir) => ((turnsAtStart ??= turns), realOrphanFileOps.readdir(dir)),
+      entries: (dir) => ((turnsAtStart ??= turns), realOrphanFileOps.entries!(dir)),
+    };
+    setImmediate(spin);
+    await new Promise((r) => setImmediate(r));
+    const r = await sweepOrphanFilesPaced(shm.dir, { ops, maxFileAgeMs: 60_000 });
+    const turnsDuring = turns - turnsAtStart!;
+    chain = false;
+    expect(r).toMatchObject({ removed: 1, keptYoung: 20_000, errors: [] });
+    expect(existsSync(orphan)).toBe(false);
+    expect(turnsDuring).toBeGreaterThan(10);
+    expect(sweepOrphanFiles(shm.dir, { maxFileAgeMs: 60_000 })).toMatchObject({ removed: 0, keptYoung: 20_000 });
+  }, 60_000);
 
   it('with the real clock nothing written just now is touched, even of a dead pid', () => {
     const dead = deadPid();

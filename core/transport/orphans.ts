@@ -57,12 +57,19 @@
 //      kept while the writer lives ("owner-alive").
 //   3. Another pid namespace: /proc cannot see the writer, its heartbeat can: a router with a
 //      cache touches `smg-tokenspeed-cache-<ns>-<pid>-<nanos>-0` every minute. Kept while that
-//      heartbeat is at most 5 minutes old ("owner-alive"); otherwise an orphan once the file is
-//      that old too ("stale"; "young" before), the heartbeat itself included. Removing a live
-//      router's entry costs it no more than a miss: it checks the file before every use.
+//      heartbeat is at most 5 minutes old ("heartbeat"); otherwise an orphan once the file is
+//      that old too ("no-heartbeat"; "young" before), the heartbeat itself included. Removing a
+//      live router's entry costs it no more than a miss: it checks the file before every use.
+//      A heartbeat speaks only for entries of its own owner (uid): anyone may create a file with
+//      a dead router's name and touch it, and would otherwise keep its entries forever.
+//   A heartbeat is neither a tensor file nor an entry: the sweep counts it apart, the listing not at all.
 //
-// The sweep and `listTensorFiles` (mmtc doctor) call the same classify(), so what doctor calls
-// an orphan is exactly what the sweep removes.
+// The sweep and `listTensorFiles` (mmtc doctor, the console) call the same classify(), so what
+// doctor calls an orphan is exactly what the sweep removes. The directory may hold anything
+// anyone put there (200,000 files named like another router's take a second to stat): the
+// minute sweep and the console's listing run paced (the directory read a batch at a time, the
+// entries judged PACED_SLICE_MS at a time, the event loop served between), and a tensor name
+// stamped within the age limit, which its name alone keeps, is not even stat'ed by a sweep.
 import * as fs from 'node:fs';
 import path from 'node:path';
 import { SHM_DIR } from './namespace.ts';
@@ -103,17 +110,29 @@ export interface ShmEntryStat {
   type: ShmEntryType;
   size: number;
   mtimeMs: number;
+  /** The entry's owner: a heartbeat speaks only for entries of its own owner. */
+  uid?: number;
+  /** The inode's names: removing one while another stays frees nothing. */
+  nlink?: number;
+}
+
+/** A directory entry, with its type when the directory gives it (d_type), so an entry its name alone judges needs no lstat. */
+export interface ShmDirEntry {
+  name: string;
+  type?: ShmEntryType;
 }
 
 /** The file-system calls of the sweep and the listing; part of ShmFileOps. */
 export interface OrphanFileOps {
   readdir(dir: string): string[];
+  /** The directory's entries read a batch at a time off the event loop (the paced sweep and listing); without it, readdir's. */
+  entries?(dir: string): AsyncIterable<ShmDirEntry>;
   /** Never follows a symlink. */
   lstat(file: string): ShmEntryStat;
   unlink(file: string): void;
 }
 
-function entryType(s: fs.Stats): ShmEntryType {
+function entryType(s: Pick<fs.Stats, 'isFile' | 'isSymbolicLink' | 'isFIFO' | 'isDirectory' | 'isSocket' | 'isCharacterDevice' | 'isBlockDevice'>): ShmEntryType {
   if (s.isFile()) return 'file';
   if (s.isSymbolicLink()) return 'symlink';
   if (s.isFIFO()) return 'fifo';
@@ -126,9 +145,15 @@ function entryType(s: fs.Stats): ShmEntryType {
 
 export const realOrphanFileOps: OrphanFileOps = {
   readdir: (dir) => fs.readdirSync(dir),
+  entries: async function* (dir) {
+    for await (const e of await fs.promises.opendir(dir, { bufferSize: 128 })) {
+      const type = entryType(e);
+      yield type === 'unknown' ? { name: e.name } : { name: e.name, type };
+    }
+  },
   lstat: (file) => {
     const s = fs.lstatSync(file);
-    return { type: entryType(s), size: s.size, mtimeMs: s.mtimeMs };
+    return { type: entryType(s), size: s.size, mtimeMs: s.mtimeMs, uid: s.uid, nlink: s.nlink };
   },
   unlink: (file) => fs.unlinkSync(file),
 };
@@ -205,8 +230,10 @@ export interface OrphanRuleOptions {
   liveOwnerMaxAgeMs?: number;
 }
 
-export type OrphanReason = 'dead' | 'reused' | 'stale';
-export type KeepReason = 'young' | 'owner-alive' | 'not-regular';
+/** dead, reused, stale: the rule of tensor files (and of our namespace's cache files); no-heartbeat: another namespace's cache file whose router's heartbeat stopped. */
+export type OrphanReason = 'dead' | 'reused' | 'stale' | 'no-heartbeat';
+/** owner-alive: a process older than the file has its pid in our namespace; heartbeat: another namespace's router, seen by its heartbeat. */
+export type KeepReason = 'young' | 'owner-alive' | 'heartbeat' | 'not-regular';
 export type FileVerdict = { orphan: true; reason: OrphanReason } | { orphan: false; reason: KeepReason };
 
 interface Thresholds {
@@ -243,9 +270,9 @@ function classify(stat: ShmEntryStat, fileTime: number, owner: () => ProcessStat
 function classifyCacheFile(stat: ShmEntryStat, createdMs: number, fileTime: number, sameNamespace: boolean, owner: () => ProcessState, heartbeatMs: number | undefined, t: Thresholds): FileVerdict {
   if (stat.type !== 'file') return { orphan: false, reason: 'not-regular' };
   if (!sameNamespace) {
-    // Its router's heartbeat (touched every minute while it runs) says whether it lives.
-    if (heartbeatMs !== undefined && t.now - heartbeatMs <= CACHE_HEARTBEAT_STALE_MS) return { orphan: false, reason: 'owner-alive' };
-    return t.now - fileTime > CACHE_HEARTBEAT_STALE_MS ? { orphan: true, reason: 'stale' } : { orphan: false, reason: 'young' };
+    // Its router's heartbeat (touched every minute while it runs, by the entries' owner) says whether it lives.
+    if (heartbeatMs !== undefined && t.now - heartbeatMs <= CACHE_HEARTBEAT_STALE_MS) return { orphan: false, reason: 'heartbeat' };
+    return t.now - fileTime > CACHE_HEARTBEAT_STALE_MS ? { orphan: true, reason: 'no-heartbeat' } : { orphan: false, reason: 'young' };
   }
   const p = owner();
   if (!p.alive) return { orphan: true, reason: 'dead' };
@@ -257,20 +284,19 @@ interface ScannedEntry {
   name: string;
   /** A pixel-cache entry (CACHE_NAME), not a request's tensor. */
   cache: boolean;
-  /** A pixel cache's heartbeat (CACHE_NAME with seq 0): no tensor, swept by the same rule. */
+  /** A pixel cache's heartbeat (CACHE_NAME with seq 0): no tensor and no entry, swept by the same rule. */
   heartbeat: boolean;
   pid: number;
-  pidKey: string;
-  stat: ShmEntryStat;
+  /** Whose files: `<pid>` of our pid namespace (or of a tensor file, whose name carries none), `<namespace>:<pid>` of another. */
+  owner: string;
+  /** Another pid namespace's cache file: that namespace (its inode number); /proc cannot see its router. */
+  pidNamespace?: string;
+  /** Undefined: judged young by its name alone, never stat'ed (a tensor name stamped within the age limit). */
+  stat?: ShmEntryStat;
   fileTime: number;
   verdict: FileVerdict;
-}
-
-interface Scan {
-  now: number;
-  entries: ScannedEntry[];
-  processes: Map<string, ProcessState>;
-  errors: string[];
+  /** Another namespace's cache file: when its router's heartbeat of the same owner was last touched. */
+  heartbeatMs?: number;
 }
 
 export interface OrphanScanOptions extends OrphanRuleOptions {
@@ -285,61 +311,133 @@ function errMessage(err: unknown): string {
   return e.code ? `${e.code}: ${e.message}` : String(e?.message ?? err);
 }
 
-function scan(dir: string, options: OrphanScanOptions, listErrors: 'collect' | 'throw'): Scan {
-  const ops = options.ops ?? realOrphanFileOps;
-  const proc = options.proc ?? defaultProcessInfo();
-  const t = thresholds(options, proc.now());
-  const out: Scan = { now: t.now, entries: [], processes: new Map(), errors: [] };
-  let names: string[];
-  try {
-    names = ops.readdir(dir);
-  } catch (err) {
-    if (listErrors === 'throw') throw err;
-    out.errors.push(`cannot list ${dir}: ${errMessage(err)}`);
-    return out;
+/**
+ * One pass over a directory by the rule of the header comment: the names are taken first
+ * (add), then steps() judges them one at a time, the heartbeats first. A driver runs the steps
+ * at once (the start-up sweep, `mmtc doctor`) or paced (scanPaced: the minute sweep, the
+ * console), so however many entries the directory holds, none of its work holds the event loop
+ * for long. Only names under our prefix are kept (a string each, not the entries).
+ */
+class OrphanScan {
+  readonly now: number;
+  readonly processes = new Map<string, ProcessState>();
+  readonly errors: string[] = [];
+  private readonly t: Thresholds;
+  private readonly ops: OrphanFileOps;
+  private readonly proc: ProcessInfo;
+  private readonly pidNs: string;
+  private readonly names: string[] = [];
+  private readonly types: Array<ShmEntryType | undefined> = [];
+  /** Each cache-writing router's heartbeat: `<namespace>-<pid>-<uid>` -> the mtime of its last touch. */
+  private readonly heartbeats = new Map<string, number>();
+
+  constructor(
+    readonly dir: string,
+    options: OrphanScanOptions,
+    /** Stat every entry (a listing needs its bytes); a sweep leaves out what the name alone keeps. */
+    private readonly statAll: boolean,
+  ) {
+    this.ops = options.ops ?? realOrphanFileOps;
+    this.proc = options.proc ?? defaultProcessInfo();
+    this.t = thresholds(options, this.proc.now());
+    this.now = this.t.now;
+    this.pidNs = options.pidNamespace ?? ourPidNamespace();
   }
-  const lookup = (pidKey: string, pid: number): ProcessState => {
-    let p = out.processes.get(pidKey);
+
+  add(e: ShmDirEntry): void {
+    if (!e.name.startsWith(SWEPT_PREFIX)) return;
+    this.names.push(e.name);
+    this.types.push(e.type);
+  }
+
+  listSync(): void {
+    for (const name of this.ops.readdir(this.dir)) this.add({ name });
+  }
+
+  async list(): Promise<void> {
+    if (!this.ops.entries) return this.listSync();
+    for await (const e of this.ops.entries(this.dir)) this.add(e);
+  }
+
+  private lookup(pidKey: string, pid: number): ProcessState {
+    let p = this.processes.get(pidKey);
     if (!p) {
-      p = proc.lookup(pid);
-      out.processes.set(pidKey, p);
+      p = this.proc.lookup(pid);
+      this.processes.set(pidKey, p);
     }
     return p;
-  };
-  const pidNs = options.pidNamespace ?? ourPidNamespace();
-  // Each cache-writing router's heartbeat (seq 0): the mtime of its last touch, by namespace and pid.
-  const heartbeats = new Map<string, number>();
-  for (const name of names) {
-    const c = CACHE_NAME.exec(name);
-    if (!c || c[4] !== '0') continue;
-    try {
-      const st = ops.lstat(path.join(dir, name));
-      if (st.type === 'file') heartbeats.set(`${c[1]}-${c[2]}`, Math.max(heartbeats.get(`${c[1]}-${c[2]}`) ?? 0, st.mtimeMs));
-    } catch {
-      /* gone */
-    }
   }
-  for (const name of names) {
+
+  /** Each entry judged (undefined: a step that judged nothing, a point to pause at). */
+  *steps(): Generator<ScannedEntry | undefined, void> {
+    for (const name of this.names) {
+      const c = name.endsWith('-0') ? CACHE_NAME.exec(name) : null;
+      if (!c || c[4] !== '0') continue;
+      try {
+        const st = this.ops.lstat(path.join(this.dir, name));
+        const key = `${c[1]}-${c[2]}-${st.uid}`;
+        if (st.type === 'file') this.heartbeats.set(key, Math.max(this.heartbeats.get(key) ?? 0, st.mtimeMs));
+      } catch {
+        /* gone */
+      }
+      yield undefined;
+    }
+    for (let i = 0; i < this.names.length; i++) yield this.judge(this.names[i]!, this.types[i]);
+  }
+
+  private judge(name: string, type: ShmEntryType | undefined): ScannedEntry | undefined {
     const c = CACHE_NAME.exec(name);
     const m = c ? ([c[0], c[2], c[3], c[4]] as const) : TENSOR_NAME.exec(name);
-    if (!m) continue;
-    let stat: ShmEntryStat;
-    try {
-      stat = ops.lstat(path.join(dir, name));
-    } catch (err) {
-      // Gone between readdir and lstat: the worker read it.
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') out.errors.push(`${name}: ${errMessage(err)}`);
-      continue;
-    }
+    if (!m) return undefined;
     const pidKey = m[1]!;
     const pid = Number(pidKey);
-    const fileTime = Math.max(stat.mtimeMs, nameMs(m[2]!));
+    const stamped = nameMs(m[2]!);
+    const otherNs = c !== null && c[1] !== this.pidNs ? c[1]! : undefined;
+    const base = { name, cache: c !== null, heartbeat: c !== null && c[4] === '0', pid, owner: otherNs ? `${otherNs}:${pidKey}` : pidKey, ...(otherNs ? { pidNamespace: otherNs } : {}) };
+    // A tensor file stamped within the age limit is kept whatever its mtime and /proc say
+    // (its time is the later of the two): a sweep needs no lstat to know it.
+    if (!this.statAll && !c && type === 'file' && !(this.t.now - stamped > this.t.oldAfterMs)) return { ...base, fileTime: stamped, verdict: { orphan: false, reason: 'young' } };
+    let stat: ShmEntryStat;
+    try {
+      stat = this.ops.lstat(path.join(this.dir, name));
+    } catch (err) {
+      // Gone between readdir and lstat: the worker read it.
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.errors.push(`${name}: ${errMessage(err)}`);
+      return undefined;
+    }
+    const fileTime = Math.max(stat.mtimeMs, stamped);
+    if (!c) return { ...base, stat, fileTime, verdict: classify(stat, fileTime, () => this.lookup(pidKey, pid), this.t) };
     // A cache file's creation is its name's stamp (whether a process with its pid is younger
     // than it); its age for another namespace's, the later of that and its mtime, as above.
-    const verdict = c ? classifyCacheFile(stat, nameMs(m[2]!), fileTime, c[1] === pidNs, () => lookup(pidKey, pid), heartbeats.get(`${c[1]}-${c[2]}`), t) : classify(stat, fileTime, () => lookup(pidKey, pid), t);
-    out.entries.push({ name, cache: c !== null, heartbeat: c !== null && c[4] === '0', pid, pidKey, stat, fileTime, verdict });
+    // Another namespace's router speaks through its heartbeat, and only for its own entries.
+    const heartbeatMs = otherNs ? this.heartbeats.get(`${otherNs}-${pidKey}-${stat.uid}`) : undefined;
+    const verdict = classifyCacheFile(stat, stamped, fileTime, otherNs === undefined, () => this.lookup(pidKey, pid), heartbeatMs, this.t);
+    return { ...base, stat, fileTime, verdict, ...(heartbeatMs !== undefined ? { heartbeatMs } : {}) };
   }
-  return out;
+}
+
+/** The names the sweep looks at begin so (TENSOR_NAME and CACHE_NAME both do). */
+const SWEPT_PREFIX = 'smg-tokenspeed-';
+
+/** The longest a paced scan holds the event loop at a time. */
+export const PACED_SLICE_MS = 5;
+
+/** Run every step at once. */
+function scanNow(scan: OrphanScan, visit: (e: ScannedEntry) => void): void {
+  for (const e of scan.steps()) if (e) visit(e);
+}
+
+/** Run the steps in slices of at most PACED_SLICE_MS, giving the event loop its turn between them. */
+async function scanPaced(scan: OrphanScan, visit: (e: ScannedEntry) => void): Promise<void> {
+  let sliceStart = performance.now();
+  let n = 0;
+  for (const e of scan.steps()) {
+    if (e) visit(e);
+    if ((++n & 31) === 0 && performance.now() - sliceStart >= PACED_SLICE_MS) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      sliceStart = performance.now();
+    }
+  }
 }
 
 let sharedProcessInfo: ProcessInfo | undefined;
@@ -357,112 +455,226 @@ export interface SuspiciousEntry {
 export interface OrphanSweepResult {
   /** When the sweep ran, ms since the epoch (the ProcessInfo clock). */
   at: number;
+  /** Tensor files and pixel-cache entries removed (not heartbeats), and their bytes. */
   removed: number;
   removedBytes: number;
-  /** pid -> files removed for it. */
+  /** Of the removed bytes, those whose last name the sweep removed: the rest still has another link (a request's), and was not freed. */
+  freedBytes: number;
+  /** Of the removed, pixel-cache entries. */
+  removedCacheEntries: number;
+  /** Heartbeats of pixel caches whose router is gone: no tensor, no entry, counted apart. */
+  removedHeartbeats: number;
+  /** Owner (a pid, or `<pid namespace>:<pid>` for another namespace's cache entries) -> files removed for it. */
   byPid: Record<string, number>;
-  /** pid -> why its files were orphans (more than one reason when its files differ). */
+  /** Owner -> why its files were orphans (more than one reason when its files differ). */
   reasonsByPid: Record<string, OrphanReason[]>;
-  /** Files of any pid kept because they are younger than maxFileAgeMs (+ slack). */
+  /** Files of any pid kept because they are younger than maxFileAgeMs (+ slack), or another namespace's cache files younger than 5 minutes. */
   keptYoung: number;
   /** Old files kept because a process older than them has their pid. */
   keptOwnerAlive: number;
+  /** Another pid namespace's cache entries kept because their router's heartbeat (of the same owner) is fresh. */
+  keptByHeartbeat: number;
   /** Entries under our name that are not regular files; never removed. */
   suspicious: SuspiciousEntry[];
   errors: string[];
 }
 
-/** One sweep of `dir` by the rule of the header comment. Never throws. */
+function newSweepResult(at: number, errors: string[]): OrphanSweepResult {
+  return { at, removed: 0, removedBytes: 0, freedBytes: 0, removedCacheEntries: 0, removedHeartbeats: 0, byPid: {}, reasonsByPid: {}, keptYoung: 0, keptOwnerAlive: 0, keptByHeartbeat: 0, suspicious: [], errors };
+}
+
+/** What the sweep does with one judged entry. */
+function sweepEntry(dir: string, ops: OrphanFileOps, result: OrphanSweepResult, e: ScannedEntry): void {
+  const v = e.verdict;
+  if (!v.orphan) {
+    if (e.heartbeat && v.reason !== 'not-regular') return; // a live cache's sign of life: no file to count
+    if (v.reason === 'young') result.keptYoung += 1;
+    else if (v.reason === 'owner-alive') result.keptOwnerAlive += 1;
+    else if (v.reason === 'heartbeat') result.keptByHeartbeat += 1;
+    else result.suspicious.push({ name: e.name, pid: e.pid, type: e.stat!.type });
+    return;
+  }
+  try {
+    // unlink removes the name only; TENSOR_NAME admits no '/' or '..', so it stays in dir.
+    ops.unlink(path.join(dir, e.name));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') result.errors.push(`${e.name}: ${errMessage(err)}`);
+    return;
+  }
+  if (e.heartbeat) {
+    result.removedHeartbeats += 1;
+    return;
+  }
+  const size = e.stat!.size;
+  result.removed += 1;
+  result.removedBytes += size;
+  if ((e.stat!.nlink ?? 1) <= 1) result.freedBytes += size;
+  if (e.cache) result.removedCacheEntries += 1;
+  result.byPid[e.owner] = (result.byPid[e.owner] ?? 0) + 1;
+  const reasons = (result.reasonsByPid[e.owner] ??= []);
+  if (!reasons.includes(v.reason)) reasons.push(v.reason);
+}
+
+/** One sweep of `dir` by the rule of the header comment, all at once (the start-up sweep, before the router listens; doctor). Never throws. */
 export function sweepOrphanFiles(dir: string, options: OrphanScanOptions = {}): OrphanSweepResult {
   const ops = options.ops ?? realOrphanFileOps;
-  const proc = options.proc ?? defaultProcessInfo();
-  const s = scan(dir, { ...options, ops, proc }, 'collect');
-  const result: OrphanSweepResult = { at: s.now, removed: 0, removedBytes: 0, byPid: {}, reasonsByPid: {}, keptYoung: 0, keptOwnerAlive: 0, suspicious: [], errors: s.errors };
-  for (const e of s.entries) {
-    const v = e.verdict;
-    if (!v.orphan) {
-      if (v.reason === 'young') result.keptYoung += 1;
-      else if (v.reason === 'owner-alive') result.keptOwnerAlive += 1;
-      else result.suspicious.push({ name: e.name, pid: e.pid, type: e.stat.type });
-      continue;
-    }
-    try {
-      // unlink removes the name only; TENSOR_NAME admits no '/' or '..', so it stays in dir.
-      ops.unlink(path.join(dir, e.name));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') result.errors.push(`${e.name}: ${errMessage(err)}`);
-      continue;
-    }
-    result.removed += 1;
-    result.removedBytes += e.stat.size;
-    result.byPid[e.pidKey] = (result.byPid[e.pidKey] ?? 0) + 1;
-    const reasons = (result.reasonsByPid[e.pidKey] ??= []);
-    if (!reasons.includes(v.reason)) reasons.push(v.reason);
+  const scan = new OrphanScan(dir, { ...options, ops }, false);
+  try {
+    scan.listSync();
+  } catch (err) {
+    return newSweepResult(scan.now, [`cannot list ${dir}: ${errMessage(err)}`]);
   }
+  const result = newSweepResult(scan.now, scan.errors);
+  scanNow(scan, (e) => sweepEntry(dir, ops, result, e));
+  return result;
+}
+
+/** The same sweep paced (PACED_SLICE_MS at a time, the directory read a batch at a time): what a running router does every minute. Never rejects. */
+export async function sweepOrphanFilesPaced(dir: string, options: OrphanScanOptions = {}): Promise<OrphanSweepResult> {
+  const ops = options.ops ?? realOrphanFileOps;
+  const scan = new OrphanScan(dir, { ...options, ops }, false);
+  try {
+    await scan.list();
+  } catch (err) {
+    return newSweepResult(scan.now, [`cannot list ${dir}: ${errMessage(err)}`]);
+  }
+  const result = newSweepResult(scan.now, scan.errors);
+  await scanPaced(scan, (e) => sweepEntry(dir, ops, result, e));
   return result;
 }
 
 export interface TensorFilesOfPid {
   pid: number;
+  /** The pid namespace (its inode number) of another namespace's pixel-cache entries, whose pid /proc cannot see; null for ours and for tensor files (whose names carry none). */
+  pidNamespace: string | null;
   files: number;
   bytes: number;
-  /** A process with this pid runs and may have written some of the files (it is not younger than all of them). */
+  /** A process with this pid runs in our pid namespace and may have written some of the files (it is not younger than all of them). */
   alive: boolean;
-  /** What /proc says: no such process; a process that may be the writer; one that started after every regular file (pid reused). */
-  process: 'dead' | 'alive' | 'reused';
+  /** What /proc says: no such process; a process that may be the writer; one that started after every regular file (pid reused); or nothing, the pid being another namespace's. */
+  process: 'dead' | 'alive' | 'reused' | 'other-namespace';
+  /** Another namespace's row: how long ago its router's heartbeat (of the entries' owner) was touched, ms; null when there is none. */
+  heartbeatAgeMs: number | null;
   /** Files the sweep would remove now, by the same rule. */
   orphans: number;
   orphanBytes: number;
-  /** Kept because younger than maxFileAgeMs (+ slack), whatever the process. */
+  /** Kept because younger than maxFileAgeMs (+ slack), whatever the process; another namespace's cache entries: younger than 5 minutes. */
   young: number;
   /** Not regular files (symlink, fifo, ...): never removed. */
   suspicious: number;
-  /** Of the files, pixel-cache entries (a live router keeps them while it runs), and their bytes. */
+  /** Of the files, pixel-cache entries (a live router keeps them while it runs), and their bytes. Heartbeats are neither. */
   cacheFiles: number;
   cacheBytes: number;
 }
 
-/** Our tensor files in `dir` grouped by pid, judged by the sweep's rule (for `mmtc doctor`). Read-only; throws if `dir` cannot be listed. */
+type Row = TensorFilesOfPid & { newestFile: number };
+
+/** The listing's rows, one per owner, from judged entries. */
+function tensorFileRows(scan: OrphanScan, proc: ProcessInfo): { visit(e: ScannedEntry): void; rows(): TensorFilesOfPid[] } {
+  const byOwner = new Map<string, Row>();
+  return {
+    visit(e) {
+      if (e.heartbeat) return; // not a tensor, not an entry: a cache's sign of life
+      const stat = e.stat!;
+      let row = byOwner.get(e.owner);
+      if (!row) {
+        row = { pid: e.pid, pidNamespace: e.pidNamespace ?? null, files: 0, bytes: 0, alive: false, process: e.pidNamespace ? 'other-namespace' : 'dead', heartbeatAgeMs: null, orphans: 0, orphanBytes: 0, young: 0, suspicious: 0, cacheFiles: 0, cacheBytes: 0, newestFile: -Infinity };
+        byOwner.set(e.owner, row);
+      }
+      row.files += 1;
+      row.bytes += stat.size;
+      if (e.cache) {
+        row.cacheFiles += 1;
+        row.cacheBytes += stat.size;
+      }
+      if (e.heartbeatMs !== undefined) row.heartbeatAgeMs = Math.min(row.heartbeatAgeMs ?? Infinity, Math.max(0, scan.now - e.heartbeatMs));
+      if (e.verdict.orphan) {
+        row.orphans += 1;
+        row.orphanBytes += stat.size;
+      } else if (e.verdict.reason === 'young') row.young += 1;
+      else if (e.verdict.reason === 'not-regular') row.suspicious += 1;
+      if (stat.type === 'file') row.newestFile = Math.max(row.newestFile, e.fileTime);
+    },
+    rows() {
+      const rows: TensorFilesOfPid[] = [];
+      for (const [owner, { newestFile, ...row }] of byOwner) {
+        if (row.pidNamespace === null) {
+          // The listing asks /proc about every pid of ours, not only those with old files, so doctor can say what each is.
+          const p = scan.processes.get(owner) ?? proc.lookup(row.pid);
+          if (p.alive) row.process = p.startMs !== undefined && Number.isFinite(newestFile) && p.startMs > newestFile + START_TIME_MARGIN_MS ? 'reused' : 'alive';
+          row.alive = row.process === 'alive';
+        }
+        rows.push(row);
+      }
+      return rows.sort((a, b) => a.pid - b.pid || (a.pidNamespace ?? '').localeCompare(b.pidNamespace ?? ''));
+    },
+  };
+}
+
+/** Our tensor files in `dir` grouped by owner, judged by the sweep's rule (for `mmtc doctor`), all at once. Read-only; throws if `dir` cannot be listed. */
 export function listTensorFiles(dir = SHM_DIR, options: OrphanScanOptions = {}): TensorFilesOfPid[] {
   const proc = options.proc ?? defaultProcessInfo();
-  const s = scan(dir, { ...options, proc }, 'throw');
-  const byPid = new Map<string, TensorFilesOfPid & { newestFile: number }>();
-  for (const e of s.entries) {
-    if (e.heartbeat && !e.verdict.orphan) continue; // not a tensor: a live cache's sign of life
-    let row = byPid.get(e.pidKey);
-    if (!row) {
-      row = { pid: e.pid, files: 0, bytes: 0, alive: false, process: 'dead', orphans: 0, orphanBytes: 0, young: 0, suspicious: 0, cacheFiles: 0, cacheBytes: 0, newestFile: -Infinity };
-      byPid.set(e.pidKey, row);
+  const scan = new OrphanScan(dir, { ...options, proc }, true);
+  scan.listSync();
+  const rows = tensorFileRows(scan, proc);
+  scanNow(scan, rows.visit);
+  return rows.rows();
+}
+
+/** The same listing paced (PACED_SLICE_MS at a time): for a server's event loop (the console's overview). */
+export async function listTensorFilesPaced(dir = SHM_DIR, options: OrphanScanOptions = {}): Promise<TensorFilesOfPid[]> {
+  const proc = options.proc ?? defaultProcessInfo();
+  const scan = new OrphanScan(dir, { ...options, proc }, true);
+  await scan.list();
+  const rows = tensorFileRows(scan, proc);
+  await scanPaced(scan, rows.visit);
+  return rows.rows();
+}
+
+/** A listing that took this long or more is reused for LISTING_REUSE_FACTOR times as long. */
+const COSTLY_LISTING_MS = 50;
+const LISTING_REUSE_FACTOR = 10;
+
+/**
+ * The paced listing for a screen that asks for it often (the console's overview, about once a
+ * second while anyone watches): one at a time, and a costly one (a directory of 200,000 foreign
+ * entries takes a second or more) reused for ten times as long as it took, so however often it
+ * is asked, it takes at most about a tenth of the event loop's time. A cheap one is never reused:
+ * what was just written or removed shows at once.
+ */
+export class TensorFileListing {
+  private last: { dir: string; at: number; tookMs: number; rows: TensorFilesOfPid[] } | undefined;
+  private running: { dir: string; rows: Promise<TensorFilesOfPid[]> } | undefined;
+
+  async get(dir: string, options: OrphanScanOptions = {}): Promise<TensorFilesOfPid[]> {
+    const now = performance.now();
+    const last = this.last;
+    if (last && last.dir === dir && last.tookMs >= COSTLY_LISTING_MS && now - last.at < last.tookMs * LISTING_REUSE_FACTOR) return last.rows;
+    if (this.running?.dir === dir) return this.running.rows;
+    const rows = listTensorFilesPaced(dir, options);
+    const running = { dir, rows };
+    this.running = running;
+    try {
+      const got = await rows;
+      this.last = { dir, at: performance.now(), tookMs: performance.now() - now, rows: got };
+      return got;
+    } finally {
+      if (this.running === running) this.running = undefined;
     }
-    row.files += 1;
-    row.bytes += e.stat.size;
-    if (e.cache) {
-      row.cacheFiles += 1;
-      row.cacheBytes += e.stat.size;
-    }
-    if (e.verdict.orphan) {
-      row.orphans += 1;
-      row.orphanBytes += e.stat.size;
-    } else if (e.verdict.reason === 'young') row.young += 1;
-    else if (e.verdict.reason === 'not-regular') row.suspicious += 1;
-    if (e.stat.type === 'file') row.newestFile = Math.max(row.newestFile, e.fileTime);
   }
-  const rows: TensorFilesOfPid[] = [];
-  for (const [pidKey, { newestFile, ...row }] of byPid) {
-    // The listing asks /proc about every pid, not only those with old files, so doctor can say what each is.
-    const p = s.processes.get(pidKey) ?? proc.lookup(row.pid);
-    if (p.alive) row.process = p.startMs !== undefined && Number.isFinite(newestFile) && p.startMs > newestFile + START_TIME_MARGIN_MS ? 'reused' : 'alive';
-    row.alive = row.process === 'alive';
-    rows.push(row);
-  }
-  return rows.sort((a, b) => a.pid - b.pid);
 }
 
 export function formatMiB(n: number): string {
   return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
 
-const REASON_WORDS: Record<OrphanReason, string> = { dead: 'gone', reused: 'pid reused by a newer process', stale: 'kept past the live-owner limit' };
+const REASON_WORDS: Record<OrphanReason, string> = { dead: 'gone', reused: 'pid reused by a newer process', stale: 'kept past the live-owner limit', 'no-heartbeat': 'no heartbeat of its router for 5 minutes' };
+
+/** An owner as the words name it: `pid 12`, or `pid 12 of pid namespace 4026532180`. */
+export function ownerWords(owner: string): string {
+  const at = owner.indexOf(':');
+  return at < 0 ? `pid ${owner}` : `pid ${owner.slice(at + 1)} of pid namespace ${owner.slice(0, at)}`;
+}
 
 /** One log line for a sweep, or undefined when there is nothing to say. */
 export function describeSweep(r: OrphanSweepResult, dir: string): string | undefined {
@@ -470,17 +682,21 @@ export function describeSweep(r: OrphanSweepResult, dir: string): string | undef
   if (r.removed > 0) {
     const pids = Object.entries(r.byPid)
       .slice(0, 8)
-      .map(([pid, n]) => `pid ${pid} (${r.reasonsByPid[pid]!.map((x) => REASON_WORDS[x]).join(', ')}: ${n})`);
+      .map(([owner, n]) => `${ownerWords(owner)} (${r.reasonsByPid[owner]!.map((x) => REASON_WORDS[x]).join(', ')}: ${n})`);
     const more = Object.keys(r.byPid).length - pids.length;
-    parts.push(`removed ${r.removed} orphaned tensor file${r.removed === 1 ? '' : 's'} (${formatMiB(r.removedBytes)}) of ${pids.join(', ')}${more > 0 ? ` and ${more} more pids` : ''}`);
+    const held = r.removedBytes - r.freedBytes;
+    const entries = r.removedCacheEntries > 0 ? `, ${r.removedCacheEntries === r.removed ? (r.removed === 1 ? 'a pixel-cache entry' : 'all pixel-cache entries') : `${r.removedCacheEntries} of them pixel-cache entr${r.removedCacheEntries === 1 ? 'y' : 'ies'}`}` : '';
+    const notFreed = held > 0 ? `; ${formatMiB(held)} of it not freed: still linked under other names` : '';
+    parts.push(`removed ${r.removed} orphaned tensor file${r.removed === 1 ? '' : 's'} (${formatMiB(r.removedBytes)}${entries}${notFreed}) of ${pids.join(', ')}${more > 0 ? ` and ${more} more pids` : ''}`);
   }
+  if (r.removedHeartbeats > 0) parts.push(`removed ${r.removedHeartbeats} pixel-cache heartbeat${r.removedHeartbeats === 1 ? '' : 's'} of ${r.removedHeartbeats === 1 ? 'a router' : 'routers'} gone`);
   if (r.suspicious.length > 0) {
     const shown = r.suspicious.slice(0, 5).map((s) => `${s.name} (${s.type})`);
     parts.push(`left ${r.suspicious.length} entr${r.suspicious.length === 1 ? 'y' : 'ies'} under our name that ${r.suspicious.length === 1 ? 'is' : 'are'} not a regular file: ${shown.join(', ')}${r.suspicious.length > 5 ? ', ...' : ''}`);
   }
   if (r.errors.length > 0) parts.push(`${r.errors.length} error${r.errors.length === 1 ? '' : 's'}: ${r.errors.slice(0, 3).join('; ')}${r.errors.length > 3 ? '; ...' : ''}`);
   if (parts.length === 0) return undefined;
-  const kept = r.keptYoung + r.keptOwnerAlive;
-  if (kept > 0) parts.push(`kept ${r.keptYoung} too young to judge and ${r.keptOwnerAlive} of live older processes`);
+  const kept = r.keptYoung + r.keptOwnerAlive + r.keptByHeartbeat;
+  if (kept > 0) parts.push(`kept ${r.keptYoung} too young to judge and ${r.keptOwnerAlive} of live older processes${r.keptByHeartbeat > 0 ? ` and ${r.keptByHeartbeat} of routers in other pid namespaces whose heartbeat is fresh` : ''}`);
   return `${dir} orphan sweep: ${parts.join('; ')}`;
 }

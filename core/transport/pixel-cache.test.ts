@@ -3,11 +3,11 @@
 // cache does not count again; an entry evicted while a request holds it stays counted until
 // that request ends; a changed file is never served; and the sweep of the next router removes
 // a dead router's entries at once but keeps a live one's.
-import { chmodSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, linkSync, readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deadPid, liveChild, makeShmTestDir, setMtime } from '../test/shm-dir.ts';
-import { CACHE_PREFIX, listTensorFiles, ourPidNamespace, sweepOrphanFiles } from './orphans.ts';
+import { CACHE_PREFIX, describeSweep, listTensorFiles, ourPidNamespace, sweepOrphanFiles } from './orphans.ts';
 import { PixelCache, type CachedImageShape } from './pixel-cache.ts';
 import { ShmWriter } from './shm-writer.ts';
 
@@ -178,6 +178,29 @@ describe('entries and links', () => {
   });
 });
 
+describe('a name that exists is not ours', () => {
+  it("a store whose entry name is taken (EEXIST) stores nothing and leaves that file as it was, from memory and from a request's file", async () => {
+    const { cache } = newCache(8 * MiB);
+    const planted = path.join(shm.dir, `${CACHE_PREFIX}${ourPidNamespace()}-${process.pid}-1-1`);
+    writeFileSync(planted, 'not the cache\'s', { mode: 0o644 });
+    // Its next name is the planted one (the nanoseconds make that unpredictable from outside; here it is staged).
+    (cache as unknown as { newName(): string }).newName = () => path.basename(planted);
+    expect(await put(cache, 'a', MiB, 1)).toBe(false);
+    const requestFile = path.join(shm.dir, 'smg-tokenspeed-1-1-2');
+    writeFileSync(requestFile, Buffer.alloc(MiB, 2), { mode: 0o600 });
+    const look = await cache.lookup('b');
+    if (look.kind !== 'miss') throw new Error('expected a miss');
+    expect(await look.miss.store(shapeOf(MiB), { kind: 'file', file: requestFile })).toBe(false);
+    expect(readFileSync(planted, 'utf8')).toBe("not the cache's");
+    expect(statSync(planted).mode & 0o777).toBe(0o644);
+    expect(cache.stats()).toMatchObject({ entries: 0, heldBytes: 0, notStored: 2 });
+    cache.close();
+    unlinkSync(planted);
+    unlinkSync(requestFile);
+    expect(entryFiles()).toEqual([]);
+  });
+});
+
 describe('the sweep of cache files', () => {
   it("another pid namespace's entries live while their router's heartbeat is fresh, and go 5 minutes after it stops", () => {
     const now = Date.now();
@@ -193,7 +216,9 @@ describe('the sweep of cache files', () => {
     expect(sweepOrphanFiles(shm.dir).removed).toBe(0);
     expect(listTensorFiles(shm.dir).reduce((n, r) => n + r.cacheFiles, 0)).toBe(1); // the heartbeat is no entry
     setMtime(heartbeat, now - 6 * 60_000); // untouched for 6 minutes: gone, and its entries with it
-    expect(sweepOrphanFiles(shm.dir).removed).toBe(2);
+    // The heartbeat is no tensor file: counted apart, in the sweep as in the listing.
+    expect(listTensorFiles(shm.dir).reduce((n, r) => n + r.cacheFiles, 0)).toBe(1);
+    expect(sweepOrphanFiles(shm.dir)).toMatchObject({ removed: 1, removedCacheEntries: 1, removedHeartbeats: 1, reasonsByPid: { [`7:${pid}`]: ['no-heartbeat'] } });
     expect(entryFiles()).toEqual([]);
   });
 
@@ -222,6 +247,40 @@ describe('the sweep of cache files', () => {
       await live.kill();
       for (const f of entryFiles()) unlinkSync(path.join(shm.dir, f));
     }
+  });
+});
+
+describe("the sweep's words and another owner's heartbeat, on the real tmpfs", () => {
+  it.runIf(process.getuid?.() === 0)("a heartbeat another user made under a dead router's name, and touches, keeps none of that router's entries", () => {
+    const now = Date.now();
+    const pid = deadPid();
+    const name = (seq: number, ms: number) => `${CACHE_PREFIX}7-${pid}-${BigInt(ms) * 1_000_000n}-${seq}`;
+    const old = now - 3_600_000;
+    const entry = path.join(shm.dir, name(1, old));
+    writeFileSync(entry, 'x', { mode: 0o400 });
+    setMtime(entry, old);
+    const forged = path.join(shm.dir, name(0, now - 60_000));
+    writeFileSync(forged, '', { mode: 0o600 });
+    chownSync(forged, 65534, 65534); // nobody's: any local user can make such a file and touch it
+    const swept = sweepOrphanFiles(shm.dir);
+    expect(swept).toMatchObject({ removed: 1, removedCacheEntries: 1, keptByHeartbeat: 0, reasonsByPid: { [`7:${pid}`]: ['no-heartbeat'] } });
+    expect(existsSync(entry)).toBe(false);
+    expect(existsSync(forged)).toBe(true); // not ours to judge as an entry: it is nobody's, touched a minute ago
+    unlinkSync(forged);
+  });
+
+  it("a dead router's entry whose data a young request link still holds: removed, and the sweep says its bytes were not freed", () => {
+    const pid = deadPid();
+    const now = Date.now();
+    const entry = path.join(shm.dir, `${CACHE_PREFIX}${ourPidNamespace()}-${pid}-${BigInt(now - 1000) * 1_000_000n}-1`);
+    writeFileSync(entry, Buffer.alloc(MiB, 1), { mode: 0o400 });
+    const link = path.join(shm.dir, `smg-tokenspeed-${pid}-${BigInt(now) * 1_000_000n}-2`);
+    linkSync(entry, link);
+    const swept = sweepOrphanFiles(shm.dir);
+    expect(swept).toMatchObject({ removed: 1, removedBytes: MiB, freedBytes: 0, keptYoung: 1 });
+    expect(describeSweep(swept, shm.dir)).toBe(`${shm.dir} orphan sweep: removed 1 orphaned tensor file (1.0 MiB, a pixel-cache entry; 1.0 MiB of it not freed: still linked under other names) of pid ${pid} (gone: 1); kept 1 too young to judge and 0 of live older processes`);
+    expect(statSync(link).size).toBe(MiB);
+    unlinkSync(link);
   });
 });
 

@@ -325,11 +325,15 @@ export class PixelCache {
     const file = path.join(this.dir, name);
     // Counted from now, so a concurrent store cannot take the same room.
     this.held += shape.nbytes;
+    // Whether the name is ours to remove: a name that exists already (EEXIST) is someone else's.
+    let created = false;
     try {
       if (source.kind === 'file') {
         fs.linkSync(source.file, file);
+        created = true;
       } else {
         const fd = fs.openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
+        created = true;
         try {
           let done = 0;
           while (done < source.bytes.byteLength) {
@@ -352,9 +356,9 @@ export class PixelCache {
     } catch (err) {
       this.held -= shape.nbytes;
       try {
-        fs.unlinkSync(file);
+        if (created) fs.unlinkSync(file);
       } catch {
-        /* never created */
+        /* gone already */
       }
       if ((err as NodeJS.ErrnoException).code !== 'ECANCELED') this.counts.notStored += 1;
       return false;

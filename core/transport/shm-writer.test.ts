@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, statSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { TensorEvent } from './event-schema.ts';
@@ -141,37 +141,75 @@ describe('ShmWriter', () => {
     writer.close();
   });
 
-  it('sweeps again every sweepIntervalMs, silent when nothing is found, a planted fifo logged once; close() stops it', () => {
+  it('sweeps again every sweepIntervalMs (paced, one at a time), silent when nothing is found, a planted fifo logged once; close() stops it', async () => {
     vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval'] });
     try {
       const dead = deadPid();
       const lines: string[] = [];
       let sweeps = 0;
       const writer = new ShmWriter({ dir: shm.dir, maxFileAgeMs: 60_000, sweepIntervalMs: 1000, log: (l) => lines.push(l), onSweep: () => (sweeps += 1) });
+      /** Fire the timer `times` times, each sweep (paced: it ends later) awaited, bounded. */
+      const tick = async (times: number) => {
+        for (let i = 0; i < times; i++) {
+          const before = sweeps;
+          vi.advanceTimersByTime(1000);
+          for (let k = 0; k < 500 && sweeps === before && writer['timer']; k++) await new Promise((r) => setTimeout(r, 2));
+        }
+      };
       writer.start();
       expect([sweeps, lines]).toEqual([1, []]);
       const old = Date.now() - 2 * HOUR;
       writeAt(shm.dir, tensorName(dead, old, 1), old);
       const fifo = path.join(shm.dir, tensorName(dead, old, 2));
       execFileSync('mkfifo', [fifo]);
-      vi.advanceTimersByTime(1000);
+      await tick(1);
       expect(sweeps).toBe(2);
       expect(lines).toHaveLength(1);
       expect(lines[0]).toContain(`removed 1 orphaned tensor file`);
       expect(lines[0]).toContain(`left 1 entry under our name that is not a regular file: ${path.basename(fifo)} (fifo)`);
-      vi.advanceTimersByTime(3000);
+      await tick(3);
       expect(sweeps).toBe(5);
       expect(lines).toHaveLength(1); // the same fifo again is not news
       expect(shm.files()).toEqual([path.basename(fifo)]);
       writer.close();
       writeAt(shm.dir, tensorName(dead, old, 3), old);
-      vi.advanceTimersByTime(5000);
+      await tick(5);
       expect(sweeps).toBe(5);
       expect(shm.files()).toHaveLength(2);
     } finally {
       vi.useRealTimers();
     }
   });
+
+  it("the minute sweep never holds the event loop: over 20,000 entries anyone can plant (another router's names, stamped now or ahead), other callbacks run throughout it", async () => {
+    const dead = deadPid();
+    const now = Date.now();
+    for (let i = 0; i < 20_000; i++) closeSync(openSync(path.join(shm.dir, tensorName(dead, now + (i % 2) * HOUR, i + 1)), 'wx'));
+    // The event loop's turns: a chain of setImmediate callbacks, as /health's answers would be.
+    let turns = 0;
+    let spinning = true;
+    const spin = () => {
+      turns += 1;
+      if (spinning) setImmediate(spin);
+    };
+    let turnsAtStart: number | undefined;
+    const mark = () => void (turnsAtStart ??= turns);
+    const ops: ShmFileOps = { ...realShmFileOps, readdir: (dir) => (mark(), realShmFileOps.readdir(dir)), entries: (dir) => (mark(), realShmFileOps.entries!(dir)) };
+    let swept!: (r: OrphanSweepResult) => void;
+    const periodic = new Promise<OrphanSweepResult>((resolve) => (swept = resolve));
+    let sweeps = 0;
+    const writer = new ShmWriter({ dir: shm.dir, ops, maxFileAgeMs: 60_000, sweepIntervalMs: 50, onSweep: (r) => (++sweeps === 2 ? swept(r) : undefined) });
+    writer.start(); // the start-up sweep: all at once, before a router listens
+    turnsAtStart = undefined;
+    setImmediate(spin);
+    const r = await periodic;
+    const turnsDuring = turns - turnsAtStart!;
+    spinning = false;
+    writer.close();
+    expect(r).toMatchObject({ removed: 0, keptYoung: 20_000, errors: [] });
+    expect(shm.files()).toHaveLength(20_000);
+    expect(turnsDuring).toBeGreaterThan(10);
+  }, 60_000);
 
   it('the periodic timer never keeps the process alive', () => {
     const writer = new ShmWriter({ dir: shm.dir });

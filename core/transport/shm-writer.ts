@@ -10,7 +10,8 @@
 // Once at start: a writability probe (`smg-tokenspeed-probe-<pid>-<nanos>`, one byte, unlinked).
 // start() runs the orphan sweep at once and then every sweepIntervalMs, so a crashed router's
 // files go when the next router starts (not at its first SHM write) and keep going while it
-// runs. The sweep removes only files it can prove are orphans; the rule, and why age and not
+// runs. The start-up sweep runs all at once (before the router listens); the periodic one is
+// paced (orphans.ts), so a /dev/shm anyone filled with entries never holds the event loop. The sweep removes only files it can prove are orphans; the rule, and why age and not
 // /proc decides, is in orphans.ts. Constructing a writer sweeps nothing: `mmtc doctor` builds
 // one and is read-only unless asked.
 //
@@ -20,7 +21,7 @@ import { constants, promises as fsp } from 'node:fs';
 import * as fs from 'node:fs';
 import path from 'node:path';
 import { SHM_DIR } from './namespace.ts';
-import { describeSweep, realOrphanFileOps, sweepOrphanFiles, TENSOR_NAME, type OrphanFileOps, type OrphanRuleOptions, type OrphanSweepResult, type ProcessInfo } from './orphans.ts';
+import { describeSweep, realOrphanFileOps, sweepOrphanFiles, sweepOrphanFilesPaced, TENSOR_NAME, type OrphanFileOps, type OrphanRuleOptions, type OrphanSweepResult, type ProcessInfo } from './orphans.ts';
 import { errnoText } from './errno.ts';
 
 export const SHM_PREFIX = 'smg-tokenspeed-';
@@ -93,6 +94,7 @@ export class ShmWriter implements OutstandingLedger {
   private probed: ShmProbeResult | undefined;
   private timer: NodeJS.Timeout | undefined;
   private started = false;
+  private sweeping = false;
   /** What the last logged line said about suspicious entries and errors, so a planted fifo or a
    *  persistent EPERM is logged once, not every minute. */
   private lastComplaint = '';
@@ -195,10 +197,11 @@ export class ShmWriter implements OutstandingLedger {
   start(): OrphanSweepResult {
     if (this.started) return this.last!;
     this.started = true;
-    const first = this.sweepAndReport();
+    const first = this.sweepOrphans();
+    this.report(first);
     const every = this.options.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
     if (every > 0 && Number.isFinite(every)) {
-      this.timer = setInterval(() => this.sweepAndReport(), every);
+      this.timer = setInterval(() => void this.sweepPaced(), every);
       // The sweep is housekeeping: it must never keep a router (or a test) alive.
       this.timer.unref();
     }
@@ -211,8 +214,20 @@ export class ShmWriter implements OutstandingLedger {
     this.timer = undefined;
   }
 
-  private sweepAndReport(): OrphanSweepResult {
-    const result = this.sweepOrphans();
+  /** A periodic sweep, paced; none starts while the last one still runs. */
+  private async sweepPaced(): Promise<void> {
+    if (this.sweeping) return;
+    this.sweeping = true;
+    try {
+      const { maxFileAgeMs, liveOwnerMaxAgeMs, proc } = this.options;
+      this.last = await sweepOrphanFilesPaced(this.dir, { ops: this.ops, proc, maxFileAgeMs, liveOwnerMaxAgeMs });
+      if (this.timer) this.report(this.last);
+    } finally {
+      this.sweeping = false;
+    }
+  }
+
+  private report(result: OrphanSweepResult): void {
     try {
       this.options.onSweep?.(result);
     } catch {
@@ -221,7 +236,7 @@ export class ShmWriter implements OutstandingLedger {
     const complaint = JSON.stringify([result.suspicious.map((x) => x.name), result.errors]);
     const news = complaint !== this.lastComplaint;
     this.lastComplaint = complaint;
-    if (this.options.log && (result.removed > 0 || (news && (result.suspicious.length > 0 || result.errors.length > 0)))) {
+    if (this.options.log && (result.removed > 0 || result.removedHeartbeats > 0 || (news && (result.suspicious.length > 0 || result.errors.length > 0)))) {
       const line = describeSweep(result, this.dir);
       try {
         if (line) this.options.log(line);
@@ -229,7 +244,6 @@ export class ShmWriter implements OutstandingLedger {
         /* logging must not break the timer */
       }
     }
-    return result;
   }
 
   /**

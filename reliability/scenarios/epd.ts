@@ -15,13 +15,13 @@ import { type Suite, type T } from '../lib/suite.ts';
 import { configFile } from './faults-worker.ts';
 import { predictPath } from './load.ts';
 
-interface RoleWorker {
+export interface RoleWorker {
   proc: Proc;
   url: string;
   bootstrapPort?: number;
 }
 
-async function roleWorker(role: 'encode' | 'prefill' | 'decode', extra: string[] = [], prefix: string[] = [], runtime: 'tokenspeed' | 'vllm' = 'tokenspeed'): Promise<RoleWorker> {
+export async function roleWorker(role: 'encode' | 'prefill' | 'decode', extra: string[] = [], prefix: string[] = [], runtime: 'tokenspeed' | 'vllm' = 'tokenspeed'): Promise<RoleWorker> {
   const served = role !== 'decode';
   const proc = spawnMmtc(['worker', '--runtime', runtime, '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : []), ...extra], { name: `${runtime} worker ${role}${extra.length ? ` ${extra.join(' ')}` : ''}${prefix.length ? ' (own /dev/shm)' : ''}`, prefix });
   const m = await proc.waitFor(served ? /listening on (grpc:\/\/\S+)\n[\s\S]*?bootstrap server on http:\/\/\S+:(\d+)/ : /listening on (grpc:\/\/\S+)/, 45_000);

@@ -19,14 +19,14 @@ import { fmt, type Suite, type T } from '../lib/suite.ts';
 import { tempDir } from '../lib/tmp.ts';
 
 /** /health answered this fast at p99 during every case, or the case held the event loop. */
-const HEALTH_P99_MS = 100;
+export const HEALTH_P99_MS = 100;
 
 /**
  * Polls /health one request at a time until stopped; the latencies, and how many got no
  * answer. `peak()` is the slowest poll since the last call (including one still waiting),
  * so each case can be charged with what it did to /health.
  */
-function healthProber(routerUrl: string): { peak(): Promise<number>; stop(): Promise<{ ms: number[]; unanswered: number }> } {
+export function healthProber(routerUrl: string): { peak(): Promise<number>; stop(): Promise<{ ms: number[]; unanswered: number }> } {
   const ms: number[] = [];
   let unanswered = 0;
   let running = true;

@@ -5,7 +5,7 @@
 // each with its remedy. The overview stream (feeds.ts) pushes the same computation.
 import { readsPixelTensors } from '../../config/schema.ts';
 import type { ConfigSnapshot } from '../../config/store.ts';
-import { listTensorFiles, type TensorFilesOfPid } from '../../transport/orphans.ts';
+import { TensorFileListing, type TensorFilesOfPid } from '../../transport/orphans.ts';
 import { SHM_PREFIX, shmFreeBytes } from '../../transport/shm-writer.ts';
 import { DECISION_ADVICE, readFailedReason } from '../../transport/vocabulary.ts';
 import type { CommandOutput, DiffEntry, WorkerView } from '../contract.ts';
@@ -99,12 +99,14 @@ function untilRestartWarning(state: ConsoleState, restartChanges: readonly DiffE
 export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> {
   const { store, running } = state;
   const ctx = running.context;
+  // Paced, and a costly listing (a /dev/shm someone filled) reused a while: the overview is asked every second.
+  const listing = new TensorFileListing();
   return {
     async overview() {
       const s = store.current();
       let files: TensorFilesOfPid[] = [];
       try {
-        files = listTensorFiles(ctx.writer.dir, { maxFileAgeMs: s.config.request_timeout_secs * 1000 });
+        files = await listing.get(ctx.writer.dir, { maxFileAgeMs: s.config.request_timeout_secs * 1000 });
       } catch {
         files = [];
       }
