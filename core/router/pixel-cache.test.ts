@@ -199,9 +199,11 @@ describe('a worker that attaches its encoder input read-write (TokenSpeed, in it
   });
 
   it.skipIf(process.getuid?.() !== 0)('a non-root TokenSpeed worker of the router\'s own uid: a repeated image still goes by SHM, cache at its default', async () => {
-    // Router and worker both as nobody. CAP_DAC_READ_SEARCH lets them load the code from a
-    // checkout nobody could enter, and grants no write: the worker opens files as nobody does.
-    const asNobody = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--inh-caps=+dac_read_search', '--ambient-caps=+dac_read_search', '--'];
+    // Router and worker both with nobody's effective uid and gid, the only capability kept
+    // CAP_DAC_READ_SEARCH: they load the code from a checkout nobody could enter (root's home is
+    // 0700), and every file they create, open or write is checked as nobody's (the real uid stays
+    // root so that access(2), which checks as the real uid without capabilities, can see it).
+    const asNobody = ['setpriv', '--euid=65534', '--egid=65534', '--clear-groups', '--inh-caps=+dac_read_search', '--ambient-caps=+dac_read_search', '--'];
     const worker = await startMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0'], /listening on grpc:\/\//, {}, asNobody);
     stops.push(() => worker.stop());
     const url = worker.line.match(/grpc:\/\/\S+/)![0];
