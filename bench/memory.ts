@@ -35,7 +35,7 @@ function start(args: string[], ready: RegExp, env: Record<string, string> = {}):
   children.push(child);
   return new Promise((resolve, reject) => {
     let out = '';
-    child.stdout!.on('data', (d: Buffer) => {
+    child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
       const m = ready.exec(out);
       if (m) resolve({ child, match: m[1]! });
@@ -117,6 +117,7 @@ for i in range(${images}):
     }
     const end = rssOf(pid);
     clearInterval(sampler);
+    clearInterval(accounting);
     const metrics = await fetch(`${router.match}/metrics`).then((r) => r.text()).catch(() => '');
     const metric = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(metrics)?.[1] ?? NaN);
     const ok = statuses.filter((s) => s === 200).length;

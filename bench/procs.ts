@@ -37,12 +37,12 @@ export function startMmtc(args: string[], ready: RegExp, options: { env?: Record
     env.GLIBC_TUNABLES = MMTC_TUNABLES;
     env.MMTC_GLIBC_TUNABLES = MMTC_TUNABLES;
   }
-  const child = spawn(process.execPath, [path.join(root, 'bin', 'mmtc.js'), ...args], { stdio: ['ignore', 'pipe', 'inherit'], env: env as NodeJS.ProcessEnv });
+  const child = spawn(process.execPath, [path.join(root, 'bin', 'mmtc.js'), ...args], { stdio: ['ignore', 'pipe', 'inherit'], env: env });
   track(child);
   return new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`mmtc ${args.join(' ')} did not start within 60 s: ${out}`)), 60_000);
-    child.stdout!.on('data', (d: Buffer) => {
+    child.stdout.on('data', (d: Buffer) => {
       if (out.length < 1 << 16) out += d.toString();
       const m = ready.exec(out);
       if (m) {

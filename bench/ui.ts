@@ -33,7 +33,7 @@ function startConsoleServer(): Promise<{ child: ChildProcess; info: { console: s
   });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error('bench/console-server.ts printed no console URL within 60 s')), 60_000);
-    const lines = createInterface({ input: child.stdout! });
+    const lines = createInterface({ input: child.stdout });
     lines.on('line', (line) => {
       const m = /^published (\d+)/.exec(line);
       if (m) published = Number(m[1]);
@@ -62,7 +62,7 @@ function stop(child: ChildProcess | undefined): Promise<void> {
 
 /** Click a path filter inside the page and time until every rendered row has that path. */
 async function clickLatency(page: Page, path: 'shm' | 'inline'): Promise<number> {
-  return (await page.evaluate(`new Promise((resolve, reject) => {
+  return page.evaluate<number>(`new Promise((resolve, reject) => {
     const p = ${JSON.stringify(path)};
     const input = document.querySelector('[data-testid="filter-path-' + p + '"]');
     if (!input) return reject(new Error('no path filter on the page'));
@@ -75,7 +75,7 @@ async function clickLatency(page: Page, path: 'shm' | 'inline'): Promise<number>
       requestAnimationFrame(check);
     };
     check();
-  })`)) as number;
+  })`);
 }
 
 let child: ChildProcess | undefined;
@@ -119,8 +119,8 @@ try {
   const publishedAtStart = published;
   await page.waitForTimeout(MEASURE_MS);
   const publishedDuring = published - publishedAtStart;
-  const longTasks = (await page.evaluate('window.__long')) as number[];
-  const frames = (await page.evaluate('(() => { window.__stop = true; return window.__frames; })()')) as number[];
+  const longTasks = await page.evaluate<number[]>('window.__long');
+  const frames = await page.evaluate<number[]>('(() => { window.__stop = true; return window.__frames; })()');
   const rows = Number(((await page.getByTestId('row-count').textContent()) ?? '0').replace(/,/g, ''));
   const dropped = /[\d,]+ dropped/.exec((await page.getByTestId('dropped').textContent()) ?? '')?.[0] ?? 'dropped count not shown';
 

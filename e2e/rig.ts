@@ -41,13 +41,13 @@ function startProcess(args: string[], ready: RegExp, env: Record<string, string>
   const argv = [...prefix, process.execPath, BIN, ...args];
   const child = spawn(argv[0]!, argv.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
-  child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`mmtc ${args.join(' ')} not ready after ${timeoutMs} ms:\n${out}`));
     }, timeoutMs);
-    child.stdout!.on('data', (d: Buffer) => {
+    child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
       const m = ready.exec(out);
       if (m) {

@@ -170,7 +170,7 @@ test('a broken lane reaches Overview within a second; Overview never paints a st
   const test = await serve.call<{ status: number }>('traffic.sendTestRequest', { url: b.url, width: 448, height: 448, format: 'png' });
   const brokeAt = Date.now();
   expect(test.status).toBe(200);
-  const warnedAt = (await (await seen).jsonValue()) as number;
+  const warnedAt = (await (await seen).jsonValue());
   expect(warnedAt - brokeAt, 'the warning reached the screen').toBeLessThan(1000);
   await expect(page.locator('li[data-kind="shm_read_failed"]')).toBeVisible();
 

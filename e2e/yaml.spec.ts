@@ -57,7 +57,7 @@ test('export: the downloaded router.yaml equals mmtc config export', async ({ pa
   await expect(exportPanel.getByRole('region', { name: /Exported YAML/ }).or(exportPanel.locator('pre'))).toContainText(worker.url);
   const [download] = await Promise.all([page.waitForEvent('download'), exportPanel.getByRole('button', { name: 'Download router.yaml' }).click()]);
   expect(download.suggestedFilename()).toBe('router.yaml');
-  const text = readFileSync((await download.path())!, 'utf8');
+  const text = readFileSync((await download.path()), 'utf8');
   expect(text).toBe(cliExport(serve.routerFlags));
 
   const gateway = page.getByTestId('gateway-command');

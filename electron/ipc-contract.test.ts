@@ -48,7 +48,7 @@ class ConsoleWindowContents extends EventEmitter {
     return false;
   }
   send(channel: string, payload: unknown) {
-    this.renderer.emit(channel, {} as IpcRendererEvent, payload);
+    this.renderer.emit(channel, {}, payload);
   }
 }
 
@@ -70,7 +70,7 @@ function rendererIpc(contents: ConsoleWindowContents, frame: { url: string; pare
       contents.renderer.removeListener(channel, listener);
       return this as never;
     },
-  } as BridgeIpc;
+  };
 }
 
 const token = readNamespaceToken().token!;

@@ -2,12 +2,12 @@
 // controls, windows and web contents that record what was done to them) and a fake
 // startConsole handing out a fake backend. The guards, scheme, IPC binding and window set-up
 // are the real modules, driven the way Electron would drive them.
-import { EventEmitter } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 
 type Handler = (event: unknown, ...args: unknown[]) => unknown;
 
 const fake = vi.hoisted(() => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- vi.hoisted runs before the imports are bound
   const { EventEmitter: Emitter } = require('node:events') as typeof import('node:events');
   const state = {
     order: [] as string[],
@@ -120,7 +120,7 @@ function fakeConsole() {
   return { backend, running, startConsole };
 }
 
-let signalListeners: Map<string, Function[]>;
+let signalListeners: Map<string, NodeJS.SignalsListener[]>;
 beforeEach(() => {
   fake.state.order.length = 0;
   fake.state.schemes.length = 0;

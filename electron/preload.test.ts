@@ -28,7 +28,7 @@ vi.mock('electron', () => ({
   },
 }));
 
-import type { IpcMainInvokeEvent, IpcRendererEvent, WebContents } from 'electron';
+import type { WebContents } from 'electron';
 import type { ConsoleBackend } from '../core/console/backend.ts';
 import { COMMAND_NAMES, ContractError, STREAM_NAMES } from '../core/console/contract.ts';
 import { bindConsoleIpc } from './ipc.ts';
@@ -45,7 +45,7 @@ function fakeRendererIpc() {
     on: vi.fn((channel: string, listener: (...args: unknown[]) => void) => bus.on(channel, listener)),
     removeListener: vi.fn((channel: string, listener: (...args: unknown[]) => void) => bus.off(channel, listener)),
   };
-  const fire = (channel: string, payload: unknown) => bus.emit(channel, { sender: 'ipcRenderer internals' } as unknown as IpcRendererEvent, payload);
+  const fire = (channel: string, payload: unknown) => bus.emit(channel, { sender: 'ipcRenderer internals' }, payload);
   return { ipc, fire, bus, asIpc: ipc as unknown as BridgeIpc };
 }
 
@@ -187,12 +187,12 @@ describe('the bridge against the real main-side binding', () => {
     renderer.ipc.invoke.mockImplementation(async (channel: unknown, ...args: unknown[]) => {
       const handler = electron.mainHandlers.get(channel as string);
       if (!handler) throw new Error(`No handler registered for '${String(channel)}'`);
-      return handler({ sender: contents as unknown as WebContents, senderFrame: mainFrame } as unknown as IpcMainInvokeEvent, ...args);
+      return handler({ sender: contents as unknown as WebContents, senderFrame: mainFrame }, ...args);
     });
     const bridge = createBridge(renderer.asIpc);
 
     for (const command of COMMAND_NAMES) {
-      const answer = await bridge.invoke(command, {} as never);
+      const answer = await bridge.invoke(command, {});
       // Empty input is valid for some commands only; either way it reached main's handler.
       expect(answer.ok ? 'ok' : answer.error.code, command).toMatch(/^(ok|invalid_input)$/);
     }
@@ -219,6 +219,7 @@ describe('the bundled preload', () => {
   afterEach(() => rmSync(out, { recursive: true, force: true }));
 
   it('requires nothing but electron and exposes only window.mmtc', async () => {
+    // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- a string specifier: TypeScript does not look for types of this plain .mjs module
     const { buildPreload } = (await import('../scripts/build-electron.mjs' as string)) as { buildPreload(o: { outfile: string }): Promise<unknown> };
     const outfile = path.join(out, 'preload.cjs');
     await buildPreload({ outfile });

@@ -8,7 +8,7 @@
 // ipcRenderer from it. The renderer wraps `window.mmtc` into its ConsoleClient and rebuilds
 // `{ok: false, error}` into a ContractError with errorFromWire.
 import { contextBridge, ipcRenderer, type IpcRendererEvent } from 'electron';
-import { COMMAND_NAMES, STREAM_NAMES, isCommandName, type BridgeResult, type CommandInput, type CommandName, type CommandOutput, type IpcBridge, type StreamName, type StreamPayload, type WireError } from '../core/console/contract.ts';
+import { COMMAND_NAMES, STREAM_NAMES, isCommandName, type BridgeResult, type CommandOutput, type IpcBridge, type StreamName, type WireError } from '../core/console/contract.ts';
 import { STREAM_SUBSCRIBE_CHANNEL, STREAM_UNSUBSCRIBE_CHANNEL, callChannel, isStreamName, streamChannel, type IpcResult } from './ipc.ts';
 
 /** What `window.mmtc.invoke` resolves with (it never rejects): the contract's own bridge shape. */

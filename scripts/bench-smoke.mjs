@@ -85,7 +85,7 @@ function isZombie(pid) {
 /** /dev/shm entries named after one of `pids`. */
 function shmFilesOf(pids) {
   const set = new Set(pids.map(String));
-  let names = [];
+  let names;
   try {
     names = readdirSync(SHM);
   } catch {

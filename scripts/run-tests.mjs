@@ -62,6 +62,21 @@ for (const project of ['.', 'renderer']) {
   }
 }
 
+// 1b. Lint and format, one test each: ESLint over the whole tree (eslint.config.js: type-aware
+// rules, the import boundaries, a reason for every disabled rule) and Prettier's check
+// (.prettierrc.json). Either failing fails the run; `npm run lint -- --fix` and
+// `npm run format` mend most of what they report.
+if (run('lint', bin('eslint'), ['--max-warnings', '0', '.']) === 0) totals.passed += 1;
+else {
+  totals.failed += 1;
+  failures.push('lint: eslint . (npm run lint)');
+}
+if (run('format', bin('prettier'), ['--check', '--log-level', 'warn', '.']) === 0) totals.passed += 1;
+else {
+  totals.failed += 1;
+  failures.push('format: prettier --check . (npm run format writes it)');
+}
+
 // 2. vitest (unit and integration).
 const vitestJson = path.join(results, 'vitest.json');
 const vitestStatus = run('vitest', bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${vitestJson}`]);
@@ -121,7 +136,7 @@ if (existsSync(playwrightConfig)) {
 /** ": <the first line of a failure message>", without colour codes and cut to 240 characters. */
 function because(message) {
   if (!message) return '';
-  // eslint-disable-next-line no-control-regex
+  // eslint-disable-next-line no-control-regex -- the escape sequences of a terminal's colours, taken out of a failure's first line
   const line = String(message).replace(/\x1b\[[0-9;]*m/g, '').split('\n').find((l) => l.trim()) ?? '';
   return line ? `: ${line.trim().slice(0, 240)}` : '';
 }

@@ -49,11 +49,11 @@ export async function runDoctor(options: { worker?: string; runtime?: WireRuntim
   const writer = new ShmWriter({ dir });
   const probe = writer.probe();
   const swept = options.sweep ? writer.sweepOrphans().removed : undefined;
-  let files: DoctorReport['router']['tensor_files'] = [];
+  let files: DoctorReport['router']['tensor_files'];
   try {
     files = listTensorFiles(dir);
   } catch {
-    files = [];
+    files = []; // /dev/shm cannot be listed: the probe above says why
   }
   const space = await shmFreeBytes(dir);
   const report: DoctorReport = {

@@ -57,7 +57,7 @@ function takeBuildLock(lock: string): boolean {
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     }
-    let age = 0;
+    let age: number;
     try {
       age = Date.now() - statSync(lock).mtimeMs;
     } catch {

@@ -72,6 +72,7 @@ function isWorkerUrl(url: string): boolean {
     // The path is what gRPC connects to as written: `unix:///../../var/run/docker.sock` or a
     // newline inside would name another socket than the one the operator reads in the list.
     const segments = url.slice('unix:///'.length).split('/');
+    // eslint-disable-next-line no-control-regex -- control characters are exactly what a socket path may not hold
     return url.length <= 4096 && !/[\u0000-\u001f\u007f]/.test(url) && segments.every((s) => s !== '' && s !== '.' && s !== '..');
   }
   const m = /^grpc:\/\/(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$/.exec(url);

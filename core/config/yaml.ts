@@ -10,7 +10,7 @@
 import * as fsSync from 'node:fs';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { Document, isMap, isScalar, isSeq, LineCounter, parseDocument, type Node, type ParsedNode, type YAMLMap } from 'yaml';
+import { Document, isMap, isScalar, isSeq, LineCounter, parseDocument, type Node, type ParsedNode } from 'yaml';
 import { ConfigError, type ConfigIssue, type PathSegment } from './errors.ts';
 import { MAX_WORKERS, RouterConfigSchema, WorkerSpecSchema, type RouterConfig } from './schema.ts';
 import { checkRouterConfig } from './validate.ts';
@@ -245,7 +245,7 @@ function applyValue(doc: Document, node: unknown, value: unknown, defaults?: Rec
         node.set(key, doc.createNode(v));
       }
     }
-    return node as Node;
+    return node;
   }
   if (isSeq(node) && Array.isArray(value)) {
     value.forEach((v, i) => {
@@ -263,7 +263,7 @@ function applyValue(doc: Document, node: unknown, value: unknown, defaults?: Rec
     if (node.value !== value) node.value = value;
     return node as Node;
   }
-  return doc.createNode(value) as Node;
+  return doc.createNode(value);
 }
 
 /** A new list entry is written without the keys that only restate defaults. */
@@ -282,7 +282,7 @@ export function updateConfigYaml(existingText: string, config: RouterConfig, sou
   const doc: Document = parseDocument(existingText, { uniqueKeys: false }); // checked just above, in linear time
   const target = normalizeConfig(config);
   if (!isMap(doc.contents)) {
-    doc.contents = doc.createNode(sparse(target, ROUTER_DEFAULTS)) as YAMLMap;
+    doc.contents = doc.createNode(sparse(target, ROUTER_DEFAULTS));
   } else {
     applyValue(doc, doc.contents, target, ROUTER_DEFAULTS);
   }

@@ -42,7 +42,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON reply, read field by field as each test asserts it
 const jsonOf = (r: Response): Promise<any> => r.json();
 const command = (name: string, body: string, headers: Record<string, string> = {}) =>
   fetch(`${consoleUrl}/api/${name}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', ...headers }, body });

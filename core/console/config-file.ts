@@ -67,7 +67,7 @@ function appendPrivate(file: string, text: string): void {
   try {
     fd = openSync(file, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW, 0o600);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new Error(`${file} is a symlink; the console does not write through links (remove it)`);
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new Error(`${file} is a symlink; the console does not write through links (remove it)`, { cause: err });
     throw err;
   }
   try {

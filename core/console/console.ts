@@ -20,7 +20,7 @@ import { commands, ContractError, parseCommandInput, streams, type CommandName, 
 import { diffConfigs } from './diff.ts';
 import { OverviewFeed, TrafficFeed } from './feeds.ts';
 import { createHandlers } from './handlers.ts';
-import { startFlagsOf, type StartFlag } from './restart.ts';
+import { startFlagsOf } from './restart.ts';
 import { toContractError, type ConsoleState } from './state.ts';
 
 export { TRAFFIC_BACKLOG } from './feeds.ts';
@@ -147,7 +147,7 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
           trafficFeeds.delete(feed);
         };
       }
-      return plain.add(stream, listener as (payload: never) => void);
+      return plain.add(stream, listener);
     },
     async close() {
       unsubscribeBus();

@@ -64,7 +64,7 @@ async function probeFileRead(state: ConsoleState, url: string): Promise<Step> {
     id: 'probe_file_read',
     label: 'the worker reads a file the router writes',
     ok: viaShm,
-    detail: viaShm ? `a ${encoder!.nbytes}-byte tensor went through ${ctx.writer.dir} and the worker answered` : error,
+    detail: viaShm ? `a ${encoder.nbytes}-byte tensor went through ${ctx.writer.dir} and the worker answered` : error,
     ...(viaShm ? {} : { remedy: "the worker must see the same /dev/shm (run it with --ipc=host or mount the host's /dev/shm) and be allowed to open the router's files; see the error" }),
   };
 }

@@ -59,16 +59,16 @@ describe('wire format', () => {
     });
     expect(ts.GenerateRequest.decode(ts.GenerateRequest.encode(request).finish())).toEqual(request);
     const messages: Array<[{ encode(m: never): { finish(): Uint8Array }; decode(b: Uint8Array): unknown; fromPartial(o: never): unknown }, object]> = [
-      [ts.GenerateResponse as never, { requestId: 'r1', response: { $case: 'complete', value: { outputIds: [5, 6], finishReason: 'stop', promptTokens: 3, completionTokens: 2 } } }],
-      [ts.GenerateResponse as never, { requestId: 'r1', response: { $case: 'chunk', value: { tokenIds: [5], index: 0 } } }],
-      [ts.HealthCheckResponse as never, { healthy: true, message: 'ok' }],
-      [ts.AbortRequest as never, { requestId: 'r1', reason: 'client gone' }],
-      [ts.GetModelInfoResponse as never, { modelPath: '/m', supportsVision: true, supportedModalities: [1], multimodalEncoderDtype: 'bfloat16' }],
-      [ts.GetServerInfoResponse as never, { schedulerInfo: { shm_namespace_id: 'boot:26' }, activeRequests: 2 }],
-      [vllm.GenerateRequest as never, { requestId: 'v1', input: { $case: 'tokenized', value: { originalText: 't', inputIds: [1, 2] } }, mmInputs: { pixelValues: { shape: [1], dtype: 'float32', payload: { $case: 'inline', value: Buffer.alloc(4) } }, imTokenId: 151655, mmPlaceholders: [{ offset: 0, length: 1 }], flatKeys: { image_grid_thw: 'image_grid_thw' }, modality: 1 } }],
-      [vllm.GenerateResponse as never, { response: { $case: 'complete', value: { outputIds: [1], finishReason: 'length' } } }],
-      [vllm.AbortRequest as never, { requestIds: ['a', 'b'] }],
-      [vllm.GetServerInfoResponse as never, { shmNamespaceId: 'boot:26', activeRequests: 1 }],
+      [ts.GenerateResponse, { requestId: 'r1', response: { $case: 'complete', value: { outputIds: [5, 6], finishReason: 'stop', promptTokens: 3, completionTokens: 2 } } }],
+      [ts.GenerateResponse, { requestId: 'r1', response: { $case: 'chunk', value: { tokenIds: [5], index: 0 } } }],
+      [ts.HealthCheckResponse, { healthy: true, message: 'ok' }],
+      [ts.AbortRequest, { requestId: 'r1', reason: 'client gone' }],
+      [ts.GetModelInfoResponse, { modelPath: '/m', supportsVision: true, supportedModalities: [1], multimodalEncoderDtype: 'bfloat16' }],
+      [ts.GetServerInfoResponse, { schedulerInfo: { shm_namespace_id: 'boot:26' }, activeRequests: 2 }],
+      [vllm.GenerateRequest, { requestId: 'v1', input: { $case: 'tokenized', value: { originalText: 't', inputIds: [1, 2] } }, mmInputs: { pixelValues: { shape: [1], dtype: 'float32', payload: { $case: 'inline', value: Buffer.alloc(4) } }, imTokenId: 151655, mmPlaceholders: [{ offset: 0, length: 1 }], flatKeys: { image_grid_thw: 'image_grid_thw' }, modality: 1 } }],
+      [vllm.GenerateResponse, { response: { $case: 'complete', value: { outputIds: [1], finishReason: 'length' } } }],
+      [vllm.AbortRequest, { requestIds: ['a', 'b'] }],
+      [vllm.GetServerInfoResponse, { shmNamespaceId: 'boot:26', activeRequests: 1 }],
     ];
     for (const [codec, partial] of messages) {
       const full = codec.fromPartial(partial as never);

@@ -97,7 +97,11 @@ afterAll(() => {
 });
 
 beforeEach(() => {
-  for (const l of [main, target, v6]) if (l) (l.connections = 0), (l.hosts.length = 0);
+  for (const l of [main, target, v6]) {
+    if (!l) continue;
+    l.connections = 0;
+    l.hosts.length = 0;
+  }
 });
 
 async function failure(p: Promise<unknown>): Promise<ImageInputError> {

@@ -106,7 +106,7 @@ function pinnedLookup(addresses: readonly ResolvedAddress[]): NonNullable<Reques
   return ((_host: string, opts: { all?: boolean }, cb: (err: Error | null, address: string | ResolvedAddress[], family?: number) => void) => {
     if (opts?.all) cb(null, addresses.map((a) => ({ ...a })));
     else cb(null, addresses[0]!.address, addresses[0]!.family);
-  }) as NonNullable<RequestOptions['lookup']>;
+  });
 }
 
 function send(request: HttpRequestFn, target: Extract<UrlCheck, { verdict: 'allowed' }>, signal: AbortSignal): Promise<IncomingMessage> {

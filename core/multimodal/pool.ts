@@ -412,7 +412,7 @@ export class PreprocessPool {
     if (this.closed) {
       const closed = Promise.reject(new Error('preprocessing pool is closed'));
       closed.catch(() => {});
-      return { header: closed, result: closed as Promise<never> };
+      return { header: closed, result: closed };
     }
     const header = known ?? this.readHeader(task.bytes, task.config);
     header.catch(() => {}); // the same error reaches the caller through result

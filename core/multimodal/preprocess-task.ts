@@ -106,7 +106,7 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
     }
   }
   let out: ReturnType<typeof preprocessRgb>;
-  let split: Awaited<ReturnType<typeof preprocessRgbInBands>> = null;
+  let split: Awaited<ReturnType<typeof preprocessRgbInBands>>;
   try {
     // The file holds exactly the encoder input of the decoded image, in its wire encoding.
     if (file && task.shm) {

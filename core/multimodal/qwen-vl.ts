@@ -220,8 +220,8 @@ const fits = (into: EncoderMemory | undefined, elements: number, kinds: OutputKi
 function outputViews(mem: EncoderMemory, kinds: OutputKinds): { pixelValues?: Float32Array; bf16?: Uint16Array } {
   const buffer = mem.memory.buffer;
   return {
-    ...(kinds.float32 ? { pixelValues: new Float32Array(buffer, mem.f32At!, mem.elements) } : {}),
-    ...(kinds.bf16 ? { bf16: new Uint16Array(buffer, mem.bf16At!, mem.elements) } : {}),
+    ...(kinds.float32 ? { pixelValues: new Float32Array(buffer, mem.f32At, mem.elements) } : {}),
+    ...(kinds.bf16 ? { bf16: new Uint16Array(buffer, mem.bf16At, mem.elements) } : {}),
   };
 }
 

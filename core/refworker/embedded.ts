@@ -35,7 +35,7 @@ function startAsChild(modelPath: string, processEnv: Readonly<Record<string, str
       // Our own GLIBC_TUNABLES was cut down by glibc at start; give the worker the whole setting.
       ...(processEnv.MMTC_GLIBC_TUNABLES ? { GLIBC_TUNABLES: processEnv.MMTC_GLIBC_TUNABLES } : {}),
       MMTC_EXIT_WITH_PARENT: String(process.pid),
-    } as NodeJS.ProcessEnv,
+    },
   });
   return new Promise<EmbeddedWorker>((resolve, reject) => {
     let out = '';
@@ -45,13 +45,13 @@ function startAsChild(modelPath: string, processEnv: Readonly<Record<string, str
       reject(new Error(`the embedded reference worker exited with status ${code}: ${out}`));
     };
     child.on('exit', onExit);
-    child.stdout!.on('data', (d: Buffer) => {
+    child.stdout.on('data', (d: Buffer) => {
       out += d.toString();
       const m = /listening on (\S+)/.exec(out);
       if (!m) return;
       clearTimeout(timer);
       child.off('exit', onExit);
-      child.stdout!.resume();
+      child.stdout.resume();
       resolve({
         url: m[1]!,
         pid: child.pid,

@@ -8,7 +8,7 @@
 // worker serves by roles.ts.
 import type * as grpc from '@grpc/grpc-js';
 import { TokenSpeedEncoderService, type TokenSpeedEncoderServer } from '../gen/tokenspeed/grpc/encoder.ts';
-import { TokenSpeedSchedulerService, type GenerateRequest, type GenerateResponse, type TokenSpeedSchedulerServer } from '../gen/tokenspeed/grpc/scheduler.ts';
+import { TokenSpeedSchedulerService, type GenerateResponse, type TokenSpeedSchedulerServer } from '../gen/tokenspeed/grpc/scheduler.ts';
 import { serveGenerate, type GenerateServing, type ResponseBuilder, type WorkerIdentity } from './receive.ts';
 import { serveEncode, serveRoleGenerate } from './roles.ts';
 import { judgeTokenSpeedSampling } from './sampling-rules.ts';

@@ -46,6 +46,7 @@ const png = (name = 'rgb.png') => `data:image/png;base64,${images.bytes(name).to
 const withImages = (urls: string[], text = 'describe') => ({ messages: [{ role: 'user', content: [...urls.map((url) => ({ type: 'image_url', image_url: { url } })), { type: 'text', text }] }] });
 
 /** POST a body (Buffer or object) with node:http: the status and the parsed body, however the router answers. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the body is a JSON reply, read field by field as each test asserts it
 function post(base: string, body: unknown, options: { chunks?: Buffer[]; delayMs?: number; headers?: Record<string, string> } = {}): Promise<{ status: number; body: any; ms: number }> {
   const u = new URL(`${base}/v1/chat/completions`);
   const data = Buffer.isBuffer(body) ? body : Buffer.from(JSON.stringify(body));

@@ -10,7 +10,7 @@ import { resolveSampling, samplingDefaultsOf, type ClientSampling } from '../eng
 import { capabilitiesOf } from '../engines/table.ts';
 import type { ImageHeader } from '../multimodal/pool.ts';
 import { PREWRITE_HEADER_MISMATCH, type ShmPrewriteTask } from '../multimodal/preprocess-task.ts';
-import { buildPromptWithin, type BuiltPrompt, type ChatMessage } from '../multimodal/prompt.ts';
+import { buildPromptWithin, type BuiltPrompt } from '../multimodal/prompt.ts';
 import type { PrewrittenTensor } from '../transport/placement.ts';
 import type { WorkerTransport } from '../transport/resolve.ts';
 import type { CachedKind } from '../transport/pixel-cache.ts';
@@ -65,7 +65,7 @@ function prewriteFor(ctx: RouterContext, lane: WorkerTransport, oneTensorPerImag
 /** The prompt for these image token counts, admitted against the context, or the API error building it gives. */
 async function promptFor(ctx: RouterContext, a: AdmittedRequest, tokens: number[]): Promise<{ prompt: BuiltPrompt } | { error: unknown }> {
   try {
-    return { prompt: await buildPromptWithin(ctx.model, a.req.messages as ChatMessage[], tokens, ctx.model.maxContextLength) };
+    return { prompt: await buildPromptWithin(ctx.model, a.req.messages, tokens, ctx.model.maxContextLength) };
   } catch (err) {
     return { error: toApiError(err, { imageParams: a.imageParams }) };
   }
@@ -154,7 +154,7 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
 
   const imageOf = async (i: number): Promise<PreparedImage> => {
     const lane = laneOf(receivers[i]!);
-    const look = keys[i] && cache ? await cache.lookup(keys[i]!) : undefined;
+    const look = keys[i] && cache ? await cache.lookup(keys[i]) : undefined;
     if (look?.kind === 'hit') {
       // Read at once unless the tensor goes as it is over SHM (a hard link then, bytes untouched).
       const asLink = lane.decision.shmEnabled && look.entry.shape.nbytes >= lane.minBytes && oneTensorPerImage && imageDtypes[i] !== 'float16' && !capabilities.sendsEncodedImages;

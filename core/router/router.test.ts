@@ -43,7 +43,7 @@ const chatBody = (stream = false) => ({
   ],
 });
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON reply, read field by field as each test asserts it
 type Json = any;
 const json = async (res: Response | Promise<Response>): Promise<Json> => (await res).json();
 
@@ -256,7 +256,7 @@ describe('a worker that answers nonsense', () => {
         call.write({ response: { $case: 'complete', value: { outputIds: [1_000_000_000], finishReason: 'stop', promptTokens: 1, completionTokens: 1, cachedTokens: 0, index: 0 } } });
         call.end();
       },
-    } as never);
+    });
     const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
     stops.push(() => new Promise<void>((resolve) => server.tryShutdown(() => resolve())));
     const r = await router(`grpc://127.0.0.1:${port}`, 'shm');

@@ -6,7 +6,7 @@
 // the bundled model, entered in the store as an ordinary worker whose origin is
 // `embedded default`, so a fresh install serves a working multimodal API at once.
 // The HTTP routes themselves are routes.ts.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import v8 from 'node:v8';
@@ -20,7 +20,7 @@ import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
 import { TensorEventBus } from '../telemetry/events.ts';
 import { RequestLog } from '../telemetry/requests.ts';
-import { routerLabels, TransportMetrics } from '../telemetry/metrics.ts';
+import { TransportMetrics } from '../telemetry/metrics.ts';
 import { readNamespaceToken, SHM_DIR, type NamespaceTokenReading } from '../transport/namespace.ts';
 import { transportForWorker } from '../transport/resolve.ts';
 import { PixelCache } from '../transport/pixel-cache.ts';

@@ -25,7 +25,7 @@ const chat = (names: string[]) => ({
   model: 'qwen2-vl-mini',
   messages: [{ role: 'user', content: [...names.map((n) => ({ type: 'image_url', image_url: { url: dataUrl(n, n.endsWith('.png') ? 'image/png' : 'image/jpeg') } })), { type: 'text', text: 'What is it?' }] }],
 });
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON reply, read field by field as each test asserts it
 const json = async (res: Response): Promise<any> => res.json();
 const post = (r: RunningRouter, body: unknown, signal?: AbortSignal) =>
   fetch(`${r.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), ...(signal ? { signal } : {}) });

@@ -73,14 +73,14 @@ export class TransportMetrics {
   // The pixel cache (docs/performance.md, "The pixel cache"), read from it at each scrape.
   private pixelCacheStats: (() => PixelCacheStats) | undefined;
   private readonly pixelCacheMetric = <T extends 'counter' | 'gauge'>(kind: T, name: string, help: string, value: (s: PixelCacheStats) => number) => {
-    const self = this;
+    const stats = () => this.pixelCacheStats?.();
     const Kind = kind === 'counter' ? Counter : Gauge;
     return new Kind({
       name,
       help,
       registers: [this.registry],
       collect() {
-        const s = self.pixelCacheStats?.();
+        const s = stats();
         this.reset();
         if (s) this.inc(value(s));
       },

@@ -10,7 +10,6 @@ export interface Reply {
   status: number;
   headers: http.IncomingHttpHeaders;
   body: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   json: any;
   /** The completion's text (JSON choices[0].message.content, or the SSE deltas joined). */
   content: string | undefined;
@@ -140,7 +139,7 @@ function requestOnce(base: string, body: unknown, o: RequestOptions = {}): Promi
       // An answer that came before the body was all sent (a 413 for a body too big): the
       // server may stop reading; what counts is the answer, which ends on its own.
       if (responded) return;
-      if (req.reusedSocket && (code === 'ECONNRESET' || code === 'EPIPE')) finish({ ...failed(code), retryable: true } as Omit<Reply, 'ms'>);
+      if (req.reusedSocket && (code === 'ECONNRESET' || code === 'EPIPE')) finish({ ...failed(code), retryable: true });
       else finish(failed(code));
     });
     if (o.abortAfterMs !== undefined) setTimeout(() => req.destroy(), o.abortAfterMs);

@@ -96,8 +96,8 @@ export function spawnProc(argv: string[], options: SpawnOptions = {}): Proc {
     if (out.length > OUTPUT_CAP) out = out.slice(out.length - OUTPUT_CAP / 2);
     for (const w of [...waiters]) w();
   };
-  child.stdout!.on('data', onData);
-  child.stderr!.on('data', onData);
+  child.stdout.on('data', onData);
+  child.stderr.on('data', onData);
   let exitInfo: { code: number | null; signal: NodeJS.Signals | null } | undefined;
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
     child.once('exit', (code, signal) => {

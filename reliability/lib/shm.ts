@@ -55,7 +55,7 @@ export async function shmNamespace(options: { sizeBytes?: number; readOnly?: boo
 export function ourFiles(dir = '/dev/shm', pid?: number): Array<{ name: string; size: number; type: string }> {
   const onlyOurs = dir === '/dev/shm' && !privateShm();
   const out: Array<{ name: string; size: number; type: string }> = [];
-  let names: string[] = [];
+  let names: string[];
   try {
     names = readdirSync(dir);
   } catch {

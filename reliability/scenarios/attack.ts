@@ -95,7 +95,7 @@ async function browser(t: T): Promise<void> {
   try {
     const page = await b.newPage();
     await page.goto(attackerUrl);
-    const results = (await page.evaluate('window.run()')) as Record<string, string>;
+    const results = await page.evaluate<Record<string, string>>('window.run()');
     // DNS rebinding: the attacker's name resolves to 127.0.0.1, so the page is same-origin with
     // the console's port; the Host guard must refuse it anyway.
     const rebind = await page.goto(`${rebindOrigin}/`);

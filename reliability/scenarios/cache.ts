@@ -498,7 +498,7 @@ async function tamper(t: T): Promise<void> {
         const linked = await until(() => readdirSync('/dev/shm').some((n) => TENSOR_FILE.test(n) && entry !== undefined && statSync(path.join('/dev/shm', n), { throwIfNoEntry: false })?.ino === entry.ino), 3000, 10);
         await use(tampering);
         const from = tampering.proc.output().length;
-        const tampered = await ask(c);
+        await ask(c); // the tampering worker's request: what matters is what the others read after it
         const heldReply = await held;
         const inodes = tamperedIno(tampering, from);
         await use(normal);

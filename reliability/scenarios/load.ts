@@ -326,7 +326,7 @@ export async function loadGroup(suite: Suite): Promise<void> {
 function rssBreakdown(pid: number): Record<string, number | number[]> {
   const out = { heap: 0, anonymous: 0, files: 0, largest_anonymous: 0 };
   const anonymous: number[] = [];
-  let text = '';
+  let text: string;
   try {
     text = readFileSync(`/proc/${pid}/smaps`, 'utf8');
   } catch {

@@ -96,5 +96,5 @@ export function configHandlers(state: ConsoleState): HandlerGroup<ConfigCommand>
       return state.apply(next, input.expectedRevision, meta.client, { reloadOf: { text } });
     },
   };
-  return handlers as unknown as HandlerGroup<ConfigCommand>;
+  return handlers;
 }

@@ -104,11 +104,11 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
   return {
     async overview() {
       const s = store.current();
-      let files: TensorFilesOfPid[] = [];
+      let files: TensorFilesOfPid[];
       try {
         files = await listing.get(ctx.writer.dir, { maxFileAgeMs: s.config.request_timeout_secs * 1000 });
       } catch {
-        files = [];
+        files = []; // /dev/shm cannot be listed: the host panel says it is not writable
       }
       const space = await shmFreeBytes(ctx.writer.dir);
       const workers = ctx.registry.list();

@@ -54,5 +54,5 @@ export function trafficHandlers(state: ConsoleState): HandlerGroup<TrafficComman
       return { text: await ctx.metrics.text() };
     },
   };
-  return handlers as unknown as HandlerGroup<TrafficCommand>;
+  return handlers;
 }

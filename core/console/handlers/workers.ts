@@ -79,5 +79,5 @@ export function workersHandlers(state: ConsoleState): HandlerGroup<WorkersComman
       return diagnoseWorker(state, input.url);
     },
   };
-  return handlers as unknown as HandlerGroup<WorkersCommand>;
+  return handlers;
 }

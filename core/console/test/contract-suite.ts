@@ -94,7 +94,7 @@ export function describeContract(name: string, setup: () => ContractEnv): void {
       expect(imported.issues[0]).toMatchObject({ path: 'workers[0].priority', line: 4, column: 15 });
       const restart = await rejection(client.call('config.apply', { draft: { ...before.config, port: 1 }, expectedRevision: before.revision }));
       expect(restart.code).toBe('restart_required');
-      const input = await rejection(client.call('config.apply', { draft: before.config, expectedRevision: 0 } as never));
+      const input = await rejection(client.call('config.apply', { draft: before.config, expectedRevision: 0 }));
       expect(input.code).toBe('invalid_input');
       expect((await client.call('config.get', {})).revision).toBe(before.revision);
       expect(readFileSync(env().configFile, 'utf8')).toBe(fileBefore);

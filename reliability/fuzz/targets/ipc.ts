@@ -60,6 +60,7 @@ export async function ipcTarget() {
   const { bindConsoleIpc, callChannel, STREAM_SUBSCRIBE_CHANNEL, STREAM_UNSUBSCRIBE_CHANNEL } = await import('../../../electron/ipc.ts');
   const { senderFrameProblem } = await import('../../../electron/security.ts');
   const { COMMAND_NAMES } = await import('../../../core/console/contract.ts');
+  // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- a string specifier: TypeScript does not look for types of this plain .mjs module
   const fake = (await import('../electron/fake.mjs' as string)) as { handlers: Map<string, (event: unknown, ...args: unknown[]) => Promise<unknown> | unknown> };
   const reached: string[] = [];
   const backend = {

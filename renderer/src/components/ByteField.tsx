@@ -36,7 +36,7 @@ export function ByteField({ label, value, onChange, disabled, describedBy }: { l
     const next = shown(value, factor);
     setUnit(next.unit);
     setText(next.text);
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- follow the value from outside only; the text being typed is this field's own
   }, [value]);
 
   // Every edit goes up: the bytes when the text parses, else the text with its unit.

@@ -50,7 +50,7 @@ export function UChart({ options, data, height, label }: { options: (width: numb
       plot.current = null;
     };
     // options is a builder; rebuild on theme or height change only.
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+     
   }, [scheme, height, options]);
 
   useEffect(() => {

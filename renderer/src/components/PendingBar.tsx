@@ -28,14 +28,14 @@ export function PendingBar() {
         {stale && (
           <span className="pending-issue warn">
             <span aria-hidden="true">! </span>
-            revision {view!.revision} was applied meanwhile ({view!.client})
+            revision {view.revision} was applied meanwhile ({view.client})
           </span>
         )}
       </div>
       <div className="pending-actions">
         {stale && (
           <button type="button" className="btn" onClick={() => useConfig.getState().rebase()}>
-            Rebase onto {view!.revision}
+            Rebase onto {view.revision}
           </button>
         )}
         <button type="button" className="btn" onClick={() => useConfig.getState().discard()}>

@@ -122,7 +122,7 @@ export function ScreenHeader({ title, lead, actions }: { title: string; lead?: R
  * `workers[0].multimodal_` / `tensor_transport`. Copying the text copies it unchanged.
  */
 export function Breakable({ text }: { text: string }) {
-  const parts = text.split(/(?<=[._/\]\[])/);
+  const parts = text.split(/(?<=[._/\][])/);
   return (
     <>
       {parts.map((p, i) => (

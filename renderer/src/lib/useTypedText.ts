@@ -8,7 +8,7 @@ export function useTypedText(value: number | string | undefined, options: { deci
   const [text, setText] = useState(value === undefined ? '' : String(value));
   useEffect(() => {
     if ((typedNumber(text, options) ?? '') !== (value ?? '')) setText(value === undefined ? '' : String(value));
-    // eslint-disable-next-line react-hooks/exhaustive-deps
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- follow the value from outside only; the text being typed is the field's own
   }, [value]);
   return [text, setText];
 }

@@ -13,7 +13,6 @@ import { patchWorker } from '../lib/draft.ts';
 import { splitAttempts } from '../lib/attempts.ts';
 import { formatBytes, formatMs } from '../lib/format.ts';
 import { FALLBACK_REASONS } from '../lib/vocab.ts';
-import { describeError } from '../stores/client.ts';
 import { useConfig } from '../stores/config.ts';
 import { useDoctor } from '../stores/doctor.ts';
 import { useUi } from '../stores/ui.ts';

@@ -12,8 +12,6 @@ import { perSecondSeries, recentRate } from '../lib/series.ts';
 import { useNowSecond } from '../lib/useNow.ts';
 import { HEALTH_TONE } from '../lib/vocab.ts';
 import { warningTone, warningWord } from '../lib/vocab.ts';
-import { client } from '../stores/client.ts';
-import { useConfig } from '../stores/config.ts';
 import { useOverview } from '../stores/overview.ts';
 import { useTraffic } from '../stores/traffic.ts';
 import { routeHref, useUi } from '../stores/ui.ts';

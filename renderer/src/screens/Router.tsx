@@ -5,7 +5,6 @@
 // into the draft; nothing reaches the router before Review & apply.
 import { useId } from 'react';
 import { useTypedText } from '../lib/useTypedText.ts';
-import { ByteField } from '../components/ByteField.tsx';
 import { DisaggregationSettings } from '../components/DisaggregationSettings.tsx';
 import { GenericSettings } from '../components/GenericSettings.tsx';
 import { Badge, Breakable, ErrorNote, Panel, ScreenHeader } from '../components/ui.tsx';

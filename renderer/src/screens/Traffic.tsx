@@ -127,7 +127,7 @@ function Histogram({ rows, threshold, thresholdLabel }: { rows: readonly TensorE
     };
   }, []);
   // Redraw the lines when the slider moves without rebuilding the chart.
-  // eslint-disable-next-line react-hooks/exhaustive-deps
+  // eslint-disable-next-line react-hooks/exhaustive-deps -- a new array when the slider moves (candidate, threshold) redraws the lines; uPlot reads them from its hooks
   const chartData = useMemo<uPlot.AlignedData>(() => [h.edges.map((_, i) => i), h.inline, h.shm], [h, candidate, threshold]);
 
   return (

@@ -6,17 +6,16 @@
 import { Fragment, useId, useMemo, useState } from 'react';
 import { DEFAULT_BOOTSTRAP_PORT, hasBootstrapServer, readsPixelTensors, REASON_WORDS, RUNTIMES, WORKER_TYPES, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerView } from '../../../core/console/contract.ts';
 import { VerdictBadge, VerdictText } from '../components/Verdict.tsx';
-import { Badge, Breakable, Empty, ErrorNote, Panel, Prose, ScreenHeader, type Tone } from '../components/ui.tsx';
+import { Badge, Empty, ErrorNote, Panel, ScreenHeader } from '../components/ui.tsx';
 import { addWorker, patchWorker, removeWorker, typedNumber } from '../lib/draft.ts';
 import { useTypedText } from '../lib/useTypedText.ts';
-import { formatAgo, formatBytes, formatDateTime, formatPercent } from '../lib/format.ts';
+import { formatBytes, formatPercent } from '../lib/format.ts';
 import { HEALTH_TONE, LAYER_LABEL, TOKEN_WORDS } from '../lib/vocab.ts';
 import { client } from '../stores/client.ts';
 import { useConfig, type Resolution } from '../stores/config.ts';
 import { routeHref, useUi } from '../stores/ui.ts';
 import { isEmbedded, useWorkers } from '../stores/workers.ts';
 import { ShmLaneNote } from '../components/ShmLane.tsx';
-import { describeError } from '../stores/client.ts';
 import { ModeChoice, ThresholdChoice } from '../components/TransportChoices.tsx';
 import { StartFlagNote } from '../components/StartFlagNote.tsx';
 
