@@ -53,7 +53,10 @@ export default tseslint.config(
     plugins: { mmtc: { rules: { 'disable-needs-reason': disableNeedsReason } } },
     rules: {
       'mmtc/disable-needs-reason': 'error',
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none', destructuredArrayIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none', destructuredArrayIgnorePattern: '^_' },
+      ],
       // A catch that does nothing says why (a comment in it), as an empty block anywhere must.
       'no-empty': ['error', { allowEmptyCatch: false }],
       eqeqeq: ['error', 'always', { null: 'ignore' }],
@@ -81,7 +84,10 @@ export default tseslint.config(
         {
           patterns: [
             { group: ['**/electron/**', 'electron'], message: 'core/ never imports the desktop shell or Electron (it runs in plain Node)' },
-            { group: ['**/renderer/**', 'react', 'react-dom', 'react/*', 'react-dom/*', 'zustand', 'uplot'], message: 'core/ never imports the UI or its libraries' },
+            {
+              group: ['**/renderer/**', 'react', 'react-dom', 'react/*', 'react-dom/*', 'zustand', 'uplot'],
+              message: 'core/ never imports the UI or its libraries',
+            },
           ],
         },
       ],

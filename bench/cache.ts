@@ -93,8 +93,20 @@ for i in range(int(sys.argv[2])):
 
 /** Turn `turn` (0-based) of a conversation about one image: its history (the image in the first user message, a short exchange per earlier turn) and the next question. */
 function turnBody(jpegBase64: string, turn: number): Buffer {
-  const messages: unknown[] = [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${jpegBase64}` } }, { type: 'text', text: 'Describe the image.' }] }];
-  for (let t = 1; t <= turn; t++) messages.push({ role: 'assistant', content: `Answer ${t}: a striped, checkered test picture.` }, { role: 'user', content: `Question ${t + 1}: what else is in the picture?` });
+  const messages: unknown[] = [
+    {
+      role: 'user',
+      content: [
+        { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${jpegBase64}` } },
+        { type: 'text', text: 'Describe the image.' },
+      ],
+    },
+  ];
+  for (let t = 1; t <= turn; t++)
+    messages.push(
+      { role: 'assistant', content: `Answer ${t}: a striped, checkered test picture.` },
+      { role: 'user', content: `Question ${t + 1}: what else is in the picture?` },
+    );
   return Buffer.from(JSON.stringify({ model: 'bench', max_tokens: 16, messages }));
 }
 
@@ -131,7 +143,18 @@ async function scrape(url: string): Promise<Record<string, number | undefined>> 
     const m = new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text);
     return m ? Number(m[1]) : undefined;
   };
-  return Object.fromEntries(['mmtc_preprocess_memory_bytes', 'smg_mm_pixel_cache_hits_total', 'smg_mm_pixel_cache_misses_total', 'smg_mm_pixel_cache_evictions_total', 'smg_mm_pixel_cache_tampered_total', 'smg_mm_pixel_cache_bytes', 'smg_mm_pixel_cache_entries', 'smg_mm_pixel_cache_budget_bytes'].map((n) => [n, value(n)]));
+  return Object.fromEntries(
+    [
+      'mmtc_preprocess_memory_bytes',
+      'smg_mm_pixel_cache_hits_total',
+      'smg_mm_pixel_cache_misses_total',
+      'smg_mm_pixel_cache_evictions_total',
+      'smg_mm_pixel_cache_tampered_total',
+      'smg_mm_pixel_cache_bytes',
+      'smg_mm_pixel_cache_entries',
+      'smg_mm_pixel_cache_budget_bytes',
+    ].map((n) => [n, value(n)]),
+  );
 }
 
 function rssOf(pid: number): number {
@@ -163,18 +186,34 @@ function shmFilesOf(pids: Set<number>): Array<{ name: string; size: number; cach
  * RequestCacheUses.hitImage for a hit that goes by link (prepare.ts), which gives the request
  * an empty placeholder for the tensor (its bytes stay in the cache).
  */
-async function hitCost(jpeg: Buffer, g: ReturnType<typeof patchGeometry>, nbytes: number): Promise<{ hash: number[]; lookup: number[]; link: number[]; release: number[]; total: number[]; view: number[]; bare: number[]; copy: number[] }> {
+async function hitCost(
+  jpeg: Buffer,
+  g: ReturnType<typeof patchGeometry>,
+  nbytes: number,
+): Promise<{ hash: number[]; lookup: number[]; link: number[]; release: number[]; total: number[]; view: number[]; bare: number[]; copy: number[] }> {
   const writer = new ShmWriter({});
   const cache = new PixelCache({ writer, budgetBytes: 4 * nbytes });
   const tensor = Buffer.alloc(nbytes, 0x3c);
   const fingerprint = pixelFingerprint({ bench: 'cache', kind: 'float32' });
-  const out = { hash: [] as number[], lookup: [] as number[], link: [] as number[], release: [] as number[], total: [] as number[], view: [] as number[], bare: [] as number[], copy: [] as number[] };
+  const out = {
+    hash: [] as number[],
+    lookup: [] as number[],
+    link: [] as number[],
+    release: [] as number[],
+    total: [] as number[],
+    view: [] as number[],
+    bare: [] as number[],
+    copy: [] as number[],
+  };
   try {
     const hash = mediaHash(jpeg);
     const key = cache.keyOf(hash, fingerprint);
     const first = await cache.lookup(key);
     if (first.kind !== 'miss') throw new Error(`an empty pixel cache answered ${first.kind}`);
-    const stored = await first.miss.store({ kind: 'float32', nbytes, patches: g.patches, features: g.features, gridThw: [g.gridT, g.gridH, g.gridW], tokens: g.tokens, mediaHash: hash }, { kind: 'memory', bytes: tensor });
+    const stored = await first.miss.store(
+      { kind: 'float32', nbytes, patches: g.patches, features: g.features, gridThw: [g.gridT, g.gridH, g.gridW], tokens: g.tokens, mediaHash: hash },
+      { kind: 'memory', bytes: tensor },
+    );
     if (!stored) throw new Error(`the pixel cache did not store the entry: ${JSON.stringify(cache.stats())}`);
     for (let round = 0; round < MICRO_ROUNDS; round++) {
       for (let i = 0; i < MICRO_HITS_PER_ROUND; i++) {
@@ -250,12 +289,18 @@ async function measure(dir: string) {
   const nbytes = g.patches * g.features * 4; // vLLM: float32
   const warm = chatBody1080p(dir); // warm-up body: its image is none of the conversations'
   const jpegs = distinctJpegs(dir, ROUNDS[1] * CONVERSATIONS[1] + ROUNDS[8] * CONVERSATIONS[8]);
-  const jpegBytes = percentile(jpegs.map((j) => j.byteLength), 50);
+  const jpegBytes = percentile(
+    jpegs.map((j) => j.byteLength),
+    50,
+  );
 
   const started: Array<{ name: string; proc: Started }> = [];
   const workers = new Map<string, Started>();
   for (const runtime of ['vllm', 'tokenspeed'] as const) {
-    const worker = await startMmtc(['worker', '--runtime', runtime, '--port', '0', '--no-fingerprint', '--read-buffer', 'fresh'], /listening on (grpc:\/\/\S+)/);
+    const worker = await startMmtc(
+      ['worker', '--runtime', runtime, '--port', '0', '--no-fingerprint', '--read-buffer', 'fresh'],
+      /listening on (grpc:\/\/\S+)/,
+    );
     started.push({ name: `${runtime} worker (fresh)`, proc: worker });
     workers.set(runtime, worker);
   }
@@ -266,7 +311,10 @@ async function measure(dir: string) {
       CACHES.map(async (cache) => {
         const mode = lane.name;
         const file = path.join(dir, `router-${lane.runtime}-${lane.mode}-${cache}.yaml`);
-        writeFileSync(file, `${JSON.stringify({ workers: [{ url: workers.get(lane.runtime)!.match }], multimodal_tensor_transport: lane.mode, multimodal_pixel_cache_mb: cache === 'on' ? CACHE_MB : 0, preprocess_memory_bytes: PREPROCESS_MEMORY_BYTES })}\n`);
+        writeFileSync(
+          file,
+          `${JSON.stringify({ workers: [{ url: workers.get(lane.runtime)!.match }], multimodal_tensor_transport: lane.mode, multimodal_pixel_cache_mb: cache === 'on' ? CACHE_MB : 0, preprocess_memory_bytes: PREPROCESS_MEMORY_BYTES })}\n`,
+        );
         const proc = await startMmtc(['router', '--port', '0', '--config', file], /listening on (http:\/\/\S+)/);
         started.push({ name: `router ${mode}, cache ${cache}`, proc });
         if (!/^http:\/\/127\.0\.0\.1:\d+$/.test(proc.match)) throw new Error(`router listens on ${proc.match}, not on 127.0.0.1`);
@@ -280,7 +328,9 @@ async function measure(dir: string) {
   process.stdout.write(
     `pixel cache benchmark on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}; conversations of ${TURNS} turns, each turn resending its own 1080p JPEG (${(jpegBytes / 1e6).toFixed(2)} MB, encoder input [${g.patches}, ${g.features}], ${(nbytes / 1e6).toFixed(1)} MB as vLLM's float32, ${(nbytes / 2e6).toFixed(1)} MB as TokenSpeed's bfloat16) to a vLLM and a TokenSpeed reference worker reading into fresh buffers (TokenSpeed attaching its bfloat16 encoder input read-write, as its scheduler does); cache on = multimodal_pixel_cache_mb ${CACHE_MB}, off = 0; interleaved rounds: ${ROUNDS[1]} of ${CONVERSATIONS[1]} conversations one after another (c=1), ${ROUNDS[8]} of ${CONVERSATIONS[8]} at once (c=8)\n\n`,
   );
-  process.stdout.write(`| runtime, mode | pixel cache | concurrency | conversations | requests | req/s | turn-1 p50 ms | ${later} p50 ms | ${later} p99 ms | turn-1 preprocess p50 | ${later} preprocess p50 | ${later} place p50 | ${later} worker p50 |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n`);
+  process.stdout.write(
+    `| runtime, mode | pixel cache | concurrency | conversations | requests | req/s | turn-1 p50 ms | ${later} p50 ms | ${later} p99 ms | turn-1 preprocess p50 | ${later} preprocess p50 | ${later} place p50 | ${later} worker p50 |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n`,
+  );
 
   const results = new Map<string, Result>();
   const res = (c: Concurrency, mode: Mode, cache: Cache) => results.get(`${c} ${mode} ${cache}`)!;
@@ -301,7 +351,11 @@ async function measure(dir: string) {
     for (const key of keys) {
       const { mode, cache } = routers.get(key)!;
       const r = res(concurrency, mode, cache);
-      const p = (xs: Sample[], q: number, span?: string) => percentile(xs.map((s) => (span ? (s.timing[span] ?? 0) : s.ms)), q);
+      const p = (xs: Sample[], q: number, span?: string) =>
+        percentile(
+          xs.map((s) => (span ? (s.timing[span] ?? 0) : s.ms)),
+          q,
+        );
       process.stdout.write(
         `| ${mode} | ${cache} | ${concurrency} | ${r.first.length} | ${r.requests} | ${((r.requests * 1000) / r.wallMs).toFixed(2)} | ${p(r.first, 50).toFixed(1)} | ${p(r.rest, 50).toFixed(1)} | ${p(r.rest, 99).toFixed(1)} | ${p(r.first, 50, 'preprocess').toFixed(1)} | ${p(r.rest, 50, 'preprocess').toFixed(1)} | ${p(r.rest, 50, 'place').toFixed(2)} | ${p(r.rest, 50, 'worker').toFixed(1)} |\n`,
       );
@@ -312,7 +366,11 @@ async function measure(dir: string) {
   const verdicts: string[] = [];
   const check = (ok: boolean, text: string) => verdicts.push(`${ok ? 'PASS' : 'MISS'}  ${text}`);
   const info = (text: string) => verdicts.push(`INFO  ${text}`);
-  const p50 = (xs: Sample[]) => percentile(xs.map((s) => s.ms), 50);
+  const p50 = (xs: Sample[]) =>
+    percentile(
+      xs.map((s) => s.ms),
+      50,
+    );
   const rps = (r: Result) => (r.requests * 1000) / r.wallMs;
   for (const concurrency of CONCURRENCIES) {
     for (const { name: mode } of LANES) {
@@ -322,12 +380,27 @@ async function measure(dir: string) {
       const rpsGain = rps(on) / rps(off);
       const firstRatio = p50(on.first) / p50(off.first);
       const where = `${mode}, c=${concurrency}`;
-      if (mode === 'vllm auto' && concurrency === 1) check(hitSpeedup >= 3, `${later} p50 ${hitSpeedup.toFixed(2)}× faster with the cache than without (${p50(on.rest).toFixed(1)} vs ${p50(off.rest).toFixed(1)} ms), ${where} (target ≥ 3×)`);
-      else if (mode === 'tokenspeed auto' && concurrency === 1) check(hitSpeedup >= 2, `${later} p50 ${hitSpeedup.toFixed(2)}× faster with the cache than without (${p50(on.rest).toFixed(1)} vs ${p50(off.rest).toFixed(1)} ms), ${where}: each hit a copy of its own for the read-write attach (target ≥ 2×)`);
-      else info(`${later} p50 ${hitSpeedup.toFixed(2)}× faster with the cache than without (${p50(on.rest).toFixed(1)} vs ${p50(off.rest).toFixed(1)} ms), ${where}`);
-      if (mode === 'vllm auto' && concurrency === 8) check(rpsGain >= 2.5, `requests/s ${rpsGain.toFixed(2)}× with the cache (${rps(on).toFixed(2)} vs ${rps(off).toFixed(2)}), ${where} (target ≥ 2.5×)`);
+      if (mode === 'vllm auto' && concurrency === 1)
+        check(
+          hitSpeedup >= 3,
+          `${later} p50 ${hitSpeedup.toFixed(2)}× faster with the cache than without (${p50(on.rest).toFixed(1)} vs ${p50(off.rest).toFixed(1)} ms), ${where} (target ≥ 3×)`,
+        );
+      else if (mode === 'tokenspeed auto' && concurrency === 1)
+        check(
+          hitSpeedup >= 2,
+          `${later} p50 ${hitSpeedup.toFixed(2)}× faster with the cache than without (${p50(on.rest).toFixed(1)} vs ${p50(off.rest).toFixed(1)} ms), ${where}: each hit a copy of its own for the read-write attach (target ≥ 2×)`,
+        );
+      else
+        info(
+          `${later} p50 ${hitSpeedup.toFixed(2)}× faster with the cache than without (${p50(on.rest).toFixed(1)} vs ${p50(off.rest).toFixed(1)} ms), ${where}`,
+        );
+      if (mode === 'vllm auto' && concurrency === 8)
+        check(rpsGain >= 2.5, `requests/s ${rpsGain.toFixed(2)}× with the cache (${rps(on).toFixed(2)} vs ${rps(off).toFixed(2)}), ${where} (target ≥ 2.5×)`);
       else info(`requests/s ${rpsGain.toFixed(2)}× with the cache (${rps(on).toFixed(2)} vs ${rps(off).toFixed(2)}), ${where}`);
-      check(firstRatio <= 1.05, `turn-1 (miss) p50 with the cache ${firstRatio.toFixed(3)}× of without (${p50(on.first).toFixed(1)} vs ${p50(off.first).toFixed(1)} ms), ${where} (target ≤ 1.05×)`);
+      check(
+        firstRatio <= 1.05,
+        `turn-1 (miss) p50 with the cache ${firstRatio.toFixed(3)}× of without (${p50(on.first).toFixed(1)} vs ${p50(off.first).toFixed(1)} ms), ${where} (target ≤ 1.05×)`,
+      );
     }
   }
 
@@ -348,7 +421,11 @@ async function measure(dir: string) {
     const hits = m.smg_mm_pixel_cache_hits_total;
     const expected = cache === 'on' ? conversationsSent * (TURNS - 1) + WARMUP - 1 : 0;
     if (hits === undefined) info(`router ${mode}, cache ${cache}: no smg_mm_pixel_cache_hits_total on /metrics, hits not checked`);
-    else if (cache === 'on') check(hits >= expected && (m.smg_mm_pixel_cache_tampered_total ?? 0) === 0, `router ${mode}, cache on: ${hits} hits, ${m.smg_mm_pixel_cache_misses_total} misses, ${m.smg_mm_pixel_cache_tampered_total ?? 'n/a'} tampered (expected ≥ ${expected} hits: every later turn and the warm-up's repeats; 0 tampered)`);
+    else if (cache === 'on')
+      check(
+        hits >= expected && (m.smg_mm_pixel_cache_tampered_total ?? 0) === 0,
+        `router ${mode}, cache on: ${hits} hits, ${m.smg_mm_pixel_cache_misses_total} misses, ${m.smg_mm_pixel_cache_tampered_total ?? 'n/a'} tampered (expected ≥ ${expected} hits: every later turn and the warm-up's repeats; 0 tampered)`,
+      );
     else check(hits === 0, `router ${mode}, cache off: ${hits} hits (expected 0)`);
   }
 
@@ -357,30 +434,57 @@ async function measure(dir: string) {
   const q = (xs: number[], p: number) => percentile(xs, p).toFixed(3);
   const hitP50 = percentile(micro.total, 50);
   const bareP50 = percentile(micro.bare, 50);
-  const routerHit = percentile(res(1, 'vllm auto', 'on').rest.map((s) => s.timing.preprocess ?? 0), 50);
-  info(`the auto router's own preprocess span on hits (${later}, c=1, cache on; Server-Timing: headers, hash, lookup, the request's image memory) p50 ${routerHit.toFixed(2)} ms, against the micro's hash + lookup ${(percentile(micro.hash, 50) + percentile(micro.lookup, 50)).toFixed(3)} ms and hitImage ${percentile(micro.view, 50).toFixed(3)} ms`);
-  check(hitP50 <= 1, `hit cost (hash + lookup + link + release) p50 ${hitP50.toFixed(3)} ms for the ${(nbytes / 1e6).toFixed(1)} MB tensor, ${(hitP50 / bareP50).toFixed(3)}× a bare write of the same bytes (${bareP50.toFixed(2)} ms) (target ≤ 1 ms)`);
+  const routerHit = percentile(
+    res(1, 'vllm auto', 'on').rest.map((s) => s.timing.preprocess ?? 0),
+    50,
+  );
+  info(
+    `the auto router's own preprocess span on hits (${later}, c=1, cache on; Server-Timing: headers, hash, lookup, the request's image memory) p50 ${routerHit.toFixed(2)} ms, against the micro's hash + lookup ${(percentile(micro.hash, 50) + percentile(micro.lookup, 50)).toFixed(3)} ms and hitImage ${percentile(micro.view, 50).toFixed(3)} ms`,
+  );
+  check(
+    hitP50 <= 1,
+    `hit cost (hash + lookup + link + release) p50 ${hitP50.toFixed(3)} ms for the ${(nbytes / 1e6).toFixed(1)} MB tensor, ${(hitP50 / bareP50).toFixed(3)}× a bare write of the same bytes (${bareP50.toFixed(2)} ms) (target ≤ 1 ms)`,
+  );
 
   // Stop everything, then count what the benchmark's processes left in /dev/shm.
   const pids = new Set([process.pid, ...started.map((s) => s.proc.child.pid!)]);
   await stopAll();
   const left = shmFilesOf(pids);
 
-  process.stdout.write(`\nthe hit path's router-side cost, in this process (PixelCache over a ShmWriter on ${SHM}; ${micro.total.length} hits, ${micro.bare.length} bare writes interleaved):\n\n| step | p50 ms | p99 ms |\n|---|---:|---:|\n`);
+  process.stdout.write(
+    `\nthe hit path's router-side cost, in this process (PixelCache over a ShmWriter on ${SHM}; ${micro.total.length} hits, ${micro.bare.length} bare writes interleaved):\n\n| step | p50 ms | p99 ms |\n|---|---:|---:|\n`,
+  );
   process.stdout.write(`| hash: BLAKE3 of the ${(jpegBytes / 1e6).toFixed(2)} MB JPEG (its media hash) | ${q(micro.hash, 50)} | ${q(micro.hash, 99)} |\n`);
   process.stdout.write(`| PixelCache.lookup (open + fstat) | ${q(micro.lookup, 50)} | ${q(micro.lookup, 99)} |\n`);
   process.stdout.write(`| CachedEntry.place into a scope (fstat + link) | ${q(micro.link, 50)} | ${q(micro.link, 99)} |\n`);
   process.stdout.write(`| release (scope complete + fstat + close) | ${q(micro.release, 50)} | ${q(micro.release, 99)} |\n`);
   process.stdout.write(`| **hit total** | ${q(micro.total, 50)} | ${q(micro.total, 99)} |\n`);
-  process.stdout.write(`| bare write of the ${(nbytes / 1e6).toFixed(1)} MB tensor to a new ${SHM} file (the baseline) | ${q(micro.bare, 50)} | ${q(micro.bare, 99)} |\n`);
+  process.stdout.write(
+    `| bare write of the ${(nbytes / 1e6).toFixed(1)} MB tensor to a new ${SHM} file (the baseline) | ${q(micro.bare, 50)} | ${q(micro.bare, 99)} |\n`,
+  );
   process.stdout.write(`| hit total / bare write | ${(hitP50 / bareP50).toFixed(3)}× | |\n`);
-  process.stdout.write(`| apart: a copy of its own per hit, TokenSpeed's hit (its scheduler attaches the file read-write), and the guard's alternative (multimodal_pixel_cache_shm: copy, workers caught writing into an entry); fs.copyFile on libuv's pool, float32 | ${q(micro.copy, 50)} | ${q(micro.copy, 99)} |\n`);
-  process.stdout.write(`| not in the total: RequestCacheUses.hitImage for a hit sent by link (an empty placeholder stands for the ${(nbytes / 1e6).toFixed(1)} MB) | ${q(micro.view, 50)} | ${q(micro.view, 99)} |\n`);
+  process.stdout.write(
+    `| apart: a copy of its own per hit, TokenSpeed's hit (its scheduler attaches the file read-write), and the guard's alternative (multimodal_pixel_cache_shm: copy, workers caught writing into an entry); fs.copyFile on libuv's pool, float32 | ${q(micro.copy, 50)} | ${q(micro.copy, 99)} |\n`,
+  );
+  process.stdout.write(
+    `| not in the total: RequestCacheUses.hitImage for a hit sent by link (an empty placeholder stands for the ${(nbytes / 1e6).toFixed(1)} MB) | ${q(micro.view, 50)} | ${q(micro.view, 99)} |\n`,
+  );
 
-  process.stdout.write(`\neach router after the run (RSS from /proc; the cache's files are in ${SHM}, not in the RSS; preprocessing resident: mmtc_preprocess_memory_bytes on /metrics):\n\n| runtime, mode | pixel cache | RSS MiB | cache budget MiB | preprocess_memory_bytes MiB | RSS / (budget + preprocess) | preprocessing resident MiB | cache files in ${SHM} | hits | misses | evictions | tampered |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n`);
+  process.stdout.write(
+    `\neach router after the run (RSS from /proc; the cache's files are in ${SHM}, not in the RSS; preprocessing resident: mmtc_preprocess_memory_bytes on /metrics):\n\n| runtime, mode | pixel cache | RSS MiB | cache budget MiB | preprocess_memory_bytes MiB | RSS / (budget + preprocess) | preprocessing resident MiB | cache files in ${SHM} | hits | misses | evictions | tampered |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n`,
+  );
   process.stdout.write(`${memoryLines.join('\n')}\n`);
 
-  process.stdout.write(`\nfiles left in ${SHM} by the benchmark's processes (this one, the worker, the routers; tensor, probe and cache files) after they stopped: ${left.length}${left.length ? ` (${left.slice(0, 5).map((f) => f.name).join(', ')}${left.length > 5 ? ', …' : ''})` : ''}\n`);
+  process.stdout.write(
+    `\nfiles left in ${SHM} by the benchmark's processes (this one, the worker, the routers; tensor, probe and cache files) after they stopped: ${left.length}${
+      left.length
+        ? ` (${left
+            .slice(0, 5)
+            .map((f) => f.name)
+            .join(', ')}${left.length > 5 ? ', …' : ''})`
+        : ''
+    }\n`,
+  );
   if (left.length > 0) {
     verdicts.push(`FAIL  ${left.length} file${left.length === 1 ? '' : 's'} left in ${SHM} (${left.filter((f) => f.cache).length} cache files); removed now`);
     for (const f of left) rmSync(path.join(SHM, f.name), { force: true });
@@ -395,7 +499,14 @@ async function measure(dir: string) {
       { name: `cache ${cache}, turn 1`, values: groups.map(({ c, mode }) => p50(res(c, mode, cache).first)) },
       { name: `cache ${cache}, ${later}`, values: groups.map(({ c, mode }) => p50(res(c, mode, cache).rest)) },
     ]);
-    writeFileSync(path.join(root, 'docs', 'img', 'cache-bench.svg'), renderBarChart({ title: `${TURNS}-turn conversations resending a 1080p image, p50 latency (ms, lower is better)`, groups: groups.map(({ c, mode }) => `${mode} c=${c}`), series }));
+    writeFileSync(
+      path.join(root, 'docs', 'img', 'cache-bench.svg'),
+      renderBarChart({
+        title: `${TURNS}-turn conversations resending a 1080p image, p50 latency (ms, lower is better)`,
+        groups: groups.map(({ c, mode }) => `${mode} c=${c}`),
+        series,
+      }),
+    );
     process.stdout.write('chart written to docs/img/cache-bench.svg\n');
   }
 }

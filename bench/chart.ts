@@ -41,7 +41,11 @@ export function renderLineChart(spec: ChartSpec): string {
     const dash = s.name.includes('hugetlb') ? ' stroke-dasharray="5 4"' : '';
     const pts = s.values.map((v, i) => `${x(i).toFixed(1)},${y(Math.max(v, 10 ** lo)).toFixed(1)}`).join(' ');
     parts.push(`<polyline fill="none" stroke="${color}" stroke-width="2"${dash} points="${pts}"/>`);
-    s.values.forEach((v, i) => parts.push(`<circle cx="${x(i).toFixed(1)}" cy="${y(Math.max(v, 10 ** lo)).toFixed(1)}" r="3" fill="${color}"><title>${escapeXml(`${s.name}: ${v.toFixed(3)}`)}</title></circle>`));
+    s.values.forEach((v, i) =>
+      parts.push(
+        `<circle cx="${x(i).toFixed(1)}" cy="${y(Math.max(v, 10 ** lo)).toFixed(1)}" r="3" fill="${color}"><title>${escapeXml(`${s.name}: ${v.toFixed(3)}`)}</title></circle>`,
+      ),
+    );
     const ly = top + 10 + k * 20;
     parts.push(`<line x1="${W - right + 15}" x2="${W - right + 40}" y1="${ly}" y2="${ly}" stroke="${color}" stroke-width="2"${dash}/>`);
     parts.push(`<text x="${W - right + 46}" y="${ly + 4}">${escapeXml(s.name)}</text>`);

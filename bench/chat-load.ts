@@ -42,21 +42,35 @@ function attempt(url: string, body: Uint8Array): Promise<Sample> {
   const t = performance.now();
   let responded = false;
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.byteLength } }, (res) => {
-      responded = true;
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => {
-        const ms = performance.now() - t;
-        if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString()}`));
-        const timing = Object.fromEntries(String(res.headers['server-timing'] ?? '').split(', ').map((p) => {
-          const [name, dur] = p.split(';dur=');
-          return [name!, Number(dur)];
-        }));
-        resolve({ ms, timing });
-      });
-      res.on('error', reject);
-    });
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': body.byteLength },
+      },
+      (res) => {
+        responded = true;
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const ms = performance.now() - t;
+          if (res.statusCode !== 200) return reject(new Error(`HTTP ${res.statusCode}: ${Buffer.concat(chunks).toString()}`));
+          const timing = Object.fromEntries(
+            String(res.headers['server-timing'] ?? '')
+              .split(', ')
+              .map((p) => {
+                const [name, dur] = p.split(';dur=');
+                return [name!, Number(dur)];
+              }),
+          );
+          resolve({ ms, timing });
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('error', (err) => reject(Object.assign(err, { noResponse: !responded })));
     req.end(body);
   });
@@ -88,11 +102,21 @@ r = (128 + 100 * np.sin(x / 37.0) * np.cos(y / 23.0)).astype(np.uint8); g = ((x 
 b = (((x // 64 + y // 64) % 2) * 200 + rng.integers(0, 40, (h, w))).astype(np.uint8)
 Image.fromarray(np.dstack([r, g, b])).save('${jpeg}', quality=90)`,
   ]);
-  return Buffer.from(JSON.stringify({
-    model: 'bench',
-    max_tokens: 16,
-    messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${readFileSync(jpeg).toString('base64')}` } }, { type: 'text', text: 'Describe the image.' }] }],
-  }));
+  return Buffer.from(
+    JSON.stringify({
+      model: 'bench',
+      max_tokens: 16,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${readFileSync(jpeg).toString('base64')}` } },
+            { type: 'text', text: 'Describe the image.' },
+          ],
+        },
+      ],
+    }),
+  );
 }
 
 let bareSeq = 0;
@@ -103,7 +127,7 @@ export function bareWrite(bytes: Uint8Array): number {
   const t = performance.now();
   const fd = openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
   try {
-    for (let done = 0; done < bytes.byteLength; ) done += writeSync(fd, bytes, done, bytes.byteLength - done, done);
+    for (let done = 0; done < bytes.byteLength;) done += writeSync(fd, bytes, done, bytes.byteLength - done, done);
   } finally {
     closeSync(fd);
   }

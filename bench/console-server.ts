@@ -20,7 +20,10 @@ const args = process.argv.slice(2);
 const arg = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : fallback);
 const rate = Number(arg('--events-per-second', '0'));
 const dir = mkdtempSync(path.join(os.tmpdir(), 'mmtc-bench-console-'));
-const running = await startConsole({ flags: { config: arg('--config', path.join(dir, 'router.yaml')), port: '0', multimodalTensorTransport: 'auto' }, log: () => {} });
+const running = await startConsole({
+  flags: { config: arg('--config', path.join(dir, 'router.yaml')), port: '0', multimodalTensorTransport: 'auto' },
+  log: () => {},
+});
 const token = randomBytes(24).toString('base64url');
 const server = await startConsoleServer({ backend: running.backend, host: '127.0.0.1', port: 0, token, staticDir: RENDERER_DIR });
 const worker = running.router.store.current().config.workers[0]!.url;
@@ -32,20 +35,33 @@ let published = 0;
 let seq = 0;
 const bus = running.router.context.events;
 const started = performance.now();
-const timer = rate > 0 ? setInterval(() => {
-  const due = Math.floor(((performance.now() - started) / 1000) * rate);
-  for (; published < due; published++) {
-    const nbytes = sizes[seq % sizes.length]!;
-    const shm = nbytes >= 65_536 && seq % 3 !== 0;
-    const e: TensorEvent = {
-      time: Date.now(), revision: 1, requestId: `bench-${Math.floor(seq / 3)}`, source: seq % 50 === 0 ? 'console' : 'api', worker, runtime: 'tokenspeed',
-      tensor: ['encoder_input', 'image_grid_thw', 'patches_per_image'][seq % 3]!, shape: [nbytes / 2352 || 1, 1176], dtype: 'bfloat16', nbytes,
-      path: shm ? 'shm' : 'inline', reason: shm ? 'auto_tokens_equal' : nbytes < 65_536 ? 'below_threshold' : 'auto_different_shm', writeMicros: shm ? 900 : 0,
-    };
-    seq += 1;
-    bus.publish(e);
-  }
-}, 10) : undefined;
+const timer =
+  rate > 0
+    ? setInterval(() => {
+        const due = Math.floor(((performance.now() - started) / 1000) * rate);
+        for (; published < due; published++) {
+          const nbytes = sizes[seq % sizes.length]!;
+          const shm = nbytes >= 65_536 && seq % 3 !== 0;
+          const e: TensorEvent = {
+            time: Date.now(),
+            revision: 1,
+            requestId: `bench-${Math.floor(seq / 3)}`,
+            source: seq % 50 === 0 ? 'console' : 'api',
+            worker,
+            runtime: 'tokenspeed',
+            tensor: ['encoder_input', 'image_grid_thw', 'patches_per_image'][seq % 3]!,
+            shape: [nbytes / 2352 || 1, 1176],
+            dtype: 'bfloat16',
+            nbytes,
+            path: shm ? 'shm' : 'inline',
+            reason: shm ? 'auto_tokens_equal' : nbytes < 65_536 ? 'below_threshold' : 'auto_different_shm',
+            writeMicros: shm ? 900 : 0,
+          };
+          seq += 1;
+          bus.publish(e);
+        }
+      }, 10)
+    : undefined;
 const report = setInterval(() => process.stdout.write(`published ${published}\n`), 1000);
 
 const stop = async () => {

@@ -27,13 +27,23 @@ function chat(url: string, body: Buffer): Promise<number> {
   const u = new URL(`${url}/v1/chat/completions`);
   const t = performance.now();
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': body.byteLength } }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => {
-        if (text.length < 500) text += d.toString();
-      });
-      res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - t) : reject(new Error(`HTTP ${res.statusCode}: ${text.slice(0, 500)}`))));
-    });
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': body.byteLength },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (d: Buffer) => {
+          if (text.length < 500) text += d.toString();
+        });
+        res.on('end', () => (res.statusCode === 200 ? resolve(performance.now() - t) : reject(new Error(`HTTP ${res.statusCode}: ${text.slice(0, 500)}`))));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -85,7 +95,12 @@ function slowClient(consoleUrl: string, token: string) {
 
 async function main() {
   // Tracked: runBench stops it and waits for its exit (it stops its router's embedded worker first).
-  const child: ChildProcess = track(spawn(process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'console-server.ts'), '--events-per-second', String(RATE)], { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] }));
+  const child: ChildProcess = track(
+    spawn(process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'console-server.ts'), '--events-per-second', String(RATE)], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    }),
+  );
   let published = 0;
   const info = await new Promise<{ console: string; token: string; router: string }>((resolve, reject) => {
     let buf = '';
@@ -120,13 +135,21 @@ async function main() {
     }
     const seconds = (ROUNDS * PHASE_MS * 2) / 1000;
     const ratio = percentile(withClient, 50) / percentile(without, 50);
-    process.stdout.write(`console stream benchmark: ${RATE} events/s published by the router's own bus for ${seconds} s (${published - startPublished} events), ${ROUNDS} x ${PHASE_MS / 1000} s with a slow WebSocket client\n\n`);
+    process.stdout.write(
+      `console stream benchmark: ${RATE} events/s published by the router's own bus for ${seconds} s (${published - startPublished} events), ${ROUNDS} x ${PHASE_MS / 1000} s with a slow WebSocket client\n\n`,
+    );
     process.stdout.write('| phase | requests | p50 ms | p99 ms |\n|---|---:|---:|---:|\n');
     process.stdout.write(`| no console client | ${without.length} | ${percentile(without, 50).toFixed(1)} | ${percentile(without, 99).toFixed(1)} |\n`);
-    process.stdout.write(`| slow console client connected | ${withClient.length} | ${percentile(withClient, 50).toFixed(1)} | ${percentile(withClient, 99).toFixed(1)} |\n\n`);
-    process.stdout.write(`slow client: ${client.stats.batches} batches (${(client.stats.batches / ((ROUNDS * PHASE_MS) / 1000)).toFixed(1)}/s), ${client.stats.events} events received, largest batch ${client.stats.maxBatch} events, ${client.stats.dropped} reported dropped\n`);
+    process.stdout.write(
+      `| slow console client connected | ${withClient.length} | ${percentile(withClient, 50).toFixed(1)} | ${percentile(withClient, 99).toFixed(1)} |\n\n`,
+    );
+    process.stdout.write(
+      `slow client: ${client.stats.batches} batches (${(client.stats.batches / ((ROUNDS * PHASE_MS) / 1000)).toFixed(1)}/s), ${client.stats.events} events received, largest batch ${client.stats.maxBatch} events, ${client.stats.dropped} reported dropped\n`,
+    );
     const bounded = client.stats.maxBatch <= 5_000;
-    process.stdout.write(`${bounded ? 'PASS' : 'MISS'}  batches bounded (largest ${client.stats.maxBatch} ≤ 5000 events) and drops reported (${client.stats.dropped})\n`);
+    process.stdout.write(
+      `${bounded ? 'PASS' : 'MISS'}  batches bounded (largest ${client.stats.maxBatch} ≤ 5000 events) and drops reported (${client.stats.dropped})\n`,
+    );
     process.stdout.write(`${ratio <= 1.1 ? 'PASS' : 'MISS'}  router p50 with the slow client ${ratio.toFixed(3)}× without (target ≤ 1.10×)\n`);
   } finally {
     agent.destroy();

@@ -28,7 +28,9 @@ for (let r = 0; r < RUNS; r++) {
   }
 }
 const base = median(samples['copy float32 (baseline)']!);
-process.stdout.write(`dtype conversion of ${N} float32 values, median of ${RUNS} runs\n\n| conversion | ms | ns/element | × baseline |\n|---|---:|---:|---:|\n`);
+process.stdout.write(
+  `dtype conversion of ${N} float32 values, median of ${RUNS} runs\n\n| conversion | ms | ns/element | × baseline |\n|---|---:|---:|---:|\n`,
+);
 for (const [name, xs] of Object.entries(samples)) {
   const ms = median(xs);
   process.stdout.write(`| ${name} | ${ms.toFixed(2)} | ${((ms * 1e6) / N).toFixed(3)} | ${(ms / base).toFixed(1)} |\n`);

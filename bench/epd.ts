@@ -29,7 +29,10 @@ async function measure(dir: string) {
   const workers: Array<{ url: string; worker_type: string; bootstrap_port?: number }> = [];
   for (const name of ['encode', 'encode', 'prefill', 'decode']) {
     const served = name !== 'decode';
-    const started = await startMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0', '--no-fingerprint', '--role', name, ...(served ? ['--bootstrap-port', '0'] : [])], served ? /listening on (grpc:\/\/\S+)\n[\s\S]*?bootstrap server on http:\/\/\S+:(\d+)/ : /listening on (grpc:\/\/\S+)/);
+    const started = await startMmtc(
+      ['worker', '--runtime', 'tokenspeed', '--port', '0', '--no-fingerprint', '--role', name, ...(served ? ['--bootstrap-port', '0'] : [])],
+      served ? /listening on (grpc:\/\/\S+)\n[\s\S]*?bootstrap server on http:\/\/\S+:(\d+)/ : /listening on (grpc:\/\/\S+)/,
+    );
     workers.push({ url: started.match, worker_type: name, ...(served ? { bootstrap_port: Number(started.groups[1]) } : {}) });
   }
   const routers = new Map<string, string>();
@@ -40,8 +43,12 @@ async function measure(dir: string) {
     routers.set(mode, url);
     for (let i = 0; i < 3; i++) await request(url, body); // warm-up: threads, JIT, channels
   }
-  process.stdout.write(`EPD benchmark on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}; one 1080p JPEG per request (encoder input [${g.patches}, ${g.features}] bfloat16, ${((g.patches * g.features * 2) / 1e6).toFixed(1)} MB) to one of 2 encode workers, 1 prefill, 1 decode (TokenSpeed reference workers); ${ROUNDS} interleaved rounds\n\n`);
-  process.stdout.write('| mode to the encode workers | concurrency | requests | req/s | p50 ms | p99 ms | preprocess p50 | legs p50 |\n|---|---:|---:|---:|---:|---:|---:|---:|\n');
+  process.stdout.write(
+    `EPD benchmark on ${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}; one 1080p JPEG per request (encoder input [${g.patches}, ${g.features}] bfloat16, ${((g.patches * g.features * 2) / 1e6).toFixed(1)} MB) to one of 2 encode workers, 1 prefill, 1 decode (TokenSpeed reference workers); ${ROUNDS} interleaved rounds\n\n`,
+  );
+  process.stdout.write(
+    '| mode to the encode workers | concurrency | requests | req/s | p50 ms | p99 ms | preprocess p50 | legs p50 |\n|---|---:|---:|---:|---:|---:|---:|---:|\n',
+  );
   const verdicts: string[] = [];
   for (const concurrency of [1, 8]) {
     const per = concurrency === 1 ? (quick ? 3 : 10) : quick ? 8 : 16;
@@ -54,14 +61,28 @@ async function measure(dir: string) {
         results.get(mode)!.wallMs += r.wallMs;
       }
     }
-    const p50 = (mode: string) => percentile(results.get(mode as (typeof MODES)[number])!.samples.map((s) => s.ms), 50);
+    const p50 = (mode: string) =>
+      percentile(
+        results.get(mode as (typeof MODES)[number])!.samples.map((s) => s.ms),
+        50,
+      );
     for (const mode of MODES) {
       const { samples, wallMs } = results.get(mode)!;
-      const span = (name: string) => percentile(samples.map((s) => s.timing[name] ?? 0), 50);
-      process.stdout.write(`| ${mode} | ${concurrency} | ${samples.length} | ${((samples.length * 1000) / wallMs).toFixed(2)} | ${p50(mode).toFixed(1)} | ${percentile(samples.map((s) => s.ms), 99).toFixed(1)} | ${span('preprocess').toFixed(1)} | ${span('worker').toFixed(1)} |\n`);
+      const span = (name: string) =>
+        percentile(
+          samples.map((s) => s.timing[name] ?? 0),
+          50,
+        );
+      process.stdout.write(
+        `| ${mode} | ${concurrency} | ${samples.length} | ${((samples.length * 1000) / wallMs).toFixed(2)} | ${p50(mode).toFixed(1)} | ${percentile(
+          samples.map((s) => s.ms),
+          99,
+        ).toFixed(1)} | ${span('preprocess').toFixed(1)} | ${span('worker').toFixed(1)} |\n`,
+      );
     }
     const speedup = p50('inline') / p50('auto');
-    if (concurrency === 8) verdicts.push(`${speedup >= 2 ? 'PASS' : 'MISS'}  auto ${speedup.toFixed(2)}× faster than inline at p50, EPD, concurrency 8 (target ≥ 2×)`);
+    if (concurrency === 8)
+      verdicts.push(`${speedup >= 2 ? 'PASS' : 'MISS'}  auto ${speedup.toFixed(2)}× faster than inline at p50, EPD, concurrency 8 (target ≥ 2×)`);
     else verdicts.push(`INFO  auto ${speedup.toFixed(2)}× faster than inline at p50, EPD, concurrency 1`);
   }
   process.stdout.write(`\n${verdicts.join('\n')}\n`);

@@ -67,7 +67,9 @@ class PythonPipelines {
   private readonly child: ChildProcess;
   private readonly replies: Array<(line: string) => void> = [];
   constructor(env: NodeJS.ProcessEnv) {
-    this.child = track(spawn(pythonWithPillow(), [path.join(root, 'bench', 'reference_server.py'), '--threads', String(THREADS)], { stdio: ['pipe', 'pipe', 'inherit'], env }));
+    this.child = track(
+      spawn(pythonWithPillow(), [path.join(root, 'bench', 'reference_server.py'), '--threads', String(THREADS)], { stdio: ['pipe', 'pipe', 'inherit'], env }),
+    );
     createInterface({ input: this.child.stdout! }).on('line', (line) => this.replies.shift()?.(line));
   }
 
@@ -118,7 +120,9 @@ async function eventLoopDelay(work: () => Promise<unknown>): Promise<{ worstMs: 
  * The event loop while a batch of 1080p images goes through the pool, next to the same
  * thread idle for as long (the baseline: what the machine alone does to a timer).
  */
-async function eventLoopUnderLoad(file: string): Promise<{ load: { worstMs: number; p99Ms: number; wallMs: number }; idle: { worstMs: number; p99Ms: number }; images: number }> {
+async function eventLoopUnderLoad(
+  file: string,
+): Promise<{ load: { worstMs: number; p99Ms: number; wallMs: number }; idle: { worstMs: number; p99Ms: number }; images: number }> {
   const pool = new PreprocessPool();
   const bytes = readFileSync(file);
   const images = quick ? 8 : 16;
@@ -126,7 +130,9 @@ async function eventLoopUnderLoad(file: string): Promise<{ load: { worstMs: numb
   // Warm-up: threads started, JIT warm, shared output buffers allocated.
   for (const r of await Promise.all(batch().map((b) => pool.run({ bytes: b, config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: true, float32: false })))) r.release();
   const inputs = batch();
-  const load = await eventLoopDelay(() => Promise.all(inputs.map(async (b) => (await pool.run({ bytes: b, config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: true, float32: false })).release())));
+  const load = await eventLoopDelay(() =>
+    Promise.all(inputs.map(async (b) => (await pool.run({ bytes: b, config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: true, float32: false })).release())),
+  );
   await pool.close();
   const idle = await eventLoopDelay(() => new Promise((resolve) => setTimeout(resolve, load.wallMs)));
   return { load, idle, images };
@@ -147,7 +153,12 @@ async function main() {
   if (process.env.GLIBC_TUNABLES === undefined && process.env.MMTC_BENCH_DEFAULT_MALLOC !== '1') {
     // Measure as the router runs (bin/mmtc.js sets these tunables); the Python pipelines inherit them.
     const t = mallocTunables.GLIBC_TUNABLES;
-    const child = track(spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], { stdio: 'inherit', env: { ...process.env, GLIBC_TUNABLES: t, MMTC_GLIBC_TUNABLES: t } }));
+    const child = track(
+      spawn(process.execPath, [...process.execArgv, ...process.argv.slice(1)], {
+        stdio: 'inherit',
+        env: { ...process.env, GLIBC_TUNABLES: t, MMTC_GLIBC_TUNABLES: t },
+      }),
+    );
     const code = await new Promise<number>((resolve) => child.on('exit', (c, s) => resolve(c ?? (s ? 1 : 0))));
     process.exitCode = code;
     return;
@@ -158,10 +169,14 @@ async function main() {
   const pool = new PreprocessPool();
   try {
     const files = makeJpegs(dir);
-    const v = await python.ask<{ python: string; pillow: string; numpy: string; torch: string | null; torchvision: string | null; threads: number | null }>({ op: 'versions' });
+    const v = await python.ask<{ python: string; pillow: string; numpy: string; torch: string | null; torchvision: string | null; threads: number | null }>({
+      op: 'versions',
+    });
     if (!v.torch) throw new Error('bench:preprocess compares against torch + torchvision: apt-get install -y python3-torch python3-torchvision');
     const machine = `${os.cpus().length} × ${os.cpus()[0]?.model ?? 'cpu'}, Node ${process.version}, Python ${v.python}, Pillow ${v.pillow}, numpy ${v.numpy}, torch ${v.torch} (${v.threads} threads), torchvision ${v.torchvision}`;
-    process.stdout.write(`preprocessing benchmark on ${machine}; median of ${RUNS} interleaved runs; GLIBC_TUNABLES=${process.env.MMTC_GLIBC_TUNABLES ?? process.env.GLIBC_TUNABLES ?? '(unset)'} for all\n\n`);
+    process.stdout.write(
+      `preprocessing benchmark on ${machine}; median of ${RUNS} interleaved runs; GLIBC_TUNABLES=${process.env.MMTC_GLIBC_TUNABLES ?? process.env.GLIBC_TUNABLES ?? '(unset)'} for all\n\n`,
+    );
     process.stdout.write(
       '| image | model | dtype | encoder input | one thread ms (decode) | router pool ms (threads) | HF fast, torch ms | Pillow + numpy ms | pool vs HF fast | pool vs Pillow | one thread vs HF fast | bit-identical to Pillow |\n|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n',
     );
@@ -237,12 +252,18 @@ async function main() {
     process.stdout.write('\n');
     for (const r of rows) {
       const x = r.ms['HF fast']! / r.ms['router pool']!;
-      verdict(x >= 2, `${r.image} ${r.family} ${r.dtype}: router pool ${x.toFixed(2)}× faster than the HF fast pipeline in torch at ${THREADS} threads (target ≥ 2×)`);
+      verdict(
+        x >= 2,
+        `${r.image} ${r.family} ${r.dtype}: router pool ${x.toFixed(2)}× faster than the HF fast pipeline in torch at ${THREADS} threads (target ≥ 2×)`,
+      );
     }
     const slowestPillow = Math.min(...rows.map((r) => r.ms['Pillow + numpy']! / r.ms['router pool']!));
     verdict(slowestPillow >= 1.5, `slowest speed-up over Pillow + numpy through the router pool ${slowestPillow.toFixed(2)}× (target ≥ 1.5×)`);
     const mismatched = rows.filter((r) => !r.identical);
-    verdict(mismatched.length === 0, `router pool output bit-identical to the Pillow + numpy reference in ${rows.length - mismatched.length} of ${rows.length} configurations`);
+    verdict(
+      mismatched.length === 0,
+      `router pool output bit-identical to the Pillow + numpy reference in ${rows.length - mismatched.length} of ${rows.length} configurations`,
+    );
     if (mismatched.length > 0) process.exitCode = 1; // correctness, not a timing: this one fails the run
     const loop = await eventLoopUnderLoad(files['1080p']!);
     verdict(

@@ -28,7 +28,11 @@ export interface Started {
  * adds to this process's environment; `malloc`: mmtc's tunables (default), glibc's defaults,
  * or whatever GLIBC_TUNABLES this process was given.
  */
-export function startMmtc(args: string[], ready: RegExp, options: { env?: Record<string, string>; malloc?: 'mmtc' | 'default' | 'inherit' } = {}): Promise<Started> {
+export function startMmtc(
+  args: string[],
+  ready: RegExp,
+  options: { env?: Record<string, string>; malloc?: 'mmtc' | 'default' | 'inherit' } = {},
+): Promise<Started> {
   const env: Record<string, string | undefined> = { ...process.env, MMTC_MALLOC_HUGETLB: '0', MMTC_EXIT_WITH_PARENT: String(process.pid), ...options.env };
   if (options.malloc === 'default') {
     delete env.GLIBC_TUNABLES;

@@ -58,18 +58,24 @@ interface Row {
 // ---------------------------------------------------------------- child: one measurement
 async function measure(): Promise<Row[]> {
   // The worker runs under this child's malloc setting (the variant being measured).
-  const { match: url } = await startMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0', '--no-fingerprint'], /listening on (grpc:\/\/\S+)/, { malloc: 'inherit' });
+  const { match: url } = await startMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0', '--no-fingerprint'], /listening on (grpc:\/\/\S+)/, {
+    malloc: 'inherit',
+  });
   const connection = ENGINES.tokenspeed.connect(url);
   const writer = new ShmWriter();
   if (!writer.probe().writable) throw new Error('/dev/shm is not writable');
 
   const generate = (req: ts.GenerateRequest) =>
     new Promise<void>((resolve, reject) => {
-      connection.generate({ runtime: 'tokenspeed', message: req }, { deadline: Date.now() + 60_000 }, {
-        event: () => {},
-        failure: (f) => reject(new Error(`${f.status}: ${f.details}`)),
-        end: resolve,
-      });
+      connection.generate(
+        { runtime: 'tokenspeed', message: req },
+        { deadline: Date.now() + 60_000 },
+        {
+          event: () => {},
+          failure: (f) => reject(new Error(`${f.status}: ${f.details}`)),
+          end: resolve,
+        },
+      );
     });
   // The tensor as the worker checks an image's encoder input: [rows, 8192] bfloat16 (16 KiB a
   // row; every size here is a multiple of 64 KiB) with an int64 image_grid_thw [1, 3] whose
@@ -88,7 +94,13 @@ async function measure(): Promise<Row[]> {
             // TokenSpeed's servicer requires it of an encoder input its scheduler attaches from /dev/shm.
             contentHash: Buffer.alloc(32, 1),
             encoderInput,
-            modelSpecificTensors: { image_grid_thw: { shape: [1, 3], dtype: 'int64', payload: { $case: 'inline', value: Buffer.from(BigInt64Array.of(1n, 2n, BigInt(patches / 2)).buffer) } } },
+            modelSpecificTensors: {
+              image_grid_thw: {
+                shape: [1, 3],
+                dtype: 'int64',
+                payload: { $case: 'inline', value: Buffer.from(BigInt64Array.of(1n, 2n, BigInt(patches / 2)).buffer) },
+              },
+            },
             placeholders: [{ offset: 0, length: tokens }],
           },
         ],
@@ -117,7 +129,17 @@ async function measure(): Promise<Row[]> {
         const scope = writer.newScope();
         try {
           const placed = await placeTensor(
-            { requestId: `b${seq}`, revision: 1, source: 'api' as const, worker: url, runtime: 'tokenspeed', decision: { shmEnabled: true, reason: 'shm_writable' }, minBytes: 0, writer, scope },
+            {
+              requestId: `b${seq}`,
+              revision: 1,
+              source: 'api' as const,
+              worker: url,
+              runtime: 'tokenspeed',
+              decision: { shmEnabled: true, reason: 'shm_writable' },
+              minBytes: 0,
+              writer,
+              scope,
+            },
             { name: 'encoder_input', shape, dtype: 'bfloat16', bytes: src },
           );
           if (placed.payload.kind !== 'shm') throw new Error('SHM write failed during the benchmark');
@@ -154,7 +176,14 @@ async function measure(): Promise<Row[]> {
         samples[n]!.push(await variants[n]!());
       }
     }
-    rows.push({ size, runs, memcpyMs: median(samples.memcpy!), shmMs: median(samples.shm!), inlineMs: median(samples.inline!), writerMs: median(samples.writer!) });
+    rows.push({
+      size,
+      runs,
+      memcpyMs: median(samples.memcpy!),
+      shmMs: median(samples.shm!),
+      inlineMs: median(samples.inline!),
+      writerMs: median(samples.writer!),
+    });
     process.stderr.write(`  ${fmtSize(size)} done (${runs} runs)\n`);
   }
   connection.close();
@@ -169,8 +198,9 @@ function fmtSize(n: number): string {
 function table(rows: Row[]): string {
   const head = '| size | runs | memcpy ms | SHM handoff ms | inline ms | SHM / memcpy | inline / SHM | SHM − inline ms | writer GB/s |';
   const sep = '|---:|---:|---:|---:|---:|---:|---:|---:|---:|';
-  const lines = rows.map((r) =>
-    `| ${fmtSize(r.size)} | ${r.runs} | ${r.memcpyMs.toFixed(3)} | ${r.shmMs.toFixed(3)} | ${r.inlineMs.toFixed(3)} | ${(r.shmMs / r.memcpyMs).toFixed(1)}× | ${(r.inlineMs / r.shmMs).toFixed(2)}× | ${(r.shmMs - r.inlineMs).toFixed(3)} | ${(r.size / (r.writerMs / 1000) / 1e9).toFixed(2)} |`,
+  const lines = rows.map(
+    (r) =>
+      `| ${fmtSize(r.size)} | ${r.runs} | ${r.memcpyMs.toFixed(3)} | ${r.shmMs.toFixed(3)} | ${r.inlineMs.toFixed(3)} | ${(r.shmMs / r.memcpyMs).toFixed(1)}× | ${(r.inlineMs / r.shmMs).toFixed(2)}× | ${(r.shmMs - r.inlineMs).toFixed(3)} | ${(r.size / (r.writerMs / 1000) / 1e9).toFixed(2)} |`,
   );
   return [head, sep, ...lines].join('\n');
 }
@@ -183,7 +213,10 @@ function targets(rows: Row[]): string[] {
   const bigWriters = rows.filter((r) => r.size >= 8 * MiB).map((r) => r.size / (r.writerMs / 1000) / 1e9);
   const check = (ok: boolean, text: string) => `${ok ? 'PASS' : 'MISS'}  ${text}`;
   return [
-    check(r32.shmMs / r32.memcpyMs <= 20, `SHM handoff 32 MiB = ${(r32.shmMs / r32.memcpyMs).toFixed(1)}× memcpy (target ≤ 20×, stretch ≤ 12×${r32.shmMs / r32.memcpyMs <= 12 ? ': met' : ''})`),
+    check(
+      r32.shmMs / r32.memcpyMs <= 20,
+      `SHM handoff 32 MiB = ${(r32.shmMs / r32.memcpyMs).toFixed(1)}× memcpy (target ≤ 20×, stretch ≤ 12×${r32.shmMs / r32.memcpyMs <= 12 ? ': met' : ''})`,
+    ),
     check(r32.inlineMs / r32.shmMs >= 3, `SHM ${(r32.inlineMs / r32.shmMs).toFixed(2)}× faster than inline at 32 MiB (target ≥ 3×)`),
     check(r64k.shmMs <= r64k.inlineMs + 0.25, `SHM − inline at 64 KiB = ${(r64k.shmMs - r64k.inlineMs).toFixed(3)} ms (target ≤ +0.25 ms)`),
     check(r1m.inlineMs / r1m.shmMs >= 1.5, `SHM ${(r1m.inlineMs / r1m.shmMs).toFixed(2)}× faster than inline at 1 MiB (target ≥ 1.5×)`),
@@ -193,7 +226,12 @@ function targets(rows: Row[]): string[] {
 
 /** One measurement in a child process with this environment; its last stdout line is the rows. */
 function measureInChild(env: Record<string, string>): Promise<Row[]> {
-  const child = track(spawn(process.execPath, [path.join(root, 'node_modules', 'tsx', 'dist', 'cli.mjs'), import.meta.filename, ...args], { env, stdio: ['ignore', 'pipe', 'inherit'] }));
+  const child = track(
+    spawn(process.execPath, [path.join(root, 'node_modules', 'tsx', 'dist', 'cli.mjs'), import.meta.filename, ...args], {
+      env,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    }),
+  );
   let out = '';
   child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
   return new Promise((resolve, reject) => {
@@ -234,10 +272,14 @@ async function main() {
     process.stdout.write(`\n### ${label}\n\n${table(rows)}\n\n${targets(rows).join('\n')}\n`);
   }
   const [a, b] = Object.values(results) as [Row[], Row[]];
-  process.stdout.write('\n### hugetlb=1 vs default (ratio of medians, < 1 means faster with hugetlb)\n\n| size | memcpy | SHM handoff | inline | writer |\n|---:|---:|---:|---:|---:|\n');
+  process.stdout.write(
+    '\n### hugetlb=1 vs default (ratio of medians, < 1 means faster with hugetlb)\n\n| size | memcpy | SHM handoff | inline | writer |\n|---:|---:|---:|---:|---:|\n',
+  );
   a.forEach((r, i) => {
     const h = b[i]!;
-    process.stdout.write(`| ${fmtSize(r.size)} | ${(h.memcpyMs / r.memcpyMs).toFixed(2)} | ${(h.shmMs / r.shmMs).toFixed(2)} | ${(h.inlineMs / r.inlineMs).toFixed(2)} | ${(h.writerMs / r.writerMs).toFixed(2)} |\n`);
+    process.stdout.write(
+      `| ${fmtSize(r.size)} | ${(h.memcpyMs / r.memcpyMs).toFixed(2)} | ${(h.shmMs / r.shmMs).toFixed(2)} | ${(h.inlineMs / r.inlineMs).toFixed(2)} | ${(h.writerMs / r.writerMs).toFixed(2)} |\n`,
+    );
   });
 
   const chart = renderLineChart({

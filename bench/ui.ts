@@ -92,13 +92,25 @@ try {
   child = started.child;
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
   const errors: string[] = [];
   page.on('pageerror', (e) => errors.push(e.message));
   await page.goto(`${started.info.console}#token=${started.info.token}`);
-  await page.getByRole('navigation', { name: 'Screens' }).getByRole('link', { name: /^Traffic/ }).click();
+  await page
+    .getByRole('navigation', { name: 'Screens' })
+    .getByRole('link', { name: /^Traffic/ })
+    .click();
   await page.getByTestId('event-table').locator('[data-path]').first().waitFor({ timeout: 20_000 });
   // Warm-up, then frame deltas collected in the page itself.
   await page.waitForTimeout(1_000);
@@ -139,10 +151,15 @@ try {
     process.stdout.write(`${ok ? 'PASS' : 'MISS'} ${what}\n`);
   };
   const blocking = longTasks.reduce((n, d) => n + Math.max(0, d - 50), 0);
-  process.stdout.write(`\nTraffic screen at ${RATE} events/s for ${MEASURE_MS / 1000} s: the server published about ${publishedDuring.toLocaleString('en-US')} events meanwhile; ${frames.length} frames, ${longTasks.length} long tasks (${blocking.toFixed(0)} ms blocking), ${rows.toLocaleString('en-US')} rows shown (of at most 10,000 kept), ${dropped}${errors.length ? `, page errors: ${errors.join('; ')}` : ''}\n`);
+  process.stdout.write(
+    `\nTraffic screen at ${RATE} events/s for ${MEASURE_MS / 1000} s: the server published about ${publishedDuring.toLocaleString('en-US')} events meanwhile; ${frames.length} frames, ${longTasks.length} long tasks (${blocking.toFixed(0)} ms blocking), ${rows.toLocaleString('en-US')} rows shown (of at most 10,000 kept), ${dropped}${errors.length ? `, page errors: ${errors.join('; ')}` : ''}\n`,
+  );
   line(median < TARGET.median, `median frame time ${median.toFixed(1)} ms (target < ${TARGET.median} ms)`);
   line(p95 < TARGET.p95, `p95 frame time ${p95.toFixed(1)} ms (target < ${TARGET.p95} ms)`);
-  line(clickMax < TARGET.click, `filter click until the table shows the filtered rows: median ${clickMedian.toFixed(1)} ms, worst ${clickMax.toFixed(1)} ms of ${clicks.length} (target < ${TARGET.click} ms)`);
+  line(
+    clickMax < TARGET.click,
+    `filter click until the table shows the filtered rows: median ${clickMedian.toFixed(1)} ms, worst ${clickMax.toFixed(1)} ms of ${clicks.length} (target < ${TARGET.click} ms)`,
+  );
   line(errors.length === 0, `no page errors`);
   process.stdout.write(
     [
@@ -154,7 +171,7 @@ try {
       `| filter click → filtered table (median / worst) | ${clickMedian.toFixed(1)} / ${clickMax.toFixed(1)} ms | < ${TARGET.click} ms |`,
       `| frames measured | ${frames.length} | |`,
       `| long tasks (> 50 ms) / total blocking | ${longTasks.length} / ${blocking.toFixed(0)} ms | |`,
-      `| events published during the measurement | ${publishedDuring.toLocaleString('en-US')} | ${(RATE * MEASURE_MS / 1000).toLocaleString('en-US')} |`,
+      `| events published during the measurement | ${publishedDuring.toLocaleString('en-US')} | ${((RATE * MEASURE_MS) / 1000).toLocaleString('en-US')} |`,
       '',
     ].join('\n'),
   );

@@ -3,13 +3,20 @@
 import { expect, test } from '@playwright/test';
 import { openConsole, serveWithWorker } from './rig.ts';
 
-const rig = serveWithWorker({ runtime: 'tokenspeed', config: (url) => `multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n` });
+const rig = serveWithWorker({
+  runtime: 'tokenspeed',
+  config: (url) => `multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n`,
+});
 
-test('calibrate: the range it states is what it measures; one sample is no clear crossover; enough samples recommend a threshold that applies', async ({ page }) => {
+test('calibrate: the range it states is what it measures; one sample is no clear crossover; enough samples recommend a threshold that applies', async ({
+  page,
+}) => {
   const { serve, worker } = rig;
   test.setTimeout(240_000);
   await openConsole(page, serve, 'doctor');
-  const plan = await serve.call<{ sizes: Array<{ nbytes: number }>; minSamplesForWinner: number; defaultSamples: number }>('transport.calibrationPlan', { url: worker.url });
+  const plan = await serve.call<{ sizes: Array<{ nbytes: number }>; minSamplesForWinner: number; defaultSamples: number }>('transport.calibrationPlan', {
+    url: worker.url,
+  });
   await expect(page.getByTestId('calibration-plan')).toContainText(`${plan.sizes.length} encoder tensor sizes from`);
   const stated = /from (\S+ \S+) to (\S+ \S+)/.exec((await page.getByTestId('calibration-plan').textContent())!)!;
   await expect(page.getByRole('spinbutton', { name: 'Samples per size' })).toHaveValue(String(plan.defaultSamples));

@@ -25,7 +25,10 @@ test('two tabs apply conflicting edits: the second sees the conflict and what ch
   const start = (await serve.call<{ revision: number }>('config.get')).revision;
 
   // Tab A: mode auto. Tab B: threshold 1 MiB. Both based on the same revision.
-  await a.getByRole('group', { name: 'multimodal_tensor_transport' }).getByRole('radio', { name: /^auto / }).check();
+  await a
+    .getByRole('group', { name: 'multimodal_tensor_transport' })
+    .getByRole('radio', { name: /^auto / })
+    .check();
   const thr = b.getByRole('group', { name: 'multimodal_shm_min_bytes' });
   await thr.getByRole('radio', { name: /^set here/ }).check();
   await thr.getByRole('textbox', { name: 'Threshold' }).fill('1');
@@ -44,7 +47,9 @@ test('two tabs apply conflicting edits: the second sees the conflict and what ch
   await expect(conflict).toContainText(`revision ${start + 1}`);
   await expect(conflict.getByRole('table')).toContainText('multimodal_shm_min_bytes');
   await expect(conflict.getByRole('table')).toContainText('1,048,576');
-  expect((await serve.call<{ revision: number; config: { multimodal_tensor_transport?: string } }>('config.get')).config.multimodal_tensor_transport).toBeUndefined();
+  expect(
+    (await serve.call<{ revision: number; config: { multimodal_tensor_transport?: string } }>('config.get')).config.multimodal_tensor_transport,
+  ).toBeUndefined();
 
   // Rebase: A's edit on top of B's, reviewed again, applied.
   await dialog.getByRole('button', { name: /Rebase my edits/ }).click();

@@ -4,7 +4,11 @@
 import { expect, test } from '@playwright/test';
 import { goTo, openConsole, serveWithWorker } from './rig.ts';
 
-const rig = serveWithWorker({ runtime: 'tokenspeed', config: (url) => `health_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n`, env: { SMG_TOKENSPEED_MM_TENSOR_TRANSPORT: 'shm' } });
+const rig = serveWithWorker({
+  runtime: 'tokenspeed',
+  config: (url) => `health_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n`,
+  env: { SMG_TOKENSPEED_MM_TENSOR_TRANSPORT: 'shm' },
+});
 
 test('a deprecated env alias in the server environment shows in the env layer and the ladder', async ({ page }) => {
   const { serve } = rig;
@@ -17,7 +21,9 @@ test('a deprecated env alias in the server environment shows in the env layer an
   await expect(alias).toContainText('deprecated alias');
   await expect(alias).toContainText('"shm"');
   await expect(alias).toContainText('valid');
-  await expect(page.getByRole('group', { name: 'multimodal_tensor_transport' })).toContainText('shm from SMG_TOKENSPEED_MM_TENSOR_TRANSPORT (deprecated alias)');
+  await expect(page.getByRole('group', { name: 'multimodal_tensor_transport' })).toContainText(
+    'shm from SMG_TOKENSPEED_MM_TENSOR_TRANSPORT (deprecated alias)',
+  );
 
   await goTo(page, 'precedence');
   const ladder = page.getByTestId('ladder-multimodal_tensor_transport');

@@ -20,10 +20,18 @@ async function bothSchemes(page: Page, testInfo: TestInfo, name: string): Promis
 }
 const rig = {} as { near: RoleWorker; far: RoleWorker; prefill: RoleWorker; decode: RoleWorker; serve: Serve };
 test.beforeAll(async () => {
-  const [near, far, prefill, decode] = await Promise.all([startRoleWorker('encode'), startRoleWorker('encode', { privateShm: true }), startRoleWorker('prefill'), startRoleWorker('decode')]);
+  const [near, far, prefill, decode] = await Promise.all([
+    startRoleWorker('encode'),
+    startRoleWorker('encode', { privateShm: true }),
+    startRoleWorker('prefill'),
+    startRoleWorker('decode'),
+  ]);
   Object.assign(rig, { near, far, prefill, decode });
-  const entry = (w: RoleWorker, type: string) => `  - url: ${w.url}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}`;
-  rig.serve = await startServe({ config: `disaggregation: epd\nencode_policy: round_robin\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n${entry(near, 'encode')}${entry(far, 'encode')}${entry(prefill, 'prefill')}${entry(decode, 'decode')}` });
+  const entry = (w: RoleWorker, type: string) =>
+    `  - url: ${w.url}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}`;
+  rig.serve = await startServe({
+    config: `disaggregation: epd\nencode_policy: round_robin\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n${entry(near, 'encode')}${entry(far, 'encode')}${entry(prefill, 'prefill')}${entry(decode, 'decode')}`,
+  });
   await waitHealthy(rig.serve, 4);
 });
 test.afterAll(async () => {
@@ -33,22 +41,26 @@ test.afterAll(async () => {
   expect(files).toEqual([]);
 });
 
-test('EPD: the topology with each encode worker\'s own verdict, and Traffic rows by leg', async ({ page }, testInfo) => {
+test("EPD: the topology with each encode worker's own verdict, and Traffic rows by leg", async ({ page }, testInfo) => {
   const { serve, near, far } = rig;
   await openConsole(page, serve, 'workers');
   const topology = page.getByTestId('topology');
   await expect(topology.locator('[data-role="encode"]')).toContainText('(2)');
   await expect(topology.locator('[data-role="prefill"]')).toContainText('(1)');
-  await expect(topology.locator('[data-role="decode"]')).toContainText("gets no pixel tensor");
+  await expect(topology.locator('[data-role="decode"]')).toContainText('gets no pixel tensor');
   const encode = topology.locator('[data-role="encode"] li');
   await expect(encode.filter({ hasText: near.url.replace('grpc://', '') })).toContainText('SHM');
   await expect(encode.filter({ hasText: far.url.replace('grpc://', '') })).toContainText('inline');
-  await expect(page.getByTestId('workers-table').locator(`tr[data-worker="${rig.decode.url}"]`).getByTestId('no-pixels')).toContainText('no pixel tensors: the encode workers get them');
+  await expect(page.getByTestId('workers-table').locator(`tr[data-worker="${rig.decode.url}"]`).getByTestId('no-pixels')).toContainText(
+    'no pixel tensors: the encode workers get them',
+  );
   await expect(page.getByTestId('workers-table').locator(`tr[data-worker="${near.url}"]`).getByTestId('no-pixels')).toHaveCount(0);
   await bothSchemes(page, testInfo, 'workers-epd');
 
   await goTo(page, 'overview');
-  await expect(page.getByRole('region', { name: /^Warnings/ })).toContainText(`encode workers disagree about /dev/shm: ${near.url} gets its images by SHM, ${far.url} inline`);
+  await expect(page.getByRole('region', { name: /^Warnings/ })).toContainText(
+    `encode workers disagree about /dev/shm: ${near.url} gets its images by SHM, ${far.url} inline`,
+  );
   await bothSchemes(page, testInfo, 'overview-epd');
 
   // Each worker's role beside its verdict; the decode and the prefill get no pixel tensor.
@@ -63,11 +75,30 @@ test('EPD: the topology with each encode worker\'s own verdict, and Traffic rows
   // Two requests: round robin gives each encode worker one of them.
   for (let i = 0; i < 2; i++) expect((await apiChatRequest(serve, 320, 240)).status).toBe(200);
   // The throughput chart shows them once their second is complete, with no traffic after them.
-  await expect.poll(async () => Number(await page.getByRole('img', { name: 'Bytes per second through inline and SHM over the last minute' }).getAttribute('data-sum')), { timeout: 5_000 }).toBeGreaterThan(0);
+  await expect
+    .poll(async () => Number(await page.getByRole('img', { name: 'Bytes per second through inline and SHM over the last minute' }).getAttribute('data-sum')), {
+      timeout: 5_000,
+    })
+    .toBeGreaterThan(0);
   const rows = page.getByTestId('event-table').getByRole('row').filter({ hasText: 'encoder_input' });
-  await expect(rows.filter({ hasText: near.url.replace('grpc://', '') }).first().locator('.tag-leg')).toHaveText('encode');
-  await expect(rows.filter({ hasText: near.url.replace('grpc://', '') }).first().locator('[data-path]')).toHaveAttribute('data-path', 'shm');
-  await expect(rows.filter({ hasText: far.url.replace('grpc://', '') }).first().locator('[data-path]')).toHaveAttribute('data-path', 'inline');
+  await expect(
+    rows
+      .filter({ hasText: near.url.replace('grpc://', '') })
+      .first()
+      .locator('.tag-leg'),
+  ).toHaveText('encode');
+  await expect(
+    rows
+      .filter({ hasText: near.url.replace('grpc://', '') })
+      .first()
+      .locator('[data-path]'),
+  ).toHaveAttribute('data-path', 'shm');
+  await expect(
+    rows
+      .filter({ hasText: far.url.replace('grpc://', '') })
+      .first()
+      .locator('[data-path]'),
+  ).toHaveAttribute('data-path', 'inline');
   // The leg filter: only the encode workers' tensors.
   await page.getByLabel('Leg').selectOption('encode');
   await expect(page.getByTestId('event-table').getByRole('row').filter({ hasText: 'patches_per_image' }).locator('.tag-leg')).toHaveText(['encode', 'encode']);
@@ -77,7 +108,9 @@ test('EPD: the topology with each encode worker\'s own verdict, and Traffic rows
   expect(serve.shmFiles()).toEqual([]);
 });
 
-test("EPD: Router's serving mode, an encode worker's bootstrap port, and Precedence, Doctor's checks, test tensor and calibration against each encode worker", async ({ page }, testInfo) => {
+test("EPD: Router's serving mode, an encode worker's bootstrap port, and Precedence, Doctor's checks, test tensor and calibration against each encode worker", async ({
+  page,
+}, testInfo) => {
   test.setTimeout(240_000);
   const { serve, near, far, prefill, decode } = rig;
   await openConsole(page, serve, 'router');
@@ -116,7 +149,10 @@ test("EPD: Router's serving mode, an encode worker's bootstrap port, and Precede
   await expect(pending).toHaveCount(0);
   await expect(port).toHaveValue(applied);
   await expect(page.getByText('bootstrap_port: expected')).toHaveCount(0);
-  await page.getByRole('region', { name: /Edit worker/ }).getByRole('button', { name: 'Close' }).click();
+  await page
+    .getByRole('region', { name: /Edit worker/ })
+    .getByRole('button', { name: 'Close' })
+    .click();
   // The Add form: an encode worker with a port out of range cannot be added.
   await page.getByRole('button', { name: 'Add worker…' }).click();
   await page.getByRole('textbox', { name: 'URL' }).fill('grpc://127.0.0.1:1');
@@ -129,10 +165,16 @@ test("EPD: Router's serving mode, an encode worker's bootstrap port, and Precede
   await page.getByRole('region', { name: 'Add a worker' }).getByRole('button', { name: 'Cancel' }).click();
   await row(decode).getByRole('button', { name: /^Edit/ }).click();
   await expect(page.getByLabel('Bootstrap port')).toHaveCount(0);
-  await page.getByRole('region', { name: /Edit worker/ }).getByRole('button', { name: 'Close' }).click();
+  await page
+    .getByRole('region', { name: /Edit worker/ })
+    .getByRole('button', { name: 'Close' })
+    .click();
 
   // Precedence and Doctor: each encode worker gets its own verdict (near SHM, far inline).
-  for (const [w, outcome, path] of [[near, 'shm', 'shm'], [far, 'inline', 'inline']] as const) {
+  for (const [w, outcome, path] of [
+    [near, 'shm', 'shm'],
+    [far, 'inline', 'inline'],
+  ] as const) {
     await goTo(page, 'precedence');
     await page.getByLabel('Worker', { exact: true }).selectOption(w.url);
     await expect(page.getByTestId('verdict')).toHaveAttribute('data-outcome', outcome);
@@ -151,7 +193,9 @@ test("EPD: Router's serving mode, an encode worker's bootstrap port, and Precede
     await expect(encoder).toHaveAttribute('data-worker', w.url);
     await expect(encoder).toHaveAttribute('data-path', path);
     await expect(encoder).toContainText('this worker');
-    await expect(result.locator(`tr[data-worker="${prefill.url}"][data-tensor^="encoder_input"], tr[data-worker="${decode.url}"][data-tensor^="encoder_input"]`)).toHaveCount(0);
+    await expect(
+      result.locator(`tr[data-worker="${prefill.url}"][data-tensor^="encoder_input"], tr[data-worker="${decode.url}"][data-tensor^="encoder_input"]`),
+    ).toHaveCount(0);
     // Calibration measures the near one; the far one has no SHM path to measure, and says so.
     if (w === near) {
       await expect(page.getByTestId('calibration-plan')).toContainText('encoder tensor sizes from');
@@ -175,7 +219,9 @@ test("EPD: Router's serving mode, an encode worker's bootstrap port, and Precede
   await expect(result).toContainText('HTTP 200', { timeout: 20_000 });
   await expect(result.locator('tr[data-tensor^="encoder_input"]')).toHaveAttribute('data-leg', 'encode');
   await expect(result.locator(`tr[data-worker="${decode.url}"][data-tensor^="encoder_input"]`)).toHaveCount(0);
-  await expect(page.getByTestId('calibration-refused')).toContainText(`worker ${decode.url} is a decode worker under disaggregation epd: it reads no pixel tensors`);
+  await expect(page.getByTestId('calibration-refused')).toContainText(
+    `worker ${decode.url} is a decode worker under disaggregation epd: it reads no pixel tensors`,
+  );
   await expect(page.getByTestId('calibration-refused')).toContainText(`calibrate one of the encode workers (${near.url}, ${far.url})`);
 
   // The EPD views hold at 1024 px: topology, Traffic's leg column, the serving mode, Doctor's tables.

@@ -4,7 +4,11 @@
 import { expect, test } from '@playwright/test';
 import { goTo, openConsole, otherShmToken, serveWithWorker } from './rig.ts';
 
-const rig = serveWithWorker({ runtime: 'vllm', workerArgs: ['--shm-namespace-id', otherShmToken()], config: (url) => `multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n` });
+const rig = serveWithWorker({
+  runtime: 'vllm',
+  workerArgs: ['--shm-namespace-id', otherShmToken()],
+  config: (url) => `multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n`,
+});
 
 test('wrong --shm-namespace-id: Doctor shows the mismatch and its remedy, auto goes inline', async ({ page }) => {
   const { serve, worker } = rig;

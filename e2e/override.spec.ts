@@ -4,7 +4,10 @@
 import { expect, test } from '@playwright/test';
 import { goTo, openConsole, serveWithWorker } from './rig.ts';
 
-const rig = serveWithWorker({ runtime: 'tokenspeed', config: (url) => `multimodal_tensor_transport: inline\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n` });
+const rig = serveWithWorker({
+  runtime: 'tokenspeed',
+  config: (url) => `multimodal_tensor_transport: inline\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n`,
+});
 
 test('worker override to shm: review, apply, ladder shows worker winning, next request via SHM', async ({ page }) => {
   const { serve, worker } = rig;

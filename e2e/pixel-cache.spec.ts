@@ -26,7 +26,15 @@ test.afterAll(async () => {
 /** Serious or critical axe violations on the page as it is. */
 async function axeProblems(page: Page, what: string): Promise<string[]> {
   const results = await new AxeBuilder({ page }).analyze();
-  return results.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical').map((v) => `${what}: ${v.id} ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | ')}`);
+  return results.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .map(
+      (v) =>
+        `${what}: ${v.id} ${v.help} — ${v.nodes
+          .slice(0, 3)
+          .map((n) => n.target.join(' '))
+          .join(' | ')}`,
+    );
 }
 
 /** The content column does not scroll sideways and the card's button is inside its panel. */
@@ -57,7 +65,9 @@ interface CacheView {
 test('the same image twice: a miss then a hit on Overview and Traffic; Flush drops the entry', async ({ page }, testInfo) => {
   await openConsole(page, serve);
   const card = page.getByTestId('pixel-cache');
-  await expect(card.getByTestId('pixel-cache-budget')).toHaveText('Budget 512 MiB, from the built-in default (neither multimodal_pixel_cache_mb nor SMG_MM_PIXEL_CACHE_MB is set).');
+  await expect(card.getByTestId('pixel-cache-budget')).toHaveText(
+    'Budget 512 MiB, from the built-in default (neither multimodal_pixel_cache_mb nor SMG_MM_PIXEL_CACHE_MB is set).',
+  );
   await expect(card.getByTestId('pixel-cache-rate')).toHaveText('–');
 
   const first = await apiChatRequest(serve, 320, 240);
@@ -70,7 +80,10 @@ test('the same image twice: a miss then a hit on Overview and Traffic; Flush dro
   await expect(card.getByTestId('pixel-cache-entries')).toHaveText('1');
   const held = (await serve.call<{ pixelCache: CacheView }>('overview')).pixelCache.heldBytes;
   expect(held).toBeGreaterThan(0);
-  await expect(card.getByRole('meter', { name: 'Bytes the pixel cache holds against its budget' })).toHaveAttribute('aria-valuetext', `${(held / 1024 / 1024).toFixed(2)} MiB of 512 MiB`);
+  await expect(card.getByRole('meter', { name: 'Bytes the pixel cache holds against its budget' })).toHaveAttribute(
+    'aria-valuetext',
+    `${(held / 1024 / 1024).toFixed(2)} MiB of 512 MiB`,
+  );
   const problems: string[] = [];
   for (const scheme of ['light', 'dark'] as const) {
     await page.emulateMedia({ colorScheme: scheme });
@@ -129,7 +142,9 @@ test('the same image twice: a miss then a hit on Overview and Traffic; Flush dro
   const view = await serve.call<{ revision: number; config: Record<string, unknown> }>('config.get');
   await serve.call('config.apply', { draft: { ...view.config, multimodal_pixel_cache_mb: 0 }, expectedRevision: view.revision });
   const off = card.getByTestId('pixel-cache-off');
-  await expect(off).toContainText('The pixel cache is off: multimodal_pixel_cache_mb is 0, set in console (HTTP). Every image is preprocessed for every request.');
+  await expect(off).toContainText(
+    'The pixel cache is off: multimodal_pixel_cache_mb is 0, set in console (HTTP). Every image is preprocessed for every request.',
+  );
   await expect(off).toContainText('To turn it on: set multimodal_pixel_cache_mb to the MiB to keep on the Router screen (it applies at once)');
   await expect(card.getByTestId('pixel-cache-budget')).toHaveText('Budget 0 MiB, from multimodal_pixel_cache_mb, set in console (HTTP).');
   await shot(page, testInfo, 'overview-cache-off');

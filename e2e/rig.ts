@@ -79,8 +79,18 @@ export interface Worker {
   stop(): Promise<void>;
 }
 
-export async function startWorker(runtime: WireRuntime, extra: string[] = [], options: { prefix?: string[]; env?: Record<string, string> } = {}): Promise<Worker> {
-  const s = await startProcess(['worker', '--runtime', runtime, '--port', '0', ...extra], /listening on (grpc:\/\/\S+)/, baseEnv(options.env), 45_000, options.prefix);
+export async function startWorker(
+  runtime: WireRuntime,
+  extra: string[] = [],
+  options: { prefix?: string[]; env?: Record<string, string> } = {},
+): Promise<Worker> {
+  const s = await startProcess(
+    ['worker', '--runtime', runtime, '--port', '0', ...extra],
+    /listening on (grpc:\/\/\S+)/,
+    baseEnv(options.env),
+    45_000,
+    options.prefix,
+  );
   return { url: s.match[1]!, stop: () => stopProcess(s.child) };
 }
 
@@ -90,14 +100,27 @@ export async function startWorker(runtime: WireRuntime, extra: string[] = [], op
  * boot_id and another st_dev, and it really cannot see the router's files.
  */
 export function startWorkerInPrivateShm(runtime: WireRuntime): Promise<Worker> {
-  return startWorker(runtime, [], { prefix: ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o size=64m mmtc-e2e /dev/shm && exec "$0" "$@"'] });
+  return startWorker(runtime, [], {
+    prefix: ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o size=64m mmtc-e2e /dev/shm && exec "$0" "$@"'],
+  });
 }
 
 /** A reference worker of disaggregated serving (`--role`), with its bootstrap server's port for an encode or prefill worker; `privateShm`: in a /dev/shm of its own, as above. */
-export async function startRoleWorker(role: 'encode' | 'prefill' | 'decode', options: { privateShm?: boolean } = {}): Promise<Worker & { bootstrapPort: number | undefined }> {
+export async function startRoleWorker(
+  role: 'encode' | 'prefill' | 'decode',
+  options: { privateShm?: boolean } = {},
+): Promise<Worker & { bootstrapPort: number | undefined }> {
   const served = role !== 'decode';
-  const prefix = options.privateShm ? ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o size=64m mmtc-e2e /dev/shm && exec "$0" "$@"'] : [];
-  const s = await startProcess(['worker', '--runtime', 'tokenspeed', '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : [])], served ? /listening on (grpc:\/\/\S+)\n[\s\S]*?bootstrap server on http:\/\/\S+:(\d+)/ : /listening on (grpc:\/\/\S+)/, baseEnv(), 45_000, prefix);
+  const prefix = options.privateShm
+    ? ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o size=64m mmtc-e2e /dev/shm && exec "$0" "$@"']
+    : [];
+  const s = await startProcess(
+    ['worker', '--runtime', 'tokenspeed', '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : [])],
+    served ? /listening on (grpc:\/\/\S+)\n[\s\S]*?bootstrap server on http:\/\/\S+:(\d+)/ : /listening on (grpc:\/\/\S+)/,
+    baseEnv(),
+    45_000,
+    prefix,
+  );
   return { url: s.match[1]!, bootstrapPort: served ? Number(s.match[2]) : undefined, stop: () => stopProcess(s.child) };
 }
 
@@ -143,7 +166,11 @@ export async function startServe(options: { config: string; env?: Record<string,
   const routerFlags = ['--config', configFile, '--port', '0', ...(options.flags ?? [])];
   // A restart listens where the earlier one did: the same console address, with a new token.
   const consolePort = options.again ? new URL(options.again.url).port : '0';
-  const s = await startProcess(['serve', ...routerFlags, '--console-port', consolePort], /mmtc console: (http:\/\/\S+?)#token=(\S+)/, baseEnv({ XDG_CONFIG_HOME: dir, ...(options.env ?? {}) }));
+  const s = await startProcess(
+    ['serve', ...routerFlags, '--console-port', consolePort],
+    /mmtc console: (http:\/\/\S+?)#token=(\S+)/,
+    baseEnv({ XDG_CONFIG_HOME: dir, ...(options.env ?? {}) }),
+  );
   const url = s.match[1]!;
   const token = s.match[2]!;
   const pid = s.child.pid!;
@@ -156,7 +183,11 @@ export async function startServe(options: { config: string; env?: Record<string,
     routerFlags,
     output: s.output,
     async call<T>(command: string, input: unknown = {}) {
-      const res = await fetch(`${url}api/${command}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(input) });
+      const res = await fetch(`${url}api/${command}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(input),
+      });
       const body = (await res.json()) as T & { error?: { message: string } };
       if (!res.ok) throw new Error(`${command}: ${body.error?.message ?? res.status}`);
       return body;
@@ -183,10 +214,22 @@ export async function openConsole(page: Page, serve: Serve, screen = 'overview')
   if (screen !== 'overview') await goTo(page, screen);
 }
 
-const NAV_LABEL: Record<string, string> = { overview: 'Overview', router: 'Router settings', workers: 'Workers', precedence: 'Precedence', traffic: 'Traffic', doctor: 'Doctor', yaml: 'YAML', history: 'History' };
+const NAV_LABEL: Record<string, string> = {
+  overview: 'Overview',
+  router: 'Router settings',
+  workers: 'Workers',
+  precedence: 'Precedence',
+  traffic: 'Traffic',
+  doctor: 'Doctor',
+  yaml: 'YAML',
+  history: 'History',
+};
 
 export async function goTo(page: Page, screen: string): Promise<void> {
-  await page.getByRole('navigation', { name: 'Screens' }).getByRole('link', { name: new RegExp(`^${NAV_LABEL[screen]}`) }).click();
+  await page
+    .getByRole('navigation', { name: 'Screens' })
+    .getByRole('link', { name: new RegExp(`^${NAV_LABEL[screen]}`) })
+    .click();
   await page.getByRole('heading', { level: 1, name: NAV_LABEL[screen] }).waitFor();
 }
 
@@ -216,12 +259,25 @@ export async function apiChatRequest(serve: Serve, width: number, height: number
     x ^= x << 5;
     pixels[i] = x & 0xff;
   }
-  const png = await sharp(pixels, { raw: { width, height, channels: 3 } }).png({ compressionLevel: 1 }).toBuffer();
+  const png = await sharp(pixels, { raw: { width, height, channels: 3 } })
+    .png({ compressionLevel: 1 })
+    .toBuffer();
   const overview = await serve.call<{ router: { url: string } }>('overview');
   const res = await fetch(`${overview.router.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ max_tokens: 16, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${png.toString('base64')}` } }, { type: 'text', text: 'what is this?' }] }] }),
+    body: JSON.stringify({
+      max_tokens: 16,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url: `data:image/png;base64,${png.toString('base64')}` } },
+            { type: 'text', text: 'what is this?' },
+          ],
+        },
+      ],
+    }),
   });
   const text = await res.text();
   let id: string | undefined;
@@ -259,7 +315,12 @@ export async function shot(page: Page, testInfo: TestInfo, name: string, options
  * last, which fails if a file of theirs is left in /dev/shm. Read `rig.serve` and `rig.worker`
  * inside the tests.
  */
-export function serveWithWorker(options: { runtime: WireRuntime; workerArgs?: string[]; config: (workerUrl: string) => string; env?: Record<string, string> }): { worker: Worker; serve: Serve } {
+export function serveWithWorker(options: {
+  runtime: WireRuntime;
+  workerArgs?: string[];
+  config: (workerUrl: string) => string;
+  env?: Record<string, string>;
+}): { worker: Worker; serve: Serve } {
   const rig = {} as { worker: Worker; serve: Serve };
   test.beforeAll(async () => {
     rig.worker = await startWorker(options.runtime, options.workerArgs ?? []);
@@ -284,9 +345,11 @@ export async function layoutProblems(page: Page): Promise<string[]> {
   return page.evaluate(() => {
     const out: string[] = [];
     const m = document.getElementById('main')!;
-    if (document.documentElement.scrollWidth > window.innerWidth) out.push(`the page is wider than the window (${document.documentElement.scrollWidth} > ${window.innerWidth})`);
+    if (document.documentElement.scrollWidth > window.innerWidth)
+      out.push(`the page is wider than the window (${document.documentElement.scrollWidth} > ${window.innerWidth})`);
     if (m.scrollWidth > m.clientWidth + 1) out.push(`the content column scrolls sideways (${m.scrollWidth} > ${m.clientWidth})`);
-    for (const r of document.querySelectorAll<HTMLElement>('.table-scroll, .ttable')) if (r.scrollWidth > r.clientWidth + 1) out.push(`${r.getAttribute('aria-label') ?? r.className} scrolls sideways (${r.scrollWidth} > ${r.clientWidth})`);
+    for (const r of document.querySelectorAll<HTMLElement>('.table-scroll, .ttable'))
+      if (r.scrollWidth > r.clientWidth + 1) out.push(`${r.getAttribute('aria-label') ?? r.className} scrolls sideways (${r.scrollWidth} > ${r.clientWidth})`);
     for (const h of document.querySelectorAll<HTMLElement>('th, [role="columnheader"]')) {
       if (h.offsetParent === null) continue;
       if (h.scrollWidth > h.clientWidth + 1) out.push(`column ${h.textContent} is cut (${h.scrollWidth} > ${h.clientWidth})`);
@@ -297,7 +360,8 @@ export async function layoutProblems(page: Page): Promise<string[]> {
       if (b.offsetParent === null) continue;
       const box = b.getBoundingClientRect();
       const panel = b.closest('.panel')?.getBoundingClientRect();
-      if (box.right > window.innerWidth + 0.5 || (panel && box.right > panel.right + 0.5)) out.push(`button "${b.textContent}" is clipped (right ${Math.round(box.right)})`);
+      if (box.right > window.innerWidth + 0.5 || (panel && box.right > panel.right + 0.5))
+        out.push(`button "${b.textContent}" is clipped (right ${Math.round(box.right)})`);
     }
     return out;
   });

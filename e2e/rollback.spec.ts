@@ -3,7 +3,10 @@
 import { expect, test } from '@playwright/test';
 import { goTo, openConsole, serveWithWorker } from './rig.ts';
 
-const rig = serveWithWorker({ runtime: 'tokenspeed', config: (url) => `multimodal_tensor_transport: inline\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n` });
+const rig = serveWithWorker({
+  runtime: 'tokenspeed',
+  config: (url) => `multimodal_tensor_transport: inline\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n`,
+});
 
 test('roll back a revision: the next request follows the older settings', async ({ page }) => {
   const { serve } = rig;

@@ -48,11 +48,23 @@ test('every screen passes axe in light and dark, with a screenshot of each', asy
   await page.addInitScript(() => {
     const w = window as unknown as { __csp: string[] };
     w.__csp = [];
-    document.addEventListener('securitypolicyviolation', (e) => w.__csp.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}:${e.columnNumber} ${e.sample}`));
+    document.addEventListener('securitypolicyviolation', (e) =>
+      w.__csp.push(`${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}:${e.columnNumber} ${e.sample}`),
+    );
   });
   await openConsole(page, serve);
   // API traffic of several sizes, over both workers.
-  for (const [w, h] of [[448, 448], [640, 480], [224, 224], [1024, 768], [96, 96], [800, 600], [320, 240], [1280, 720]] as const) expect(await apiChat(serve, w, h)).toBe(200);
+  for (const [w, h] of [
+    [448, 448],
+    [640, 480],
+    [224, 224],
+    [1024, 768],
+    [96, 96],
+    [800, 600],
+    [320, 240],
+    [1280, 720],
+  ] as const)
+    expect(await apiChat(serve, w, h)).toBe(200);
 
   // Doctor with real results: the checklist, a test tensor and a calibration.
   await goTo(page, 'doctor');
@@ -69,7 +81,9 @@ test('every screen passes axe in light and dark, with a screenshot of each', asy
 
   // YAML with an error, so the screen shows how errors read.
   await goTo(page, 'yaml');
-  await page.getByRole('textbox', { name: 'YAML to import' }).fill(`multimodal_tensor_transport: auto\nmultimodal_shm_min_bytes: 64k\nworkers:\n  - url: ${same.url}\n`);
+  await page
+    .getByRole('textbox', { name: 'YAML to import' })
+    .fill(`multimodal_tensor_transport: auto\nmultimodal_shm_min_bytes: 64k\nworkers:\n  - url: ${same.url}\n`);
   await expect(page.getByTestId('yaml-issues')).toBeVisible();
 
   if (update) mkdirSync(path.join(ROOT, 'docs', 'screenshots'), { recursive: true });
@@ -84,11 +98,21 @@ test('every screen passes axe in light and dark, with a screenshot of each', asy
         for (let i = 0; i < 12; i++) await page.keyboard.press('PageDown');
       }
       if (screen === 'yaml') await expect(page.getByText('The configuration file changed on disk')).toBeVisible();
-      if (screen === 'history') await page.getByRole('button', { name: /Show the \d+ changes of revision/ }).first().click();
+      if (screen === 'history')
+        await page
+          .getByRole('button', { name: /Show the \d+ changes of revision/ })
+          .first()
+          .click();
       await page.waitForTimeout(700);
       const results = await new AxeBuilder({ page }).analyze();
       for (const v of results.violations) {
-        if (v.impact === 'serious' || v.impact === 'critical') problems.push(`${screen} (${scheme}): ${v.id} ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join(' | ')}`);
+        if (v.impact === 'serious' || v.impact === 'critical')
+          problems.push(
+            `${screen} (${scheme}): ${v.id} ${v.help} — ${v.nodes
+              .slice(0, 3)
+              .map((n) => n.target.join(' '))
+              .join(' | ')}`,
+          );
       }
       // The shell scrolls inside <main>: grow the window to the content so the shot shows all of it.
       const height = await page.evaluate(() => Math.ceil(document.getElementById('main')!.scrollHeight));
@@ -110,7 +134,11 @@ test('layout at 1440, 1280 and 1024 px: nothing clipped on any screen, every col
   test.setTimeout(120_000);
   await openConsole(page, serve);
   await page.getByRole('navigation', { name: 'Screens' }).waitFor();
-  for (const [width, height] of [[1440, 900], [1280, 900], [1024, 700]] as const) {
+  for (const [width, height] of [
+    [1440, 900],
+    [1280, 900],
+    [1024, 700],
+  ] as const) {
     await page.setViewportSize({ width, height });
     for (const screen of SCREENS) {
       await goTo(page, screen);

@@ -5,7 +5,10 @@
 import { expect, test } from '@playwright/test';
 import { apiChatRequest, goTo, openConsole, serveWithWorker, shot } from './rig.ts';
 
-const rig = serveWithWorker({ runtime: 'sglang', config: (url) => `multimodal_tensor_transport: shm\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n` });
+const rig = serveWithWorker({
+  runtime: 'sglang',
+  config: (url) => `multimodal_tensor_transport: shm\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n`,
+});
 
 test('an SGLang worker under shm: inline with runtime_inline_only on Workers, Precedence, Doctor and Traffic', async ({ page }, testInfo) => {
   const { serve, worker } = rig;
@@ -27,7 +30,9 @@ test('an SGLang worker under shm: inline with runtime_inline_only on Workers, Pr
   await expect(chain.locator('li.step').nth(4)).toHaveAttribute('data-state', 'skip');
   await expect(page.getByTestId('verdict')).toHaveAttribute('data-outcome', 'inline');
   await expect(page.getByTestId('verdict')).toContainText('runtime_inline_only');
-  await expect(page.getByText('SGLang carries tensors inline only (its TensorData has no /dev/shm handle): mode shm travels inline (runtime_inline_only)')).toBeVisible();
+  await expect(
+    page.getByText('SGLang carries tensors inline only (its TensorData has no /dev/shm handle): mode shm travels inline (runtime_inline_only)'),
+  ).toBeVisible();
   await shot(page, testInfo, 'precedence-sglang', { docs: true });
 
   await goTo(page, 'doctor');

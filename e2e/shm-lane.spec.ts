@@ -33,7 +33,7 @@ test.afterAll(async () => {
 });
 
 test('a worker that cannot read our files: lane broken on Workers, Overview and Doctor; reset clears it', async ({ page }, testInfo) => {
-  test.skip(!isRoot, 'needs root: only a root router\'s 0600 files in /dev/shm are unreadable to a worker started as nobody (setpriv)');
+  test.skip(!isRoot, "needs root: only a root router's 0600 files in /dev/shm are unreadable to a worker started as nobody (setpriv)");
   const url = nobody!.url;
   await openConsole(page, serve, 'doctor');
   await page.getByRole('combobox', { name: 'Worker' }).selectOption(url);
@@ -95,7 +95,12 @@ test('a worker that cannot read our files: lane broken on Workers, Overview and 
 test('a full SHM budget: the encoder tensor goes inline as shm_budget_exceeded, in the table and the reason filter', async ({ page }) => {
   const view = await serve.call<{ revision: number; config: Record<string, unknown> }>('config.get');
   await serve.call('config.apply', { draft: { ...view.config, multimodal_shm_max_outstanding_bytes: 4096 }, expectedRevision: view.revision });
-  const r = await serve.call<{ status: number; events: Array<{ tensor: string; path: string; reason: string }> }>('traffic.sendTestRequest', { url: normal.url, width: 448, height: 448, format: 'png' });
+  const r = await serve.call<{ status: number; events: Array<{ tensor: string; path: string; reason: string }> }>('traffic.sendTestRequest', {
+    url: normal.url,
+    width: 448,
+    height: 448,
+    format: 'png',
+  });
   expect(r.status).toBe(200);
   expect(r.events.find((e) => e.tensor === 'encoder_input')).toMatchObject({ path: 'inline', reason: 'shm_budget_exceeded' });
 

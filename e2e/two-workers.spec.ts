@@ -28,7 +28,10 @@ test.beforeAll(async () => {
   a = await startWorker('tokenspeed');
   b = await startWorkerInPrivateShm('vllm');
   // The file says inline; the flag at start says auto, and wins for this run.
-  serve = await startServe({ config: `multimodal_tensor_transport: inline\npolicy: round_robin\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${a.url}\n    runtime: tokenspeed\n  - url: ${b.url}\n    runtime: vllm\n`, flags: FLAGS });
+  serve = await startServe({
+    config: `multimodal_tensor_transport: inline\npolicy: round_robin\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${a.url}\n    runtime: tokenspeed\n  - url: ${b.url}\n    runtime: vllm\n`,
+    flags: FLAGS,
+  });
   for (let i = 0; i < 100; i++) {
     const r = await serve.call<{ workers: Array<{ health: string }> }>('workers.list');
     if (r.workers.length === 2 && r.workers.every((w) => w.health === 'healthy')) break;
@@ -128,9 +131,13 @@ test('mode shm forced on the worker in another /dev/shm: every view says it will
 
   // The histogram counts exactly the table's rows, whatever the filter.
   await page.getByTestId('filter-path-shm').check();
-  await expect.poll(async () => (await page.getByTestId('histogram-count').textContent())?.match(/^(\d+)/)?.[1]).toBe((await page.getByTestId('row-count').textContent())?.trim());
+  await expect
+    .poll(async () => (await page.getByTestId('histogram-count').textContent())?.match(/^(\d+)/)?.[1])
+    .toBe((await page.getByTestId('row-count').textContent())?.trim());
   await page.getByTestId('filter-path-inline').check();
-  await expect.poll(async () => (await page.getByTestId('histogram-count').textContent())?.match(/^(\d+)/)?.[1]).toBe((await page.getByTestId('row-count').textContent())?.trim());
+  await expect
+    .poll(async () => (await page.getByTestId('histogram-count').textContent())?.match(/^(\d+)/)?.[1])
+    .toBe((await page.getByTestId('row-count').textContent())?.trim());
   await shot(page, testInfo, 'traffic-retry-1024', { docs: true });
 
   // The same at 1440.
@@ -166,11 +173,14 @@ test('a broken lane reaches Overview within a second; Overview never paints a st
   await openConsole(page, serve, 'overview');
   await expect(page.locator('li[data-kind="shm_read_failed"]')).toHaveCount(0);
   // When the warning is first on the page (checked every 20 ms).
-  const seen = page.waitForFunction(() => (document.querySelector('li[data-kind="shm_read_failed"]') ? Date.now() : 0), undefined, { polling: 20, timeout: 5000 });
+  const seen = page.waitForFunction(() => (document.querySelector('li[data-kind="shm_read_failed"]') ? Date.now() : 0), undefined, {
+    polling: 20,
+    timeout: 5000,
+  });
   const test = await serve.call<{ status: number }>('traffic.sendTestRequest', { url: b.url, width: 448, height: 448, format: 'png' });
   const brokeAt = Date.now();
   expect(test.status).toBe(200);
-  const warnedAt = (await (await seen).jsonValue());
+  const warnedAt = await (await seen).jsonValue();
   expect(warnedAt - brokeAt, 'the warning reached the screen').toBeLessThan(1000);
   await expect(page.locator('li[data-kind="shm_read_failed"]')).toBeVisible();
 
@@ -187,24 +197,34 @@ test('a broken lane reaches Overview within a second; Overview never paints a st
   expect((await serve.call<{ status: number }>('traffic.sendTestRequest', { url: b.url, width: 448, height: 448, format: 'png' })).status).toBe(200);
   for (let i = 0; i < 4; i++) expect(await apiChat(serve, 320, 240)).toBe(200);
   // Watch every frame from the click on: "All clear" must never be on the screen.
-  const claimed = page.waitForFunction(() => document.body.textContent?.includes('All clear') === true, undefined, { polling: 'raf', timeout: 2500 }).then(
-    () => 'All clear was shown',
-    () => 'never',
-  );
+  const claimed = page
+    .waitForFunction(() => document.body.textContent?.includes('All clear') === true, undefined, { polling: 'raf', timeout: 2500 })
+    .then(
+      () => 'All clear was shown',
+      () => 'never',
+    );
   await goTo(page, 'overview');
   const rates = page.locator('#rates-title').locator('xpath=ancestor::section');
   // Traffic went through in the last five seconds: the first paint does not say 0.0/s for both paths.
   const shown = await rates.locator('tbody td.num').allTextContents();
-  expect(shown.some((t) => !/^0\.0\/s$/.test(t.trim())), `rates on first paint: ${shown.join(', ')}`).toBe(true);
+  expect(
+    shown.some((t) => !/^0\.0\/s$/.test(t.trim())),
+    `rates on first paint: ${shown.join(', ')}`,
+  ).toBe(true);
   expect(await claimed).toBe('never');
   await expect(page.locator('li[data-kind="shm_read_failed"]')).toBeVisible();
 });
 
-test('a router setting a start flag gave, changed in the console: the review, the toast and Overview say a restart sets it back, and it does', async ({ page }, testInfo) => {
+test('a router setting a start flag gave, changed in the console: the review, the toast and Overview say a restart sets it back, and it does', async ({
+  page,
+}, testInfo) => {
   await page.setViewportSize({ width: 1024, height: 700 });
   await openConsole(page, serve, 'router');
   await expect(page.getByTestId('start-flag-multimodal_tensor_transport')).toContainText('--multimodal-tensor-transport auto');
-  await page.getByRole('group', { name: 'multimodal_tensor_transport' }).getByRole('radio', { name: /^inline / }).check();
+  await page
+    .getByRole('group', { name: 'multimodal_tensor_transport' })
+    .getByRole('radio', { name: /^inline / })
+    .check();
   await page.getByRole('region', { name: 'Unapplied changes' }).getByRole('button', { name: 'Review & apply' }).click();
   const dialog = page.getByRole('dialog', { name: 'Review changes' });
   const untilRestart = dialog.getByTestId('review-until-restart');

@@ -70,7 +70,11 @@ test('traffic: pause holds the table, resume catches up from the server', async 
   await openConsole(page, serve, 'traffic');
   const table = page.getByRole('table', { name: 'Tensor events, newest first' });
   // The rows of one request's encoder input (rows are identified by the request id the router gave it).
-  const encoderRowsOf = (id: string | undefined) => table.getByRole('row').filter({ hasText: 'encoder_input' }).filter({ hasText: id ?? 'no id' });
+  const encoderRowsOf = (id: string | undefined) =>
+    table
+      .getByRole('row')
+      .filter({ hasText: 'encoder_input' })
+      .filter({ hasText: id ?? 'no id' });
   const first = await apiChatRequest(serve, 256, 256);
   expect(first.status).toBe(200);
   await expect(encoderRowsOf(first.id)).toHaveCount(1);

@@ -4,7 +4,10 @@ import { readFileSync } from 'node:fs';
 import { expect, test } from '@playwright/test';
 import { cliExport, openConsole, serveWithWorker } from './rig.ts';
 
-const rig = serveWithWorker({ runtime: 'tokenspeed', config: (url) => `# written by hand\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n    priority: 70\n` });
+const rig = serveWithWorker({
+  runtime: 'tokenspeed',
+  config: (url) => `# written by hand\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${url}\n    priority: 70\n`,
+});
 
 test('import YAML with an error: shown at its line, nothing applied', async ({ page }) => {
   const { serve, worker } = rig;
@@ -57,7 +60,7 @@ test('export: the downloaded router.yaml equals mmtc config export', async ({ pa
   await expect(exportPanel.getByRole('region', { name: /Exported YAML/ }).or(exportPanel.locator('pre'))).toContainText(worker.url);
   const [download] = await Promise.all([page.waitForEvent('download'), exportPanel.getByRole('button', { name: 'Download router.yaml' }).click()]);
   expect(download.suggestedFilename()).toBe('router.yaml');
-  const text = readFileSync((await download.path()), 'utf8');
+  const text = readFileSync(await download.path(), 'utf8');
   expect(text).toBe(cliExport(serve.routerFlags));
 
   const gateway = page.getByTestId('gateway-command');
@@ -84,5 +87,8 @@ test('a file edited on disk shows as drift with its diff and reloads as a review
   await dialog.getByRole('button', { name: 'Reload file' }).click();
   await expect(page.getByRole('status').filter({ hasText: `Applied revision ${before.revision + 1}` })).toBeVisible();
   await expect(drift).toBeHidden();
-  expect((await serve.call<{ config: { request_timeout_secs: number; port: number } }>('config.get')).config).toMatchObject({ request_timeout_secs: 77, port: 0 });
+  expect((await serve.call<{ config: { request_timeout_secs: number; port: number } }>('config.get')).config).toMatchObject({
+    request_timeout_secs: 77,
+    port: 0,
+  });
 });

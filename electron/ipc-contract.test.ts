@@ -114,7 +114,9 @@ describe('the IPC binding as the desktop app wires it', () => {
   it('refuses a call from a frame inside the console window, and the backend never changes', async () => {
     const before = await env.client.call('config.get', {});
     const framed = createIpcClient(createBridge(rendererIpc(contents, { url: 'https://evil.example/', parent: contents.mainFrame })));
-    await expect(framed.call('config.apply', { draft: { ...before.config, multimodal_tensor_transport: 'shm' }, expectedRevision: before.revision })).rejects.toMatchObject({ code: 'forbidden' });
+    await expect(
+      framed.call('config.apply', { draft: { ...before.config, multimodal_tensor_transport: 'shm' }, expectedRevision: before.revision }),
+    ).rejects.toMatchObject({ code: 'forbidden' });
     expect((await env.client.call('config.get', {})).revision).toBe(before.revision);
     expect(refusals.at(-1)).toMatch(/^refused mmtc:call:config\.apply: /);
   });

@@ -58,7 +58,12 @@ function fakeBackend() {
     invoke: vi.fn(async (command: string, _input: unknown, _meta: unknown): Promise<unknown> => ({ answered: command })),
     subscribe: vi.fn((stream: string, listener: (payload: unknown) => void) => {
       listeners.set(stream, [...(listeners.get(stream) ?? []), listener]);
-      const unsubscribe = vi.fn(() => listeners.set(stream, (listeners.get(stream) ?? []).filter((l) => l !== listener)));
+      const unsubscribe = vi.fn(() =>
+        listeners.set(
+          stream,
+          (listeners.get(stream) ?? []).filter((l) => l !== listener),
+        ),
+      );
       unsubscribes.push(unsubscribe);
       return unsubscribe;
     }),
@@ -131,7 +136,10 @@ describe('a command call', () => {
       ['another origin', () => eventFrom(ours, { ...ours.mainFrame, url: 'https://evil.example/' })],
       ['a look-alike origin', () => eventFrom(ours, { ...ours.mainFrame, url: 'mmtc-app://console.evil/index.html' })],
       ['an opaque origin', () => eventFrom(ours, { ...ours.mainFrame, url: 'data:text/html,<script>1</script>' })],
-      ['a subframe at the app origin', () => eventFrom(ours, { url: 'mmtc-app://console/index.html', parent: ours.mainFrame, processId: ours.mainFrame.processId, routingId: 7 })],
+      [
+        'a subframe at the app origin',
+        () => eventFrom(ours, { url: 'mmtc-app://console/index.html', parent: ours.mainFrame, processId: ours.mainFrame.processId, routingId: 7 }),
+      ],
       ['a missing senderFrame', () => eventFrom(ours, null)],
       ['a window we did not create', () => eventFrom(new FakeWebContents())],
     ];
@@ -159,7 +167,7 @@ describe('a command call', () => {
     expect(backend.invoke).not.toHaveBeenCalled();
   });
 
-  it("returns a backend ContractError as its wire form, which the UI rebuilds as it was", async () => {
+  it('returns a backend ContractError as its wire form, which the UI rebuilds as it was', async () => {
     const { backend, asBackend } = fakeBackend();
     const thrown = new ContractError('conflict', 'revision 3 is not the current revision 4', undefined, [], { currentRevision: 4 });
     backend.invoke.mockRejectedValueOnce(thrown);
@@ -175,7 +183,10 @@ describe('a command call', () => {
     backend.invoke.mockRejectedValueOnce(new Error('ENOSPC: no space left on device'));
     backend.invoke.mockRejectedValueOnce('a bare string');
     bind(asBackend);
-    expect(await call(callChannel('overview'), eventFrom(ours), {})).toEqual({ ok: false, error: { code: 'internal', message: 'ENOSPC: no space left on device' } });
+    expect(await call(callChannel('overview'), eventFrom(ours), {})).toEqual({
+      ok: false,
+      error: { code: 'internal', message: 'ENOSPC: no space left on device' },
+    });
     expect(await call(callChannel('overview'), eventFrom(ours), {})).toEqual({ ok: false, error: { code: 'internal', message: 'a bare string' } });
   });
 
@@ -190,7 +201,10 @@ describe('a command call', () => {
 
     ipc!.close();
     bind(Promise.reject(new Error('port 30000 is in use')));
-    expect(await call(callChannel('overview'), eventFrom(ours), {})).toEqual({ ok: false, error: { code: 'internal', message: 'the console backend did not start: port 30000 is in use' } });
+    expect(await call(callChannel('overview'), eventFrom(ours), {})).toEqual({
+      ok: false,
+      error: { code: 'internal', message: 'the console backend did not start: port 30000 is in use' },
+    });
   });
 });
 

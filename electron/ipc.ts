@@ -103,7 +103,8 @@ export function bindConsoleIpc(options: ConsoleIpcOptions): ConsoleIpc {
   ipcMain.handle(STREAM_SUBSCRIBE_CHANNEL, async (event, stream: unknown): Promise<IpcResult<null>> => {
     const refused = checked(STREAM_SUBSCRIBE_CHANNEL, event);
     if (refused) return refused;
-    if (!isStreamName(stream)) return failure(new ContractError('invalid_input', `unknown stream ${JSON.stringify(stream)}; the streams are ${STREAM_NAMES.join(', ')}`));
+    if (!isStreamName(stream))
+      return failure(new ContractError('invalid_input', `unknown stream ${JSON.stringify(stream)}; the streams are ${STREAM_NAMES.join(', ')}`));
     try {
       const backend = await getBackend();
       const contents = event.sender;
@@ -136,7 +137,8 @@ export function bindConsoleIpc(options: ConsoleIpcOptions): ConsoleIpc {
   ipcMain.handle(STREAM_UNSUBSCRIBE_CHANNEL, (event, stream: unknown): IpcResult<null> => {
     const refused = checked(STREAM_UNSUBSCRIBE_CHANNEL, event);
     if (refused) return refused;
-    if (!isStreamName(stream)) return failure(new ContractError('invalid_input', `unknown stream ${JSON.stringify(stream)}; the streams are ${STREAM_NAMES.join(', ')}`));
+    if (!isStreamName(stream))
+      return failure(new ContractError('invalid_input', `unknown stream ${JSON.stringify(stream)}; the streams are ${STREAM_NAMES.join(', ')}`));
     const streams = subscriptions.get(event.sender);
     const unsubscribe = streams?.get(stream);
     if (unsubscribe) {

@@ -65,7 +65,12 @@ describe('displayProblem', () => {
 
 describe('electronEnvironment', () => {
   it('keeps the environment, ties the child to us, restores the whole malloc setting and drops ELECTRON_RUN_AS_NODE', () => {
-    const env = { PATH: '/usr/bin', GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1', MMTC_GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1:glibc.malloc.arena_max=2', ELECTRON_RUN_AS_NODE: '1' };
+    const env = {
+      PATH: '/usr/bin',
+      GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1',
+      MMTC_GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1:glibc.malloc.arena_max=2',
+      ELECTRON_RUN_AS_NODE: '1',
+    };
     expect(electronEnvironment(env, 4242)).toEqual({
       PATH: '/usr/bin',
       GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1:glibc.malloc.arena_max=2',
@@ -108,7 +113,12 @@ describe('launchDesktop', () => {
     vi.stubEnv('ELECTRON_OVERRIDE_DIST_PATH', emptyDir);
     vi.stubEnv('DISPLAY', ':0');
     const result = await launchDesktop({ args: [], log: () => {} });
-    expect(result).toEqual({ status: 'unavailable', problem: 'electron-missing', reason: expect.stringContaining('missing at'), exitCode: EXIT_DESKTOP_UNAVAILABLE });
+    expect(result).toEqual({
+      status: 'unavailable',
+      problem: 'electron-missing',
+      reason: expect.stringContaining('missing at'),
+      exitCode: EXIT_DESKTOP_UNAVAILABLE,
+    });
     expect(EXIT_DESKTOP_UNAVAILABLE).not.toBe(1);
     expect(EXIT_DESKTOP_UNAVAILABLE).not.toBe(2);
   });

@@ -45,7 +45,10 @@ export function locateElectronBinary(): ElectronBinary {
   try {
     binary = require('electron');
   } catch {
-    return { found: false, reason: "electron's install script has not downloaded the binary (ELECTRON_SKIP_BINARY_DOWNLOAD, or the script was not allowed to run)" };
+    return {
+      found: false,
+      reason: "electron's install script has not downloaded the binary (ELECTRON_SKIP_BINARY_DOWNLOAD, or the script was not allowed to run)",
+    };
   }
   if (typeof binary !== 'string') return { found: false, reason: `the electron package exported ${typeof binary}, not the path of its binary` };
   if (!existsSync(binary)) return { found: false, reason: `the Electron binary is missing at ${binary}` };
@@ -111,7 +114,12 @@ export function electronEnvironment(env: NodeJS.ProcessEnv = process.env, parent
 }
 
 export async function launchDesktop(options: LaunchDesktopOptions): Promise<DesktopLaunchResult> {
-  const unavailable = (problem: DesktopUnavailable, reason: string): DesktopLaunchResult => ({ status: 'unavailable', problem, reason, exitCode: EXIT_DESKTOP_UNAVAILABLE });
+  const unavailable = (problem: DesktopUnavailable, reason: string): DesktopLaunchResult => ({
+    status: 'unavailable',
+    problem,
+    reason,
+    exitCode: EXIT_DESKTOP_UNAVAILABLE,
+  });
 
   const electron = locateElectronBinary();
   if (!electron.found) return unavailable('electron-missing', electron.reason);

@@ -135,7 +135,8 @@ beforeEach(() => {
 afterEach(() => {
   vi.unstubAllEnvs();
   // runDesktopApp quits the app on these signals; leave the test process as it was.
-  for (const [signal, before] of signalListeners) for (const l of process.listeners(signal as NodeJS.Signals)) if (!before.includes(l)) process.off(signal, l as () => void);
+  for (const [signal, before] of signalListeners)
+    for (const l of process.listeners(signal as NodeJS.Signals)) if (!before.includes(l)) process.off(signal, l as () => void);
 });
 
 function start(startConsole: StartConsole, argv = ['/usr/lib/electron/electron', '/work/main/electron/entry.mjs']) {
@@ -159,7 +160,16 @@ describe('before the app is ready', () => {
 
   it('starts the core at once with the router flags it was given, unread Chromium switches aside', async () => {
     const { startConsole } = fakeConsole();
-    start(startConsole, ['/usr/lib/electron/electron', '/work/main/electron/entry.mjs', '--port', '31000', '--enable-logging', '--worker-urls', 'grpc://a:1', 'grpc://b:2']);
+    start(startConsole, [
+      '/usr/lib/electron/electron',
+      '/work/main/electron/entry.mjs',
+      '--port',
+      '31000',
+      '--enable-logging',
+      '--worker-urls',
+      'grpc://a:1',
+      'grpc://b:2',
+    ]);
     await flush();
     expect(startConsole).toHaveBeenCalledOnce();
     const options = startConsole.mock.calls[0]![0];
@@ -264,6 +274,9 @@ describe('arguments and environment', () => {
   });
 
   it('reads the router flags the CLI has', () => {
-    expect(desktopFlags(['--config', 'router.yaml', '--multimodal-tensor-transport', 'auto', '--ozone-platform=wayland'])).toEqual({ config: 'router.yaml', multimodalTensorTransport: 'auto' });
+    expect(desktopFlags(['--config', 'router.yaml', '--multimodal-tensor-transport', 'auto', '--ozone-platform=wayland'])).toEqual({
+      config: 'router.yaml',
+      multimodalTensorTransport: 'auto',
+    });
   });
 });

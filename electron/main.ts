@@ -30,7 +30,11 @@ export interface RunningConsole {
   routerUrl: string;
   close(): Promise<void>;
 }
-export type StartConsole = (options: { flags: ConfigFlags; log?: (line: string) => void; processEnv?: Readonly<Record<string, string | undefined>> }) => Promise<RunningConsole>;
+export type StartConsole = (options: {
+  flags: ConfigFlags;
+  log?: (line: string) => void;
+  processEnv?: Readonly<Record<string, string | undefined>>;
+}) => Promise<RunningConsole>;
 
 export interface DesktopAppOptions {
   /** process.argv of the Electron main process. */
@@ -109,7 +113,9 @@ export function createConsoleWindow(log: (line: string) => void): BrowserWindow 
     if (!window.isDestroyed() && !window.isVisible()) window.show();
   });
   window.webContents.on('preload-error', (_event, preloadPath, error) => log(`the preload bridge failed in the page (${preloadPath}): ${error.message}`));
-  window.webContents.on('render-process-gone', (_event, details) => log(`the console page's process ended (${details.reason}); reload the window to start it again`));
+  window.webContents.on('render-process-gone', (_event, details) =>
+    log(`the console page's process ended (${details.reason}); reload the window to start it again`),
+  );
   return window;
 }
 

@@ -172,7 +172,11 @@ describe('subscribe', () => {
 describe('the bridge against the real main-side binding', () => {
   it('agrees with ipc.ts on every command and stream channel', async () => {
     const mainFrame = { url: 'mmtc-app://console/index.html', parent: null, processId: 1, routingId: 1 };
-    const contents = Object.assign(new EventEmitter(), { mainFrame, isDestroyed: () => false, send: (channel: string, payload: unknown) => renderer.fire(channel, payload) });
+    const contents = Object.assign(new EventEmitter(), {
+      mainFrame,
+      isDestroyed: () => false,
+      send: (channel: string, payload: unknown) => renderer.fire(channel, payload),
+    });
     const renderer = fakeRendererIpc();
     const listeners: Record<string, (payload: unknown) => void> = {};
     const backend = {
@@ -183,7 +187,10 @@ describe('the bridge against the real main-side binding', () => {
       }),
       close: async () => {},
     } as unknown as ConsoleBackend;
-    const ipc = bindConsoleIpc({ backend, refuseSender: (event) => senderFrameProblem(event, { appOrigin: 'mmtc-app://console', isAppWindow: (c) => c === (contents as unknown) }) });
+    const ipc = bindConsoleIpc({
+      backend,
+      refuseSender: (event) => senderFrameProblem(event, { appOrigin: 'mmtc-app://console', isAppWindow: (c) => c === (contents as unknown) }),
+    });
     renderer.ipc.invoke.mockImplementation(async (channel: unknown, ...args: unknown[]) => {
       const handler = electron.mainHandlers.get(channel as string);
       if (!handler) throw new Error(`No handler registered for '${String(channel)}'`);

@@ -8,7 +8,16 @@
 // ipcRenderer from it. The renderer wraps `window.mmtc` into its ConsoleClient and rebuilds
 // `{ok: false, error}` into a ContractError with errorFromWire.
 import { contextBridge, ipcRenderer, type IpcRendererEvent } from 'electron';
-import { COMMAND_NAMES, STREAM_NAMES, isCommandName, type BridgeResult, type CommandOutput, type IpcBridge, type StreamName, type WireError } from '../core/console/contract.ts';
+import {
+  COMMAND_NAMES,
+  STREAM_NAMES,
+  isCommandName,
+  type BridgeResult,
+  type CommandOutput,
+  type IpcBridge,
+  type StreamName,
+  type WireError,
+} from '../core/console/contract.ts';
 import { STREAM_SUBSCRIBE_CHANNEL, STREAM_UNSUBSCRIBE_CHANNEL, callChannel, isStreamName, streamChannel, type IpcResult } from './ipc.ts';
 
 /** What `window.mmtc.invoke` resolves with (it never rejects): the contract's own bridge shape. */
@@ -81,7 +90,11 @@ export function createBridge(ipc: BridgeIpc): MmtcBridge {
         // (main still starting, or the input not cloneable): say so instead of its opaque text.
         return localError('internal', `the ${command} call did not reach the console backend: ${err instanceof Error ? err.message : String(err)}`);
       }
-      if (!isIpcResult(answer)) return localError('internal', `the ${command} call got an answer that is neither a result nor a contract error: ${JSON.stringify(answer)?.slice(0, 200)}`);
+      if (!isIpcResult(answer))
+        return localError(
+          'internal',
+          `the ${command} call got an answer that is neither a result nor a contract error: ${JSON.stringify(answer)?.slice(0, 200)}`,
+        );
       return answer.ok ? { ok: true, result: answer.result as CommandOutput<typeof command> } : { ok: false, error: answer.error };
     },
 

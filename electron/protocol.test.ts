@@ -13,7 +13,16 @@ vi.mock('electron', () => ({
   },
 }));
 
-import { APP_ENTRY_URL, APP_ORIGIN, APP_SCHEME, RENDERER_MISSING_MESSAGE, createRendererHandler, handleAppProtocol, registerAppScheme, resolveRendererPath } from './protocol.ts';
+import {
+  APP_ENTRY_URL,
+  APP_ORIGIN,
+  APP_SCHEME,
+  RENDERER_MISSING_MESSAGE,
+  createRendererHandler,
+  handleAppProtocol,
+  registerAppScheme,
+  resolveRendererPath,
+} from './protocol.ts';
 import { CONTENT_SECURITY_POLICY, SECURITY_HEADERS } from './security.ts';
 
 let dir: string;

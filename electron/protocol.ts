@@ -22,7 +22,8 @@ export const APP_ENTRY_URL = `${APP_ORIGIN}/index.html`;
 /** The renderer build (vite, `npm run build:renderer`). */
 export const RENDERER_ROOT = fileURLToPath(new URL('../dist/renderer', import.meta.url));
 
-export const RENDERER_MISSING_MESSAGE = 'The console UI is not built: run `npm run build:renderer` (looked for dist/renderer/index.html), then start the app again.';
+export const RENDERER_MISSING_MESSAGE =
+  'The console UI is not built: run `npm run build:renderer` (looked for dist/renderer/index.html), then start the app again.';
 
 const CONTENT_TYPES: Readonly<Record<string, string>> = {
   '.html': 'text/html; charset=utf-8',
@@ -115,7 +116,8 @@ export function createRendererHandler(options: { root?: string; log?: (line: str
   let toldMissing = false;
   return async (request) => {
     const method = request.method.toUpperCase();
-    if (method !== 'GET' && method !== 'HEAD') return respond(405, textPage(`${method} is not served; the console's files are read with GET`), 'text/html; charset=utf-8', method);
+    if (method !== 'GET' && method !== 'HEAD')
+      return respond(405, textPage(`${method} is not served; the console's files are read with GET`), 'text/html; charset=utf-8', method);
     const resolved = resolveRendererPath(root, request.url);
     if ('status' in resolved) {
       log(`refused ${request.url}: ${resolved.reason}`);

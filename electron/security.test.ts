@@ -105,7 +105,16 @@ describe('originOf', () => {
   });
 
   it('gives no origin to opaque URLs, which must never compare equal to one another', () => {
-    for (const url of ['data:text/html,x', 'file:///etc/passwd', 'javascript:alert(1)', 'about:blank', 'blob:mmtc-app://console/1', 'mmtc-app:console/x', 'not a url', '']) {
+    for (const url of [
+      'data:text/html,x',
+      'file:///etc/passwd',
+      'javascript:alert(1)',
+      'about:blank',
+      'blob:mmtc-app://console/1',
+      'mmtc-app:console/x',
+      'not a url',
+      '',
+    ]) {
       expect(originOf(url), url).toBeNull();
     }
   });

@@ -189,7 +189,9 @@ export function installSecurityGuards(app: App, options: SecurityGuardOptions): 
       if (external) {
         shell.openExternal(external).catch((err: unknown) => log(`could not open ${external} in the browser: ${(err as Error).message}`));
       } else {
-        log(`refused to open a window for ${url}: only https links to ${rules.map((r) => r.origin + r.pathPrefix).join(', ') || '(no allowed sites)'} open, in the browser`);
+        log(
+          `refused to open a window for ${url}: only https links to ${rules.map((r) => r.origin + r.pathPrefix).join(', ') || '(no allowed sites)'} open, in the browser`,
+        );
       }
       return { action: 'deny' };
     });
@@ -207,7 +209,9 @@ export function installSecurityGuards(app: App, options: SecurityGuardOptions): 
       if (!granted) log(`denied the permission ${permission} requested by ${details.requestingUrl}`);
       callback(granted);
     });
-    session.setPermissionCheckHandler((_contents, permission, requestingOrigin) => GRANTED_PERMISSIONS.has(permission) && originOf(requestingOrigin) === options.appOrigin);
+    session.setPermissionCheckHandler(
+      (_contents, permission, requestingOrigin) => GRANTED_PERMISSIONS.has(permission) && originOf(requestingOrigin) === options.appOrigin,
+    );
     session.setDevicePermissionHandler(() => false);
   });
 }

@@ -27,7 +27,9 @@ const byName = new Map(report.scenarios.map((s) => [s.name, s]));
 const out = path.resolve(import.meta.dirname, '..', 'docs', 'img');
 mkdirSync(out, { recursive: true });
 
-const load = ['load/clients-8', 'load/clients-32', 'load/clients-128', 'load/live-config'].map((n) => byName.get(n)).filter((s): s is Scenario => s !== undefined);
+const load = ['load/clients-8', 'load/clients-32', 'load/clients-128', 'load/live-config']
+  .map((n) => byName.get(n))
+  .filter((s): s is Scenario => s !== undefined);
 if (load.length) {
   writeFileSync(
     path.join(out, 'reliability-load.svg'),
@@ -83,12 +85,25 @@ if (bombs && clients && urls) {
 }
 
 // The tables of docs/reliability.md.
-const cell = (v: unknown) => String(v ?? '').replaceAll('|', '\\|').replaceAll('\n', ' ');
-const result = (s: Scenario) => (s.status === 'passed' ? 'pass' : s.status === 'skipped' ? `skipped (${cell(s.details.reason)})` : `**${s.status}**: ${cell((s.details.failures as string[] | undefined)?.join('; '))}`);
-const replay = (s: Scenario) => (s.name.startsWith('cleanup/') ? 'every run' : s.seed !== undefined ? `\`--seed ${s.seed} --only ${s.name}\`` : `\`--only ${s.name}\``);
+const cell = (v: unknown) =>
+  String(v ?? '')
+    .replaceAll('|', '\\|')
+    .replaceAll('\n', ' ');
+const result = (s: Scenario) =>
+  s.status === 'passed'
+    ? 'pass'
+    : s.status === 'skipped'
+      ? `skipped (${cell(s.details.reason)})`
+      : `**${s.status}**: ${cell((s.details.failures as string[] | undefined)?.join('; '))}`;
+const replay = (s: Scenario) =>
+  s.name.startsWith('cleanup/') ? 'every run' : s.seed !== undefined ? `\`--seed ${s.seed} --only ${s.name}\`` : `\`--only ${s.name}\``;
 const scenarioTable = (names: (n: string) => boolean) => {
   const rows = report.scenarios.filter((s) => names(s.name));
-  return ['| scenario | result | s | what happened | replay (`npm run test:reliability --`) |', '|---|---|---:|---|---|', ...rows.map((s) => `| \`${s.name}\` | ${result(s)} | ${s.seconds} | ${cell(s.details.summary)} | ${replay(s)} |`)].join('\n');
+  return [
+    '| scenario | result | s | what happened | replay (`npm run test:reliability --`) |',
+    '|---|---|---:|---|---|',
+    ...rows.map((s) => `| \`${s.name}\` | ${result(s)} | ${s.seconds} | ${cell(s.details.summary)} | ${replay(s)} |`),
+  ].join('\n');
 };
 const counts = { passed: 0, failed: 0, skipped: 0 } as Record<string, number>;
 for (const s of report.scenarios) counts[s.status] = (counts[s.status] ?? 0) + 1;
@@ -113,8 +128,12 @@ const blocks: Record<string, string> = {
       .map((s) => {
         const d = s.details;
         // A path no tensor took is absent from the workers' tally and 0 in the router's.
-        const same = (d.tensors_placed_by_path?.inline ?? 0) === (d.tensors_reported_by_path?.inline ?? 0) && (d.tensors_placed_by_path?.shm ?? 0) === (d.tensors_reported_by_path?.shm ?? 0);
-        const w = Object.entries(d.requests_by_worker ?? {}).map(([k, v]) => `${k} ${v}`).join(', ');
+        const same =
+          (d.tensors_placed_by_path?.inline ?? 0) === (d.tensors_reported_by_path?.inline ?? 0) &&
+          (d.tensors_placed_by_path?.shm ?? 0) === (d.tensors_reported_by_path?.shm ?? 0);
+        const w = Object.entries(d.requests_by_worker ?? {})
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ');
         return `| ${d.clients} | ${result(s)} | ${d.requests} (${d.streamed}, ${d.images}) | ${d.requests_per_second} | ${d.p50_ms} | ${d.p99_ms} | ${d.tensors_placed_by_path?.inline} / ${d.tensors_placed_by_path?.shm} (${same ? 'equal' : 'DIFFER'}) | ${w} | ${d.rss_mib?.start} → ${d.rss_mib?.peak} → ${d.rss_mib?.end} | ${d.rss_mib?.bound} (${d.rss_mib?.without_malloc_keep ?? '?'}) | ${d.files_left} |`;
       }),
     '',
@@ -122,7 +141,9 @@ const blocks: Record<string, string> = {
   ].join('\n'),
   live: scenarioTable((n) => n === 'load/live-config' || n === 'load/memory-after-idle'),
   'faults-workers': scenarioTable((n) => n.startsWith('faults/worker-') && n !== 'faults/worker-keeps-files'),
-  'faults-shm': scenarioTable((n) => ['faults/shm-full', 'faults/shm-read-only', 'faults/worker-keeps-files', 'faults/orphans', 'faults/planted-entries', 'faults/router-killed'].includes(n)),
+  'faults-shm': scenarioTable((n) =>
+    ['faults/shm-full', 'faults/shm-read-only', 'faults/worker-keeps-files', 'faults/orphans', 'faults/planted-entries', 'faults/router-killed'].includes(n),
+  ),
   'faults-console': scenarioTable((n) => n === 'faults/serve-killed-during-apply' || n === 'faults/config-drift'),
   cache: scenarioTable((n) => n.startsWith('cache/')),
   fuzz: scenarioTable((n) => n.startsWith('fuzz/')),
@@ -133,26 +154,35 @@ const blocks: Record<string, string> = {
       'hardening/text-50mb': '/health stalled ~49 s, then the router died (`FATAL ERROR: Reached heap limit`)',
       'hardening/bombs-20': 'RSS grew to 9.2 GB from one 8.3 MB request; 8.8 GB still held 30 s later',
       'hardening/bodies': 'trickled image body → 500; body over 64 MiB → connection reset; `max_tokens: 1e15` → 502',
-      'hardening/loopback-urls': 'any URL fetched (loopback, private), redirects followed, the target\'s answer quoted',
+      'hardening/loopback-urls': "any URL fetched (loopback, private), redirects followed, the target's answer quoted",
       'hardening/urls-50x19mib': '+1.2 GB kept',
       'hardening/worker-as-nobody': 'every request 502 (`[Errno 13] Permission denied`)',
       'hardening/two-routers-pid-ns': "the second router's sweep unlinked the first one's in-flight files: 502 ENOENT",
       'hardening/clients-128-1080p': 'RSS 4.7 GB',
     };
     const rows = report.scenarios.filter((s) => s.name.startsWith('hardening/'));
-    return ['| case | before (issue 12) | now | result |', '|---|---|---|---|', ...rows.map((s) => `| \`${s.name}\` | ${before[s.name] ?? ''} | ${cell(s.details.summary ?? s.details.reason)} | ${result(s)} |`)].join('\n');
+    return [
+      '| case | before (issue 12) | now | result |',
+      '|---|---|---|---|',
+      ...rows.map((s) => `| \`${s.name}\` | ${before[s.name] ?? ''} | ${cell(s.details.summary ?? s.details.reason)} | ${result(s)} |`),
+    ].join('\n');
   })(),
   host: (() => {
     // Issue 32's cases, measured by the same scenarios (short mode) on the code before its fixes.
     const before: Record<string, string> = {
-      'host/raw-http-every-port': '`GET //[` to a bootstrap port: the TokenSpeed encode and prefill and the vLLM prefill worker exited (3 of the 6 processes); the next EPD request 503',
+      'host/raw-http-every-port':
+        '`GET //[` to a bootstrap port: the TokenSpeed encode and prefill and the vLLM prefill worker exited (3 of the 6 processes); the next EPD request 503',
       'host/oversized-replies': 'Generate replies of 300 MB taken (200 each); router RSS 482 MiB after one → peak 1320 MiB, two at a time',
       'host/shm-foreign-files': '/health p99 1728 ms, max 1999 ms over 1461 polls; the Overview p50 1842 ms',
       'host/foreign-heartbeat': '8 of 8 entries kept by the other user\'s heartbeat; doctor called their router "process is gone"',
       'host/bootstrap-waiters': '6 of 6 requests 502 "prefill worker … DEADLINE_EXCEEDED: item 0: no embedding … within 20000 ms" (p50 235 ms)',
     };
     const rows = report.scenarios.filter((s) => s.name.startsWith('host/'));
-    return ['| case | before (issue 32) | now | result |', '|---|---|---|---|', ...rows.map((s) => `| \`${s.name}\` | ${before[s.name] ?? ''} | ${cell(s.details.summary ?? s.details.reason)} | ${result(s)} |`)].join('\n');
+    return [
+      '| case | before (issue 32) | now | result |',
+      '|---|---|---|---|',
+      ...rows.map((s) => `| \`${s.name}\` | ${before[s.name] ?? ''} | ${cell(s.details.summary ?? s.details.reason)} | ${result(s)} |`),
+    ].join('\n');
   })(),
   cleanup: scenarioTable((n) => n.startsWith('cleanup/')),
 };

@@ -38,7 +38,14 @@ interface Args {
 
 function parseArgs(argv: string[]): Args {
   const inherited = Number(process.env.MMTC_RELIABILITY_SEED);
-  const a: Args = { short: false, seed: Number.isSafeInteger(inherited) && inherited >= 0 && process.env.MMTC_RELIABILITY_SEED ? inherited : randomBytes(4).readUInt32BE() % 1_000_000_000, seedGiven: false, only: [], list: false, noNamespace: false };
+  const a: Args = {
+    short: false,
+    seed: Number.isSafeInteger(inherited) && inherited >= 0 && process.env.MMTC_RELIABILITY_SEED ? inherited : randomBytes(4).readUInt32BE() % 1_000_000_000,
+    seedGiven: false,
+    only: [],
+    list: false,
+    noNamespace: false,
+  };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     const value = () => {
@@ -53,7 +60,13 @@ function parseArgs(argv: string[]): Args {
       a.seed = Number(value());
       a.seedGiven = true;
       if (!Number.isSafeInteger(a.seed) || a.seed < 0) throw new Error('--seed takes a non-negative integer');
-    } else if (arg === '--only') a.only.push(...value().split(',').map((s) => s.trim()).filter(Boolean));
+    } else if (arg === '--only')
+      a.only.push(
+        ...value()
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean),
+      );
     else if (arg === '--list') a.list = true;
     else if (arg === '--no-namespace') a.noNamespace = true;
     else throw new Error(`unknown argument ${arg} (see the header of reliability/run.ts)`);
@@ -64,7 +77,11 @@ function parseArgs(argv: string[]): Args {
 const log = (line: string) => process.stdout.write(`${line}\n`);
 
 function writeReport(file: string | undefined, results: ScenarioResult[], extra: Record<string, unknown>): void {
-  const counts = { passed: results.filter((r) => r.status === 'passed').length, failed: results.filter((r) => r.status === 'failed').length, skipped: results.filter((r) => r.status === 'skipped').length };
+  const counts = {
+    passed: results.filter((r) => r.status === 'passed').length,
+    failed: results.filter((r) => r.status === 'failed').length,
+    skipped: results.filter((r) => r.status === 'skipped').length,
+  };
   if (!file) return;
   mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify({ ...counts, ...extra, scenarios: results }, null, 2)}\n`);
@@ -121,9 +138,18 @@ async function inner(args: Args): Promise<number> {
     }
   }
   const t0 = performance.now();
-  log(`mmtc reliability suite, ${args.short ? 'short' : 'full'} mode, seed ${args.seed}${args.seedGiven ? ' (given)' : ''}; /dev/shm: ${namespaced ? 'a private 4 GiB tmpfs in this run\'s own mount namespace' : `the host's (no namespace: every scenario that starts a router is skipped, ${NEEDS_PRIVATE_SHM})`}; Node ${process.version}`);
+  log(
+    `mmtc reliability suite, ${args.short ? 'short' : 'full'} mode, seed ${args.seed}${args.seedGiven ? ' (given)' : ''}; /dev/shm: ${namespaced ? "a private 4 GiB tmpfs in this run's own mount namespace" : `the host's (no namespace: every scenario that starts a router is skipped, ${NEEDS_PRIVATE_SHM})`}; Node ${process.version}`,
+  );
   if (args.only.length) log(`only: ${args.only.join(', ')}`);
-  const suite = new Suite({ short: args.short, seed: args.seed, only: args.only, log, privateShm: namespaced, startsRouter: (name) => !WITHOUT_ROUTER.includes(name) });
+  const suite = new Suite({
+    short: args.short,
+    seed: args.seed,
+    only: args.only,
+    log,
+    privateShm: namespaced,
+    startsRouter: (name) => !WITHOUT_ROUTER.includes(name),
+  });
   const unknown = args.only.filter((o) => !SCENARIOS.some((s) => s === o || s.startsWith(`${o.replace(/\/$/, '')}/`)));
   if (unknown.length) {
     log(`no scenario matches ${unknown.join(', ')}; run with --list`);
@@ -202,11 +228,25 @@ async function inner(args: Args): Promise<number> {
       /* gone */
     }
   }
-  const entries = namespaced ? readdirSync('/dev/shm') : readdirSync('/dev/shm').filter((n) => pids.has(Number(/^smg-tokenspeed-(?:probe-|cache-\d+-)?(\d+)/.exec(n)?.[1])));
+  const entries = namespaced
+    ? readdirSync('/dev/shm')
+    : readdirSync('/dev/shm').filter((n) => pids.has(Number(/^smg-tokenspeed-(?:probe-|cache-\d+-)?(\d+)/.exec(n)?.[1])));
   const cleanupFailures = [...procs.map((p) => `process ${p.pid} still running: ${p.cmd}`), ...entries.map((e) => `/dev/shm/${e} left behind`)];
   {
-    suite.results.push({ name: 'cleanup/no-leftovers', status: cleanupFailures.length ? 'failed' : 'passed', seconds: Math.round((performance.now() - cleanupStart) / 100) / 10, details: { processes_left: procs.length, shm_entries_left: entries.length, ...(cleanupFailures.length ? { failures: cleanupFailures.slice(0, 50) } : {}), summary: `${procs.length} processes and ${entries.length} /dev/shm entries left` } });
-    log(`[${suite.elapsed()}] ${cleanupFailures.length ? '✘' : '✔'} cleanup/no-leftovers: ${procs.length} processes and ${entries.length} /dev/shm entries left${cleanupFailures.length ? `: ${cleanupFailures.slice(0, 5).join('; ')}` : ''}`);
+    suite.results.push({
+      name: 'cleanup/no-leftovers',
+      status: cleanupFailures.length ? 'failed' : 'passed',
+      seconds: Math.round((performance.now() - cleanupStart) / 100) / 10,
+      details: {
+        processes_left: procs.length,
+        shm_entries_left: entries.length,
+        ...(cleanupFailures.length ? { failures: cleanupFailures.slice(0, 50) } : {}),
+        summary: `${procs.length} processes and ${entries.length} /dev/shm entries left`,
+      },
+    });
+    log(
+      `[${suite.elapsed()}] ${cleanupFailures.length ? '✘' : '✔'} cleanup/no-leftovers: ${procs.length} processes and ${entries.length} /dev/shm entries left${cleanupFailures.length ? `: ${cleanupFailures.slice(0, 5).join('; ')}` : ''}`,
+    );
   }
   if (namespaced) for (const e of entries) rmSync(path.join('/dev/shm', e), { force: true, recursive: true });
 
@@ -215,8 +255,17 @@ async function inner(args: Args): Promise<number> {
   const seconds = Math.round((performance.now() - t0) / 1000);
   writeReport(args.json, results, { mode: args.short ? 'short' : 'full', seed: args.seed, seconds, node: process.version, date: new Date().toISOString() });
   log('');
-  log(`${results.filter((r) => r.status === 'passed').length} passed, ${failed.length} failed, ${results.filter((r) => r.status === 'skipped').length} skipped in ${seconds} s (seed ${args.seed})`);
-  for (const f of failed) log(`  ✘ ${f.name}${f.seed !== undefined ? ` (re-run: npm run test:reliability -- --seed ${f.seed} --only ${f.name})` : ''}: ${String((f.details.failures as string[] | undefined)?.[0] ?? '').split('\n')[0]!.slice(0, 300)}`);
+  log(
+    `${results.filter((r) => r.status === 'passed').length} passed, ${failed.length} failed, ${results.filter((r) => r.status === 'skipped').length} skipped in ${seconds} s (seed ${args.seed})`,
+  );
+  for (const f of failed)
+    log(
+      `  ✘ ${f.name}${f.seed !== undefined ? ` (re-run: npm run test:reliability -- --seed ${f.seed} --only ${f.name})` : ''}: ${String(
+        (f.details.failures as string[] | undefined)?.[0] ?? '',
+      )
+        .split('\n')[0]!
+        .slice(0, 300)}`,
+    );
   if (args.json) log(`report: ${args.json}`);
   return failed.length ? 1 : 0;
 }
@@ -237,7 +286,10 @@ const canNamespace = process.getuid?.() === 0 && spawnSync('unshare', ['--mount'
 let code: number;
 if (process.env.MMTC_RELIABILITY_INNER !== '1' && canNamespace && !args.noNamespace) code = await outer(args, argv);
 else {
-  if (!canNamespace && !args.noNamespace) log(`note: not root (or unshare unavailable): running on the host's /dev/shm; every scenario that starts a router or serve is skipped (${NEEDS_PRIVATE_SHM})`);
+  if (!canNamespace && !args.noNamespace)
+    log(
+      `note: not root (or unshare unavailable): running on the host's /dev/shm; every scenario that starts a router or serve is skipped (${NEEDS_PRIVATE_SHM})`,
+    );
   code = await inner(args);
 }
 process.exit(code);

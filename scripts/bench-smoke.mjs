@@ -44,7 +44,10 @@ const BENCHES = [
     timeoutS: 300,
     // Debian's Chromium and the built renderer (built here when missing).
     skip: () => (existsSync('/usr/bin/chromium') ? undefined : '/usr/bin/chromium is not installed (apt-get install chromium)'),
-    before: () => (existsSync(path.join(root, 'dist', 'renderer', 'index.html')) ? 0 : spawnSync('npm', ['run', '--silent', 'build:renderer'], { cwd: root, stdio: 'inherit' }).status),
+    before: () =>
+      existsSync(path.join(root, 'dist', 'renderer', 'index.html'))
+        ? 0
+        : spawnSync('npm', ['run', '--silent', 'build:renderer'], { cwd: root, stdio: 'inherit' }).status,
   },
 ];
 
@@ -177,7 +180,10 @@ const report = {
   skipped: results.filter((r) => r.status === 'skipped').length,
   results,
 };
-process.stdout.write(`\nbenchmark smoke: ${report.passed} passed, ${report.failed} failed, ${report.skipped} skipped in ${((performance.now() - t0) / 1000).toFixed(0)} s\n`);
-for (const r of results) process.stdout.write(`  ${r.status.padEnd(7)} ${r.name.padEnd(18)} ${String(r.seconds).padStart(6)} s${r.error ? `  ${r.error}` : ''}\n`);
+process.stdout.write(
+  `\nbenchmark smoke: ${report.passed} passed, ${report.failed} failed, ${report.skipped} skipped in ${((performance.now() - t0) / 1000).toFixed(0)} s\n`,
+);
+for (const r of results)
+  process.stdout.write(`  ${r.status.padEnd(7)} ${r.name.padEnd(18)} ${String(r.seconds).padStart(6)} s${r.error ? `  ${r.error}` : ''}\n`);
 if (jsonOut) writeFileSync(jsonOut, `${JSON.stringify(report, null, 2)}\n`);
 process.exitCode = report.failed > 0 ? 1 : 0;

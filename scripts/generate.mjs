@@ -15,10 +15,12 @@ const outDir = path.join(root, 'core', 'gen');
 const stampFile = path.join(outDir, '.stamp');
 
 function inputs(dir) {
-  return readdirSync(dir).sort().flatMap((name) => {
-    const p = path.join(dir, name);
-    return statSync(p).isDirectory() ? inputs(p) : [p];
-  });
+  return readdirSync(dir)
+    .sort()
+    .flatMap((name) => {
+      const p = path.join(dir, name);
+      return statSync(p).isDirectory() ? inputs(p) : [p];
+    });
 }
 
 const watFile = path.join(root, 'core', 'multimodal', 'resize.wat');

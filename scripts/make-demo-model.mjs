@@ -34,8 +34,7 @@ const SPECIAL_TOKENS = [
 ];
 
 // Qwen2's pre-tokenizer split (Oniguruma syntax, as it appears in real tokenizer.json files).
-const QWEN2_SPLIT =
-  "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const QWEN2_SPLIT = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 // The same split for training here, in JavaScript syntax (no inline (?i:) groups).
 const TRAIN_SPLIT = /'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD]|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+/gu;
 
@@ -153,7 +152,21 @@ const tokenizerConfig = {
   added_tokens_decoder: Object.fromEntries(
     SPECIAL_TOKENS.map(([id, content]) => [String(id), { content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true }]),
   ),
-  additional_special_tokens: ['<|im_start|>', '<|im_end|>', '<|object_ref_start|>', '<|object_ref_end|>', '<|box_start|>', '<|box_end|>', '<|quad_start|>', '<|quad_end|>', '<|vision_start|>', '<|vision_end|>', '<|vision_pad|>', '<|image_pad|>', '<|video_pad|>'],
+  additional_special_tokens: [
+    '<|im_start|>',
+    '<|im_end|>',
+    '<|object_ref_start|>',
+    '<|object_ref_end|>',
+    '<|box_start|>',
+    '<|box_end|>',
+    '<|quad_start|>',
+    '<|quad_end|>',
+    '<|vision_start|>',
+    '<|vision_end|>',
+    '<|vision_pad|>',
+    '<|image_pad|>',
+    '<|video_pad|>',
+  ],
   bos_token: null,
   chat_template: CHAT_TEMPLATE,
   clean_up_tokenization_spaces: false,

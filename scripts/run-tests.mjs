@@ -42,7 +42,8 @@ function ensureDebianPackages(check, packages) {
 }
 if (!ensureDebianPackages("/usr/bin/python3 -c 'import PIL, numpy'", ['python3-pil', 'python3-numpy'])) missingPrerequisite(['python3-pil', 'python3-numpy']);
 // torch + torchvision run the HF fast image-processor pipeline bench:preprocess compares against.
-if (!process.argv.includes('--no-slow') && !ensureDebianPackages("/usr/bin/python3 -c 'import torch, torchvision'", ['python3-torch', 'python3-torchvision'])) missingPrerequisite(['python3-torch', 'python3-torchvision']);
+if (!process.argv.includes('--no-slow') && !ensureDebianPackages("/usr/bin/python3 -c 'import torch, torchvision'", ['python3-torch', 'python3-torchvision']))
+  missingPrerequisite(['python3-torch', 'python3-torchvision']);
 // Debian's Chromium drives the end-to-end specs and bench:ui (Playwright never downloads one).
 if (!ensureDebianPackages('test -x /usr/bin/chromium', ['chromium'])) missingPrerequisite(['chromium']);
 
@@ -133,11 +134,17 @@ if (existsSync(playwrightConfig)) {
   }
 }
 
+// eslint-disable-next-line no-control-regex -- the escape sequences of a terminal's colours, taken out of a failure's first line
+const TERMINAL_COLOURS = /\x1b\[[0-9;]*m/g;
+
 /** ": <the first line of a failure message>", without colour codes and cut to 240 characters. */
 function because(message) {
   if (!message) return '';
-  // eslint-disable-next-line no-control-regex -- the escape sequences of a terminal's colours, taken out of a failure's first line
-  const line = String(message).replace(/\x1b\[[0-9;]*m/g, '').split('\n').find((l) => l.trim()) ?? '';
+  const line =
+    String(message)
+      .replace(TERMINAL_COLOURS, '')
+      .split('\n')
+      .find((l) => l.trim()) ?? '';
   return line ? `: ${line.trim().slice(0, 240)}` : '';
 }
 
@@ -171,7 +178,8 @@ function countReport(label, file, status) {
   totals.passed += report.passed;
   totals.failed += report.failed;
   totals.skipped += report.skipped ?? 0;
-  for (const r of report.scenarios ?? report.results ?? []) if (r.status === 'failed') failures.push(`${label}: ${r.name}${because(r.error ?? r.details?.failures?.[0])}`);
+  for (const r of report.scenarios ?? report.results ?? [])
+    if (r.status === 'failed') failures.push(`${label}: ${r.name}${because(r.error ?? r.details?.failures?.[0])}`);
   if (status !== 0 && report.failed === 0) {
     totals.failed += 1;
     failures.push(`${label}: exited ${status} with no failure in its report`);

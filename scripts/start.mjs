@@ -36,12 +36,17 @@ function installElectron() {
   if (!existsSync(script)) return 'the electron package is not installed';
   const env = { ...process.env };
   delete env.ELECTRON_SKIP_BINARY_DOWNLOAD;
-  process.stdout.write(`Electron's binary is not installed; downloading it once (node node_modules/electron/install.js, up to ${INSTALL_TIMEOUT_MS / 1000} s)\n`);
+  process.stdout.write(
+    `Electron's binary is not installed; downloading it once (node node_modules/electron/install.js, up to ${INSTALL_TIMEOUT_MS / 1000} s)\n`,
+  );
   const r = spawnSync(process.execPath, [script], { cwd: root, env, timeout: INSTALL_TIMEOUT_MS, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8' });
   if (r.error?.code === 'ETIMEDOUT') return `the download did not finish within ${INSTALL_TIMEOUT_MS / 1000} s`;
   if (r.error) return r.error.message;
   if (r.status !== 0) {
-    const line = `${r.stderr}\n${r.stdout}`.split('\n').map((l) => l.trim()).find((l) => l !== '' && !l.startsWith('at '));
+    const line = `${r.stderr}\n${r.stdout}`
+      .split('\n')
+      .map((l) => l.trim())
+      .find((l) => l !== '' && !l.startsWith('at '));
     return line ?? `the install script exited with status ${r.status}`;
   }
   return null;
@@ -63,7 +68,9 @@ async function main() {
     const failed = installElectron();
     if (failed === null) electron = locateElectronBinary();
     if (!electron.found) {
-      process.stdout.write(`Electron's binary is not installed and could not be downloaded (${failed ?? electron.reason}); opening the console in your browser instead: mmtc serve\n`);
+      process.stdout.write(
+        `Electron's binary is not installed and could not be downloaded (${failed ?? electron.reason}); opening the console in your browser instead: mmtc serve\n`,
+      );
       return runInherited(process.execPath, [mmtc, 'serve', ...args]);
     }
   }

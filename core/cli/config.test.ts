@@ -18,7 +18,10 @@ describe('mmtc config flags', () => {
     [['--multimodal-shm-min-bytes', '64k'], "invalid value '64k' for --multimodal-shm-min-bytes: expected a non-negative integer number of bytes (e.g. 65536)"],
     [['--multimodal-shm-min-bytes', '-1'], "invalid value '-1' for --multimodal-shm-min-bytes: expected a non-negative integer number of bytes (e.g. 65536)"],
     [['--port', '70000'], "invalid value '70000' for --port: expected an integer port 0-65535 (0 picks a free one)"],
-    [['--worker-urls', 'http://10.0.0.1:80'], "invalid value 'http://10.0.0.1:80' for --worker-urls: expected grpc://host:port or unix:///path/to/socket (an absolute path without . or .. segments, empty segments or control characters)"],
+    [
+      ['--worker-urls', 'http://10.0.0.1:80'],
+      "invalid value 'http://10.0.0.1:80' for --worker-urls: expected grpc://host:port or unix:///path/to/socket (an absolute path without . or .. segments, empty segments or control characters)",
+    ],
   ])('%j exits non-zero naming the flag and value', (args, message) => {
     const r = runMmtc(['config', 'resolve', ...args]);
     expect(r.status).toBe(2);
@@ -27,20 +30,54 @@ describe('mmtc config flags', () => {
   });
 
   it('a disaggregation the listed workers do not make names the flags to fix, not only the YAML keys', () => {
-    const regular = runMmtc(['config', 'resolve', '--epd-disaggregation', '--worker-urls', 'grpc://127.0.0.1:50051', '--encode', 'grpc://127.0.0.1:50052', '--prefill', 'grpc://127.0.0.1:50053', '9001', '--decode', 'grpc://127.0.0.1:50054']);
+    const regular = runMmtc([
+      'config',
+      'resolve',
+      '--epd-disaggregation',
+      '--worker-urls',
+      'grpc://127.0.0.1:50051',
+      '--encode',
+      'grpc://127.0.0.1:50052',
+      '--prefill',
+      'grpc://127.0.0.1:50053',
+      '9001',
+      '--decode',
+      'grpc://127.0.0.1:50054',
+    ]);
     expect(regular.status).toBe(2);
-    expect(regular.stderr.trim()).toBe("error: --worker-urls grpc://127.0.0.1:50051: invalid value 'regular' for workers[0].worker_type: a regular worker takes no part under disaggregation epd, which routes to encode, prefill, decode workers: give it one of those types, or remove it (on the command line: list grpc://127.0.0.1:50051 with --encode, --prefill, --decode instead of --worker-urls)");
+    expect(regular.stderr.trim()).toBe(
+      "error: --worker-urls grpc://127.0.0.1:50051: invalid value 'regular' for workers[0].worker_type: a regular worker takes no part under disaggregation epd, which routes to encode, prefill, decode workers: give it one of those types, or remove it (on the command line: list grpc://127.0.0.1:50051 with --encode, --prefill, --decode instead of --worker-urls)",
+    );
     const missing = runMmtc(['config', 'resolve', '--pd-disaggregation', '--decode', 'grpc://127.0.0.1:50054']);
     expect(missing.status).toBe(2);
-    expect(missing.stderr.trim()).toBe('error: --pd-disaggregation: invalid value \'pd\' for disaggregation: disaggregation pd needs at least one prefill worker (worker_type prefill); the configuration has none (on the command line: --prefill URL [BOOTSTRAP_PORT])');
-    const shared = runMmtc(['config', 'resolve', '--pd-disaggregation', '--prefill', 'grpc://127.0.0.1:50051', '--prefill', 'grpc://127.0.0.1:50052', '--decode', 'grpc://127.0.0.1:50054']);
-    expect(shared.stderr.trim()).toBe("error: --prefill grpc://127.0.0.1:50052: invalid value 'grpc://127.0.0.1:50052' for workers[1].url: workers[0] already has its bootstrap server at 127.0.0.1:8998 (8998, the default): each prefill or encode worker on one host needs a bootstrap_port of its own (on the command line: a port of its own after the URL, --prefill grpc://127.0.0.1:50052 PORT)");
+    expect(missing.stderr.trim()).toBe(
+      "error: --pd-disaggregation: invalid value 'pd' for disaggregation: disaggregation pd needs at least one prefill worker (worker_type prefill); the configuration has none (on the command line: --prefill URL [BOOTSTRAP_PORT])",
+    );
+    const shared = runMmtc([
+      'config',
+      'resolve',
+      '--pd-disaggregation',
+      '--prefill',
+      'grpc://127.0.0.1:50051',
+      '--prefill',
+      'grpc://127.0.0.1:50052',
+      '--decode',
+      'grpc://127.0.0.1:50054',
+    ]);
+    expect(shared.stderr.trim()).toBe(
+      "error: --prefill grpc://127.0.0.1:50052: invalid value 'grpc://127.0.0.1:50052' for workers[1].url: workers[0] already has its bootstrap server at 127.0.0.1:8998 (8998, the default): each prefill or encode worker on one host needs a bootstrap_port of its own (on the command line: a port of its own after the URL, --prefill grpc://127.0.0.1:50052 PORT)",
+    );
     const unix = runMmtc(['config', 'resolve', '--pd-disaggregation', '--prefill', 'unix:///tmp/p.sock', '--decode', 'grpc://127.0.0.1:50054']);
-    expect(unix.stderr.trim()).toBe("error: --prefill unix:///tmp/p.sock: invalid value 'unix:///tmp/p.sock' for workers[0].url: a prefill worker under disaggregation pd needs a grpc://host:port URL: its bootstrap server is reached at that host");
+    expect(unix.stderr.trim()).toBe(
+      "error: --prefill unix:///tmp/p.sock: invalid value 'unix:///tmp/p.sock' for workers[0].url: a prefill worker under disaggregation pd needs a grpc://host:port URL: its bootstrap server is reached at that host",
+    );
   });
 
   it('accepts a mode trimmed and in any case, and flags override the file', () => {
-    const cfg = file('flags.yaml', 'multimodal_tensor_transport: inline\nmultimodal_shm_min_bytes: 10\nworkers:\n  - url: grpc://127.0.0.1:50051\n    runtime: vllm\n');
+    const cfg = file(
+      'flags.yaml',
+      'multimodal_tensor_transport: inline\nmultimodal_shm_min_bytes: 10\nworkers:\n  - url: grpc://127.0.0.1:50051\n    runtime: vllm\n',
+    );
     const r = runMmtc(['config', 'resolve', '--json', '--config', cfg, '--multimodal-tensor-transport', ' AUTO ']);
     expect(r.status).toBe(0);
     const out = JSON.parse(r.stdout);
@@ -61,7 +98,10 @@ describe('mmtc config flags', () => {
 
 describe('mmtc config resolve', () => {
   it('shows the winning layer and every layer as a table', () => {
-    const r = runMmtc(['config', 'resolve', '--worker-urls', 'grpc://127.0.0.1:50051', '--multimodal-shm-min-bytes', '0'], { SMG_MM_TENSOR_TRANSPORT: 'shm', SMG_MM_SHM_MIN_BYTES: '1024' });
+    const r = runMmtc(['config', 'resolve', '--worker-urls', 'grpc://127.0.0.1:50051', '--multimodal-shm-min-bytes', '0'], {
+      SMG_MM_TENSOR_TRANSPORT: 'shm',
+      SMG_MM_SHM_MIN_BYTES: '1024',
+    });
     expect(r.status).toBe(0);
     expect(r.stdout).toContain('worker grpc://127.0.0.1:50051 (regular, --worker-urls)');
     expect(r.stdout).toContain("multimodal_tensor_transport = 'shm'   from env (SMG_MM_TENSOR_TRANSPORT)");
@@ -70,12 +110,17 @@ describe('mmtc config resolve', () => {
   });
 
   it('a worker declared runtime sglang under shm: the table says it travels inline, and why', () => {
-    const cfg = file('sglang.yaml', 'multimodal_tensor_transport: shm\nworkers:\n  - url: grpc://127.0.0.1:50051\n    runtime: sglang\n  - url: grpc://127.0.0.1:50052\n');
+    const cfg = file(
+      'sglang.yaml',
+      'multimodal_tensor_transport: shm\nworkers:\n  - url: grpc://127.0.0.1:50051\n    runtime: sglang\n  - url: grpc://127.0.0.1:50052\n',
+    );
     const r = runMmtc(['config', 'resolve', '--config', cfg]);
     expect(r.status).toBe(0);
     const [sglang, other] = r.stdout.split(/^worker /m).slice(1);
     expect(sglang).toContain('note: SGLang carries tensors inline only (its TensorData has no /dev/shm handle): mode shm travels inline (runtime_inline_only)');
-    expect(other).toContain('note: runtime not declared: the router detects it when it reaches the worker; SGLang carries tensors inline only, whatever the mode (runtime_inline_only)');
+    expect(other).toContain(
+      'note: runtime not declared: the router detects it when it reaches the worker; SGLang carries tensors inline only, whatever the mode (runtime_inline_only)',
+    );
   });
 
   it('with no worker configured, shows the embedded default worker the router will start', () => {
@@ -151,6 +196,8 @@ describe('mmtc config validate / export', () => {
 
     const none = runMmtc(['config', 'export'], { XDG_CONFIG_HOME: path.join(dir, 'empty-xdg') });
     expect(none.stdout).toContain('workers: []');
-    expect(none.stderr).toContain(`mmtc: no configuration file: ${path.join(dir, 'empty-xdg', 'mmtc', 'router.yaml')} (the file mmtc serve uses) does not exist`);
+    expect(none.stderr).toContain(
+      `mmtc: no configuration file: ${path.join(dir, 'empty-xdg', 'mmtc', 'router.yaml')} (the file mmtc serve uses) does not exist`,
+    );
   });
 });

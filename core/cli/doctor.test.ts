@@ -12,14 +12,19 @@ describe('mmtc doctor and mmtc worker as processes', () => {
   it('doctor explains why auto stays inline for a worker with its own /dev/shm', async () => {
     const token = readNamespaceToken().token!;
     const otherShm = `${token.slice(0, token.lastIndexOf(':'))}:4242424242`;
-    const worker = await startMmtc(['worker', '--runtime', 'vllm', '--port', '0', '--shm-namespace-id', otherShm, '--no-fingerprint'], /listening on grpc:\/\//);
+    const worker = await startMmtc(
+      ['worker', '--runtime', 'vllm', '--port', '0', '--shm-namespace-id', otherShm, '--no-fingerprint'],
+      /listening on grpc:\/\//,
+    );
     try {
       const url = worker.line.match(/grpc:\/\/\S+/)![0];
       const text = runMmtc(['doctor', '--worker', url]);
       expect(text.status).toBe(0);
       expect(text.stdout).toContain(`namespace token   ${token}`);
       expect(text.stdout).toContain(`reachable         yes (vllm)`);
-      expect(text.stdout).toContain('auto verdict      inline: auto but the worker is on the same host with a different /dev/shm (st_dev differs: a container without a shared /dev/shm): inline');
+      expect(text.stdout).toContain(
+        'auto verdict      inline: auto but the worker is on the same host with a different /dev/shm (st_dev differs: a container without a shared /dev/shm): inline',
+      );
       expect(text.stdout).toContain("what to do        run the worker container with --ipc=host or mount the host's /dev/shm into it");
       const json = JSON.parse(runMmtc(['doctor', '--worker', url, '--json']).stdout);
       expect(json.worker).toMatchObject({ token: otherShm, reason: 'auto_different_shm', auto_uses_shm: false });
@@ -52,11 +57,15 @@ describe('mmtc doctor and mmtc worker as processes', () => {
     const shm = makeShmTestDir();
     try {
       const now = Date.now();
-      const at = (ns: string, pid: number, seq: number, ms = now - 3_600_000) => path.join(shm.dir, `${CACHE_PREFIX}${ns}-${pid}-${BigInt(ms) * 1_000_000n}-${seq}`);
+      const at = (ns: string, pid: number, seq: number, ms = now - 3_600_000) =>
+        path.join(shm.dir, `${CACHE_PREFIX}${ns}-${pid}-${BigInt(ms) * 1_000_000n}-${seq}`);
       // Pid namespace 7's router has our own pid's number (in ours, some other process: a kworker on a host);
       // pid namespace 8's has a pid no process has here. Both routers' heartbeats were touched 30 s ago.
       const dead = deadPid();
-      for (const [ns, pid] of [['7', process.pid], ['8', dead]] as const) {
+      for (const [ns, pid] of [
+        ['7', process.pid],
+        ['8', dead],
+      ] as const) {
         writeFileSync(at(ns, pid, 1), Buffer.alloc(1024), { mode: 0o400 });
         writeFileSync(at(ns, pid, 0), '', { mode: 0o400 });
         setMtime(at(ns, pid, 0), now - 30_000);
@@ -64,7 +73,8 @@ describe('mmtc doctor and mmtc worker as processes', () => {
       const report = await runDoctor({ dir: shm.dir });
       expect(report.router).toMatchObject({ orphan_files: 0, cache_files: 2, cache_bytes: 2048 });
       const text = formatDoctorReport(report);
-      const kept = (pid: number, ns: string) => `  tensor files      pid ${pid} of pid namespace ${ns}: 1 file, 0.0 MiB (another pid namespace's (/proc cannot see its router), 1 of them pixel-cache entry (0.0 MiB; kept while its router's heartbeat goes on (touched 30 s ago)))`;
+      const kept = (pid: number, ns: string) =>
+        `  tensor files      pid ${pid} of pid namespace ${ns}: 1 file, 0.0 MiB (another pid namespace's (/proc cannot see its router), 1 of them pixel-cache entry (0.0 MiB; kept while its router's heartbeat goes on (touched 30 s ago)))`;
       expect(text).toContain(kept(process.pid, '7'));
       expect(text).toContain(kept(dead, '8'));
       expect(text).not.toMatch(/running|the next sweep removes them/);

@@ -79,7 +79,11 @@ export async function runDoctor(options: { worker?: string; runtime?: WireRuntim
     const token = w.labels.shm_namespace_id;
     // A protocol without a /dev/shm lane is inline whatever the tokens say (its engine says so).
     const reason: DecisionReason =
-      w.runtime && !capabilitiesOf(w.runtime).shmLane ? 'runtime_inline_only' : probe.writable ? autoVerdict(ns.token, { url: w.url, worker_type: 'regular', shm_namespace_id: token, reachable: w.reachable }) : 'auto_shm_not_writable';
+      w.runtime && !capabilitiesOf(w.runtime).shmLane
+        ? 'runtime_inline_only'
+        : probe.writable
+          ? autoVerdict(ns.token, { url: w.url, worker_type: 'regular', shm_namespace_id: token, reachable: w.reachable })
+          : 'auto_shm_not_writable';
     const advice = DECISION_ADVICE[reason];
     report.worker = {
       url: w.url,

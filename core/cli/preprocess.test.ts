@@ -16,13 +16,29 @@ describe('mmtc preprocess', () => {
     const out = JSON.parse(r.stdout);
     for (const [i, name] of ['photo.jpg', 'palette.png'].entries()) {
       const ref = JSON.parse(runPythonScript(REFERENCE, ['qwen3_vl', images.file(name), '--no-normalize']));
-      expect(out[i]).toMatchObject({ width: 400, height: 300, resized: ref.resized, shape: ref.shape, grid_thw: ref.grid_thw, tokens: ref.tokens, dtype: 'float32', fingerprint: ref.fingerprint });
+      expect(out[i]).toMatchObject({
+        width: 400,
+        height: 300,
+        resized: ref.resized,
+        shape: ref.shape,
+        grid_thw: ref.grid_thw,
+        tokens: ref.tokens,
+        dtype: 'float32',
+        fingerprint: ref.fingerprint,
+      });
       expect(out[i].nbytes).toBe(ref.shape[0] * ref.shape[1] * 4);
     }
   });
 
   it('uses the model directory settings and reports bfloat16 bytes', () => {
-    const r = runMmtc(['preprocess', '--model-path', path.resolve(import.meta.dirname, '../../models/qwen2-vl-mini'), '--dtype', 'bfloat16', images.file('hd.jpg')]);
+    const r = runMmtc([
+      'preprocess',
+      '--model-path',
+      path.resolve(import.meta.dirname, '../../models/qwen2-vl-mini'),
+      '--dtype',
+      'bfloat16',
+      images.file('hd.jpg'),
+    ]);
     expect(r.status).toBe(0);
     expect(r.stdout).toContain('input       1920x1080');
     expect(r.stdout).toContain('resized     1316x728');

@@ -25,7 +25,9 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
   if (opts.modelPath) {
     const model = await loadModelDirectory(opts.modelPath);
     if (opts.model && opts.model !== model.family) {
-      process.stderr.write(`warning: --model ${opts.model} differs from ${model.path}'s model_type ${formatValue(model.modelType)}; using ${opts.model} with its preprocessor_config.json\n`);
+      process.stderr.write(
+        `warning: --model ${opts.model} differs from ${model.path}'s model_type ${formatValue(model.modelType)}; using ${opts.model} with its preprocessor_config.json\n`,
+      );
     }
     config = model.imageConfig;
   } else {

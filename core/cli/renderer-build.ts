@@ -96,7 +96,8 @@ export function ensureRendererBuilt(options: { log?: (line: string) => void; for
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   if (!options.force && rendererStaleness(root) === undefined) return undefined;
   const vite = path.join(root, 'node_modules', 'vite', 'bin', 'vite.js');
-  if (!existsSync(vite)) return `the console UI cannot be built: ${rendererStaleness(root) ?? 'asked to'}, and Vite is not installed (npm install without --omit=dev installs it)`;
+  if (!existsSync(vite))
+    return `the console UI cannot be built: ${rendererStaleness(root) ?? 'asked to'}, and Vite is not installed (npm install without --omit=dev installs it)`;
   const dist = path.join(root, 'dist');
   mkdirSync(dist, { recursive: true });
   const lock = path.join(dist, '.renderer-build.lock');
@@ -109,7 +110,11 @@ export function ensureRendererBuilt(options: { log?: (line: string) => void; for
     const started = performance.now();
     const out = path.join(dist, `.renderer-build-${process.pid}`);
     rmSync(out, { recursive: true, force: true });
-    const r = spawnSync(process.execPath, [vite, 'build', '--config', path.join(root, 'renderer', 'vite.config.ts'), '--outDir', out, '--emptyOutDir', '--logLevel', 'warn'], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'], timeout: 120_000 });
+    const r = spawnSync(
+      process.execPath,
+      [vite, 'build', '--config', path.join(root, 'renderer', 'vite.config.ts'), '--outDir', out, '--emptyOutDir', '--logLevel', 'warn'],
+      { cwd: root, stdio: ['ignore', 'inherit', 'inherit'], timeout: 120_000 },
+    );
     if (r.status !== 0 || !existsSync(path.join(out, 'index.html'))) {
       rmSync(out, { recursive: true, force: true });
       return `building the console UI failed (${r.error ? r.error.message : `vite exited with status ${r.status}`}); run npm run build:renderer to see why`;

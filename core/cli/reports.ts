@@ -58,7 +58,12 @@ export function formatResolutionTable(resolved: ResolvedWorkerTransport[]): stri
   return `${out.join('\n')}\n`;
 }
 
-const PROCESS_WORDS: Record<TensorFilesOfPid['process'], string> = { alive: 'running', dead: 'process is gone', reused: 'pid reused by a newer process', 'other-namespace': "another pid namespace's (/proc cannot see its router)" };
+const PROCESS_WORDS: Record<TensorFilesOfPid['process'], string> = {
+  alive: 'running',
+  dead: 'process is gone',
+  reused: 'pid reused by a newer process',
+  'other-namespace': "another pid namespace's (/proc cannot see its router)",
+};
 
 /** What becomes of a row's pixel-cache entries, by the sweep's rule (core/transport/orphans.ts). */
 function cacheEntriesFate(f: TensorFilesOfPid): string {
@@ -74,7 +79,8 @@ function describePidFiles(f: TensorFilesOfPid): string {
   if (f.orphans > 0) parts.push(`${f.orphans} ORPHANED`);
   if (f.young > 0 && f.process !== 'alive') parts.push(`${f.young} too recent to judge`);
   if (f.suspicious > 0) parts.push(`${f.suspicious} NOT A REGULAR FILE (planted under our name; left alone)`);
-  if (f.cacheFiles > 0) parts.push(`${f.cacheFiles} of them pixel-cache entr${f.cacheFiles === 1 ? 'y' : 'ies'} (${mib(f.cacheBytes)}; ${cacheEntriesFate(f)})`);
+  if (f.cacheFiles > 0)
+    parts.push(`${f.cacheFiles} of them pixel-cache entr${f.cacheFiles === 1 ? 'y' : 'ies'} (${mib(f.cacheBytes)}; ${cacheEntriesFate(f)})`);
   return parts.join(', ');
 }
 
@@ -90,9 +96,16 @@ export function formatDoctorReport(r: DoctorReport): string {
   lines.push(`  ${R.shm_dir} writable  ${R.shm_writable ? 'yes' : `NO: ${R.shm_error}`}`);
   lines.push(`  ${R.shm_dir} free      ${mib(R.shm_free_bytes)} of ${mib(R.shm_total_bytes)}`);
   if (R.tensor_files.length === 0) lines.push('  tensor files      none');
-  for (const f of R.tensor_files) lines.push(`  tensor files      pid ${f.pid}${f.pidNamespace ? ` of pid namespace ${f.pidNamespace}` : ''}: ${f.files} file${f.files === 1 ? '' : 's'}, ${mib(f.bytes)} (${describePidFiles(f)})`);
-  if (R.cache_files > 0) lines.push(`  pixel cache       ${R.cache_files} entr${R.cache_files === 1 ? 'y' : 'ies'}, ${mib(R.cache_bytes)} (read-only files no worker is given; a request gets a hard link)`);
-  if (R.orphan_files > 0 && R.swept === undefined) lines.push(`  ${R.orphan_files} orphaned file(s): run 'mmtc doctor --sweep-orphans' (a running router also sweeps them, at start and every minute)`);
+  for (const f of R.tensor_files)
+    lines.push(
+      `  tensor files      pid ${f.pid}${f.pidNamespace ? ` of pid namespace ${f.pidNamespace}` : ''}: ${f.files} file${f.files === 1 ? '' : 's'}, ${mib(f.bytes)} (${describePidFiles(f)})`,
+    );
+  if (R.cache_files > 0)
+    lines.push(
+      `  pixel cache       ${R.cache_files} entr${R.cache_files === 1 ? 'y' : 'ies'}, ${mib(R.cache_bytes)} (read-only files no worker is given; a request gets a hard link)`,
+    );
+  if (R.orphan_files > 0 && R.swept === undefined)
+    lines.push(`  ${R.orphan_files} orphaned file(s): run 'mmtc doctor --sweep-orphans' (a running router also sweeps them, at start and every minute)`);
   if (R.swept !== undefined) lines.push(`  swept             ${R.swept} orphaned file(s) removed`);
   if (r.worker) {
     const W = r.worker;

@@ -14,7 +14,12 @@ function isLoopback(host: string): boolean {
   return host === 'localhost' || host === '::1' || /^127\./.test(host);
 }
 
-export async function serveConsole(options: { flags: ConfigFlags; consolePort: number; consoleHost?: string; log?: (line: string) => void }): Promise<() => Promise<void>> {
+export async function serveConsole(options: {
+  flags: ConfigFlags;
+  consolePort: number;
+  consoleHost?: string;
+  log?: (line: string) => void;
+}): Promise<() => Promise<void>> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   // The UI, built now when it is missing or stale: the printed URL must open a working console.
   const notBuilt = ensureRendererBuilt({ log });
@@ -29,7 +34,10 @@ export async function serveConsole(options: { flags: ConfigFlags; consolePort: n
     await running.close();
     throw err;
   }
-  if (!isLoopback(host)) log(`warning: the console listens on ${host} (--console-host), not on loopback: it is reachable from other machines, and anyone with the URL below can change this router`);
+  if (!isLoopback(host))
+    log(
+      `warning: the console listens on ${host} (--console-host), not on loopback: it is reachable from other machines, and anyone with the URL below can change this router`,
+    );
   log(`config file ${running.configFile}`);
   log(`mmtc console: ${server.url}#token=${token}`);
   return async () => {

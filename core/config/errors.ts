@@ -116,13 +116,21 @@ export interface IssueContext {
 export const MAX_LISTED_ISSUES = 50;
 
 /** One ConfigIssue per problem (an unrecognized_keys issue with three keys gives three), at most MAX_LISTED_ISSUES and a count of the rest. */
-export function issuesFromZod(error: z.core.$ZodError, ctx: IssueContext): Array<ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean; rest?: boolean; params?: Record<string, unknown> }> {
+export function issuesFromZod(
+  error: z.core.$ZodError,
+  ctx: IssueContext,
+): Array<ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean; rest?: boolean; params?: Record<string, unknown> }> {
   const describe = ctx.describePath ?? formatPath;
   const out: Array<ConfigIssue & { keyPath: PathSegment[]; unknownKey?: boolean; rest?: boolean; params?: Record<string, unknown> }> = [];
   const total = error.issues.reduce((n, issue) => n + (issue.code === 'unrecognized_keys' ? issue.keys.length : 1), 0);
   const listed = () => {
     if (out.length < MAX_LISTED_ISSUES) return false;
-    out.push({ path: '', keyPath: [], rest: true, message: `… and ${total - out.length} more problems of the same kinds, not listed (the first ${MAX_LISTED_ISSUES} are above)` });
+    out.push({
+      path: '',
+      keyPath: [],
+      rest: true,
+      message: `… and ${total - out.length} more problems of the same kinds, not listed (the first ${MAX_LISTED_ISSUES} are above)`,
+    });
     return true;
   };
   for (const issue of error.issues) {
@@ -150,7 +158,11 @@ export function issuesFromZod(error: z.core.$ZodError, ctx: IssueContext): Array
       path: where,
       keyPath: path,
       // A rule across keys (code custom) may be about a key left to its default: not "missing".
-      message: present ? invalidValueMessage(where || 'the configuration', value, issue.message) : issue.code === 'custom' ? `${where} (not set: its default): ${issue.message}` : `missing required key ${where}: ${issue.message}`,
+      message: present
+        ? invalidValueMessage(where || 'the configuration', value, issue.message)
+        : issue.code === 'custom'
+          ? `${where} (not set: its default): ${issue.message}`
+          : `missing required key ${where}: ${issue.message}`,
       // A rule across keys may say which rule it is (schema.ts's topology problems).
       ...(issue.code === 'custom' && issue.params ? { params: issue.params } : {}),
     });

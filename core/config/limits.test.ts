@@ -21,10 +21,15 @@ function issuesOf(run: () => unknown): ConfigError['issues'] {
 const KEYS = Object.keys(DURATION_RANGES) as DurationKey[];
 
 describe('durations', () => {
-  it.each(KEYS.flatMap((key) => [1e-300, 0, DURATION_RANGES[key].min / 2, DURATION_RANGES[key].max * 2, 1e300, -1].map((v) => [key, v] as const)))('%s = %d is refused naming the field, the value and the range', (key, value) => {
-    const { min, max } = DURATION_RANGES[key];
-    expect(issuesOf(() => parseRouterConfig({ [key]: value }))).toEqual([{ path: key, message: `invalid value ${value} for ${key}: expected a number of seconds from ${min} to ${max}` }]);
-  });
+  it.each(KEYS.flatMap((key) => [1e-300, 0, DURATION_RANGES[key].min / 2, DURATION_RANGES[key].max * 2, 1e300, -1].map((v) => [key, v] as const)))(
+    '%s = %d is refused naming the field, the value and the range',
+    (key, value) => {
+      const { min, max } = DURATION_RANGES[key];
+      expect(issuesOf(() => parseRouterConfig({ [key]: value }))).toEqual([
+        { path: key, message: `invalid value ${value} for ${key}: expected a number of seconds from ${min} to ${max}` },
+      ]);
+    },
+  );
 
   it.each(KEYS)('%s accepts both ends of its range', (key) => {
     const { min, max } = DURATION_RANGES[key];
@@ -33,7 +38,9 @@ describe('durations', () => {
   });
 
   it('names the range in a YAML file too, at its line', () => {
-    expect(issuesOf(() => parseConfigYaml('port: 1\nhealth_check_interval_secs: 1e-300\n', 'r.yaml'))[0]!.message).toBe('r.yaml:2:29: invalid value 1e-300 for health_check_interval_secs: expected a number of seconds from 0.1 to 3600');
+    expect(issuesOf(() => parseConfigYaml('port: 1\nhealth_check_interval_secs: 1e-300\n', 'r.yaml'))[0]!.message).toBe(
+      'r.yaml:2:29: invalid value 1e-300 for health_check_interval_secs: expected a number of seconds from 0.1 to 3600',
+    );
   });
 });
 
@@ -42,7 +49,12 @@ describe('workers', () => {
 
   it(`takes ${MAX_WORKERS} workers and refuses one more, quoting the list by its length`, () => {
     expect(parseRouterConfig({ workers: workers(MAX_WORKERS) }).workers).toHaveLength(MAX_WORKERS);
-    expect(issuesOf(() => parseRouterConfig({ workers: workers(MAX_WORKERS + 1) }))).toEqual([{ path: 'workers', message: `invalid value a list of ${MAX_WORKERS + 1} entries for workers: expected at most ${MAX_WORKERS} workers (MAX_WORKERS, docs/configuration.md)` }]);
+    expect(issuesOf(() => parseRouterConfig({ workers: workers(MAX_WORKERS + 1) }))).toEqual([
+      {
+        path: 'workers',
+        message: `invalid value a list of ${MAX_WORKERS + 1} entries for workers: expected at most ${MAX_WORKERS} workers (MAX_WORKERS, docs/configuration.md)`,
+      },
+    ]);
   });
 
   it('refuses 10,000 workers with one short issue', () => {
@@ -51,10 +63,21 @@ describe('workers', () => {
     expect(issues[0]!.message.length).toBeLessThan(200);
   });
 
-  it.each(['unix:///../../var/run/docker.sock', 'unix:///run/../var/run/docker.sock', 'unix:///run/./w.sock', 'unix:///run//w.sock', 'unix:///run/w.sock\nunix:///var/run/docker.sock', 'unix:///run/w\u0000.sock', 'unix:///run/w.sock/', 'grpc://127.0.0.1:1\n'])('refuses the worker URL %j', (url) => {
+  it.each([
+    'unix:///../../var/run/docker.sock',
+    'unix:///run/../var/run/docker.sock',
+    'unix:///run/./w.sock',
+    'unix:///run//w.sock',
+    'unix:///run/w.sock\nunix:///var/run/docker.sock',
+    'unix:///run/w\u0000.sock',
+    'unix:///run/w.sock/',
+    'grpc://127.0.0.1:1\n',
+  ])('refuses the worker URL %j', (url) => {
     const issues = issuesOf(() => parseRouterConfig({ workers: [{ url }] }));
     expect(issues[0]!.path).toBe('workers[0].url');
-    expect(issues[0]!.message).toMatch(/: expected grpc:\/\/host:port or unix:\/\/\/path\/to\/socket \(an absolute path without \. or \.\. segments, empty segments or control characters\)$/);
+    expect(issues[0]!.message).toMatch(
+      /: expected grpc:\/\/host:port or unix:\/\/\/path\/to\/socket \(an absolute path without \. or \.\. segments, empty segments or control characters\)$/,
+    );
   });
 
   it('takes an ordinary socket path', () => {
@@ -64,8 +87,12 @@ describe('workers', () => {
   it(`takes ${MAX_LABELS} labels and refuses more, or a label name or value too long`, () => {
     const labels = (n: number) => Object.fromEntries(Array.from({ length: n }, (_, i) => [`l${i}`, 'v']));
     expect(Object.keys(parseRouterConfig({ workers: [{ url: 'grpc://a:1', labels: labels(MAX_LABELS) }] }).workers[0]!.labels)).toHaveLength(MAX_LABELS);
-    expect(issuesOf(() => parseRouterConfig({ workers: [{ url: 'grpc://a:1', labels: labels(MAX_LABELS + 1) }] }))[0]!.message).toMatch(/for workers\[0\]\.labels: expected at most 32 labels$/);
-    expect(issuesOf(() => parseRouterConfig({ workers: [{ url: 'grpc://a:1', labels: { zone: 'x'.repeat(257) } }] }))[0]!.message).toMatch(/^invalid value 'x{120}… \(257 characters\)' for workers\[0\]\.labels\.zone: expected a string label value of at most 256 characters/);
+    expect(issuesOf(() => parseRouterConfig({ workers: [{ url: 'grpc://a:1', labels: labels(MAX_LABELS + 1) }] }))[0]!.message).toMatch(
+      /for workers\[0\]\.labels: expected at most 32 labels$/,
+    );
+    expect(issuesOf(() => parseRouterConfig({ workers: [{ url: 'grpc://a:1', labels: { zone: 'x'.repeat(257) } }] }))[0]!.message).toMatch(
+      /^invalid value 'x{120}… \(257 characters\)' for workers\[0\]\.labels\.zone: expected a string label value of at most 256 characters/,
+    );
   });
 
   it('quotes a label nested 100,000 deep without overflowing the stack', () => {
@@ -80,7 +107,12 @@ describe('YAML text', () => {
   it(`refuses a file over ${MAX_CONFIG_YAML_BYTES / 1024} KiB before parsing it: 20,000 unknown keys`, () => {
     const text = Array.from({ length: 20_000 }, (_, i) => `unknown_key_${i}: ${i}`).join('\n');
     expect(issuesOf(() => parseConfigYaml(text, 'big.yaml'))).toEqual([
-      { path: '', line: 1, column: 1, message: `big.yaml:1:1: the configuration is ${Math.ceil(text.length / 1024)} KiB, above the 32 KiB a configuration may have (MAX_CONFIG_YAML_BYTES; ${MAX_WORKERS} workers fit in about half of it)` },
+      {
+        path: '',
+        line: 1,
+        column: 1,
+        message: `big.yaml:1:1: the configuration is ${Math.ceil(text.length / 1024)} KiB, above the 32 KiB a configuration may have (MAX_CONFIG_YAML_BYTES; ${MAX_WORKERS} workers fit in about half of it)`,
+      },
     ]);
   });
 
@@ -89,15 +121,24 @@ describe('YAML text', () => {
     const issues = issuesOf(() => parseConfigYaml(text, 'many.yaml'));
     expect(issues).toHaveLength(51);
     expect(issues[49]!.message).toMatch(/^many\.yaml:50:1: unknown key 'k49'/);
-    expect(issues[50]).toEqual({ path: '', line: 50, column: 1, message: 'many.yaml:50:1: … and 2950 more problems of the same kinds, not listed (the first 50 are above)' });
+    expect(issues[50]).toEqual({
+      path: '',
+      line: 50,
+      column: 1,
+      message: 'many.yaml:50:1: … and 2950 more problems of the same kinds, not listed (the first 50 are above)',
+    });
   });
 
   it('still finds a repeated key, at the repeat, among thousands', () => {
     const text = `${Array.from({ length: 3000 }, (_, i) => `k${i}: 1`).join('\n')}\nk7: 2\n`;
-    expect(issuesOf(() => parseConfigYaml(text, 'dup.yaml'))).toEqual([{ path: '', line: 3001, column: 1, message: 'dup.yaml:3001:1: YAML syntax error: Map keys must be unique' }]);
+    expect(issuesOf(() => parseConfigYaml(text, 'dup.yaml'))).toEqual([
+      { path: '', line: 3001, column: 1, message: 'dup.yaml:3001:1: YAML syntax error: Map keys must be unique' },
+    ]);
   });
 
   it('a key repeated inside a worker entry is found too', () => {
-    expect(issuesOf(() => parseConfigYaml('workers:\n  - url: grpc://a:1\n    url: grpc://b:2\n', 'w.yaml'))[0]!.message).toBe('w.yaml:3:5: YAML syntax error: Map keys must be unique');
+    expect(issuesOf(() => parseConfigYaml('workers:\n  - url: grpc://a:1\n    url: grpc://b:2\n', 'w.yaml'))[0]!.message).toBe(
+      'w.yaml:3:5: YAML syntax error: Map keys must be unique',
+    );
   });
 });

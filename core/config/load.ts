@@ -8,7 +8,17 @@
 // --multimodal-tensor-transport: expected inline, shm, auto or rdma.
 import { ConfigError, type ConfigIssue } from './errors.ts';
 import { flagValue, parseLoose, parseLooseBytes, parseLooseMode, parseLoosePort } from './loose.ts';
-import { DEFAULT_BOOTSTRAP_PORT, ROLES_ROUTED, RouterConfigSchema, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type TopologyProblem, type WorkerSpec, type WorkerType } from './schema.ts';
+import {
+  DEFAULT_BOOTSTRAP_PORT,
+  ROLES_ROUTED,
+  RouterConfigSchema,
+  WorkerSpecSchema,
+  WorkerUrlSchema,
+  type RouterConfig,
+  type TopologyProblem,
+  type WorkerSpec,
+  type WorkerType,
+} from './schema.ts';
 import { checkRouterConfig, type LocatedIssue } from './validate.ts';
 import type { ConfigOrigins } from './origins.ts';
 import { loadConfigFile } from './yaml.ts';
@@ -35,31 +45,108 @@ export interface ConfigFlags {
   [limit: string]: string | string[] | boolean | undefined;
 }
 
-type LimitKey = 'limit_mm_per_prompt' | 'max_request_image_pixels' | 'max_image_bytes' | 'max_request_image_bytes' | 'max_body_bytes' | 'body_timeout_secs' | 'media_fetch_timeout_secs' | 'allowed_media_domains' | 'allow_private_media_hosts' | 'preprocess_memory_bytes' | 'multimodal_shm_max_outstanding_bytes' | 'multimodal_pixel_cache_mb' | 'request_timeout_secs';
+type LimitKey =
+  | 'limit_mm_per_prompt'
+  | 'max_request_image_pixels'
+  | 'max_image_bytes'
+  | 'max_request_image_bytes'
+  | 'max_body_bytes'
+  | 'body_timeout_secs'
+  | 'media_fetch_timeout_secs'
+  | 'allowed_media_domains'
+  | 'allow_private_media_hosts'
+  | 'preprocess_memory_bytes'
+  | 'multimodal_shm_max_outstanding_bytes'
+  | 'multimodal_pixel_cache_mb'
+  | 'request_timeout_secs';
 
 /**
  * The admission limits and media policy as flags: one row each, the YAML key it sets, how
  * its text is read (then checked by that key's schema, whose message names the flag).
  */
-export const LIMIT_FLAGS: ReadonlyArray<{ flag: string; key: LimitKey; kind: 'integer' | 'number' | 'list' | 'boolean' | 'per_modality'; description: string }> = [
-  { flag: '--limit-mm-per-prompt <limits>', key: 'limit_mm_per_prompt', kind: 'per_modality', description: 'most images one request may carry, as image=N or {"image": N} (default image=16)' },
-  { flag: '--max-request-image-pixels <n>', key: 'max_request_image_pixels', kind: 'integer', description: "most pixels (width × height from the images' headers) one request's images may have in all (default 64000000)" },
+export const LIMIT_FLAGS: ReadonlyArray<{
+  flag: string;
+  key: LimitKey;
+  kind: 'integer' | 'number' | 'list' | 'boolean' | 'per_modality';
+  description: string;
+}> = [
+  {
+    flag: '--limit-mm-per-prompt <limits>',
+    key: 'limit_mm_per_prompt',
+    kind: 'per_modality',
+    description: 'most images one request may carry, as image=N or {"image": N} (default image=16)',
+  },
+  {
+    flag: '--max-request-image-pixels <n>',
+    key: 'max_request_image_pixels',
+    kind: 'integer',
+    description: "most pixels (width × height from the images' headers) one request's images may have in all (default 64000000)",
+  },
   { flag: '--max-image-bytes <n>', key: 'max_image_bytes', kind: 'integer', description: 'largest encoded image, in bytes (default 20 MiB)' },
-  { flag: '--max-request-image-bytes <n>', key: 'max_request_image_bytes', kind: 'integer', description: "most encoded image bytes one request may bring, all its images together (default 64 MiB)" },
+  {
+    flag: '--max-request-image-bytes <n>',
+    key: 'max_request_image_bytes',
+    kind: 'integer',
+    description: 'most encoded image bytes one request may bring, all its images together (default 64 MiB)',
+  },
   { flag: '--max-body-bytes <n>', key: 'max_body_bytes', kind: 'integer', description: 'largest request body, in bytes (default 64 MiB)' },
-  { flag: '--body-timeout-secs <s>', key: 'body_timeout_secs', kind: 'number', description: 'a request body must arrive within this many seconds (default 30)' },
-  { flag: '--media-fetch-timeout-secs <s>', key: 'media_fetch_timeout_secs', kind: 'number', description: 'an image URL must download within this many seconds (default 10)' },
-  { flag: '--allowed-media-domains <host...>', key: 'allowed_media_domains', kind: 'list', description: 'image URLs may only name these hosts (default: any public host)' },
-  { flag: '--allow-private-media-hosts', key: 'allow_private_media_hosts', kind: 'boolean', description: 'let image URLs reach loopback, private and link-local addresses (never cloud metadata)' },
-  { flag: '--preprocess-memory-bytes <n>', key: 'preprocess_memory_bytes', kind: 'integer', description: 'memory images may take while being decoded and preprocessed, all requests together (default 1 GiB)' },
-  { flag: '--multimodal-shm-max-outstanding-bytes <n>', key: 'multimodal_shm_max_outstanding_bytes', kind: 'integer', description: "most bytes of this router's tensor files in /dev/shm at once; above it tensors go inline (default: half of /dev/shm's free space at start)" },
-  { flag: '--multimodal-pixel-cache-mb <mib>', key: 'multimodal_pixel_cache_mb', kind: 'integer', description: 'MiB of /dev/shm for the cache of preprocessed images, so a repeated image is not computed again; 0 turns it off (default: SMG_MM_PIXEL_CACHE_MB, then 512)' },
-  { flag: '--request-timeout-secs <s>', key: 'request_timeout_secs', kind: 'number', description: 'a request not finished by then fails with 504 (default 600)' },
+  {
+    flag: '--body-timeout-secs <s>',
+    key: 'body_timeout_secs',
+    kind: 'number',
+    description: 'a request body must arrive within this many seconds (default 30)',
+  },
+  {
+    flag: '--media-fetch-timeout-secs <s>',
+    key: 'media_fetch_timeout_secs',
+    kind: 'number',
+    description: 'an image URL must download within this many seconds (default 10)',
+  },
+  {
+    flag: '--allowed-media-domains <host...>',
+    key: 'allowed_media_domains',
+    kind: 'list',
+    description: 'image URLs may only name these hosts (default: any public host)',
+  },
+  {
+    flag: '--allow-private-media-hosts',
+    key: 'allow_private_media_hosts',
+    kind: 'boolean',
+    description: 'let image URLs reach loopback, private and link-local addresses (never cloud metadata)',
+  },
+  {
+    flag: '--preprocess-memory-bytes <n>',
+    key: 'preprocess_memory_bytes',
+    kind: 'integer',
+    description: 'memory images may take while being decoded and preprocessed, all requests together (default 1 GiB)',
+  },
+  {
+    flag: '--multimodal-shm-max-outstanding-bytes <n>',
+    key: 'multimodal_shm_max_outstanding_bytes',
+    kind: 'integer',
+    description: "most bytes of this router's tensor files in /dev/shm at once; above it tensors go inline (default: half of /dev/shm's free space at start)",
+  },
+  {
+    flag: '--multimodal-pixel-cache-mb <mib>',
+    key: 'multimodal_pixel_cache_mb',
+    kind: 'integer',
+    description:
+      'MiB of /dev/shm for the cache of preprocessed images, so a repeated image is not computed again; 0 turns it off (default: SMG_MM_PIXEL_CACHE_MB, then 512)',
+  },
+  {
+    flag: '--request-timeout-secs <s>',
+    key: 'request_timeout_secs',
+    kind: 'number',
+    description: 'a request not finished by then fails with 504 (default 600)',
+  },
 ];
 
 /** commander's property name of a flag: --max-image-bytes -> maxImageBytes. */
 function flagProperty(flag: string): string {
-  return flag.split(' ')[0]!.replace(/^--/, '').replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+  return flag
+    .split(' ')[0]!
+    .replace(/^--/, '')
+    .replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 }
 
 /** `image=16` or `{"image": 16}` as data for limit_mm_per_prompt's schema. */
@@ -85,15 +172,27 @@ export const CONFIG_FLAG_HELP: ReadonlyArray<{ flags: string; description: strin
   { flags: '--config <file>', description: 'router configuration YAML file' },
   { flags: '--host <host>', description: 'address the router listens on (default 127.0.0.1)' },
   { flags: '--port <port>', description: 'port the router listens on (default 30000)' },
-  { flags: '--worker-urls <url...>', description: 'workers as grpc://host:port or unix:///path (replaces the file\'s list; entries with the same url keep their settings)' },
+  {
+    flags: '--worker-urls <url...>',
+    description: "workers as grpc://host:port or unix:///path (replaces the file's list; entries with the same url keep their settings)",
+  },
   { flags: '--model-path <dir>', description: 'model directory (config.json, tokenizer.json, preprocessor_config.json)' },
   { flags: '--multimodal-tensor-transport <mode>', description: 'router-wide tensor transport: inline, shm, auto or rdma' },
   { flags: '--multimodal-shm-min-bytes <n>', description: 'smallest tensor, in bytes, that goes through /dev/shm' },
   { flags: '--pd-disaggregation', description: 'serve every request with a prefill and a decode worker (--prefill, --decode)' },
-  { flags: '--epd-disaggregation', description: 'encode every image on an encode worker first, then prefill and decode (--encode, --prefill, --decode; TokenSpeed)' },
-  { flags: '--prefill <url-and-port...>', description: `prefill workers, each a URL optionally followed by its bootstrap port (default ${DEFAULT_BOOTSTRAP_PORT}) or none` },
+  {
+    flags: '--epd-disaggregation',
+    description: 'encode every image on an encode worker first, then prefill and decode (--encode, --prefill, --decode; TokenSpeed)',
+  },
+  {
+    flags: '--prefill <url-and-port...>',
+    description: `prefill workers, each a URL optionally followed by its bootstrap port (default ${DEFAULT_BOOTSTRAP_PORT}) or none`,
+  },
   { flags: '--decode <url...>', description: 'decode workers' },
-  { flags: '--encode <url-and-port...>', description: `encode workers, each a URL optionally followed by its bootstrap port (default ${DEFAULT_BOOTSTRAP_PORT}) or none` },
+  {
+    flags: '--encode <url-and-port...>',
+    description: `encode workers, each a URL optionally followed by its bootstrap port (default ${DEFAULT_BOOTSTRAP_PORT}) or none`,
+  },
   { flags: '--prefill-policy <policy>', description: 'policy among prefill workers: round_robin or least_load (default: --policy)' },
   { flags: '--decode-policy <policy>', description: 'policy among decode workers: round_robin or least_load (default: --policy)' },
   { flags: '--encode-policy <policy>', description: "policy of an image's encode worker: consistent_hashing (default), round_robin or random" },
@@ -120,14 +219,32 @@ export function applyConfigFlags(base: RouterConfig, flags: ConfigFlags, origins
     nextOrigins[key] = flag;
   };
   const shape = RouterConfigSchema.shape;
-  if (flags.host !== undefined) set('host', '--host', flagValue('--host', flags.host, (raw) => parseLoose(shape.host, raw), issues));
+  if (flags.host !== undefined)
+    set(
+      'host',
+      '--host',
+      flagValue('--host', flags.host, (raw) => parseLoose(shape.host, raw), issues),
+    );
   if (flags.port !== undefined) set('port', '--port', flagValue('--port', flags.port, parseLoosePort, issues));
-  if (flags.modelPath !== undefined) set('model_path', '--model-path', flagValue('--model-path', flags.modelPath, (raw) => parseLoose(shape.model_path, raw), issues));
+  if (flags.modelPath !== undefined)
+    set(
+      'model_path',
+      '--model-path',
+      flagValue('--model-path', flags.modelPath, (raw) => parseLoose(shape.model_path, raw), issues),
+    );
   if (flags.multimodalTensorTransport !== undefined) {
-    set('multimodal_tensor_transport', '--multimodal-tensor-transport', flagValue('--multimodal-tensor-transport', flags.multimodalTensorTransport, parseLooseMode, issues));
+    set(
+      'multimodal_tensor_transport',
+      '--multimodal-tensor-transport',
+      flagValue('--multimodal-tensor-transport', flags.multimodalTensorTransport, parseLooseMode, issues),
+    );
   }
   if (flags.multimodalShmMinBytes !== undefined) {
-    set('multimodal_shm_min_bytes', '--multimodal-shm-min-bytes', flagValue('--multimodal-shm-min-bytes', flags.multimodalShmMinBytes, parseLooseBytes, issues));
+    set(
+      'multimodal_shm_min_bytes',
+      '--multimodal-shm-min-bytes',
+      flagValue('--multimodal-shm-min-bytes', flags.multimodalShmMinBytes, parseLooseBytes, issues),
+    );
   }
   for (const limit of LIMIT_FLAGS) {
     const raw = flags[flagProperty(limit.flag)];
@@ -141,9 +258,37 @@ export function applyConfigFlags(base: RouterConfig, flags: ConfigFlags, origins
     const text = Array.isArray(raw) ? raw.join(',') : String(raw);
     const value =
       limit.kind === 'list'
-        ? flagValue(name, text, (t) => { const r = schema.safeParse(t.split(',').map((x) => x.trim()).filter(Boolean)); return r.success ? { ok: true, value: r.data } : { ok: false, expected: r.error.issues[0]?.message ?? 'invalid value' }; }, issues)
+        ? flagValue(
+            name,
+            text,
+            (t) => {
+              const r = schema.safeParse(
+                t
+                  .split(',')
+                  .map((x) => x.trim())
+                  .filter(Boolean),
+              );
+              return r.success ? { ok: true, value: r.data } : { ok: false, expected: r.error.issues[0]?.message ?? 'invalid value' };
+            },
+            issues,
+          )
         : limit.kind === 'per_modality'
-          ? flagValue(name, text, (t) => { const r = schema.safeParse(perModality(t)); return r.success ? { ok: true, value: r.data } : { ok: false, expected: r.error.issues[0]?.path.length ? `${r.error.issues[0].path.join('.')}: ${r.error.issues[0].message}` : 'expected image=N or {"image": N}' }; }, issues)
+          ? flagValue(
+              name,
+              text,
+              (t) => {
+                const r = schema.safeParse(perModality(t));
+                return r.success
+                  ? { ok: true, value: r.data }
+                  : {
+                      ok: false,
+                      expected: r.error.issues[0]?.path.length
+                        ? `${r.error.issues[0].path.join('.')}: ${r.error.issues[0].message}`
+                        : 'expected image=N or {"image": N}',
+                    };
+              },
+              issues,
+            )
           : flagValue(name, text, (t) => parseLoose(schema as never, t, { digits: true, ...(limit.kind === 'number' ? { decimal: true } : {}) }), issues);
     set(limit.key, name, value as RouterConfig[typeof limit.key] | undefined);
   }
@@ -194,7 +339,12 @@ export async function loadRouterConfig(flags: ConfigFlags): Promise<LoadedRouter
 }
 
 /** How each role is listed on the command line, for an error that asks for a worker of it. */
-const ROLE_FLAG: Record<WorkerType, string> = { regular: '--worker-urls URL', encode: '--encode URL [BOOTSTRAP_PORT]', prefill: '--prefill URL [BOOTSTRAP_PORT]', decode: '--decode URL' };
+const ROLE_FLAG: Record<WorkerType, string> = {
+  regular: '--worker-urls URL',
+  encode: '--encode URL [BOOTSTRAP_PORT]',
+  prefill: '--prefill URL [BOOTSTRAP_PORT]',
+  decode: '--decode URL',
+};
 
 /**
  * A problem of the whole configuration (a disaggregation mode and its workers) as the operator
@@ -220,14 +370,34 @@ function flagWordedIssue(issue: LocatedIssue, config: RouterConfig, origins: Con
 }
 
 /** --pd-disaggregation / --epd-disaggregation and the per-role policies. */
-function applyRoutingFlags(flags: ConfigFlags, issues: ConfigIssue[], set: <K extends keyof RouterConfig>(key: K, flag: string, value: RouterConfig[K] | undefined) => void): void {
+function applyRoutingFlags(
+  flags: ConfigFlags,
+  issues: ConfigIssue[],
+  set: <K extends keyof RouterConfig>(key: K, flag: string, value: RouterConfig[K] | undefined) => void,
+): void {
   const shape = RouterConfigSchema.shape;
-  if (flags.pdDisaggregation && flags.epdDisaggregation) issues.push({ path: '--epd-disaggregation', message: 'give one of --pd-disaggregation and --epd-disaggregation, not both' });
+  if (flags.pdDisaggregation && flags.epdDisaggregation)
+    issues.push({ path: '--epd-disaggregation', message: 'give one of --pd-disaggregation and --epd-disaggregation, not both' });
   else if (flags.epdDisaggregation) set('disaggregation', '--epd-disaggregation', 'epd');
   else if (flags.pdDisaggregation) set('disaggregation', '--pd-disaggregation', 'pd');
-  if (flags.prefillPolicy !== undefined) set('prefill_policy', '--prefill-policy', flagValue('--prefill-policy', flags.prefillPolicy, (raw) => parseLoose(shape.prefill_policy, raw), issues));
-  if (flags.decodePolicy !== undefined) set('decode_policy', '--decode-policy', flagValue('--decode-policy', flags.decodePolicy, (raw) => parseLoose(shape.decode_policy, raw), issues));
-  if (flags.encodePolicy !== undefined) set('encode_policy', '--encode-policy', flagValue('--encode-policy', flags.encodePolicy, (raw) => parseLoose(shape.encode_policy, raw), issues));
+  if (flags.prefillPolicy !== undefined)
+    set(
+      'prefill_policy',
+      '--prefill-policy',
+      flagValue('--prefill-policy', flags.prefillPolicy, (raw) => parseLoose(shape.prefill_policy, raw), issues),
+    );
+  if (flags.decodePolicy !== undefined)
+    set(
+      'decode_policy',
+      '--decode-policy',
+      flagValue('--decode-policy', flags.decodePolicy, (raw) => parseLoose(shape.decode_policy, raw), issues),
+    );
+  if (flags.encodePolicy !== undefined)
+    set(
+      'encode_policy',
+      '--encode-policy',
+      flagValue('--encode-policy', flags.encodePolicy, (raw) => parseLoose(shape.encode_policy, raw), issues),
+    );
 }
 
 /**
@@ -235,7 +405,10 @@ function applyRoutingFlags(flags: ConfigFlags, issues: ConfigIssue[], set: <K ex
  * given (they replace the file's list): each with its role and, for --prefill/--encode, the
  * bootstrap port that may follow its URL (a number, or `none` for the default).
  */
-function flagWorkers(flags: ConfigFlags, issues: ConfigIssue[]): Array<{ url: string; flag: string; worker_type: WorkerType; bootstrap_port?: number }> | undefined {
+function flagWorkers(
+  flags: ConfigFlags,
+  issues: ConfigIssue[],
+): Array<{ url: string; flag: string; worker_type: WorkerType; bootstrap_port?: number }> | undefined {
   if (flags.workerUrls === undefined && flags.encode === undefined && flags.prefill === undefined && flags.decode === undefined) return undefined;
   const out: Array<{ url: string; flag: string; worker_type: WorkerType; bootstrap_port?: number }> = [];
   const seen = new Set<string>();
@@ -246,19 +419,33 @@ function flagWorkers(flags: ConfigFlags, issues: ConfigIssue[]): Array<{ url: st
     seen.add(valid);
     out.push({ url: valid, flag, worker_type, ...(bootstrap_port !== undefined ? { bootstrap_port } : {}) });
   };
-  for (const u of (flags.workerUrls ?? []).flatMap((x) => x.split(',')).map((x) => x.trim()).filter(Boolean)) add('--worker-urls', 'regular', u);
-  for (const [flag, role, tokens] of [['--encode', 'encode', flags.encode], ['--prefill', 'prefill', flags.prefill]] as const) {
+  for (const u of (flags.workerUrls ?? [])
+    .flatMap((x) => x.split(','))
+    .map((x) => x.trim())
+    .filter(Boolean))
+    add('--worker-urls', 'regular', u);
+  for (const [flag, role, tokens] of [
+    ['--encode', 'encode', flags.encode],
+    ['--prefill', 'prefill', flags.prefill],
+  ] as const) {
     const list = (tokens ?? []).map((t) => t.trim()).filter(Boolean);
     for (let i = 0; i < list.length; i++) {
       const next = list[i + 1];
       const port = next !== undefined && (/^\d+$/.test(next) || next === 'none') ? next : undefined;
       if (port !== undefined) i += 1;
-      const value = port === undefined || port === 'none' ? undefined : flagValue(flag, port, (raw) => parseLoose(WorkerSpecSchema.shape.bootstrap_port, raw, { digits: true }), issues);
+      const value =
+        port === undefined || port === 'none'
+          ? undefined
+          : flagValue(flag, port, (raw) => parseLoose(WorkerSpecSchema.shape.bootstrap_port, raw, { digits: true }), issues);
       if (port !== undefined && port !== 'none' && value === undefined) continue;
       add(flag, role, list[i - (port !== undefined ? 1 : 0)]!, value);
     }
   }
-  for (const u of (flags.decode ?? []).flatMap((x) => x.split(',')).map((x) => x.trim()).filter(Boolean)) add('--decode', 'decode', u);
+  for (const u of (flags.decode ?? [])
+    .flatMap((x) => x.split(','))
+    .map((x) => x.trim())
+    .filter(Boolean))
+    add('--decode', 'decode', u);
   return out;
 }
 
@@ -267,7 +454,9 @@ export function workerFlagsText(flags: ConfigFlags, workers: readonly WorkerSpec
   if (flags.workerUrls === undefined && flags.encode === undefined && flags.prefill === undefined && flags.decode === undefined) return undefined;
   const part = (flag: string, type: WorkerType) => {
     const of = workers.filter((w) => w.worker_type === type);
-    return of.length ? `${flag} ${of.map((w) => (w.bootstrap_port !== undefined && type !== 'decode' && type !== 'regular' ? `${w.url} ${w.bootstrap_port}` : w.url)).join(' ')}` : '';
+    return of.length
+      ? `${flag} ${of.map((w) => (w.bootstrap_port !== undefined && type !== 'decode' && type !== 'regular' ? `${w.url} ${w.bootstrap_port}` : w.url)).join(' ')}`
+      : '';
   };
   return [part('--worker-urls', 'regular'), part('--encode', 'encode'), part('--prefill', 'prefill'), part('--decode', 'decode')].filter(Boolean).join(' ');
 }

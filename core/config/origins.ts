@@ -64,7 +64,8 @@ export function originsOfInput(input: unknown, origin: string): ConfigOrigins {
   if (Array.isArray(record.workers)) {
     record.workers.forEach((w: unknown, i) => {
       out[`workers[${i}]`] = origin;
-      if (w && typeof w === 'object') for (const key of WORKER_KEYS) if ((w as Record<string, unknown>)[key] !== undefined) out[`workers[${i}].${key}`] = origin;
+      if (w && typeof w === 'object')
+        for (const key of WORKER_KEYS) if ((w as Record<string, unknown>)[key] !== undefined) out[`workers[${i}].${key}`] = origin;
     });
   }
   return out;

@@ -12,7 +12,10 @@ export const DEFAULT_PIXEL_CACHE_MB = 512;
 export const MAX_PIXEL_CACHE_MB = 1024 * 1024;
 export const PIXEL_CACHE_MB_EXPECTED = `expected a whole number of MiB from 0 (off) to ${MAX_PIXEL_CACHE_MB}`;
 
-export const PixelCacheMbSchema = z.int({ error: PIXEL_CACHE_MB_EXPECTED }).min(0, { error: PIXEL_CACHE_MB_EXPECTED }).max(MAX_PIXEL_CACHE_MB, { error: PIXEL_CACHE_MB_EXPECTED });
+export const PixelCacheMbSchema = z
+  .int({ error: PIXEL_CACHE_MB_EXPECTED })
+  .min(0, { error: PIXEL_CACHE_MB_EXPECTED })
+  .max(MAX_PIXEL_CACHE_MB, { error: PIXEL_CACHE_MB_EXPECTED });
 
 export interface PixelCacheBudget {
   mb: number;
@@ -28,6 +31,7 @@ export function pixelCacheBudget(config: Pick<RouterConfig, 'multimodal_pixel_ca
   const raw = env[PIXEL_CACHE_ENV];
   if (raw === undefined || raw.trim() === '') return of(DEFAULT_PIXEL_CACHE_MB, 'default');
   const parsed = PixelCacheMbSchema.safeParse(/^\s*\d+\s*$/.test(raw) ? Number(raw) : raw);
-  if (!parsed.success) throw new ConfigError([{ path: PIXEL_CACHE_ENV, message: `invalid value ${formatValue(raw)} for ${PIXEL_CACHE_ENV}: ${PIXEL_CACHE_MB_EXPECTED}` }]);
+  if (!parsed.success)
+    throw new ConfigError([{ path: PIXEL_CACHE_ENV, message: `invalid value ${formatValue(raw)} for ${PIXEL_CACHE_ENV}: ${PIXEL_CACHE_MB_EXPECTED}` }]);
   return of(parsed.data, PIXEL_CACHE_ENV);
 }

@@ -18,9 +18,7 @@ export type TransportMode = z.infer<typeof TransportModeSchema>;
 export const SHM_MIN_BYTES_EXPECTED = 'expected a non-negative integer number of bytes (e.g. 65536)';
 
 /** Tensors with nbytes >= this go through /dev/shm; 0 means every tensor, even empty ones. */
-export const ShmMinBytesSchema = z
-  .int({ error: SHM_MIN_BYTES_EXPECTED })
-  .min(0, { error: SHM_MIN_BYTES_EXPECTED });
+export const ShmMinBytesSchema = z.int({ error: SHM_MIN_BYTES_EXPECTED }).min(0, { error: SHM_MIN_BYTES_EXPECTED });
 
 export const DEFAULT_TRANSPORT_MODE: TransportMode = 'inline';
 export const DEFAULT_SHM_MIN_BYTES = 65536;
@@ -62,7 +60,8 @@ export const EncodePolicySchema = z.enum(ENCODE_POLICIES, { error: 'expected con
 export const DEFAULT_BOOTSTRAP_PORT = 8998;
 const BOOTSTRAP_PORT_EXPECTED = 'expected an integer port 1-65535';
 
-const WORKER_URL_EXPECTED = 'expected grpc://host:port or unix:///path/to/socket (an absolute path without . or .. segments, empty segments or control characters)';
+const WORKER_URL_EXPECTED =
+  'expected grpc://host:port or unix:///path/to/socket (an absolute path without . or .. segments, empty segments or control characters)';
 
 /** grpc://host:port (host may be a [v6] literal) or unix:///absolute/path. */
 export const WorkerUrlSchema = z.string({ error: WORKER_URL_EXPECTED }).refine(isWorkerUrl, { error: WORKER_URL_EXPECTED });
@@ -97,11 +96,19 @@ export const WorkerSpecSchema = z.strictObject({
   runtime: RuntimeSchema.default('unspecified'),
   worker_type: WorkerTypeSchema.default('regular'),
   labels: LabelsSchema.default({}),
-  priority: z.int({ error: 'expected an integer priority 0-100' }).min(0, { error: 'expected an integer priority 0-100' }).max(100, { error: 'expected an integer priority 0-100' }).default(50),
+  priority: z
+    .int({ error: 'expected an integer priority 0-100' })
+    .min(0, { error: 'expected an integer priority 0-100' })
+    .max(100, { error: 'expected an integer priority 0-100' })
+    .default(50),
   multimodal_tensor_transport: TransportModeSchema.optional(),
   multimodal_shm_min_bytes: ShmMinBytesSchema.optional(),
   /** A prefill or encode worker's bootstrap server (where decode takes the KV, prefill the embeddings); DEFAULT_BOOTSTRAP_PORT when unset. */
-  bootstrap_port: z.int({ error: BOOTSTRAP_PORT_EXPECTED }).min(1, { error: BOOTSTRAP_PORT_EXPECTED }).max(65535, { error: BOOTSTRAP_PORT_EXPECTED }).optional(),
+  bootstrap_port: z
+    .int({ error: BOOTSTRAP_PORT_EXPECTED })
+    .min(1, { error: BOOTSTRAP_PORT_EXPECTED })
+    .max(65535, { error: BOOTSTRAP_PORT_EXPECTED })
+    .optional(),
 });
 export type WorkerSpec = z.output<typeof WorkerSpecSchema>;
 export type WorkerSpecInput = z.input<typeof WorkerSpecSchema>;
@@ -149,11 +156,16 @@ const MEDIA_DOMAIN_EXPECTED = 'expected a host name such as images.example.com (
 /** A host name (or IP literal) as an allowlist entry: what the URL's host must equal. */
 export const MediaDomainSchema = z
   .string({ error: MEDIA_DOMAIN_EXPECTED })
-  .refine((d) => /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.?$/i.test(d) || /^\[?[0-9a-f:.]+\]?$/i.test(d), { error: MEDIA_DOMAIN_EXPECTED });
+  .refine((d) => /^(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.?$/i.test(d) || /^\[?[0-9a-f:.]+\]?$/i.test(d), {
+    error: MEDIA_DOMAIN_EXPECTED,
+  });
 
 /** Items of each modality one request may carry (vLLM's --limit-mm-per-prompt). */
 export const LimitMmPerPromptSchema = z.strictObject({
-  image: z.int({ error: 'expected a whole number of images, 0 or more' }).min(0, { error: 'expected a whole number of images, 0 or more' }).max(1000, { error: 'expected at most 1000 images' }),
+  image: z
+    .int({ error: 'expected a whole number of images, 0 or more' })
+    .min(0, { error: 'expected a whole number of images, 0 or more' })
+    .max(1000, { error: 'expected at most 1000 images' }),
 });
 
 /** The request limits every request is admitted against (docs/router.md, "Limits"). */
@@ -169,7 +181,11 @@ export const DEFAULT_LIMITS = {
 } as const;
 
 /** The worker types each serving mode routes requests to (a worker of another type takes no part). */
-export const ROLES_ROUTED: Record<Disaggregation, readonly WorkerType[]> = { none: ['regular'], pd: ['prefill', 'decode'], epd: ['encode', 'prefill', 'decode'] };
+export const ROLES_ROUTED: Record<Disaggregation, readonly WorkerType[]> = {
+  none: ['regular'],
+  pd: ['prefill', 'decode'],
+  epd: ['encode', 'prefill', 'decode'],
+};
 
 /** Whether a worker of this type gets pixel tensors under the mode: all but the decode, and the prefill next to encode workers (its own tensors are then the images' metadata, a few bytes). */
 export function readsPixelTensors(mode: Disaggregation, type: WorkerType): boolean {
@@ -188,84 +204,118 @@ export function bootstrapAddress(worker: Pick<WorkerSpec, 'url' | 'bootstrap_por
 }
 
 /** Which rule of a disaggregated topology an issue breaks (its zod params' `topology`), so the flags' loader can say it in flags (core/config/load.ts). */
-export type TopologyProblem = { kind: 'bootstrap_port_unused' } | { kind: 'role_not_routed' } | { kind: 'needs_grpc_url' } | { kind: 'shared_bootstrap' } | { kind: 'missing_role'; role: WorkerType };
+export type TopologyProblem =
+  | { kind: 'bootstrap_port_unused' }
+  | { kind: 'role_not_routed' }
+  | { kind: 'needs_grpc_url' }
+  | { kind: 'shared_bootstrap' }
+  | { kind: 'missing_role'; role: WorkerType };
 
 /**
  * What a disaggregated configuration must hold (each issue at the key to fix): the roles its
  * mode needs, no worker of a role it does not use, a bootstrap server only where one exists
  * (prefill, encode), reachable at a host (a grpc:// URL), and not shared by two workers.
  */
-function topologyIssues(config: { disaggregation: Disaggregation; workers: readonly WorkerSpec[] }): Array<{ path: (string | number)[]; message: string; problem: TopologyProblem }> {
+function topologyIssues(config: {
+  disaggregation: Disaggregation;
+  workers: readonly WorkerSpec[];
+}): Array<{ path: (string | number)[]; message: string; problem: TopologyProblem }> {
   const issues: Array<{ path: (string | number)[]; message: string; problem: TopologyProblem }> = [];
   const mode = config.disaggregation;
   const count = (t: WorkerType) => config.workers.filter((w) => w.worker_type === t).length;
   const bootstrapped = new Map<string, number>();
   config.workers.forEach((w, i) => {
     const hasServer = hasBootstrapServer(w.worker_type);
-    if (w.bootstrap_port !== undefined && !hasServer) issues.push({ path: ['workers', i, 'bootstrap_port'], message: `bootstrap_port is for prefill and encode workers (their bootstrap server); this worker is ${w.worker_type}`, problem: { kind: 'bootstrap_port_unused' } });
+    if (w.bootstrap_port !== undefined && !hasServer)
+      issues.push({
+        path: ['workers', i, 'bootstrap_port'],
+        message: `bootstrap_port is for prefill and encode workers (their bootstrap server); this worker is ${w.worker_type}`,
+        problem: { kind: 'bootstrap_port_unused' },
+      });
     if (mode === 'none') return;
     if (!ROLES_ROUTED[mode].includes(w.worker_type)) {
-      issues.push({ path: ['workers', i, 'worker_type'], message: `${w.worker_type === 'encode' ? 'an' : 'a'} ${w.worker_type} worker takes no part under disaggregation ${mode}, which routes to ${ROLES_ROUTED[mode].join(', ')} workers: give it one of those types, or remove it`, problem: { kind: 'role_not_routed' } });
+      issues.push({
+        path: ['workers', i, 'worker_type'],
+        message: `${w.worker_type === 'encode' ? 'an' : 'a'} ${w.worker_type} worker takes no part under disaggregation ${mode}, which routes to ${ROLES_ROUTED[mode].join(', ')} workers: give it one of those types, or remove it`,
+        problem: { kind: 'role_not_routed' },
+      });
       return;
     }
     if (!hasServer) return;
     const at = bootstrapAddress(w);
     if (!at) {
-      issues.push({ path: ['workers', i, 'url'], message: `${w.worker_type === 'encode' ? 'an' : 'a'} ${w.worker_type} worker under disaggregation ${mode} needs a grpc://host:port URL: its bootstrap server is reached at that host`, problem: { kind: 'needs_grpc_url' } });
+      issues.push({
+        path: ['workers', i, 'url'],
+        message: `${w.worker_type === 'encode' ? 'an' : 'a'} ${w.worker_type} worker under disaggregation ${mode} needs a grpc://host:port URL: its bootstrap server is reached at that host`,
+        problem: { kind: 'needs_grpc_url' },
+      });
       return;
     }
     const key = `${at.host}:${at.port}`;
     const first = bootstrapped.get(key);
     if (first !== undefined) {
-      issues.push({ path: ['workers', i, w.bootstrap_port === undefined ? 'url' : 'bootstrap_port'], message: `workers[${first}] already has its bootstrap server at ${key}${w.bootstrap_port === undefined ? ` (${DEFAULT_BOOTSTRAP_PORT}, the default)` : ''}: each prefill or encode worker on one host needs a bootstrap_port of its own`, problem: { kind: 'shared_bootstrap' } });
+      issues.push({
+        path: ['workers', i, w.bootstrap_port === undefined ? 'url' : 'bootstrap_port'],
+        message: `workers[${first}] already has its bootstrap server at ${key}${w.bootstrap_port === undefined ? ` (${DEFAULT_BOOTSTRAP_PORT}, the default)` : ''}: each prefill or encode worker on one host needs a bootstrap_port of its own`,
+        problem: { kind: 'shared_bootstrap' },
+      });
     } else bootstrapped.set(key, i);
   });
   if (mode !== 'none') {
     for (const role of ROLES_ROUTED[mode]) {
-      if (count(role) === 0) issues.push({ path: ['disaggregation'], message: `disaggregation ${mode} needs at least one ${role} worker (worker_type ${role}); the configuration has none`, problem: { kind: 'missing_role', role } });
+      if (count(role) === 0)
+        issues.push({
+          path: ['disaggregation'],
+          message: `disaggregation ${mode} needs at least one ${role} worker (worker_type ${role}); the configuration has none`,
+          problem: { kind: 'missing_role', role },
+        });
     }
   }
   return issues;
 }
 
-export const RouterConfigSchema = z.strictObject({
-  host: z.string({ error: 'expected a host name or address' }).min(1, { error: 'expected a host name or address' }).default('127.0.0.1'),
-  port: PortSchema.default(30000),
-  model_path: z.string({ error: 'expected a directory path' }).min(1, { error: 'expected a directory path' }).optional(),
-  policy: PolicySchema.default('round_robin'),
-  disaggregation: DisaggregationSchema.default('none'),
-  /** The policy among prefill (decode) workers; unset: `policy`. */
-  prefill_policy: PolicySchema.optional(),
-  decode_policy: PolicySchema.optional(),
-  encode_policy: EncodePolicySchema.default('consistent_hashing'),
-  multimodal_tensor_transport: TransportModeSchema.optional(),
-  multimodal_shm_min_bytes: ShmMinBytesSchema.optional(),
-  /** Bytes of our files in /dev/shm at once; default: half of /dev/shm's free space at start. */
-  multimodal_shm_max_outstanding_bytes: bytes().optional(),
-  /** The pixel cache's budget in MiB (0: off); unset: SMG_MM_PIXEL_CACHE_MB, then 512 (pixel-cache-setting.ts). */
-  multimodal_pixel_cache_mb: PixelCacheMbSchema.optional(),
-  /** How an SHM hit reaches its worker: a hard link to the entry, or a copy of its own (docs/performance.md, "The pixel cache"). */
-  multimodal_pixel_cache_shm: z.enum(['link', 'copy'], { error: 'expected link or copy' }).default('link'),
-  request_timeout_secs: seconds('request_timeout_secs').default(600),
-  health_check_interval_secs: seconds('health_check_interval_secs').default(10),
-  limit_mm_per_prompt: LimitMmPerPromptSchema.default({ ...DEFAULT_LIMITS.limit_mm_per_prompt }),
-  /** Width × height summed over a request's images, read from their headers before decoding. */
-  max_request_image_pixels: bytes().default(DEFAULT_LIMITS.max_request_image_pixels),
-  max_image_bytes: bytes().default(DEFAULT_LIMITS.max_image_bytes),
-  max_request_image_bytes: bytes().default(DEFAULT_LIMITS.max_request_image_bytes),
-  max_body_bytes: bytes().default(DEFAULT_LIMITS.max_body_bytes),
-  body_timeout_secs: seconds('body_timeout_secs').default(DEFAULT_LIMITS.body_timeout_secs),
-  media_fetch_timeout_secs: seconds('media_fetch_timeout_secs').default(DEFAULT_LIMITS.media_fetch_timeout_secs),
-  /** When non-empty, image URLs may only name these hosts (vLLM's --allowed-media-domains). */
-  allowed_media_domains: z.array(MediaDomainSchema, { error: 'expected a list of host names' }).default([]),
-  /** Let image URLs reach loopback, private and link-local addresses (never cloud metadata). */
-  allow_private_media_hosts: z.boolean({ error: 'expected true or false' }).default(false),
-  /** Memory images may take while they are decoded and preprocessed, all requests together. */
-  preprocess_memory_bytes: bytes().min(64 * 1024 * 1024, { error: 'expected at least 64 MiB (67108864 bytes)' }).default(DEFAULT_LIMITS.preprocess_memory_bytes),
-  workers: z.array(WorkerSpecSchema, { error: 'expected a list of workers' }).max(MAX_WORKERS, { error: MAX_WORKERS_EXPECTED }).default([]),
-}).superRefine((config, ctx) => {
-  for (const issue of topologyIssues(config)) ctx.addIssue({ code: 'custom', path: issue.path, message: issue.message, params: { topology: issue.problem } });
-});
+export const RouterConfigSchema = z
+  .strictObject({
+    host: z.string({ error: 'expected a host name or address' }).min(1, { error: 'expected a host name or address' }).default('127.0.0.1'),
+    port: PortSchema.default(30000),
+    model_path: z.string({ error: 'expected a directory path' }).min(1, { error: 'expected a directory path' }).optional(),
+    policy: PolicySchema.default('round_robin'),
+    disaggregation: DisaggregationSchema.default('none'),
+    /** The policy among prefill (decode) workers; unset: `policy`. */
+    prefill_policy: PolicySchema.optional(),
+    decode_policy: PolicySchema.optional(),
+    encode_policy: EncodePolicySchema.default('consistent_hashing'),
+    multimodal_tensor_transport: TransportModeSchema.optional(),
+    multimodal_shm_min_bytes: ShmMinBytesSchema.optional(),
+    /** Bytes of our files in /dev/shm at once; default: half of /dev/shm's free space at start. */
+    multimodal_shm_max_outstanding_bytes: bytes().optional(),
+    /** The pixel cache's budget in MiB (0: off); unset: SMG_MM_PIXEL_CACHE_MB, then 512 (pixel-cache-setting.ts). */
+    multimodal_pixel_cache_mb: PixelCacheMbSchema.optional(),
+    /** How an SHM hit reaches its worker: a hard link to the entry, or a copy of its own (docs/performance.md, "The pixel cache"). */
+    multimodal_pixel_cache_shm: z.enum(['link', 'copy'], { error: 'expected link or copy' }).default('link'),
+    request_timeout_secs: seconds('request_timeout_secs').default(600),
+    health_check_interval_secs: seconds('health_check_interval_secs').default(10),
+    limit_mm_per_prompt: LimitMmPerPromptSchema.default({ ...DEFAULT_LIMITS.limit_mm_per_prompt }),
+    /** Width × height summed over a request's images, read from their headers before decoding. */
+    max_request_image_pixels: bytes().default(DEFAULT_LIMITS.max_request_image_pixels),
+    max_image_bytes: bytes().default(DEFAULT_LIMITS.max_image_bytes),
+    max_request_image_bytes: bytes().default(DEFAULT_LIMITS.max_request_image_bytes),
+    max_body_bytes: bytes().default(DEFAULT_LIMITS.max_body_bytes),
+    body_timeout_secs: seconds('body_timeout_secs').default(DEFAULT_LIMITS.body_timeout_secs),
+    media_fetch_timeout_secs: seconds('media_fetch_timeout_secs').default(DEFAULT_LIMITS.media_fetch_timeout_secs),
+    /** When non-empty, image URLs may only name these hosts (vLLM's --allowed-media-domains). */
+    allowed_media_domains: z.array(MediaDomainSchema, { error: 'expected a list of host names' }).default([]),
+    /** Let image URLs reach loopback, private and link-local addresses (never cloud metadata). */
+    allow_private_media_hosts: z.boolean({ error: 'expected true or false' }).default(false),
+    /** Memory images may take while they are decoded and preprocessed, all requests together. */
+    preprocess_memory_bytes: bytes()
+      .min(64 * 1024 * 1024, { error: 'expected at least 64 MiB (67108864 bytes)' })
+      .default(DEFAULT_LIMITS.preprocess_memory_bytes),
+    workers: z.array(WorkerSpecSchema, { error: 'expected a list of workers' }).max(MAX_WORKERS, { error: MAX_WORKERS_EXPECTED }).default([]),
+  })
+  .superRefine((config, ctx) => {
+    for (const issue of topologyIssues(config)) ctx.addIssue({ code: 'custom', path: issue.path, message: issue.message, params: { topology: issue.problem } });
+  });
 export type RouterConfig = z.output<typeof RouterConfigSchema>;
 /** What a caller may pass: every field with a default is optional. */
 export type RouterConfigInput = z.input<typeof RouterConfigSchema>;

@@ -6,11 +6,20 @@ import { carryOrigins } from './origins.ts';
 import { ConfigConflictError, ConfigStore, RestartRequiredError } from './store.ts';
 
 const env = readTransportEnvironment({});
-const base = RouterConfigSchema.parse({ port: 0, multimodal_tensor_transport: 'inline', workers: [{ url: 'grpc://a:1' }, { url: 'grpc://b:2', multimodal_shm_min_bytes: 0 }] });
+const base = RouterConfigSchema.parse({
+  port: 0,
+  multimodal_tensor_transport: 'inline',
+  workers: [{ url: 'grpc://a:1' }, { url: 'grpc://b:2', multimodal_shm_min_bytes: 0 }],
+});
 const by = { origin: 'console (HTTP)', client: 'http' as const };
 
 function store() {
-  return new ConfigStore({ config: base, origins: { multimodal_tensor_transport: 'router.yaml:1:1', 'workers[1].multimodal_shm_min_bytes': 'router.yaml:5:5', 'workers[1]': 'router.yaml:4:5' }, env, file: 'router.yaml' });
+  return new ConfigStore({
+    config: base,
+    origins: { multimodal_tensor_transport: 'router.yaml:1:1', 'workers[1].multimodal_shm_min_bytes': 'router.yaml:5:5', 'workers[1]': 'router.yaml:4:5' },
+    env,
+    file: 'router.yaml',
+  });
 }
 
 describe('ConfigStore', () => {
@@ -42,7 +51,9 @@ describe('ConfigStore', () => {
     }
     expect(err).toBeInstanceOf(ConfigConflictError);
     expect(err).toMatchObject({ expectedRevision: 1, currentRevision: 2 });
-    expect((err as Error).message).toBe('the configuration changed meanwhile: you edited revision 1, the router is at revision 2; review the changes and apply again');
+    expect((err as Error).message).toBe(
+      'the configuration changed meanwhile: you edited revision 1, the router is at revision 2; review the changes and apply again',
+    );
     expect(s.current()).toBe(before);
   });
 
@@ -94,7 +105,11 @@ describe('ConfigStore', () => {
 describe('origins across revisions', () => {
   it('unchanged values keep their origin, changed ones get the new one, workers are matched by url', () => {
     const s = store();
-    const reordered = { ...base, multimodal_shm_min_bytes: 4096, workers: [base.workers[1]!, { ...base.workers[0]!, priority: 80 }, { url: 'grpc://c:3', multimodal_tensor_transport: 'shm' }] };
+    const reordered = {
+      ...base,
+      multimodal_shm_min_bytes: 4096,
+      workers: [base.workers[1]!, { ...base.workers[0]!, priority: 80 }, { url: 'grpc://c:3', multimodal_tensor_transport: 'shm' }],
+    };
     const next = s.apply(reordered, 1, by);
     expect(next.origins).toEqual({
       multimodal_tensor_transport: 'router.yaml:1:1',

@@ -45,7 +45,9 @@ export class ConfigConflictError extends Error {
     readonly expectedRevision: number,
     readonly currentRevision: number,
   ) {
-    super(`the configuration changed meanwhile: you edited revision ${expectedRevision}, the router is at revision ${currentRevision}; review the changes and apply again`);
+    super(
+      `the configuration changed meanwhile: you edited revision ${expectedRevision}, the router is at revision ${currentRevision}; review the changes and apply again`,
+    );
   }
 }
 

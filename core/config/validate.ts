@@ -26,6 +26,10 @@ export function checkRouterConfig(input: unknown): { ok: true; config: RouterCon
 
 export function parseRouterConfig(input: unknown, heading = 'invalid router configuration:'): RouterConfig {
   const result = checkRouterConfig(input);
-  if (!result.ok) throw new ConfigError(result.issues.map(({ path, message }) => ({ path, message })), heading);
+  if (!result.ok)
+    throw new ConfigError(
+      result.issues.map(({ path, message }) => ({ path, message })),
+      heading,
+    );
   return result.config;
 }

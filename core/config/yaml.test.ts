@@ -63,13 +63,23 @@ describe('loading YAML', () => {
 
   it('reports every type error with key path and line:column, in file order', () => {
     expect(
-      issuesOf(['port: "8080"', 'multimodal_tensor_transport: SHM', 'multimodal_shm_min_bytes: 64k', 'workers:', '  - url: grpc://a:1', '    multimodal_shm_min_bytes: -1', '  - runtime: triton'].join('\n')),
+      issuesOf(
+        [
+          'port: "8080"',
+          'multimodal_tensor_transport: SHM',
+          'multimodal_shm_min_bytes: 64k',
+          'workers:',
+          '  - url: grpc://a:1',
+          '    multimodal_shm_min_bytes: -1',
+          '  - runtime: triton',
+        ].join('\n'),
+      ),
     ).toEqual([
       "r.yaml:1:7: invalid value '8080' for port: expected an integer port 0-65535 (0 picks a free one)",
       "r.yaml:2:30: invalid value 'SHM' for multimodal_tensor_transport: expected inline, shm, auto or rdma",
       "r.yaml:3:27: invalid value '64k' for multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)",
       'r.yaml:6:31: invalid value -1 for workers[0].multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)',
-      "r.yaml:7:5: missing required key workers[1].url: expected grpc://host:port or unix:///path/to/socket (an absolute path without . or .. segments, empty segments or control characters)",
+      'r.yaml:7:5: missing required key workers[1].url: expected grpc://host:port or unix:///path/to/socket (an absolute path without . or .. segments, empty segments or control characters)',
       "r.yaml:7:14: invalid value 'triton' for workers[1].runtime: expected tokenspeed, vllm, sglang or unspecified",
     ]);
   });
@@ -91,12 +101,30 @@ describe('loading YAML', () => {
     expect(() => parseConfigYaml('port: 1\nhost: *nope\n', 'r.yaml')).toThrow(ConfigError);
     expect(issuesOf('port: 1\nhost: *nope\n')).toEqual(['r.yaml:2:7: YAML syntax error: Unresolved alias (the anchor must be set before the alias): nope']);
     let laughs = 'a0: &a0 [x, x, x, x, x, x, x, x, x]\n';
-    for (let i = 1; i < 9; i++) laughs += `a${i}: &a${i} [${Array(9).fill(`*a${i - 1}`).join(', ')}]\n`;
+    for (let i = 1; i < 9; i++)
+      laughs += `a${i}: &a${i} [${Array(9)
+        .fill(`*a${i - 1}`)
+        .join(', ')}]\n`;
     expect(issuesOf(laughs)).toEqual(['r.yaml:2:10: YAML syntax error: Excessive alias count indicates a resource exhaustion attack']);
   });
 
   it('a disaggregated topology the workers do not make: each problem at its key and line', () => {
-    const text = ['disaggregation: epd', 'workers:', '  - url: grpc://127.0.0.1:50051', '    worker_type: prefill', '  - url: unix:///tmp/e.sock', '    worker_type: encode', '  - url: grpc://127.0.0.1:50053', '    worker_type: decode', '    bootstrap_port: 9000', '  - url: grpc://127.0.0.1:50054', '    worker_type: encode', '  - url: grpc://127.0.0.1:50055', '    worker_type: prefill', ''].join('\n');
+    const text = [
+      'disaggregation: epd',
+      'workers:',
+      '  - url: grpc://127.0.0.1:50051',
+      '    worker_type: prefill',
+      '  - url: unix:///tmp/e.sock',
+      '    worker_type: encode',
+      '  - url: grpc://127.0.0.1:50053',
+      '    worker_type: decode',
+      '    bootstrap_port: 9000',
+      '  - url: grpc://127.0.0.1:50054',
+      '    worker_type: encode',
+      '  - url: grpc://127.0.0.1:50055',
+      '    worker_type: prefill',
+      '',
+    ].join('\n');
     expect(issuesOf(text)).toEqual([
       "r.yaml:5:10: invalid value 'unix:///tmp/e.sock' for workers[1].url: an encode worker under disaggregation epd needs a grpc://host:port URL: its bootstrap server is reached at that host",
       'r.yaml:9:21: invalid value 9000 for workers[2].bootstrap_port: bootstrap_port is for prefill and encode workers (their bootstrap server); this worker is decode',
@@ -128,7 +156,9 @@ describe('export and save', () => {
 
   it('exports the same bytes for the same config and round-trips', () => {
     const once = exportConfigYaml(sample);
-    const reordered = RouterConfigSchema.parse(JSON.parse(JSON.stringify({ ...sample, workers: [{ ...sample.workers[0], labels: { arch: 'x86', zone: 'a' } }, sample.workers[1]] })));
+    const reordered = RouterConfigSchema.parse(
+      JSON.parse(JSON.stringify({ ...sample, workers: [{ ...sample.workers[0], labels: { arch: 'x86', zone: 'a' } }, sample.workers[1]] })),
+    );
     expect(exportConfigYaml(reordered)).toBe(once);
     const back = parseConfigYaml(once).config;
     expect(back).toEqual(sample);
@@ -159,7 +189,13 @@ describe('export and save', () => {
       workers: [{ ...sample.workers[0]!, multimodal_shm_min_bytes: undefined }, sample.workers[1]!, { url: 'grpc://c:3' }],
     });
     const text = updateConfigYaml(original, edited);
-    for (const comment of ['# Router for the GPU box', '# fixed by the firewall', '# auto: only when the worker shares /dev/shm', '# the encoder', '# left socket']) {
+    for (const comment of [
+      '# Router for the GPU box',
+      '# fixed by the firewall',
+      '# auto: only when the worker shares /dev/shm',
+      '# the encoder',
+      '# left socket',
+    ]) {
       expect(text).toContain(comment);
     }
     expect(text).toContain('multimodal_tensor_transport: shm');

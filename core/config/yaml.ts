@@ -84,7 +84,10 @@ function duplicateKey(root: unknown): Node | undefined {
 }
 
 function syntaxError(source: string, pos: { line: number; col: number }, message: string): ConfigError {
-  return new ConfigError([{ path: '', message: `${source}:${pos.line}:${pos.col}: YAML syntax error: ${message}`, line: pos.line, column: pos.col }], `cannot read ${source}:`);
+  return new ConfigError(
+    [{ path: '', message: `${source}:${pos.line}:${pos.col}: YAML syntax error: ${message}`, line: pos.line, column: pos.col }],
+    `cannot read ${source}:`,
+  );
 }
 
 /**
@@ -116,7 +119,17 @@ function parseConfigYamlOnce(text: string, source: string): ParsedConfigFile {
   const size = Buffer.byteLength(text, 'utf8');
   if (size > MAX_CONFIG_YAML_BYTES) {
     const kib = (n: number) => `${Math.ceil(n / 1024)} KiB`;
-    throw new ConfigError([{ path: '', message: `${source}:1:1: the configuration is ${kib(size)}, above the ${kib(MAX_CONFIG_YAML_BYTES)} a configuration may have (MAX_CONFIG_YAML_BYTES; ${MAX_WORKERS} workers fit in about half of it)`, line: 1, column: 1 }], `cannot read ${source}:`);
+    throw new ConfigError(
+      [
+        {
+          path: '',
+          message: `${source}:1:1: the configuration is ${kib(size)}, above the ${kib(MAX_CONFIG_YAML_BYTES)} a configuration may have (MAX_CONFIG_YAML_BYTES; ${MAX_WORKERS} workers fit in about half of it)`,
+          line: 1,
+          column: 1,
+        },
+      ],
+      `cannot read ${source}:`,
+    );
   }
   const lines = new LineCounter();
   let doc: Document.Parsed;
@@ -151,23 +164,41 @@ function parseConfigYamlOnce(text: string, source: string): ParsedConfigFile {
     const named = /: (\S+)$/.exec(message)?.[1];
     const at = (named ? text.indexOf(`*${named}`) : -1) >= 0 ? text.indexOf(`*${named}`) : Math.max(0, text.search(/\*[^\s,[\]{}]/));
     const pos = lines.linePos(at);
-    throw new ConfigError([{ path: '', message: `${source}:${pos.line}:${pos.col}: YAML syntax error: ${message}`, line: pos.line, column: pos.col }], `cannot read ${source}:`);
+    throw new ConfigError(
+      [{ path: '', message: `${source}:${pos.line}:${pos.col}: YAML syntax error: ${message}`, line: pos.line, column: pos.col }],
+      `cannot read ${source}:`,
+    );
   }
   if (typeof data !== 'object' || Array.isArray(data)) {
-    throw new ConfigError([{ path: '', message: `${source}:1:1: expected a mapping of router settings at the top level, got ${Array.isArray(data) ? 'a list' : typeof data}`, line: 1, column: 1 }], `invalid configuration in ${source}:`);
+    throw new ConfigError(
+      [
+        {
+          path: '',
+          message: `${source}:1:1: expected a mapping of router settings at the top level, got ${Array.isArray(data) ? 'a list' : typeof data}`,
+          line: 1,
+          column: 1,
+        },
+      ],
+      `invalid configuration in ${source}:`,
+    );
   }
   const result = checkRouterConfig(data);
   if (!result.ok) {
     const rest = result.issues.filter((issue) => issue.rest);
-    const issues: ConfigIssue[] = result.issues.filter((issue) => !issue.rest).map((issue) => {
-      const pos = positionOf(doc.contents, issue.keyPath, issue.unknownKey === true, lines);
-      return { path: issue.path, message: `${source}:${pos.line}:${pos.col}: ${issue.message}`, line: pos.line, column: pos.col };
-    });
+    const issues: ConfigIssue[] = result.issues
+      .filter((issue) => !issue.rest)
+      .map((issue) => {
+        const pos = positionOf(doc.contents, issue.keyPath, issue.unknownKey === true, lines);
+        return { path: issue.path, message: `${source}:${pos.line}:${pos.col}: ${issue.message}`, line: pos.line, column: pos.col };
+      });
     issues.sort((a, b) => a.line! - b.line! || a.column! - b.column!);
     // The count of what is not listed goes last, at the last listed problem's position.
     const last = issues.at(-1);
     const at = { line: last?.line ?? 1, column: last?.column ?? 1 };
-    throw new ConfigError([...issues, ...rest.map(({ path, message }) => ({ path, message: `${source}:${at.line}:${at.column}: ${message}`, ...at }))], `invalid configuration in ${source}:`);
+    throw new ConfigError(
+      [...issues, ...rest.map(({ path, message }) => ({ path, message: `${source}:${at.line}:${at.column}: ${message}`, ...at }))],
+      `invalid configuration in ${source}:`,
+    );
   }
   const positions = new Map<string, { line: number; column: number }>();
   collectPositions(doc.contents, [], lines, positions);
@@ -295,7 +326,8 @@ export async function loadConfigFile(file: string): Promise<ParsedConfigFile> {
     text = await fs.readFile(file, 'utf8');
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : String((err as Error).message);
+    const why =
+      code === 'ENOENT' ? 'no such file' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : String((err as Error).message);
     throw new ConfigError([{ path: '', message: `cannot read config file ${file}: ${why}` }]);
   }
   return parseConfigYaml(text, file);
@@ -383,4 +415,3 @@ export async function saveConfigFile(file: string, config: RouterConfig): Promis
   await writeFileAtomic(file, text);
   return text;
 }
-

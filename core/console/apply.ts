@@ -26,7 +26,14 @@ type Applier = Pick<ConsoleState, 'apply' | 'untilRestart' | 'restartChangesNow'
 
 const nextTask = () => new Promise<void>((resolve) => setImmediate(resolve));
 
-export function createApplier(deps: { store: ConfigStore; file: ConfigFile; history: ConfigHistory; running: RunningRouter; flags: ConfigFlags; startFlags: readonly StartFlag[] }): Applier {
+export function createApplier(deps: {
+  store: ConfigStore;
+  file: ConfigFile;
+  history: ConfigHistory;
+  running: RunningRouter;
+  flags: ConfigFlags;
+  startFlags: readonly StartFlag[];
+}): Applier {
   const { store, file, history, running, flags, startFlags } = deps;
   /** Settings the operator changed since the start or the last reload (restart.ts: they are written as they run). */
   const operatorKeys = new Set<string>();
@@ -103,7 +110,12 @@ export function createApplier(deps: { store: ConfigStore; file: ConfigFile; hist
         const applied = store.apply(config, expectedRevision, { origin: originLabel(client), client });
         operatorKeys.clear();
         for (const k of keys) operatorKeys.add(k);
-        return { revision: applied.revision, diff: diffConfigs(current.config, applied.config), file: file.path, untilRestart: restartChanges(config, written, flags, embedded) };
+        return {
+          revision: applied.revision,
+          diff: diffConfigs(current.config, applied.config),
+          file: file.path,
+          untilRestart: restartChanges(config, written, flags, embedded),
+        };
       };
       const result = queue.then(run, run);
       queue = result.catch(() => {});

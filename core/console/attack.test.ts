@@ -51,17 +51,31 @@ describe('request targets that are not a URL path: 400, never a crash', () => {
   it.each(BAD_REQUEST_TARGETS)('console GET %s', async (target) => {
     const r = await rawRequest(consoleUrl, `GET ${target} HTTP/1.1\r\nHost: {host}\r\n\r\n`);
     expect(r.status).toBe(400);
-    expect(JSON.parse(r.body).error).toMatchObject({ code: 'invalid_input', message: expect.stringMatching(/^the request target .* (is not a valid URL|has a malformed percent-encoding)$/) });
+    expect(JSON.parse(r.body).error).toMatchObject({
+      code: 'invalid_input',
+      message: expect.stringMatching(/^the request target .* (is not a valid URL|has a malformed percent-encoding)$/),
+    });
   });
 
   it.each(BAD_REQUEST_TARGETS)('console WebSocket upgrade to %s', async (target) => {
-    const r = await rawRequest(consoleUrl, `GET ${target} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`);
+    const r = await rawRequest(
+      consoleUrl,
+      `GET ${target} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+    );
     expect(r.status).toBe(400);
   });
 
-  it.each(BAD_REQUEST_TARGETS.flatMap((t) => [['GET', t], ['POST', t]]))('router %s %s', async (method, target) => {
+  it.each(
+    BAD_REQUEST_TARGETS.flatMap((t) => [
+      ['GET', t],
+      ['POST', t],
+    ]),
+  )('router %s %s', async (method, target) => {
     const body = method === 'POST' ? '{"messages":[{"role":"user","content":"hi"}]}' : '';
-    const r = await rawRequest(routerUrl, `${method} ${target} HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`);
+    const r = await rawRequest(
+      routerUrl,
+      `${method} ${target} HTTP/1.1\r\nHost: {host}\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`,
+    );
     expect(r.status).toBe(400);
     expect(JSON.parse(r.body).error).toMatchObject({ type: 'invalid_request_error', message: expect.stringMatching(/^the request target /) });
   });
@@ -82,7 +96,10 @@ describe('WebSocket frames that break the protocol close that connection only', 
     expect(watcher.readyState).toBe(WebSocket.OPEN);
     const next = new Promise<string>((resolve) => watcher.once('message', (d) => resolve(String(d))));
     const view = await jsonOf(await command('config.get', '{}'));
-    const applied = await command('config.apply', JSON.stringify({ draft: { ...view.config, workers: view.config.workers, health_check_interval_secs: 2 }, expectedRevision: view.revision }));
+    const applied = await command(
+      'config.apply',
+      JSON.stringify({ draft: { ...view.config, workers: view.config.workers, health_check_interval_secs: 2 }, expectedRevision: view.revision }),
+    );
     expect(applied.status).toBe(200);
     expect(JSON.parse(await next)).toMatchObject({ stream: 'config', payload: { revision: view.revision + 1 } });
   });
@@ -90,19 +107,42 @@ describe('WebSocket frames that break the protocol close that connection only', 
 
 describe('bodies and configurations too big, too deep or degenerate', () => {
   it('a 100 MB command body gets a 413 JSON answer, not a reset', async () => {
-    const r = await rawRequest(consoleUrl, Buffer.concat([Buffer.from(`POST /api/config.validate HTTP/1.1\r\nHost: ${new URL(consoleUrl).host}\r\nauthorization: Bearer ${token}\r\ncontent-type: application/json\r\ncontent-length: ${100 * 1024 * 1024}\r\n\r\n`), Buffer.alloc(1024 * 1024, 0x20)]));
+    const r = await rawRequest(
+      consoleUrl,
+      Buffer.concat([
+        Buffer.from(
+          `POST /api/config.validate HTTP/1.1\r\nHost: ${new URL(consoleUrl).host}\r\nauthorization: Bearer ${token}\r\ncontent-type: application/json\r\ncontent-length: ${100 * 1024 * 1024}\r\n\r\n`,
+        ),
+        Buffer.alloc(1024 * 1024, 0x20),
+      ]),
+    );
     expect(r.status).toBe(413);
-    expect(JSON.parse(r.body).error).toMatchObject({ code: 'invalid_input', message: 'the command body is above 256 KiB (a configuration of the most workers allowed fits well within it)' });
+    expect(JSON.parse(r.body).error).toMatchObject({
+      code: 'invalid_input',
+      message: 'the command body is above 256 KiB (a configuration of the most workers allowed fits well within it)',
+    });
   });
 
   it('a chunked body that grows past the limit gets the same 413', async () => {
     const chunk = Buffer.alloc(512 * 1024, 0x20);
-    const r = await rawRequest(consoleUrl, Buffer.concat([Buffer.from(`POST /api/config.validate HTTP/1.1\r\nHost: ${new URL(consoleUrl).host}\r\nauthorization: Bearer ${token}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n${chunk.length.toString(16)}\r\n`), chunk, Buffer.from('\r\n')]));
+    const r = await rawRequest(
+      consoleUrl,
+      Buffer.concat([
+        Buffer.from(
+          `POST /api/config.validate HTTP/1.1\r\nHost: ${new URL(consoleUrl).host}\r\nauthorization: Bearer ${token}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n${chunk.length.toString(16)}\r\n`,
+        ),
+        chunk,
+        Buffer.from('\r\n'),
+      ]),
+    );
     expect(r.status).toBe(413);
   });
 
   it('JSON nested 100,000 deep in a worker label is a 400, not a 500 stack overflow', async () => {
-    const r = await command('config.validate', `{"draft":{"workers":[{"url":"grpc://127.0.0.1:1","labels":{"zone":${'['.repeat(100_000)}${']'.repeat(100_000)}}}]}}`);
+    const r = await command(
+      'config.validate',
+      `{"draft":{"workers":[{"url":"grpc://127.0.0.1:1","labels":{"zone":${'['.repeat(100_000)}${']'.repeat(100_000)}}}]}}`,
+    );
     expect(r.status).toBe(400);
     expect((await jsonOf(r)).error).toMatchObject({ code: 'invalid_input', message: 'the command body is nested deeper than 32 levels' });
   });
@@ -113,7 +153,12 @@ describe('bodies and configurations too big, too deep or degenerate', () => {
     const workers = Array.from({ length: MAX_WORKERS + 1 }, (_, i) => ({ url: `grpc://127.0.0.1:${20000 + i}` }));
     const r = await command('config.apply', JSON.stringify({ draft: { ...view.config, workers }, expectedRevision: view.revision }));
     expect(r.status).toBe(422);
-    expect((await jsonOf(r)).error.issues).toEqual([{ path: 'workers', message: `invalid value a list of ${MAX_WORKERS + 1} entries for workers: expected at most ${MAX_WORKERS} workers (MAX_WORKERS, docs/configuration.md)` }]);
+    expect((await jsonOf(r)).error.issues).toEqual([
+      {
+        path: 'workers',
+        message: `invalid value a list of ${MAX_WORKERS + 1} entries for workers: expected at most ${MAX_WORKERS} workers (MAX_WORKERS, docs/configuration.md)`,
+      },
+    ]);
     expect(readFileSync(configFile, 'utf8')).toBe(before);
   });
 
@@ -124,7 +169,9 @@ describe('bodies and configurations too big, too deep or degenerate', () => {
     const small = `workers:\n${Array.from({ length: 300 }, (_, i) => `  - url: grpc://127.0.0.1:${1 + i}\n`).join('')}`;
     const resolve = await command('config.resolve', JSON.stringify({ yaml: small }));
     expect(resolve.status).toBe(200);
-    expect((await jsonOf(resolve)).issues[0].message).toBe(`draft.yaml:2:3: invalid value a list of 300 entries for workers: expected at most ${MAX_WORKERS} workers (MAX_WORKERS, docs/configuration.md)`);
+    expect((await jsonOf(resolve)).issues[0].message).toBe(
+      `draft.yaml:2:3: invalid value a list of 300 entries for workers: expected at most ${MAX_WORKERS} workers (MAX_WORKERS, docs/configuration.md)`,
+    );
   });
 
   it.each([
@@ -158,7 +205,9 @@ describe('a router.yaml of 10,000 workers (what the console used to persist)', (
     try {
       const r = runMmtc(['serve', '--config', big, '--port', '0', '--console-port', '0'], { XDG_CONFIG_HOME: other, MMTC_MALLOC_HUGETLB: '0' });
       expect(r.status).toBe(2);
-      expect(r.stderr).toContain(`${big}:1:1: the configuration is ${Math.ceil(readFileSync(big).length / 1024)} KiB, above the 32 KiB a configuration may have (MAX_CONFIG_YAML_BYTES`);
+      expect(r.stderr).toContain(
+        `${big}:1:1: the configuration is ${Math.ceil(readFileSync(big).length / 1024)} KiB, above the 32 KiB a configuration may have (MAX_CONFIG_YAML_BYTES`,
+      );
       expect(r.stdout).not.toMatch(/listening/);
     } finally {
       rmSync(other, { recursive: true, force: true });
@@ -169,7 +218,11 @@ describe('a router.yaml of 10,000 workers (what the console used to persist)', (
 describe('--console-host', () => {
   it('the console stays on 127.0.0.1 when the router listens elsewhere', async () => {
     const other = mkdtempSync(path.join(tmpdir(), 'mmtc-attack-host-'));
-    const s = await startMmtc(['serve', '--config', path.join(other, 'router.yaml'), '--host', '127.0.0.3', '--port', '0', '--console-port', '0'], /^mmtc console: /, { XDG_CONFIG_HOME: other });
+    const s = await startMmtc(
+      ['serve', '--config', path.join(other, 'router.yaml'), '--host', '127.0.0.3', '--port', '0', '--console-port', '0'],
+      /^mmtc console: /,
+      { XDG_CONFIG_HOME: other },
+    );
     try {
       expect(s.output()).toMatch(/mmtc router listening on http:\/\/127\.0\.0\.3:\d+ /);
       const port = /^mmtc console: http:\/\/127\.0\.0\.1:(\d+)\/#token=/.exec(s.line)![1];

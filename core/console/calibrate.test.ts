@@ -16,7 +16,11 @@ describe('calibration: a winner only beyond the noise', () => {
 
   it('the fewest samples that can separate two paths', () => {
     const n = minSamplesForWinner();
-    const sep = (k: number) => comparePaths(Array.from({ length: k }, (_, i) => 100 + i), Array.from({ length: k }, (_, i) => 1 + i)).winner;
+    const sep = (k: number) =>
+      comparePaths(
+        Array.from({ length: k }, (_, i) => 100 + i),
+        Array.from({ length: k }, (_, i) => 1 + i),
+      ).winner;
     expect(sep(n)).toBe('shm');
     expect(sep(n - 1)).toBe('tie');
   });
@@ -50,9 +54,15 @@ describe('calibration: the crossover', () => {
   it('no clear crossover when SHM never clearly wins, and the note says so with the measured range', () => {
     const ties = pts(['tie', 'tie', 'tie']);
     expect(findCrossover(ties)).toEqual({ crossoverBytes: null, recommendedMinBytes: null });
-    expect(calibrationNote(ties, null, 3)).toMatch(/^No clear crossover: at every measured size \(16\.00 KiB to 256\.00 KiB\) .* within the noise of 3 samples per size/);
+    expect(calibrationNote(ties, null, 3)).toMatch(
+      /^No clear crossover: at every measured size \(16\.00 KiB to 256\.00 KiB\) .* within the noise of 3 samples per size/,
+    );
     expect(calibrationNote(pts(['inline', 'inline']), null, 15)).toMatch(/^Inline was clearly faster at every measured size \(16\.00 KiB to 64\.00 KiB\)/);
-    expect(calibrationNote(pts(['inline', 'shm', 'tie']), 64 * KiB, 15)).toBe('SHM was clearly faster at 64.00 KiB and inline at no size above 64.00 KiB; at 256.00 KiB the two are within the noise (measured 16.00 KiB to 256.00 KiB). The threshold sits between 64.00 KiB and the next smaller size measured.');
-    expect(calibrationNote(pts(['inline', 'tie', 'shm']), 256 * KiB, 15)).toBe('SHM is clearly faster from 256.00 KiB on (measured 16.00 KiB to 256.00 KiB); the threshold sits between that and the next smaller size measured. At 64.00 KiB the difference is within the noise (either path is as fast).');
+    expect(calibrationNote(pts(['inline', 'shm', 'tie']), 64 * KiB, 15)).toBe(
+      'SHM was clearly faster at 64.00 KiB and inline at no size above 64.00 KiB; at 256.00 KiB the two are within the noise (measured 16.00 KiB to 256.00 KiB). The threshold sits between 64.00 KiB and the next smaller size measured.',
+    );
+    expect(calibrationNote(pts(['inline', 'tie', 'shm']), 256 * KiB, 15)).toBe(
+      'SHM is clearly faster from 256.00 KiB on (measured 16.00 KiB to 256.00 KiB); the threshold sits between that and the next smaller size measured. At 64.00 KiB the difference is within the noise (either path is as fast).',
+    );
   });
 });

@@ -44,7 +44,7 @@ export type Winner = 'shm' | 'inline' | 'tie';
 
 /** The fewest samples per path with which a size can have a winner at all (every SHM sample faster than every inline one reaches |z| = CLEAR_Z). */
 export function minSamplesForWinner(): number {
-  for (let n = 1; n <= 100; n++) if (n * n / 2 / Math.sqrt((n * n * (2 * n + 1)) / 12) >= CLEAR_Z) return n;
+  for (let n = 1; n <= 100; n++) if ((n * n) / 2 / Math.sqrt((n * n * (2 * n + 1)) / 12) >= CLEAR_Z) return n;
   return 100;
 }
 
@@ -97,7 +97,10 @@ export function calibrationSizes(config: Parameters<typeof patchGeometry>[2], el
 }
 
 /** The crossover of measured points (sizes ascending), by the rule in the header. */
-export function findCrossover(points: ReadonlyArray<{ nbytes: number; winner: Winner }>): { crossoverBytes: number | null; recommendedMinBytes: number | null } {
+export function findCrossover(points: ReadonlyArray<{ nbytes: number; winner: Winner }>): {
+  crossoverBytes: number | null;
+  recommendedMinBytes: number | null;
+} {
   let first = -1;
   for (let i = points.length - 1; i >= 0; i--) {
     if (points[i]!.winner === 'inline') break;
@@ -114,7 +117,12 @@ export function findCrossover(points: ReadonlyArray<{ nbytes: number; winner: Wi
 export function calibrationPlan(state: ConsoleState, url: string): { dtype: string; sizes: SizePlan[] } {
   const ctx = state.running.context;
   const worker = ctx.registry.get(url);
-  if (!worker?.healthy || !worker.runtime) throw new ContractError('invalid_config', `worker ${url} is not healthy (${worker?.lastError ?? 'not discovered'}); calibration needs a worker that answers`, 'url');
+  if (!worker?.healthy || !worker.runtime)
+    throw new ContractError(
+      'invalid_config',
+      `worker ${url} is not healthy (${worker?.lastError ?? 'not discovered'}); calibration needs a worker that answers`,
+      'url',
+    );
   const s = state.store.current();
   const spec = findWorker(s, url);
   // Under disaggregation a decode worker (and a prefill next to encode workers) reads no pixel
@@ -123,20 +131,46 @@ export function calibrationPlan(state: ConsoleState, url: string): { dtype: stri
   if (reader && reader.worker !== spec) {
     // The workers that do read them and can be calibrated: healthy, with a /dev/shm lane.
     const role = reader.worker.worker_type;
-    const readers = s.config.workers.filter((w) => {
-      const seen = w.worker_type === role ? ctx.registry.get(w.url) : undefined;
-      return seen?.healthy && seen.runtime && capabilitiesOf(seen.runtime).shmLane;
-    }).map((w) => w.url);
-    const instead = readers.length === 0 ? `no ${role} worker can be calibrated now (each is unhealthy or its protocol carries tensors inline only)` : `calibrate ${readers.length === 1 ? readers[0] : `one of the ${role} workers (${readers.join(', ')})`}`;
-    throw new ContractError('invalid_config', `worker ${url} is a ${spec.worker_type} worker under disaggregation ${s.config.disaggregation}: it reads no pixel tensors (${reader.why}), so there is no transport of its own to measure; ${instead}`, 'url');
+    const readers = s.config.workers
+      .filter((w) => {
+        const seen = w.worker_type === role ? ctx.registry.get(w.url) : undefined;
+        return seen?.healthy && seen.runtime && capabilitiesOf(seen.runtime).shmLane;
+      })
+      .map((w) => w.url);
+    const instead =
+      readers.length === 0
+        ? `no ${role} worker can be calibrated now (each is unhealthy or its protocol carries tensors inline only)`
+        : `calibrate ${readers.length === 1 ? readers[0] : `one of the ${role} workers (${readers.join(', ')})`}`;
+    throw new ContractError(
+      'invalid_config',
+      `worker ${url} is a ${spec.worker_type} worker under disaggregation ${s.config.disaggregation}: it reads no pixel tensors (${reader.why}), so there is no transport of its own to measure; ${instead}`,
+      'url',
+    );
   }
   const capabilities = capabilitiesOf(worker.runtime);
-  if (!capabilities.shmLane) throw new ContractError('invalid_config', `worker ${url} speaks ${capabilities.label}, whose protocol carries tensors inline only: there is no SHM path to measure`, 'url');
+  if (!capabilities.shmLane)
+    throw new ContractError(
+      'invalid_config',
+      `worker ${url} speaks ${capabilities.label}, whose protocol carries tensors inline only: there is no SHM path to measure`,
+      'url',
+    );
   // What a request with SHM forced would do now: measuring "SHM" needs its tensors to go
   // through /dev/shm, not to be attempted and sent again inline (another /dev/shm, a broken lane).
-  const forced = workerTransport(state, { ...spec, multimodal_tensor_transport: 'shm', multimodal_shm_min_bytes: KiB }, s.config, s, s.origins, worker).decision;
+  const forced = workerTransport(
+    state,
+    { ...spec, multimodal_tensor_transport: 'shm', multimodal_shm_min_bytes: KiB },
+    s.config,
+    s,
+    s.origins,
+    worker,
+  ).decision;
   const outcome = decisionOutcome(forced);
-  if (outcome !== 'shm') throw new ContractError('invalid_config', `with SHM forced, worker ${url}'s requests would not go through /dev/shm (${forced.reason}: ${DECISION_REASONS[forced.reason]}), so there is no SHM path to measure`, 'url');
+  if (outcome !== 'shm')
+    throw new ContractError(
+      'invalid_config',
+      `with SHM forced, worker ${url}'s requests would not go through /dev/shm (${forced.reason}: ${DECISION_REASONS[forced.reason]}), so there is no SHM path to measure`,
+      'url',
+    );
   const dtype = capabilities.encoderDtype('image', ctx.processEnv, worker.labels).dtype;
   return { dtype, sizes: calibrationSizes(ctx.model.imageConfig, dtype === 'float32' ? 4 : 2) };
 }
@@ -176,7 +210,10 @@ export async function calibrateWorker(state: ConsoleState, url: string, samples:
     const encoder = ctx.events.recent().filter((e) => e.requestId === chat.requestId && e.nbytes >= KiB);
     const wrong = encoder.find((e) => e.path !== mode || e.attempt !== undefined);
     if (encoder.length === 0 || wrong) {
-      throw new ContractError('internal', `calibration stopped: a ${mode} sample at ${formatSize(s.nbytes)} went ${wrong ? `${wrong.path} (${wrong.reason}${wrong.detail ? `: ${wrong.detail}` : ''})` : 'without its encoder tensor'}, so it would not measure the ${mode} path`);
+      throw new ContractError(
+        'internal',
+        `calibration stopped: a ${mode} sample at ${formatSize(s.nbytes)} went ${wrong ? `${wrong.path} (${wrong.reason}${wrong.detail ? `: ${wrong.detail}` : ''})` : 'without its encoder tensor'}, so it would not measure the ${mode} path`,
+      );
     }
     return chat.timing.span('place') + chat.timing.span('worker');
   };
@@ -211,7 +248,16 @@ export async function calibrateWorker(state: ConsoleState, url: string, samples:
     };
   });
   const { crossoverBytes, recommendedMinBytes } = findCrossover(points);
-  return { worker: url, runtime: worker.runtime!, dtype, samplesPerPoint: samples, points, crossoverBytes, recommendedMinBytes, note: calibrationNote(points, crossoverBytes, samples) };
+  return {
+    worker: url,
+    runtime: worker.runtime!,
+    dtype,
+    samplesPerPoint: samples,
+    points,
+    crossoverBytes,
+    recommendedMinBytes,
+    note: calibrationNote(points, crossoverBytes, samples),
+  };
 }
 
 /** What the measurement says, in words: the crossover, or why there is none, and where the two paths are within the noise. */
@@ -220,8 +266,10 @@ export function calibrationNote(points: ReadonlyArray<{ nbytes: number; winner: 
   const ties = points.filter((p) => p.winner === 'tie').map((p) => formatSize(p.nbytes));
   const tieText = ties.length ? ` At ${ties.join(', ')} the difference is within the noise (either path is as fast).` : '';
   if (crossoverBytes === null) {
-    if (points.every((p) => p.winner === 'inline')) return `Inline was clearly faster at every measured size (${range}): keep the threshold above ${formatSize(points.at(-1)!.nbytes)}, or use mode inline for this worker.`;
-    if (points.some((p) => p.winner === 'shm')) return `No clear crossover: SHM wins at some sizes but inline wins at a larger one (${range}, ${samples} samples per size).${tieText} Measure again with more samples.`;
+    if (points.every((p) => p.winner === 'inline'))
+      return `Inline was clearly faster at every measured size (${range}): keep the threshold above ${formatSize(points.at(-1)!.nbytes)}, or use mode inline for this worker.`;
+    if (points.some((p) => p.winner === 'shm'))
+      return `No clear crossover: SHM wins at some sizes but inline wins at a larger one (${range}, ${samples} samples per size).${tieText} Measure again with more samples.`;
     return `No clear crossover: at ${points.every((p) => p.winner === 'tie') ? 'every' : 'each'} measured size (${range}) where inline does not win, the difference is within the noise of ${samples} samples per size.${tieText} Nothing is recommended; more samples may separate them.`;
   }
   // Above the crossover inline wins nowhere, but sizes may tie: then SHM is not "clearly faster" there.
@@ -232,6 +280,7 @@ export function calibrationNote(points: ReadonlyArray<{ nbytes: number; winner: 
     const belowText = below.length ? ` At ${below.join(', ')} the difference is within the noise too.` : '';
     return `SHM was clearly faster at ${wins.join(', ')} and inline at no size above ${formatSize(crossoverBytes)}; at ${tiesAbove.join(', ')} the two are within the noise (measured ${range}). The threshold sits between ${formatSize(crossoverBytes)} and the next smaller size measured.${belowText}`;
   }
-  if (crossoverBytes === points[0]!.nbytes) return `SHM was clearly faster from the smallest measured size, ${formatSize(crossoverBytes)}, up to ${formatSize(points.at(-1)!.nbytes)}; smaller tensors were not measured.${tieText}`;
+  if (crossoverBytes === points[0]!.nbytes)
+    return `SHM was clearly faster from the smallest measured size, ${formatSize(crossoverBytes)}, up to ${formatSize(points.at(-1)!.nbytes)}; smaller tensors were not measured.${tieText}`;
   return `SHM is clearly faster from ${formatSize(crossoverBytes)} on (measured ${range}); the threshold sits between that and the next smaller size measured.${tieText}`;
 }

@@ -25,7 +25,15 @@ beforeAll(async () => {
   a = wa.line.match(/grpc:\/\/\S+/)![0];
   if (isRoot) {
     // exec: the worker itself is the process the stop signal reaches.
-    const wb = await startMmtc(['worker', '--runtime', 'vllm', '--port', '0'], /listening on grpc:\/\//, {}, ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', `mount -t tmpfs -o size=64m mmtc-claims /dev/shm && exec "$0" "$@"`]);
+    const wb = await startMmtc(['worker', '--runtime', 'vllm', '--port', '0'], /listening on grpc:\/\//, {}, [
+      'unshare',
+      '--mount',
+      '--propagation',
+      'private',
+      'sh',
+      '-c',
+      `mount -t tmpfs -o size=64m mmtc-claims /dev/shm && exec "$0" "$@"`,
+    ]);
     stops.push(() => wb.stop());
     b = wb.line.match(/grpc:\/\/\S+/)![0];
   }
@@ -94,7 +102,7 @@ describe('a setting a flag gave at start, changed in the console', () => {
     }
   });
 
-  it('under --worker-urls, an apply of another setting leaves the file\'s own worker list as it was', async () => {
+  it("under --worker-urls, an apply of another setting leaves the file's own worker list as it was", async () => {
     const file = path.join(dir, 'own-workers.yaml');
     writeFileSync(file, '# our workers\nworkers:\n  - url: grpc://127.0.0.1:9\n');
     const c = await startConsole({ flags: { config: file, port: '0', workerUrls: [a] }, env, processEnv: {}, log: () => {} });
@@ -113,7 +121,7 @@ describe('a setting a flag gave at start, changed in the console', () => {
     }
   });
 
-  it('a flagged setting changed and then set back to the flag\'s value: the file says what the operator chose last', async () => {
+  it("a flagged setting changed and then set back to the flag's value: the file says what the operator chose last", async () => {
     const file = path.join(dir, 'set-back.yaml');
     writeFileSync(file, `multimodal_tensor_transport: inline\nworkers:\n  - url: ${a}\n`);
     const c = await startConsole({ flags: { config: file, port: '0', multimodalTensorTransport: 'auto' }, env, processEnv: {}, log: () => {} });
@@ -121,7 +129,11 @@ describe('a setting a flag gave at start, changed in the console', () => {
       let view = await c.backend.invoke('config.get', {}, meta);
       await c.backend.invoke('config.apply', { draft: { ...view.config, multimodal_tensor_transport: 'shm' }, expectedRevision: view.revision }, meta);
       view = await c.backend.invoke('config.get', {}, meta);
-      const back = await c.backend.invoke('config.apply', { draft: { ...view.config, multimodal_tensor_transport: 'auto' }, expectedRevision: view.revision }, meta);
+      const back = await c.backend.invoke(
+        'config.apply',
+        { draft: { ...view.config, multimodal_tensor_transport: 'auto' }, expectedRevision: view.revision },
+        meta,
+      );
       expect(back.untilRestart).toEqual([]);
       expect(readFileSync(file, 'utf8')).toContain('multimodal_tensor_transport: auto');
       expect((await c.backend.invoke('overview', {}, meta)).config.restartChanges).toEqual([]);
@@ -162,7 +174,13 @@ describe('a setting a flag gave at start, changed in the console', () => {
     const c = await startConsole({ flags: { config: file, port: '0', workerUrls: [a] }, env, processEnv: {}, log: () => {} });
     try {
       const view = await c.backend.invoke('config.get', {}, meta);
-      const draft = { ...view.config, workers: [...view.config.workers, { url: 'grpc://127.0.0.1:9', runtime: 'unspecified' as const, worker_type: 'regular' as const, labels: {}, priority: 50 }] };
+      const draft = {
+        ...view.config,
+        workers: [
+          ...view.config.workers,
+          { url: 'grpc://127.0.0.1:9', runtime: 'unspecified' as const, worker_type: 'regular' as const, labels: {}, priority: 50 },
+        ],
+      };
       const preview = await c.backend.invoke('config.diff', { draft }, meta);
       expect(preview.untilRestart).toEqual([expect.objectContaining({ path: 'workers["grpc://127.0.0.1:9"]', kind: 'removed' })]);
     } finally {
@@ -174,7 +192,10 @@ describe('a setting a flag gave at start, changed in the console', () => {
 describe.skipIf(!isRoot)('mode shm forced on a worker in another /dev/shm (root: a private tmpfs)', () => {
   it('every view says SHM will be attempted and fail over; the lane breaks for real; the warning is pushed within a second; reset is refused while its next request would break the lane again', async () => {
     const file = path.join(dir, 'two.yaml');
-    writeFileSync(file, `multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${a}\n    runtime: tokenspeed\n  - url: ${b}\n    runtime: vllm\n`);
+    writeFileSync(
+      file,
+      `multimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${a}\n    runtime: tokenspeed\n  - url: ${b}\n    runtime: vllm\n`,
+    );
     const c = await startConsole({ flags: { config: file, port: '0' }, env, processEnv: {}, log: () => {} });
     try {
       for (let i = 0; i < 100; i++) {
@@ -186,7 +207,12 @@ describe.skipIf(!isRoot)('mode shm forced on a worker in another /dev/shm (root:
       const draft = { ...view.config, workers: view.config.workers.map((w) => (w.url === b ? { ...w, multimodal_tensor_transport: 'shm' as const } : w)) };
       // The review warns before the apply, with the reason in words.
       const preview = await c.backend.invoke('config.diff', { draft }, meta);
-      expect(preview.warnings).toEqual([expect.objectContaining({ url: b, decision: expect.objectContaining({ reason: 'shm_worker_other_shm', outcome: 'shm_then_inline', shmEnabled: true }) })]);
+      expect(preview.warnings).toEqual([
+        expect.objectContaining({
+          url: b,
+          decision: expect.objectContaining({ reason: 'shm_worker_other_shm', outcome: 'shm_then_inline', shmEnabled: true }),
+        }),
+      ]);
       expect(preview.warnings[0]!.decision.explanation).toMatch(/SHM will be attempted, the worker will not find the files, and the request goes again inline/);
       const resolved = await c.backend.invoke('config.resolve', { draft }, meta);
       expect(resolved.workers.find((w) => w.url === b)!.decision.outcome).toBe('shm_then_inline');
@@ -210,7 +236,8 @@ describe.skipIf(!isRoot)('mode shm forced on a worker in another /dev/shm (root:
       expect(first.find((e) => e.tensor === 'pixel_values')).toMatchObject({ path: 'shm', reason: 'shm_worker_other_shm' });
       expect(retry.find((e) => e.tensor === 'pixel_values')).toMatchObject({ path: 'inline', reason: 'shm_worker_read_failed' });
       expect(retry[0]!.detail).toMatch(/ENOENT|No such file/);
-      for (let i = 0; i < 40 && !pushed.some((p) => p.overview.warnings.some((w) => w.kind === 'shm_read_failed')); i++) await new Promise((r) => setTimeout(r, 50));
+      for (let i = 0; i < 40 && !pushed.some((p) => p.overview.warnings.some((w) => w.kind === 'shm_read_failed')); i++)
+        await new Promise((r) => setTimeout(r, 50));
       off();
       const warned = pushed.find((p) => p.overview.warnings.some((w) => w.kind === 'shm_read_failed'));
       expect(warned).toBeDefined();
@@ -240,7 +267,7 @@ describe.skipIf(!isRoot)('mode shm forced on a worker in another /dev/shm (root:
 });
 
 describe('an SGLang worker (its protocol has no /dev/shm lane)', () => {
-  it('under shm and auto: every screen\'s verdict is inline with runtime_inline_only, no warning that SHM will fail, Doctor says why, calibration refuses', async () => {
+  it("under shm and auto: every screen's verdict is inline with runtime_inline_only, no warning that SHM will fail, Doctor says why, calibration refuses", async () => {
     const ws = await startMmtc(['worker', '--runtime', 'sglang', '--port', '0'], /listening on grpc:\/\//);
     stops.push(() => ws.stop());
     const s = ws.line.match(/grpc:\/\/\S+/)![0];
@@ -294,17 +321,23 @@ describe('an SGLang worker (its protocol has no /dev/shm lane)', () => {
       startMmtc(['worker', '--runtime', 'sglang', '--port', '0'], /listening on grpc:\/\//),
       startMmtc(['worker', '--runtime', 'sglang', '--port', '0'], /listening on grpc:\/\//),
     ]);
-    stops.push(() => decode.stop(), () => prefill.stop());
+    stops.push(
+      () => decode.stop(),
+      () => prefill.stop(),
+    );
     const [d, p] = [decode, prefill].map((w) => w.line.match(/grpc:\/\/\S+/)![0]);
     const file = path.join(dir, 'sglang-pd.yaml');
     writeFileSync(file, `disaggregation: pd\nworkers:\n  - url: ${p}\n    worker_type: prefill\n  - url: ${d}\n    worker_type: decode\n`);
     const c = await startConsole({ flags: { config: file, port: '0' }, env, processEnv: {}, log: () => {} });
     try {
       const deadline = Date.now() + 10_000;
-      const bothHealthy = async () => (await c.backend.invoke('workers.list', {}, meta)).workers.filter((w) => (w.url === d || w.url === p) && w.health.startsWith('healthy')).length === 2;
+      const bothHealthy = async () =>
+        (await c.backend.invoke('workers.list', {}, meta)).workers.filter((w) => (w.url === d || w.url === p) && w.health.startsWith('healthy')).length === 2;
       while (Date.now() < deadline && !(await bothHealthy())) await new Promise((r) => setTimeout(r, 100));
       const refused = (await c.backend.invoke('transport.calibrationPlan', { url: d }, meta).catch((e: unknown) => e)) as ContractError;
-      expect(refused.message).toBe(`worker ${d} is a decode worker under disaggregation pd: it reads no pixel tensors (tensors go to the prefill worker; ${p}'s overrides apply), so there is no transport of its own to measure; no prefill worker can be calibrated now (each is unhealthy or its protocol carries tensors inline only)`);
+      expect(refused.message).toBe(
+        `worker ${d} is a decode worker under disaggregation pd: it reads no pixel tensors (tensors go to the prefill worker; ${p}'s overrides apply), so there is no transport of its own to measure; no prefill worker can be calibrated now (each is unhealthy or its protocol carries tensors inline only)`,
+      );
       const own = (await c.backend.invoke('transport.calibrationPlan', { url: p }, meta).catch((e: unknown) => e)) as ContractError;
       expect(own.message).toMatch(/carries tensors inline only: there is no SHM path to measure/);
     } finally {

@@ -66,7 +66,13 @@ describe('the config history', () => {
     const file = path.join(dir, 'router.yaml');
     const h = await ConfigHistory.open(file);
     await h.append({ revision: 1, appliedAt: 1, client: 'start', diff: [], config: { multimodal_tensor_transport: 'inline' } });
-    await h.append({ revision: 2, appliedAt: 2, client: 'http', diff: [{ path: 'multimodal_tensor_transport', kind: 'changed', before: 'inline', after: 'shm' }], config: { multimodal_tensor_transport: 'shm' } });
+    await h.append({
+      revision: 2,
+      appliedAt: 2,
+      client: 'http',
+      diff: [{ path: 'multimodal_tensor_transport', kind: 'changed', before: 'inline', after: 'shm' }],
+      config: { multimodal_tensor_transport: 'shm' },
+    });
     writeFileSync(`${file}.history.jsonl`, `${readFileSync(`${file}.history.jsonl`, 'utf8')}{"revision":3,"appl`);
     const again = await ConfigHistory.open(file);
     expect(again.entries().map((r) => [r.revision, r.client])).toEqual([
@@ -132,7 +138,9 @@ describe('symlinks and permissions', () => {
     const file = path.join(dir, 'router.yaml');
     const target = victim();
     symlinkSync(target.path, `${file}.history.jsonl`);
-    await expect(ConfigHistory.open(file)).rejects.toThrow(`${file}.history.jsonl is a symlink; the console does not read or write its history through links (remove it)`);
+    await expect(ConfigHistory.open(file)).rejects.toThrow(
+      `${file}.history.jsonl is a symlink; the console does not read or write its history through links (remove it)`,
+    );
     expect(readFileSync(target.path, 'utf8')).toBe(target.text);
   });
 
@@ -141,7 +149,9 @@ describe('symlinks and permissions', () => {
     const target = victim();
     const history = await ConfigHistory.open(file);
     symlinkSync(target.path, `${file}.history.jsonl`);
-    await expect(history.append({ revision: 1, appliedAt: 0, client: 'http', diff: [], config: {} })).rejects.toThrow(/is a symlink; the console does not write through links/);
+    await expect(history.append({ revision: 1, appliedAt: 0, client: 'http', diff: [], config: {} })).rejects.toThrow(
+      /is a symlink; the console does not write through links/,
+    );
     expect(readFileSync(target.path, 'utf8')).toBe(target.text);
   });
 
@@ -162,7 +172,9 @@ describe('symlinks and permissions', () => {
     const shared = path.join(dir, 'shared');
     mkdirSync(shared);
     chmodSync(shared, dirMode);
-    await expect(ConfigFile.open(path.join(shared, 'router.yaml'))).rejects.toThrow(`refusing the configuration directory ${shared}: it is writable by ${who} (mode ${shown})`);
+    await expect(ConfigFile.open(path.join(shared, 'router.yaml'))).rejects.toThrow(
+      `refusing the configuration directory ${shared}: it is writable by ${who} (mode ${shown})`,
+    );
   });
 
   it('a directory it creates is 0700', async () => {

@@ -17,7 +17,19 @@
 // (writeFileAtomic), the history is opened with O_NOFOLLOW, every file is mode 0600, and a
 // directory that someone else could write to (where they could plant such links, or swap
 // the file) is refused at start.
-import { closeSync, constants as fsConstants, existsSync, fchmodSync, fstatSync, mkdirSync, openSync, promises as fs, readFileSync, statSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants as fsConstants,
+  existsSync,
+  fchmodSync,
+  fstatSync,
+  mkdirSync,
+  openSync,
+  promises as fs,
+  readFileSync,
+  statSync,
+  writeSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ConfigError } from '../config/errors.ts';
@@ -54,8 +66,18 @@ export function checkConfigDirectory(dir: string): void {
   const uid = process.getuid?.();
   const mode = (st.mode & 0o7777).toString(8).padStart(4, '0');
   const why =
-    st.mode & 0o022 ? `it is writable by ${st.mode & 0o002 ? 'every user' : 'its group'} (mode ${mode})` : uid !== undefined && st.uid !== uid && st.uid !== 0 ? `it belongs to another user (uid ${st.uid})` : undefined;
-  if (why) throw new ConfigError([{ path: '', message: `refusing the configuration directory ${dir}: ${why}, so someone else could plant a symlink where the console writes or swap the file. Use a directory only you can write to (chmod go-w ${dir}), or --config FILE elsewhere` }]);
+    st.mode & 0o022
+      ? `it is writable by ${st.mode & 0o002 ? 'every user' : 'its group'} (mode ${mode})`
+      : uid !== undefined && st.uid !== uid && st.uid !== 0
+        ? `it belongs to another user (uid ${st.uid})`
+        : undefined;
+  if (why)
+    throw new ConfigError([
+      {
+        path: '',
+        message: `refusing the configuration directory ${dir}: ${why}, so someone else could plant a symlink where the console writes or swap the file. Use a directory only you can write to (chmod go-w ${dir}), or --config FILE elsewhere`,
+      },
+    ]);
 }
 
 /**
@@ -67,7 +89,8 @@ function appendPrivate(file: string, text: string): void {
   try {
     fd = openSync(file, fsConstants.O_WRONLY | fsConstants.O_APPEND | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW, 0o600);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ELOOP') throw new Error(`${file} is a symlink; the console does not write through links (remove it)`, { cause: err });
+    if ((err as NodeJS.ErrnoException).code === 'ELOOP')
+      throw new Error(`${file} is a symlink; the console does not write through links (remove it)`, { cause: err });
     throw err;
   }
   try {
@@ -142,7 +165,12 @@ export class ConfigFile {
     // Never write a file the next start would refuse to load.
     const size = Buffer.byteLength(text, 'utf8');
     if (size > MAX_CONFIG_YAML_BYTES) {
-      throw new ConfigError([{ path: '', message: `the configuration would take ${Math.ceil(size / 1024)} KiB of YAML, above the ${MAX_CONFIG_YAML_BYTES / 1024} KiB a configuration file may have (MAX_CONFIG_YAML_BYTES): fewer or smaller labels, or fewer workers` }]);
+      throw new ConfigError([
+        {
+          path: '',
+          message: `the configuration would take ${Math.ceil(size / 1024)} KiB of YAML, above the ${MAX_CONFIG_YAML_BYTES / 1024} KiB a configuration file may have (MAX_CONFIG_YAML_BYTES): fewer or smaller labels, or fewer workers`,
+        },
+      ]);
     }
     await writeFileAtomic(this.path, text, options);
     this.known = text;
@@ -190,7 +218,8 @@ export class ConfigHistory {
       }
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ELOOP') throw new ConfigError([{ path: '', message: `${file} is a symlink; the console does not read or write its history through links (remove it)` }]);
+      if (code === 'ELOOP')
+        throw new ConfigError([{ path: '', message: `${file} is a symlink; the console does not read or write its history through links (remove it)` }]);
       if (code !== 'ENOENT') throw err;
     }
     const records: HistoryRecord[] = [];

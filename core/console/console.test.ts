@@ -60,7 +60,9 @@ describe('the console backend', () => {
       const port = await c.backend.invoke('config.importYaml', { text: `port: 31000\nworkers:\n  - url: ${url}\n` }, { client: 'http' });
       expect(port.diff).toContainEqual({ path: 'port', kind: 'changed', before: 0, after: 31000 });
       const { revision } = await c.backend.invoke('config.get', {}, { client: 'http' });
-      await expect(c.backend.invoke('config.apply', { yaml: `port: 31000\nworkers:\n  - url: ${url}\n`, expectedRevision: revision }, { client: 'http' })).rejects.toMatchObject({ code: 'restart_required' });
+      await expect(
+        c.backend.invoke('config.apply', { yaml: `port: 31000\nworkers:\n  - url: ${url}\n`, expectedRevision: revision }, { client: 'http' }),
+      ).rejects.toMatchObject({ code: 'restart_required' });
     } finally {
       await c.close();
     }
@@ -88,7 +90,21 @@ describe('the console backend', () => {
     let ready = false;
     const batches: TrafficBatch[] = [];
     const off = c.backend.subscribe('traffic', (b) => batches.push(b), { canSend: () => ready });
-    const event = (i: number): TensorEvent => ({ time: Date.now(), revision: 1, requestId: `r${i}`, source: 'api', worker: url, runtime: 'tokenspeed', tensor: 'encoder_input', shape: [1], dtype: 'bfloat16', nbytes: 2, path: 'shm', reason: 'shm_writable', writeMicros: 1 });
+    const event = (i: number): TensorEvent => ({
+      time: Date.now(),
+      revision: 1,
+      requestId: `r${i}`,
+      source: 'api',
+      worker: url,
+      runtime: 'tokenspeed',
+      tensor: 'encoder_input',
+      shape: [1],
+      dtype: 'bfloat16',
+      nbytes: 2,
+      path: 'shm',
+      reason: 'shm_writable',
+      writeMicros: 1,
+    });
     const total = TRAFFIC_BACKLOG * 3;
     for (let i = 0; i < total; i++) c.router.context.events.publish(event(i));
     await new Promise((r) => setTimeout(r, 250));

@@ -16,7 +16,17 @@ import { startRouter, type RunningRouter } from '../router/server.ts';
 import { createApplier } from './apply.ts';
 import type { CallMeta, ConsoleBackend, SubscribeOptions } from './backend.ts';
 import { ConfigFile, ConfigHistory, defaultConfigPath } from './config-file.ts';
-import { commands, ContractError, parseCommandInput, streams, type CommandName, type CommandOutput, type StreamName, type StreamPayload, type TrafficBatch } from './contract.ts';
+import {
+  commands,
+  ContractError,
+  parseCommandInput,
+  streams,
+  type CommandName,
+  type CommandOutput,
+  type StreamName,
+  type StreamPayload,
+  type TrafficBatch,
+} from './contract.ts';
 import { diffConfigs } from './diff.ts';
 import { OverviewFeed, TrafficFeed } from './feeds.ts';
 import { createHandlers } from './handlers.ts';
@@ -58,7 +68,8 @@ async function startConfiguration(options: StartConsoleOptions, log: (line: stri
     const inFile = parsed !== undefined && parsed.positions.has(f.key);
     const given = f.key === 'workers' ? fromFile.workers.map((w) => w.url) : (fromFile as Record<string, unknown>)[f.key];
     if (!inFile) log(`note: ${f.flag} sets ${f.key} for this run (${filePath} does not set it); ${again}`);
-    else if (JSON.stringify(given) !== JSON.stringify(f.value)) log(`note: ${f.flag} overrides ${f.key} of ${filePath} for this run (the file says ${JSON.stringify(given)}); ${again}`);
+    else if (JSON.stringify(given) !== JSON.stringify(f.value))
+      log(`note: ${f.flag} overrides ${f.key} of ${filePath} for this run (the file says ${JSON.stringify(given)}); ${again}`);
   }
   return { file, loaded, startFlags };
 }
@@ -69,7 +80,15 @@ async function startHistory(file: ConfigFile, store: (revision: number) => Confi
   const previous = history.last();
   const s = store((previous?.revision ?? 0) + 1);
   const record = (snapshot: ConfigSnapshot, before: RouterConfig | undefined) =>
-    history.append({ revision: snapshot.revision, appliedAt: snapshot.appliedAt, client: snapshot.client, diff: diffConfigs(before, snapshot.config), config: normalizeConfig(snapshot.config) }).catch((err: Error) => log(`warning: cannot write the config history ${history.path}: ${err.message}`));
+    history
+      .append({
+        revision: snapshot.revision,
+        appliedAt: snapshot.appliedAt,
+        client: snapshot.client,
+        diff: diffConfigs(before, snapshot.config),
+        config: normalizeConfig(snapshot.config),
+      })
+      .catch((err: Error) => log(`warning: cannot write the config history ${history.path}: ${err.message}`));
   // The first revision of a start says what differs from the last one before the restart
   // (a hand edit while the console was down shows here), or from the built-in defaults.
   await record(s.current(), (previous ? RouterConfigSchema.safeParse(previous.config).data : undefined) ?? RouterConfigSchema.parse({}));
@@ -103,18 +122,30 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
   const env = options.env ?? transportEnvironmentAtStart();
   const { file, loaded, startFlags } = await startConfiguration(options, log);
-  const { history, store, record } = await startHistory(file, (revision) => new ConfigStore({ config: loaded.config, origins: loaded.origins, env, file: file.path, revision }), log);
+  const { history, store, record } = await startHistory(
+    file,
+    (revision) => new ConfigStore({ config: loaded.config, origins: loaded.origins, env, file: file.path, revision }),
+    log,
+  );
   const plain = streamListeners();
   const unsubscribeHistory = store.subscribe((next, prev) => {
     void record(next, prev.config);
     plain.emit('config', { revision: next.revision, client: next.client, appliedAt: next.appliedAt });
   });
-  const running = await startRouter({ store, log, ...(options.processEnv ? { processEnv: options.processEnv } : {}), ...(options.shmDir ? { shmDir: options.shmDir } : {}) });
+  const running = await startRouter({
+    store,
+    log,
+    ...(options.processEnv ? { processEnv: options.processEnv } : {}),
+    ...(options.shmDir ? { shmDir: options.shmDir } : {}),
+  });
   const applier = createApplier({ store, file, history, running, flags: options.flags, startFlags });
   const state: ConsoleState = { running, store, file, history, log, flags: options.flags, startFlags, busy: new Set(), emit: plain.emit, ...applier };
 
   const handlers = createHandlers(state);
-  const overviewFeed = new OverviewFeed(async () => commands.overview.output.parse(await handlers.overview({} as never, undefined as unknown as CallMeta)), log);
+  const overviewFeed = new OverviewFeed(
+    async () => commands.overview.output.parse(await handlers.overview({} as never, undefined as unknown as CallMeta)),
+    log,
+  );
   const unwatchWorkers = running.context.registry.watch(() => overviewFeed.soon());
   const unwatchStore = store.subscribe(() => overviewFeed.soon());
   const trafficFeeds = new Set<TrafficFeed>();
@@ -133,14 +164,22 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
         throw toContractError(err);
       }
       const checked = commands[command].output.safeParse(output);
-      if (!checked.success) throw new ContractError('internal', `the output of ${command} does not match the contract: ${checked.error.issues[0]?.message} at ${checked.error.issues[0]?.path.join('.')}`);
+      if (!checked.success)
+        throw new ContractError(
+          'internal',
+          `the output of ${command} does not match the contract: ${checked.error.issues[0]?.message} at ${checked.error.issues[0]?.path.join('.')}`,
+        );
       return checked.data as CommandOutput<C>;
     },
     subscribe(stream, listener, subscribeOptions: SubscribeOptions = {}) {
       if (!Object.hasOwn(streams, stream)) throw new ContractError('not_found', `no console stream '${String(stream)}'`);
       if (stream === 'overview') return overviewFeed.add(listener as (p: StreamPayload<'overview'>) => void);
       if (stream === 'traffic') {
-        const feed = new TrafficFeed(listener as (p: TrafficBatch) => void, running.context.events.perSecond.bind(running.context.events), subscribeOptions.canSend);
+        const feed = new TrafficFeed(
+          listener as (p: TrafficBatch) => void,
+          running.context.events.perSecond.bind(running.context.events),
+          subscribeOptions.canSend,
+        );
         trafficFeeds.add(feed);
         return () => {
           feed.close();

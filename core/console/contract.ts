@@ -201,7 +201,21 @@ export const DiagnosisStepSchema = z.object({
 });
 
 export const WarningSchema = z.object({
-  kind: z.enum(['deprecated_env', 'invalid_env', 'unhealthy_worker', 'orphan_files', 'suspicious_files', 'config_drift', 'shm_not_writable', 'no_token', 'shm_read_failed', 'shm_budget', 'shm_will_fail', 'until_restart', 'encode_shm_split']),
+  kind: z.enum([
+    'deprecated_env',
+    'invalid_env',
+    'unhealthy_worker',
+    'orphan_files',
+    'suspicious_files',
+    'config_drift',
+    'shm_not_writable',
+    'no_token',
+    'shm_read_failed',
+    'shm_budget',
+    'shm_will_fail',
+    'until_restart',
+    'encode_shm_split',
+  ]),
   message: z.string(),
   remedy: z.string(),
 });
@@ -376,12 +390,25 @@ export const commands = {
   'config.get': { input: Empty, output: ConfigViewSchema },
   'config.validate': { input: DraftSchema, output: ValidationSchema },
   /** What a draft would change, what of it a restart with the start flags would undo, and the workers it would send where they cannot read. */
-  'config.diff': { input: DraftSchema, output: z.object({ revision: Revision, diff: z.array(DiffEntrySchema), untilRestart: UntilRestartSchema, warnings: z.array(WorkerWarningSchema) }) },
+  'config.diff': {
+    input: DraftSchema,
+    output: z.object({ revision: Revision, diff: z.array(DiffEntrySchema), untilRestart: UntilRestartSchema, warnings: z.array(WorkerWarningSchema) }),
+  },
   /** How a draft would resolve for each of its workers (the precedence ladder before apply), with the SHM decision their next request would get. */
-  'config.resolve': { input: DraftSchema, output: z.object({ ok: z.boolean(), issues: z.array(ConfigIssueSchema), workers: z.array(z.object({ url: z.string(), resolution: ResolvedWorkerTransportSchema, decision: DecisionSchema })) }) },
+  'config.resolve': {
+    input: DraftSchema,
+    output: z.object({
+      ok: z.boolean(),
+      issues: z.array(ConfigIssueSchema),
+      workers: z.array(z.object({ url: z.string(), resolution: ResolvedWorkerTransportSchema, decision: DecisionSchema })),
+    }),
+  },
   'config.apply': { input: draftInput(Applying), output: ApplyResultSchema },
   /** Parse and validate YAML text: the draft it gives and its diff against the applied revision (nothing is applied). */
-  'config.importYaml': { input: z.strictObject({ text: z.string().max(1_000_000) }), output: z.object({ ok: z.boolean(), issues: z.array(ConfigIssueSchema), draft: RouterConfigSchema.optional(), diff: z.array(DiffEntrySchema) }) },
+  'config.importYaml': {
+    input: z.strictObject({ text: z.string().max(1_000_000) }),
+    output: z.object({ ok: z.boolean(), issues: z.array(ConfigIssueSchema), draft: RouterConfigSchema.optional(), diff: z.array(DiffEntrySchema) }),
+  },
   'config.exportYaml': { input: Empty, output: z.object({ yaml: z.string(), revision: Revision }) },
   'config.exportForGateway': { input: Empty, output: GatewayExportSchema },
   'config.history': { input: Empty, output: z.object({ entries: z.array(HistoryEntrySchema) }) },
@@ -389,17 +416,33 @@ export const commands = {
   /** Take the YAML file as it is on disk now (after drift) as the next revision. */
   'config.reloadFile': { input: z.strictObject(Applying), output: ApplyResultSchema },
   'workers.list': { input: Empty, output: z.object({ revision: Revision, workers: z.array(WorkerViewSchema) }) },
-  'workers.add': { input: z.strictObject({ worker: WorkerSpecSchema.partial({ runtime: true, worker_type: true, labels: true, priority: true }), ...Applying }), output: ApplyResultSchema },
-  'workers.update': { input: z.strictObject({ url: WorkerUrlSchema, worker: WorkerSpecSchema.partial({ runtime: true, worker_type: true, labels: true, priority: true }), ...Applying }), output: ApplyResultSchema },
+  'workers.add': {
+    input: z.strictObject({ worker: WorkerSpecSchema.partial({ runtime: true, worker_type: true, labels: true, priority: true }), ...Applying }),
+    output: ApplyResultSchema,
+  },
+  'workers.update': {
+    input: z.strictObject({
+      url: WorkerUrlSchema,
+      worker: WorkerSpecSchema.partial({ runtime: true, worker_type: true, labels: true, priority: true }),
+      ...Applying,
+    }),
+    output: ApplyResultSchema,
+  },
   'workers.remove': { input: z.strictObject({ url: WorkerUrlSchema, ...Applying }), output: ApplyResultSchema },
   /**
    * The worker can read our /dev/shm files again: let SHM/auto use it. The auto checklist runs
    * first; while any of its checks fails the reset is refused (`checks_failed`, naming them,
    * `details.failing`) unless `force` (the operator was told and resets anyway).
    */
-  'workers.resetShmLane': { input: z.strictObject({ url: WorkerUrlSchema, force: z.boolean().optional() }), output: z.object({ url: z.string(), wasBroken: z.boolean(), steps: z.array(DiagnosisStepSchema) }) },
+  'workers.resetShmLane': {
+    input: z.strictObject({ url: WorkerUrlSchema, force: z.boolean().optional() }),
+    output: z.object({ url: z.string(), wasBroken: z.boolean(), steps: z.array(DiagnosisStepSchema) }),
+  },
   'workers.diagnose': { input: WorkerTarget, output: z.object({ url: z.string(), steps: z.array(DiagnosisStepSchema), verdict: DecisionSchema }) },
-  'traffic.snapshot': { input: z.strictObject({ limit: z.int().min(1).max(10_000).optional() }), output: z.object({ events: z.array(TensorEventSchema), seconds: z.array(SecondAggregateSchema) }) },
+  'traffic.snapshot': {
+    input: z.strictObject({ limit: z.int().min(1).max(10_000).optional() }),
+    output: z.object({ events: z.array(TensorEventSchema), seconds: z.array(SecondAggregateSchema) }),
+  },
   /** One recent request's summary (the last 10,000 are kept): its status, the sampling its worker was sent, its KV handoff; null once forgotten. */
   'traffic.request': { input: z.strictObject({ requestId: z.string().min(1).max(200) }), output: RequestSummarySchema.nullable() },
   'traffic.sendTestRequest': {
@@ -418,7 +461,10 @@ export const commands = {
       minSamplesForWinner: z.int(),
     }),
   },
-  'transport.calibrate': { input: z.strictObject({ url: WorkerUrlSchema, samples: z.int().min(1).max(MAX_CALIBRATION_SAMPLES).optional() }), output: CalibrationResultSchema },
+  'transport.calibrate': {
+    input: z.strictObject({ url: WorkerUrlSchema, samples: z.int().min(1).max(MAX_CALIBRATION_SAMPLES).optional() }),
+    output: CalibrationResultSchema,
+  },
   'metrics.text': { input: Empty, output: z.object({ text: z.string() }) },
   /** Drop every entry of the pixel cache (requests in flight keep the files they hold); the next request with each image computes it again. */
   'pixelCache.flush': { input: Empty, output: z.object({ dropped: z.int(), pixelCache: PixelCacheViewSchema }) },
@@ -463,7 +509,19 @@ export interface ConsoleClient {
 
 // ---------------------------------------------------------------- errors across the boundary
 
-export const ERROR_CODES = ['invalid_input', 'invalid_config', 'conflict', 'restart_required', 'file_drift', 'checks_failed', 'not_found', 'unauthorized', 'forbidden', 'busy', 'internal'] as const;
+export const ERROR_CODES = [
+  'invalid_input',
+  'invalid_config',
+  'conflict',
+  'restart_required',
+  'file_drift',
+  'checks_failed',
+  'not_found',
+  'unauthorized',
+  'forbidden',
+  'busy',
+  'internal',
+] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
 export const WireErrorSchema = z.object({
@@ -508,7 +566,8 @@ export class ContractError extends Error {
 /** Rebuild the error a binding carried; anything unexpected becomes an `internal` error that says so. */
 export function errorFromWire(body: unknown): ContractError {
   const parsed = WireErrorSchema.safeParse(body);
-  if (!parsed.success) return new ContractError('internal', `the console backend answered with something that is not a contract error: ${JSON.stringify(body)?.slice(0, 200)}`);
+  if (!parsed.success)
+    return new ContractError('internal', `the console backend answered with something that is not a contract error: ${JSON.stringify(body)?.slice(0, 200)}`);
   const e = parsed.data.error;
   return new ContractError(e.code, e.message, e.path, e.issues ?? [], e.details ?? {});
 }
@@ -519,8 +578,15 @@ export function parseCommandInput<C extends CommandName>(command: C, input: unkn
   const r = schema.safeParse(input ?? {});
   if (r.success) return r.data as z.output<(typeof commands)[C]['input']>;
   const issue = r.error.issues[0]!;
-  const path = issue.path.map((p) => (typeof p === 'number' ? `[${p}]` : String(p))).join('.').replaceAll('.[', '[');
-  throw new ContractError('invalid_input', `invalid input for ${command}${path ? ` at ${path}` : ''}: ${issue.code === 'unrecognized_keys' ? `unknown field ${issue.keys.join(', ')}` : issue.message}`, path || undefined);
+  const path = issue.path
+    .map((p) => (typeof p === 'number' ? `[${p}]` : String(p)))
+    .join('.')
+    .replaceAll('.[', '[');
+  throw new ContractError(
+    'invalid_input',
+    `invalid input for ${command}${path ? ` at ${path}` : ''}: ${issue.code === 'unrecognized_keys' ? `unknown field ${issue.keys.join(', ')}` : issue.message}`,
+    path || undefined,
+  );
 }
 
 // ---------------------------------------------------------------- vocabulary the UI shows

@@ -7,5 +7,11 @@ import { DECISION_ADVICE, DECISION_REASONS } from '../transport/vocabulary.ts';
 
 export function decisionView(decision: Pick<TransportDecision, 'shmEnabled' | 'reason'>) {
   const advice = DECISION_ADVICE[decision.reason];
-  return { shmEnabled: decision.shmEnabled, reason: decision.reason, outcome: decisionOutcome(decision), explanation: DECISION_REASONS[decision.reason], ...(advice ? { advice } : {}) };
+  return {
+    shmEnabled: decision.shmEnabled,
+    reason: decision.reason,
+    outcome: decisionOutcome(decision),
+    explanation: DECISION_REASONS[decision.reason],
+    ...(advice ? { advice } : {}),
+  };
 }

@@ -40,32 +40,62 @@ function tokenSteps(state: ConsoleState, reachable: boolean, theirs: string | un
   // The comparison auto's verdict makes (compareNamespaceTokens), shown step by step.
   const { match, router, worker } = compareNamespaceTokens(state.running.context.host.routerToken, theirs);
   if (match === 'router_has_none' || match === 'missing') {
-    const why = match === 'router_has_none' ? `the router has no token (${state.running.namespace.problem ?? 'unknown'})` : 'there is no worker token to compare';
+    const why =
+      match === 'router_has_none' ? `the router has no token (${state.running.namespace.problem ?? 'unknown'})` : 'there is no worker token to compare';
     return [...steps, skip('same_boot_id', 'same host (boot_id)', why), skip('same_st_dev', 'same /dev/shm (st_dev)', why)];
   }
   const sameBoot = match === 'equal' || match === 'different_shm';
-  const bootDetail = sameBoot ? (router?.bootId ?? String(theirs)) : router && worker ? `router ${router.bootId}, worker ${worker.bootId}` : `the worker's token ${theirs} is not <boot_id>:<st_dev>, so it names no host of ours`;
-  steps.push({ id: 'same_boot_id', label: 'same host (boot_id)', ok: sameBoot, detail: bootDetail, ...(sameBoot ? {} : { remedy: DECISION_ADVICE.auto_different_host! }) });
+  const bootDetail = sameBoot
+    ? (router?.bootId ?? String(theirs))
+    : router && worker
+      ? `router ${router.bootId}, worker ${worker.bootId}`
+      : `the worker's token ${theirs} is not <boot_id>:<st_dev>, so it names no host of ours`;
+  steps.push({
+    id: 'same_boot_id',
+    label: 'same host (boot_id)',
+    ok: sameBoot,
+    detail: bootDetail,
+    ...(sameBoot ? {} : { remedy: DECISION_ADVICE.auto_different_host! }),
+  });
   if (!sameBoot) return [...steps, skip('same_st_dev', 'same /dev/shm (st_dev)', 'the worker is on another host')];
   const sameDev = match === 'equal';
-  steps.push({ id: 'same_st_dev', label: 'same /dev/shm (st_dev)', ok: sameDev, detail: sameDev ? `st_dev ${router?.stDev ?? '?'}` : `router st_dev ${router?.stDev ?? '?'}, worker st_dev ${worker?.stDev ?? '?'}`, ...(sameDev ? {} : { remedy: DECISION_ADVICE.auto_different_shm! }) });
+  steps.push({
+    id: 'same_st_dev',
+    label: 'same /dev/shm (st_dev)',
+    ok: sameDev,
+    detail: sameDev ? `st_dev ${router?.stDev ?? '?'}` : `router st_dev ${router?.stDev ?? '?'}, worker st_dev ${worker?.stDev ?? '?'}`,
+    ...(sameDev ? {} : { remedy: DECISION_ADVICE.auto_different_shm! }),
+  });
   return steps;
 }
 
 /** The proof: one small request with SHM forced; its encoder tensor must arrive through /dev/shm. */
 async function probeFileRead(state: ConsoleState, url: string): Promise<Step> {
   const ctx = state.running.context;
-  const chat = await runChatInMemory(ctx, await syntheticChat(64, 64, 'png'), { source: 'console', worker: url, transport: { mode: 'shm', minBytes: 1024 }, probe: true });
+  const chat = await runChatInMemory(ctx, await syntheticChat(64, 64, 'png'), {
+    source: 'console',
+    worker: url,
+    transport: { mode: 'shm', minBytes: 1024 },
+    probe: true,
+  });
   const events = chat.requestId ? ctx.events.recent().filter((e) => e.requestId === chat.requestId) : [];
   const encoder = events.find((e) => e.nbytes >= 1024);
   const viaShm = chat.status === 200 && encoder?.path === 'shm';
-  const error = chat.status === 200 ? (encoder?.detail ?? `the tensor went ${encoder?.path ?? 'nowhere'}`) : ((JSON.parse(chat.body || '{}') as { error?: { message?: string } }).error?.message ?? `HTTP ${chat.status}`);
+  const error =
+    chat.status === 200
+      ? (encoder?.detail ?? `the tensor went ${encoder?.path ?? 'nowhere'}`)
+      : ((JSON.parse(chat.body || '{}') as { error?: { message?: string } }).error?.message ?? `HTTP ${chat.status}`);
   return {
     id: 'probe_file_read',
     label: 'the worker reads a file the router writes',
     ok: viaShm,
     detail: viaShm ? `a ${encoder.nbytes}-byte tensor went through ${ctx.writer.dir} and the worker answered` : error,
-    ...(viaShm ? {} : { remedy: "the worker must see the same /dev/shm (run it with --ipc=host or mount the host's /dev/shm) and be allowed to open the router's files; see the error" }),
+    ...(viaShm
+      ? {}
+      : {
+          remedy:
+            "the worker must see the same /dev/shm (run it with --ipc=host or mount the host's /dev/shm) and be allowed to open the router's files; see the error",
+        }),
   };
 }
 
@@ -83,7 +113,9 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
     id: 'reachable',
     label: 'the router reaches the worker',
     ok: reachable,
-    detail: reachable ? `answers as ${probe.runtime}${probe.healthy === false ? ` but reports unhealthy: ${probe.healthMessage}` : ''}` : (probe.error ?? 'no answer'),
+    detail: reachable
+      ? `answers as ${probe.runtime}${probe.healthy === false ? ` but reports unhealthy: ${probe.healthMessage}` : ''}`
+      : (probe.error ?? 'no answer'),
     ...(reachable ? {} : { remedy: DECISION_ADVICE.auto_worker_unreachable! }),
   });
   const runtime = probe.runtime ?? worker?.runtime ?? declared;
@@ -91,23 +123,64 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
   if (capabilities && !capabilities.shmLane) {
     // Nothing below can change the outcome: the protocol has no field for a /dev/shm handle.
     const why = `${capabilities.label} has no /dev/shm lane`;
-    steps.push({ id: 'protocol_lane', label: "the worker's protocol has a /dev/shm lane", ok: false, detail: `${capabilities.label} carries tensors inline only (its TensorData has no /dev/shm handle)`, remedy: DECISION_ADVICE.runtime_inline_only! });
-    steps.push(skip('token_advertised', 'the worker advertises a /dev/shm namespace token', why), skip('same_boot_id', 'same host (boot_id)', why), skip('same_st_dev', 'same /dev/shm (st_dev)', why));
-    steps.push(skip('shm_writable', `the router can create files in ${ctx.writer.dir}`, why), skip('probe_file_read', 'the worker reads a file the router writes', why));
+    steps.push({
+      id: 'protocol_lane',
+      label: "the worker's protocol has a /dev/shm lane",
+      ok: false,
+      detail: `${capabilities.label} carries tensors inline only (its TensorData has no /dev/shm handle)`,
+      remedy: DECISION_ADVICE.runtime_inline_only!,
+    });
+    steps.push(
+      skip('token_advertised', 'the worker advertises a /dev/shm namespace token', why),
+      skip('same_boot_id', 'same host (boot_id)', why),
+      skip('same_st_dev', 'same /dev/shm (st_dev)', why),
+    );
+    steps.push(
+      skip('shm_writable', `the router can create files in ${ctx.writer.dir}`, why),
+      skip('probe_file_read', 'the worker reads a file the router writes', why),
+    );
   } else {
-    if (capabilities) steps.push({ id: 'protocol_lane', label: "the worker's protocol has a /dev/shm lane", ok: true, detail: `${capabilities.label}: ${capabilities.tokenAdvertisedIn ? `advertises its token in ${capabilities.tokenAdvertisedIn}` : 'a /dev/shm handle per tensor'}` });
+    if (capabilities)
+      steps.push({
+        id: 'protocol_lane',
+        label: "the worker's protocol has a /dev/shm lane",
+        ok: true,
+        detail: `${capabilities.label}: ${capabilities.tokenAdvertisedIn ? `advertises its token in ${capabilities.tokenAdvertisedIn}` : 'a /dev/shm handle per tensor'}`,
+      });
     // An operator label overrides what the worker advertises, as in discovery.
     const theirs = spec.labels.shm_namespace_id ?? probe.labels.shm_namespace_id;
     steps.push(...tokenSteps(state, reachable, theirs, spec.labels.shm_namespace_id !== undefined));
     const writable = new ShmWriter({ dir: ctx.writer.dir }).probe();
-    steps.push({ id: 'shm_writable', label: `the router can create files in ${ctx.writer.dir}`, ok: writable.writable, detail: writable.writable ? 'a probe file was created and removed' : writable.error!, ...(writable.writable ? {} : { remedy: DECISION_ADVICE.shm_not_writable! }) });
+    steps.push({
+      id: 'shm_writable',
+      label: `the router can create files in ${ctx.writer.dir}`,
+      ok: writable.writable,
+      detail: writable.writable ? 'a probe file was created and removed' : writable.error!,
+      ...(writable.writable ? {} : { remedy: DECISION_ADVICE.shm_not_writable! }),
+    });
     if (!reachable || !writable.writable || !worker?.healthy) {
-      steps.push(skip('probe_file_read', 'the worker reads a file the router writes', !reachable ? 'the worker was not reached' : !writable.writable ? '/dev/shm is not writable' : 'the router has not discovered the worker as healthy yet'));
+      steps.push(
+        skip(
+          'probe_file_read',
+          'the worker reads a file the router writes',
+          !reachable
+            ? 'the worker was not reached'
+            : !writable.writable
+              ? '/dev/shm is not writable'
+              : 'the router has not discovered the worker as healthy yet',
+        ),
+      );
     } else steps.push(await probeFileRead(state, url));
   }
 
   if (worker?.shmLane) {
-    steps.push({ id: 'shm_lane', label: "the router's requests to it use /dev/shm", ok: false, detail: `a request failed to read its files at ${new Date(worker.shmLane.since).toISOString()}: ${worker.shmLane.error}`, remedy: DECISION_ADVICE.auto_worker_read_failed! });
+    steps.push({
+      id: 'shm_lane',
+      label: "the router's requests to it use /dev/shm",
+      ok: false,
+      detail: `a request failed to read its files at ${new Date(worker.shmLane.since).toISOString()}: ${worker.shmLane.error}`,
+      remedy: DECISION_ADVICE.auto_worker_read_failed!,
+    });
   }
   const { decision } = workerTransport(state, spec, snapshot.config, snapshot, snapshot.origins, worker);
   return { url, steps, verdict: decisionView(decision) };

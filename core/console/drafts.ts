@@ -31,7 +31,13 @@ export function readDraft(draft: Draft): { ok: true; config: RouterConfig } | { 
 /** A draft as a config, or invalid_config listing every issue. */
 export function draftConfig(draft: Draft): RouterConfig {
   const r = readDraft(draft);
-  if (!r.ok) throw new ContractError('invalid_config', `the draft is not a valid configuration: ${r.issues.map((i) => i.message).join('; ')}`, r.issues[0]?.path, r.issues);
+  if (!r.ok)
+    throw new ContractError(
+      'invalid_config',
+      `the draft is not a valid configuration: ${r.issues.map((i) => i.message).join('; ')}`,
+      r.issues[0]?.path,
+      r.issues,
+    );
   return r.config;
 }
 

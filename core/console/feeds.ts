@@ -46,7 +46,13 @@ export class TrafficFeed {
     const events = this.pending;
     this.pending = [];
     try {
-      this.listener({ events, seconds: this.seconds().slice(-2).map((s) => ({ ...s, tensors: { ...s.tensors }, bytes: { ...s.bytes } })), dropped: this.dropped });
+      this.listener({
+        events,
+        seconds: this.seconds()
+          .slice(-2)
+          .map((s) => ({ ...s, tensors: { ...s.tensors }, bytes: { ...s.bytes } })),
+        dropped: this.dropped,
+      });
     } catch {
       /* a subscriber's failure is its own */
     }

@@ -119,28 +119,38 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
   const excluded = config.workers.filter((w) => exclude.has(w.url));
   const workers = config.workers.filter((w) => !exclude.has(w.url));
   if (excluded.length > 0) {
-    notes.push(`workers ${list(excluded.map((w) => w.url))} ${excluded.length === 1 ? 'is' : 'are'} left out: excluded from the export (the router's embedded reference worker is not part of a real deployment).`);
+    notes.push(
+      `workers ${list(excluded.map((w) => w.url))} ${excluded.length === 1 ? 'is' : 'are'} left out: excluded from the export (the router's embedded reference worker is not part of a real deployment).`,
+    );
   }
 
   const argv = ['smg', 'launch'];
 
   const host = bracketHost(config.host);
-  if (host !== config.host) notes.push(`host = '${config.host}' is written --host ${host}: SMG parses host and port as one socket address, which needs an IPv6 literal in brackets.`);
+  if (host !== config.host)
+    notes.push(`host = '${config.host}' is written --host ${host}: SMG parses host and port as one socket address, which needs an IPv6 literal in brackets.`);
   argv.push('--host', host);
 
   let port = config.port;
   if (port === 0) {
     port = SMG_DEFAULT_PORT;
-    notes.push(`port = 0 (pick a free port) has no SMG equivalent: SMG requires a port above 0, so the command uses --port ${SMG_DEFAULT_PORT} and the curl lines target it.`);
+    notes.push(
+      `port = 0 (pick a free port) has no SMG equivalent: SMG requires a port above 0, so the command uses --port ${SMG_DEFAULT_PORT} and the curl lines target it.`,
+    );
   }
   argv.push('--port', String(port));
 
   if (config.model_path !== undefined) argv.push('--model-path', config.model_path);
-  else notes.push(`model_path is unset (this router then uses its bundled demo model); the command has no --model-path, so the gateway must load its tokenizer from what the workers report.`);
+  else
+    notes.push(
+      `model_path is unset (this router then uses its bundled demo model); the command has no --model-path, so the gateway must load its tokenizer from what the workers report.`,
+    );
 
   argv.push('--policy', config.policy);
   if (config.policy === 'least_load') {
-    notes.push(`policy = 'least_load' is written --policy least_load, but SMG's least_load picks the lowest expected wait from the engines' load reports (queued and in-flight tokens over throughput, plus KV pressure) where this router picks the fewest requests in flight, so the two can choose differently.`);
+    notes.push(
+      `policy = 'least_load' is written --policy least_load, but SMG's least_load picks the lowest expected wait from the engines' load reports (queued and in-flight tokens over throughput, plus KV pressure) where this router picks the fewest requests in flight, so the two can choose differently.`,
+    );
   }
 
   argv.push('--request-timeout-secs', String(wholeSeconds('request_timeout_secs', config.request_timeout_secs, notes)));
@@ -159,16 +169,22 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
   if (config.multimodal_tensor_transport !== undefined) {
     argv.push(mode.flag, config.multimodal_tensor_transport);
     if (config.multimodal_tensor_transport === 'rdma') {
-      notes.push(`multimodal_tensor_transport = 'rdma' is written ${mode.flag} rdma: this router has no RDMA lane and sends those tensors inline, while SMG pulls pixel tensors to ${runtimesWhere((c) => c.gateway.rdmaLane)} workers over its NIXL RDMA lane when it is built with the mm-rdma feature and given --rdma-listen-ip (not exported; without both it stays inline too).`);
+      notes.push(
+        `multimodal_tensor_transport = 'rdma' is written ${mode.flag} rdma: this router has no RDMA lane and sends those tensors inline, while SMG pulls pixel tensors to ${runtimesWhere((c) => c.gateway.rdmaLane)} workers over its NIXL RDMA lane when it is built with the mm-rdma feature and given --rdma-listen-ip (not exported; without both it stays inline too).`,
+      );
     }
   } else {
-    notes.push(`multimodal_tensor_transport is unset, so the command has no ${mode.flag}: the gateway then reads ${mode.env} (or the deprecated ${mode.legacyEnv}) from its own environment and otherwise uses ${DEFAULT_TRANSPORT_MODE}, as this router does.`);
+    notes.push(
+      `multimodal_tensor_transport is unset, so the command has no ${mode.flag}: the gateway then reads ${mode.env} (or the deprecated ${mode.legacyEnv}) from its own environment and otherwise uses ${DEFAULT_TRANSPORT_MODE}, as this router does.`,
+    );
   }
   const threshold = TRANSPORT_KNOBS.multimodal_shm_min_bytes;
   if (config.multimodal_shm_min_bytes !== undefined) {
     argv.push(threshold.flag, String(config.multimodal_shm_min_bytes));
   } else {
-    notes.push(`multimodal_shm_min_bytes is unset, so the command has no ${threshold.flag}: the gateway then reads ${threshold.env} (or the deprecated ${threshold.legacyEnv}) from its own environment and otherwise uses ${threshold.defaultValue}, as this router does.`);
+    notes.push(
+      `multimodal_shm_min_bytes is unset, so the command has no ${threshold.flag}: the gateway then reads ${threshold.env} (or the deprecated ${threshold.legacyEnv}) from its own environment and otherwise uses ${threshold.defaultValue}, as this router does.`,
+    );
   }
 
   // The gateway's pixel cache is an in-memory LRU of preprocessed images, off by default; ours
@@ -176,7 +192,9 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
   if (config.multimodal_pixel_cache_mb !== undefined) {
     argv.push('--mm-pixel-cache-mb', String(config.multimodal_pixel_cache_mb));
   } else {
-    notes.push(`multimodal_pixel_cache_mb is unset, so the command has no --mm-pixel-cache-mb: the gateway then reads ${PIXEL_CACHE_ENV} from its own environment and otherwise keeps its pixel cache off, where this router uses ${DEFAULT_PIXEL_CACHE_MB} MiB.`);
+    notes.push(
+      `multimodal_pixel_cache_mb is unset, so the command has no --mm-pixel-cache-mb: the gateway then reads ${PIXEL_CACHE_ENV} from its own environment and otherwise keeps its pixel cache off, where this router uses ${DEFAULT_PIXEL_CACHE_MB} MiB.`,
+    );
   }
 
   // Disaggregation is a start-up routing mode in SMG, chosen for the whole gateway, as here.
@@ -187,7 +205,10 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
     notes.push(`workers is empty${excluded.length > 0 ? ' after the exclusion' : ''}, so the command registers none; add workers later with POST /workers.`);
   } else if (config.disaggregation === 'none') {
     if (regular.length > 0) argv.push('--worker-urls', ...regular);
-    if (roles.length > 0) notes.push(`disaggregation = 'none': the ${roles.length} prefill, decode and encode worker${roles.length === 1 ? '' : 's'} (${list(roles.map((w) => w.url))}) get no request here, and are left off the command line (their POST /workers bodies are still listed).`);
+    if (roles.length > 0)
+      notes.push(
+        `disaggregation = 'none': the ${roles.length} prefill, decode and encode worker${roles.length === 1 ? '' : 's'} (${list(roles.map((w) => w.url))}) get no request here, and are left off the command line (their POST /workers bodies are still listed).`,
+      );
   } else {
     argv.push(config.disaggregation === 'epd' ? '--epd-disaggregation' : '--pd-disaggregation');
     // SMG reads a bootstrap port after each --encode and --prefill URL: written always, so it is
@@ -198,7 +219,9 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
     for (const w of ofType('decode')) argv.push('--decode', w.url);
     if (config.disaggregation === 'epd') {
       argv.push('--encode-policy', config.encode_policy);
-      notes.push(`disaggregation = 'epd' is written --epd-disaggregation, which SMG supports for gRPC ${runtimesWhere((c) => c.gateway.epdEncode)} workers only; SMG releases without the multimodal transport have no --encode flag at all. SMG decides each request's transport once, by its first encode worker's settings, and sends SHM only when every encode worker of the request shares /dev/shm; this router decides per encode worker.`);
+      notes.push(
+        `disaggregation = 'epd' is written --epd-disaggregation, which SMG supports for gRPC ${runtimesWhere((c) => c.gateway.epdEncode)} workers only; SMG releases without the multimodal transport have no --encode flag at all. SMG decides each request's transport once, by its first encode worker's settings, and sends SHM only when every encode worker of the request shares /dev/shm; this router decides per encode worker.`,
+      );
     }
     if (config.prefill_policy !== undefined) argv.push('--prefill-policy', config.prefill_policy);
     if (config.decode_policy !== undefined) argv.push('--decode-policy', config.decode_policy);
@@ -214,30 +237,53 @@ function workerExports(workers: readonly WorkerSpec[], config: RouterConfig, por
   const gateway = `http://${reachableHost(config.host)}:${port}/workers`;
   return workers.map((worker, i) => {
     const body = workerBody(worker);
-    const curl = ['curl', '-sS', ...(gateway.includes('[') ? ['-g'] : []), '-X', 'POST', gateway, '-H', 'content-type: application/json', '-d', JSON.stringify(body)].map(shellQuote).join(' ');
+    const curl = [
+      'curl',
+      '-sS',
+      ...(gateway.includes('[') ? ['-g'] : []),
+      '-X',
+      'POST',
+      gateway,
+      '-H',
+      'content-type: application/json',
+      '-d',
+      JSON.stringify(body),
+    ]
+      .map(shellQuote)
+      .join(' ');
     const which = `workers[${i}] (${worker.url})`;
 
     if (worker.url.startsWith('unix://')) {
-      notes.push(`${which} url = '${worker.url}' is a unix socket: SMG dials only http(s)://, grpc(s):// and ipc:// (ZMQ) workers, so the url is listed as is but the gateway cannot reach this worker until it also listens on grpc://host:port.`);
+      notes.push(
+        `${which} url = '${worker.url}' is a unix socket: SMG dials only http(s)://, grpc(s):// and ipc:// (ZMQ) workers, so the url is listed as is but the gateway cannot reach this worker until it also listens on grpc://host:port.`,
+      );
     }
     const overrides: string[] = [];
     if (worker.multimodal_tensor_transport !== undefined) overrides.push(`multimodal_tensor_transport = ${quoted(worker.multimodal_tensor_transport)}`);
     if (worker.multimodal_shm_min_bytes !== undefined) overrides.push(`multimodal_shm_min_bytes = ${quoted(worker.multimodal_shm_min_bytes)}`);
     if (overrides.length > 0) {
-      notes.push(`${which} ${overrides.join(' and ')} ${overrides.length === 1 ? 'is' : 'are'} in its POST /workers body, which SMG accepts, but SMG (v1.11.0) does not copy the per-worker multimodal fields onto the registered worker, so on the gateway this worker follows the gateway-wide transport settings instead (this router applies the override).`);
+      notes.push(
+        `${which} ${overrides.join(' and ')} ${overrides.length === 1 ? 'is' : 'are'} in its POST /workers body, which SMG accepts, but SMG (v1.11.0) does not copy the per-worker multimodal fields onto the registered worker, so on the gateway this worker follows the gateway-wide transport settings instead (this router applies the override).`,
+      );
     }
     const declared = declaredRuntime(worker.runtime);
     const mode = worker.multimodal_tensor_transport ?? config.multimodal_tensor_transport;
     if (declared && !capabilitiesOf(declared).shmLane && (mode === 'shm' || mode === 'auto')) {
-      notes.push(`${which} runtime = '${worker.runtime}': ${capabilitiesOf(declared).label}'s TensorData has no /dev/shm handle, so the gateway, like this router, sends its tensors inline although the mode is '${mode}'.`);
+      notes.push(
+        `${which} runtime = '${worker.runtime}': ${capabilitiesOf(declared).label}'s TensorData has no /dev/shm handle, so the gateway, like this router, sends its tensors inline although the mode is '${mode}'.`,
+      );
     }
     const namespace = worker.labels.shm_namespace_id;
     if (namespace !== undefined) {
-      notes.push(`${which} labels.shm_namespace_id = '${namespace}' is posted as a label, and SMG, like this router, lets a posted label win over the one the worker advertises, so 'auto' trusts it; but SMG compares it with the gateway host's own /dev/shm namespace, so it must be that host's <boot_id>:<st_dev>, not this router's.`);
+      notes.push(
+        `${which} labels.shm_namespace_id = '${namespace}' is posted as a label, and SMG, like this router, lets a posted label win over the one the worker advertises, so 'auto' trusts it; but SMG compares it with the gateway host's own /dev/shm namespace, so it must be that host's <boot_id>:<st_dev>, not this router's.`,
+      );
     }
     const extras = bodyOnlySettings(worker);
     if (extras.length > 0 && argv.includes(worker.url)) {
-      notes.push(`${which} ${extras.join(', ')} ${extras.length === 1 ? 'exists' : 'exist'} only in its POST /workers body: the command line registers a worker by url alone (no labels, priority ${SMG_DEFAULT_PRIORITY}, runtime detected) and SMG refuses to register a url twice, so to keep ${extras.length === 1 ? 'it' : 'them'} drop this url from the command and run its curl line once the gateway is up.`);
+      notes.push(
+        `${which} ${extras.join(', ')} ${extras.length === 1 ? 'exists' : 'exist'} only in its POST /workers body: the command line registers a worker by url alone (no labels, priority ${SMG_DEFAULT_PRIORITY}, runtime detected) and SMG refuses to register a url twice, so to keep ${extras.length === 1 ? 'it' : 'them'} drop this url from the command and run its curl line once the gateway is up.`,
+      );
     }
     return { url: worker.url, body, curl };
   });
@@ -246,7 +292,16 @@ function workerExports(workers: readonly WorkerSpec[], config: RouterConfig, por
 /** What a worker's POST /workers body says, and the gateway applies, that registering it by url on the command line does not (its transport overrides SMG accepts but does not apply: see the notes). */
 function bodyOnlySettings(worker: WorkerSpec): string[] {
   const extras: string[] = [];
-  if (Object.keys(worker.labels).length > 0) extras.push(`labels = ${JSON.stringify(Object.fromEntries(Object.keys(worker.labels).sort().map((k) => [k, worker.labels[k]])))}`);
+  if (Object.keys(worker.labels).length > 0)
+    extras.push(
+      `labels = ${JSON.stringify(
+        Object.fromEntries(
+          Object.keys(worker.labels)
+            .sort()
+            .map((k) => [k, worker.labels[k]]),
+        ),
+      )}`,
+    );
   if (worker.priority !== SMG_DEFAULT_PRIORITY) extras.push(`priority = ${worker.priority}`);
   if (worker.runtime !== 'unspecified') extras.push(`runtime = '${worker.runtime}'`);
   return extras;
@@ -259,14 +314,24 @@ function bodyOnlySettings(worker: WorkerSpec): string[] {
  * the worker keeps what the first one gave it.
  */
 function usageOf(workers: readonly WorkerSpec[], argv: readonly string[]): string {
-  const both = 'Register each worker one way, not both: a url on the command line and also POSTed is refused the second time ("Worker <url> already exists"), and the worker keeps what the first registration gave it.';
+  const both =
+    'Register each worker one way, not both: a url on the command line and also POSTed is refused the second time ("Worker <url> already exists"), and the worker keeps what the first registration gave it.';
   if (workers.length === 0) return 'No worker to register: start the gateway with the command, then POST /workers for each worker you add.';
   const onLine = workers.filter((w) => argv.includes(w.url));
   const rich = onLine.filter((w) => bodyOnlySettings(w).length > 0).map((w) => w.url);
   const offLine = workers.filter((w) => !argv.includes(w.url)).map((w) => w.url);
   const parts: string[] = [];
-  if (rich.length === 0 && offLine.length === 0) parts.push('Use the command line: it registers every worker, and their POST /workers bodies add nothing the gateway applies. The bodies are for registering the same workers on a gateway that is already running, instead of the command line.');
-  else if (rich.length > 0) parts.push(`Use the command line for the workers whose body adds nothing, and for ${rich.join(', ')} remove the url from the command and run its curl line once the gateway is up: their bodies carry settings the command line cannot (see the notes).`);
-  if (offLine.length > 0) parts.push(`${offLine.join(', ')} ${offLine.length === 1 ? 'is' : 'are'} not on the command line: register ${offLine.length === 1 ? 'it' : 'them'} with the curl line${offLine.length === 1 ? '' : 's'}.`);
+  if (rich.length === 0 && offLine.length === 0)
+    parts.push(
+      'Use the command line: it registers every worker, and their POST /workers bodies add nothing the gateway applies. The bodies are for registering the same workers on a gateway that is already running, instead of the command line.',
+    );
+  else if (rich.length > 0)
+    parts.push(
+      `Use the command line for the workers whose body adds nothing, and for ${rich.join(', ')} remove the url from the command and run its curl line once the gateway is up: their bodies carry settings the command line cannot (see the notes).`,
+    );
+  if (offLine.length > 0)
+    parts.push(
+      `${offLine.join(', ')} ${offLine.length === 1 ? 'is' : 'are'} not on the command line: register ${offLine.length === 1 ? 'it' : 'them'} with the curl line${offLine.length === 1 ? '' : 's'}.`,
+    );
   return `${parts.join(' ')} ${both}`;
 }

@@ -46,7 +46,11 @@ afterAll(async () => {
 });
 
 const post = (pathname: string, init: { headers?: Record<string, string>; body?: string } = {}) =>
-  fetch(`${consoleUrl.replace(/\/$/, '')}${pathname}`, { method: 'POST', headers: { 'content-type': 'application/json', ...init.headers }, body: init.body ?? '{}' });
+  fetch(`${consoleUrl.replace(/\/$/, '')}${pathname}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...init.headers },
+    body: init.body ?? '{}',
+  });
 
 function wsStatus(protocols: string[], headers: Record<string, string> = {}): Promise<number | 'open'> {
   return new Promise((resolve) => {
@@ -73,10 +77,19 @@ describe('mmtc serve guards', () => {
     const status = (headers: Record<string, string>) =>
       new Promise<number>((resolve) => {
         const u = new URL(consoleUrl);
-        const req = request({ host: u.hostname, port: u.port, path: '/api/overview', method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${consoleToken}`, ...headers } }, (res) => {
-          res.resume();
-          resolve(res.statusCode!);
-        });
+        const req = request(
+          {
+            host: u.hostname,
+            port: u.port,
+            path: '/api/overview',
+            method: 'POST',
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${consoleToken}`, ...headers },
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode!);
+          },
+        );
         req.end('{}');
       });
     expect(await status({ host: `attacker.example:${new URL(consoleUrl).port}` })).toBe(403);
@@ -98,7 +111,10 @@ describe('mmtc serve guards', () => {
 
   it('the token appears once in the output, in the URL it printed, and in no log line', async () => {
     await post('/api/overview', { headers: { authorization: `Bearer ${consoleToken}` } });
-    const lines = serve.output().split('\n').filter((l) => l.includes(consoleToken));
+    const lines = serve
+      .output()
+      .split('\n')
+      .filter((l) => l.includes(consoleToken));
     expect(lines).toEqual([serve.line]);
   });
 });

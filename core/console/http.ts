@@ -43,7 +43,6 @@ export const MAX_WS_MESSAGE = 64 * 1024;
 /** A WebSocket with more than this waiting to go out gets no new traffic batch until it drains. */
 const MAX_BUFFERED = 1024 * 1024;
 
-
 const STATUS: Record<ErrorCode, number> = {
   invalid_input: 400,
   invalid_config: 422,
@@ -108,7 +107,13 @@ function sameToken(given: string | undefined, token: string): boolean {
 }
 
 function securityHeaders(extra: Record<string, string> = {}): Record<string, string> {
-  return { 'content-security-policy': CONTENT_SECURITY_POLICY, 'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer', 'x-frame-options': 'DENY', ...extra };
+  return {
+    'content-security-policy': CONTENT_SECURITY_POLICY,
+    'x-content-type-options': 'nosniff',
+    'referrer-policy': 'no-referrer',
+    'x-frame-options': 'DENY',
+    ...extra,
+  };
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -126,7 +131,11 @@ class BodyTooLarge extends ContractError {
 }
 
 function readJson(req: IncomingMessage): Promise<unknown> {
-  const tooLarge = () => new BodyTooLarge('invalid_input', `the command body is above ${MAX_COMMAND_BODY / 1024} KiB (a configuration of the most workers allowed fits well within it)`);
+  const tooLarge = () =>
+    new BodyTooLarge(
+      'invalid_input',
+      `the command body is above ${MAX_COMMAND_BODY / 1024} KiB (a configuration of the most workers allowed fits well within it)`,
+    );
   return new Promise((resolve, reject) => {
     const declared = Number(req.headers['content-length'] ?? NaN);
     if (Number.isFinite(declared) && declared > MAX_COMMAND_BODY) return reject(tooLarge());
@@ -151,7 +160,8 @@ function readJson(req: IncomingMessage): Promise<unknown> {
       } catch (err) {
         return reject(new ContractError('invalid_input', `the command body is not valid JSON: ${(err as Error).message}`));
       }
-      if (nestingDepth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) return reject(new ContractError('invalid_input', `the command body is nested deeper than ${MAX_JSON_DEPTH} levels`));
+      if (nestingDepth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH)
+        return reject(new ContractError('invalid_input', `the command body is nested deeper than ${MAX_JSON_DEPTH} levels`));
       resolve(value);
     });
     req.on('error', reject);
@@ -211,7 +221,10 @@ function serveEventSocket(ws: WebSocket, backend: ConsoleBackend): void {
     // The name is cut: ws throws for a close reason over 123 bytes.
     if (!STREAM_NAMES.includes(stream)) return ws.close(1008, `no stream '${named.slice(0, 20)}'`);
     if (op === 'subscribe' && !subscriptions.has(stream)) {
-      subscriptions.set(stream, backend.subscribe(stream, (payload) => send(stream, payload), { canSend: () => ws.bufferedAmount < MAX_BUFFERED }));
+      subscriptions.set(
+        stream,
+        backend.subscribe(stream, (payload) => send(stream, payload), { canSend: () => ws.bufferedAmount < MAX_BUFFERED }),
+      );
     } else if (op === 'unsubscribe') {
       subscriptions.get(stream)?.();
       subscriptions.delete(stream);
@@ -251,12 +264,16 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     if (!target.ok) return answerThenClose(req, res, 400, new ContractError('invalid_input', target.error).toWire(), securityHeaders());
     const url = { pathname: target.pathname };
     if (!url.pathname.startsWith('/api/')) {
-      if (req.method !== 'GET' && req.method !== 'HEAD') return sendContractError(res, new ContractError('not_found', `no route for ${req.method} ${url.pathname}`));
+      if (req.method !== 'GET' && req.method !== 'HEAD')
+        return sendContractError(res, new ContractError('not_found', `no route for ${req.method} ${url.pathname}`));
       return serveStatic(options.staticDir, url.pathname, res);
     }
     const auth = req.headers.authorization;
     if (!sameToken(auth?.startsWith('Bearer ') ? auth.slice(7) : undefined, token)) {
-      return sendContractError(res, new ContractError('unauthorized', 'missing or wrong console token: open the URL mmtc serve printed (it ends with #token=…)'));
+      return sendContractError(
+        res,
+        new ContractError('unauthorized', 'missing or wrong console token: open the URL mmtc serve printed (it ends with #token=…)'),
+      );
     }
     const command = url.pathname.slice('/api/'.length);
     if (req.method !== 'POST') return sendContractError(res, new ContractError('not_found', `console commands are POST /api/<command>, not ${req.method}`));
@@ -274,7 +291,11 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     }
   }
 
-  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_WS_MESSAGE, handleProtocols: (protocols) => (protocols.has(EVENTS_SUBPROTOCOL) ? EVENTS_SUBPROTOCOL : false) });
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: MAX_WS_MESSAGE,
+    handleProtocols: (protocols) => (protocols.has(EVENTS_SUBPROTOCOL) ? EVENTS_SUBPROTOCOL : false),
+  });
   server.on('upgrade', (req, socket, head) => {
     // From here the socket is ours: a reset by the client must not become an uncaught 'error'.
     socket.on('error', () => socket.destroy());
@@ -287,7 +308,9 @@ export async function startConsoleServer(options: ConsoleServerOptions): Promise
     const target = requestTarget(req.url);
     if (!target.ok) return refuse(400, 'Bad Request');
     if (target.pathname !== '/api/events') return refuse(404, 'Not Found');
-    const offered = String(req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
+    const offered = String(req.headers['sec-websocket-protocol'] ?? '')
+      .split(',')
+      .map((p) => p.trim());
     const given = offered.find((p) => p.startsWith(TOKEN_SUBPROTOCOL_PREFIX))?.slice(TOKEN_SUBPROTOCOL_PREFIX.length);
     if (!sameToken(given, token)) return refuse(401, 'Unauthorized');
     wss.handleUpgrade(req, socket, head, (ws) => serveEvents(ws));

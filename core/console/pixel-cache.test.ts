@@ -32,7 +32,10 @@ afterAll(async () => {
 
 let n = 0;
 /** A console on a config file of its own (`yaml` before the worker list), with a private SHM directory unless `shmDir` says otherwise. */
-async function withConsole(options: { yaml?: string; flags?: Partial<ConfigFlags>; processEnv?: Record<string, string>; shmDir?: string }, body: (c: RunningConsole, file: string) => Promise<void>): Promise<void> {
+async function withConsole(
+  options: { yaml?: string; flags?: Partial<ConfigFlags>; processEnv?: Record<string, string>; shmDir?: string },
+  body: (c: RunningConsole, file: string) => Promise<void>,
+): Promise<void> {
   n += 1;
   const file = path.join(dir, `router-${n}.yaml`);
   writeFileSync(file, `${options.yaml ?? ''}workers:\n  - url: ${url}\n`);
@@ -50,7 +53,19 @@ const cacheOf = async (c: RunningConsole) => (await c.backend.invoke('overview',
 describe('the pixel cache on the overview', () => {
   it('on by default: the default budget, in force, and nothing off', async () => {
     await withConsole({}, async (c) => {
-      expect(await cacheOf(c)).toEqual({ budgetBytes: 512 * MiB, heldBytes: 0, entries: 0, hits: 0, misses: 0, evictions: 0, tampered: 0, notStored: 0, flushes: 0, configured: { mb: 512, source: 'default', origin: null }, off: null });
+      expect(await cacheOf(c)).toEqual({
+        budgetBytes: 512 * MiB,
+        heldBytes: 0,
+        entries: 0,
+        hits: 0,
+        misses: 0,
+        evictions: 0,
+        tampered: 0,
+        notStored: 0,
+        flushes: 0,
+        configured: { mb: 512, source: 'default', origin: null },
+        off: null,
+      });
     });
   });
 
@@ -59,7 +74,10 @@ describe('the pixel cache on the overview', () => {
       const image = { url, width: 96, height: 96, format: 'png' as const };
       const first = await c.backend.invoke('traffic.sendTestRequest', image, meta);
       const second = await c.backend.invoke('traffic.sendTestRequest', image, meta);
-      expect([first.events, second.events].map((events) => events.filter((e) => e.cache).map((e) => [e.path, e.cache]))).toEqual([[['inline', 'miss']], [['inline', 'hit']]]);
+      expect([first.events, second.events].map((events) => events.filter((e) => e.cache).map((e) => [e.path, e.cache]))).toEqual([
+        [['inline', 'miss']],
+        [['inline', 'hit']],
+      ]);
       const overview = await c.backend.invoke('overview', {}, meta);
       expect(overview.pixelCache).toMatchObject({ entries: 1, hits: 1, misses: 1 });
       expect(overview.files).toMatchObject({ count: 0, bytes: 0, cacheFiles: 1, cacheBytes: overview.pixelCache!.heldBytes });
@@ -71,7 +89,10 @@ describe('the pixel cache on the overview', () => {
   it('off by multimodal_pixel_cache_mb: 0 in the file, naming the key and its line; an apply from the console turns it on at once', async () => {
     await withConsole({ yaml: 'multimodal_pixel_cache_mb: 0\n' }, async (c, file) => {
       const off = await cacheOf(c);
-      expect(off).toMatchObject({ budgetBytes: 0, configured: { mb: 0, source: 'multimodal_pixel_cache_mb', origin: expect.stringMatching(new RegExp(`^${file.replaceAll('.', '\\.')}:1:\\d+$`)) } });
+      expect(off).toMatchObject({
+        budgetBytes: 0,
+        configured: { mb: 0, source: 'multimodal_pixel_cache_mb', origin: expect.stringMatching(new RegExp(`^${file.replaceAll('.', '\\.')}:1:\\d+$`)) },
+      });
       expect(off.off).toEqual({
         reason: 'budget_zero',
         message: `off: multimodal_pixel_cache_mb is 0, set in ${off.configured.origin}`,
@@ -79,18 +100,23 @@ describe('the pixel cache on the overview', () => {
       });
       const view = await c.backend.invoke('config.get', {}, meta);
       await c.backend.invoke('config.apply', { draft: { ...view.config, multimodal_pixel_cache_mb: 64 }, expectedRevision: view.revision }, meta);
-      expect(await cacheOf(c)).toMatchObject({ budgetBytes: 64 * MiB, off: null, configured: { mb: 64, source: 'multimodal_pixel_cache_mb', origin: 'console (HTTP)' } });
+      expect(await cacheOf(c)).toMatchObject({
+        budgetBytes: 64 * MiB,
+        off: null,
+        configured: { mb: 64, source: 'multimodal_pixel_cache_mb', origin: 'console (HTTP)' },
+      });
     });
   });
 
-  it('off by SMG_MM_PIXEL_CACHE_MB=0 in the router\'s environment: the setting wins over it, or unset it and restart', async () => {
+  it("off by SMG_MM_PIXEL_CACHE_MB=0 in the router's environment: the setting wins over it, or unset it and restart", async () => {
     await withConsole({ processEnv: { SMG_MM_PIXEL_CACHE_MB: '0' } }, async (c) => {
       const off = await cacheOf(c);
       expect(off).toMatchObject({ budgetBytes: 0, configured: { mb: 0, source: 'SMG_MM_PIXEL_CACHE_MB', origin: null } });
       expect(off.off).toEqual({
         reason: 'budget_zero',
         message: "off: SMG_MM_PIXEL_CACHE_MB=0 in the router's environment",
-        remedy: 'set multimodal_pixel_cache_mb to the MiB to keep on the Router screen (it wins over SMG_MM_PIXEL_CACHE_MB and applies at once), or unset SMG_MM_PIXEL_CACHE_MB and restart the router (the default is 512 MiB)',
+        remedy:
+          'set multimodal_pixel_cache_mb to the MiB to keep on the Router screen (it wins over SMG_MM_PIXEL_CACHE_MB and applies at once), or unset SMG_MM_PIXEL_CACHE_MB and restart the router (the default is 512 MiB)',
       });
     });
     // The environment's own budget, when it gives one.
@@ -103,7 +129,9 @@ describe('the pixel cache on the overview', () => {
     await withConsole({ flags: { multimodalPixelCacheMb: '0' } }, async (c) => {
       const off = await cacheOf(c);
       expect(off.configured).toEqual({ mb: 0, source: 'multimodal_pixel_cache_mb', origin: '--multimodal-pixel-cache-mb' });
-      expect(off.off?.remedy).toBe('set multimodal_pixel_cache_mb to the MiB to keep on the Router screen (it applies at once, until the next restart: the router started with --multimodal-pixel-cache-mb 0), or restart the router without that flag');
+      expect(off.off?.remedy).toBe(
+        'set multimodal_pixel_cache_mb to the MiB to keep on the Router screen (it applies at once, until the next restart: the router started with --multimodal-pixel-cache-mb 0), or restart the router without that flag',
+      );
     });
   });
 
@@ -114,9 +142,14 @@ describe('the pixel cache on the overview', () => {
       expect(off).toMatchObject({ budgetBytes: 0, configured: { mb: 512, source: 'default' } });
       expect(off.off?.reason).toBe('shm_not_writable');
       expect(off.off?.message).toMatch(new RegExp(`^off: the cache keeps its entries in ${missing}, which the router could not write at start \\(.+\\)$`));
-      expect(off.off?.remedy).toBe(`make ${missing} writable by the router's user and restart the router: the cache then gets its budget (the default budget is 512 MiB)`);
+      expect(off.off?.remedy).toBe(
+        `make ${missing} writable by the router's user and restart the router: the cache then gets its budget (the default budget is 512 MiB)`,
+      );
       // Nothing to flush, but nothing refused either.
-      expect(await c.backend.invoke('pixelCache.flush', {}, meta)).toMatchObject({ dropped: 0, pixelCache: { entries: 0, off: { reason: 'shm_not_writable' } } });
+      expect(await c.backend.invoke('pixelCache.flush', {}, meta)).toMatchObject({
+        dropped: 0,
+        pixelCache: { entries: 0, off: { reason: 'shm_not_writable' } },
+      });
     });
   });
 

@@ -49,7 +49,6 @@ function flagText(value: unknown): string {
   return String(value);
 }
 
-
 /**
  * The configuration the file gets for an applied `config` (see the rules above):
  * `operatorKeys` are the settings the operator has changed since the start (or the last
@@ -57,7 +56,13 @@ function flagText(value: unknown): string {
  * the file's own value (or the default), and so does the file's worker list under
  * --worker-urls.
  */
-export function configForFile(config: RouterConfig, startFlags: readonly StartFlag[], fileConfig: RouterConfig | undefined, embedded: ReadonlySet<string>, operatorKeys: ReadonlySet<string>): RouterConfig {
+export function configForFile(
+  config: RouterConfig,
+  startFlags: readonly StartFlag[],
+  fileConfig: RouterConfig | undefined,
+  embedded: ReadonlySet<string>,
+  operatorKeys: ReadonlySet<string>,
+): RouterConfig {
   const out: Record<string, unknown> = { ...config, workers: config.workers.filter((w) => !embedded.has(w.url)) };
   const defaults = RouterConfigSchema.parse({}) as Record<string, unknown>;
   for (const f of startFlags) {

@@ -56,7 +56,8 @@ export function originLabel(client: BindingClient): string {
 
 export function toContractError(err: unknown): ContractError {
   if (err instanceof ContractError) return err;
-  if (err instanceof ConfigConflictError) return new ContractError('conflict', err.message, undefined, [], { currentRevision: err.currentRevision, expectedRevision: err.expectedRevision });
+  if (err instanceof ConfigConflictError)
+    return new ContractError('conflict', err.message, undefined, [], { currentRevision: err.currentRevision, expectedRevision: err.expectedRevision });
   if (err instanceof RestartRequiredError) return new ContractError('restart_required', err.message, err.issues[0]?.path, err.issues);
   if (err instanceof ConfigError) return new ContractError('invalid_config', err.message, err.issues[0]?.path, err.issues);
   return new ContractError('internal', (err as Error)?.message ?? String(err));

@@ -20,7 +20,11 @@ export async function syntheticImage(width: number, height: number, format: Test
     pixels[i] = x & 0xff;
   }
   const image = sharp(pixels, { raw: { width, height, channels: 3 } });
-  return format === 'png' ? image.png({ compressionLevel: 1 }).toBuffer() : format === 'jpeg' ? image.jpeg({ quality: 85 }).toBuffer() : image.webp({ quality: 80 }).toBuffer();
+  return format === 'png'
+    ? image.png({ compressionLevel: 1 }).toBuffer()
+    : format === 'jpeg'
+      ? image.jpeg({ quality: 85 }).toBuffer()
+      : image.webp({ quality: 80 }).toBuffer();
 }
 
 /**
@@ -32,6 +36,14 @@ export async function syntheticChat(width: number, height: number, format: TestI
   const bytes = await syntheticImage(width, height, format);
   return {
     max_tokens: maxTokens,
-    messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:${MIME[format]};base64,${bytes.toString('base64')}` } }, { type: 'text', text: 'mmtc console test request' }] }],
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'image_url', image_url: { url: `data:${MIME[format]};base64,${bytes.toString('base64')}` } },
+          { type: 'text', text: 'mmtc console test request' },
+        ],
+      },
+    ],
   };
 }

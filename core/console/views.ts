@@ -36,7 +36,15 @@ export function trafficShares(events: readonly { time: number; worker: string; s
 }
 
 /** The worker's transport for its next request under `config` (the running one, or a draft's); `laneReset`: as if its broken lane were reset. */
-export function workerTransport(state: ConsoleState, spec: WorkerSpec, config: RouterConfig, s: ConfigSnapshot, origins: ConfigSnapshot['origins'], w: WorkerState | undefined, laneReset = false) {
+export function workerTransport(
+  state: ConsoleState,
+  spec: WorkerSpec,
+  config: RouterConfig,
+  s: ConfigSnapshot,
+  origins: ConfigSnapshot['origins'],
+  w: WorkerState | undefined,
+  laneReset = false,
+) {
   const ctx = state.running.context;
   return transportForWorker({
     spec,
@@ -121,7 +129,13 @@ export async function fileView(state: ConsoleState): Promise<ConfigView['file']>
   if (!drift.drifted) return { path: file.path, drifted: false, driftDiff: [], driftIssues: [], driftWarnings: [] };
   try {
     const reloaded = state.asReloaded(file.parse(drift.text).config);
-    return { path: file.path, drifted: true, driftDiff: diffConfigs(state.store.current().config, reloaded), driftIssues: [], driftWarnings: shmWillFailWarnings(state, reloaded) };
+    return {
+      path: file.path,
+      drifted: true,
+      driftDiff: diffConfigs(state.store.current().config, reloaded),
+      driftIssues: [],
+      driftWarnings: shmWillFailWarnings(state, reloaded),
+    };
   } catch (err) {
     if (err instanceof ConfigError) return { path: file.path, drifted: true, driftDiff: [], driftIssues: err.issues, driftWarnings: [] };
     throw err;

@@ -78,7 +78,6 @@ export interface PreparedImage {
   encoded?: Uint8Array;
 }
 
-
 /** Where a prefill worker's KV is taken from: its bootstrap server, and the request's room. */
 export interface KvBootstrap {
   host: string;
@@ -172,7 +171,15 @@ export interface EncodeItemRequest {
 
 export type EngineEvent =
   | { kind: 'chunk'; tokenIds: number[]; promptTokens: number; completionTokens: number }
-  | { kind: 'complete'; tokenIds: number[]; finishReason: string; promptTokens: number; completionTokens: number; cachedTokens: number; kvTransferParamsJson?: string };
+  | {
+      kind: 'complete';
+      tokenIds: number[];
+      finishReason: string;
+      promptTokens: number;
+      completionTokens: number;
+      cachedTokens: number;
+      kvTransferParamsJson?: string;
+    };
 
 /**
  * Why a call failed, in terms the router answers with: `deadline` (504), `cancelled`,

@@ -33,7 +33,11 @@ export function grpcTarget(url: string): string {
   throw new Error(`unsupported worker url '${url}': expected grpc://host:port or unix:///path`);
 }
 
-export function unary<Req, Res>(fn: (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res: Res) => void) => unknown, req: Req, timeoutMs: number): Promise<Res> {
+export function unary<Req, Res>(
+  fn: (req: Req, md: grpc.Metadata, opts: Partial<grpc.CallOptions>, cb: (err: grpc.ServiceError | null, res: Res) => void) => unknown,
+  req: Req,
+  timeoutMs: number,
+): Promise<Res> {
   return new Promise((resolve, reject) => {
     fn(req, new grpc.Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res)));
   });
@@ -51,7 +55,8 @@ export function engineFailure(err: grpc.ServiceError): EngineFailure {
   const status = grpc.status[err.code] ?? String(err.code);
   // grpc-js's words for a reply past WORKER_REPLY_MAX_BYTES: the worker's doing, not a refusal.
   const tooLarge = err.code === grpc.status.RESOURCE_EXHAUSTED ? /^Received message larger than max \((\d+) vs (\d+)\)$/.exec(err.details ?? '') : null;
-  if (tooLarge) return { kind: 'broken', status, details: `its reply message of ${tooLarge[1]} bytes is above the ${tooLarge[2]} bytes the router takes from a worker` };
+  if (tooLarge)
+    return { kind: 'broken', status, details: `its reply message of ${tooLarge[1]} bytes is above the ${tooLarge[2]} bytes the router takes from a worker` };
   const details = err.details || err.message;
   if (err.code === grpc.status.DEADLINE_EXCEEDED) return { kind: 'deadline', status, details };
   if (err.code === grpc.status.CANCELLED) return { kind: 'cancelled', status, details };
@@ -65,7 +70,11 @@ export function engineFailure(err: grpc.ServiceError): EngineFailure {
  * `toEvent`, then exactly one of failure or end. After cancel() the sink hears nothing more
  * (the caller asked for it).
  */
-export function readGenerateStream<Res>(call: grpc.ClientReadableStream<Res>, toEvent: (res: Res) => EngineEvent | undefined, sink: GenerateSink): GenerateCall {
+export function readGenerateStream<Res>(
+  call: grpc.ClientReadableStream<Res>,
+  toEvent: (res: Res) => EngineEvent | undefined,
+  sink: GenerateSink,
+): GenerateCall {
   let settled = false;
   call.on('data', (res: Res) => {
     if (settled) return;
@@ -94,17 +103,36 @@ export function readGenerateStream<Res>(call: grpc.ClientReadableStream<Res>, to
 export interface GenerateResponseLike {
   response?:
     | { $case: 'chunk'; value: { tokenIds: number[]; promptTokens: number; completionTokens: number } }
-    | { $case: 'complete'; value: { outputIds: number[]; finishReason: string; promptTokens: number; completionTokens: number; cachedTokens: number; kvTransferParamsJson?: string | undefined } }
+    | {
+        $case: 'complete';
+        value: {
+          outputIds: number[];
+          finishReason: string;
+          promptTokens: number;
+          completionTokens: number;
+          cachedTokens: number;
+          kvTransferParamsJson?: string | undefined;
+        };
+      }
     | undefined;
 }
 
 /** The neutral event of a Generate response. */
 export function generateEvent(res: GenerateResponseLike): EngineEvent | undefined {
   const r = res.response;
-  if (r?.$case === 'chunk') return { kind: 'chunk', tokenIds: r.value.tokenIds, promptTokens: r.value.promptTokens, completionTokens: r.value.completionTokens };
+  if (r?.$case === 'chunk')
+    return { kind: 'chunk', tokenIds: r.value.tokenIds, promptTokens: r.value.promptTokens, completionTokens: r.value.completionTokens };
   if (r?.$case === 'complete') {
     const v = r.value;
-    return { kind: 'complete', tokenIds: v.outputIds, finishReason: v.finishReason, promptTokens: v.promptTokens, completionTokens: v.completionTokens, cachedTokens: v.cachedTokens, ...(v.kvTransferParamsJson ? { kvTransferParamsJson: v.kvTransferParamsJson } : {}) };
+    return {
+      kind: 'complete',
+      tokenIds: v.outputIds,
+      finishReason: v.finishReason,
+      promptTokens: v.promptTokens,
+      completionTokens: v.completionTokens,
+      cachedTokens: v.cachedTokens,
+      ...(v.kvTransferParamsJson ? { kvTransferParamsJson: v.kvTransferParamsJson } : {}),
+    };
   }
   return undefined;
 }

@@ -12,7 +12,10 @@ export function setLabel(labels: Record<string, string>, key: string, value: unk
 }
 
 /** The GetModelInfo fields every protocol shares, as labels (the model's sampling defaults among them: sampling.ts). */
-export function modelLabels(labels: Record<string, string>, model: { modelPath: string; servedModelName: string; modelType: string; architectures: string[]; supportsVision: boolean; defaultSamplingParamsJson: string }): void {
+export function modelLabels(
+  labels: Record<string, string>,
+  model: { modelPath: string; servedModelName: string; modelType: string; architectures: string[]; supportsVision: boolean; defaultSamplingParamsJson: string },
+): void {
   setLabel(labels, 'model_path', model.modelPath);
   setLabel(labels, 'served_model_name', model.servedModelName);
   setLabel(labels, 'model_type', model.modelType);

@@ -6,15 +6,20 @@ import { parseSamplingDefaults, resolveSampling, samplingSummary } from './sampl
 
 const noStopIds = () => undefined;
 
-describe('a worker\'s default_sampling_params_json', () => {
+describe("a worker's default_sampling_params_json", () => {
   it('gives the five keys it sets, ignoring others and nulls', () => {
-    expect(parseSamplingDefaults('{"temperature":0.7,"top_p":0.8,"top_k":20,"repetition_penalty":1.05,"max_new_tokens":512,"min_p":null}')).toEqual({ defaults: { temperature: 0.7, top_p: 0.8, top_k: 20, repetition_penalty: 1.05 } });
+    expect(parseSamplingDefaults('{"temperature":0.7,"top_p":0.8,"top_k":20,"repetition_penalty":1.05,"max_new_tokens":512,"min_p":null}')).toEqual({
+      defaults: { temperature: 0.7, top_p: 0.8, top_k: 20, repetition_penalty: 1.05 },
+    });
     expect(parseSamplingDefaults('')).toEqual({ defaults: {} });
     expect(parseSamplingDefaults(undefined)).toEqual({ defaults: {} });
   });
 
   it('is ignored whole, with the reason, when it is not what the gateway reads', () => {
-    expect(parseSamplingDefaults('{"temperature":"hot"}')).toEqual({ defaults: {}, warning: 'default_sampling_params_json: temperature must be a number, got "hot"; the worker\'s defaults are ignored' });
+    expect(parseSamplingDefaults('{"temperature":"hot"}')).toEqual({
+      defaults: {},
+      warning: 'default_sampling_params_json: temperature must be a number, got "hot"; the worker\'s defaults are ignored',
+    });
     expect(parseSamplingDefaults('{"top_k":1.5}').warning).toContain('top_k must be a whole number, got 1.5');
     expect(parseSamplingDefaults('[1]').warning).toBe('default_sampling_params_json is not a JSON object: [1]');
     expect(parseSamplingDefaults('{nope').warning).toBe('default_sampling_params_json is not JSON: {nope');
@@ -24,9 +29,18 @@ describe('a worker\'s default_sampling_params_json', () => {
 describe('the sampling a request is sent with', () => {
   const model = { temperature: 0.7, top_p: 0.8, top_k: 20, repetition_penalty: 1.05 };
 
-  it('takes the client\'s values over the model\'s, the model\'s over the engines\'', () => {
+  it("takes the client's values over the model's, the model's over the engines'", () => {
     const s = resolveSampling({ temperature: 0.2, maxTokens: 64 }, model, noStopIds);
-    expect(s).toMatchObject({ temperature: 0.2, topP: 0.8, topK: 20, minP: 0, repetitionPenalty: 1.05, frequencyPenalty: 0, presencePenalty: 0, maxTokens: 64 });
+    expect(s).toMatchObject({
+      temperature: 0.2,
+      topP: 0.8,
+      topK: 20,
+      minP: 0,
+      repetitionPenalty: 1.05,
+      frequencyPenalty: 0,
+      presencePenalty: 0,
+      maxTokens: 64,
+    });
     expect(s.sources).toEqual({ temperature: 'client', top_p: 'model', top_k: 'model', min_p: 'default', repetition_penalty: 'model' });
   });
 
@@ -45,7 +59,7 @@ describe('the sampling a request is sent with', () => {
     expect(s.stopTokenIds).toEqual([151645, 198]);
   });
 
-  it('names the model\'s defaults it used, for the log line and the console', () => {
+  it("names the model's defaults it used, for the log line and the console", () => {
     expect(samplingSummary(resolveSampling({ topP: 0.5 }, model, noStopIds)).from_model_defaults).toEqual(['temperature', 'top_k', 'repetition_penalty']);
   });
 });

@@ -74,13 +74,17 @@ export function parseSamplingDefaults(text: string | undefined): { defaults: Sam
   } catch {
     return { defaults: {}, warning: `${SAMPLING_DEFAULTS_LABEL} is not JSON: ${text.slice(0, 120)}` };
   }
-  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed)) return { defaults: {}, warning: `${SAMPLING_DEFAULTS_LABEL} is not a JSON object: ${text.slice(0, 120)}` };
+  if (!parsed || typeof parsed !== 'object' || Array.isArray(parsed))
+    return { defaults: {}, warning: `${SAMPLING_DEFAULTS_LABEL} is not a JSON object: ${text.slice(0, 120)}` };
   const defaults: SamplingDefaults = {};
   for (const key of SAMPLING_DEFAULT_KEYS) {
     const value = (parsed as Record<string, unknown>)[key];
     if (value === undefined || value === null) continue;
     if (typeof value !== 'number' || !Number.isFinite(value) || (key === 'top_k' && !Number.isInteger(value))) {
-      return { defaults: {}, warning: `${SAMPLING_DEFAULTS_LABEL}: ${key} must be ${key === 'top_k' ? 'a whole number' : 'a number'}, got ${JSON.stringify(value)}; the worker's defaults are ignored` };
+      return {
+        defaults: {},
+        warning: `${SAMPLING_DEFAULTS_LABEL}: ${key} must be ${key === 'top_k' ? 'a whole number' : 'a number'}, got ${JSON.stringify(value)}; the worker's defaults are ignored`,
+      };
     }
     defaults[key] = value;
   }

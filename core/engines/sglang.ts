@@ -49,14 +49,28 @@ function inlineTensorData(placed: PlacedTensor, name: string): sg.TensorData {
   return { data: Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength), shape: placed.shape, dtype: placed.dtype };
 }
 
-
 async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
   let mmInputs: sg.MultimodalInputs | undefined;
   if (req.images.length > 0) {
     const { pixels, rows, features } = concatenatedPixels(req.images);
-    const pixelValues = await placeTensor(ctx, { name: 'pixel_values', shape: [rows, features], dtype: 'float32', bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength) });
-    const grid = await placeTensor(ctx, { name: 'image_grid_thw', shape: [req.images.length, 3], dtype: 'int64', bytes: int64Bytes(req.images.flatMap((im) => im.gridThw)) });
-    const patches = await placeTensor(ctx, { name: 'patches_per_image', shape: [req.images.length], dtype: 'int64', bytes: int64Bytes(req.images.map((im) => im.patches)) });
+    const pixelValues = await placeTensor(ctx, {
+      name: 'pixel_values',
+      shape: [rows, features],
+      dtype: 'float32',
+      bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength),
+    });
+    const grid = await placeTensor(ctx, {
+      name: 'image_grid_thw',
+      shape: [req.images.length, 3],
+      dtype: 'int64',
+      bytes: int64Bytes(req.images.flatMap((im) => im.gridThw)),
+    });
+    const patches = await placeTensor(ctx, {
+      name: 'patches_per_image',
+      shape: [req.images.length],
+      dtype: 'int64',
+      bytes: int64Bytes(req.images.map((im) => im.patches)),
+    });
     mmInputs = sg.MultimodalInputs.fromPartial({
       pixelValues: inlineTensorData(pixelValues, 'pixel_values'),
       modelSpecificTensors: { image_grid_thw: inlineTensorData(grid, 'image_grid_thw'), patches_per_image: inlineTensorData(patches, 'patches_per_image') },

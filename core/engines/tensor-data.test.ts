@@ -17,14 +17,22 @@ describe('wire format', () => {
   });
 
   it('an SHM handle is field 4 with name, offset, nbytes, owner_id', () => {
-    const bytes = ts.TensorData.encode({ shape: [], dtype: '', payload: { $case: 'shm', value: { name: 'n', offset: 0n, nbytes: 300n, ownerId: 'smg:7' } } }).finish();
+    const bytes = ts.TensorData.encode({
+      shape: [],
+      dtype: '',
+      payload: { $case: 'shm', value: { name: 'n', offset: 0n, nbytes: 300n, ownerId: 'smg:7' } },
+    }).finish();
     expect(hex(bytes)).toBe('22 0d 0a 01 6e 18 ac 02 22 05 73 6d 67 3a 37');
   });
 
   it('placed tensors convert to TensorData and back for both runtimes', () => {
     const placed = [
       { shape: [2, 2], dtype: 'float32', payload: { kind: 'inline' as const, bytes: new Uint8Array(16).fill(3) } },
-      { shape: [4900, 1176], dtype: 'bfloat16', payload: { kind: 'shm' as const, handle: { name: 'smg-tokenspeed-1-2-3', offset: 0, nbytes: 11524800, owner_id: 'smg:1' } } },
+      {
+        shape: [4900, 1176],
+        dtype: 'bfloat16',
+        payload: { kind: 'shm' as const, handle: { name: 'smg-tokenspeed-1-2-3', offset: 0, nbytes: 11524800, owner_id: 'smg:1' } },
+      },
     ];
     for (const p of placed) {
       for (const codec of [ts.TensorData, vllm.TensorData]) {
@@ -59,13 +67,29 @@ describe('wire format', () => {
     });
     expect(ts.GenerateRequest.decode(ts.GenerateRequest.encode(request).finish())).toEqual(request);
     const messages: Array<[{ encode(m: never): { finish(): Uint8Array }; decode(b: Uint8Array): unknown; fromPartial(o: never): unknown }, object]> = [
-      [ts.GenerateResponse, { requestId: 'r1', response: { $case: 'complete', value: { outputIds: [5, 6], finishReason: 'stop', promptTokens: 3, completionTokens: 2 } } }],
+      [
+        ts.GenerateResponse,
+        { requestId: 'r1', response: { $case: 'complete', value: { outputIds: [5, 6], finishReason: 'stop', promptTokens: 3, completionTokens: 2 } } },
+      ],
       [ts.GenerateResponse, { requestId: 'r1', response: { $case: 'chunk', value: { tokenIds: [5], index: 0 } } }],
       [ts.HealthCheckResponse, { healthy: true, message: 'ok' }],
       [ts.AbortRequest, { requestId: 'r1', reason: 'client gone' }],
       [ts.GetModelInfoResponse, { modelPath: '/m', supportsVision: true, supportedModalities: [1], multimodalEncoderDtype: 'bfloat16' }],
       [ts.GetServerInfoResponse, { schedulerInfo: { shm_namespace_id: 'boot:26' }, activeRequests: 2 }],
-      [vllm.GenerateRequest, { requestId: 'v1', input: { $case: 'tokenized', value: { originalText: 't', inputIds: [1, 2] } }, mmInputs: { pixelValues: { shape: [1], dtype: 'float32', payload: { $case: 'inline', value: Buffer.alloc(4) } }, imTokenId: 151655, mmPlaceholders: [{ offset: 0, length: 1 }], flatKeys: { image_grid_thw: 'image_grid_thw' }, modality: 1 } }],
+      [
+        vllm.GenerateRequest,
+        {
+          requestId: 'v1',
+          input: { $case: 'tokenized', value: { originalText: 't', inputIds: [1, 2] } },
+          mmInputs: {
+            pixelValues: { shape: [1], dtype: 'float32', payload: { $case: 'inline', value: Buffer.alloc(4) } },
+            imTokenId: 151655,
+            mmPlaceholders: [{ offset: 0, length: 1 }],
+            flatKeys: { image_grid_thw: 'image_grid_thw' },
+            modality: 1,
+          },
+        },
+      ],
       [vllm.GenerateResponse, { response: { $case: 'complete', value: { outputIds: [1], finishReason: 'length' } } }],
       [vllm.AbortRequest, { requestIds: ['a', 'b'] }],
       [vllm.GetServerInfoResponse, { shmNamespaceId: 'boot:26', activeRequests: 1 }],

@@ -33,7 +33,10 @@ export function wireTensorFromTensorData(t: AnyTensorData | undefined): WireTens
     case 'inline':
       return { ...base, payload: { kind: 'inline', bytes: p.value } };
     case 'shm':
-      return { ...base, payload: { kind: 'shm', handle: { name: p.value.name, offset: Number(p.value.offset), nbytes: Number(p.value.nbytes), owner_id: p.value.ownerId } } };
+      return {
+        ...base,
+        payload: { kind: 'shm', handle: { name: p.value.name, offset: Number(p.value.offset), nbytes: Number(p.value.nbytes), owner_id: p.value.ownerId } },
+      };
     case 'remote':
       return { ...base, payload: { kind: 'remote', transport: p.value.transport, nbytes: Number(p.value.nbytes) } };
   }

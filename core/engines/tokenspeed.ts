@@ -13,7 +13,19 @@ import * as enc from '../gen/tokenspeed/grpc/encoder.ts';
 import * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
 import { parseEncoderDtype } from '../transport/dtype.ts';
 import { placeTensor, type PlacementContext } from '../transport/placement.ts';
-import { messageFor, type EncodeItemRequest, type Engine, type EncoderDtypeChoice, type EngineCapabilities, type EngineConnection, type EngineFailure, type EngineRequest, type Modality, type PreparedImage, type WireRequest } from './engine.ts';
+import {
+  messageFor,
+  type EncodeItemRequest,
+  type Engine,
+  type EncoderDtypeChoice,
+  type EngineCapabilities,
+  type EngineConnection,
+  type EngineFailure,
+  type EngineRequest,
+  type Modality,
+  type PreparedImage,
+  type WireRequest,
+} from './engine.ts';
 import type { EncoderDtype } from '../transport/vocabulary.ts';
 import { ABORT_DEADLINE_MS, engineFailure, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, unary } from './grpc.ts';
 import { modelLabels, setLabel } from './labels.ts';
@@ -23,7 +35,11 @@ import { tensorDataFromPlaced } from './tensor-data.ts';
 import { encoderBytes, int64Bytes } from './tensors.ts';
 
 /** TokenSpeed's encoder-input dtype chain (the header). */
-export function tokenSpeedEncoderDtype(modality: Modality, env: Readonly<Record<string, string | undefined>>, labels: Readonly<Record<string, string>>): EncoderDtypeChoice {
+export function tokenSpeedEncoderDtype(
+  modality: Modality,
+  env: Readonly<Record<string, string | undefined>>,
+  labels: Readonly<Record<string, string>>,
+): EncoderDtypeChoice {
   const perModality = `SMG_TOKENSPEED_${modality.toUpperCase()}_ENCODER_INPUT_DTYPE`;
   const candidates: Array<[string, string | undefined]> = [
     [perModality, env[perModality]],
@@ -34,7 +50,11 @@ export function tokenSpeedEncoderDtype(modality: Modality, env: Readonly<Record<
     if (raw === undefined || raw.trim() === '') continue;
     const dtype = parseEncoderDtype(raw);
     if (dtype) return { dtype, source };
-    return { dtype: 'float32', source, warning: `unknown encoder dtype '${raw}' from ${source}: expected float32|fp32|f32, bfloat16|bf16 or float16|fp16|f16|half; using float32` };
+    return {
+      dtype: 'float32',
+      source,
+      warning: `unknown encoder dtype '${raw}' from ${source}: expected float32|fp32|f32, bfloat16|bf16 or float16|fp16|f16|half; using float32`,
+    };
   }
   return { dtype: 'bfloat16', source: 'default' };
 }
@@ -59,14 +79,23 @@ const capabilities: EngineCapabilities = {
   stopStrings: true,
 };
 
-
 /**
  * One image's MultimodalItem: its encoder input (unless `pixels` is false), grid, patch count,
  * placeholder and content hash; every tensor placed. `readWrite`: the worker attaches the
  * encoder input's file read-write.
  */
-async function itemOf(ctx: PlacementContext, image: PreparedImage, suffix: string, dtype: EncoderDtype, imageTokenId: number, pixels: boolean, readWrite: boolean): Promise<ts.MultimodalItem> {
-  const encoder = pixels ? await placeTensor(ctx, { name: `encoder_input${suffix}`, shape: [image.patches, image.features], dtype, bytes: encoderBytes(image, dtype), readWrite }) : undefined;
+async function itemOf(
+  ctx: PlacementContext,
+  image: PreparedImage,
+  suffix: string,
+  dtype: EncoderDtype,
+  imageTokenId: number,
+  pixels: boolean,
+  readWrite: boolean,
+): Promise<ts.MultimodalItem> {
+  const encoder = pixels
+    ? await placeTensor(ctx, { name: `encoder_input${suffix}`, shape: [image.patches, image.features], dtype, bytes: encoderBytes(image, dtype), readWrite })
+    : undefined;
   const grid = await placeTensor(ctx, { name: `image_grid_thw${suffix}`, shape: [1, 3], dtype: 'int64', bytes: int64Bytes(image.gridThw) });
   const patches = await placeTensor(ctx, { name: `patches_per_image${suffix}`, shape: [1], dtype: 'int64', bytes: int64Bytes([image.patches]) });
   return ts.MultimodalItem.fromPartial({
@@ -82,7 +111,8 @@ async function itemOf(ctx: PlacementContext, image: PreparedImage, suffix: strin
 async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
   const items: ts.MultimodalItem[] = [];
   const pixels = req.leg?.pixels ?? true;
-  for (const [i, image] of req.images.entries()) items.push(await itemOf(ctx, image, req.images.length > 1 ? `[${i}]` : '', req.encoderDtype, req.imageTokenId, pixels, req.encoderReadWrite));
+  for (const [i, image] of req.images.entries())
+    items.push(await itemOf(ctx, image, req.images.length > 1 ? `[${i}]` : '', req.encoderDtype, req.imageTokenId, pixels, req.encoderReadWrite));
   const leg = req.leg;
   const message = ts.GenerateRequest.fromPartial({
     requestId: req.requestId,
@@ -90,8 +120,16 @@ async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<
     samplingParams: ts.SamplingParams.fromPartial(everyValueSet(req.sampling, capabilities.stopStrings)),
     stream: req.stream,
     ...(items.length ? { mmInputs: { items } } : {}),
-    ...(leg?.kvBootstrap ? { kvBootstrapInfo: { bootstrapHost: leg.kvBootstrap.host, bootstrapPort: leg.kvBootstrap.port, bootstrapRoom: leg.kvBootstrap.room } } : {}),
-    ...(leg?.encodeBootstrap?.length ? { encodeBootstrapInfo: { items: leg.encodeBootstrap.map((e) => ({ itemIndex: e.item, bootstrapHost: e.host, bootstrapPort: e.port, bootstrapRoom: e.room })) } } : {}),
+    ...(leg?.kvBootstrap
+      ? { kvBootstrapInfo: { bootstrapHost: leg.kvBootstrap.host, bootstrapPort: leg.kvBootstrap.port, bootstrapRoom: leg.kvBootstrap.room } }
+      : {}),
+    ...(leg?.encodeBootstrap?.length
+      ? {
+          encodeBootstrapInfo: {
+            items: leg.encodeBootstrap.map((e) => ({ itemIndex: e.item, bootstrapHost: e.host, bootstrapPort: e.port, bootstrapRoom: e.room })),
+          },
+        }
+      : {}),
   });
   return { runtime: 'tokenspeed', message };
 }
@@ -100,7 +138,11 @@ async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<
 async function buildEncodeRequest(req: EncodeItemRequest, ctx: PlacementContext): Promise<WireRequest> {
   // The encode worker reads its encoder input (O_RDONLY) and publishes a segment of its own.
   const item = await itemOf(ctx, req.image, `[${req.index}]`, req.encoderDtype, req.imageTokenId, true, false);
-  const message = enc.EncodeRequest.fromPartial({ requestId: `encode-${req.requestId}-${req.index}`, mmInputs: { items: [item] }, items: [{ bootstrapRoom: req.room }] });
+  const message = enc.EncodeRequest.fromPartial({
+    requestId: `encode-${req.requestId}-${req.index}`,
+    mmInputs: { items: [item] },
+    items: [{ bootstrapRoom: req.room }],
+  });
   return { runtime: 'tokenspeed', message: { encode: message } };
 }
 
@@ -132,7 +174,9 @@ function connect(url: string): EngineConnection {
       const { encode } = messageFor<{ encode: enc.EncodeRequest }>(request, 'tokenspeed');
       let call: grpc.ClientUnaryCall | undefined;
       const done = new Promise<{ accepted: boolean } | { failure: EngineFailure }>((resolve) => {
-        call = encoder.encode(encode, new grpc.Metadata(), { deadline: options.deadline }, (err, res) => resolve(err ? { failure: engineFailure(err) } : { accepted: res.accepted }));
+        call = encoder.encode(encode, new grpc.Metadata(), { deadline: options.deadline }, (err, res) =>
+          resolve(err ? { failure: engineFailure(err) } : { accepted: res.accepted }),
+        );
       });
       return { done, cancel: () => call?.cancel() };
     },

@@ -89,7 +89,13 @@ function kvHandoff(prefill: KvHandoffPrefill): KvHandoff {
         prefill: { kvTransferParamsJson: JSON.stringify({ do_remote_decode: true, do_remote_prefill: false, transfer_id: transferId }) },
         decode: () => ({
           pixels: false,
-          kvTransferParamsJson: JSON.stringify({ do_remote_decode: false, do_remote_prefill: true, transfer_id: transferId, remote_engine_id: engineId, remote_bootstrap_addr: `http://${prefill.host}:${prefill.port}` }),
+          kvTransferParamsJson: JSON.stringify({
+            do_remote_decode: false,
+            do_remote_prefill: true,
+            transfer_id: transferId,
+            remote_engine_id: engineId,
+            remote_bootstrap_addr: `http://${prefill.host}:${prefill.port}`,
+          }),
         }),
       };
     }
@@ -104,9 +110,15 @@ function kvHandoff(prefill: KvHandoffPrefill): KvHandoff {
   return {
     mode: 'none',
     connector,
-    says: connector ? `${connector} is not a connector the gateway hands KV over with: no tag; the decode takes what the prefill returns, else computes the prompt again` : 'no KV connector: the decode takes what the prefill returns, else computes the prompt again',
+    says: connector
+      ? `${connector} is not a connector the gateway hands KV over with: no tag; the decode takes what the prefill returns, else computes the prompt again`
+      : 'no KV connector: the decode takes what the prefill returns, else computes the prompt again',
     prefill: {},
-    decode: (returned) => recompute(returned, `the prefill worker has ${connector ? `KV connector ${connector}, which the gateway does not hand over with` : 'no KV connector'}: the decode computes the prompt again`),
+    decode: (returned) =>
+      recompute(
+        returned,
+        `the prefill worker has ${connector ? `KV connector ${connector}, which the gateway does not hand over with` : 'no KV connector'}: the decode computes the prompt again`,
+      ),
   };
 }
 
@@ -137,9 +149,24 @@ function samplingParams(s: SamplingOptions, prefillOnly: boolean): vllm.Sampling
  */
 async function mmInputsOf(req: EngineRequest, ctx: PlacementContext): Promise<vllm.MultimodalInputs> {
   const { pixels, rows, features } = concatenatedPixels(req.images);
-  const pixelValues = await placeTensor(ctx, { name: 'pixel_values', shape: [rows, features], dtype: 'float32', bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength) });
-  const grid = await placeTensor(ctx, { name: 'image_grid_thw', shape: [req.images.length, 3], dtype: 'int64', bytes: int64Bytes(req.images.flatMap((im) => im.gridThw)) });
-  const patches = await placeTensor(ctx, { name: 'patches_per_image', shape: [req.images.length], dtype: 'int64', bytes: int64Bytes(req.images.map((im) => im.patches)) });
+  const pixelValues = await placeTensor(ctx, {
+    name: 'pixel_values',
+    shape: [rows, features],
+    dtype: 'float32',
+    bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength),
+  });
+  const grid = await placeTensor(ctx, {
+    name: 'image_grid_thw',
+    shape: [req.images.length, 3],
+    dtype: 'int64',
+    bytes: int64Bytes(req.images.flatMap((im) => im.gridThw)),
+  });
+  const patches = await placeTensor(ctx, {
+    name: 'patches_per_image',
+    shape: [req.images.length],
+    dtype: 'int64',
+    bytes: int64Bytes(req.images.map((im) => im.patches)),
+  });
   return vllm.MultimodalInputs.fromPartial({
     pixelValues: tensorDataFromPlaced(pixelValues),
     modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(grid), patches_per_image: tensorDataFromPlaced(patches) },

@@ -7,7 +7,7 @@ const images = makeTestImages();
 afterAll(() => images.remove());
 
 describe('decodeToRgb (as Pillow convert("RGB"))', () => {
-  it.each(DECODABLE)('%s decodes to exactly Pillow\'s RGB pixels', async (name) => {
+  it.each(DECODABLE)("%s decodes to exactly Pillow's RGB pixels", async (name) => {
     const img = await decodeToRgb(images.bytes(name));
     expect([img.width, img.height]).toEqual([400, 300]);
     const expected = images.pillowRgb(name);

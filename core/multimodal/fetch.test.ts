@@ -180,12 +180,16 @@ describe('image sources', () => {
     expect((await failure(loadImageBytes(`${base}/missing`, 1, { policy }))).message).toBe(`image 1: download of ${base}/missing answered HTTP 404`);
     expect((await failure(loadImageBytes(`${base}/big`, 1, { policy }))).status).toBe(413);
     expect((await failure(loadImageBytes(`${base}/chunked-big`, 1, { policy, maxBytes: 1024 * 1024 }))).status).toBe(413);
-    expect((await failure(loadImageBytes(`${base}/slow`, 1, { policy, timeoutMs: 200 }))).message).toBe(`image 1: download of ${base}/slow timed out after 200 ms`);
+    expect((await failure(loadImageBytes(`${base}/slow`, 1, { policy, timeoutMs: 200 }))).message).toBe(
+      `image 1: download of ${base}/slow timed out after 200 ms`,
+    );
     expect((await failure(loadImageBytes(`${base}/empty`, 1, { policy }))).message).toBe(`image 1: ${base}/empty returned an empty body`);
   });
 
   it('local files only when allowed (the CLI)', async () => {
-    expect((await failure(loadImageBytes('file:///etc/hostname', 0))).message).toBe("image 0: unsupported image URL scheme 'file:', expected data:, http: or https:");
+    expect((await failure(loadImageBytes('file:///etc/hostname', 0))).message).toBe(
+      "image 0: unsupported image URL scheme 'file:', expected data:, http: or https:",
+    );
     expect((await loadImageBytes('/etc/hostname', 0, { allowFiles: true })).byteLength).toBeGreaterThan(0);
     expect((await failure(loadImageBytes('/no/such/file.png', 3, { allowFiles: true }))).message).toBe('image 3: cannot read /no/such/file.png: no such file');
   });
@@ -233,11 +237,14 @@ describe('address policy for http(s) images', () => {
     expect(v6?.connections ?? 0).toBe(0);
   });
 
-  it.each(['127.1', '2130706433', '0x7f.0.0.1', '0177.0.0.1', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]'])('with the opt-in, spelling %s reaches the loopback server', async (host) => {
-    const bytes = await loadImageBytes(`http://${host}:${main.port}/ok.png`, 0, { policy: optIn });
-    expect(Buffer.from(bytes).equals(PNG_HEAD)).toBe(true);
-    expect(main.connections).toBe(1);
-  });
+  it.each(['127.1', '2130706433', '0x7f.0.0.1', '0177.0.0.1', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]'])(
+    'with the opt-in, spelling %s reaches the loopback server',
+    async (host) => {
+      const bytes = await loadImageBytes(`http://${host}:${main.port}/ok.png`, 0, { policy: optIn });
+      expect(Buffer.from(bytes).equals(PNG_HEAD)).toBe(true);
+      expect(main.connections).toBe(1);
+    },
+  );
 
   it.for(['[::1]', '[0:0:0:0:0:0:0:1]'])('with the opt-in, IPv6 spelling %s reaches the ::1 server', async (host, ctx) => {
     if (!v6) return ctx.skip();
@@ -286,9 +293,13 @@ describe('address policy for http(s) images', () => {
   it('one refused address among the answers refuses the host', async () => {
     const request = countingRequest();
     const policy = createMediaPolicy({ resolve: resolverOf({ 'img.test': ['93.184.215.14', '10.0.0.1'] }) });
-    expect((await failure(loadImageBytes('http://img.test/x.png', 0, { policy, request }))).message).toBe(`image 0: http://img.test/x.png is refused: img.test resolves to a private address ${HINT}`);
+    expect((await failure(loadImageBytes('http://img.test/x.png', 0, { policy, request }))).message).toBe(
+      `image 0: http://img.test/x.png is refused: img.test resolves to a private address ${HINT}`,
+    );
     const withOptIn = createMediaPolicy({ allowPrivateHosts: true, resolve: resolverOf({ 'img.test': ['127.0.0.1', '169.254.169.254'] }) });
-    expect((await failure(loadImageBytes(`http://img.test:${main.port}/ok.png`, 0, { policy: withOptIn, request }))).message).toContain('is refused: img.test resolves to a cloud metadata address');
+    expect((await failure(loadImageBytes(`http://img.test:${main.port}/ok.png`, 0, { policy: withOptIn, request }))).message).toContain(
+      'is refused: img.test resolves to a cloud metadata address',
+    );
     expect(request).not.toHaveBeenCalled();
     expect(main.connections).toBe(0);
   });
@@ -329,10 +340,14 @@ describe('redirects', () => {
 
   it('refuses a chain beyond maxRedirects without opening the next hop', async () => {
     const url = `${base}/r/4`;
-    expect((await failure(loadImageBytes(url, 0, { policy: optIn }))).message).toBe(`image 0: ${url} redirects more than 3 times; at most 3 redirects are followed`);
+    expect((await failure(loadImageBytes(url, 0, { policy: optIn }))).message).toBe(
+      `image 0: ${url} redirects more than 3 times; at most 3 redirects are followed`,
+    );
     expect(main.connections).toBe(4);
     const none = createMediaPolicy({ allowPrivateHosts: true, maxRedirects: 0 });
-    expect((await failure(loadImageBytes(`${base}/r/1`, 0, { policy: none }))).message).toBe(`image 0: ${base}/r/1 redirects more than 0 times; at most 0 redirects are followed`);
+    expect((await failure(loadImageBytes(`${base}/r/1`, 0, { policy: none }))).message).toBe(
+      `image 0: ${base}/r/1 redirects more than 0 times; at most 0 redirects are followed`,
+    );
   });
 
   it('a redirect to an address even the opt-in refuses is not followed, and its server sees nothing', async () => {
@@ -350,7 +365,11 @@ describe('redirects', () => {
     for (const [hop, shown, reason] of [
       ['http://169.254.169.254/latest/meta-data/', 'http://169.254.169.254/latest/meta-data/', '169.254.169.254 is a cloud metadata address'],
       ['http://meta.test/latest/meta-data/', 'http://meta.test/latest/meta-data/', 'meta.test resolves to a cloud metadata address'],
-      ['http://[::ffff:169.254.169.254]/', 'http://[::ffff:a9fe:a9fe]/', '::ffff:a9fe:a9fe is the IPv4-mapped form of 169.254.169.254, a cloud metadata address'],
+      [
+        'http://[::ffff:169.254.169.254]/',
+        'http://[::ffff:a9fe:a9fe]/',
+        '::ffff:a9fe:a9fe is the IPv4-mapped form of 169.254.169.254, a cloud metadata address',
+      ],
     ]) {
       request.mockClear();
       const url = `http://img.test:${main.port}/to?u=${encodeURIComponent(hop!)}`;
@@ -386,7 +405,9 @@ describe('redirects', () => {
     const policy = createMediaPolicy({ resolve, allowPrivateHosts: true, allowedMediaDomains: ['img.test'] });
     const hop = `http://127.0.0.1:${target.port}/ok.png`;
     const url = `http://img.test:${main.port}/to?u=${encodeURIComponent(hop)}`;
-    expect((await failure(loadImageBytes(url, 0, { policy }))).message).toBe(`image 0: ${url} redirects to ${hop}, which is refused: 127.0.0.1 is not in allowed_media_domains (img.test)`);
+    expect((await failure(loadImageBytes(url, 0, { policy }))).message).toBe(
+      `image 0: ${url} redirects to ${hop}, which is refused: 127.0.0.1 is not in allowed_media_domains (img.test)`,
+    );
     expect(target.connections).toBe(0);
     expect(main.connections).toBe(1);
   });
@@ -401,7 +422,9 @@ describe('allowed_media_domains', () => {
     expect(main.connections).toBe(2);
     for (const host of ['other.test', '127.0.0.1', 'sub.img.test']) {
       const url = `http://${host}:${main.port}/ok.png`;
-      expect((await failure(loadImageBytes(url, 1, { policy }))).message).toBe(`image 1: ${url} is refused: ${host} is not in allowed_media_domains (img.test)`);
+      expect((await failure(loadImageBytes(url, 1, { policy }))).message).toBe(
+        `image 1: ${url} is refused: ${host} is not in allowed_media_domains (img.test)`,
+      );
     }
     expect(resolve.mock.calls.map((c) => c[0])).toEqual(['img.test', 'img.test.']); // refused names are not even resolved
     expect(main.connections).toBe(2);
@@ -423,17 +446,23 @@ describe('failures reveal nothing about the target', () => {
     expect((await failure(loadImageBytes(url, 0, { policy: optIn }))).message).toBe(`image 0: cannot download ${url}: the connection failed`);
     const hop = `http://127.0.0.1:${closed.port}/y.png`;
     const via = `${base}/to?u=${encodeURIComponent(hop)}`;
-    expect((await failure(loadImageBytes(via, 0, { policy: optIn }))).message).toBe(`image 0: cannot download ${via}: its redirect to ${hop}: the connection failed`);
+    expect((await failure(loadImageBytes(via, 0, { policy: optIn }))).message).toBe(
+      `image 0: cannot download ${via}: its redirect to ${hop}: the connection failed`,
+    );
   });
 
   it('an unknown name is "host not found", whatever the resolver said', async () => {
     const policy = createMediaPolicy({ resolve: async () => Promise.reject(new Error('queryA ETIMEOUT 10.0.0.53')) });
-    expect((await failure(loadImageBytes('http://nowhere.test/x.png', 0, { policy }))).message).toBe('image 0: cannot download http://nowhere.test/x.png: host not found');
+    expect((await failure(loadImageBytes('http://nowhere.test/x.png', 0, { policy }))).message).toBe(
+      'image 0: cannot download http://nowhere.test/x.png: host not found',
+    );
   });
 
   it('a body cut short is reported without the socket error', async () => {
     const url = `${base}/reset`;
-    expect((await failure(loadImageBytes(url, 0, { policy: optIn }))).message).toBe(`image 0: cannot download ${url}: the connection failed before the image was complete`);
+    expect((await failure(loadImageBytes(url, 0, { policy: optIn }))).message).toBe(
+      `image 0: cannot download ${url}: the connection failed before the image was complete`,
+    );
   });
 });
 
@@ -448,7 +477,9 @@ describe('the timeout covers the whole download', () => {
 
   it('a resolver that never answers hits the timeout', async () => {
     const policy = createMediaPolicy({ resolve: () => new Promise(() => {}) });
-    expect((await failure(loadImageBytes('http://stuck.test/x.png', 0, { policy, timeoutMs: 100 }))).message).toBe('image 0: download of http://stuck.test/x.png timed out after 100 ms');
+    expect((await failure(loadImageBytes('http://stuck.test/x.png', 0, { policy, timeoutMs: 100 }))).message).toBe(
+      'image 0: download of http://stuck.test/x.png timed out after 100 ms',
+    );
   });
 
   it('redirect hops share one deadline', async () => {
@@ -467,7 +498,29 @@ describe('https', () => {
     try {
       dir = mkdtempSync(join(tmpdir(), 'fetch-tls-'));
       const [key, cert] = [join(dir, 'key.pem'), join(dir, 'cert.pem')];
-      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=img.test', '-addext', 'subjectAltName=DNS:img.test'], { stdio: 'ignore' });
+      execFileSync(
+        'openssl',
+        [
+          'req',
+          '-x509',
+          '-newkey',
+          'ec',
+          '-pkeyopt',
+          'ec_paramgen_curve:prime256v1',
+          '-nodes',
+          '-keyout',
+          key,
+          '-out',
+          cert,
+          '-days',
+          '1',
+          '-subj',
+          '/CN=img.test',
+          '-addext',
+          'subjectAltName=DNS:img.test',
+        ],
+        { stdio: 'ignore' },
+      );
       ca = readFileSync(cert);
       const options = { key: readFileSync(key), cert: ca };
       tls = await listen(
@@ -502,7 +555,9 @@ describe('https', () => {
   it('a certificate that does not match, or is not trusted, fails as a TLS failure', async (ctx) => {
     if (!tls) return ctx.skip();
     const wrongName = `https://other.test:${tls.port}/ok.png`;
-    expect((await failure(loadImageBytes(wrongName, 0, { policy, request: trusting }))).message).toBe(`image 0: cannot download ${wrongName}: the TLS handshake failed`);
+    expect((await failure(loadImageBytes(wrongName, 0, { policy, request: trusting }))).message).toBe(
+      `image 0: cannot download ${wrongName}: the TLS handshake failed`,
+    );
     const untrusted = `https://img.test:${tls.port}/ok.png`;
     expect((await failure(loadImageBytes(untrusted, 0, { policy }))).message).toBe(`image 0: cannot download ${untrusted}: the TLS handshake failed`);
   });

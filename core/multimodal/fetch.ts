@@ -76,7 +76,8 @@ function fromDataUrl(url: string, index: number, maxBytes: number): Uint8Array {
   // Node's decoder skips characters outside the alphabet, so a payload that is not base64
   // decodes to fewer bytes than its length promises: one comparison instead of a regex pass.
   const unpadded = payload.length - (payload.endsWith('==') ? 2 : payload.endsWith('=') ? 1 : 0);
-  if (bytes.byteLength !== Math.floor((unpadded * 3) / 4) || payload.length % 4 === 1) throw new ImageInputError(index, 'data: URL payload is not valid base64');
+  if (bytes.byteLength !== Math.floor((unpadded * 3) / 4) || payload.length % 4 === 1)
+    throw new ImageInputError(index, 'data: URL payload is not valid base64');
   if (bytes.byteLength === 0) throw new ImageInputError(index, 'data: URL holds no bytes');
   return bytes;
 }
@@ -103,10 +104,14 @@ function beforeDeadline<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
 // The lookup hands Node the addresses the policy already checked, so the socket cannot
 // connect anywhere else and no second DNS answer (a rebinding one) is ever consulted.
 function pinnedLookup(addresses: readonly ResolvedAddress[]): NonNullable<RequestOptions['lookup']> {
-  return ((_host: string, opts: { all?: boolean }, cb: (err: Error | null, address: string | ResolvedAddress[], family?: number) => void) => {
-    if (opts?.all) cb(null, addresses.map((a) => ({ ...a })));
+  return (_host: string, opts: { all?: boolean }, cb: (err: Error | null, address: string | ResolvedAddress[], family?: number) => void) => {
+    if (opts?.all)
+      cb(
+        null,
+        addresses.map((a) => ({ ...a })),
+      );
     else cb(null, addresses[0]!.address, addresses[0]!.family);
-  });
+  };
 }
 
 function send(request: HttpRequestFn, target: Extract<UrlCheck, { verdict: 'allowed' }>, signal: AbortSignal): Promise<IncomingMessage> {
@@ -171,7 +176,15 @@ function readBody(res: IncomingMessage, source: string, index: number, maxBytes:
   });
 }
 
-async function download(source: string, index: number, maxBytes: number, policy: MediaPolicy, request: HttpRequestFn, signal: AbortSignal, budget: RequestImageBudget | undefined): Promise<Uint8Array> {
+async function download(
+  source: string,
+  index: number,
+  maxBytes: number,
+  policy: MediaPolicy,
+  request: HttpRequestFn,
+  signal: AbortSignal,
+  budget: RequestImageBudget | undefined,
+): Promise<Uint8Array> {
   let url: URL;
   try {
     url = new URL(source);
@@ -182,7 +195,10 @@ async function download(source: string, index: number, maxBytes: number, policy:
     const check = await beforeDeadline(checkMediaUrl(policy, url), signal);
     const where = hop === 0 ? '' : `its redirect to ${url.href}: `;
     if (check.verdict === 'refused') {
-      throw new ImageInputError(index, hop === 0 ? `${source} is refused: ${check.reason}` : `${source} redirects to ${url.href}, which is refused: ${check.reason}`);
+      throw new ImageInputError(
+        index,
+        hop === 0 ? `${source} is refused: ${check.reason}` : `${source} redirects to ${url.href}, which is refused: ${check.reason}`,
+      );
     }
     if (check.verdict === 'not-found') throw new ImageInputError(index, `cannot download ${source}: ${where}host not found`);
     let res: IncomingMessage;
@@ -196,7 +212,8 @@ async function download(source: string, index: number, maxBytes: number, policy:
     const location = res.headers.location;
     if (REDIRECT_STATUSES.has(status) && location) {
       res.destroy();
-      if (hop >= policy.maxRedirects) throw new ImageInputError(index, `${source} redirects more than ${policy.maxRedirects} times; at most ${policy.maxRedirects} redirects are followed`);
+      if (hop >= policy.maxRedirects)
+        throw new ImageInputError(index, `${source} redirects more than ${policy.maxRedirects} times; at most ${policy.maxRedirects} redirects are followed`);
       try {
         url = new URL(location, url);
       } catch {
@@ -231,7 +248,15 @@ async function download(source: string, index: number, maxBytes: number, policy:
   }
 }
 
-async function fromHttp(source: string, index: number, maxBytes: number, timeoutMs: number, policy: MediaPolicy, request: HttpRequestFn, budget: RequestImageBudget | undefined): Promise<Uint8Array> {
+async function fromHttp(
+  source: string,
+  index: number,
+  maxBytes: number,
+  timeoutMs: number,
+  policy: MediaPolicy,
+  request: HttpRequestFn,
+  budget: RequestImageBudget | undefined,
+): Promise<Uint8Array> {
   // One deadline for resolution, every redirect hop and the body, so a server that
   // trickles bytes cannot hold the request open past timeoutMs.
   const deadline = new AbortController();
@@ -268,12 +293,23 @@ export async function loadImageBytes(source: string, index: number, options: Ima
     return bytes;
   }
   if (/^https?:\/\//i.test(source)) {
-    return fromHttp(source, index, maxBytes, options.timeoutMs ?? 10_000, options.policy ?? DEFAULT_MEDIA_POLICY, options.request ?? defaultRequest, options.requestBudget);
+    return fromHttp(
+      source,
+      index,
+      maxBytes,
+      options.timeoutMs ?? 10_000,
+      options.policy ?? DEFAULT_MEDIA_POLICY,
+      options.request ?? defaultRequest,
+      options.requestBudget,
+    );
   }
   if (options.allowFiles) {
     if (source.startsWith('file://')) return fromFile(fileURLToPath(source), index, maxBytes);
     if (!/^[a-z][a-z0-9+.-]*:/i.test(source)) return fromFile(source, index, maxBytes);
   }
   const scheme = /^([a-z][a-z0-9+.-]*):/i.exec(source)?.[1];
-  throw new ImageInputError(index, scheme ? `unsupported image URL scheme '${scheme}:', expected data:, http: or https:` : 'image_url.url must be a data: or http(s) URL');
+  throw new ImageInputError(
+    index,
+    scheme ? `unsupported image URL scheme '${scheme}:', expected data:, http: or https:` : 'image_url.url must be a data: or http(s) URL',
+  );
 }

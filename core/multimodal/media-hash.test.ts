@@ -13,7 +13,7 @@ describe('the media hash', () => {
     expect(blake3(input).toString('hex')).toBe('42214739f095a406f3fc83deb889744ac00df831c10daa55189b5d121c855af7');
   });
 
-  it("gives vLLM the hex and TokenSpeed BLAKE3 of that hex, as the gateway does", () => {
+  it('gives vLLM the hex and TokenSpeed BLAKE3 of that hex, as the gateway does', () => {
     const hash = mediaHash(Buffer.from('hello'));
     expect(mediaHashHex(hash)).toBe('ea8f163db38682925e4491c5e58d4bb3506ef8c14eb78a86e908c5624a67200f');
     const content = tokenSpeedContentHash(hash);

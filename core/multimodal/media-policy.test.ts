@@ -69,9 +69,12 @@ describe('classifyAddress', () => {
   });
 
   // inet_aton accepts these, so a resolver or socket layer could read them as 127.0.0.1.
-  it.each(['127.1', '127.0.1', '2130706433', '0x7f.0.0.1', '0x7f000001', '0177.0.0.1', '017700000001', '0x7f.1'])('legacy spelling %s is loopback', (address) => {
-    expect(classifyAddress(address)?.rule).toBe('loopback');
-  });
+  it.each(['127.1', '127.0.1', '2130706433', '0x7f.0.0.1', '0x7f000001', '0177.0.0.1', '017700000001', '0x7f.1'])(
+    'legacy spelling %s is loopback',
+    (address) => {
+      expect(classifyAddress(address)?.rule).toBe('loopback');
+    },
+  );
 
   it.each([
     ['::ffff:127.0.0.1', 'loopback', '127.0.0.1', 'IPv4-mapped'],
@@ -92,9 +95,12 @@ describe('classifyAddress', () => {
     expect(classifyAddress(address)).toEqual({ rule, embeddedIPv4: v4, embedding });
   });
 
-  it.each(['example.com', 'localhost', '', '1.2.3.4.5', '256.0.0.1', '1.2.3.0x100', '1::2::3', '1:2:3:4:5:6:7:8:9', '::ffff:1.2.3.256', '::gggg', '08.0.0.1'])('%j is not an address', (text) => {
-    expect(classifyAddress(text)).toBeNull();
-  });
+  it.each(['example.com', 'localhost', '', '1.2.3.4.5', '256.0.0.1', '1.2.3.0x100', '1::2::3', '1:2:3:4:5:6:7:8:9', '::ffff:1.2.3.256', '::gggg', '08.0.0.1'])(
+    '%j is not an address',
+    (text) => {
+      expect(classifyAddress(text)).toBeNull();
+    },
+  );
 });
 
 describe('createMediaPolicy', () => {
@@ -106,20 +112,23 @@ describe('createMediaPolicy', () => {
   });
 
   it('normalizes allowlist entries to the form URLs are compared in', () => {
-    expect(createMediaPolicy({ allowedMediaDomains: ['Images.Example.COM.', ' cdn.example.org ', '::1', '[::FFFF:127.0.0.1]', '127.1', 'cdn.example.org'] }).allowedMediaDomains).toEqual([
-      'images.example.com',
-      'cdn.example.org',
-      '::1',
-      '::ffff:7f00:1',
-      '127.0.0.1',
-    ]);
+    expect(
+      createMediaPolicy({ allowedMediaDomains: ['Images.Example.COM.', ' cdn.example.org ', '::1', '[::FFFF:127.0.0.1]', '127.1', 'cdn.example.org'] })
+        .allowedMediaDomains,
+    ).toEqual(['images.example.com', 'cdn.example.org', '::1', '::ffff:7f00:1', '127.0.0.1']);
   });
 
   it.each([
     ['', 'allowed_media_domains has an empty entry; list host names such as images.example.com'],
     ['*.example.com', "allowed_media_domains entry '*.example.com' has a wildcard; entries match exactly, list each host name"],
-    ['https://example.com/', "allowed_media_domains entry 'https://example.com/' is not a bare host name (no scheme, port or path); list host names such as images.example.com"],
-    ['example.com:8080', "allowed_media_domains entry 'example.com:8080' is not a bare host name (no scheme, port or path); list host names such as images.example.com"],
+    [
+      'https://example.com/',
+      "allowed_media_domains entry 'https://example.com/' is not a bare host name (no scheme, port or path); list host names such as images.example.com",
+    ],
+    [
+      'example.com:8080',
+      "allowed_media_domains entry 'example.com:8080' is not a bare host name (no scheme, port or path); list host names such as images.example.com",
+    ],
     ['exa mple.com', "allowed_media_domains entry 'exa mple.com' is not a host name; list host names such as images.example.com"],
   ])('refuses allowlist entry %j', (entry, message) => {
     expect(() => createMediaPolicy({ allowedMediaDomains: [entry] })).toThrow(message);
@@ -135,7 +144,18 @@ describe('createMediaPolicy', () => {
       expect(isAddressAllowed(optIn, classifyAddress(a)!), a).toBe(true);
       expect(isAddressAllowed(DEFAULT_MEDIA_POLICY, classifyAddress(a)!), a).toBe(false);
     }
-    for (const a of ['169.254.169.254', 'fd00:ec2::254', '::ffff:169.254.169.254', '0.0.0.0', '::', '224.0.0.1', 'ff02::1', '255.255.255.255', '240.0.0.1', '4000::1']) {
+    for (const a of [
+      '169.254.169.254',
+      'fd00:ec2::254',
+      '::ffff:169.254.169.254',
+      '0.0.0.0',
+      '::',
+      '224.0.0.1',
+      'ff02::1',
+      '255.255.255.255',
+      '240.0.0.1',
+      '4000::1',
+    ]) {
       expect(isAddressAllowed(optIn, classifyAddress(a)!), a).toBe(false);
     }
   });
@@ -172,7 +192,10 @@ describe('checkMediaUrl', () => {
 
   it('one refused address among public ones refuses the host', async () => {
     const resolve = resolverOf({ 'rebind.test': ['93.184.215.14', '10.0.0.1'] });
-    expect(await checkMediaUrl(createMediaPolicy({ resolve }), 'http://rebind.test/')).toEqual({ verdict: 'refused', reason: `rebind.test resolves to a private address ${HINT}` });
+    expect(await checkMediaUrl(createMediaPolicy({ resolve }), 'http://rebind.test/')).toEqual({
+      verdict: 'refused',
+      reason: `rebind.test resolves to a private address ${HINT}`,
+    });
     const meta = resolverOf({ 'rebind.test': ['127.0.0.1', '169.254.169.254'] });
     expect((await checkMediaUrl(createMediaPolicy({ resolve: meta, allowPrivateHosts: true }), 'http://rebind.test/')).verdict).toBe('refused');
   });
@@ -188,7 +211,11 @@ describe('checkMediaUrl', () => {
     });
     expect(await checkMediaUrl(policy, 'http://0/')).toEqual({ verdict: 'refused', reason: '0.0.0.0 is an unspecified address, which is never fetched' });
     expect(await checkMediaUrl(policy, 'http://8.8.8.8/x.png')).toMatchObject({ verdict: 'allowed', addresses: [{ address: '8.8.8.8', family: 4 }] });
-    expect(await checkMediaUrl(policy, 'http://[2606:4700::1111]/')).toMatchObject({ verdict: 'allowed', hostname: '2606:4700::1111', addresses: [{ address: '2606:4700::1111', family: 6 }] });
+    expect(await checkMediaUrl(policy, 'http://[2606:4700::1111]/')).toMatchObject({
+      verdict: 'allowed',
+      hostname: '2606:4700::1111',
+      addresses: [{ address: '2606:4700::1111', family: 6 }],
+    });
     expect(resolve).not.toHaveBeenCalled();
   });
 
@@ -204,9 +231,18 @@ describe('checkMediaUrl', () => {
     const policy = createMediaPolicy({ resolve, allowedMediaDomains: ['IMG.test.', 'lan.test'] });
     expect((await checkMediaUrl(policy, 'http://img.test/a.png')).verdict).toBe('allowed');
     expect((await checkMediaUrl(policy, 'https://Img.Test./a.png')).verdict).toBe('allowed');
-    expect(await checkMediaUrl(policy, 'http://other.test/a.png')).toEqual({ verdict: 'refused', reason: 'other.test is not in allowed_media_domains (img.test, lan.test)' });
-    expect(await checkMediaUrl(policy, 'http://sub.img.test/a.png')).toEqual({ verdict: 'refused', reason: 'sub.img.test is not in allowed_media_domains (img.test, lan.test)' });
-    expect(await checkMediaUrl(policy, 'http://93.184.215.14/a.png')).toEqual({ verdict: 'refused', reason: '93.184.215.14 is not in allowed_media_domains (img.test, lan.test)' });
+    expect(await checkMediaUrl(policy, 'http://other.test/a.png')).toEqual({
+      verdict: 'refused',
+      reason: 'other.test is not in allowed_media_domains (img.test, lan.test)',
+    });
+    expect(await checkMediaUrl(policy, 'http://sub.img.test/a.png')).toEqual({
+      verdict: 'refused',
+      reason: 'sub.img.test is not in allowed_media_domains (img.test, lan.test)',
+    });
+    expect(await checkMediaUrl(policy, 'http://93.184.215.14/a.png')).toEqual({
+      verdict: 'refused',
+      reason: '93.184.215.14 is not in allowed_media_domains (img.test, lan.test)',
+    });
     // Refused names never reach the resolver; allowed ones are resolved as the URL spells them.
     expect(resolve.mock.calls.map((c) => c[0])).toEqual(['img.test', 'img.test.']);
     expect(await checkMediaUrl(policy, 'http://lan.test/a.png')).toEqual({ verdict: 'refused', reason: `lan.test resolves to a private address ${HINT}` });
@@ -215,7 +251,10 @@ describe('checkMediaUrl', () => {
   it('a long allowlist is shortened in the message', async () => {
     const allowedMediaDomains = Array.from({ length: 12 }, (_, i) => `h${i}.example`);
     const check = await checkMediaUrl(createMediaPolicy({ allowedMediaDomains }), 'http://x.example/');
-    expect(check).toEqual({ verdict: 'refused', reason: `x.example is not in allowed_media_domains (${allowedMediaDomains.slice(0, 10).join(', ')} and 2 more)` });
+    expect(check).toEqual({
+      verdict: 'refused',
+      reason: `x.example is not in allowed_media_domains (${allowedMediaDomains.slice(0, 10).join(', ')} and 2 more)`,
+    });
   });
 
   it('resolution failures are "not found", whatever the resolver said', async () => {
@@ -227,8 +266,14 @@ describe('checkMediaUrl', () => {
   });
 
   it('only plain http(s) URLs', async () => {
-    expect(await checkMediaUrl(DEFAULT_MEDIA_POLICY, 'ftp://example.org/x.png')).toEqual({ verdict: 'refused', reason: "its scheme is 'ftp:', only http: and https: are fetched" });
-    expect(await checkMediaUrl(DEFAULT_MEDIA_POLICY, 'http://user:pw@example.org/x.png')).toEqual({ verdict: 'refused', reason: 'URLs with user:password@ credentials are not fetched' });
+    expect(await checkMediaUrl(DEFAULT_MEDIA_POLICY, 'ftp://example.org/x.png')).toEqual({
+      verdict: 'refused',
+      reason: "its scheme is 'ftp:', only http: and https: are fetched",
+    });
+    expect(await checkMediaUrl(DEFAULT_MEDIA_POLICY, 'http://user:pw@example.org/x.png')).toEqual({
+      verdict: 'refused',
+      reason: 'URLs with user:password@ credentials are not fetched',
+    });
     expect(await checkMediaUrl(DEFAULT_MEDIA_POLICY, 'http://')).toEqual({ verdict: 'refused', reason: 'it is not a valid URL' });
   });
 });

@@ -80,9 +80,7 @@ export interface MediaPolicy {
 }
 
 export type UrlCheck =
-  | { verdict: 'allowed'; url: URL; hostname: string; addresses: readonly ResolvedAddress[] }
-  | { verdict: 'refused'; reason: string }
-  | { verdict: 'not-found' };
+  { verdict: 'allowed'; url: URL; hostname: string; addresses: readonly ResolvedAddress[] } | { verdict: 'refused'; reason: string } | { verdict: 'not-found' };
 
 export const DEFAULT_MAX_REDIRECTS = 3;
 
@@ -297,7 +295,10 @@ function normalizeDomain(entry: string): string {
 
 /** The URL host as compared against the allowlist: lower case, no brackets, no trailing dot. */
 function canonicalHost(hostname: string): string {
-  return hostname.toLowerCase().replace(/^\[(.*)\]$/, '$1').replace(/\.$/, '');
+  return hostname
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, '$1')
+    .replace(/\.$/, '');
 }
 
 export const defaultResolve: Resolver = async (hostname) => {
@@ -336,7 +337,8 @@ export async function checkMediaUrl(policy: MediaPolicy, input: URL | string): P
   } catch {
     return { verdict: 'refused', reason: 'it is not a valid URL' };
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') return { verdict: 'refused', reason: `its scheme is '${url.protocol}', only http: and https: are fetched` };
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    return { verdict: 'refused', reason: `its scheme is '${url.protocol}', only http: and https: are fetched` };
   if (url.username || url.password) return { verdict: 'refused', reason: 'URLs with user:password@ credentials are not fetched' };
   const host = canonicalHost(url.hostname);
   if (policy.allowedMediaDomains && !policy.allowedMediaDomains.includes(host)) {

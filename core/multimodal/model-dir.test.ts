@@ -35,7 +35,14 @@ describe('the bundled model directory', () => {
 
   it('loads through the same code path as a real checkpoint, with Qwen special ids', async () => {
     const m = await loadModelDirectory();
-    expect(m).toMatchObject({ modelType: 'qwen2_vl', family: 'qwen2_vl', imageTokenId: 151655, visionStartTokenId: 151652, visionEndTokenId: 151653, eosTokenIds: [151645] });
+    expect(m).toMatchObject({
+      modelType: 'qwen2_vl',
+      family: 'qwen2_vl',
+      imageTokenId: 151655,
+      visionStartTokenId: 151652,
+      visionEndTokenId: 151653,
+      eosTokenIds: [151645],
+    });
     expect(m.tokenizer.token_to_id('<|image_pad|>')).toBe(151655);
     expect(m.tokenizer.token_to_id('<|im_start|>')).toBe(151644);
     expect(m.imageConfig).toMatchObject({ patch_size: 14, merge_size: 2, min_pixels: 3136, max_pixels: 1003520 });
@@ -60,9 +67,21 @@ describe('model directory errors name the file', () => {
   it.each([
     ['missing config.json', (d: string) => unlinkSync(path.join(d, 'config.json')), /cannot read .*config\.json: no such file/],
     ['malformed tokenizer.json', (d: string) => writeFileSync(path.join(d, 'tokenizer.json'), '{"model": '), /invalid JSON in .*tokenizer\.json/],
-    ['unsupported model_type', (d: string) => editJson(d, 'config.json', (c) => (c.model_type = 'llama')), /config\.json: model_type 'llama' is not a supported vision-language model/],
-    ['missing image_token_id', (d: string) => editJson(d, 'config.json', (c) => delete c.image_token_id), /config\.json: image_token_id must be a non-negative integer token id, got undefined/],
-    ['bad image_mean', (d: string) => editJson(d, 'preprocessor_config.json', (c) => (c.image_mean = [0.5, 0.5])), /preprocessor_config\.json: image_mean must be 3 numbers/],
+    [
+      'unsupported model_type',
+      (d: string) => editJson(d, 'config.json', (c) => (c.model_type = 'llama')),
+      /config\.json: model_type 'llama' is not a supported vision-language model/,
+    ],
+    [
+      'missing image_token_id',
+      (d: string) => editJson(d, 'config.json', (c) => delete c.image_token_id),
+      /config\.json: image_token_id must be a non-negative integer token id, got undefined/,
+    ],
+    [
+      'bad image_mean',
+      (d: string) => editJson(d, 'preprocessor_config.json', (c) => (c.image_mean = [0.5, 0.5])),
+      /preprocessor_config\.json: image_mean must be 3 numbers/,
+    ],
     ['no chat template', (d: string) => editJson(d, 'tokenizer_config.json', (c) => delete c.chat_template), /no chat template in/],
   ])('%s', async (name, edit, message) => {
     const dir = copyOfBundled(name.replaceAll(' ', '-'), edit);
@@ -78,7 +97,9 @@ describe('model directory errors name the file', () => {
 
 describe('preprocessor_config.json overrides and Qwen3-VL', () => {
   it('min/max_pixels, patch size and normalization come from the file', async () => {
-    const dir = copyOfBundled('override', (d) => editJson(d, 'preprocessor_config.json', (c) => Object.assign(c, { min_pixels: 3136, max_pixels: 12845056, do_normalize: false })));
+    const dir = copyOfBundled('override', (d) =>
+      editJson(d, 'preprocessor_config.json', (c) => Object.assign(c, { min_pixels: 3136, max_pixels: 12845056, do_normalize: false })),
+    );
     const m = await loadModelDirectory(dir);
     expect(m.imageConfig).toMatchObject({ min_pixels: 3136, max_pixels: 12845056, do_normalize: false });
   });

@@ -66,7 +66,7 @@ async function readJson(dir: string, name: string, required: boolean): Promise<R
   } catch (err) {
     if (!required && (err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     const code = (err as NodeJS.ErrnoException).code;
-    throw new ModelDirectoryError(`cannot read ${file}: ${code === 'ENOENT' ? 'no such file' : code ?? (err as Error).message}`);
+    throw new ModelDirectoryError(`cannot read ${file}: ${code === 'ENOENT' ? 'no such file' : (code ?? (err as Error).message)}`);
   }
   try {
     const value: unknown = JSON.parse(text);
@@ -107,14 +107,16 @@ export const DEFAULT_CONTEXT_LENGTH = 32768;
 function contextLength(config: Record<string, unknown>, file: string): number {
   const value = config.max_position_embeddings ?? (config.text_config as Record<string, unknown> | undefined)?.max_position_embeddings;
   if (value === undefined) return DEFAULT_CONTEXT_LENGTH;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0) throw new ModelDirectoryError(`${file}: max_position_embeddings must be a positive integer, got ${JSON.stringify(value)}`);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value <= 0)
+    throw new ModelDirectoryError(`${file}: max_position_embeddings must be a positive integer, got ${JSON.stringify(value)}`);
   return value;
 }
 
 function numberField(pre: Record<string, unknown>, key: string, file: string, fallback: number): number {
   const v = pre[key];
   if (v === undefined || v === null) return fallback;
-  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new ModelDirectoryError(`${file}: ${key} must be a positive number, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
+    throw new ModelDirectoryError(`${file}: ${key} must be a positive number, got ${JSON.stringify(v)}`);
   return v;
 }
 
@@ -194,7 +196,9 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
   const modelType = String(config!.model_type ?? '');
   const family = FAMILY_BY_MODEL_TYPE[modelType];
   if (!family) {
-    throw new ModelDirectoryError(`${configFile}: model_type '${modelType}' is not a supported vision-language model (expected ${Object.keys(FAMILY_BY_MODEL_TYPE).join(', ')})`);
+    throw new ModelDirectoryError(
+      `${configFile}: model_type '${modelType}' is not a supported vision-language model (expected ${Object.keys(FAMILY_BY_MODEL_TYPE).join(', ')})`,
+    );
   }
   let tokenizer: Tokenizer;
   try {
@@ -236,6 +240,7 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
     generationDefaults: Object.fromEntries(GENERATION_DEFAULT_KEYS.flatMap((k) => (typeof generation?.[k] === 'number' ? [[k, generation[k]]] : []))),
   };
   const padText = tokenizer.id_to_token(model.imageTokenId);
-  if (padText === undefined) throw new ModelDirectoryError(`${path.join(abs, 'tokenizer.json')}: image_token_id ${model.imageTokenId} from config.json is not in the vocabulary`);
+  if (padText === undefined)
+    throw new ModelDirectoryError(`${path.join(abs, 'tokenizer.json')}: image_token_id ${model.imageTokenId} from config.json is not in the vocabulary`);
   return model;
 }

@@ -30,7 +30,11 @@ describe('PreprocessPool', () => {
   });
 
   it('splits a lone image across two threads, with the same bytes as one thread', async () => {
-    for (const [family, name] of [['qwen2_vl', 'photo.jpg'], ['qwen3_vl', 'rgba.png'], ['qwen2_vl', 'gray.png']] as const) {
+    for (const [family, name] of [
+      ['qwen2_vl', 'photo.jpg'],
+      ['qwen3_vl', 'rgba.png'],
+      ['qwen2_vl', 'gray.png'],
+    ] as const) {
       const cfg = QWEN_VL_DEFAULTS[family];
       const r = await pool.run({ bytes: images.bytes(name), config: cfg, bf16: true });
       expect(r.threads, `${family} ${name}`).toBe(2);
@@ -45,7 +49,9 @@ describe('PreprocessPool', () => {
 
   it('keeps an image of one merge-block row on one thread, and gives whole images to each thread under load', async () => {
     const sharp = (await import('sharp')).default;
-    const strip = await sharp({ create: { width: 1200, height: 20, channels: 3, background: '#8a4' } }).png().toBuffer();
+    const strip = await sharp({ create: { width: 1200, height: 20, channels: 3, background: '#8a4' } })
+      .png()
+      .toBuffer();
     const cfg = { ...QWEN_VL_DEFAULTS.qwen2_vl, min_pixels: 28 * 28 };
     const one = await pool.run({ bytes: strip, config: cfg, bf16: false });
     expect([one.gridThw, one.threads]).toEqual([[1, 2, 86], 1]);
@@ -81,8 +87,15 @@ describe('PreprocessPool', () => {
   });
 
   it('an image too extreme for smart_resize is refused before any thread works on it', async () => {
-    const wide = await import('sharp').then((m) => m.default({ create: { width: 2010, height: 10, channels: 3, background: '#fff' } }).png().toBuffer());
-    await expect(pool.run({ bytes: wide, config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false })).rejects.toThrow('absolute aspect ratio must be at most 200, got 201.0');
+    const wide = await import('sharp').then((m) =>
+      m
+        .default({ create: { width: 2010, height: 10, channels: 3, background: '#fff' } })
+        .png()
+        .toBuffer(),
+    );
+    await expect(pool.run({ bytes: wide, config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false })).rejects.toThrow(
+      'absolute aspect ratio must be at most 200, got 201.0',
+    );
   });
 
   it('produces only bfloat16 when float32 is not asked for', async () => {
@@ -90,7 +103,11 @@ describe('PreprocessPool', () => {
     const both = await pool.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: true });
     const only = await pool.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: true, float32: false });
     expect(only.pixelValues).toBeUndefined();
-    expect(Buffer.from(only.bf16!.buffer, only.bf16!.byteOffset, only.bf16!.byteLength).equals(Buffer.from(both.bf16!.buffer, both.bf16!.byteOffset, both.bf16!.byteLength))).toBe(true);
+    expect(
+      Buffer.from(only.bf16!.buffer, only.bf16!.byteOffset, only.bf16!.byteLength).equals(
+        Buffer.from(both.bf16!.buffer, both.bf16!.byteOffset, both.bf16!.byteLength),
+      ),
+    ).toBe(true);
     both.release();
     only.release();
   });

@@ -223,7 +223,14 @@ export class PreprocessPool {
 
   /** Memory in use, kept for reuse, the arena's size and what is resident by the budget's rule (for metrics and tests). */
   memory(): { budget: number; inUse: number; pooled: number; arena: number; resident: number; idleTrims: number } {
-    return { budget: this.budget, inUse: this.inUse, pooled: this.shared.pooled, arena: this.shared.created, resident: this.shared.created + this.transientInUse, idleTrims: this.idleTrims };
+    return {
+      budget: this.budget,
+      inUse: this.inUse,
+      pooled: this.shared.pooled,
+      arena: this.shared.created,
+      resident: this.shared.created + this.transientInUse,
+      idleTrims: this.idleTrims,
+    };
   }
 
   /**
@@ -408,7 +415,10 @@ export class PreprocessPool {
    * when the header does not parse, rejected with ImageSizeError for a size smart_resize
    * refuses), then `result`. The decoded image decides: a result may differ from its header.
    */
-  start(task: PreprocessTask, known?: Promise<ImageHeader | undefined>): { header: Promise<PatchGeometry | undefined>; result: Promise<PooledPreprocessResult> } {
+  start(
+    task: PreprocessTask,
+    known?: Promise<ImageHeader | undefined>,
+  ): { header: Promise<PatchGeometry | undefined>; result: Promise<PooledPreprocessResult> } {
     if (this.closed) {
       const closed = Promise.reject(new Error('preprocessing pool is closed'));
       closed.catch(() => {});
@@ -429,7 +439,9 @@ export class PreprocessPool {
     if (this.closed) throw new Error('preprocessing pool is closed');
     const cost = this.memoryCost(task, h);
     if (cost.shared + cost.transient > this.budget) {
-      throw new ImageMemoryError(`preprocessing this ${h?.width}x${h?.height} image needs ${mib(cost.shared + cost.transient)}, above the preprocessing memory budget of ${mib(this.budget)} (preprocess_memory_bytes)`);
+      throw new ImageMemoryError(
+        `preprocessing this ${h?.width}x${h?.height} image needs ${mib(cost.shared + cost.transient)}, above the preprocessing memory budget of ${mib(this.budget)} (preprocess_memory_bytes)`,
+      );
     }
     const job: Pending = { task, header: h, cost, taken: 0, outputSize: 0, resolve: () => {}, reject: () => {} };
     let result: PreprocessResult;

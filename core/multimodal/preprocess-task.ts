@@ -2,7 +2,16 @@
 // pipeline, with the time of each stage.
 import { closeSync, constants, fstatSync, futimesSync, openSync } from 'node:fs';
 import { decodeToRgb } from './decode.ts';
-import { patchGeometry, preprocessRgb, preprocessRgbInBands, writeAllAt, type BandHelper, type EncoderMemory, type PatchGeometry, type QwenVlImageConfig } from './qwen-vl.ts';
+import {
+  patchGeometry,
+  preprocessRgb,
+  preprocessRgbInBands,
+  writeAllAt,
+  type BandHelper,
+  type EncoderMemory,
+  type PatchGeometry,
+  type QwenVlImageConfig,
+} from './qwen-vl.ts';
 import { errnoText } from '../transport/errno.ts';
 
 /**
@@ -112,7 +121,8 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
     if (file && task.shm) {
       const wire = task.shm;
       const g = patchGeometry(image.height, image.width, task.config);
-      if (g.patches * g.features * (wire.kind === 'float32' ? 4 : 2) !== wire.nbytes || (wire.kind === 'bf16' ? !task.bf16 : task.float32 === false)) drop(PREWRITE_HEADER_MISMATCH);
+      if (g.patches * g.features * (wire.kind === 'float32' ? 4 : 2) !== wire.nbytes || (wire.kind === 'bf16' ? !task.bf16 : task.float32 === false))
+        drop(PREWRITE_HEADER_MISMATCH);
     }
     const write = file ? { fd: file.fd, kind: task.shm!.kind } : undefined;
     // Only the pool's memory, or the JavaScript passes in ordinary memory: a shared WebAssembly
@@ -120,7 +130,10 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
     // once two threads have held them (pool.ts, SharedMemoryArena).
     const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
     // With a helper and pooled memory, two threads take half of the image each (and each writes its half).
-    split = helper && task.output ? await preprocessRgbInBands(image.rgb, image.width, image.height, task.config, task.output, { ...options, ...(write ? { write } : {}) }, helper) : null;
+    split =
+      helper && task.output
+        ? await preprocessRgbInBands(image.rgb, image.width, image.height, task.config, task.output, { ...options, ...(write ? { write } : {}) }, helper)
+        : null;
     out = split ?? preprocessRgb(image.rgb, image.width, image.height, task.config, { ...options, ...(task.output ? { into: task.output } : {}) });
   } catch (err) {
     drop('preprocessing failed');
@@ -149,5 +162,14 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
   }
   const { memory, written: _written, ...rest } = out;
   const t2 = performance.now();
-  return { ...rest, width: image.width, height: image.height, format: image.format, timings: { decode: t1 - t0, preprocess: t2 - t1 }, threads: split ? 2 : 1, inOutput: memory !== undefined && memory === task.output?.memory, ...(shm ? { shm } : {}) };
+  return {
+    ...rest,
+    width: image.width,
+    height: image.height,
+    format: image.format,
+    timings: { decode: t1 - t0, preprocess: t2 - t1 },
+    threads: split ? 2 : 1,
+    inOutput: memory !== undefined && memory === task.output?.memory,
+    ...(shm ? { shm } : {}),
+  };
 }

@@ -44,7 +44,13 @@ describe('the pool writing the encoder input to its /dev/shm file', () => {
     const g = patchGeometry(300, 400, cfg); // photo.jpg is 400x300
     const nbytes = g.patches * g.features * (kind === 'float32' ? 4 : 2);
     const { name, file } = reserved();
-    const r = await pools[which].run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: kind === 'bf16', float32: kind === 'float32', shm: { path: file, nbytes, kind } });
+    const r = await pools[which].run({
+      bytes: images.bytes('photo.jpg'),
+      config: cfg,
+      bf16: kind === 'bf16',
+      float32: kind === 'float32',
+      shm: { path: file, nbytes, kind },
+    });
     try {
       expect(r.shm).toMatchObject({ written: true });
       expect(r.threads).toBe(which === 'split' ? 2 : 1);
@@ -61,7 +67,12 @@ describe('the pool writing the encoder input to its /dev/shm file', () => {
 
   it('writes nothing when the decoded image does not match the size the file was made for', async () => {
     const { name, file } = reserved();
-    const r = await pools.split.run({ bytes: images.bytes('photo.jpg'), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false, shm: { path: file, nbytes: 1234, kind: 'float32' } });
+    const r = await pools.split.run({
+      bytes: images.bytes('photo.jpg'),
+      config: QWEN_VL_DEFAULTS.qwen2_vl,
+      bf16: false,
+      shm: { path: file, nbytes: 1234, kind: 'float32' },
+    });
     r.release();
     expect(r.shm).toEqual({ written: false, error: 'the decoded image does not match its header' });
     expect(r.pixelValues).toBeDefined(); // the image itself is fine: the router places it the usual way
@@ -70,32 +81,45 @@ describe('the pool writing the encoder input to its /dev/shm file', () => {
     unlinkSync(file);
   });
 
-  it.each(['split', 'single'] as const)('%s: a write that fails (ENOSPC) is reported, not thrown: the image is returned whole and the request goes on', async (which) => {
-    const cfg = QWEN_VL_DEFAULTS.qwen2_vl;
-    const g = patchGeometry(300, 400, cfg);
-    // /dev/full takes the open and fails every write with ENOSPC, as a full /dev/shm does.
-    const r = await pools[which].run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false, shm: { path: '/dev/full', nbytes: g.patches * g.features * 4, kind: 'float32' } });
-    try {
-      expect(r.threads).toBe(which === 'split' ? 2 : 1);
-      expect(r.shm).toMatchObject({ written: false });
-      expect((r.shm as { error: string }).error).toMatch(/^write \/dev\/full: ENOSPC/);
-      const again = await pools.single.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false });
-      expect(view(r.pixelValues!).equals(view(again.pixelValues!))).toBe(true);
-      again.release();
-    } finally {
-      r.release();
-    }
-    // The pool is still whole: the next image through it is fine.
-    const next = await pools[which].run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false });
-    next.release();
-  });
+  it.each(['split', 'single'] as const)(
+    '%s: a write that fails (ENOSPC) is reported, not thrown: the image is returned whole and the request goes on',
+    async (which) => {
+      const cfg = QWEN_VL_DEFAULTS.qwen2_vl;
+      const g = patchGeometry(300, 400, cfg);
+      // /dev/full takes the open and fails every write with ENOSPC, as a full /dev/shm does.
+      const r = await pools[which].run({
+        bytes: images.bytes('photo.jpg'),
+        config: cfg,
+        bf16: false,
+        shm: { path: '/dev/full', nbytes: g.patches * g.features * 4, kind: 'float32' },
+      });
+      try {
+        expect(r.threads).toBe(which === 'split' ? 2 : 1);
+        expect(r.shm).toMatchObject({ written: false });
+        expect((r.shm as { error: string }).error).toMatch(/^write \/dev\/full: ENOSPC/);
+        const again = await pools.single.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false });
+        expect(view(r.pixelValues!).equals(view(again.pixelValues!))).toBe(true);
+        again.release();
+      } finally {
+        r.release();
+      }
+      // The pool is still whole: the next image through it is fine.
+      const next = await pools[which].run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false });
+      next.release();
+    },
+  );
 
   it('never follows a symbolic link put in place of the file, and never blocks on a FIFO', async () => {
     const outside = mkdtempSync(path.join(os.tmpdir(), 'mmtc-prewrite-'));
     const target = path.join(outside, 'target');
     writeFileSync(target, 'not ours');
     const g = patchGeometry(300, 400, QWEN_VL_DEFAULTS.qwen2_vl);
-    const task = (file: string) => ({ bytes: images.bytes('photo.jpg'), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false, shm: { path: file, nbytes: g.patches * g.features * 4, kind: 'float32' as const } });
+    const task = (file: string) => ({
+      bytes: images.bytes('photo.jpg'),
+      config: QWEN_VL_DEFAULTS.qwen2_vl,
+      bf16: false,
+      shm: { path: file, nbytes: g.patches * g.features * 4, kind: 'float32' as const },
+    });
     try {
       const link = path.join(shm.dir, fileName());
       symlinkSync(target, link);
@@ -119,7 +143,14 @@ describe('the pool writing the encoder input to its /dev/shm file', () => {
 
   it('writes nothing when the image does not decode (the router removes the file with the failed request)', async () => {
     const { name, file } = reserved();
-    await expect(pools.split.run({ bytes: Buffer.from('\xff\xd8\xffnot a jpeg at all'), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false, shm: { path: file, nbytes: 4096, kind: 'float32' } })).rejects.toThrow();
+    await expect(
+      pools.split.run({
+        bytes: Buffer.from('\xff\xd8\xffnot a jpeg at all'),
+        config: QWEN_VL_DEFAULTS.qwen2_vl,
+        bf16: false,
+        shm: { path: file, nbytes: 4096, kind: 'float32' },
+      }),
+    ).rejects.toThrow();
     expect(statSync(file).size).toBe(0);
     expect(shm.files()).toEqual([name]);
     unlinkSync(file);

@@ -54,7 +54,10 @@ function messageTexts(messages: readonly ChatMessage[]): string[] {
 function renderTemplate(model: ModelDirectory, messages: readonly ChatMessage[], text: (t: string) => string): string {
   const templated = messages.map((m) => ({
     role: m.role,
-    content: typeof m.content === 'string' || m.content === null ? text(m.content ?? '') : m.content.map((p) => (p.type === 'text' ? { type: 'text', text: text(p.text) } : { type: 'image', image_url: p.image_url.url })),
+    content:
+      typeof m.content === 'string' || m.content === null
+        ? text(m.content ?? '')
+        : m.content.map((p) => (p.type === 'text' ? { type: 'text', text: text(p.text) } : { type: 'image', image_url: p.image_url.url })),
   }));
   try {
     return model.chatTemplate.render({ messages: templated, add_generation_prompt: true, add_vision_id: false, ...model.templateTokens });
@@ -128,7 +131,9 @@ export class ContextLengthError extends Error {
     readonly context: number,
     readonly atLeast: boolean,
   ) {
-    super(`This model's maximum context length is ${context} tokens. However, your messages resulted in ${atLeast ? 'more than ' : ''}${atLeast ? context : promptTokens} tokens. Please reduce the length of the messages.`);
+    super(
+      `This model's maximum context length is ${context} tokens. However, your messages resulted in ${atLeast ? 'more than ' : ''}${atLeast ? context : promptTokens} tokens. Please reduce the length of the messages.`,
+    );
   }
 }
 
@@ -144,7 +149,7 @@ const SLICE_BYTES = 64 * 1024;
 async function countInSlices(model: ModelDirectory, text: string, limit: number): Promise<{ tokens: number; slices: number }> {
   let tokens = 0;
   let slices = 0;
-  for (let at = 0; at < text.length; ) {
+  for (let at = 0; at < text.length;) {
     let end = Math.min(text.length, at + SLICE_BYTES);
     const space = text.indexOf(' ', end);
     if (end < text.length && space > 0 && space - end < 4096) end = space;
@@ -163,7 +168,12 @@ async function countInSlices(model: ModelDirectory, text: string, limit: number)
  * maxTokenBytes) is refused at once; a long one is counted in slices first; the whole prompt
  * is tokenized only when it can fit, and refused if it does not.
  */
-export async function buildPromptWithin(model: ModelDirectory, messages: readonly ChatMessage[], imageTokens: readonly number[], context: number): Promise<BuiltPrompt> {
+export async function buildPromptWithin(
+  model: ModelDirectory,
+  messages: readonly ChatMessage[],
+  imageTokens: readonly number[],
+  context: number,
+): Promise<BuiltPrompt> {
   const rendered = renderChatSegments(model, messages);
   const { text } = rendered;
   // Each image's one placeholder token becomes N.

@@ -5,7 +5,18 @@ import { f32ToBf16 } from '../transport/dtype.ts';
 import { makeTestImages } from '../test/images.ts';
 import { runPythonScript } from '../test/python.ts';
 import { decodeToRgb } from './decode.ts';
-import { encoderFingerprint, encoderMemoryBytes, encoderMemoryIn, ImageSizeError, patchGeometry, preprocessRgb, preprocessRgbInBands, QWEN_VL_DEFAULTS, runPostedPreprocessBand, smartResize } from './qwen-vl.ts';
+import {
+  encoderFingerprint,
+  encoderMemoryBytes,
+  encoderMemoryIn,
+  ImageSizeError,
+  patchGeometry,
+  preprocessRgb,
+  preprocessRgbInBands,
+  QWEN_VL_DEFAULTS,
+  runPostedPreprocessBand,
+  smartResize,
+} from './qwen-vl.ts';
 import { kernelsOn, newSharedMemory, planResize } from './resize-simd.ts';
 
 const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/qwen_vl_reference.py');
@@ -150,7 +161,13 @@ describe('preprocessRgbInBands', () => {
   const bytesOf = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
   const fresh = () => {
     const one = preprocessRgb(rgb, w, h, cfg);
-    return { expected: Buffer.from(bytesOf(one.pixelValues!)), into: encoderMemoryIn(newSharedMemory(encoderMemoryBytes(w, h, cfg, { float32: true, bf16: false })), one.patches * one.features, { float32: true, bf16: false }) };
+    return {
+      expected: Buffer.from(bytesOf(one.pixelValues!)),
+      into: encoderMemoryIn(newSharedMemory(encoderMemoryBytes(w, h, cfg, { float32: true, bf16: false })), one.patches * one.features, {
+        float32: true,
+        bf16: false,
+      }),
+    };
   };
 
   it('runs its half here and the other half through the helper, with the same bytes as one pass', async () => {

@@ -19,7 +19,18 @@ import { writeSync } from 'node:fs';
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
 import { fnv1a64 } from '../transport/fnv.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
-import { kernelsOn, MAX_KERNEL_BYTES, newSharedMemory, planResize, resizeBand, resizeBytes, simdAvailable, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
+import {
+  kernelsOn,
+  MAX_KERNEL_BYTES,
+  newSharedMemory,
+  planResize,
+  resizeBand,
+  resizeBytes,
+  simdAvailable,
+  type Kernels,
+  type ResizePlan,
+  type SharedWasmMemory,
+} from './resize-simd.ts';
 import { errnoText } from '../transport/errno.ts';
 
 export type QwenVlFamily = 'qwen2_vl' | 'qwen3_vl';
@@ -357,7 +368,7 @@ export interface TensorFileWrite {
 /** Write `bytes` to `fd` at `position`, all of them (pwrite may write less); returns the microseconds it took. */
 export function writeAllAt(fd: number, bytes: Uint8Array, position: number): number {
   const t = performance.now();
-  for (let done = 0; done < bytes.byteLength; ) {
+  for (let done = 0; done < bytes.byteLength;) {
     const n = writeSync(fd, bytes, done, bytes.byteLength - done, position + done);
     if (n <= 0) throw Object.assign(new Error(`wrote ${done} of ${bytes.byteLength} bytes`), { code: 'EIO' });
     done += n;
@@ -448,11 +459,29 @@ function runPreprocessBand(k: Kernels, job: PreprocessBandJob): BandWrite | unde
   const band = job.plan.bands[job.band]!;
   // Bands are whole merge-block rows (bandStarts; the resized height is a multiple of patch × merge).
   const blockHeight = cfg.patch_size * cfg.merge_size;
-  if (band.y0 % blockHeight !== 0 || band.y1 % blockHeight !== 0 || g.gridW % cfg.merge_size !== 0) throw new RangeError(`scatter: rows ${band.y0}..${band.y1} are not whole merge-block rows of ${blockHeight}, or grid_w ${g.gridW} is not a multiple of merge_size ${cfg.merge_size}`);
+  if (band.y0 % blockHeight !== 0 || band.y1 % blockHeight !== 0 || g.gridW % cfg.merge_size !== 0)
+    throw new RangeError(
+      `scatter: rows ${band.y0}..${band.y1} are not whole merge-block rows of ${blockHeight}, or grid_w ${g.gridW} is not a multiple of merge_size ${cfg.merge_size}`,
+    );
   const rows = resizeBand(k, job.plan, job.band);
   // One pass writes every encoding asked for: bit 0 float32, bit 1 bfloat16.
   const kinds = (job.f32At !== undefined ? 1 : 0) | (job.bf16At !== undefined ? 2 : 0);
-  k.scatter(rows.at, rows.stride, band.y0 / blockHeight, (band.y1 - band.y0) / blockHeight, job.f32At ?? 0, job.bf16At ?? 0, kinds, cfg.patch_size, cfg.merge_size, g.features, cfg.temporal_patch_size, g.gridW, blockRowElements(g, cfg), job.consts);
+  k.scatter(
+    rows.at,
+    rows.stride,
+    band.y0 / blockHeight,
+    (band.y1 - band.y0) / blockHeight,
+    job.f32At ?? 0,
+    job.bf16At ?? 0,
+    kinds,
+    cfg.patch_size,
+    cfg.merge_size,
+    g.features,
+    cfg.temporal_patch_size,
+    g.gridW,
+    blockRowElements(g, cfg),
+    job.consts,
+  );
   if (!job.write) return undefined;
   // A failed write is reported, not thrown: the band is computed all the same, and the other
   // band's thread may still be writing to the same descriptor (it is closed once both are done).
@@ -506,7 +535,9 @@ export async function preprocessRgbInBands(
     await helped.catch(() => undefined);
   }
   const second = await helped;
-  const written = planned.job.write ? { micros: (first?.micros ?? 0) + (second?.micros ?? 0), ...(first?.error || second?.error ? { error: (first?.error ?? second?.error)! } : {}) } : undefined;
+  const written = planned.job.write
+    ? { micros: (first?.micros ?? 0) + (second?.micros ?? 0), ...(first?.error || second?.error ? { error: (first?.error ?? second?.error)! } : {}) }
+    : undefined;
   return { ...g, ...outputViews(into, kinds), gridThw: [g.gridT, g.gridH, g.gridW], memory: into.memory, ...(written ? { written } : {}) };
 }
 

@@ -35,7 +35,22 @@ export interface Kernels {
   memory: SharedWasmMemory;
   horizontal(src: number, inW: number, rows: number, dst: number, outW: number, pairs: number, starts: number, counts: number, vectors: number): void;
   vertical(src: number, stride: number, outH: number, dst: number, ksize: number, starts: number, counts: number, weights: number, rowShift: number): void;
-  scatter(rowsPtr: number, stride: number, firstBlockRow: number, blockRows: number, outF: number, outB: number, kinds: number, P: number, m: number, F: number, T: number, gridW: number, rowStride: number, consts: number): void;
+  scatter(
+    rowsPtr: number,
+    stride: number,
+    firstBlockRow: number,
+    blockRows: number,
+    outF: number,
+    outB: number,
+    kinds: number,
+    P: number,
+    m: number,
+    F: number,
+    T: number,
+    gridW: number,
+    rowStride: number,
+    consts: number,
+  ): void;
 }
 
 /** A new shared memory of at least `bytes`, able to grow to the kernels' limit. */
@@ -199,7 +214,16 @@ export function resizeBytes(width: number, height: number, outW: number, outH: n
  * of the bands after the first. Returns null when the layout does not fit the memory's
  * maximum or the memory cannot grow (the caller falls back to the JavaScript passes).
  */
-export function planResize(k: Kernels, src: Uint8Array, width: number, height: number, outW: number, outH: number, bandStarts: number[] = [], base = 0): ResizePlan | null {
+export function planResize(
+  k: Kernels,
+  src: Uint8Array,
+  width: number,
+  height: number,
+  outW: number,
+  outH: number,
+  bandStarts: number[] = [],
+  base = 0,
+): ResizePlan | null {
   const { plan, end } = layoutResize(width, height, outW, outH, bandStarts, base);
   const pages = Math.ceil(end / PAGE);
   const have = k.memory.buffer.byteLength / PAGE;
@@ -239,13 +263,33 @@ export function resizeBand(k: Kernels, plan: ResizePlan, index: number, emitRow?
   let image = plan.src;
   let firstRow = 0;
   if (horiz) {
-    k.horizontal(plan.src + band.srcFirst * width * 3, width, band.srcLast - band.srcFirst, band.temp, outW, horiz.ksize, horiz.starts, horiz.counts, horiz.weights);
+    k.horizontal(
+      plan.src + band.srcFirst * width * 3,
+      width,
+      band.srcLast - band.srcFirst,
+      band.temp,
+      outW,
+      horiz.ksize,
+      horiz.starts,
+      horiz.counts,
+      horiz.weights,
+    );
     image = band.temp;
     firstRow = band.srcFirst;
   }
   if (vert) {
     const rows = band.y1 - band.y0;
-    k.vertical(image, stride, rows, band.dst, vert.ksize, vert.starts + band.y0 * 4, vert.counts + band.y0 * 4, vert.weights + band.y0 * vert.ksize * 4, firstRow);
+    k.vertical(
+      image,
+      stride,
+      rows,
+      band.dst,
+      vert.ksize,
+      vert.starts + band.y0 * 4,
+      vert.counts + band.y0 * 4,
+      vert.weights + band.y0 * vert.ksize * 4,
+      firstRow,
+    );
     image = band.dst;
     firstRow = band.y0;
   }

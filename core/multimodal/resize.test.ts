@@ -80,7 +80,15 @@ describe('Pillow-exact bicubic resize', () => {
     const k = simdKernels()!;
     const other = kernelsOn(k.memory)!; // what a helper thread builds from the posted memory
     // Down both ways, up both ways, one pass skipped each way, no pass at all.
-    for (const [w, h, ow, oh] of [[1920, 1080, 980, 560], [33, 17, 66, 34], [257, 131, 257, 64], [100, 80, 37, 80], [9, 9, 9, 9], [40, 13, 1, 12], [7, 30, 5, 9]] as const) {
+    for (const [w, h, ow, oh] of [
+      [1920, 1080, 980, 560],
+      [33, 17, 66, 34],
+      [257, 131, 257, 64],
+      [100, 80, 37, 80],
+      [9, 9, 9, 9],
+      [40, 13, 1, 12],
+      [7, 30, 5, 9],
+    ] as const) {
       const src = sourceImage(w, h, 7);
       const whole = resizeRgb(src, w, h, ow, oh, 'js');
       for (const starts of [[Math.floor(oh / 2)], [1, oh - 1], [Math.floor(oh / 3), Math.floor((2 * oh) / 3)]]) {

@@ -75,7 +75,6 @@ function resizeVertical(src: Uint8Array, width: number, outH: number, c: Resampl
   }
 }
 
-
 /**
  * Resize packed 8-bit RGB (`width * height * 3` bytes) to outW × outH exactly as Pillow
  * does, handing every output row to `emitRow` in order. Runs on the WebAssembly SIMD

@@ -20,37 +20,43 @@ describe('a request target that is not a URL', () => {
   it.each([
     ['tokenspeed', 'encode'],
     ['vllm', 'prefill'],
-  ])('%s %s worker: every such target is a 400 naming it, the process lives on and its bootstrap server still answers', async (runtime, role) => {
-    const w = await startMmtc(['worker', '--runtime', runtime, '--port', '0', '--role', role, '--bootstrap-port', '0'], /bootstrap server on http:\/\//);
-    stops.push(() => w.stop());
-    const base = /bootstrap server on (http:\/\/\S+)/.exec(w.output())![1]!.replace(/\/$/, '');
-    for (const target of ['//[', 'http://[', ...BAD_REQUEST_TARGETS]) {
-      const r = await rawRequest(base, `GET ${target} HTTP/1.1\r\nHost: {host}\r\n\r\n`, 5000);
-      expect([target, r.status]).toEqual([target, 400]);
-      expect(JSON.parse(r.body).error).toMatch(/^the request target ".*" (is not a valid URL|has a malformed percent-encoding)$/);
-    }
-    const ok = await rawRequest(base, 'GET /embedding/17 HTTP/1.1\r\nHost: {host}\r\n\r\n', 5000);
-    expect([ok.status, JSON.parse(ok.body)]).toEqual([404, { error: `no embedding for room 17` }]);
-    expect(w.errors()).not.toMatch(/uncaught_exception|TypeError/);
-    expect(await w.stop()).toBe(0);
-  }, 60_000);
+  ])(
+    '%s %s worker: every such target is a 400 naming it, the process lives on and its bootstrap server still answers',
+    async (runtime, role) => {
+      const w = await startMmtc(['worker', '--runtime', runtime, '--port', '0', '--role', role, '--bootstrap-port', '0'], /bootstrap server on http:\/\//);
+      stops.push(() => w.stop());
+      const base = /bootstrap server on (http:\/\/\S+)/.exec(w.output())![1]!.replace(/\/$/, '');
+      for (const target of ['//[', 'http://[', ...BAD_REQUEST_TARGETS]) {
+        const r = await rawRequest(base, `GET ${target} HTTP/1.1\r\nHost: {host}\r\n\r\n`, 5000);
+        expect([target, r.status]).toEqual([target, 400]);
+        expect(JSON.parse(r.body).error).toMatch(/^the request target ".*" (is not a valid URL|has a malformed percent-encoding)$/);
+      }
+      const ok = await rawRequest(base, 'GET /embedding/17 HTTP/1.1\r\nHost: {host}\r\n\r\n', 5000);
+      expect([ok.status, JSON.parse(ok.body)]).toEqual([404, { error: `no embedding for room 17` }]);
+      expect(w.errors()).not.toMatch(/uncaught_exception|TypeError/);
+      expect(await w.stop()).toBe(0);
+    },
+    60_000,
+  );
 });
 
 /** `n` fetches that wait for rooms no one will fill, each on its own connection, all sent; stopped with the test. */
 async function idleFetches(server: BootstrapServer, n: number, firstRoom: number): Promise<Array<Promise<{ status: number; body: string }>>> {
   const sent: Array<Promise<void>> = [];
-  const answers = Array.from({ length: n }, (_, i) =>
-    new Promise<{ status: number; body: string }>((resolve) => {
-      const req = http.get({ host: '127.0.0.1', port: server.port, path: `/embedding/${firstRoom + i}?wait_ms=60000`, agent: false }, (res) => {
-        let body = '';
-        res.setEncoding('utf8');
-        res.on('data', (d: string) => (body += d));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      });
-      sent.push(new Promise((done) => req.on('finish', () => done())));
-      req.on('error', () => resolve({ status: 0, body: '' }));
-      stops.push(async () => req.destroy());
-    }),
+  const answers = Array.from(
+    { length: n },
+    (_, i) =>
+      new Promise<{ status: number; body: string }>((resolve) => {
+        const req = http.get({ host: '127.0.0.1', port: server.port, path: `/embedding/${firstRoom + i}?wait_ms=60000`, agent: false }, (res) => {
+          let body = '';
+          res.setEncoding('utf8');
+          res.on('data', (d: string) => (body += d));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+        });
+        sent.push(new Promise((done) => req.on('finish', () => done())));
+        req.on('error', () => resolve({ status: 0, body: '' }));
+        stops.push(async () => req.destroy());
+      }),
   );
   await Promise.all(sent);
   // Sent: the server has read them once it has had a moment.
@@ -75,7 +81,9 @@ describe(`the table of waiting fetches, full of ${MAX_WAITERS} idle ones`, () =>
     expect(await fetched).toEqual({ room: '42' });
     const displaced = await idle[0]!;
     expect(displaced.status).toBe(503);
-    expect(JSON.parse(displaced.body).error).toBe(`displaced: ${MAX_WAITERS} fetches are waiting (at most ${MAX_WAITERS}) and this one's room is not expected; fetch again`);
+    expect(JSON.parse(displaced.body).error).toBe(
+      `displaced: ${MAX_WAITERS} fetches are waiting (at most ${MAX_WAITERS}) and this one's room is not expected; fetch again`,
+    );
   }, 30_000);
 
   it('a fetch that comes before its room is expected asks again when displaced, and gets its record', async () => {
@@ -95,7 +103,11 @@ describe(`the table of waiting fetches, full of ${MAX_WAITERS} idle ones`, () =>
     server.expect('embedding', '99');
     const err = (await fetchBootstrapRecord('item 0', '127.0.0.1', server.port, 'embedding', '99', 400, never).catch((e: unknown) => e)) as CallRefused;
     expect(err).toBeInstanceOf(CallRefused);
-    expect(err.message).toMatch(new RegExp(`^item 0: the bootstrap server 127\\.0\\.0\\.1:${server.port} refused the fetch of room 99 \\(503, \\d+ times in \\d+ ms\\): ${MAX_WAITERS} fetches are waiting already, each for a room whose record is coming \\(at most ${MAX_WAITERS}\\)$`));
+    expect(err.message).toMatch(
+      new RegExp(
+        `^item 0: the bootstrap server 127\\.0\\.0\\.1:${server.port} refused the fetch of room 99 \\(503, \\d+ times in \\d+ ms\\): ${MAX_WAITERS} fetches are waiting already, each for a room whose record is coming \\(at most ${MAX_WAITERS}\\)$`,
+      ),
+    );
     expect(err.code).toBe(8); // RESOURCE_EXHAUSTED
     expect(err.message).not.toMatch(/within/);
   }, 30_000);

@@ -157,7 +157,13 @@ export async function startBootstrapServer(host: string, port: number): Promise<
 }
 
 /** One GET of a record: its status and body, or the connection's error; `started` gets the request (to cancel it). */
-function getOnce(host: string, port: number, path: string, timeoutMs: number, started: (req: http.ClientRequest) => void): Promise<{ status: number; body: string } | { error: Error }> {
+function getOnce(
+  host: string,
+  port: number,
+  path: string,
+  timeoutMs: number,
+  started: (req: http.ClientRequest) => void,
+): Promise<{ status: number; body: string } | { error: Error }> {
   return new Promise((resolve) => {
     const req = http.get({ host, port, path, timeout: timeoutMs }, (res) => {
       let body = '';
@@ -192,7 +198,15 @@ function serverWords(body: string): string {
  * lasts); FAILED_PRECONDITION when the server cannot be reached; UNKNOWN for any other answer,
  * in its words. `cancelled` stops the wait (the call was cancelled).
  */
-export async function fetchBootstrapRecord<T>(what: string, host: string, port: number, kind: RecordKind, room: string, waitMs: number, cancelled: { on(event: 'cancelled', f: () => void): unknown }): Promise<T> {
+export async function fetchBootstrapRecord<T>(
+  what: string,
+  host: string,
+  port: number,
+  kind: RecordKind,
+  room: string,
+  waitMs: number,
+  cancelled: { on(event: 'cancelled', f: () => void): unknown },
+): Promise<T> {
   const where = `${host.includes(':') ? `[${host}]` : host}:${port}`;
   const kindWords = kind === 'kv' ? 'KV' : kind;
   const end = Date.now() + waitMs;
@@ -218,9 +232,13 @@ export async function fetchBootstrapRecord<T>(what: string, host: string, port: 
       }
     }
     if (r.status === 404) throw new CallRefused(status.DEADLINE_EXCEEDED, `${what}: no ${kindWords} from ${where} room ${room} within ${waitMs} ms`);
-    if (r.status !== 503) throw new CallRefused(status.UNKNOWN, `${what}: the bootstrap server ${where} answered ${r.status} to the fetch of room ${room}: ${serverWords(r.body)}`);
+    if (r.status !== 503)
+      throw new CallRefused(status.UNKNOWN, `${what}: the bootstrap server ${where} answered ${r.status} to the fetch of room ${room}: ${serverWords(r.body)}`);
     if (gone || attempt >= MAX_REFETCHES || Date.now() + REFETCH_PAUSE_MS >= end) {
-      throw new CallRefused(status.RESOURCE_EXHAUSTED, `${what}: the bootstrap server ${where} refused the fetch of room ${room} (503, ${attempt} time${attempt === 1 ? '' : 's'} in ${waitMs - Math.max(0, end - Date.now())} ms): ${serverWords(r.body)}`);
+      throw new CallRefused(
+        status.RESOURCE_EXHAUSTED,
+        `${what}: the bootstrap server ${where} refused the fetch of room ${room} (503, ${attempt} time${attempt === 1 ? '' : 's'} in ${waitMs - Math.max(0, end - Date.now())} ms): ${serverWords(r.body)}`,
+      );
     }
     await new Promise((resolve) => setTimeout(resolve, REFETCH_PAUSE_MS));
   }

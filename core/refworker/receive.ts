@@ -89,7 +89,13 @@ interface ReceivedTensor {
   fnv1a?: string;
 }
 
-function validateImages(checks: ImageCheck[], grids: Map<string, number[]>, rows: Map<string, number> | undefined, inputIds: readonly number[], mergeSize: number): void {
+function validateImages(
+  checks: ImageCheck[],
+  grids: Map<string, number[]>,
+  rows: Map<string, number> | undefined,
+  inputIds: readonly number[],
+  mergeSize: number,
+): void {
   const rowsUsed = new Map<string, number>();
   // Every image has its place in the prompt, and every grid row is an image with one.
   const imagesOfGrid = new Map<string, number>();
@@ -99,7 +105,8 @@ function validateImages(checks: ImageCheck[], grids: Map<string, number[]>, rows
   }
   for (const [name, images] of imagesOfGrid) {
     const grid = grids.get(name);
-    if (grid && grid.length / 3 !== images) throw new RequestInvalid(`${name} has ${grid.length / 3} rows but the request places ${images} image${images === 1 ? '' : 's'} in the prompt`);
+    if (grid && grid.length / 3 !== images)
+      throw new RequestInvalid(`${name} has ${grid.length / 3} rows but the request places ${images} image${images === 1 ? '' : 's'} in the prompt`);
   }
   for (const c of checks) {
     const grid = grids.get(c.grid);
@@ -110,7 +117,8 @@ function validateImages(checks: ImageCheck[], grids: Map<string, number[]>, rows
     rowsUsed.set(c.encoder, (rowsUsed.get(c.encoder) ?? 0) + patches);
     const tokens = patches / (mergeSize * mergeSize);
     for (const p of c.placeholders) {
-      if (p.offset + p.length > inputIds.length) throw new RequestInvalid(`${c.label}: placeholder range [${p.offset}, ${p.offset + p.length}) is outside the ${inputIds.length} input ids`);
+      if (p.offset + p.length > inputIds.length)
+        throw new RequestInvalid(`${c.label}: placeholder range [${p.offset}, ${p.offset + p.length}) is outside the ${inputIds.length} input ids`);
       if (p.length !== tokens) throw new RequestInvalid(`${c.label}: placeholder length ${p.length} does not match grid ${thw.join('x')} (${tokens} tokens)`);
       if (c.placeholderTokenId !== undefined && inputIds.slice(p.offset, p.offset + p.length).some((id) => id !== c.placeholderTokenId)) {
         throw new RequestInvalid(`${c.label}: placeholder range holds ids other than ${c.placeholderTokenId}`);
@@ -126,7 +134,13 @@ function validateImages(checks: ImageCheck[], grids: Map<string, number[]>, rows
 }
 
 /** Every tensor of the job read (its /dev/shm files unlinked), with the grids and the rows the checks need. */
-function readTensors(runtime: WireRuntime, job: GenerateJob, reader: TensorReader, fingerprint: boolean, metrics?: TransportMetrics): { received: ReceivedTensor[]; grids: Map<string, number[]>; rows: Map<string, number> } {
+function readTensors(
+  runtime: WireRuntime,
+  job: GenerateJob,
+  reader: TensorReader,
+  fingerprint: boolean,
+  metrics?: TransportMetrics,
+): { received: ReceivedTensor[]; grids: Map<string, number[]>; rows: Map<string, number> } {
   const received: ReceivedTensor[] = [];
   const grids = new Map<string, number[]>();
   const rows = new Map<string, number>();
@@ -170,14 +184,29 @@ export function imagesPhrase(n: number): string {
  * false: the images' encoder inputs went elsewhere (a prefill under EPD), so their rows are
  * not counted against the grids.
  */
-export function receive(runtime: WireRuntime, job: GenerateJob, reader: TensorReader, fingerprint: boolean, mergeSize: number, metrics?: TransportMetrics): string {
+export function receive(
+  runtime: WireRuntime,
+  job: GenerateJob,
+  reader: TensorReader,
+  fingerprint: boolean,
+  mergeSize: number,
+  metrics?: TransportMetrics,
+): string {
   const tensors = receiveTensors(runtime, job, reader, fingerprint, mergeSize, metrics);
   const head = imagesPhrase(job.images);
   return tensors ? `${head}: ${tensors}` : `${head}.`;
 }
 
 /** What `receive` does, the description of the tensors alone ('' for none). */
-export function receiveTensors(runtime: WireRuntime, job: GenerateJob, reader: TensorReader, fingerprint: boolean, mergeSize: number, metrics?: TransportMetrics, encoderRows = true): string {
+export function receiveTensors(
+  runtime: WireRuntime,
+  job: GenerateJob,
+  reader: TensorReader,
+  fingerprint: boolean,
+  mergeSize: number,
+  metrics?: TransportMetrics,
+  encoderRows = true,
+): string {
   const { received, grids, rows } = readTensors(runtime, job, reader, fingerprint, metrics);
   if (job.checks.length === 0 && received.length > 0) throw new RequestInvalid('multimodal tensors but no image placed in the prompt (no placeholder range)');
   job.layout?.({ grids, rows });
@@ -192,7 +221,8 @@ export function receiveItem(runtime: WireRuntime, job: GenerateJob, reader: Tens
     const thw = grids.get(c.grid)?.slice(0, 3);
     if (!thw || thw.length !== 3) throw new RequestInvalid(`${c.label}: ${c.grid} is missing or not int64`);
     const patches = thw[0]! * thw[1]! * thw[2]!;
-    if (rows.get(c.encoder) !== patches) throw new RequestInvalid(`${c.encoder} has ${rows.get(c.encoder)} rows but the grid ${thw.join('x')} describes ${patches} patches`);
+    if (rows.get(c.encoder) !== patches)
+      throw new RequestInvalid(`${c.encoder} has ${rows.get(c.encoder)} rows but the grid ${thw.join('x')} describes ${patches} patches`);
   }
   return describeTensors(received);
 }
@@ -256,7 +286,11 @@ export interface AnswerFor {
  * stop string the text so far contains (the ids end with the token that completed it), then
  * the token limit.
  */
-export function generate(all: readonly number[], j: Pick<AnswerFor, 'maxTokens' | 'stops'>, decode: (ids: number[]) => string): { ids: number[]; finish: string; matched: MatchedStop } {
+export function generate(
+  all: readonly number[],
+  j: Pick<AnswerFor, 'maxTokens' | 'stops'>,
+  decode: (ids: number[]) => string,
+): { ids: number[]; finish: string; matched: MatchedStop } {
   const max = j.maxTokens ?? Infinity;
   const tokenIds = j.stops?.tokenIds ?? [];
   const strings = (j.stops?.strings ?? []).filter((s) => s.length > 0);
@@ -297,7 +331,11 @@ export function failCall(call: { emit(event: 'error', err: unknown): boolean }, 
 }
 
 /** Run `serve` after the worker's delay, unless the call was cancelled meanwhile. */
-export function afterDelay(s: GenerateServing, call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerUnaryCall<unknown, unknown>, serve: () => void): void {
+export function afterDelay(
+  s: GenerateServing,
+  call: grpc.ServerWritableStream<unknown, unknown> | grpc.ServerUnaryCall<unknown, unknown>,
+  serve: () => void,
+): void {
   if (s.delayMs > 0 && !call.cancelled) {
     const timer = setTimeout(serve, s.delayMs);
     call.on('cancelled', () => clearTimeout(timer));
@@ -310,7 +348,12 @@ export function afterDelay(s: GenerateServing, call: grpc.ServerWritableStream<u
  * Serve one Generate call: (after the delay) read the job, answer with the sentence that
  * describes it. A broken request is INVALID_ARGUMENT.
  */
-export function serveGenerate<Res>(s: GenerateServing, call: grpc.ServerWritableStream<unknown, Res>, job: () => GenerateJob, build: ResponseBuilder<Res>): void {
+export function serveGenerate<Res>(
+  s: GenerateServing,
+  call: grpc.ServerWritableStream<unknown, Res>,
+  job: () => GenerateJob,
+  build: ResponseBuilder<Res>,
+): void {
   afterDelay(s, call, () => {
     if (call.cancelled) return;
     let requestId: string | undefined;

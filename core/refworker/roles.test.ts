@@ -8,13 +8,28 @@ import { fetchBootstrapRecord, startBootstrapServer } from './bootstrap.ts';
 describe('mmtc worker --role', () => {
   it.each([
     [['--runtime', 'vllm', '--role', 'encode'], '--role encode needs --runtime tokenspeed (a vllm reference worker can be regular, prefill, decode)'],
-    [['--runtime', 'tokenspeed', '--role', 'decode', '--bootstrap-port', '9000'], '--bootstrap-port is for an encode or prefill worker, which has a bootstrap server (this one is --role decode)'],
+    [
+      ['--runtime', 'tokenspeed', '--role', 'decode', '--bootstrap-port', '9000'],
+      '--bootstrap-port is for an encode or prefill worker, which has a bootstrap server (this one is --role decode)',
+    ],
     [['--runtime', 'tokenspeed', '--role', 'prefill', '--encode-drop'], '--encode-drop is for an encode worker (this one is --role prefill)'],
-    [['--runtime', 'tokenspeed', '--role', 'prefill', '--embedding-timeout-ms', '0'], "invalid value '0' for --embedding-timeout-ms: expected whole milliseconds from 1 to 60000"],
-    [['--runtime', 'tokenspeed', '--role', 'encode', '--bootstrap-port', '70000'], "invalid value '70000' for --bootstrap-port: expected an integer port 0-65535"],
-    [['--runtime', 'tokenspeed', '--role', 'prefill', '--kv-connector', 'mooncake'], '--kv-connector is for a vLLM prefill or decode worker (this one is tokenspeed, --role prefill)'],
+    [
+      ['--runtime', 'tokenspeed', '--role', 'prefill', '--embedding-timeout-ms', '0'],
+      "invalid value '0' for --embedding-timeout-ms: expected whole milliseconds from 1 to 60000",
+    ],
+    [
+      ['--runtime', 'tokenspeed', '--role', 'encode', '--bootstrap-port', '70000'],
+      "invalid value '70000' for --bootstrap-port: expected an integer port 0-65535",
+    ],
+    [
+      ['--runtime', 'tokenspeed', '--role', 'prefill', '--kv-connector', 'mooncake'],
+      '--kv-connector is for a vLLM prefill or decode worker (this one is tokenspeed, --role prefill)',
+    ],
     [['--runtime', 'vllm', '--model-dtype', 'int8'], "invalid value 'int8' for --model-dtype: expected float32, bfloat16 or float16"],
-    [['--runtime', 'sglang', '--default-sampling-params', '{"temperature":"hot"}'], `invalid value '{"temperature":"hot"}' for --default-sampling-params: default_sampling_params_json: temperature must be a number, got "hot"`],
+    [
+      ['--runtime', 'sglang', '--default-sampling-params', '{"temperature":"hot"}'],
+      `invalid value '{"temperature":"hot"}' for --default-sampling-params: default_sampling_params_json: temperature must be a number, got "hot"`,
+    ],
     [['--runtime', 'tokenspeed', '--tamper-shm', 'poke'], "invalid value 'poke' for --tamper-shm: expected write or map"],
   ])('%j exits 2 naming the flag and value', (args, message) => {
     const r = runMmtc(['worker', '--port', '0', ...args]);
@@ -38,11 +53,15 @@ describe('the bootstrap server', () => {
       setTimeout(() => server.put('embedding', '42', { n: 7 }), 100);
       expect(await waiting).toEqual({ n: 7 });
       const t = performance.now();
-      await expect(fetchBootstrapRecord('the KV', '127.0.0.1', server.port, 'kv', '43', 300, call)).rejects.toThrow(`the KV: no KV from 127.0.0.1:${server.port} room 43 within 300 ms`);
+      await expect(fetchBootstrapRecord('the KV', '127.0.0.1', server.port, 'kv', '43', 300, call)).rejects.toThrow(
+        `the KV: no KV from 127.0.0.1:${server.port} room 43 within 300 ms`,
+      );
       expect(performance.now() - t).toBeLessThan(300 + 2_000);
     } finally {
       await server.close();
     }
-    await expect(fetchBootstrapRecord('item 1', '127.0.0.1', server.port, 'embedding', '1', 300, call)).rejects.toThrow(`item 1: the bootstrap server 127.0.0.1:${server.port} cannot be reached`);
+    await expect(fetchBootstrapRecord('item 1', '127.0.0.1', server.port, 'embedding', '1', 300, call)).rejects.toThrow(
+      `item 1: the bootstrap server 127.0.0.1:${server.port} cannot be reached`,
+    );
   });
 });

@@ -12,7 +12,20 @@ import { EventEmitter } from 'node:events';
 import type { EncodeRequest, EncodeResponse } from '../gen/tokenspeed/grpc/encoder.ts';
 import type { GenerateRequest } from '../gen/tokenspeed/grpc/scheduler.ts';
 import { CallRefused, fetchBootstrapRecord } from './bootstrap.ts';
-import { afterDelay, answer, failCall, imagesPhrase, receiveItem, receiveTensors, RequestInvalid, statusOf, type AnswerFor, type GenerateServing, type ResponseBuilder, type RoleServing } from './receive.ts';
+import {
+  afterDelay,
+  answer,
+  failCall,
+  imagesPhrase,
+  receiveItem,
+  receiveTensors,
+  RequestInvalid,
+  statusOf,
+  type AnswerFor,
+  type GenerateServing,
+  type ResponseBuilder,
+  type RoleServing,
+} from './receive.ts';
 import { judgeTokenSpeedSampling } from './sampling-rules.ts';
 import { checkTokenized, tensorsOf } from './tokenspeed-items.ts';
 
@@ -50,7 +63,10 @@ export function serveEncode(s: GenerateServing, call: grpc.ServerUnaryCall<Encod
       const req = call.request;
       if (role.role !== 'encode') throw new CallRefused(status.FAILED_PRECONDITION, `this is a ${role.role} worker: Encode goes to the encode workers`);
       if (!req.mmInputs) throw new RequestInvalid('EncodeRequest.mm_inputs is required');
-      if (req.mmInputs.items.length !== 1 || req.items.length !== 1) throw new RequestInvalid(`EncodeRequest must contain exactly one mm item and one room assignment (got ${req.mmInputs.items.length} and ${req.items.length})`);
+      if (req.mmInputs.items.length !== 1 || req.items.length !== 1)
+        throw new RequestInvalid(
+          `EncodeRequest must contain exactly one mm item and one room assignment (got ${req.mmInputs.items.length} and ${req.items.length})`,
+        );
       if (!role.encodeAccept) return cb(null, { accepted: false });
       const room = String(req.items[0]!.bootstrapRoom);
       const job = { requestId: req.requestId, stream: false, inputIds: [], maxTokens: undefined, ...tensorsOf(req, { encode: true }) };
@@ -80,7 +96,12 @@ export function serveRoleGenerate<Res>(s: GenerateServing, call: grpc.ServerWrit
       return failCall(call, err);
     }
     s.active.add(j.requestId);
-    const work = role.role === 'prefill' ? prefill(s, role, call) : role.role === 'decode' ? decode(role, call) : Promise.reject(new CallRefused(status.FAILED_PRECONDITION, 'this is an encode worker: Generate goes to the prefill and decode workers'));
+    const work =
+      role.role === 'prefill'
+        ? prefill(s, role, call)
+        : role.role === 'decode'
+          ? decode(role, call)
+          : Promise.reject(new CallRefused(status.FAILED_PRECONDITION, 'this is an encode worker: Generate goes to the prefill and decode workers'));
     work
       .then((text) => {
         // A prefill's own answer is one token (the decode worker has the completion).
@@ -111,7 +132,9 @@ async function prefill<Res>(s: GenerateServing, role: RoleServing, call: grpc.Se
   const description = receiveTensors(s.runtime, job, s.reader, s.fingerprint, s.model.imageConfig.merge_size, s.metrics, !epd);
   const record: KvRecord = { mode: epd ? 'epd' : 'pd', prefillWorker: role.url, kvRoom: kv.room, images: parts.images };
   if (epd) {
-    for (const e of entries) if (e.itemIndex < 0 || e.itemIndex >= parts.images) throw new RequestInvalid(`encode_bootstrap_info names item ${e.itemIndex}, but the request has ${parts.images} item${parts.images === 1 ? '' : 's'}`);
+    for (const e of entries)
+      if (e.itemIndex < 0 || e.itemIndex >= parts.images)
+        throw new RequestInvalid(`encode_bootstrap_info names item ${e.itemIndex}, but the request has ${parts.images} item${parts.images === 1 ? '' : 's'}`);
     const missing = Array.from({ length: parts.images }, (_, i) => i).filter((i) => !entries.some((e) => e.itemIndex === i));
     if (missing.length) throw new RequestInvalid(`encode_bootstrap_info has no entry for item ${missing.join(', ')}`);
     // One item's failure ends the others' waits too, as the call's cancellation does.
@@ -120,7 +143,15 @@ async function prefill<Res>(s: GenerateServing, role: RoleServing, call: grpc.Se
     record.items = await Promise.all(
       entries.map(async (e) => ({
         item: e.itemIndex,
-        ...(await fetchBootstrapRecord<EmbeddingRecord>(`item ${e.itemIndex}`, e.bootstrapHost, e.bootstrapPort, 'embedding', String(e.bootstrapRoom), role.embeddingTimeoutMs, stop)),
+        ...(await fetchBootstrapRecord<EmbeddingRecord>(
+          `item ${e.itemIndex}`,
+          e.bootstrapHost,
+          e.bootstrapPort,
+          'embedding',
+          String(e.bootstrapRoom),
+          role.embeddingTimeoutMs,
+          stop,
+        )),
       })),
     ).finally(() => stop.emit('cancelled'));
     record.items.sort((a, b) => a.item - b.item);
@@ -132,11 +163,13 @@ async function prefill<Res>(s: GenerateServing, role: RoleServing, call: grpc.Se
 async function decode<Res>(role: RoleServing, call: grpc.ServerWritableStream<GenerateRequest, Res>): Promise<string> {
   const req = call.request;
   const kv = kvRoomOf(req, 'decode');
-  if (req.encodeBootstrapInfo?.items.length) throw new RequestInvalid('decode received encode_bootstrap_info: under EPD only the prefill worker takes the embeddings');
+  if (req.encodeBootstrapInfo?.items.length)
+    throw new RequestInvalid('decode received encode_bootstrap_info: under EPD only the prefill worker takes the embeddings');
   const carrying = (req.mmInputs?.items ?? []).findIndex((item) => item.encoderInput);
   if (carrying >= 0) throw new RequestInvalid(`decode received pixel tensors (item ${carrying} has an encoder_input)`);
   const r = await fetchBootstrapRecord<KvRecord>('the KV', kv.host, kv.port, 'kv', kv.room, role.kvTimeoutMs, call);
   const head = `${imagesPhrase(r.images)} via ${r.mode}, prefill ${r.prefillWorker}, kv room ${r.kvRoom}`;
-  if (r.mode === 'epd') return `${head}.${(r.items ?? []).map((it) => ` item ${it.item} from encode worker ${it.encodeWorker}, room ${it.room}: ${it.description}.`).join('')}`;
+  if (r.mode === 'epd')
+    return `${head}.${(r.items ?? []).map((it) => ` item ${it.item} from encode worker ${it.encodeWorker}, room ${it.room}: ${it.description}.`).join('')}`;
   return r.description ? `${head}: ${r.description}` : head;
 }

@@ -45,7 +45,19 @@ function check(ok: boolean, message: string): void {
 
 /** vLLM's servicer mapping and SamplingParams checks (vllm/sampling_params.py _verify_args). */
 export function judgeVllmSampling(p: VllmSampling | undefined): GenerationRules {
-  const s = p ?? ({ topP: 0, topK: 0, minP: 0, frequencyPenalty: 0, presencePenalty: 0, repetitionPenalty: 0, stop: [], stopTokenIds: [], minTokens: 0 } as unknown as VllmSampling);
+  const s =
+    p ??
+    ({
+      topP: 0,
+      topK: 0,
+      minP: 0,
+      frequencyPenalty: 0,
+      presencePenalty: 0,
+      repetitionPenalty: 0,
+      stop: [],
+      stopTokenIds: [],
+      minTokens: 0,
+    } as unknown as VllmSampling);
   const temperature = s.temperature ?? 1;
   const topP = s.topP !== 0 ? s.topP : 1;
   const repetition = s.repetitionPenalty !== 0 ? s.repetitionPenalty : 1;
@@ -56,7 +68,8 @@ export function judgeVllmSampling(p: VllmSampling | undefined): GenerationRules 
   check(topP > 0 && topP <= 1, `top_p must be in (0, 1], got ${py(topP)}.`);
   check(s.minP >= 0 && s.minP <= 1, `min_p must be in [0, 1], got ${py(s.minP)}.`);
   if (s.maxTokens !== undefined) check(s.maxTokens >= 1, `max_tokens must be at least 1, got ${s.maxTokens}.`);
-  if (s.maxTokens !== undefined && s.minTokens > s.maxTokens) throw new RequestInvalid(`min_tokens must be less than or equal to max_tokens=${s.maxTokens}, got ${s.minTokens}.`);
+  if (s.maxTokens !== undefined && s.minTokens > s.maxTokens)
+    throw new RequestInvalid(`min_tokens must be less than or equal to max_tokens=${s.maxTokens}, got ${s.minTokens}.`);
   return { maxTokens: s.maxTokens, stops: { strings: s.stop, tokenIds: s.stopTokenIds } };
 }
 
@@ -81,15 +94,31 @@ export function judgeTokenSpeedSampling(p: TokenSpeedSampling | undefined): Gene
   check(0 <= repetition && repetition <= 2, `repetition_penalty must be in (0, 2], got ${py(repetition)}.`);
   const max = p?.maxNewTokens;
   if (max !== undefined) check(max >= 0, `max_new_tokens must be at least 0, got ${max}.`);
-  if (max !== undefined && (p?.minNewTokens ?? 0) > max) throw new RequestInvalid(`min_new_tokens must be in (0, max_new_tokens(${max})], got ${p!.minNewTokens}.`);
+  if (max !== undefined && (p?.minNewTokens ?? 0) > max)
+    throw new RequestInvalid(`min_new_tokens must be in (0, max_new_tokens(${max})], got ${p!.minNewTokens}.`);
   return { maxTokens: max, stops: { strings: p?.stop ?? [], tokenIds: p?.stopTokenIds ?? [] } };
 }
 
 /** SGLang under skip_tokenizer_init: normalize()'s refusals, and the bounds of its verify() the engine needs to compute anything sensible. */
 export function judgeSglangSampling(p: SglangSampling | undefined): GenerationRules {
-  const s = p ?? ({ temperature: 0, topP: 0, topK: 0, minP: 0, frequencyPenalty: 0, presencePenalty: 0, repetitionPenalty: 0, stop: [], stopTokenIds: [], minNewTokens: 0 } as unknown as SglangSampling);
-  if (s.stop.length > 0) throw new RequestInvalid(`stop=${pyList(s.stop)} is unavailable when skip_tokenizer_init=True (requires tokenizer to decode tokens to text for matching).`);
-  if (s.minNewTokens > 0) throw new RequestInvalid(`min_new_tokens=${s.minNewTokens} is unavailable when skip_tokenizer_init=True (requires tokenizer for eos_token_id).`);
+  const s =
+    p ??
+    ({
+      temperature: 0,
+      topP: 0,
+      topK: 0,
+      minP: 0,
+      frequencyPenalty: 0,
+      presencePenalty: 0,
+      repetitionPenalty: 0,
+      stop: [],
+      stopTokenIds: [],
+      minNewTokens: 0,
+    } as unknown as SglangSampling);
+  if (s.stop.length > 0)
+    throw new RequestInvalid(`stop=${pyList(s.stop)} is unavailable when skip_tokenizer_init=True (requires tokenizer to decode tokens to text for matching).`);
+  if (s.minNewTokens > 0)
+    throw new RequestInvalid(`min_new_tokens=${s.minNewTokens} is unavailable when skip_tokenizer_init=True (requires tokenizer for eos_token_id).`);
   check(Number.isFinite(s.temperature) && s.temperature >= 0, `temperature must be a non-negative finite number, got ${py(s.temperature)}.`);
   check(s.topP > 0 && s.topP <= 1, `top_p must be in (0, 1], got ${py(s.topP)}.`);
   check(s.minP >= 0 && s.minP <= 1, `min_p must be in [0, 1], got ${py(s.minP)}.`);

@@ -72,7 +72,11 @@ export interface ReferenceWorkerOptions {
 }
 
 /** The roles each protocol's reference worker can take (the protocol's own disaggregated serving). */
-export const REFERENCE_ROLES: Readonly<Record<WireRuntime, readonly WorkerRole[]>> = { tokenspeed: ['regular', 'encode', 'prefill', 'decode'], vllm: ['regular', 'prefill', 'decode'], sglang: ['regular'] };
+export const REFERENCE_ROLES: Readonly<Record<WireRuntime, readonly WorkerRole[]>> = {
+  tokenspeed: ['regular', 'encode', 'prefill', 'decode'],
+  vllm: ['regular', 'prefill', 'decode'],
+  sglang: ['regular'],
+};
 
 export type ReadBuffers = 'pooled' | 'fresh';
 
@@ -119,7 +123,6 @@ export class FreshBuffers extends TensorBufferPool {
   }
 }
 
-
 export interface ReferenceWorker {
   /** grpc://host:port or unix:///path, as a router's worker url. */
   url: string;
@@ -131,7 +134,11 @@ export interface ReferenceWorker {
   close(): Promise<void>;
 }
 
-const SERVICES: Readonly<Record<WireRuntime, (server: grpc.Server, s: GenerateServing, id: WorkerIdentity) => void>> = { tokenspeed: addTokenSpeedService, vllm: addVllmService, sglang: addSglangService };
+const SERVICES: Readonly<Record<WireRuntime, (server: grpc.Server, s: GenerateServing, id: WorkerIdentity) => void>> = {
+  tokenspeed: addTokenSpeedService,
+  vllm: addVllmService,
+  sglang: addSglangService,
+};
 
 /** The protocols `mmtc worker --runtime` serves. */
 export const REFERENCE_RUNTIMES = Object.keys(SERVICES) as WireRuntime[];
@@ -139,11 +146,16 @@ export const REFERENCE_RUNTIMES = Object.keys(SERVICES) as WireRuntime[];
 /** The reader of a worker given none: pooled or fresh buffers, tampering with its files under --tamper-shm. */
 function readerFor(options: ReferenceWorkerOptions): TensorReader {
   const buffers = options.readBuffers === 'fresh' ? { pool: new FreshBuffers() } : {};
-  return options.tamperShm ? new TamperingReader({ ...buffers, keepMtime: options.tamperShm === 'map', ...(options.onTamper ? { onTamper: options.onTamper } : {}) }) : new TensorReader(buffers);
+  return options.tamperShm
+    ? new TamperingReader({ ...buffers, keepMtime: options.tamperShm === 'map', ...(options.onTamper ? { onTamper: options.onTamper } : {}) })
+    : new TensorReader(buffers);
 }
 
 export async function startReferenceWorker(options: ReferenceWorkerOptions): Promise<ReferenceWorker> {
-  const identity: WorkerIdentity = { token: options.shmNamespaceId !== undefined ? options.shmNamespaceId || undefined : readNamespaceToken().token, started: Date.now() };
+  const identity: WorkerIdentity = {
+    token: options.shmNamespaceId !== undefined ? options.shmNamespaceId || undefined : readNamespaceToken().token,
+    started: Date.now(),
+  };
   const model = await loadModelDirectory(options.modelPath);
   const fromGeneration = Object.keys(model.generationDefaults).length > 0 && options.runtime !== 'tokenspeed' ? JSON.stringify(model.generationDefaults) : '';
   const serving: GenerateServing = {
@@ -158,10 +170,18 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
     active: new Set(),
   };
   const role = options.role ?? 'regular';
-  if (!REFERENCE_ROLES[options.runtime].includes(role)) throw new Error(`--role ${role} needs --runtime ${Object.entries(REFERENCE_ROLES).filter(([, roles]) => roles.includes(role)).map(([r]) => r).join(' or ')} (a ${options.runtime} reference worker is ${REFERENCE_ROLES[options.runtime].join(', ')})`);
-  if (options.bootstrapPort !== undefined && role !== 'encode' && role !== 'prefill') throw new Error(`--bootstrap-port is for an encode or prefill worker (this one is ${role})`);
+  if (!REFERENCE_ROLES[options.runtime].includes(role))
+    throw new Error(
+      `--role ${role} needs --runtime ${Object.entries(REFERENCE_ROLES)
+        .filter(([, roles]) => roles.includes(role))
+        .map(([r]) => r)
+        .join(' or ')} (a ${options.runtime} reference worker is ${REFERENCE_ROLES[options.runtime].join(', ')})`,
+    );
+  if (options.bootstrapPort !== undefined && role !== 'encode' && role !== 'prefill')
+    throw new Error(`--bootstrap-port is for an encode or prefill worker (this one is ${role})`);
   let bootstrap: BootstrapServer | undefined;
-  if (role === 'encode' || role === 'prefill') bootstrap = await startBootstrapServer(options.host ?? '127.0.0.1', options.bootstrapPort ?? DEFAULT_BOOTSTRAP_PORT);
+  if (role === 'encode' || role === 'prefill')
+    bootstrap = await startBootstrapServer(options.host ?? '127.0.0.1', options.bootstrapPort ?? DEFAULT_BOOTSTRAP_PORT);
   const roleServing: RoleServing | undefined =
     role === 'regular'
       ? undefined
@@ -177,7 +197,11 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
         };
   if (roleServing) serving.role = roleServing;
   // It takes what a router sends (inline tensors) and answers within what a router takes.
-  const server = new grpc.Server({ ...GRPC_CHANNEL_OPTIONS, 'grpc.max_receive_message_length': REQUEST_MESSAGE_MAX_BYTES, 'grpc.max_send_message_length': WORKER_REPLY_MAX_BYTES });
+  const server = new grpc.Server({
+    ...GRPC_CHANNEL_OPTIONS,
+    'grpc.max_receive_message_length': REQUEST_MESSAGE_MAX_BYTES,
+    'grpc.max_send_message_length': WORKER_REPLY_MAX_BYTES,
+  });
   SERVICES[options.runtime](server, serving, identity);
 
   let url: string;
@@ -215,6 +239,8 @@ export async function startReferenceWorker(options: ReferenceWorkerOptions): Pro
 
 function bind(server: grpc.Server, address: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) => (err ? reject(new Error(`cannot listen on ${address}: ${err.message}`)) : resolve(port)));
+    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, port) =>
+      err ? reject(new Error(`cannot listen on ${address}: ${err.message}`)) : resolve(port),
+    );
   });
 }

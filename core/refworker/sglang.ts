@@ -7,14 +7,23 @@
 // TensorData has no handle, every tensor arrives inline), and its response messages. Reading
 // and checking are shared (receive.ts).
 import type * as grpc from '@grpc/grpc-js';
-import { SglangSchedulerService, type GenerateRequest, type GenerateResponse, type SglangSchedulerServer, type TensorData } from '../gen/sglang/grpc/scheduler.ts';
+import {
+  SglangSchedulerService,
+  type GenerateRequest,
+  type GenerateResponse,
+  type SglangSchedulerServer,
+  type TensorData,
+} from '../gen/sglang/grpc/scheduler.ts';
 import type { WireTensor } from '../transport/shm-reader.ts';
 import { INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor, type WorkerIdentity } from './receive.ts';
 import { judgeSglangSampling } from './sampling-rules.ts';
 
 const PIXEL_DTYPES = { allowed: new Set(['float32']), says: 'float32' };
 // The servicer decodes float32 and int64 and reads any other dtype as float32 (a uint32 grid becomes garbage).
-const SGLANG_DTYPES = { allowed: new Set(['float32', 'int64']), says: 'the SGLang servicer decodes float32 and int64 tensors only (any other it reads as float32)' };
+const SGLANG_DTYPES = {
+  allowed: new Set(['float32', 'int64']),
+  says: 'the SGLang servicer decodes float32 and int64 tensors only (any other it reads as float32)',
+};
 
 /** SGLang's TensorData is its bytes: inline, always. */
 function wireTensor(t: TensorData): WireTensor {
@@ -27,7 +36,8 @@ function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor
   if (!mm.pixelValues) throw new RequestInvalid('mm_inputs has no pixel_values');
   if (!mm.modelSpecificTensors.image_grid_thw) throw new RequestInvalid('mm_inputs has no image_grid_thw tensor');
   const images = mm.mmPlaceholders.length;
-  if (mm.imageData.length !== images) throw new RequestInvalid(`mm_inputs has ${mm.imageData.length} image_data entries for ${images} image${images === 1 ? '' : 's'} in the prompt`);
+  if (mm.imageData.length !== images)
+    throw new RequestInvalid(`mm_inputs has ${mm.imageData.length} image_data entries for ${images} image${images === 1 ? '' : 's'} in the prompt`);
   const empty = mm.imageData.findIndex((b) => b.byteLength === 0);
   if (empty >= 0) throw new RequestInvalid(`image_data[${empty}] is empty`);
   if (images > 0 && !mm.modalities.includes('image')) throw new RequestInvalid(`mm_inputs.modalities is [${mm.modalities.join(', ')}], without image`);
@@ -35,7 +45,14 @@ function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor
   for (const [key, t] of Object.entries(mm.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
     tensors.push({ name: key, tensor: wireTensor(t), ...(key === 'image_grid_thw' || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {}) });
   }
-  const checks = mm.mmPlaceholders.map((p, i) => ({ label: `image ${i}`, encoder: 'pixel_values', grid: 'image_grid_thw', gridRow: i, placeholders: [p], placeholderTokenId: mm.imTokenId }));
+  const checks = mm.mmPlaceholders.map((p, i) => ({
+    label: `image ${i}`,
+    encoder: 'pixel_values',
+    grid: 'image_grid_thw',
+    gridRow: i,
+    placeholders: [p],
+    placeholderTokenId: mm.imTokenId,
+  }));
   return { images, tensors, checks };
 }
 
@@ -50,13 +67,27 @@ export function addSglangService(server: grpc.Server, s: GenerateServing, id: Wo
         () => {
           if (!req.tokenized) throw new RequestInvalid('Tokenized input must be provided');
           const rules = judgeSglangSampling(req.samplingParams);
-          return { requestId: req.requestId, stream: req.stream, inputIds: req.tokenized.inputIds, maxTokens: rules.maxTokens, stops: rules.stops, dtypeRule: SGLANG_DTYPES, ...tensorsOf(req) };
+          return {
+            requestId: req.requestId,
+            stream: req.stream,
+            inputIds: req.tokenized.inputIds,
+            maxTokens: rules.maxTokens,
+            stops: rules.stops,
+            dtypeRule: SGLANG_DTYPES,
+            ...tensorsOf(req),
+          };
         },
         {
-          chunk: (tokenIds, completionTokens, promptTokens) => ({ requestId: req.requestId, response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, index: 0, reasoningTokens: 0 } } }),
+          chunk: (tokenIds, completionTokens, promptTokens) => ({
+            requestId: req.requestId,
+            response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, index: 0, reasoningTokens: 0 } },
+          }),
           complete: (outputIds, finishReason, promptTokens, completionTokens, matchedStop) => ({
             requestId: req.requestId,
-            response: { $case: 'complete', value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, matchedStop, index: 0, reasoningTokens: 0 } },
+            response: {
+              $case: 'complete',
+              value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, matchedStop, index: 0, reasoningTokens: 0 },
+            },
           }),
         },
       );

@@ -26,13 +26,26 @@ afterAll(() => {
 const root = process.getuid?.() === 0;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pattern = (n: number) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + 7) & 255);
-const shmTensor = (name: string, nbytes: number, offset = 0) => ({ shape: [nbytes / 4], dtype: 'float32', payload: { kind: 'shm' as const, handle: { name, offset, nbytes, owner_id: 'test' } } });
+const shmTensor = (name: string, nbytes: number, offset = 0) => ({
+  shape: [nbytes / 4],
+  dtype: 'float32',
+  payload: { kind: 'shm' as const, handle: { name, offset, nbytes, owner_id: 'test' } },
+});
 
 describe('mmtc worker --tamper-shm', () => {
   it.each([
-    [['--runtime', 'sglang', '--tamper-shm'], '--tamper-shm is for a worker that reads /dev/shm tensor files: an sglang worker gets every tensor inline (its protocol has no /dev/shm lane)'],
-    [['--runtime', 'tokenspeed', '--role', 'decode', '--tamper-shm'], '--tamper-shm is for a worker that reads /dev/shm tensor files: a decode worker is given no tensors (this one is --role decode)'],
-    [['--runtime', 'tokenspeed', '--role', 'encode', '--bootstrap-port', '0', '--encode-accept', 'false', '--tamper-shm'], '--tamper-shm is for a worker that reads /dev/shm tensor files: an encode worker with --encode-accept false reads no tensors'],
+    [
+      ['--runtime', 'sglang', '--tamper-shm'],
+      '--tamper-shm is for a worker that reads /dev/shm tensor files: an sglang worker gets every tensor inline (its protocol has no /dev/shm lane)',
+    ],
+    [
+      ['--runtime', 'tokenspeed', '--role', 'decode', '--tamper-shm'],
+      '--tamper-shm is for a worker that reads /dev/shm tensor files: a decode worker is given no tensors (this one is --role decode)',
+    ],
+    [
+      ['--runtime', 'tokenspeed', '--role', 'encode', '--bootstrap-port', '0', '--encode-accept', 'false', '--tamper-shm'],
+      '--tamper-shm is for a worker that reads /dev/shm tensor files: an encode worker with --encode-accept false reads no tensors',
+    ],
   ])('%j exits 2 naming the flag', (args, message) => {
     const r = runMmtc(['worker', '--port', '0', ...args]);
     expect(r.status).toBe(2);
@@ -92,60 +105,74 @@ describe('the tampering reader', () => {
     symlinkSync(target, path.join(shm.dir, 'symlink'));
     expect(() => reader.read(shmTensor('symlink', 64))).toThrow(TensorReadError);
     expect(Uint8Array.from(readFileSync(target))).toEqual(pattern(64));
-    expect(seen).toEqual([{ name: 'offset', ino: expect.any(Number), offset: 16 }, { name: 'symlink', offset: 0, error: 'ELOOP' }]);
+    expect(seen).toEqual([
+      { name: 'offset', ino: expect.any(Number), offset: 16 },
+      { name: 'symlink', offset: 0, error: 'ELOOP' },
+    ]);
     expect(reader.counts).toEqual({ changed: 1, failed: 1 });
     expect(shm.files()).toEqual(['symlink', 'target']);
   });
 });
 
 describe('a real `mmtc worker --tamper-shm`', () => {
-  it.skipIf(!root)('reports the fingerprint of the bytes it changed, says which file and inode, unlinks the link; the entry it links to is changed', async () => {
-    const model = await loadModelDirectory();
-    const pad = model.imageTokenId;
-    const worker = await startMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0', '--tamper-shm'], /listening on grpc:\/\//, { MMTC_MALLOC_HUGETLB: '0' });
-    try {
-      const url = /(grpc:\/\/\S+)/.exec(worker.line)![1]!;
-      await waitFor(() => worker.output().includes('tamper-shm: every /dev/shm tensor file given is written into before it is read'));
-      const bytes = pattern(16 * 1176 * 2);
-      const entry = path.join('/dev/shm', `${own}-entry`);
-      writeFileSync(entry, bytes);
-      chmodSync(entry, 0o400);
-      const link = `${own}-link`;
-      linkSync(entry, path.join('/dev/shm', link));
-      const ino = statSync(entry).ino;
-      const grid = Buffer.from(new BigInt64Array([1n, 4n, 4n]).buffer);
-      const request = ts.GenerateRequest.fromPartial({
-        requestId: 't1',
-        tokenized: { inputIds: [1, pad, pad, pad, pad, 2] },
-        mmInputs: {
-          items: [
-            {
-              modality: 1,
-              contentHash: Buffer.alloc(32, 7),
-              encoderInput: { shape: [16, 1176], dtype: 'bfloat16', payload: { $case: 'shm', value: { name: link, offset: 0, nbytes: bytes.byteLength, ownerId: 'test' } } },
-              modelSpecificTensors: { image_grid_thw: { shape: [1, 3], dtype: 'int64', payload: { $case: 'inline', value: grid } } },
-              placeholders: [{ offset: 1, length: 4 }],
-              placeholderTokenId: pad,
-            },
-          ],
-        },
+  it.skipIf(!root)(
+    'reports the fingerprint of the bytes it changed, says which file and inode, unlinks the link; the entry it links to is changed',
+    async () => {
+      const model = await loadModelDirectory();
+      const pad = model.imageTokenId;
+      const worker = await startMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0', '--tamper-shm'], /listening on grpc:\/\//, {
+        MMTC_MALLOC_HUGETLB: '0',
       });
-      const text = await generate(url, request, model.tokenizer);
-      const changed = Uint8Array.from(bytes);
-      changed[0] = changed[0]! ^ 0xff;
-      expect(text).toBe(`1 image: encoder_input [16,1176] bfloat16 via shm, ${bytes.byteLength} bytes, fnv1a ${fnv1a64Hex(changed)}; image_grid_thw [1,3] int64 via inline, 24 bytes, fnv1a ${fnv1a64Hex(grid)}`);
-      expect(fnv1a64Hex(changed)).not.toBe(fnv1a64Hex(bytes));
-      expect(worker.output()).toContain(`tamper-shm: changed byte 0 of ${link} (inode ${ino})`);
-      expect(readdirSync('/dev/shm').filter((f) => f.startsWith(own))).toEqual([`${own}-entry`]);
-      expect(Uint8Array.from(readFileSync(entry))).toEqual(changed);
-    } finally {
-      await worker.stop();
-    }
-  });
+      try {
+        const url = /(grpc:\/\/\S+)/.exec(worker.line)![1]!;
+        await waitFor(() => worker.output().includes('tamper-shm: every /dev/shm tensor file given is written into before it is read'));
+        const bytes = pattern(16 * 1176 * 2);
+        const entry = path.join('/dev/shm', `${own}-entry`);
+        writeFileSync(entry, bytes);
+        chmodSync(entry, 0o400);
+        const link = `${own}-link`;
+        linkSync(entry, path.join('/dev/shm', link));
+        const ino = statSync(entry).ino;
+        const grid = Buffer.from(new BigInt64Array([1n, 4n, 4n]).buffer);
+        const request = ts.GenerateRequest.fromPartial({
+          requestId: 't1',
+          tokenized: { inputIds: [1, pad, pad, pad, pad, 2] },
+          mmInputs: {
+            items: [
+              {
+                modality: 1,
+                contentHash: Buffer.alloc(32, 7),
+                encoderInput: {
+                  shape: [16, 1176],
+                  dtype: 'bfloat16',
+                  payload: { $case: 'shm', value: { name: link, offset: 0, nbytes: bytes.byteLength, ownerId: 'test' } },
+                },
+                modelSpecificTensors: { image_grid_thw: { shape: [1, 3], dtype: 'int64', payload: { $case: 'inline', value: grid } } },
+                placeholders: [{ offset: 1, length: 4 }],
+                placeholderTokenId: pad,
+              },
+            ],
+          },
+        });
+        const text = await generate(url, request, model.tokenizer);
+        const changed = Uint8Array.from(bytes);
+        changed[0] = changed[0]! ^ 0xff;
+        expect(text).toBe(
+          `1 image: encoder_input [16,1176] bfloat16 via shm, ${bytes.byteLength} bytes, fnv1a ${fnv1a64Hex(changed)}; image_grid_thw [1,3] int64 via inline, 24 bytes, fnv1a ${fnv1a64Hex(grid)}`,
+        );
+        expect(fnv1a64Hex(changed)).not.toBe(fnv1a64Hex(bytes));
+        expect(worker.output()).toContain(`tamper-shm: changed byte 0 of ${link} (inode ${ino})`);
+        expect(readdirSync('/dev/shm').filter((f) => f.startsWith(own))).toEqual([`${own}-entry`]);
+        expect(Uint8Array.from(readFileSync(entry))).toEqual(changed);
+      } finally {
+        await worker.stop();
+      }
+    },
+  );
 });
 
 async function waitFor(ok: () => boolean, ms = 5000): Promise<void> {
-  for (const end = Date.now() + ms; !ok() && Date.now() < end; ) await sleep(20);
+  for (const end = Date.now() + ms; !ok() && Date.now() < end;) await sleep(20);
   expect(ok()).toBe(true);
 }
 
@@ -153,16 +180,20 @@ function generate(url: string, message: ts.GenerateRequest, tokenizer: { decode(
   const connection = ENGINES.tokenspeed.connect(url);
   return new Promise((resolve, reject) => {
     const ids: number[] = [];
-    connection.generate({ runtime: 'tokenspeed', message }, { deadline: Date.now() + 10_000 }, {
-      event: (ev) => ids.push(...ev.tokenIds),
-      failure: (error) => {
-        connection.close();
-        reject(new Error(`${error.status}: ${error.details}`));
+    connection.generate(
+      { runtime: 'tokenspeed', message },
+      { deadline: Date.now() + 10_000 },
+      {
+        event: (ev) => ids.push(...ev.tokenIds),
+        failure: (error) => {
+          connection.close();
+          reject(new Error(`${error.status}: ${error.details}`));
+        },
+        end: () => {
+          connection.close();
+          resolve(tokenizer.decode(ids));
+        },
       },
-      end: () => {
-        connection.close();
-        resolve(tokenizer.decode(ids));
-      },
-    });
+    );
   });
 }

@@ -24,7 +24,10 @@ const MODALITY_NAMES: Readonly<Record<number, string>> = { 1: 'IMAGE', 2: 'AUDIO
  * attached in rather than read. `encode`: an Encode call's item (its modality may be left
  * unspecified, meaning IMAGE; its encoder input is always read).
  */
-export function tensorsOf(req: Pick<GenerateRequest, 'mmInputs'>, o: { pixels?: boolean; modelDtype?: string; encode?: boolean } = {}): { images: number; tensors: NamedTensor[]; checks: ImageCheck[] } {
+export function tensorsOf(
+  req: Pick<GenerateRequest, 'mmInputs'>,
+  o: { pixels?: boolean; modelDtype?: string; encode?: boolean } = {},
+): { images: number; tensors: NamedTensor[]; checks: ImageCheck[] } {
   const pixels = o.pixels ?? true;
   const modelDtype = o.encode ? undefined : o.modelDtype;
   const items = req.mmInputs?.items ?? [];
@@ -43,7 +46,8 @@ export function tensorsOf(req: Pick<GenerateRequest, 'mmInputs'>, o: { pixels?: 
     if (item.placeholders.some((p) => p.length <= 0)) throw new RequestInvalid('MultimodalItem.placeholders.length must be > 0');
     if (item.placeholderTokenId !== undefined) {
       const current = tokenIds.get(modality);
-      if (current !== undefined && current !== item.placeholderTokenId) throw new RequestInvalid(`Conflicting placeholder_token_id for ${modality}: ${current} != ${item.placeholderTokenId}`);
+      if (current !== undefined && current !== item.placeholderTokenId)
+        throw new RequestInvalid(`Conflicting placeholder_token_id for ${modality}: ${current} != ${item.placeholderTokenId}`);
       tokenIds.set(modality, item.placeholderTokenId);
     }
     if (item.encoderInput) {
@@ -55,21 +59,36 @@ export function tensorsOf(req: Pick<GenerateRequest, 'mmInputs'>, o: { pixels?: 
         attach = modelDtype !== undefined && tensor.dtype === modelDtype && handle.offset === 0;
         if (attach) {
           const expected = tensor.shape.reduce((a, b) => a * b, 1) * (elementSize(tensor.dtype) ?? 0);
-          if (handle.nbytes !== expected) throw new RequestInvalid(`TensorData.shm byte length mismatch for dtype=${tensor.dtype}, shape=[${tensor.shape.join(', ')}]: expected ${expected}, got ${handle.nbytes}`);
+          if (handle.nbytes !== expected)
+            throw new RequestInvalid(
+              `TensorData.shm byte length mismatch for dtype=${tensor.dtype}, shape=[${tensor.shape.join(', ')}]: expected ${expected}, got ${handle.nbytes}`,
+            );
           try {
             validateShmName(handle.name);
           } catch {
             throw new RequestInvalid(`Invalid TensorData.shm name: '${handle.name}'`);
           }
-          if (item.contentHash.byteLength === 0) throw new RequestInvalid('SHM-backed multimodal items must carry content hash or pad_value before TokenSpeed consumes them');
+          if (item.contentHash.byteLength === 0)
+            throw new RequestInvalid('SHM-backed multimodal items must carry content hash or pad_value before TokenSpeed consumes them');
         }
       }
       tensors.push({ name: `encoder_input${suffix}`, tensor, dtypes: ENCODER_DTYPES, ...(attach ? { attach } : {}) });
     }
     for (const [key, t] of Object.entries(item.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
-      tensors.push({ name: `${key}${suffix}`, tensor: wireTensorFromTensorData(t), ...(key === 'image_grid_thw' || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {}) });
+      tensors.push({
+        name: `${key}${suffix}`,
+        tensor: wireTensorFromTensorData(t),
+        ...(key === 'image_grid_thw' || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {}),
+      });
     }
-    checks.push({ label: `item ${i}`, encoder: `encoder_input${suffix}`, grid: `image_grid_thw${suffix}`, gridRow: 0, placeholders: item.placeholders, placeholderTokenId: item.placeholderTokenId });
+    checks.push({
+      label: `item ${i}`,
+      encoder: `encoder_input${suffix}`,
+      grid: `image_grid_thw${suffix}`,
+      gridRow: 0,
+      placeholders: item.placeholders,
+      placeholderTokenId: item.placeholderTokenId,
+    });
   });
   return { images: items.length, tensors, checks };
 }

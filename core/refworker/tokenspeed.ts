@@ -20,10 +20,16 @@ export function addTokenSpeedService(server: grpc.Server, s: GenerateServing, id
     generate(call) {
       const req = call.request;
       const build: ResponseBuilder<GenerateResponse> = {
-        chunk: (tokenIds, completionTokens, promptTokens) => ({ requestId: req.requestId, response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, index: 0 } } }),
+        chunk: (tokenIds, completionTokens, promptTokens) => ({
+          requestId: req.requestId,
+          response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, index: 0 } },
+        }),
         complete: (outputIds, finishReason, promptTokens, completionTokens, matchedStop) => ({
           requestId: req.requestId,
-          response: { $case: 'complete', value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, matchedStop, index: 0 } },
+          response: {
+            $case: 'complete',
+            value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, matchedStop, index: 0 },
+          },
         }),
       };
       if (s.role) return serveRoleGenerate(s, call, build);
@@ -33,7 +39,14 @@ export function addTokenSpeedService(server: grpc.Server, s: GenerateServing, id
         () => {
           const inputIds = checkTokenized(req);
           const rules = judgeTokenSpeedSampling(req.samplingParams);
-          return { requestId: req.requestId, stream: req.stream, inputIds, maxTokens: rules.maxTokens, stops: rules.stops, ...tensorsOf(req, { modelDtype: s.modelDtype }) };
+          return {
+            requestId: req.requestId,
+            stream: req.stream,
+            inputIds,
+            maxTokens: rules.maxTokens,
+            stops: rules.stops,
+            ...tensorsOf(req, { modelDtype: s.modelDtype }),
+          };
         },
         build,
       );
@@ -80,5 +93,6 @@ export function addTokenSpeedService(server: grpc.Server, s: GenerateServing, id
     },
   };
   server.addService(TokenSpeedSchedulerService, impl);
-  if (s.role?.role === 'encode') server.addService(TokenSpeedEncoderService, { encode: (call, cb) => serveEncode(s, call, cb) } satisfies TokenSpeedEncoderServer);
+  if (s.role?.role === 'encode')
+    server.addService(TokenSpeedEncoderService, { encode: (call, cb) => serveEncode(s, call, cb) } satisfies TokenSpeedEncoderServer);
 }

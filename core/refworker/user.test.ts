@@ -6,7 +6,7 @@ import { lookupUser } from './user.ts';
 
 const PASSWD = ['root:x:0:0:root:/root:/bin/bash', 'broken:x:abc:1::/:/bin/false', 'nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin', ''].join('\n');
 
-describe('the worker\'s --user', () => {
+describe("the worker's --user", () => {
   it('finds the uid and primary gid of a user; a missing or malformed entry is an error naming it', () => {
     expect(lookupUser('nobody', PASSWD)).toEqual({ name: 'nobody', uid: 65534, gid: 65534 });
     expect(lookupUser('root', PASSWD)).toEqual({ name: 'root', uid: 0, gid: 0 });

@@ -24,10 +24,12 @@ export function lookupUser(name: string, passwd = readFileSync('/etc/passwd', 'u
 /** Become `name` for good (real, effective and saved ids): needs root. */
 export function dropPrivileges(name: string): UserIds {
   const ids = lookupUser(name);
-  if (typeof process.getuid !== 'function' || process.getuid() !== 0) throw new Error(`--user ${name} needs the worker to start as root (it drops to ${name} once loaded)`);
+  if (typeof process.getuid !== 'function' || process.getuid() !== 0)
+    throw new Error(`--user ${name} needs the worker to start as root (it drops to ${name} once loaded)`);
   process.setgroups!([]);
   process.setgid!(ids.gid);
   process.setuid!(ids.uid);
-  if (process.getuid() !== ids.uid || process.geteuid!() !== ids.uid || process.getgid!() !== ids.gid) throw new Error(`--user ${name}: the worker is still uid ${process.getuid()}`);
+  if (process.getuid() !== ids.uid || process.geteuid!() !== ids.uid || process.getgid!() !== ids.gid)
+    throw new Error(`--user ${name}: the worker is still uid ${process.getuid()}`);
   return ids;
 }

@@ -10,7 +10,18 @@
 import type * as grpc from '@grpc/grpc-js';
 import { VllmEngineService, type GenerateRequest, type GenerateResponse, type MultimodalInputs, type VllmEngineServer } from '../gen/vllm/grpc/engine.ts';
 import { wireTensorFromTensorData } from '../engines/tensor-data.ts';
-import { INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateJob, type GenerateServing, type ImageCheck, type NamedTensor, type ResponseBuilder, type TensorsRead, type WorkerIdentity } from './receive.ts';
+import {
+  INDEX_DTYPES,
+  RequestInvalid,
+  serveGenerate,
+  type GenerateJob,
+  type GenerateServing,
+  type ImageCheck,
+  type NamedTensor,
+  type ResponseBuilder,
+  type TensorsRead,
+  type WorkerIdentity,
+} from './receive.ts';
 import { judgeVllmSampling } from './sampling-rules.ts';
 import { serveVllmRoleGenerate } from './vllm-roles.ts';
 
@@ -40,29 +51,42 @@ function fieldLayout(mm: MultimodalInputs, keys: readonly string[]): (read: Tens
       } else if (Object.hasOwn(mm.flatKeys, key)) {
         const sizesKey = mm.flatKeys[key]!;
         const sizes = grids.get(sizesKey);
-        if (!mm.modelSpecificTensors[sizesKey] && sizesKey !== 'pixel_values') throw new Error(`'${sizesKey}' (KeyError: flat_keys sizes ${key} by ${sizesKey}, a tensor the request does not carry)`);
+        if (!mm.modelSpecificTensors[sizesKey] && sizesKey !== 'pixel_values')
+          throw new Error(`'${sizesKey}' (KeyError: flat_keys sizes ${key} by ${sizesKey}, a tensor the request does not carry)`);
         if (!sizes) throw new RequestInvalid(`flat_keys sizes ${key} by ${sizesKey}, which is not a small int64 tensor`);
         counts.push([key, sizes.length]);
         splits.push({ key, sizesKey, sizes });
       } else counts.push([key, mm.mmPlaceholders.length]);
     }
-    if (new Set(counts.map(([, n]) => n)).size > 1) throw new RequestInvalid(`Cannot merge different batch sizes for modality='image'! Found: batch_sizes={${counts.map(([k, n]) => `'${k}': ${n}`).join(', ')}}`);
+    if (new Set(counts.map(([, n]) => n)).size > 1)
+      throw new RequestInvalid(
+        `Cannot merge different batch sizes for modality='image'! Found: batch_sizes={${counts.map(([k, n]) => `'${k}': ${n}`).join(', ')}}`,
+      );
     for (const { key, sizesKey, sizes } of splits) {
       const total = sizes.reduce((a, b) => a + b, 0);
       const have = rows.get(key);
-      if (have !== undefined && total !== have) throw new RequestInvalid(`flat_keys splits ${key} by ${sizesKey} = [${sizes.join(', ')}], ${total} rows in all, but ${key} has ${have} rows: vLLM would hand the encoder rows that are not the images'`);
+      if (have !== undefined && total !== have)
+        throw new RequestInvalid(
+          `flat_keys splits ${key} by ${sizesKey} = [${sizes.join(', ')}], ${total} rows in all, but ${key} has ${have} rows: vLLM would hand the encoder rows that are not the images'`,
+        );
       const grid = grids.get('image_grid_thw');
       if (key === 'pixel_values' && grid) {
         sizes.forEach((n, i) => {
           const thw = grid.slice(i * 3, i * 3 + 3);
-          if (thw.length === 3 && thw[0]! * thw[1]! * thw[2]! !== n) throw new RequestInvalid(`flat_keys gives image ${i} ${n} rows of pixel_values (${sizesKey}[${i}]), but its image_grid_thw ${thw.join('x')} has ${thw[0]! * thw[1]! * thw[2]!} patches`);
+          if (thw.length === 3 && thw[0]! * thw[1]! * thw[2]! !== n)
+            throw new RequestInvalid(
+              `flat_keys gives image ${i} ${n} rows of pixel_values (${sizesKey}[${i}]), but its image_grid_thw ${thw.join('x')} has ${thw[0]! * thw[1]! * thw[2]!} patches`,
+            );
         });
       }
     }
     const images = counts[0]?.[1] ?? 0;
-    if (mm.mmPlaceholders.length > images) throw new Error(`list index out of range (IndexError: ${mm.mmPlaceholders.length} placeholders for ${images} images)`);
-    if (mm.mmPlaceholders.length > 0 && mm.mmHashes.length === 0) throw new Error(`'image' (KeyError: no mm_hashes for ${mm.mmPlaceholders.length} placeholders)`);
-    if (mm.mmPlaceholders.length > mm.mmHashes.length) throw new Error(`list index out of range (IndexError: ${mm.mmPlaceholders.length} placeholders for ${mm.mmHashes.length} mm_hashes)`);
+    if (mm.mmPlaceholders.length > images)
+      throw new Error(`list index out of range (IndexError: ${mm.mmPlaceholders.length} placeholders for ${images} images)`);
+    if (mm.mmPlaceholders.length > 0 && mm.mmHashes.length === 0)
+      throw new Error(`'image' (KeyError: no mm_hashes for ${mm.mmPlaceholders.length} placeholders)`);
+    if (mm.mmPlaceholders.length > mm.mmHashes.length)
+      throw new Error(`list index out of range (IndexError: ${mm.mmPlaceholders.length} placeholders for ${mm.mmHashes.length} mm_hashes)`);
   };
 }
 
@@ -73,10 +97,29 @@ export function tensorsOf(req: GenerateRequest): { images: number; tensors: Name
   if (!mm.modelSpecificTensors.image_grid_thw) throw new RequestInvalid('mm_inputs has no image_grid_thw tensor');
   const tensors: NamedTensor[] = [{ name: 'pixel_values', tensor: wireTensorFromTensorData(mm.pixelValues), dtypes: PIXEL_DTYPES }];
   for (const [key, t] of Object.entries(mm.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
-    tensors.push({ name: key, tensor: wireTensorFromTensorData(t), ...(key === 'image_grid_thw' || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {}) });
+    tensors.push({
+      name: key,
+      tensor: wireTensorFromTensorData(t),
+      ...(key === 'image_grid_thw' || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {}),
+    });
   }
-  const checks = mm.mmPlaceholders.map((p, i) => ({ label: `image ${i}`, encoder: 'pixel_values', grid: 'image_grid_thw', gridRow: i, placeholders: [p], placeholderTokenId: mm.imTokenId }));
-  return { images: mm.mmPlaceholders.length, tensors, checks, layout: fieldLayout(mm, tensors.map((t) => t.name)) };
+  const checks = mm.mmPlaceholders.map((p, i) => ({
+    label: `image ${i}`,
+    encoder: 'pixel_values',
+    grid: 'image_grid_thw',
+    gridRow: i,
+    placeholders: [p],
+    placeholderTokenId: mm.imTokenId,
+  }));
+  return {
+    images: mm.mmPlaceholders.length,
+    tensors,
+    checks,
+    layout: fieldLayout(
+      mm,
+      tensors.map((t) => t.name),
+    ),
+  };
 }
 
 /** Image placeholder tokens in a prompt sent without pixels to a worker that computes it: the model would read them as text. */
@@ -93,7 +136,10 @@ export function imageTokensWithoutPixels(inputIds: readonly number[], imageToken
  */
 export function withPixelsForImageTokens(j: GenerateJob, imageTokenId: number): GenerateJob {
   const n = j.tensors.length === 0 ? imageTokensWithoutPixels(j.inputIds, imageTokenId) : 0;
-  if (n > 0) throw new RequestInvalid(`the prompt holds ${n} image placeholder tokens (id ${imageTokenId}) but the request carries no pixel_values: the model would read the image's placeholders as text`);
+  if (n > 0)
+    throw new RequestInvalid(
+      `the prompt holds ${n} image placeholder tokens (id ${imageTokenId}) but the request carries no pixel_values: the model would read the image's placeholders as text`,
+    );
   return j;
 }
 
@@ -103,11 +149,28 @@ export function addVllmService(server: grpc.Server, s: GenerateServing, id: Work
     generate(call) {
       const req = call.request;
       const build = (kvTransferParamsJson?: string): ResponseBuilder<GenerateResponse> => ({
-        chunk: (tokenIds, completionTokens, promptTokens) => ({ response: { $case: 'chunk', value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, inputLogprobs: undefined, index: 0 } } }),
+        chunk: (tokenIds, completionTokens, promptTokens) => ({
+          response: {
+            $case: 'chunk',
+            value: { tokenIds, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, inputLogprobs: undefined, index: 0 },
+          },
+        }),
         complete: (outputIds, finishReason, promptTokens, completionTokens, matchedStop) => ({
           response: {
             $case: 'complete',
-            value: { outputIds, finishReason, promptTokens, completionTokens, cachedTokens: 0, outputLogprobs: undefined, inputLogprobs: undefined, index: 0, matchedStop, kvTransferParamsJson, kvTransferParams: undefined },
+            value: {
+              outputIds,
+              finishReason,
+              promptTokens,
+              completionTokens,
+              cachedTokens: 0,
+              outputLogprobs: undefined,
+              inputLogprobs: undefined,
+              index: 0,
+              matchedStop,
+              kvTransferParamsJson,
+              kvTransferParams: undefined,
+            },
           },
         }),
       });

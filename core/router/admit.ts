@@ -86,12 +86,23 @@ function textLength(req: ChatCompletionRequest): number {
 function checkLimits(ctx: RouterContext, config: RouterConfig, req: ChatCompletionRequest, images: readonly ImageRef[], maxTokens: number | undefined): void {
   const limit = config.limit_mm_per_prompt.image;
   if (images.length > limit) {
-    throw new ApiError(400, `this request has ${images.length} images; at most ${limit} are accepted per request (limit_mm_per_prompt.image = ${limit})`, 'invalid_request_error', 'messages');
+    throw new ApiError(
+      400,
+      `this request has ${images.length} images; at most ${limit} are accepted per request (limit_mm_per_prompt.image = ${limit})`,
+      'invalid_request_error',
+      'messages',
+    );
   }
   const context = ctx.model.maxContextLength;
   if (maxTokens !== undefined && maxTokens >= context) {
     const param = req.max_completion_tokens != null ? 'max_completion_tokens' : 'max_tokens';
-    throw new ApiError(400, `${param} is ${maxTokens}, but this model's maximum context length is ${context} tokens, prompt and completion together`, 'invalid_request_error', param, 'context_length_exceeded');
+    throw new ApiError(
+      400,
+      `${param} is ${maxTokens}, but this model's maximum context length is ${context} tokens, prompt and completion together`,
+      'invalid_request_error',
+      param,
+      'context_length_exceeded',
+    );
   }
   const atLeast = Math.ceil(textLength(req) / ctx.model.maxTokenBytes);
   if (atLeast > context) throw contextLengthApiError(new ContextLengthError(atLeast, context, true));
@@ -108,7 +119,12 @@ export async function admit(ctx: RouterContext, body: unknown, onParsed: (reques
   const maxTokens = req.max_completion_tokens ?? req.max_tokens ?? undefined;
   checkLimits(ctx, config, req, images, maxTokens);
   const budget = new RequestImageBudget(config.max_request_image_bytes);
-  const sourceOptions = { maxBytes: config.max_image_bytes, timeoutMs: config.media_fetch_timeout_secs * 1000, policy: mediaPolicyOf(config), requestBudget: budget };
+  const sourceOptions = {
+    maxBytes: config.max_image_bytes,
+    timeoutMs: config.media_fetch_timeout_secs * 1000,
+    policy: mediaPolicyOf(config),
+    requestBudget: budget,
+  };
   const imageParams = images.map((im) => im.param);
   const bytes = await Promise.all(images.map((im, i) => loadImageBytes(im.url, i, sourceOptions))).catch((err: unknown) => {
     throw toApiError(err, { imageParams });
@@ -133,9 +149,11 @@ function noRegularWorker(snapshot: ConfigSnapshot): ApiError {
 
 /** A healthy regular worker of the request's revision (or the one the console pinned), by the revision's policy. */
 export function selectWorker(ctx: RouterContext, snapshot: ConfigSnapshot, pinned?: string): { state: WorkerState; spec: WorkerSpec } {
-  if (pinned !== undefined && !snapshot.config.workers.some((w) => w.url === pinned)) throw new ApiError(404, `no worker ${pinned} in configuration revision ${snapshot.revision}`);
+  if (pinned !== undefined && !snapshot.config.workers.some((w) => w.url === pinned))
+    throw new ApiError(404, `no worker ${pinned} in configuration revision ${snapshot.revision}`);
   const eligible = snapshot.config.workers.filter((w) => w.worker_type === 'regular' && (pinned === undefined || w.url === pinned));
-  if (eligible.length === 0 && pinned !== undefined) throw new ApiError(400, `worker ${pinned} is not a regular worker: a whole chat request only goes to a regular worker`);
+  if (eligible.length === 0 && pinned !== undefined)
+    throw new ApiError(400, `worker ${pinned} is not a regular worker: a whole chat request only goes to a regular worker`);
   if (eligible.length === 0 && snapshot.config.workers.length > 0) throw noRegularWorker(snapshot);
   const picked = ctx.registry.select(snapshot.config.policy, eligible);
   if (picked) return picked;

@@ -90,7 +90,9 @@ export class RequestCacheUses implements CachedTensors {
     this.uses.push({ bytes: view, tensor });
     const n = bytes ? shape.nbytes : 0;
     const image: PreparedImage = {
-      ...(shape.kind === 'float32' ? { pixelValues: new Float32Array(view.buffer, view.byteOffset, n / 4) } : { bf16: new Uint16Array(view.buffer, view.byteOffset, n / 2) }),
+      ...(shape.kind === 'float32'
+        ? { pixelValues: new Float32Array(view.buffer, view.byteOffset, n / 4) }
+        : { bf16: new Uint16Array(view.buffer, view.byteOffset, n / 2) }),
       patches: shape.patches,
       features: shape.features,
       gridThw: shape.gridThw,
@@ -110,7 +112,16 @@ export class RequestCacheUses implements CachedTensors {
    * file stays the request's alone (the cache could not see a write through a shared map) and
    * the entry is written from memory.
    */
-  async keep(cache: PixelCache, miss: CacheMiss, r: PooledPreprocessResult, kind: CachedKind, mediaHash: Buffer, file: string | undefined, worker: string, readWrite: boolean): Promise<{ release: () => void; stored: boolean }> {
+  async keep(
+    cache: PixelCache,
+    miss: CacheMiss,
+    r: PooledPreprocessResult,
+    kind: CachedKind,
+    mediaHash: Buffer,
+    file: string | undefined,
+    worker: string,
+    readWrite: boolean,
+  ): Promise<{ release: () => void; stored: boolean }> {
     const values = kind === 'float32' ? r.pixelValues : r.bf16;
     if (!values) {
       miss.abandon();

@@ -22,7 +22,14 @@ import { CapturedResponse, sendError, type ResponseTarget } from './responder.ts
 import { RequestTiming } from './timing.ts';
 
 /** `timing` starts when the request arrives, and has its body span marked. */
-export async function handleChatCompletion(ctx: RouterContext, body: unknown, res: ResponseTarget, timing: RequestTiming, record: RequestRecord, options: ChatOptions = {}): Promise<void> {
+export async function handleChatCompletion(
+  ctx: RouterContext,
+  body: unknown,
+  res: ResponseTarget,
+  timing: RequestTiming,
+  record: RequestRecord,
+  options: ChatOptions = {},
+): Promise<void> {
   let clientGone = false;
   res.on('close', () => {
     if (!res.writableFinished) clientGone = true;

@@ -19,10 +19,20 @@ describe('createRouter (programmatic API)', () => {
   });
 
   it('resolveTransport says, as mmtc config resolve does, that an SGLang worker travels inline and that an undeclared runtime decides', () => {
-    const router = createRouter({ multimodal_tensor_transport: 'auto', workers: [{ url: 'grpc://127.0.0.1:50051', runtime: 'sglang' }, { url: 'grpc://127.0.0.1:50052' }, { url: 'grpc://127.0.0.1:50053', runtime: 'vllm' }] }, { environment });
+    const router = createRouter(
+      {
+        multimodal_tensor_transport: 'auto',
+        workers: [{ url: 'grpc://127.0.0.1:50051', runtime: 'sglang' }, { url: 'grpc://127.0.0.1:50052' }, { url: 'grpc://127.0.0.1:50053', runtime: 'vllm' }],
+      },
+      { environment },
+    );
     const [sglang, undeclared, vllm] = router.resolveTransport();
-    expect(sglang!.notes).toEqual(['SGLang carries tensors inline only (its TensorData has no /dev/shm handle): mode auto travels inline (runtime_inline_only)']);
-    expect(undeclared!.notes).toEqual(['runtime not declared: the router detects it when it reaches the worker; SGLang carries tensors inline only, whatever the mode (runtime_inline_only)']);
+    expect(sglang!.notes).toEqual([
+      'SGLang carries tensors inline only (its TensorData has no /dev/shm handle): mode auto travels inline (runtime_inline_only)',
+    ]);
+    expect(undeclared!.notes).toEqual([
+      'runtime not declared: the router detects it when it reaches the worker; SGLang carries tensors inline only, whatever the mode (runtime_inline_only)',
+    ]);
     expect(vllm!.notes).toEqual([]);
   });
 
@@ -32,7 +42,10 @@ describe('createRouter (programmatic API)', () => {
     [{ multimodal_shm_min_bytes: -1 }, 'invalid value -1 for multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)'],
     [{ multimodal_shm_min_bytes: 1.5 }, 'invalid value 1.5 for multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)'],
     [{ multimodal_shm_min_bytes: Number.NaN }, 'invalid value NaN for multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)'],
-    [{ workers: [{ url: 'grpc://a:1', multimodal_shm_min_bytes: '64k' }] }, "invalid value '64k' for workers[0].multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)"],
+    [
+      { workers: [{ url: 'grpc://a:1', multimodal_shm_min_bytes: '64k' }] },
+      "invalid value '64k' for workers[0].multimodal_shm_min_bytes: expected a non-negative integer number of bytes (e.g. 65536)",
+    ],
   ])('throws a ConfigError for %j instead of falling back', (options, message) => {
     let thrown: unknown;
     try {

@@ -48,7 +48,12 @@ const API_ORIGIN = 'createRouter()';
 
 export function createRouter(options: RouterOptions = {}, embedding: RouterEmbedding = {}): Router {
   const environment = embedding.environment ?? transportEnvironmentAtStart();
-  const store = new ConfigStore({ config: parseRouterConfig(options, 'invalid router options:'), origins: originsOfInput(options, API_ORIGIN), env: environment, client: 'api' });
+  const store = new ConfigStore({
+    config: parseRouterConfig(options, 'invalid router options:'),
+    origins: originsOfInput(options, API_ORIGIN),
+    env: environment,
+    client: 'api',
+  });
   return {
     store,
     get config() {

@@ -32,10 +32,18 @@ interface RoleWorker {
 
 async function worker(role: 'encode' | 'prefill' | 'decode' | 'regular', extra: string[] = [], runtime = 'tokenspeed'): Promise<RoleWorker> {
   const served = role === 'encode' || role === 'prefill';
-  const w = await startMmtc(['worker', '--runtime', runtime, '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : []), ...extra], served ? /bootstrap server on http:\/\// : /listening on grpc:\/\//);
+  const w = await startMmtc(
+    ['worker', '--runtime', runtime, '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : []), ...extra],
+    served ? /bootstrap server on http:\/\// : /listening on grpc:\/\//,
+  );
   stops.push(() => w.stop());
   const out = w.output();
-  return { url: /listening on (grpc:\/\/\S+)/.exec(out)![1]!, bootstrapPort: served ? Number(/bootstrap server on http:\/\/\S+:(\d+)/.exec(out)![1]) : undefined, pid: w.pid, stop: () => w.stop() };
+  return {
+    url: /listening on (grpc:\/\/\S+)/.exec(out)![1]!,
+    bootstrapPort: served ? Number(/bootstrap server on http:\/\/\S+:(\d+)/.exec(out)![1]) : undefined,
+    pid: w.pid,
+    stop: () => w.stop(),
+  };
 }
 
 /** `f()` once it is defined, polled every 20 ms for at most `ms`. */
@@ -49,7 +57,12 @@ async function until<T>(f: () => T | undefined, ms: number): Promise<T> {
   }
 }
 
-const spec = (w: RoleWorker, worker_type: 'encode' | 'prefill' | 'decode', more: Record<string, unknown> = {}) => ({ url: w.url, worker_type, ...(w.bootstrapPort ? { bootstrap_port: w.bootstrapPort } : {}), ...more });
+const spec = (w: RoleWorker, worker_type: 'encode' | 'prefill' | 'decode', more: Record<string, unknown> = {}) => ({
+  url: w.url,
+  worker_type,
+  ...(w.bootstrapPort ? { bootstrap_port: w.bootstrapPort } : {}),
+  ...more,
+});
 
 async function start(config: Record<string, unknown>): Promise<RunningRouter> {
   const router = createRouter({ port: 0, health_check_interval_secs: 0.2, multimodal_tensor_transport: 'auto', ...config }, { environment });
@@ -98,26 +111,35 @@ async function laggingProxy(url: string, lagMs: number): Promise<string> {
     client.on('close', () => upstream.destroy()).on('error', () => upstream.destroy());
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  stops.push(() => new Promise((resolve) => {
-    server.close(resolve);
-    for (const socket of sockets) socket.destroy();
-  }));
+  stops.push(
+    () =>
+      new Promise((resolve) => {
+        server.close(resolve);
+        for (const socket of sockets) socket.destroy();
+      }),
+  );
   return `grpc://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
 }
 
 /** What the decode worker says of item `i`: its encode worker, its room, its encoder input's path. */
 function item(content: string, i: number): { worker: string; room: string; path: string; fnv: string } | undefined {
-  const m = new RegExp(`item ${i} from encode worker (grpc://\\S+), room (\\d+): encoder_input \\[[\\d,]+\\] \\w+ via (\\w+), \\d+ bytes, fnv1a (\\w+)`).exec(content);
+  const m = new RegExp(`item ${i} from encode worker (grpc://\\S+), room (\\d+): encoder_input \\[[\\d,]+\\] \\w+ via (\\w+), \\d+ bytes, fnv1a (\\w+)`).exec(
+    content,
+  );
   return m ? { worker: m[1]!, room: m[2]!, path: m[3]!, fnv: m[4]! } : undefined;
 }
 
 describe('EPD', () => {
-  it('each image goes to its encode worker by that worker\'s transport: SHM to the one sharing /dev/shm, inline to the other; the decode worker names both, with their rooms; no file is left', async () => {
+  it("each image goes to its encode worker by that worker's transport: SHM to the one sharing /dev/shm, inline to the other; the decode worker names both, with their rooms; no file is left", async () => {
     const near = await worker('encode');
     const far = await worker('encode', ['--shm-namespace-id', 'another-host']);
     const prefill = await worker('prefill');
     const decode = await worker('decode');
-    const r = await start({ disaggregation: 'epd', encode_policy: 'round_robin', workers: [spec(near, 'encode'), spec(far, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const r = await start({
+      disaggregation: 'epd',
+      encode_policy: 'round_robin',
+      workers: [spec(near, 'encode'), spec(far, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')],
+    });
     for (const stream of [false, true]) {
       const reply = await chat(r, ['rgb.png', 'photo.jpg'], stream);
       expect(reply.status, reply.content).toBe(200);
@@ -133,12 +155,16 @@ describe('EPD', () => {
     }
   });
 
-  it("an override on one encode worker changes only its items; four images in one request, each to one encode worker", async () => {
+  it('an override on one encode worker changes only its items; four images in one request, each to one encode worker', async () => {
     const a = await worker('encode');
     const b = await worker('encode');
     const prefill = await worker('prefill');
     const decode = await worker('decode');
-    const r = await start({ disaggregation: 'epd', encode_policy: 'round_robin', workers: [spec(a, 'encode', { multimodal_tensor_transport: 'inline' }), spec(b, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const r = await start({
+      disaggregation: 'epd',
+      encode_policy: 'round_robin',
+      workers: [spec(a, 'encode', { multimodal_tensor_transport: 'inline' }), spec(b, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')],
+    });
     const reply = await chat(r, ['rgb.png', 'photo.jpg', 'gray.png', 'photo444.jpg']);
     expect(reply.status, reply.content).toBe(200);
     const items = [0, 1, 2, 3].map((i) => item(reply.content, i)!);
@@ -153,7 +179,17 @@ describe('EPD', () => {
     const first = await worker('encode');
     const prefill = await worker('prefill');
     const decode = await worker('decode');
-    const router = createRouter({ port: 0, health_check_interval_secs: 0.2, multimodal_tensor_transport: 'auto', disaggregation: 'epd', encode_policy: 'round_robin', workers: [spec(first, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] }, { environment });
+    const router = createRouter(
+      {
+        port: 0,
+        health_check_interval_secs: 0.2,
+        multimodal_tensor_transport: 'auto',
+        disaggregation: 'epd',
+        encode_policy: 'round_robin',
+        workers: [spec(first, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')],
+      },
+      { environment },
+    );
     const r = await router.start({ log: () => {} });
     stops.push(() => r.close());
     const before = await chat(r, ['rgb.png', 'photo.jpg']);
@@ -167,7 +203,11 @@ describe('EPD', () => {
     const items = [item(after.content, 0)!, item(after.content, 1)!];
     expect(new Set(items.map((it) => it.worker))).toEqual(new Set([first.url, added.url]));
     for (const it of items) expect(it.path).toBe(it.worker === added.url ? 'inline' : 'shm');
-    expect(r.context.events.recent().find((e) => e.requestId === after.id && e.worker === added.url && e.tensor.startsWith('encoder_input'))).toMatchObject({ leg: 'encode', path: 'inline', reason: expect.stringMatching(/^auto_different_(host|shm)$/) });
+    expect(r.context.events.recent().find((e) => e.requestId === after.id && e.worker === added.url && e.tensor.startsWith('encoder_input'))).toMatchObject({
+      leg: 'encode',
+      path: 'inline',
+      reason: expect.stringMatching(/^auto_different_(host|shm)$/),
+    });
   });
 
   it("the start-up lines name each worker's role", async () => {
@@ -175,10 +215,17 @@ describe('EPD', () => {
     const prefill = await worker('prefill');
     const decode = await worker('decode');
     const lines: string[] = [];
-    const router = createRouter({ port: 0, multimodal_tensor_transport: 'auto', disaggregation: 'epd', workers: [spec(e, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] }, { environment });
+    const router = createRouter(
+      { port: 0, multimodal_tensor_transport: 'auto', disaggregation: 'epd', workers: [spec(e, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] },
+      { environment },
+    );
     const r = await router.start({ log: (l) => lines.push(l) });
     stops.push(() => r.close());
-    expect(lines.filter((l) => l.startsWith('worker '))).toEqual([`worker ${e.url} (tokenspeed, encode worker): healthy`, `worker ${prefill.url} (tokenspeed, prefill worker): healthy`, `worker ${decode.url} (tokenspeed, decode worker): healthy`]);
+    expect(lines.filter((l) => l.startsWith('worker '))).toEqual([
+      `worker ${e.url} (tokenspeed, encode worker): healthy`,
+      `worker ${prefill.url} (tokenspeed, prefill worker): healthy`,
+      `worker ${decode.url} (tokenspeed, decode worker): healthy`,
+    ]);
   });
 
   it('consistent hashing keeps an image on one encode worker; a text-only request runs as PD', async () => {
@@ -217,7 +264,11 @@ describe('EPD', () => {
     const r2 = await start({ disaggregation: 'epd', workers: [spec(dropping, 'encode'), spec(prefill2, 'prefill'), spec(decode, 'decode')] });
     const lost = await chat(r2, ['photo.jpg']);
     expect(lost.status).toBe(502);
-    expect(lost.content).toMatch(new RegExp(`^prefill worker ${prefill2.url} failed: DEADLINE_EXCEEDED: item 0: no embedding from 127\\.0\\.0\\.1:${dropping.bootstrapPort} room \\d+ within 1000 ms$`));
+    expect(lost.content).toMatch(
+      new RegExp(
+        `^prefill worker ${prefill2.url} failed: DEADLINE_EXCEEDED: item 0: no embedding from 127\\.0\\.0\\.1:${dropping.bootstrapPort} room \\d+ within 1000 ms$`,
+      ),
+    );
     expect(lost.ms).toBeLessThan(1000 + 5_000);
     const health = await fetch(`${r2.url}/health`);
     expect(health.status).toBe(200);
@@ -232,7 +283,9 @@ describe('EPD', () => {
     const idle: http.ClientRequest[] = [];
     stops.push(async () => idle.forEach((q) => q.destroy()));
     for (let i = 0; i < 1000; i++) {
-      const q = http.get({ host: '127.0.0.1', port: encode.bootstrapPort, path: `/embedding/${900_000 + i}?wait_ms=60000`, agent: false }, (res) => res.resume());
+      const q = http.get({ host: '127.0.0.1', port: encode.bootstrapPort, path: `/embedding/${900_000 + i}?wait_ms=60000`, agent: false }, (res) =>
+        res.resume(),
+      );
       q.on('error', () => {});
       idle.push(q);
     }
@@ -271,7 +324,11 @@ describe('EPD', () => {
     const hung = await worker('encode', ['--delay-ms', '1500']);
     const prefill = await worker('prefill', ['--embedding-timeout-ms', '30000']);
     const decode = await worker('decode');
-    const r = await start({ disaggregation: 'epd', request_timeout_secs: 2, workers: [spec(hung, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const r = await start({
+      disaggregation: 'epd',
+      request_timeout_secs: 2,
+      workers: [spec(hung, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')],
+    });
     // Held 1.5 s in its Encode call: stopped while it has the image (its file written, not yet read).
     const pending = chat(r, ['photo.jpg']);
     await until(() => (ourFiles().length > 0 ? true : undefined), 3_000);
@@ -293,34 +350,49 @@ describe('EPD', () => {
     const hung = await worker('encode', ['--delay-ms', '1500']);
     const prefill = await worker('prefill', ['--embedding-timeout-ms', '1000']);
     const decode = await worker('decode');
-    const r = await start({ disaggregation: 'epd', request_timeout_secs: 30, workers: [spec(hung, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const r = await start({
+      disaggregation: 'epd',
+      request_timeout_secs: 30,
+      workers: [spec(hung, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')],
+    });
     const pending = chat(r, ['photo.jpg']);
     await until(() => (ourFiles().length > 0 ? true : undefined), 3_000);
     process.kill(hung.pid, 'SIGSTOP');
     stops.push(async () => process.kill(hung.pid, 'SIGCONT'));
     const reply = await pending;
     expect(reply.status).toBe(502);
-    expect(reply.content).toMatch(new RegExp(`^encode worker ${hung.url} \\(image 0\\) had not answered its Encode call after \\d+\\.\\d s; prefill worker ${prefill.url} rejected the request: FAILED_PRECONDITION: item 0: the bootstrap server 127\\.0\\.0\\.1:${hung.bootstrapPort} cannot be reached: timed out$`));
+    expect(reply.content).toMatch(
+      new RegExp(
+        `^encode worker ${hung.url} \\(image 0\\) had not answered its Encode call after \\d+\\.\\d s; prefill worker ${prefill.url} rejected the request: FAILED_PRECONDITION: item 0: the bootstrap server 127\\.0\\.0\\.1:${hung.bootstrapPort} cannot be reached: timed out$`,
+      ),
+    );
     expect(reply.ms).toBeLessThan(30_000);
     expect(ourFiles()).toEqual([]);
   }, 60_000);
 
-  it.runIf(process.getuid?.() === 0)('an encode worker that cannot open the files (another uid) gets its image again inline, attempt 2, and its lane stays inline', async () => {
-    const nobody = await worker('encode', ['--user', 'nobody']);
-    const prefill = await worker('prefill');
-    const decode = await worker('decode');
-    const r = await start({ disaggregation: 'epd', multimodal_tensor_transport: 'shm', workers: [spec(nobody, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
-    const reply = await chat(r, ['photo.jpg']);
-    expect(reply.status, reply.content).toBe(200);
-    expect(item(reply.content, 0)).toMatchObject({ worker: nobody.url, path: 'inline' });
-    const events = r.context.events.recent().filter((e) => e.requestId === reply.id && e.tensor.startsWith('encoder_input'));
-    expect(events.map((e) => [e.path, e.attempt ?? 1, e.reason])).toEqual([
-      ['shm', 1, 'shm_writable'],
-      ['inline', 2, 'shm_worker_read_failed'],
-    ]);
-    expect(r.context.registry.get(nobody.url)!.shmLane).toBeDefined();
-    expect(ourFiles()).toEqual([]);
-  });
+  it.runIf(process.getuid?.() === 0)(
+    'an encode worker that cannot open the files (another uid) gets its image again inline, attempt 2, and its lane stays inline',
+    async () => {
+      const nobody = await worker('encode', ['--user', 'nobody']);
+      const prefill = await worker('prefill');
+      const decode = await worker('decode');
+      const r = await start({
+        disaggregation: 'epd',
+        multimodal_tensor_transport: 'shm',
+        workers: [spec(nobody, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')],
+      });
+      const reply = await chat(r, ['photo.jpg']);
+      expect(reply.status, reply.content).toBe(200);
+      expect(item(reply.content, 0)).toMatchObject({ worker: nobody.url, path: 'inline' });
+      const events = r.context.events.recent().filter((e) => e.requestId === reply.id && e.tensor.startsWith('encoder_input'));
+      expect(events.map((e) => [e.path, e.attempt ?? 1, e.reason])).toEqual([
+        ['shm', 1, 'shm_writable'],
+        ['inline', 2, 'shm_worker_read_failed'],
+      ]);
+      expect(r.context.registry.get(nobody.url)!.shmLane).toBeDefined();
+      expect(ourFiles()).toEqual([]);
+    },
+  );
 });
 
 describe('files and their count while legs run', () => {
@@ -345,7 +417,13 @@ describe('files and their count while legs run', () => {
     const r2 = await start({ disaggregation: 'pd', workers: [spec(slowPrefill, 'prefill'), spec(decode, 'decode')] });
     const body = JSON.stringify({ max_tokens: 50, messages: [{ role: 'user', content: [imageUrl('photo.jpg'), { type: 'text', text: 'describe' }] }] });
     const u = new URL(`${r2.url}/v1/chat/completions`);
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
+    const req = http.request({
+      host: u.hostname,
+      port: u.port,
+      path: u.pathname,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+    });
     const gone = new Promise((resolve) => req.on('error', () => resolve('gone')).on('close', () => resolve('gone')));
     req.end(body);
     await until(() => (ourFiles().length > 0 ? true : undefined), 3_500);
@@ -363,11 +441,17 @@ describe('PD', () => {
     for (const stream of [false, true]) {
       const reply = await chat(r, ['photo.jpg', 'rgb.png'], stream);
       expect(reply.status, reply.content).toBe(200);
-      expect(reply.content).toMatch(new RegExp(`^2 images via pd, prefill ${prefill.url}, kv room \\d+: encoder_input\\[0\\] \\[[\\d,]+\\] bfloat16 via shm, `));
+      expect(reply.content).toMatch(
+        new RegExp(`^2 images via pd, prefill ${prefill.url}, kv room \\d+: encoder_input\\[0\\] \\[[\\d,]+\\] bfloat16 via shm, `),
+      );
       // The pixels went to the prefill worker only; the decode leg carried the images' small metadata tensors, inline.
       const events = r.context.events.recent().filter((e) => e.requestId === reply.id);
-      expect(new Set(events.filter((e) => e.tensor.startsWith('encoder_input')).map((e) => `${e.leg}:${e.worker}:${e.path}`))).toEqual(new Set([`prefill:${prefill.url}:shm`]));
-      expect(events.filter((e) => e.leg === 'decode').every((e) => e.worker === decode.url && e.path === 'inline' && !e.tensor.startsWith('encoder_input'))).toBe(true);
+      expect(new Set(events.filter((e) => e.tensor.startsWith('encoder_input')).map((e) => `${e.leg}:${e.worker}:${e.path}`))).toEqual(
+        new Set([`prefill:${prefill.url}:shm`]),
+      );
+      expect(
+        events.filter((e) => e.leg === 'decode').every((e) => e.worker === decode.url && e.path === 'inline' && !e.tensor.startsWith('encoder_input')),
+      ).toBe(true);
     }
     expect(ourFiles()).toEqual([]);
   });
@@ -378,7 +462,11 @@ describe('PD', () => {
     const r = await start({ disaggregation: 'pd', workers: [spec(prefill, 'prefill'), spec(decode, 'decode')] });
     const reply = await chat(r, ['rgb.png']);
     expect(reply.status).toBe(502);
-    expect(reply.content).toMatch(new RegExp(`^decode worker ${decode.url} failed: DEADLINE_EXCEEDED: the KV: no KV from 127\\.0\\.0\\.1:${prefill.bootstrapPort} room \\d+ within 500 ms$`));
+    expect(reply.content).toMatch(
+      new RegExp(
+        `^decode worker ${decode.url} failed: DEADLINE_EXCEEDED: the KV: no KV from 127\\.0\\.0\\.1:${prefill.bootstrapPort} room \\d+ within 500 ms$`,
+      ),
+    );
     expect(reply.ms).toBeLessThan(2_500);
     // Both workers stay in service: a peer's missing record is not a transport failure.
     expect(r.context.registry.get(prefill.url)!.healthy && r.context.registry.get(decode.url)!.healthy).toBe(true);
@@ -387,7 +475,13 @@ describe('PD', () => {
   it('vLLM: the prefill first, asked for one token; the decode takes the KV transfer parameters it returned', async () => {
     const prefill = await worker('prefill', [], 'vllm');
     const decode = await worker('decode', [], 'vllm');
-    const r = await start({ disaggregation: 'pd', workers: [{ ...spec(prefill, 'prefill'), runtime: 'vllm' }, { ...spec(decode, 'decode'), runtime: 'vllm' }] });
+    const r = await start({
+      disaggregation: 'pd',
+      workers: [
+        { ...spec(prefill, 'prefill'), runtime: 'vllm' },
+        { ...spec(decode, 'decode'), runtime: 'vllm' },
+      ],
+    });
     for (const stream of [false, true]) {
       const reply = await chat(r, ['rgb.png', 'photo.jpg'], stream);
       expect(reply.status, reply.content).toBe(200);
@@ -398,22 +492,42 @@ describe('PD', () => {
     expect(ourFiles()).toEqual([]);
   });
 
-  it('vLLM by the prefill worker\'s KV connector: Mooncake, a transfer id the router mints and decode parameters it builds; without an engine id, the legacy host and port', async () => {
+  it("vLLM by the prefill worker's KV connector: Mooncake, a transfer id the router mints and decode parameters it builds; without an engine id, the legacy host and port", async () => {
     const prefill = await worker('prefill', ['--kv-connector', 'mooncake'], 'vllm');
     const decode = await worker('decode', ['--kv-connector', 'mooncake'], 'vllm');
     const logs: string[] = [];
-    const router = createRouter({ port: 0, health_check_interval_secs: 0.2, multimodal_tensor_transport: 'auto', disaggregation: 'pd', workers: [{ ...spec(prefill, 'prefill'), runtime: 'vllm' }, { ...spec(decode, 'decode'), runtime: 'vllm' }] }, { environment });
+    const router = createRouter(
+      {
+        port: 0,
+        health_check_interval_secs: 0.2,
+        multimodal_tensor_transport: 'auto',
+        disaggregation: 'pd',
+        workers: [
+          { ...spec(prefill, 'prefill'), runtime: 'vllm' },
+          { ...spec(decode, 'decode'), runtime: 'vllm' },
+        ],
+      },
+      { environment },
+    );
     const r = await router.start({ log: (l) => logs.push(l) });
     stops.push(() => r.close());
     const reply = await chat(r, ['rgb.png', 'photo.jpg'], true);
     expect(reply.status, reply.content).toBe(200);
     // The decode took the record the prefill kept under the router's transfer id, at the address the router gave it.
-    expect(reply.content).toMatch(new RegExp(`^2 images via pd, prefill ${prefill.url}, transfer xfer-[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}: pixel_values \\[[\\d,]+\\] float32 via shm, `));
+    expect(reply.content).toMatch(
+      new RegExp(
+        `^2 images via pd, prefill ${prefill.url}, transfer xfer-[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}: pixel_values \\[[\\d,]+\\] float32 via shm, `,
+      ),
+    );
     await until(() => logs.find((l) => l.includes(reply.id)), 2000);
     expect(JSON.parse(logs.find((l) => l.includes(reply.id))!)).toMatchObject({ kv_handoff: 'mooncake' });
     // Without the prefill worker's engine id (an operator label clears it): the legacy typed host and port, keyed by the request id.
     const s = r.store.current();
-    r.store.apply({ ...s.config, workers: s.config.workers.map((w) => (w.worker_type === 'prefill' ? { ...w, labels: { kv_engine_id: '' } } : w)) }, s.revision, { origin: 'test', client: 'api' });
+    r.store.apply(
+      { ...s.config, workers: s.config.workers.map((w) => (w.worker_type === 'prefill' ? { ...w, labels: { kv_engine_id: '' } } : w)) },
+      s.revision,
+      { origin: 'test', client: 'api' },
+    );
     const legacy = await chat(r, ['rgb.png']);
     expect(legacy.status, legacy.content).toBe(200);
     expect(legacy.content).toMatch(new RegExp(`^1 image via pd, prefill ${prefill.url}, transfer ${legacy.id}: pixel_values`));
@@ -423,7 +537,19 @@ describe('PD', () => {
     const prefill = await worker('prefill', ['--kv-connector', 'none'], 'vllm');
     const decode = await worker('decode', ['--kv-connector', 'none'], 'vllm');
     const logs: string[] = [];
-    const router = createRouter({ port: 0, health_check_interval_secs: 0.2, multimodal_tensor_transport: 'auto', disaggregation: 'pd', workers: [{ ...spec(prefill, 'prefill'), runtime: 'vllm' }, { ...spec(decode, 'decode'), runtime: 'vllm' }] }, { environment });
+    const router = createRouter(
+      {
+        port: 0,
+        health_check_interval_secs: 0.2,
+        multimodal_tensor_transport: 'auto',
+        disaggregation: 'pd',
+        workers: [
+          { ...spec(prefill, 'prefill'), runtime: 'vllm' },
+          { ...spec(decode, 'decode'), runtime: 'vllm' },
+        ],
+      },
+      { environment },
+    );
     const r = await router.start({ log: (l) => logs.push(l) });
     stops.push(() => r.close());
     const reply = await chat(r, ['rgb.png', 'photo.jpg']);
@@ -432,14 +558,22 @@ describe('PD', () => {
     const events = r.context.events.recent().filter((e) => e.requestId === reply.id && e.tensor === 'pixel_values');
     expect(events.map((e) => `${e.leg}:${e.worker}`).sort()).toEqual([`decode:${decode.url}`, `prefill:${prefill.url}`]);
     await until(() => logs.find((l) => l.includes(reply.id)), 2000);
-    expect(JSON.parse(logs.find((l) => l.includes(reply.id))!).kv_handoff).toBe('none: the prefill worker has no KV connector: the decode computes the prompt again');
+    expect(JSON.parse(logs.find((l) => l.includes(reply.id))!).kv_handoff).toBe(
+      'none: the prefill worker has no KV connector: the decode computes the prompt again',
+    );
     expect(ourFiles()).toEqual([]);
   });
 
   it('prefill and decode workers of a runtime without disaggregated serving: 503 saying why', async () => {
     const prefill = await worker('regular', [], 'sglang');
     const decode = await worker('regular', [], 'sglang');
-    const r = await start({ disaggregation: 'pd', workers: [{ url: prefill.url, worker_type: 'prefill', runtime: 'sglang' }, { url: decode.url, worker_type: 'decode', runtime: 'sglang' }] });
+    const r = await start({
+      disaggregation: 'pd',
+      workers: [
+        { url: prefill.url, worker_type: 'prefill', runtime: 'sglang' },
+        { url: decode.url, worker_type: 'decode', runtime: 'sglang' },
+      ],
+    });
     const reply = await chat(r, ['rgb.png']);
     expect(reply.status).toBe(503);
     expect(reply.content).toBe('SGLang workers do not serve disaggregated requests: disaggregation pd needs TokenSpeed and vLLM prefill and decode workers');

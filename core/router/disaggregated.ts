@@ -89,7 +89,14 @@ function namingUpstream(error: ApiError, unfinished: ReadonlyMap<string, number>
   return new ApiError(error.status, `${listed(whos)} had not answered ${calls} after ${secs} s; ${error.message}`, error.type, error.param, error.code);
 }
 
-async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedRequest, route: DisaggregatedRoute, encoders: readonly RoleTarget[], d: DisaggregatedInput): Promise<void> {
+async function runLegs(
+  ctx: RouterContext,
+  a: AdmittedRequest,
+  p: PreparedRequest,
+  route: DisaggregatedRoute,
+  encoders: readonly RoleTarget[],
+  d: DisaggregatedInput,
+): Promise<void> {
   const timeoutSecs = a.snapshot.config.request_timeout_secs;
   let failure: ApiError | undefined;
   let firstReported: ApiError | undefined;
@@ -107,7 +114,10 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
     clearTimeout(grace);
     // The router's own deadline ends every leg at once: name all that had not finished, not
     // only the one whose timer fired first (a decode waiting for a hung encode worker's embedding).
-    failure = error.status === 504 && error.type === 'timeout' && unfinished.size > 1 ? new ApiError(504, `${listed([...unfinished.keys()])} did not finish within ${timeoutSecs} s`, 'timeout') : namingUpstream(error, unfinished);
+    failure =
+      error.status === 504 && error.type === 'timeout' && unfinished.size > 1
+        ? new ApiError(504, `${listed([...unfinished.keys()])} did not finish within ${timeoutSecs} s`, 'timeout')
+        : namingUpstream(error, unfinished);
     for (const stop of stops.splice(0)) stop();
     stopDecode?.(failure);
     announce();
@@ -161,7 +171,12 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
       // connector makes); the decode takes what the handoff gives it, or recomputes the
       // prompt (with the pixels) when there is none.
       const handoff = engine.kvHandoff({ labels: route.prefill.state.labels, ...bootstrapAddress(route.prefill.spec)! });
-      const returned = await runPrefill(l, route.prefill, { ...base, leg: { role: 'prefill', pixels: true, prefillOnly: true, ...handoff.prefill } }, undefined);
+      const returned = await runPrefill(
+        l,
+        route.prefill,
+        { ...base, leg: { role: 'prefill', pixels: true, prefillOnly: true, ...handoff.prefill } },
+        undefined,
+      );
       if (failure) throw failure;
       const { recomputed, ...given } = handoff.decode(returned);
       d.record.kvHandoff = recomputed ? `${handoff.mode}: ${recomputed}` : handoff.mode;
@@ -172,8 +187,13 @@ async function runLegs(ctx: RouterContext, a: AdmittedRequest, p: PreparedReques
       room = kv.room;
       const rooms = encoders.map(() => newBootstrapRoom());
       const encodeBootstrap: EncodeBootstrapItem[] = encoders.map((e, i) => ({ item: i, ...bootstrapAddress(e.spec)!, room: rooms[i]! }));
-      const prefillRequest: EngineRequest = { ...base, leg: { role: 'prefill', pixels: encoders.length === 0, kvBootstrap: kv, ...(encoders.length ? { encodeBootstrap } : {}) } };
-      others = [...encoders.map((e, i) => encodeImage(l, e, i, rooms[i]!)), runPrefill(l, route.prefill, prefillRequest, kv.room)].map((leg) => leg.catch((err: unknown) => l.fail(err instanceof ApiError ? err : toApiError(err))));
+      const prefillRequest: EngineRequest = {
+        ...base,
+        leg: { role: 'prefill', pixels: encoders.length === 0, kvBootstrap: kv, ...(encoders.length ? { encodeBootstrap } : {}) },
+      };
+      others = [...encoders.map((e, i) => encodeImage(l, e, i, rooms[i]!)), runPrefill(l, route.prefill, prefillRequest, kv.room)].map((leg) =>
+        leg.catch((err: unknown) => l.fail(err instanceof ApiError ? err : toApiError(err))),
+      );
       decodeLeg = { role: 'decode', pixels: false, kvBootstrap: kv };
     }
     await streamDecode(l, route.decode, { ...decodeBase, leg: decodeLeg }, room, d, decodeScopes, (stop) => {

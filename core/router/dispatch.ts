@@ -69,7 +69,17 @@ export async function dispatch(ctx: RouterContext, a: AdmittedRequest, p: Prepar
   d.record.sampling = samplingSummary(engineRequest.sampling);
   const responder = chatResponder(a, d.res);
   const stream = (wire: WireRequest, scope: ShmRequestScope) =>
-    streamFromWorker(ctx, worker, wire, { requestId: a.requestId, model: a.model, scope, res: d.res, responder, isGone: d.isGone, timeoutSecs: a.snapshot.config.request_timeout_secs, timing: d.timing, stop: engineRequest.sampling.stop });
+    streamFromWorker(ctx, worker, wire, {
+      requestId: a.requestId,
+      model: a.model,
+      scope,
+      res: d.res,
+      responder,
+      isGone: d.isGone,
+      timeoutSecs: a.snapshot.config.request_timeout_secs,
+      timing: d.timing,
+      stop: engineRequest.sampling.stop,
+    });
 
   let current = p.scope;
   try {
@@ -95,7 +105,13 @@ export async function dispatch(ctx: RouterContext, a: AdmittedRequest, p: Prepar
       d.record.shmFallback = err.details;
       for (const path of Object.keys(d.record.paths) as TensorPath[]) d.record.paths[path] = 0;
       current = ctx.writer.newScope();
-      const inline: PlacementContext = { ...placement, scope: current, attempt: 2, prewritten: [], decision: { shmEnabled: false, reason: readFailedReason(resolved.multimodal_tensor_transport.value), worker: spec.url, detail: err.details } };
+      const inline: PlacementContext = {
+        ...placement,
+        scope: current,
+        attempt: 2,
+        prewritten: [],
+        decision: { shmEnabled: false, reason: readFailedReason(resolved.multimodal_tensor_transport.value), worker: spec.url, detail: err.details },
+      };
       await stream(await engine.buildRequest(engineRequest, inline), current);
     }
   } catch (err) {

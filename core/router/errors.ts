@@ -32,9 +32,18 @@ const imageParam = (scope: ErrorScope, i: number | undefined) => (i === undefine
 
 const RULES: readonly Rule[] = [
   { matches: (e) => e instanceof ApiError, toApi: (e: ApiError) => e },
-  { matches: (e) => e instanceof ImageInputError, toApi: (e: ImageInputError, s) => new ApiError(e.status, e.message, 'invalid_request_error', imageParam(s, e.index)) },
-  { matches: (e) => e instanceof ImageDecodeError || e instanceof ImageSizeError, toApi: (e: Error, s) => new ApiError(400, `image ${s.image}: ${e.message}`, 'invalid_request_error', imageParam(s, s.image)) },
-  { matches: (e) => e instanceof ImageMemoryError, toApi: (e: ImageMemoryError, s) => new ApiError(413, `image ${s.image}: ${e.message}`, 'invalid_request_error', imageParam(s, s.image)) },
+  {
+    matches: (e) => e instanceof ImageInputError,
+    toApi: (e: ImageInputError, s) => new ApiError(e.status, e.message, 'invalid_request_error', imageParam(s, e.index)),
+  },
+  {
+    matches: (e) => e instanceof ImageDecodeError || e instanceof ImageSizeError,
+    toApi: (e: Error, s) => new ApiError(400, `image ${s.image}: ${e.message}`, 'invalid_request_error', imageParam(s, s.image)),
+  },
+  {
+    matches: (e) => e instanceof ImageMemoryError,
+    toApi: (e: ImageMemoryError, s) => new ApiError(413, `image ${s.image}: ${e.message}`, 'invalid_request_error', imageParam(s, s.image)),
+  },
   { matches: (e) => e instanceof ContextLengthError, toApi: (e: ContextLengthError) => contextLengthApiError(e) },
   { matches: (e) => e instanceof PromptError, toApi: (e: PromptError) => new ApiError(400, e.message) },
   { matches: (e) => e instanceof EngineFailureError, toApi: (e: EngineFailureError) => engineFailureApiError(e) },

@@ -43,29 +43,46 @@ async function router(worker: string, extra: RouterConfigInput = {}): Promise<{ 
 }
 
 const png = (name = 'rgb.png') => `data:image/png;base64,${images.bytes(name).toString('base64')}`;
-const withImages = (urls: string[], text = 'describe') => ({ messages: [{ role: 'user', content: [...urls.map((url) => ({ type: 'image_url', image_url: { url } })), { type: 'text', text }] }] });
+const withImages = (urls: string[], text = 'describe') => ({
+  messages: [{ role: 'user', content: [...urls.map((url) => ({ type: 'image_url', image_url: { url } })), { type: 'text', text }] }],
+});
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON reply, read field by field as each test asserts it
+type Json = any;
 
 /** POST a body (Buffer or object) with node:http: the status and the parsed body, however the router answers. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the body is a JSON reply, read field by field as each test asserts it
-function post(base: string, body: unknown, options: { chunks?: Buffer[]; delayMs?: number; headers?: Record<string, string> } = {}): Promise<{ status: number; body: any; ms: number }> {
+function post(
+  base: string,
+  body: unknown,
+  options: { chunks?: Buffer[]; delayMs?: number; headers?: Record<string, string> } = {},
+): Promise<{ status: number; body: Json; ms: number }> {
   const u = new URL(`${base}/v1/chat/completions`);
   const data = Buffer.isBuffer(body) ? body : Buffer.from(JSON.stringify(body));
   const t = performance.now();
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', ...(options.chunks ? {} : { 'content-length': data.byteLength }), ...options.headers } }, (res) => {
-      const parts: Buffer[] = [];
-      res.on('data', (c: Buffer) => parts.push(c));
-      res.on('end', () => {
-        const text = Buffer.concat(parts).toString();
-        let parsed: unknown = text;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          /* not JSON */
-        }
-        resolve({ status: res.statusCode!, body: parsed, ms: performance.now() - t });
-      });
-    });
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(options.chunks ? {} : { 'content-length': data.byteLength }), ...options.headers },
+      },
+      (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (c: Buffer) => parts.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(parts).toString();
+          let parsed: unknown = text;
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            /* not JSON */
+          }
+          resolve({ status: res.statusCode!, body: parsed, ms: performance.now() - t });
+        });
+      },
+    );
     req.on('error', reject);
     if (!options.chunks) return req.end(data);
     let i = 0;
@@ -128,8 +145,21 @@ describe('admission: one request cannot take the router down', () => {
     const res = await post(r.url, { max_tokens: 1e15, messages: [{ role: 'user', content: 'hi' }] });
     expect(res.status).toBe(400);
     expect(res.body.error).toMatchObject({ param: 'max_tokens', code: 'context_length_exceeded' });
-    expect(res.body.error.message).toBe("max_tokens is 1000000000000000, but this model's maximum context length is 32768 tokens, prompt and completion together");
-    const near = await post(r.url, { max_tokens: 32760, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: png() } }, { type: 'text', text: 'x' }] }] });
+    expect(res.body.error.message).toBe(
+      "max_tokens is 1000000000000000, but this model's maximum context length is 32768 tokens, prompt and completion together",
+    );
+    const near = await post(r.url, {
+      max_tokens: 32760,
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url: png() } },
+            { type: 'text', text: 'x' },
+          ],
+        },
+      ],
+    });
     expect(near.status).toBe(400);
     expect(near.body.error.message).toMatch(/However, you requested \d+ tokens \(\d+ in the messages, 32760 in the completion\)/);
   });
@@ -140,20 +170,28 @@ describe('admission: one request cannot take the router down', () => {
     expect(many.status).toBe(400);
     expect(many.body.error.message).toBe('this request has 3 images; at most 2 are accepted per request (limit_mm_per_prompt.image = 2)');
     // Two 10000x10000 PNGs of one colour: a few hundred KB, 200 million pixels.
-    const bomb = await sharp({ create: { width: 10_000, height: 10_000, channels: 3, background: '#000' } }).png({ compressionLevel: 9 }).toBuffer();
+    const bomb = await sharp({ create: { width: 10_000, height: 10_000, channels: 3, background: '#000' } })
+      .png({ compressionLevel: 9 })
+      .toBuffer();
     const rssBefore = process.memoryUsage().rss;
     const res = await post(r.url, withImages([`data:image/png;base64,${bomb.toString('base64')}`, `data:image/png;base64,${bomb.toString('base64')}`]));
     expect(res.status).toBe(413);
-    expect(res.body.error.message).toBe("the request's images have 200000000 pixels in all (image 0 10000x10000, image 1 10000x10000), above max_request_image_pixels = 64000000");
+    expect(res.body.error.message).toBe(
+      "the request's images have 200000000 pixels in all (image 0 10000x10000, image 1 10000x10000), above max_request_image_pixels = 64000000",
+    );
     expect(process.memoryUsage().rss - rssBefore).toBeLessThan(200 * 1024 * 1024);
   });
 
   it('the preprocessing memory budget refuses an image that could never fit, by name', async () => {
     const { r } = await router(await startWorker('tokenspeed'), { preprocess_memory_bytes: 64 * 1024 * 1024 });
-    const big = await sharp({ create: { width: 4000, height: 4000, channels: 3, background: '#123456' } }).png().toBuffer();
+    const big = await sharp({ create: { width: 4000, height: 4000, channels: 3, background: '#123456' } })
+      .png()
+      .toBuffer();
     const res = await post(r.url, withImages([`data:image/png;base64,${big.toString('base64')}`]));
     expect(res.status).toBe(413);
-    expect(res.body.error.message).toMatch(/^image 0: preprocessing this 4000x4000 image needs \d+\.\d MiB, above the preprocessing memory budget of 64\.0 MiB \(preprocess_memory_bytes\)$/);
+    expect(res.body.error.message).toMatch(
+      /^image 0: preprocessing this 4000x4000 image needs \d+\.\d MiB, above the preprocessing memory budget of 64\.0 MiB \(preprocess_memory_bytes\)$/,
+    );
     expect(r.context.pool.memory().inUse).toBe(0);
     const ok = await post(r.url, withImages([png()]));
     expect(ok.status).toBe(200);
@@ -182,12 +220,22 @@ describe('statuses and bodies', () => {
     const once = () =>
       new Promise<string>((resolve) => {
         let answered = false;
-        const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent: false, headers: { 'content-type': 'application/json', 'content-length': big.byteLength } }, (res) => {
-          answered = true;
-          let text = '';
-          res.on('data', (c: Buffer) => (text += c.toString()));
-          res.on('end', () => resolve(`${res.statusCode} ${JSON.parse(text).error.message}`));
-        });
+        const req = http.request(
+          {
+            host: u.hostname,
+            port: u.port,
+            path: u.pathname,
+            method: 'POST',
+            agent: false,
+            headers: { 'content-type': 'application/json', 'content-length': big.byteLength },
+          },
+          (res) => {
+            answered = true;
+            let text = '';
+            res.on('data', (c: Buffer) => (text += c.toString()));
+            res.on('end', () => resolve(`${res.statusCode} ${JSON.parse(text).error.message}`));
+          },
+        );
         // The client may still be writing when the server stops reading: only an error before any answer counts.
         req.on('error', (err: NodeJS.ErrnoException) => !answered && resolve(err.code ?? 'error'));
         req.end(big);
@@ -221,7 +269,7 @@ describe('statuses and bodies', () => {
     expect(connections).toBe(0);
   });
 
-  it('every request has a log line and the gateway\'s metrics', async () => {
+  it("every request has a log line and the gateway's metrics", async () => {
     const { r, logs } = await router(await startWorker('tokenspeed'));
     await post(r.url, withImages([png()]));
     await post(r.url, { max_tokens: 1e15, messages: [{ role: 'user', content: 'hi' }] });
@@ -236,7 +284,9 @@ describe('statuses and bodies', () => {
     expect(metrics).toContain('smg_http_responses_total{status_code="200",error_code=""} 1');
     expect(metrics).toContain('smg_http_responses_total{status_code="400",error_code="context_length_exceeded"} 1');
     expect(metrics).toMatch(/smg_http_request_duration_seconds_count\{method="POST",path="\/v1\/chat\/completions"\} 2/);
-    expect(metrics).toMatch(/smg_router_requests_total\{router_type="grpc",backend_type="regular",connection_mode="grpc",model="qwen2-vl-mini",endpoint="chat"\} 1/);
+    expect(metrics).toMatch(
+      /smg_router_requests_total\{router_type="grpc",backend_type="regular",connection_mode="grpc",model="qwen2-vl-mini",endpoint="chat"\} 1/,
+    );
     expect(metrics).toMatch(/smg_router_ttft_seconds_count\{[^}]*\} 1/);
   });
 });
@@ -248,7 +298,11 @@ describe('a worker whose replies are too large', () => {
     const { r, logs } = await router(big.url);
     const reply = await post(r.url, withImages([png()]));
     expect(reply.status).toBe(502);
-    expect(reply.body.error.message).toMatch(new RegExp(`^worker ${big.url} failed: RESOURCE_EXHAUSTED: its reply message of 3145728\\d\\d bytes is above the 16777216 bytes the router takes from a worker$`));
+    expect(reply.body.error.message).toMatch(
+      new RegExp(
+        `^worker ${big.url} failed: RESOURCE_EXHAUSTED: its reply message of 3145728\\d\\d bytes is above the 16777216 bytes the router takes from a worker$`,
+      ),
+    );
     expect(big.answered()).toBe(1);
     expect(logs.some((l) => l.includes('"status":502'))).toBe(true);
     expect((await fetch(`${r.url}/health`)).status).toBe(200);
@@ -268,7 +322,10 @@ describe('a worker that cannot read the files', () => {
     const state = r.context.registry.get(worker)!;
     // A bfloat16 encoder input is attached read-write by TokenSpeed's scheduler, which says it as Python does.
     expect(state.shmLane?.error).toMatch(/\[Errno 13\] Permission denied/);
-    const last = r.context.events.recent().filter((e) => e.tensor === 'encoder_input').at(-1)!;
+    const last = r.context.events
+      .recent()
+      .filter((e) => e.tensor === 'encoder_input')
+      .at(-1)!;
     expect(last).toMatchObject({ path: 'inline', reason: 'shm_worker_read_failed' });
     expect(last.attempt, 'the third request goes inline at once, not as a retry').toBeUndefined();
     expect(last.detail).toMatch(/\[Errno 13\] Permission denied/);
@@ -277,12 +334,17 @@ describe('a worker that cannot read the files', () => {
 });
 
 describe('two routers sharing /dev/shm from separate pid namespaces', () => {
-  it.skipIf(!isRoot)('neither removes the other\'s files in flight; both serve SHM traffic with no failure', async () => {
+  it.skipIf(!isRoot)("neither removes the other's files in flight; both serve SHM traffic with no failure", async () => {
     const worker = await startWorker('tokenspeed', ['--delay-ms', '1500']);
     // unshare ignores SIGTERM while it waits; killed, it passes SIGTERM on to the router.
     const ns = ['unshare', '--pid', '--fork', '--kill-child=SIGTERM', '--mount-proc'];
     const startIn = async () => {
-      const p = await startMmtc(['router', '--port', '0', '--worker-urls', worker, '--multimodal-tensor-transport', 'shm', '--multimodal-shm-min-bytes', '0'], /^\s+transport /, {}, ns);
+      const p = await startMmtc(
+        ['router', '--port', '0', '--worker-urls', worker, '--multimodal-tensor-transport', 'shm', '--multimodal-shm-min-bytes', '0'],
+        /^\s+transport /,
+        {},
+        ns,
+      );
       stops.push(() => p.stop('SIGKILL'));
       return /listening on (http:\/\/\S+)/.exec(p.output())![1]!;
     };

@@ -64,7 +64,14 @@ function legError(failure: EngineFailure, who: string, url: string, l: Legs): Ap
   return error;
 }
 
-function placementFor(l: Legs, target: RoleTarget, scope: ShmRequestScope, leg: LegName, room: bigint | undefined, prewritten: PlacementContext['prewritten']): PlacementContext {
+function placementFor(
+  l: Legs,
+  target: RoleTarget,
+  scope: ShmRequestScope,
+  leg: LegName,
+  room: bigint | undefined,
+  prewritten: PlacementContext['prewritten'],
+): PlacementContext {
   const { decision, minBytes } = laneFor(l.ctx, l.a.snapshot, target.spec, target.state, l.options);
   return {
     requestId: l.a.requestId,
@@ -92,7 +99,13 @@ function inlineRetry(l: Legs, target: RoleTarget, first: PlacementContext, detai
   l.ctx.registry.breakShmLane(target.state, details);
   l.ctx.metrics.shmReadFallbacks.inc({ runtime: target.state.runtime! });
   l.record.shmFallback = details;
-  return { ...first, scope: l.ctx.writer.newScope(), attempt: 2, prewritten: [], decision: { shmEnabled: false, reason: readFailedReason(resolved.multimodal_tensor_transport.value), worker: target.spec.url, detail: details } };
+  return {
+    ...first,
+    scope: l.ctx.writer.newScope(),
+    attempt: 2,
+    prewritten: [],
+    decision: { shmEnabled: false, reason: readFailedReason(resolved.multimodal_tensor_transport.value), worker: target.spec.url, detail: details },
+  };
 }
 
 /** The files prewritten for one image, moved from the request's scope to the scope of its own Encode call. */
@@ -158,22 +171,26 @@ function prefillOnce(l: Legs, target: RoleTarget, wire: WireRequest): Promise<Pr
   return new Promise((resolve) => {
     let done = false;
     let kvTransferParamsJson: string | undefined;
-    const call = target.state.connection!.generate(wire, { deadline: l.deadline }, {
-      event(ev) {
-        if (ev.kind === 'complete') kvTransferParamsJson = ev.kvTransferParamsJson;
+    const call = target.state.connection!.generate(
+      wire,
+      { deadline: l.deadline },
+      {
+        event(ev) {
+          if (ev.kind === 'complete') kvTransferParamsJson = ev.kvTransferParamsJson;
+        },
+        failure(failure) {
+          if (done) return;
+          done = true;
+          if (failure.kind === 'unavailable') l.ctx.registry.markDown(target.state, `${failure.status}: ${failure.details}`);
+          resolve({ failure });
+        },
+        end() {
+          if (done) return;
+          done = true;
+          resolve({ kvTransferParamsJson });
+        },
       },
-      failure(failure) {
-        if (done) return;
-        done = true;
-        if (failure.kind === 'unavailable') l.ctx.registry.markDown(target.state, `${failure.status}: ${failure.details}`);
-        resolve({ failure });
-      },
-      end() {
-        if (done) return;
-        done = true;
-        resolve({ kvTransferParamsJson });
-      },
-    });
+    );
     l.onStop(() => {
       if (done) return;
       done = true;
@@ -230,7 +247,15 @@ export interface DisaggregatedInput {
 }
 
 /** The decode leg, the client's answer; sent again inline when the worker cannot read its files (its tensors follow the lane it resolves to). */
-export async function streamDecode(l: Legs, target: RoleTarget, request: EngineRequest, room: bigint | undefined, d: DisaggregatedInput, scopes: ShmRequestScope[], stopWith: (stop: (error: ApiError) => void) => void): Promise<void> {
+export async function streamDecode(
+  l: Legs,
+  target: RoleTarget,
+  request: EngineRequest,
+  room: bigint | undefined,
+  d: DisaggregatedInput,
+  scopes: ShmRequestScope[],
+  stopWith: (stop: (error: ApiError) => void) => void,
+): Promise<void> {
   const engine = engineFor(target.state.runtime!);
   const who = `decode worker ${target.spec.url}`;
   const succeeded = l.begin(who);
@@ -259,7 +284,8 @@ export async function streamDecode(l: Legs, target: RoleTarget, request: EngineR
       succeeded();
       return;
     } catch (err) {
-      if (!(err instanceof ShmReadFailure) || attempt > 1 || l.options.probe) throw err instanceof ShmReadFailure ? new ApiError(502, `${who} could not read the request's /dev/shm files: ${err.details}`, 'server_error') : err;
+      if (!(err instanceof ShmReadFailure) || attempt > 1 || l.options.probe)
+        throw err instanceof ShmReadFailure ? new ApiError(502, `${who} could not read the request's /dev/shm files: ${err.details}`, 'server_error') : err;
       placement.scope.cleanup();
       placement = inlineRetry(l, target, first, err.details);
       scopes.push(placement.scope);

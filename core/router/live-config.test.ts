@@ -38,12 +38,27 @@ async function start(options: Parameters<typeof createRouter>[0]): Promise<{ rou
   return { router, running, logs };
 }
 
-const body = { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${images.bytes('rgb.png').toString('base64')}` } }, { type: 'text', text: 'describe' }] }] };
+const body = {
+  messages: [
+    {
+      role: 'user',
+      content: [
+        { type: 'image_url', image_url: { url: `data:image/png;base64,${images.bytes('rgb.png').toString('base64')}` } },
+        { type: 'text', text: 'describe' },
+      ],
+    },
+  ],
+};
 
 async function chat(r: RunningRouter): Promise<{ status: number; revision: string | null; content: string; id: string }> {
   const res = await fetch(`${r.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   const json = (await res.json()) as { id: string; choices: Array<{ message: { content: string } }>; error?: { message: string } };
-  return { status: res.status, revision: res.headers.get('x-mmtc-config-revision'), content: json.choices?.[0]?.message.content ?? json.error!.message, id: json.id };
+  return {
+    status: res.status,
+    revision: res.headers.get('x-mmtc-config-revision'),
+    content: json.choices?.[0]?.message.content ?? json.error!.message,
+    id: json.id,
+  };
 }
 
 /** The encoder tensor's path as the worker reported it. */
@@ -136,7 +151,9 @@ describe('applying a configuration to a running router', () => {
     expect(router.store.current()).toBe(before);
 
     // Two clients edit revision 1 at once: exactly one wins, the other's change is nowhere.
-    const outcomes = await Promise.allSettled(['shm', 'auto'].map(async (mode) => router.applyConfig({ ...before.config, multimodal_tensor_transport: mode as 'shm' | 'auto' }, 1)));
+    const outcomes = await Promise.allSettled(
+      ['shm', 'auto'].map(async (mode) => router.applyConfig({ ...before.config, multimodal_tensor_transport: mode as 'shm' | 'auto' }, 1)),
+    );
     expect(outcomes.map((o) => o.status)).toEqual(['fulfilled', 'rejected']);
     expect((outcomes[1] as PromiseRejectedResult).reason).toBeInstanceOf(ConfigConflictError);
     const reply = await chat(running);
@@ -148,10 +165,17 @@ describe('applying a configuration to a running router', () => {
 describe('worker_type', () => {
   it('with only disaggregated workers the router answers 503 naming them, and never sends a chat request to them', async () => {
     const worker = await startWorker('tokenspeed');
-    const { running } = await start({ workers: [{ url: worker, worker_type: 'prefill' }, { url: worker.replace(/:\d+$/, ':1'), worker_type: 'decode' }] });
+    const { running } = await start({
+      workers: [
+        { url: worker, worker_type: 'prefill' },
+        { url: worker.replace(/:\d+$/, ':1'), worker_type: 'decode' },
+      ],
+    });
     const reply = await chat(running);
     expect(reply.status).toBe(503);
-    expect(reply.content).toBe('no regular worker is configured (configured: 1 prefill, 1 decode); routing one request across prefill, decode and encode workers needs disaggregation: pd or epd');
+    expect(reply.content).toBe(
+      'no regular worker is configured (configured: 1 prefill, 1 decode); routing one request across prefill, decode and encode workers needs disaggregation: pd or epd',
+    );
     expect(running.context.events.recent()).toEqual([]);
   });
 });

@@ -8,7 +8,10 @@ import { formatPath } from '../config/errors.ts';
 const TextPart = z.strictObject({ type: z.literal('text'), text: z.string({ error: 'expected a string' }) });
 const ImagePart = z.strictObject({
   type: z.literal('image_url'),
-  image_url: z.strictObject({ url: z.string({ error: 'expected a data: or http(s) URL' }).min(1, { error: 'expected a data: or http(s) URL' }), detail: z.enum(['auto', 'low', 'high']).optional() }),
+  image_url: z.strictObject({
+    url: z.string({ error: 'expected a data: or http(s) URL' }).min(1, { error: 'expected a data: or http(s) URL' }),
+    detail: z.enum(['auto', 'low', 'high']).optional(),
+  }),
 });
 const ContentPart = z.discriminatedUnion('type', [TextPart, ImagePart], { error: "expected a content part of type 'text' or 'image_url'" });
 
@@ -23,16 +26,49 @@ export const ChatCompletionRequestSchema = z.object({
   messages: z.array(Message, { error: 'expected a list of messages' }).min(1, { error: 'expected at least one message' }),
   max_tokens: z.int({ error: 'expected a positive integer' }).positive({ error: 'expected a positive integer' }).nullish(),
   max_completion_tokens: z.int({ error: 'expected a positive integer' }).positive({ error: 'expected a positive integer' }).nullish(),
-  temperature: z.number({ error: 'expected a number from 0 to 2' }).min(0, { error: 'expected a number from 0 to 2' }).max(2, { error: 'expected a number from 0 to 2' }).nullish(),
-  top_p: z.number({ error: 'expected a number above 0 and at most 1' }).gt(0, { error: 'expected a number above 0 and at most 1' }).max(1, { error: 'expected a number above 0 and at most 1' }).nullish(),
+  temperature: z
+    .number({ error: 'expected a number from 0 to 2' })
+    .min(0, { error: 'expected a number from 0 to 2' })
+    .max(2, { error: 'expected a number from 0 to 2' })
+    .nullish(),
+  top_p: z
+    .number({ error: 'expected a number above 0 and at most 1' })
+    .gt(0, { error: 'expected a number above 0 and at most 1' })
+    .max(1, { error: 'expected a number above 0 and at most 1' })
+    .nullish(),
   // vLLM's and SGLang's extensions, with the bounds their engines hold them to (the gateway's).
-  top_k: z.int({ error: 'expected -1 (off) or a whole number from 1' }).refine((k) => k === -1 || k >= 1, { error: 'expected -1 (off) or a whole number from 1' }).nullish(),
-  min_p: z.number({ error: 'expected a number from 0 to 1' }).min(0, { error: 'expected a number from 0 to 1' }).max(1, { error: 'expected a number from 0 to 1' }).nullish(),
-  repetition_penalty: z.number({ error: 'expected a number above 0 and at most 2 (1 is no penalty)' }).gt(0, { error: 'expected a number above 0 and at most 2 (1 is no penalty)' }).max(2, { error: 'expected a number above 0 and at most 2 (1 is no penalty)' }).nullish(),
-  frequency_penalty: z.number({ error: 'expected a number from -2 to 2' }).min(-2, { error: 'expected a number from -2 to 2' }).max(2, { error: 'expected a number from -2 to 2' }).nullish(),
-  presence_penalty: z.number({ error: 'expected a number from -2 to 2' }).min(-2, { error: 'expected a number from -2 to 2' }).max(2, { error: 'expected a number from -2 to 2' }).nullish(),
+  top_k: z
+    .int({ error: 'expected -1 (off) or a whole number from 1' })
+    .refine((k) => k === -1 || k >= 1, { error: 'expected -1 (off) or a whole number from 1' })
+    .nullish(),
+  min_p: z
+    .number({ error: 'expected a number from 0 to 1' })
+    .min(0, { error: 'expected a number from 0 to 1' })
+    .max(1, { error: 'expected a number from 0 to 1' })
+    .nullish(),
+  repetition_penalty: z
+    .number({ error: 'expected a number above 0 and at most 2 (1 is no penalty)' })
+    .gt(0, { error: 'expected a number above 0 and at most 2 (1 is no penalty)' })
+    .max(2, { error: 'expected a number above 0 and at most 2 (1 is no penalty)' })
+    .nullish(),
+  frequency_penalty: z
+    .number({ error: 'expected a number from -2 to 2' })
+    .min(-2, { error: 'expected a number from -2 to 2' })
+    .max(2, { error: 'expected a number from -2 to 2' })
+    .nullish(),
+  presence_penalty: z
+    .number({ error: 'expected a number from -2 to 2' })
+    .min(-2, { error: 'expected a number from -2 to 2' })
+    .max(2, { error: 'expected a number from -2 to 2' })
+    .nullish(),
   stop: z
-    .union([z.string().min(1, { error: 'expected a non-empty stop sequence' }), z.array(z.string().min(1, { error: 'expected a non-empty stop sequence' })).max(4, { error: 'expected at most 4 stop sequences' })], { error: 'expected a string or a list of strings' })
+    .union(
+      [
+        z.string().min(1, { error: 'expected a non-empty stop sequence' }),
+        z.array(z.string().min(1, { error: 'expected a non-empty stop sequence' })).max(4, { error: 'expected at most 4 stop sequences' }),
+      ],
+      { error: 'expected a string or a list of strings' },
+    )
     .nullish(),
   stream: z.boolean({ error: 'expected true or false' }).nullish(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).nullish(),
@@ -65,7 +101,8 @@ export function parseChatRequest(body: unknown): ChatCompletionRequest {
   if (r.success) return r.data;
   const issue = r.error.issues[0]!;
   const path = formatPath(issue.path.filter((p): p is string | number => typeof p !== 'symbol'));
-  const message = issue.code === 'unrecognized_keys' ? `unknown field ${path ? `${path}.` : ''}${issue.keys[0]}` : `invalid ${path || 'request body'}: ${issue.message}`;
+  const message =
+    issue.code === 'unrecognized_keys' ? `unknown field ${path ? `${path}.` : ''}${issue.keys[0]}` : `invalid ${path || 'request body'}: ${issue.message}`;
   throw new ApiError(400, message, 'invalid_request_error', path || null);
 }
 
@@ -86,7 +123,14 @@ export function completionBody(id: string, created: number, model: string, conte
   };
 }
 
-export function chunkBody(id: string, created: number, model: string, delta: { role?: 'assistant'; content?: string }, finishReason: string | null, usage?: CompletionUsage | null) {
+export function chunkBody(
+  id: string,
+  created: number,
+  model: string,
+  delta: { role?: 'assistant'; content?: string },
+  finishReason: string | null,
+  usage?: CompletionUsage | null,
+) {
   return {
     id,
     object: 'chat.completion.chunk',

@@ -31,7 +31,11 @@ const body = (names: string[]) => ({
   messages: [{ role: 'user', content: [...names.map((n) => ({ type: 'image_url', image_url: { url: dataUrl(n) } })), { type: 'text', text: 'What is it?' }] }],
 });
 async function ask(r: RunningRouter, names: string[]): Promise<{ id: string; content: string }> {
-  const res = await fetch(`${r.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body(names)) });
+  const res = await fetch(`${r.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body(names)),
+  });
   const text = await res.text();
   expect(res.status, text).toBe(200);
   const json = JSON.parse(text) as { id: string; choices: Array<{ message: { content: string } }> };
@@ -42,7 +46,8 @@ async function fingerprint(name: string, dtype: 'float32' | 'bfloat16' | 'float1
   const img = await decodeToRgb(images.bytes(name));
   return fnv1a64Hex(encodeFloat32As(dtype, preprocessRgb(img.rgb, img.width, img.height, model.imageConfig).pixelValues!));
 }
-const encoderEvents = (r: RunningRouter, id: string) => r.context.events.recent().filter((e) => e.requestId === id && /^(encoder_input|pixel_values)/.test(e.tensor));
+const encoderEvents = (r: RunningRouter, id: string) =>
+  r.context.events.recent().filter((e) => e.requestId === id && /^(encoder_input|pixel_values)/.test(e.tensor));
 
 describe('a repeated image', () => {
   it('over SHM (vLLM, auto): the second request is a hit: no preprocessing, no write, a hard link the worker reads bit for bit; counted once; gone at close', async () => {
@@ -177,7 +182,7 @@ describe('the guard', () => {
 });
 
 describe('a worker that attaches its encoder input read-write (TokenSpeed, in its model dtype)', () => {
-  it('gets a file of the request\'s own, miss and hit: a write through its shared map (mtime kept) never reaches the cached entry or the next hit', async () => {
+  it("gets a file of the request's own, miss and hit: a write through its shared map (mtime kept) never reaches the cached entry or the next hit", async () => {
     const r = await router(await startWorker('tokenspeed', ['--tamper-shm', 'map']), 'shm');
     const img = await decodeToRgb(images.bytes('photo.jpg'));
     const original = encodeFloat32As('bfloat16', preprocessRgb(img.rgb, img.width, img.height, model.imageConfig).pixelValues!);
@@ -198,36 +203,52 @@ describe('a worker that attaches its encoder input read-write (TokenSpeed, in it
     expect(r.context.pixelCache!.stats()).toMatchObject({ entries: 1, hits: 2, misses: 1, tampered: 0 });
   });
 
-  it.skipIf(process.getuid?.() !== 0)('a non-root TokenSpeed worker of the router\'s own uid: a repeated image still goes by SHM, cache at its default', async () => {
-    // Router and worker both with nobody's effective uid and gid, the only capability kept
-    // CAP_DAC_READ_SEARCH: they load the code from a checkout nobody could enter (root's home is
-    // 0700), and every file they create, open or write is checked as nobody's (the real uid stays
-    // root so that access(2), which checks as the real uid without capabilities, can see it).
-    const asNobody = ['setpriv', '--euid=65534', '--egid=65534', '--clear-groups', '--inh-caps=+dac_read_search', '--ambient-caps=+dac_read_search', '--'];
-    const worker = await startMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0'], /listening on grpc:\/\//, {}, asNobody);
-    stops.push(() => worker.stop());
-    const url = worker.line.match(/grpc:\/\/\S+/)![0];
-    const routerProc = await startMmtc(['router', '--port', '0', '--worker-urls', url, '--multimodal-tensor-transport', 'shm'], /^\s+transport /m, {}, asNobody);
-    stops.push(() => routerProc.stop());
-    const base = /listening on (http:\/\/\S+)/.exec(routerProc.output())![1]!;
-    const expected = `bfloat16 via shm, ${616 * 1176 * 2} bytes, fnv1a ${await fingerprint('photo.jpg', 'bfloat16')}`;
-    for (let turn = 0; turn < 3; turn++) {
-      const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body(['photo.jpg'])) });
-      const text = await res.text();
-      expect(res.status, text).toBe(200);
-      expect((JSON.parse(text) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content, routerProc.output()).toContain(expected);
-    }
-    // Each request's log line follows its answer.
-    const logged = () => routerProc.output().split('\n').filter((l) => l.includes('"event":"request"'));
-    for (let i = 0; i < 100 && logged().length < 3; i++) await new Promise((res) => setTimeout(res, 20));
-    const lines = logged();
-    expect(lines).toHaveLength(3);
-    expect(lines.filter((l) => l.includes('shm_read_failed'))).toEqual([]);
-    const metrics = await (await fetch(`${base}/metrics`)).text();
-    expect(metrics).toMatch(/^smg_mm_pixel_cache_hits_total 2$/m);
-    await routerProc.stop();
-    expect(readdirSync('/dev/shm').filter((f) => new RegExp(`^smg-tokenspeed-(cache-\\d+-)?${routerProc.pid}-`).test(f))).toEqual([]);
-  });
+  it.skipIf(process.getuid?.() !== 0)(
+    "a non-root TokenSpeed worker of the router's own uid: a repeated image still goes by SHM, cache at its default",
+    async () => {
+      // Router and worker both with nobody's effective uid and gid, the only capability kept
+      // CAP_DAC_READ_SEARCH: they load the code from a checkout nobody could enter (root's home is
+      // 0700), and every file they create, open or write is checked as nobody's (the real uid stays
+      // root so that access(2), which checks as the real uid without capabilities, can see it).
+      const asNobody = ['setpriv', '--euid=65534', '--egid=65534', '--clear-groups', '--inh-caps=+dac_read_search', '--ambient-caps=+dac_read_search', '--'];
+      const worker = await startMmtc(['worker', '--runtime', 'tokenspeed', '--port', '0'], /listening on grpc:\/\//, {}, asNobody);
+      stops.push(() => worker.stop());
+      const url = worker.line.match(/grpc:\/\/\S+/)![0];
+      const routerProc = await startMmtc(
+        ['router', '--port', '0', '--worker-urls', url, '--multimodal-tensor-transport', 'shm'],
+        /^\s+transport /m,
+        {},
+        asNobody,
+      );
+      stops.push(() => routerProc.stop());
+      const base = /listening on (http:\/\/\S+)/.exec(routerProc.output())![1]!;
+      const expected = `bfloat16 via shm, ${616 * 1176 * 2} bytes, fnv1a ${await fingerprint('photo.jpg', 'bfloat16')}`;
+      for (let turn = 0; turn < 3; turn++) {
+        const res = await fetch(`${base}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body(['photo.jpg'])),
+        });
+        const text = await res.text();
+        expect(res.status, text).toBe(200);
+        expect((JSON.parse(text) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content, routerProc.output()).toContain(expected);
+      }
+      // Each request's log line follows its answer.
+      const logged = () =>
+        routerProc
+          .output()
+          .split('\n')
+          .filter((l) => l.includes('"event":"request"'));
+      for (let i = 0; i < 100 && logged().length < 3; i++) await new Promise((res) => setTimeout(res, 20));
+      const lines = logged();
+      expect(lines).toHaveLength(3);
+      expect(lines.filter((l) => l.includes('shm_read_failed'))).toEqual([]);
+      const metrics = await (await fetch(`${base}/metrics`)).text();
+      expect(metrics).toMatch(/^smg_mm_pixel_cache_hits_total 2$/m);
+      await routerProc.stop();
+      expect(readdirSync('/dev/shm').filter((f) => new RegExp(`^smg-tokenspeed-(cache-\\d+-)?${routerProc.pid}-`).test(f))).toEqual([]);
+    },
+  );
 });
 
 describe('the budget', () => {
@@ -277,6 +298,8 @@ describe('the setting', () => {
     expect(pixelCacheBudget({}, { SMG_MM_PIXEL_CACHE_MB: '64' })).toMatchObject({ mb: 64, source: 'SMG_MM_PIXEL_CACHE_MB' });
     expect(pixelCacheBudget({ multimodal_pixel_cache_mb: 0 }, { SMG_MM_PIXEL_CACHE_MB: '64' })).toMatchObject({ mb: 0, source: 'multimodal_pixel_cache_mb' });
     expect(() => pixelCacheBudget({}, { SMG_MM_PIXEL_CACHE_MB: 'lots' })).toThrow(ConfigError);
-    expect(() => pixelCacheBudget({}, { SMG_MM_PIXEL_CACHE_MB: '-1' })).toThrow("invalid value '-1' for SMG_MM_PIXEL_CACHE_MB: expected a whole number of MiB from 0 (off) to 1048576");
+    expect(() => pixelCacheBudget({}, { SMG_MM_PIXEL_CACHE_MB: '-1' })).toThrow(
+      "invalid value '-1' for SMG_MM_PIXEL_CACHE_MB: expected a whole number of MiB from 0 (off) to 1048576",
+    );
   });
 });

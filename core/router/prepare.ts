@@ -54,7 +54,14 @@ interface Target {
  * image's own (an engine with one encoder tensor per request concatenates several images'
  * rows), it reaches the threshold and fits the budget.
  */
-function prewriteFor(ctx: RouterContext, lane: WorkerTransport, oneTensorPerImage: boolean, dtype: EncoderDtype, header: ImageHeader | undefined, scope: ShmRequestScope): { name: string; task: ShmPrewriteTask } | undefined {
+function prewriteFor(
+  ctx: RouterContext,
+  lane: WorkerTransport,
+  oneTensorPerImage: boolean,
+  dtype: EncoderDtype,
+  header: ImageHeader | undefined,
+  scope: ShmRequestScope,
+): { name: string; task: ShmPrewriteTask } | undefined {
   if (!lane.decision.shmEnabled || !header || (dtype !== 'float32' && dtype !== 'bfloat16') || !oneTensorPerImage) return undefined;
   const nbytes = header.geometry.patches * header.geometry.features * (dtype === 'float32' ? 4 : 2);
   if (nbytes < lane.minBytes) return undefined;
@@ -84,7 +91,12 @@ async function readHeaders(ctx: RouterContext, a: AdmittedRequest, imageConfig: 
   const pixels = headers.reduce((n, h) => n + (h ? h.width * h.height : 0), 0);
   if (pixels > limit) {
     const sizes = headers.map((h, i) => (h ? `image ${i} ${h.width}x${h.height}` : `image ${i} unknown`)).join(', ');
-    throw new ApiError(413, `the request's images have ${pixels} pixels in all (${sizes}), above max_request_image_pixels = ${limit}`, 'invalid_request_error', 'messages');
+    throw new ApiError(
+      413,
+      `the request's images have ${pixels} pixels in all (${sizes}), above max_request_image_pixels = ${limit}`,
+      'invalid_request_error',
+      'messages',
+    );
   }
   return headers;
 }
@@ -109,7 +121,15 @@ function checkContext(ctx: RouterContext, a: AdmittedRequest, prompt: BuiltPromp
  * encode worker per image under EPD): each image is computed in its receiver's wire dtype and
  * prewritten by its receiver's lane.
  */
-export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Target, options: ChatOptions, timing: RequestTiming, record: RequestRecord, imageTargets?: readonly Target[]): Promise<PreparedRequest> {
+export async function prepare(
+  ctx: RouterContext,
+  a: AdmittedRequest,
+  target: Target,
+  options: ChatOptions,
+  timing: RequestTiming,
+  record: RequestRecord,
+  imageTargets?: readonly Target[],
+): Promise<PreparedRequest> {
   ctx.pool.stillBusy();
   const runtime = target.state.runtime!;
   const capabilities = capabilitiesOf(runtime);
@@ -143,10 +163,14 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
   releases.push(() => cached.release());
   const cache = ctx.pixelCache;
   const kindOf = (i: number): CachedKind => (imageDtypes[i] === 'bfloat16' ? 'bf16' : 'float32');
-  const keys = a.hashes.map((h, i) => (cache?.enabled && !options.bypassPixelCache && headers[i] ? cache.keyOf(h, imageFingerprint(ctx.model, imageConfig, kindOf(i))) : undefined));
+  const keys = a.hashes.map((h, i) =>
+    cache?.enabled && !options.bypassPixelCache && headers[i] ? cache.keyOf(h, imageFingerprint(ctx.model, imageConfig, kindOf(i))) : undefined,
+  );
   // Whether an image's receiver attaches its encoder input's /dev/shm file read-write (an
   // encode worker's Encode call reads it): its file is then never shared with the cache.
-  const readWrite = receivers.map((t, i) => capabilitiesOf(t.state.runtime!).attachesShmReadWrite(imageTargets ? 'encode' : 'generate', imageDtypes[i]!, t.state.labels));
+  const readWrite = receivers.map((t, i) =>
+    capabilitiesOf(t.state.runtime!).attachesShmReadWrite(imageTargets ? 'encode' : 'generate', imageDtypes[i]!, t.state.labels),
+  );
   // The prompt needs each image's token count, which its header gives: build it while the
   // pool works on the pixels (rebuilt below in the rare case the decoded image disagrees).
   const headerTokens = headers.map((h) => h?.geometry.tokens);
@@ -157,7 +181,12 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
     const look = keys[i] && cache ? await cache.lookup(keys[i]) : undefined;
     if (look?.kind === 'hit') {
       // Read at once unless the tensor goes as it is over SHM (a hard link then, bytes untouched).
-      const asLink = lane.decision.shmEnabled && look.entry.shape.nbytes >= lane.minBytes && oneTensorPerImage && imageDtypes[i] !== 'float16' && !capabilities.sendsEncodedImages;
+      const asLink =
+        lane.decision.shmEnabled &&
+        look.entry.shape.nbytes >= lane.minBytes &&
+        oneTensorPerImage &&
+        imageDtypes[i] !== 'float16' &&
+        !capabilities.sendsEncodedImages;
       const image = await cached.hitImage(look.entry, !asLink, encoded?.[i]);
       if (image) return image;
     }
@@ -165,7 +194,14 @@ export async function prepare(ctx: RouterContext, a: AdmittedRequest, target: Ta
     try {
       const file = prewriteFor(ctx, lane, oneTensorPerImage, imageDtypes[i]!, headers[i], scope);
       const job = ctx.pool.start(
-        { bytes: a.bytes[i]!, config: imageConfig, bf16: imageDtypes[i] === 'bfloat16', float32: imageDtypes[i] !== 'bfloat16', maxPixels: a.snapshot.config.max_request_image_pixels, ...(file ? { shm: file.task } : {}) },
+        {
+          bytes: a.bytes[i]!,
+          config: imageConfig,
+          bf16: imageDtypes[i] === 'bfloat16',
+          float32: imageDtypes[i] !== 'bfloat16',
+          maxPixels: a.snapshot.config.max_request_image_pixels,
+          ...(file ? { shm: file.task } : {}),
+        },
         Promise.resolve(headers[i]),
       );
       const r = await job.result;

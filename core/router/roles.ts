@@ -41,7 +41,8 @@ function ringOf(config: RouterConfig): Array<{ point: bigint; url: string }> {
   let ring = rings.get(config);
   if (!ring) {
     ring = [];
-    for (const w of config.workers) if (w.worker_type === 'encode') for (let i = 0; i < RING_POINTS; i++) ring.push({ point: pointOf(`${w.url}#${i}`), url: w.url });
+    for (const w of config.workers)
+      if (w.worker_type === 'encode') for (let i = 0; i < RING_POINTS; i++) ring.push({ point: pointOf(`${w.url}#${i}`), url: w.url });
     ring.sort((a, b) => (a.point < b.point ? -1 : a.point > b.point ? 1 : 0));
     rings.set(config, ring);
   }
@@ -71,10 +72,25 @@ function pick(ctx: RouterContext, snapshot: ConfigSnapshot, role: 'prefill' | 'd
 function checkRuntimes(route: DisaggregatedRoute): void {
   const p = route.prefill.state.runtime!;
   const d = route.decode.state.runtime!;
-  if (p !== d) throw new ApiError(503, `prefill worker ${route.prefill.spec.url} speaks ${p} but decode worker ${route.decode.spec.url} speaks ${d}: both legs of a request need one runtime`, 'service_unavailable');
+  if (p !== d)
+    throw new ApiError(
+      503,
+      `prefill worker ${route.prefill.spec.url} speaks ${p} but decode worker ${route.decode.spec.url} speaks ${d}: both legs of a request need one runtime`,
+      'service_unavailable',
+    );
   const c = capabilitiesOf(p);
-  if (c.pd === undefined) throw new ApiError(503, `${c.label} workers do not serve disaggregated requests: disaggregation ${route.mode} needs ${runtimesWhere((x) => x.pd !== undefined)} prefill and decode workers`, 'service_unavailable');
-  if (route.mode === 'epd' && !c.encodes) throw new ApiError(503, `${c.label} prefill workers cannot take embeddings from encode workers: disaggregation epd needs ${runtimesWhere((x) => x.encodes)} prefill and decode workers`, 'service_unavailable');
+  if (c.pd === undefined)
+    throw new ApiError(
+      503,
+      `${c.label} workers do not serve disaggregated requests: disaggregation ${route.mode} needs ${runtimesWhere((x) => x.pd !== undefined)} prefill and decode workers`,
+      'service_unavailable',
+    );
+  if (route.mode === 'epd' && !c.encodes)
+    throw new ApiError(
+      503,
+      `${c.label} prefill workers cannot take embeddings from encode workers: disaggregation epd needs ${runtimesWhere((x) => x.encodes)} prefill and decode workers`,
+      'service_unavailable',
+    );
 }
 
 /**
@@ -128,6 +144,11 @@ export function encodeWorkerFor(ctx: RouterContext, snapshot: ConfigSnapshot, me
       }
     }
   }
-  if (!capabilitiesOf(chosen.state.runtime!).encodes) throw new ApiError(503, `encode worker ${chosen.spec.url} speaks ${capabilitiesOf(chosen.state.runtime!).label}, which has no Encode service: EPD needs ${runtimesWhere((c) => c.encodes)} encode workers`, 'service_unavailable');
+  if (!capabilitiesOf(chosen.state.runtime!).encodes)
+    throw new ApiError(
+      503,
+      `encode worker ${chosen.spec.url} speaks ${capabilitiesOf(chosen.state.runtime!).label}, which has no Encode service: EPD needs ${runtimesWhere((c) => c.encodes)} encode workers`,
+      'service_unavailable',
+    );
   return chosen;
 }

@@ -93,7 +93,7 @@ const CASES: Array<{ name: string; mode: TransportMode; workerArgs: string[]; sh
 ];
 
 describe.each(['tokenspeed', 'vllm'] as const)('%s worker', (runtime) => {
-  it.each(CASES)('$name: the worker reads the router\'s exact bytes over the decided path', async ({ mode, workerArgs, shm }) => {
+  it.each(CASES)("$name: the worker reads the router's exact bytes over the decided path", async ({ mode, workerArgs, shm }) => {
     const worker = await startWorker(runtime, workerArgs);
     const r = await router(worker, mode);
     const res = await post(r, chatBody(mode === 'shm'));
@@ -135,7 +135,13 @@ describe('OpenAI API behaviour', () => {
     const text = await res.text();
     const streamed = readStream(text);
     expect(streamed).toMatchObject({ content: plain.choices[0].message.content, finish: 'stop', done: true });
-    const usage = JSON.parse(text.split('\n\n').filter((e) => e.startsWith('data: {')).at(-1)!.slice(6)).usage;
+    const usage = JSON.parse(
+      text
+        .split('\n\n')
+        .filter((e) => e.startsWith('data: {'))
+        .at(-1)!
+        .slice(6),
+    ).usage;
     expect(usage).toEqual(plain.usage);
     // Two images of 616 patches: 154 image tokens each, plus the text.
     expect(plain.usage.prompt_tokens).toBeGreaterThan(2 * 154);
@@ -145,7 +151,12 @@ describe('OpenAI API behaviour', () => {
   it('max_tokens truncates with finish_reason length; JSON responses say where the time went', async () => {
     const r = await router(await startWorker('vllm'), 'inline');
     const res = await post(r, { ...chatBody(false), max_tokens: 5 });
-    const spans = Object.fromEntries(res.headers.get('server-timing')!.split(', ').map((p) => p.split(';dur=') as [string, string]));
+    const spans = Object.fromEntries(
+      res.headers
+        .get('server-timing')!
+        .split(', ')
+        .map((p) => p.split(';dur=') as [string, string]),
+    );
     expect(Object.keys(spans)).toEqual(['body', 'fetch', 'preprocess', 'prompt', 'place', 'worker', 'total']);
     expect(Number(spans.total)).toBeGreaterThanOrEqual(Number(spans.preprocess) + Number(spans.worker));
     const body = await json(res);
@@ -157,13 +168,33 @@ describe('OpenAI API behaviour', () => {
     [{ messages: [] }, 400, 'invalid messages: expected at least one message'],
     [{ messages: [{ role: 'user', content: 'hi' }], temperature: 3 }, 400, 'invalid temperature: expected a number from 0 to 2'],
     // What the engines refuse or misread is refused here, by the gateway's bounds: SGLang would divide its logits by a repetition_penalty of 0.
-    [{ messages: [{ role: 'user', content: 'hi' }], repetition_penalty: 0 }, 400, 'invalid repetition_penalty: expected a number above 0 and at most 2 (1 is no penalty)'],
+    [
+      { messages: [{ role: 'user', content: 'hi' }], repetition_penalty: 0 },
+      400,
+      'invalid repetition_penalty: expected a number above 0 and at most 2 (1 is no penalty)',
+    ],
     [{ messages: [{ role: 'user', content: 'hi' }], top_p: 0 }, 400, 'invalid top_p: expected a number above 0 and at most 1'],
     [{ messages: [{ role: 'user', content: 'hi' }], top_k: 0 }, 400, 'invalid top_k: expected -1 (off) or a whole number from 1'],
     [{ messages: [{ role: 'user', content: 'hi' }], stop: ['end', ''] }, 400, 'invalid stop[1]: expected a non-empty stop sequence'],
-    [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] }, 400, 'image 0: not a decodable image'],
-    [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'file:///etc/passwd' } }] }] }, 400, "image 0: unsupported image URL scheme 'file:'"],
-    [{ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${Buffer.alloc(21 * 1024 * 1024).toString('base64')}` } }] }] }, 413, 'image 0: image is 21.0 MiB, above the 20.0 MiB limit'],
+    [
+      { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] },
+      400,
+      'image 0: not a decodable image',
+    ],
+    [
+      { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'file:///etc/passwd' } }] }] },
+      400,
+      "image 0: unsupported image URL scheme 'file:'",
+    ],
+    [
+      {
+        messages: [
+          { role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${Buffer.alloc(21 * 1024 * 1024).toString('base64')}` } }] },
+        ],
+      },
+      413,
+      'image 0: image is 21.0 MiB, above the 20.0 MiB limit',
+    ],
   ])('bad input %# gets an OpenAI error body', async (body, status, message) => {
     const r = await router(await startWorker('tokenspeed'), 'inline');
     const res = await post(r, body);
@@ -217,7 +248,7 @@ describe('worker failures', () => {
     expect((await json(again)).choices[0].message.content).toContain('via shm');
   });
 
-  it('a worker slower than request_timeout_secs gives 504 and the request\'s files are unlinked', async () => {
+  it("a worker slower than request_timeout_secs gives 504 and the request's files are unlinked", async () => {
     const worker = await startWorker('tokenspeed', ['--delay-ms', '4000']);
     const r = await router(worker, 'shm', { request_timeout_secs: 1 });
     const res = await post(r, chatBody(false));
@@ -230,7 +261,9 @@ describe('worker failures', () => {
     const worker = await startWorker('vllm', ['--delay-ms', '3000']);
     const r = await router(worker, 'shm');
     const controller = new AbortController();
-    const pending = fetch(`${r.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(chatBody(false)), signal: controller.signal }).catch((e: Error) => e);
+    const pending = fetch(`${r.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify(chatBody(false)), signal: controller.signal }).catch(
+      (e: Error) => e,
+    );
     for (let i = 0; i < 100 && ourFiles().length < 1; i++) await new Promise((res) => setTimeout(res, 50));
     expect(ourFiles()).toHaveLength(1);
     controller.abort();
@@ -253,11 +286,18 @@ describe('a worker that answers nonsense', () => {
       getServerInfo: (_c: unknown, cb: (e: null, r: object) => void) => cb(null, GetServerInfoResponse.fromPartial({})),
       abort: (_c: unknown, cb: (e: null, r: object) => void) => cb(null, {}),
       generate: (call: { write(m: object): void; end(): void }) => {
-        call.write({ response: { $case: 'complete', value: { outputIds: [1_000_000_000], finishReason: 'stop', promptTokens: 1, completionTokens: 1, cachedTokens: 0, index: 0 } } });
+        call.write({
+          response: {
+            $case: 'complete',
+            value: { outputIds: [1_000_000_000], finishReason: 'stop', promptTokens: 1, completionTokens: 1, cachedTokens: 0, index: 0 },
+          },
+        });
         call.end();
       },
     });
-    const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+    const port = await new Promise<number>((resolve, reject) =>
+      server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))),
+    );
     stops.push(() => new Promise<void>((resolve) => server.tryShutdown(() => resolve())));
     const r = await router(`grpc://127.0.0.1:${port}`, 'shm');
     const res = await post(r, chatBody(false));

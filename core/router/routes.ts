@@ -62,7 +62,11 @@ function readBody(req: IncomingMessage, config: RouterConfig): Promise<Buffer> {
     req.on('data', onData);
     req.on('end', () => {
       clearTimeout(timer);
-      resolve(whole && chunks.length === 0 ? whole.subarray(0, size) : Buffer.concat(whole ? [whole.subarray(0, Math.min(size, whole.byteLength)), ...chunks] : chunks));
+      resolve(
+        whole && chunks.length === 0
+          ? whole.subarray(0, size)
+          : Buffer.concat(whole ? [whole.subarray(0, Math.min(size, whole.byteLength)), ...chunks] : chunks),
+      );
     });
     req.on('error', (err) => {
       clearTimeout(timer);
@@ -132,7 +136,13 @@ export async function route(ctx: RouterContext, req: IncomingMessage, res: Serve
     } else if (req.method === 'GET' && url.pathname === '/v1/models') {
       sendJson(res, 200, { object: 'list', data: [{ id: ctx.modelName, object: 'model', created: 0, owned_by: 'mmtc' }] });
     } else if (req.method === 'GET' && url.pathname === '/health') {
-      const workers = ctx.registry.list().map((w) => ({ url: w.spec.url, runtime: w.runtime ?? null, healthy: w.healthy, in_flight: w.inFlight, ...(w.lastError ? { error: w.lastError } : {}) }));
+      const workers = ctx.registry.list().map((w) => ({
+        url: w.spec.url,
+        runtime: w.runtime ?? null,
+        healthy: w.healthy,
+        in_flight: w.inFlight,
+        ...(w.lastError ? { error: w.lastError } : {}),
+      }));
       const healthy = workers.some((w) => w.healthy);
       sendJson(res, healthy ? 200 : 503, { status: healthy ? 'ok' : 'no healthy worker', revision: ctx.store.current().revision, workers });
     } else if (req.method === 'GET' && url.pathname === '/metrics') {

@@ -48,16 +48,13 @@ export interface RunningRouter {
   close(): Promise<void>;
 }
 
-export type StartRouterOptions = (
-  | { store: ConfigStore }
-  | { config: RouterConfig; env: TransportEnvironment; origins?: ConfigOrigins; file?: string }
-) & {
+export type StartRouterOptions = ({ store: ConfigStore } | { config: RouterConfig; env: TransportEnvironment; origins?: ConfigOrigins; file?: string }) & {
   processEnv?: Readonly<Record<string, string | undefined>>;
   /** Where to write start-up lines; defaults to stdout. */
   log?: (line: string) => void;
   /** Directory for SHM files (tests use a private one); defaults to /dev/shm. */
   shmDir?: string;
-}
+};
 
 export async function startRouter(options: StartRouterOptions): Promise<RunningRouter> {
   const log = options.log ?? ((line: string) => process.stdout.write(`${line}\n`));
@@ -65,7 +62,12 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   const store =
     'store' in options
       ? options.store
-      : new ConfigStore({ config: options.config, env: options.env, ...(options.origins ? { origins: options.origins } : {}), ...(options.file !== undefined ? { file: options.file } : {}) });
+      : new ConfigStore({
+          config: options.config,
+          env: options.env,
+          ...(options.origins ? { origins: options.origins } : {}),
+          ...(options.file !== undefined ? { file: options.file } : {}),
+        });
   // A malformed SMG_MM_PIXEL_CACHE_MB stops the start here, naming it, before anything runs.
   pixelCacheBudget(store.current().config, processEnv);
   const model = await loadModelDirectory(store.current().config.model_path);
@@ -148,7 +150,15 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   if (!probe.writable) log(`/dev/shm: ${probe.error}; shm and auto stay inline`);
   const snapshot = store.current();
   for (const w of registry.list()) {
-    const { decision, resolved } = transportForWorker({ spec: w.spec, config: snapshot.config, env: snapshot.env, labels: w.labels, reachable: w.healthy, host: context.host, runtime: laneFacts(w.runtime) });
+    const { decision, resolved } = transportForWorker({
+      spec: w.spec,
+      config: snapshot.config,
+      env: snapshot.env,
+      labels: w.labels,
+      reachable: w.healthy,
+      host: context.host,
+      runtime: laneFacts(w.runtime),
+    });
     const mode = resolved.multimodal_tensor_transport;
     const who = `${w.spec.worker_type !== 'regular' ? `, ${w.spec.worker_type} worker` : ''}${embedded && w.spec.url === embedded.url ? ', embedded reference worker' : ''}`;
     log(`worker ${w.spec.url} (${w.runtime ?? 'runtime unknown'}${who}): ${w.healthy ? 'healthy' : `DOWN: ${w.lastError}`}`);

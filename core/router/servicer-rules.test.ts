@@ -20,13 +20,26 @@ const pngs = await Promise.all(
     [160, 90],
     [64, 200],
     [120, 120],
-  ].map(async ([w, h], i) => `data:image/png;base64,${(await sharp({ create: { width: w!, height: h!, channels: 3, background: { r: 40 * i, g: 120, b: 200 - 50 * i } } }).png().toBuffer()).toString('base64')}`),
+  ].map(
+    async ([w, h], i) =>
+      `data:image/png;base64,${(
+        await sharp({ create: { width: w!, height: h!, channels: 3, background: { r: 40 * i, g: 120, b: 200 - 50 * i } } })
+          .png()
+          .toBuffer()
+      ).toString('base64')}`,
+  ),
 );
 afterAll(() => {});
 
 async function routerOver(workerUrl: string, mode: 'inline' | 'shm', logs: string[] = []): Promise<RunningRouter> {
   const r = await startRouter({
-    config: RouterConfigSchema.parse({ port: 0, multimodal_tensor_transport: mode, multimodal_shm_min_bytes: 0, health_check_interval_secs: 0.2, workers: [{ url: workerUrl }] }),
+    config: RouterConfigSchema.parse({
+      port: 0,
+      multimodal_tensor_transport: mode,
+      multimodal_shm_min_bytes: 0,
+      health_check_interval_secs: 0.2,
+      workers: [{ url: workerUrl }],
+    }),
     env: readTransportEnvironment({}),
     processEnv: {},
     log: (line) => logs.push(line),
@@ -38,7 +51,9 @@ async function routerOver(workerUrl: string, mode: 'inline' | 'shm', logs: strin
 function chat(images: number, extra: Record<string, unknown> = {}) {
   return {
     model: 'qwen2-vl-mini',
-    messages: [{ role: 'user', content: [...pngs.slice(0, images).map((url) => ({ type: 'image_url', image_url: { url } })), { type: 'text', text: 'Describe them.' }] }],
+    messages: [
+      { role: 'user', content: [...pngs.slice(0, images).map((url) => ({ type: 'image_url', image_url: { url } })), { type: 'text', text: 'Describe them.' }] },
+    ],
     ...extra,
   };
 }
@@ -72,7 +87,7 @@ const CASES: Array<{ runtime: WireRuntime; mode: 'inline' | 'shm' }> = [
 ];
 
 describe.each(CASES)('$runtime', ({ runtime, mode }) => {
-  it('1 to 3 images, streamed and not, with a client stop: the servicer\'s checks pass and the answer ends before the stop', async () => {
+  it("1 to 3 images, streamed and not, with a client stop: the servicer's checks pass and the answer ends before the stop", async () => {
     const r = await routerOver(await startWorker(runtime), mode);
     for (const images of [1, 2, 3]) {
       const full = await ask(r, chat(images));
@@ -95,7 +110,11 @@ describe('SGLang (skip_tokenizer_init): no stop strings on the wire', () => {
     const full = await ask(r, chat(1));
     const semicolon = model.tokenizer.encode(';', { add_special_tokens: false }).ids;
     expect(semicolon).toHaveLength(1);
-    const res = await fetch(`${r.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(chat(1, { stop: ';' })) });
+    const res = await fetch(`${r.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(chat(1, { stop: ';' })),
+    });
     const json = (await res.json()) as { choices: Array<{ message: { content: string }; finish_reason: string }>; usage: { completion_tokens: number } };
     expect(res.status).toBe(200);
     expect(json.choices[0]).toMatchObject({ message: { content: full.content.slice(0, full.content.indexOf(';')) }, finish_reason: 'stop' });
@@ -105,16 +124,31 @@ describe('SGLang (skip_tokenizer_init): no stop strings on the wire', () => {
   });
 });
 
-describe('the model\'s sampling defaults', () => {
+describe("the model's sampling defaults", () => {
   it('fill what the client left out, from the worker that samples; the log line says what was sent and which came from the model', async () => {
     const logs: string[] = [];
-    const r = await routerOver(await startWorker('vllm', ['--default-sampling-params', '{"temperature":0.3,"top_k":5,"repetition_penalty":1.1}']), 'inline', logs);
+    const r = await routerOver(
+      await startWorker('vllm', ['--default-sampling-params', '{"temperature":0.3,"top_k":5,"repetition_penalty":1.1}']),
+      'inline',
+      logs,
+    );
     expect((await ask(r, chat(1, { temperature: 0.9 }))).status).toBe(200);
     const line = JSON.parse(logs.find((l) => l.includes('"event":"request"'))!) as { sampling: Record<string, unknown> };
-    expect(line.sampling).toEqual({ temperature: 0.9, top_p: 1, top_k: 5, min_p: 0, repetition_penalty: 1.1, frequency_penalty: 0, presence_penalty: 0, max_tokens: null, stop: [], from_model_defaults: ['top_k', 'repetition_penalty'] });
+    expect(line.sampling).toEqual({
+      temperature: 0.9,
+      top_p: 1,
+      top_k: 5,
+      min_p: 0,
+      repetition_penalty: 1.1,
+      frequency_penalty: 0,
+      presence_penalty: 0,
+      max_tokens: null,
+      stop: [],
+      from_model_defaults: ['top_k', 'repetition_penalty'],
+    });
   });
 
-  it('reach the worker: a TokenSpeed default its engine refuses (top_k 200, above its fused kernel) is the worker\'s refusal, in its words', async () => {
+  it("reach the worker: a TokenSpeed default its engine refuses (top_k 200, above its fused kernel) is the worker's refusal, in its words", async () => {
     const r = await routerOver(await startWorker('tokenspeed', ['--default-sampling-params', '{"top_k":200}']), 'inline');
     const refused = await ask(r, chat(1));
     expect(refused.status).toBe(502);

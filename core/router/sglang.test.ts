@@ -26,7 +26,8 @@ const IMAGES = [
 
 function chat(n: number, stream: boolean) {
   const content: unknown[] = [];
-  for (const [name, mime] of IMAGES.slice(0, n)) content.push({ type: 'image_url', image_url: { url: `data:${mime};base64,${images.bytes(name).toString('base64')}` } }, { type: 'text', text: 'and' });
+  for (const [name, mime] of IMAGES.slice(0, n))
+    content.push({ type: 'image_url', image_url: { url: `data:${mime};base64,${images.bytes(name).toString('base64')}` } }, { type: 'text', text: 'and' });
   content.push({ type: 'text', text: 'what differs?' });
   return { model: 'qwen2-vl-mini', stream, messages: [{ role: 'user', content }] };
 }
@@ -52,7 +53,7 @@ async function send(url: string, body: unknown): Promise<{ status: number; conte
   const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   if (!(body as { stream: boolean }).stream) {
     const j = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: { message: string }; usage?: { prompt_tokens: number } };
-    return { status: res.status, content: j.choices?.[0]?.message.content ?? j.error?.message ?? "", ...(j.usage ? { usage: j.usage } : {}) };
+    return { status: res.status, content: j.choices?.[0]?.message.content ?? j.error?.message ?? '', ...(j.usage ? { usage: j.usage } : {}) };
   }
   let content = '';
   for (const e of (await res.text()).split('\n\n')) {
@@ -68,7 +69,7 @@ describe('sglang worker', () => {
     ['shm', 2, true],
     ['auto', 3, false],
     ['auto', 1, true],
-  ])('mode %s, %i image(s), stream %s: the worker reads the router\'s exact bytes, inline, and says why', async (mode, n, stream) => {
+  ])("mode %s, %i image(s), stream %s: the worker reads the router's exact bytes, inline, and says why", async (mode, n, stream) => {
     const r = await router(await startWorker('sglang'), mode);
     const reply = await send(r.url, chat(n, stream));
     expect(reply.status).toBe(200);

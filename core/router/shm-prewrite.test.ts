@@ -23,12 +23,25 @@ afterAll(() => images.remove());
 const dataUrl = (name: string, mime: string) => `data:${mime};base64,${images.bytes(name).toString('base64')}`;
 const chat = (names: string[]) => ({
   model: 'qwen2-vl-mini',
-  messages: [{ role: 'user', content: [...names.map((n) => ({ type: 'image_url', image_url: { url: dataUrl(n, n.endsWith('.png') ? 'image/png' : 'image/jpeg') } })), { type: 'text', text: 'What is it?' }] }],
+  messages: [
+    {
+      role: 'user',
+      content: [
+        ...names.map((n) => ({ type: 'image_url', image_url: { url: dataUrl(n, n.endsWith('.png') ? 'image/png' : 'image/jpeg') } })),
+        { type: 'text', text: 'What is it?' },
+      ],
+    },
+  ],
 });
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a JSON reply, read field by field as each test asserts it
 const json = async (res: Response): Promise<any> => res.json();
 const post = (r: RunningRouter, body: unknown, signal?: AbortSignal) =>
-  fetch(`${r.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), ...(signal ? { signal } : {}) });
+  fetch(`${r.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    ...(signal ? { signal } : {}),
+  });
 
 async function fingerprint(name: string, dtype: 'float32' | 'bfloat16'): Promise<string> {
   const img = await decodeToRgb(images.bytes(name));
@@ -53,7 +66,9 @@ describe('encoder input written while it is computed', () => {
     const tensor = runtime === 'vllm' ? 'pixel_values' : 'encoder_input';
     for (const [i, name] of names.entries()) {
       const suffix = runtime === 'tokenspeed' && names.length > 1 ? `[${i}]` : '';
-      expect(content).toContain(`${tensor}${suffix} [616,1176] ${dtype} via shm, ${616 * 1176 * (dtype === 'float32' ? 4 : 2)} bytes, fnv1a ${await fingerprint(name, dtype)}`);
+      expect(content).toContain(
+        `${tensor}${suffix} [616,1176] ${dtype} via shm, ${616 * 1176 * (dtype === 'float32' ? 4 : 2)} bytes, fnv1a ${await fingerprint(name, dtype)}`,
+      );
     }
     const events = r.context.events.recent().filter((e) => e.tensor.startsWith(tensor));
     expect(events.map((e) => e.path)).toEqual(names.map(() => 'shm'));
@@ -72,7 +87,9 @@ describe('encoder input written while it is computed', () => {
       const nextName = vi.spyOn(writer, 'nextName').mockReturnValueOnce(first);
       const res = await post(r, chat(['photo.jpg']));
       expect(res.status).toBe(200);
-      expect((await json(res)).choices[0].message.content).toContain(`pixel_values [616,1176] float32 via shm, ${616 * 1176 * 4} bytes, fnv1a ${await fingerprint('photo.jpg', 'float32')}`);
+      expect((await json(res)).choices[0].message.content).toContain(
+        `pixel_values [616,1176] float32 via shm, ${616 * 1176 * 4} bytes, fnv1a ${await fingerprint('photo.jpg', 'float32')}`,
+      );
       expect(nextName).toHaveBeenCalledTimes(2); // the reserved name, then placement's own
       expect(readFileSync(planted, 'utf8')).toBe('not ours');
       expect(writer.outstanding).toBe(0);

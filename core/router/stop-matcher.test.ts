@@ -33,7 +33,7 @@ describe('stop strings', () => {
     expect(r.done).toBe(false);
   });
 
-  it('the one that completes first wins, as the gateway\'s matcher reports it', () => {
+  it("the one that completes first wins, as the gateway's matcher reports it", () => {
     expect(new StopMatcher(['abcd', 'bc']).cut('xabcdx')).toBe('xa');
     const m = new StopMatcher(['bc', 'abcd']);
     m.cut('xabcdx');

@@ -94,58 +94,62 @@ export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: 
     o.res.on('close', onClose);
 
     let firstToken = true;
-    const call = connection.generate(wire, { deadline: o.deadline ?? Date.now() + o.timeoutSecs * 1000 }, {
-      event(ev) {
-        if (firstToken && ev.tokenIds.length > 0) {
-          firstToken = false;
-          ctx.metrics.routerTtft.observe(routerLabels(o.model), o.timing.elapsedMs() / 1000);
-        }
-        const bad = ev.tokenIds.find((id) => !Number.isInteger(id) || id < 0 || id >= ctx.model.vocabSize);
-        if (bad !== undefined) {
-          call.cancel();
-          settle(new ApiError(502, `worker ${worker.spec.url} sent token id ${bad}, outside the model's vocabulary of ${ctx.model.vocabSize}`));
-          return;
-        }
-        promptTokens = ev.promptTokens || promptTokens;
-        if (ev.kind === 'complete') complete = ev;
-        if (!o.responder.stream) return detok.collect(ev.tokenIds);
-        o.responder.delta(stops.push(detok.push(ev.tokenIds)));
-        if (stops.done && !complete) {
-          // The client's answer ends at the stop: the worker need not generate on.
-          call.cancel();
-          connection.abort(o.requestId, 'a stop sequence of the request was matched');
+    const call = connection.generate(
+      wire,
+      { deadline: o.deadline ?? Date.now() + o.timeoutSecs * 1000 },
+      {
+        event(ev) {
+          if (firstToken && ev.tokenIds.length > 0) {
+            firstToken = false;
+            ctx.metrics.routerTtft.observe(routerLabels(o.model), o.timing.elapsedMs() / 1000);
+          }
+          const bad = ev.tokenIds.find((id) => !Number.isInteger(id) || id < 0 || id >= ctx.model.vocabSize);
+          if (bad !== undefined) {
+            call.cancel();
+            settle(new ApiError(502, `worker ${worker.spec.url} sent token id ${bad}, outside the model's vocabulary of ${ctx.model.vocabSize}`));
+            return;
+          }
+          promptTokens = ev.promptTokens || promptTokens;
+          if (ev.kind === 'complete') complete = ev;
+          if (!o.responder.stream) return detok.collect(ev.tokenIds);
+          o.responder.delta(stops.push(detok.push(ev.tokenIds)));
+          if (stops.done && !complete) {
+            // The client's answer ends at the stop: the worker need not generate on.
+            call.cancel();
+            connection.abort(o.requestId, 'a stop sequence of the request was matched');
+            o.scope.complete();
+            const usage = { prompt_tokens: promptTokens, completion_tokens: detok.count, total_tokens: promptTokens + detok.count };
+            o.responder.finish('', 'stop', usage);
+            settle();
+          }
+        },
+        failure(failure) {
+          if (failure.kind === 'unavailable') ctx.registry.markDown(worker, `${failure.status}: ${failure.details}`);
+          // Nothing sent to the client yet and the worker could not read our files: the caller retries inline.
+          if (!o.responder.streaming && o.scope.pending.length > 0 && isShmReadFailure(failure) && !settled) {
+            settled = true;
+            o.res.off('close', onClose);
+            return reject(new ShmReadFailure(`${failure.status}: ${failure.details}`));
+          }
+          settle(toApiError(new EngineFailureError(failure, worker.spec.url, o.timeoutSecs, o.leg)));
+        },
+        end() {
+          if (!complete) return settle(new ApiError(502, `worker ${worker.spec.url} ended the stream without a completion`));
           o.scope.complete();
-          const usage = { prompt_tokens: promptTokens, completion_tokens: detok.count, total_tokens: promptTokens + detok.count };
-          o.responder.finish('', 'stop', usage);
+          const prompt = complete.promptTokens || promptTokens;
+          const usage = { prompt_tokens: prompt, completion_tokens: detok.count, total_tokens: prompt + detok.count };
+          if (o.responder.stream) {
+            const last = stops.done ? '' : stops.push(detok.flush());
+            o.responder.finish(last + stops.flush(), stops.done ? 'stop' : openAiFinishReason(complete.finishReason), usage);
+          } else {
+            o.timing.mark('worker');
+            const text = stops.cut(detok.text());
+            o.responder.finish(text, stops.done ? 'stop' : openAiFinishReason(complete.finishReason), usage, { 'server-timing': o.timing.header() });
+          }
           settle();
-        }
+        },
       },
-      failure(failure) {
-        if (failure.kind === 'unavailable') ctx.registry.markDown(worker, `${failure.status}: ${failure.details}`);
-        // Nothing sent to the client yet and the worker could not read our files: the caller retries inline.
-        if (!o.responder.streaming && o.scope.pending.length > 0 && isShmReadFailure(failure) && !settled) {
-          settled = true;
-          o.res.off('close', onClose);
-          return reject(new ShmReadFailure(`${failure.status}: ${failure.details}`));
-        }
-        settle(toApiError(new EngineFailureError(failure, worker.spec.url, o.timeoutSecs, o.leg)));
-      },
-      end() {
-        if (!complete) return settle(new ApiError(502, `worker ${worker.spec.url} ended the stream without a completion`));
-        o.scope.complete();
-        const prompt = complete.promptTokens || promptTokens;
-        const usage = { prompt_tokens: prompt, completion_tokens: detok.count, total_tokens: prompt + detok.count };
-        if (o.responder.stream) {
-          const last = stops.done ? '' : stops.push(detok.flush());
-          o.responder.finish(last + stops.flush(), stops.done ? 'stop' : openAiFinishReason(complete.finishReason), usage);
-        } else {
-          o.timing.mark('worker');
-          const text = stops.cut(detok.text());
-          o.responder.finish(text, stops.done ? 'stop' : openAiFinishReason(complete.finishReason), usage, { 'server-timing': o.timing.header() });
-        }
-        settle();
-      },
-    });
+    );
     o.stopWith?.((error) => {
       if (settled || complete) return;
       call.cancel();

@@ -21,9 +21,24 @@ const LATENCY_BUCKETS = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
 
 export class TransportMetrics {
   readonly registry = new Registry();
-  readonly tensors = new Counter({ name: 'smg_mm_tensors_total', help: 'Multimodal tensors sent to workers, by runtime and path', labelNames: ['runtime', 'path'] as const, registers: [this.registry] });
-  readonly tensorBytes = new Counter({ name: 'smg_mm_tensor_bytes_total', help: 'Bytes of multimodal tensors sent to workers, by runtime and path', labelNames: ['runtime', 'path'] as const, registers: [this.registry] });
-  readonly shmWriteFailures = new Counter({ name: 'smg_mm_shm_write_failures_total', help: 'SHM tensor writes that failed and fell back to inline', labelNames: ['runtime'] as const, registers: [this.registry] });
+  readonly tensors = new Counter({
+    name: 'smg_mm_tensors_total',
+    help: 'Multimodal tensors sent to workers, by runtime and path',
+    labelNames: ['runtime', 'path'] as const,
+    registers: [this.registry],
+  });
+  readonly tensorBytes = new Counter({
+    name: 'smg_mm_tensor_bytes_total',
+    help: 'Bytes of multimodal tensors sent to workers, by runtime and path',
+    labelNames: ['runtime', 'path'] as const,
+    registers: [this.registry],
+  });
+  readonly shmWriteFailures = new Counter({
+    name: 'smg_mm_shm_write_failures_total',
+    help: 'SHM tensor writes that failed and fell back to inline',
+    labelNames: ['runtime'] as const,
+    registers: [this.registry],
+  });
   readonly shmWriteSeconds = new Histogram({
     name: 'smg_mm_shm_write_seconds',
     help: 'Time to create, write and close one SHM tensor file',
@@ -40,13 +55,36 @@ export class TransportMetrics {
   });
 
   /** A worker that could not read a request's /dev/shm files; the request was sent again inline. */
-  readonly shmReadFallbacks = new Counter({ name: 'smg_mm_shm_read_fallbacks_total', help: 'Requests whose worker could not read their /dev/shm files and that were sent again inline', labelNames: ['runtime'] as const, registers: [this.registry] });
-  readonly preprocessMemoryBytes = new Gauge({ name: 'mmtc_preprocess_memory_bytes', help: 'Memory preprocessing keeps resident (its arena of shared memories plus the decoders of running images), against preprocess_memory_bytes', registers: [this.registry] });
-  readonly shmOutstandingBytes = new Gauge({ name: 'smg_mm_shm_outstanding_bytes', help: "Bytes of this router's tensor files in /dev/shm not yet read by a worker", registers: [this.registry] });
+  readonly shmReadFallbacks = new Counter({
+    name: 'smg_mm_shm_read_fallbacks_total',
+    help: 'Requests whose worker could not read their /dev/shm files and that were sent again inline',
+    labelNames: ['runtime'] as const,
+    registers: [this.registry],
+  });
+  readonly preprocessMemoryBytes = new Gauge({
+    name: 'mmtc_preprocess_memory_bytes',
+    help: 'Memory preprocessing keeps resident (its arena of shared memories plus the decoders of running images), against preprocess_memory_bytes',
+    registers: [this.registry],
+  });
+  readonly shmOutstandingBytes = new Gauge({
+    name: 'smg_mm_shm_outstanding_bytes',
+    help: "Bytes of this router's tensor files in /dev/shm not yet read by a worker",
+    registers: [this.registry],
+  });
 
   // The gateway's own HTTP and router metrics, same names and labels, so its dashboards work here.
-  readonly httpRequests = new Counter({ name: 'smg_http_requests_total', help: 'HTTP requests by method and path', labelNames: ['method', 'path'] as const, registers: [this.registry] });
-  readonly httpResponses = new Counter({ name: 'smg_http_responses_total', help: 'HTTP responses by status code and error code', labelNames: ['status_code', 'error_code'] as const, registers: [this.registry] });
+  readonly httpRequests = new Counter({
+    name: 'smg_http_requests_total',
+    help: 'HTTP requests by method and path',
+    labelNames: ['method', 'path'] as const,
+    registers: [this.registry],
+  });
+  readonly httpResponses = new Counter({
+    name: 'smg_http_responses_total',
+    help: 'HTTP responses by status code and error code',
+    labelNames: ['status_code', 'error_code'] as const,
+    registers: [this.registry],
+  });
   readonly httpDuration = new Histogram({
     name: 'smg_http_request_duration_seconds',
     help: 'HTTP request duration, from arrival to the end of the response',
@@ -54,9 +92,25 @@ export class TransportMetrics {
     buckets: REQUEST_BUCKETS,
     registers: [this.registry],
   });
-  readonly routerRequests = new Counter({ name: 'smg_router_requests_total', help: 'Requests routed to a worker', labelNames: ROUTER_LABELS, registers: [this.registry] });
-  readonly routerErrors = new Counter({ name: 'smg_router_request_errors_total', help: 'Routed requests that failed, by error type', labelNames: [...ROUTER_LABELS, 'error_type'] as const, registers: [this.registry] });
-  readonly routerTtft = new Histogram({ name: 'smg_router_ttft_seconds', help: 'Time from the request arriving to the first generated token', labelNames: ROUTER_LABELS, buckets: REQUEST_BUCKETS, registers: [this.registry] });
+  readonly routerRequests = new Counter({
+    name: 'smg_router_requests_total',
+    help: 'Requests routed to a worker',
+    labelNames: ROUTER_LABELS,
+    registers: [this.registry],
+  });
+  readonly routerErrors = new Counter({
+    name: 'smg_router_request_errors_total',
+    help: 'Routed requests that failed, by error type',
+    labelNames: [...ROUTER_LABELS, 'error_type'] as const,
+    registers: [this.registry],
+  });
+  readonly routerTtft = new Histogram({
+    name: 'smg_router_ttft_seconds',
+    help: 'Time from the request arriving to the first generated token',
+    labelNames: ROUTER_LABELS,
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  });
   /** The process guard's count (process-guard.ts): read at each scrape, as the guard is per process. */
   readonly uncaughtErrors = new Counter({
     name: 'mmtc_uncaught_errors_total',
@@ -86,13 +140,43 @@ export class TransportMetrics {
       },
     });
   };
-  readonly pixelCacheHits = this.pixelCacheMetric('counter', 'smg_mm_pixel_cache_hits_total', 'Images the pixel cache answered (no preprocessing, no /dev/shm write)', (s) => s.hits);
-  readonly pixelCacheMisses = this.pixelCacheMetric('counter', 'smg_mm_pixel_cache_misses_total', 'Images looked up in the pixel cache and computed', (s) => s.misses);
-  readonly pixelCacheEvictions = this.pixelCacheMetric('counter', 'smg_mm_pixel_cache_evictions_total', 'Pixel cache entries evicted for room (its budget, or the /dev/shm budget a request needed)', (s) => s.evictions);
-  readonly pixelCacheTampered = this.pixelCacheMetric('counter', 'smg_mm_pixel_cache_tampered_total', 'Pixel cache entries dropped because their file changed (a worker wrote into it) or went away', (s) => s.tampered);
-  readonly pixelCacheBytes = this.pixelCacheMetric('gauge', 'smg_mm_pixel_cache_bytes', "Bytes of the pixel cache's entries (each counted once, however many requests hold a link)", (s) => s.heldBytes);
+  readonly pixelCacheHits = this.pixelCacheMetric(
+    'counter',
+    'smg_mm_pixel_cache_hits_total',
+    'Images the pixel cache answered (no preprocessing, no /dev/shm write)',
+    (s) => s.hits,
+  );
+  readonly pixelCacheMisses = this.pixelCacheMetric(
+    'counter',
+    'smg_mm_pixel_cache_misses_total',
+    'Images looked up in the pixel cache and computed',
+    (s) => s.misses,
+  );
+  readonly pixelCacheEvictions = this.pixelCacheMetric(
+    'counter',
+    'smg_mm_pixel_cache_evictions_total',
+    'Pixel cache entries evicted for room (its budget, or the /dev/shm budget a request needed)',
+    (s) => s.evictions,
+  );
+  readonly pixelCacheTampered = this.pixelCacheMetric(
+    'counter',
+    'smg_mm_pixel_cache_tampered_total',
+    'Pixel cache entries dropped because their file changed (a worker wrote into it) or went away',
+    (s) => s.tampered,
+  );
+  readonly pixelCacheBytes = this.pixelCacheMetric(
+    'gauge',
+    'smg_mm_pixel_cache_bytes',
+    "Bytes of the pixel cache's entries (each counted once, however many requests hold a link)",
+    (s) => s.heldBytes,
+  );
   readonly pixelCacheEntries = this.pixelCacheMetric('gauge', 'smg_mm_pixel_cache_entries', 'Entries in the pixel cache', (s) => s.entries);
-  readonly pixelCacheBudget = this.pixelCacheMetric('gauge', 'smg_mm_pixel_cache_budget_bytes', 'The pixel cache budget (multimodal_pixel_cache_mb; 0: off)', (s) => s.budgetBytes);
+  readonly pixelCacheBudget = this.pixelCacheMetric(
+    'gauge',
+    'smg_mm_pixel_cache_budget_bytes',
+    'The pixel cache budget (multimodal_pixel_cache_mb; 0: off)',
+    (s) => s.budgetBytes,
+  );
 
   /** Export this cache's numbers at every scrape. */
   watchPixelCache(stats: () => PixelCacheStats): void {

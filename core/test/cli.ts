@@ -29,11 +29,19 @@ export function runMmtc(args: string[], env: Record<string, string> = {}, cwd?: 
  * Start a long-running `mmtc …` (e.g. `worker`) and wait for a stdout line matching `ready`.
  * `prefix` runs it under another command: `unshare --pid --fork --mount-proc`, `setpriv --reuid=nobody …`.
  */
-export async function startMmtc(args: string[], ready: RegExp, env: Record<string, string> = {}, prefix: string[] = []): Promise<{ line: string; output(): string; errors(): string; pid: number; stop(signal?: NodeJS.Signals): Promise<number | null> }> {
+export async function startMmtc(
+  args: string[],
+  ready: RegExp,
+  env: Record<string, string> = {},
+  prefix: string[] = [],
+): Promise<{ line: string; output(): string; errors(): string; pid: number; stop(signal?: NodeJS.Signals): Promise<number | null> }> {
   const { spawn } = await import('node:child_process');
   // MMTC_MALLOC_HUGETLB=0: no re-exec, so the pid we hold is the process doing the work.
   const argv = [...prefix, process.execPath, bin, ...args];
-  const child = spawn(argv[0]!, argv.slice(1), { env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MMTC_MALLOC_HUGETLB: '0', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(argv[0]!, argv.slice(1), {
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', MMTC_MALLOC_HUGETLB: '0', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stderr.on('data', (d: Buffer) => (err += d.toString()));

@@ -32,7 +32,18 @@ for name in ['rgb.png', 'photo.jpg', 'photo444.jpg', 'gray.png', 'gray_alpha.png
         fh.write(Image.open(out + '/' + name).convert('RGB').tobytes())
 `;
 
-export const DECODABLE = ['rgb.png', 'photo.jpg', 'photo444.jpg', 'gray.png', 'gray_alpha.png', 'rgba.png', 'palette.png', 'lossless.webp', 'lossy.webp', 'anim.gif'] as const;
+export const DECODABLE = [
+  'rgb.png',
+  'photo.jpg',
+  'photo444.jpg',
+  'gray.png',
+  'gray_alpha.png',
+  'rgba.png',
+  'palette.png',
+  'lossless.webp',
+  'lossy.webp',
+  'anim.gif',
+] as const;
 
 export function makeTestImages(): { dir: string; file(name: string): string; bytes(name: string): Buffer; pillowRgb(name: string): Buffer; remove(): void } {
   const dir = mkdtempSync(path.join(tmpdir(), 'mmtc-images-'));

@@ -4,7 +4,14 @@
 // a healthy worker with no labels. For the tests and the reliability suite; loopback only.
 import * as grpc from '@grpc/grpc-js';
 import { EncodeResponse, TokenSpeedEncoderService } from '../gen/tokenspeed/grpc/encoder.ts';
-import { AbortResponse, GenerateResponse, GetModelInfoResponse, GetServerInfoResponse, HealthCheckResponse, TokenSpeedSchedulerService } from '../gen/tokenspeed/grpc/scheduler.ts';
+import {
+  AbortResponse,
+  GenerateResponse,
+  GetModelInfoResponse,
+  GetServerInfoResponse,
+  HealthCheckResponse,
+  TokenSpeedSchedulerService,
+} from '../gen/tokenspeed/grpc/scheduler.ts';
 
 /** Protobuf field 15, length-delimited, holding `n` zero bytes: unknown to every message here. */
 function unknownField(n: number): Buffer {
@@ -39,28 +46,42 @@ export async function startOversizedWorker(padBytes: number): Promise<OversizedW
       return last.bytes;
     };
   };
-  const complete = GenerateResponse.fromPartial({ requestId: 'oversized', response: { $case: 'complete', value: { outputIds: [], finishReason: 'stop', promptTokens: 1 } } });
+  const complete = GenerateResponse.fromPartial({
+    requestId: 'oversized',
+    response: { $case: 'complete', value: { outputIds: [], finishReason: 'stop', promptTokens: 1 } },
+  });
   const accepted = EncodeResponse.fromPartial({ accepted: true });
   const server = new grpc.Server({ 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 });
   let answered = 0;
-  server.addService({ ...TokenSpeedSchedulerService, generate: { ...TokenSpeedSchedulerService.generate, responseSerialize: padded(TokenSpeedSchedulerService.generate.responseSerialize) } }, {
-    generate: (call: grpc.ServerWritableStream<unknown, unknown>) => {
-      answered += 1;
-      call.write(complete);
-      call.end();
+  server.addService(
+    {
+      ...TokenSpeedSchedulerService,
+      generate: { ...TokenSpeedSchedulerService.generate, responseSerialize: padded(TokenSpeedSchedulerService.generate.responseSerialize) },
     },
-    healthCheck: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, HealthCheckResponse.fromPartial({ healthy: true })),
-    abort: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, AbortResponse.fromPartial({ success: true })),
-    getModelInfo: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, GetModelInfoResponse.fromPartial({})),
-    getServerInfo: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, GetServerInfoResponse.fromPartial({})),
-  });
-  server.addService({ encode: { ...TokenSpeedEncoderService.encode, responseSerialize: padded(TokenSpeedEncoderService.encode.responseSerialize) } }, {
-    encode: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => {
-      answered += 1;
-      cb(null, accepted);
+    {
+      generate: (call: grpc.ServerWritableStream<unknown, unknown>) => {
+        answered += 1;
+        call.write(complete);
+        call.end();
+      },
+      healthCheck: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, HealthCheckResponse.fromPartial({ healthy: true })),
+      abort: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, AbortResponse.fromPartial({ success: true })),
+      getModelInfo: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, GetModelInfoResponse.fromPartial({})),
+      getServerInfo: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => cb(null, GetServerInfoResponse.fromPartial({})),
     },
-  });
-  const port = await new Promise<number>((resolve, reject) => server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))));
+  );
+  server.addService(
+    { encode: { ...TokenSpeedEncoderService.encode, responseSerialize: padded(TokenSpeedEncoderService.encode.responseSerialize) } },
+    {
+      encode: (_call: unknown, cb: grpc.sendUnaryData<unknown>) => {
+        answered += 1;
+        cb(null, accepted);
+      },
+    },
+  );
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
   return {
     url: `grpc://127.0.0.1:${port}`,
     answered: () => answered,

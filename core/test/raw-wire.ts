@@ -47,7 +47,14 @@ export function rawRequest(base: string, bytes: string | Buffer, timeoutMs = 500
       const end = text.indexOf('\r\n\r\n');
       const head = end >= 0 ? text.slice(0, end) : text;
       const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1] ?? 0);
-      resolve({ status, head, body: end >= 0 ? Buffer.from(text.slice(end + 4), 'latin1').toString('utf8') : '', closed, ...(error ? { error } : {}), ms: performance.now() - t0 });
+      resolve({
+        status,
+        head,
+        body: end >= 0 ? Buffer.from(text.slice(end + 4), 'latin1').toString('utf8') : '',
+        closed,
+        ...(error ? { error } : {}),
+        ms: performance.now() - t0,
+      });
     };
     const timer = setTimeout(() => finish(false), timeoutMs);
     socket.on('connect', () => socket.write(data, () => {}));
@@ -143,7 +150,9 @@ export function rawWebSocket(base: string, token: string, timeoutMs = 5000): Pro
       }
     };
     socket.on('connect', () => {
-      socket.write(`GET /api/events HTTP/1.1\r\nHost: ${new URL(base).host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mmtc.v1, mmtc.token.${token}\r\n\r\n`);
+      socket.write(
+        `GET /api/events HTTP/1.1\r\nHost: ${new URL(base).host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: mmtc.v1, mmtc.token.${token}\r\n\r\n`,
+      );
     });
     socket.on('data', (d: Buffer) => {
       buffer = Buffer.concat([buffer, d]);
@@ -200,8 +209,26 @@ export const BAD_WS_FRAMES: ReadonlyArray<{ label: string; bytes: () => Buffer; 
   { label: 'a 2^63 declared length', bytes: () => wsFrame({ opcode: 1, payload: Buffer.alloc(0), declaredLength: 2n ** 63n }), code: 1009 },
   { label: 'a fragmented control frame', bytes: () => wsFrame({ opcode: 9, payload: 'x', fin: false }), code: 1002 },
   { label: 'a continuation with nothing to continue', bytes: () => wsFrame({ opcode: 0, payload: 'x' }), code: 1002 },
-  { label: 'an unknown stream', bytes: () => wsFrame({ opcode: 1, payload: '{"op":"subscribe","stream":"\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"}' }), code: 1008 },
+  {
+    label: 'an unknown stream',
+    bytes: () =>
+      wsFrame({
+        opcode: 1,
+        payload:
+          '{"op":"subscribe","stream":"\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9\u00e9"}',
+      }),
+    code: 1008,
+  },
 ];
 
 /** Request lines that stopped the router or the console before their targets were parsed defensively, each to be a 400. */
-export const BAD_REQUEST_TARGETS: readonly string[] = ['/%', '/assets/%ZZ.js', '/%E0%A4%A', 'http://[', 'http://a:99999999/v1/chat/completions', 'http://[::1', '//[/x', '/api/%zz'];
+export const BAD_REQUEST_TARGETS: readonly string[] = [
+  '/%',
+  '/assets/%ZZ.js',
+  '/%E0%A4%A',
+  'http://[',
+  'http://a:99999999/v1/chat/completions',
+  'http://[::1',
+  '//[/x',
+  '/api/%zz',
+];

@@ -41,7 +41,13 @@ export function useRouterRig(): RouterRig {
     },
     async router(workerUrl, mode, extra = {}) {
       const r = await startRouter({
-        config: RouterConfigSchema.parse({ port: 0, multimodal_tensor_transport: mode, health_check_interval_secs: 0.2, workers: [{ url: workerUrl }], ...extra }),
+        config: RouterConfigSchema.parse({
+          port: 0,
+          multimodal_tensor_transport: mode,
+          health_check_interval_secs: 0.2,
+          workers: [{ url: workerUrl }],
+          ...extra,
+        }),
         env: readTransportEnvironment({}),
         processEnv: {},
         log: () => {},

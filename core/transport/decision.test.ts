@@ -3,7 +3,12 @@ import { decideTransport, decisionOutcome, type DecisionWorker } from './decisio
 import { DECISION_REASONS } from './vocabulary.ts';
 
 const ROUTER = 'boot-a:26';
-const worker = (token: string | undefined, extra: Partial<DecisionWorker> = {}): DecisionWorker => ({ url: 'grpc://w:1', worker_type: 'regular', shm_namespace_id: token, ...extra });
+const worker = (token: string | undefined, extra: Partial<DecisionWorker> = {}): DecisionWorker => ({
+  url: 'grpc://w:1',
+  worker_type: 'regular',
+  shm_namespace_id: token,
+  ...extra,
+});
 
 describe('decideTransport: every reason', () => {
   it.each([
@@ -31,7 +36,8 @@ describe('decideTransport: every reason', () => {
   });
 
   it('the outcome says what the next request will do: shm forced to a worker known to have another /dev/shm is attempted, then inline', () => {
-    const at = (mode: 'shm' | 'auto', token: string | undefined) => decisionOutcome(decideTransport({ shmLane: true, mode, shmWritable: true, routerToken: ROUTER, workers: [worker(token)] }));
+    const at = (mode: 'shm' | 'auto', token: string | undefined) =>
+      decisionOutcome(decideTransport({ shmLane: true, mode, shmWritable: true, routerToken: ROUTER, workers: [worker(token)] }));
     expect(at('shm', 'boot-a:27')).toBe('shm_then_inline');
     expect(at('shm', 'boot-b:26')).toBe('shm_then_inline');
     expect(at('shm', ROUTER)).toBe('shm');
@@ -57,15 +63,30 @@ describe('decideTransport: every reason', () => {
   it('auto under disaggregation: every encode worker must share /dev/shm', () => {
     const enc = (token: string, url: string): DecisionWorker => ({ url, worker_type: 'encode', shm_namespace_id: token });
     const prefillElsewhere: DecisionWorker = { url: 'grpc://p:1', worker_type: 'prefill', shm_namespace_id: 'other:1' };
-    expect(decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [enc(ROUTER, 'grpc://e1:1'), prefillElsewhere] }).shmEnabled).toBe(true);
-    const d = decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [enc(ROUTER, 'grpc://e1:1'), enc('boot-a:99', 'grpc://e2:1')] });
+    expect(
+      decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [enc(ROUTER, 'grpc://e1:1'), prefillElsewhere] })
+        .shmEnabled,
+    ).toBe(true);
+    const d = decideTransport({
+      shmLane: true,
+      mode: 'auto',
+      shmWritable: true,
+      routerToken: ROUTER,
+      workers: [enc(ROUTER, 'grpc://e1:1'), enc('boot-a:99', 'grpc://e2:1')],
+    });
     expect(d).toEqual({ shmEnabled: false, reason: 'auto_different_shm', worker: 'grpc://e2:1' });
   });
 
   it('auto without encode workers: both prefill and decode must share', () => {
     const p: DecisionWorker = { url: 'grpc://p:1', worker_type: 'prefill', shm_namespace_id: ROUTER };
     const d: DecisionWorker = { url: 'grpc://d:1', worker_type: 'decode', shm_namespace_id: undefined };
-    expect(decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [p, d] })).toEqual({ shmEnabled: false, reason: 'auto_worker_no_token', worker: 'grpc://d:1' });
-    expect(decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [p, { ...d, shm_namespace_id: ROUTER }] }).shmEnabled).toBe(true);
+    expect(decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [p, d] })).toEqual({
+      shmEnabled: false,
+      reason: 'auto_worker_no_token',
+      worker: 'grpc://d:1',
+    });
+    expect(
+      decideTransport({ shmLane: true, mode: 'auto', shmWritable: true, routerToken: ROUTER, workers: [p, { ...d, shm_namespace_id: ROUTER }] }).shmEnabled,
+    ).toBe(true);
   });
 });

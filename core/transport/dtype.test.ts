@@ -144,5 +144,4 @@ describe('encoder dtype resolution', () => {
   ])('spelling %j is %s', (raw, dtype) => {
     expect(parseEncoderDtype(raw)).toBe(dtype);
   });
-
 });

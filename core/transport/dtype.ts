@@ -35,7 +35,6 @@ export function elementSize(dtype: string): number | undefined {
   return ELEMENT_SIZES[dtype];
 }
 
-
 const SPELLINGS: Readonly<Record<string, EncoderDtype>> = {
   float32: 'float32',
   fp32: 'float32',

@@ -69,7 +69,16 @@ describe('the orphan rule, with a staged clock and /proc', () => {
     const d = fakeDir({ ...at(dead, NOW - OLD, 1), ...at(dead, NOW - OLD - 1, 2), ...at(dead, NOW - 5_000, 3), ...at(dead, NOW + HOUR, 4) });
     const { proc } = fakeProc({});
     const r = sweepOrphanFiles('/d', { ops: d.ops, proc, maxFileAgeMs: MAX });
-    expect(r).toMatchObject({ removed: 1, removedBytes: 10, byPid: { '1000': 1 }, reasonsByPid: { '1000': ['dead'] }, keptYoung: 3, keptOwnerAlive: 0, suspicious: [], errors: [] });
+    expect(r).toMatchObject({
+      removed: 1,
+      removedBytes: 10,
+      byPid: { '1000': 1 },
+      reasonsByPid: { '1000': ['dead'] },
+      keptYoung: 3,
+      keptOwnerAlive: 0,
+      suspicious: [],
+      errors: [],
+    });
     expect(d.names()).toEqual([tensorName(dead, NOW - OLD, 1), tensorName(dead, NOW - 5_000, 3), tensorName(dead, NOW + HOUR, 4)].sort());
   });
 
@@ -77,7 +86,11 @@ describe('the orphan rule, with a staged clock and /proc', () => {
     const dead = 1000;
     const futureName = tensorName(dead, NOW + MIN, 1);
     const oldName = tensorName(dead, NOW - 2 * HOUR, 2);
-    const d = fakeDir({ [futureName]: { mtimeMs: NOW - 2 * HOUR }, [oldName]: { mtimeMs: NOW - 1000 }, [tensorName(dead, 100, 3)]: { mtimeMs: NOW - 2 * HOUR } });
+    const d = fakeDir({
+      [futureName]: { mtimeMs: NOW - 2 * HOUR },
+      [oldName]: { mtimeMs: NOW - 1000 },
+      [tensorName(dead, 100, 3)]: { mtimeMs: NOW - 2 * HOUR },
+    });
     const r = sweepOrphanFiles('/d', { ops: d.ops, proc: fakeProc({}).proc, maxFileAgeMs: MAX });
     expect(r.removed).toBe(1);
     expect(r.keptYoung).toBe(2);
@@ -95,7 +108,13 @@ describe('the orphan rule, with a staged clock and /proc', () => {
     });
     const { proc } = fakeProc({ 2000: NOW - 10 * MIN, 3000: fileAt + 1500, 3001: fileAt + START_TIME_MARGIN_MS + 1, 4000: NOW - 48 * HOUR, 5000: 'unknown' });
     const r = sweepOrphanFiles('/d', { ops: d.ops, proc, maxFileAgeMs: MAX });
-    expect(r).toMatchObject({ removed: 2, byPid: { '2000': 1, '3001': 1 }, reasonsByPid: { '2000': ['reused'], '3001': ['reused'] }, keptOwnerAlive: 3, keptYoung: 0 });
+    expect(r).toMatchObject({
+      removed: 2,
+      byPid: { '2000': 1, '3001': 1 },
+      reasonsByPid: { '2000': ['reused'], '3001': ['reused'] },
+      keptOwnerAlive: 3,
+      keptYoung: 0,
+    });
     expect(d.names()).toEqual([tensorName(3000, fileAt), tensorName(4000, fileAt), tensorName(5000, fileAt)].sort());
   });
 
@@ -114,7 +133,7 @@ describe('the orphan rule, with a staged clock and /proc', () => {
     expect(sweepOrphanFiles('/d', { ops: long.ops, proc, maxFileAgeMs: MAX, liveOwnerMaxAgeMs: HOUR }).reasonsByPid).toEqual({ '4000': ['stale'] });
   });
 
-  it('our own pid is judged like any other: files newer than us are kept, files from before we started are a predecessor\'s', () => {
+  it("our own pid is judged like any other: files newer than us are kept, files from before we started are a predecessor's", () => {
     const self = 1; // PID 1 in a restarted container
     const started = NOW - 10 * MIN;
     const d = fakeDir({ ...at(self, NOW - HOUR, 1), ...at(self, NOW - 5 * MIN, 2), ...at(self, NOW - 1000, 3) });
@@ -124,7 +143,12 @@ describe('the orphan rule, with a staged clock and /proc', () => {
   });
 
   it('asks /proc only about pids that have an old regular file, once per pid per sweep', () => {
-    const d = fakeDir({ ...at(1000, NOW - HOUR, 1), ...at(1000, NOW - HOUR, 2), ...at(7000, NOW - 1000), [tensorName(8000, NOW - HOUR)]: { type: 'fifo', mtimeMs: NOW - HOUR } });
+    const d = fakeDir({
+      ...at(1000, NOW - HOUR, 1),
+      ...at(1000, NOW - HOUR, 2),
+      ...at(7000, NOW - 1000),
+      [tensorName(8000, NOW - HOUR)]: { type: 'fifo', mtimeMs: NOW - HOUR },
+    });
     const { proc, asked } = fakeProc({});
     sweepOrphanFiles('/d', { ops: d.ops, proc, maxFileAgeMs: MAX });
     expect(asked).toEqual([1000]);
@@ -148,7 +172,12 @@ describe('the orphan rule, with a staged clock and /proc', () => {
 
   it('looks only at our tensor names: not the probe, not other names', () => {
     const old = NOW - 2 * HOUR;
-    const d = fakeDir({ 'smg-tokenspeed-probe-1000': { mtimeMs: old }, 'smg-tokenspeed-1000-1-1.tmp': { mtimeMs: old }, 'other-1000-1-1': { mtimeMs: old }, 'smg-tokenspeed-x-1-1': { mtimeMs: old } });
+    const d = fakeDir({
+      'smg-tokenspeed-probe-1000': { mtimeMs: old },
+      'smg-tokenspeed-1000-1-1.tmp': { mtimeMs: old },
+      'other-1000-1-1': { mtimeMs: old },
+      'smg-tokenspeed-x-1-1': { mtimeMs: old },
+    });
     const r = sweepOrphanFiles('/d', { ops: d.ops, proc: fakeProc({}).proc, maxFileAgeMs: MAX });
     expect(r).toMatchObject({ removed: 0, keptYoung: 0, keptOwnerAlive: 0, suspicious: [], errors: [] });
     expect(d.names()).toHaveLength(4);
@@ -156,7 +185,15 @@ describe('the orphan rule, with a staged clock and /proc', () => {
 
   it('never throws: an unlistable directory, an unlink refused, and files the worker removed mid-sweep', () => {
     const { proc } = fakeProc({});
-    const unlistable: OrphanFileOps = { readdir: () => { throw Object.assign(new Error('denied'), { code: 'EACCES' }); }, lstat: () => { throw enoent(); }, unlink: () => {} };
+    const unlistable: OrphanFileOps = {
+      readdir: () => {
+        throw Object.assign(new Error('denied'), { code: 'EACCES' });
+      },
+      lstat: () => {
+        throw enoent();
+      },
+      unlink: () => {},
+    };
     expect(sweepOrphanFiles('/d', { ops: unlistable, proc }).errors).toEqual(['cannot list /d: EACCES: denied']);
 
     const d = fakeDir({ ...at(1000, NOW - HOUR, 1), ...at(1000, NOW - HOUR, 2), ...at(1000, NOW - HOUR, 3) });
@@ -200,10 +237,66 @@ describe('the orphan rule, with a staged clock and /proc', () => {
     const { proc } = fakeProc({ 2000: NOW - 10 * MIN, 4000: NOW - 48 * HOUR, 1: NOW - 30 * MIN });
     const rows = listTensorFiles('/d', { ops: d.ops, proc, maxFileAgeMs: MAX });
     expect(rows).toEqual([
-      { pid: 1, files: 2, bytes: 20, pidNamespace: null, alive: true, process: 'alive', heartbeatAgeMs: null, orphans: 1, orphanBytes: 10, young: 1, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
-      { pid: 1000, files: 3, bytes: 20, pidNamespace: null, alive: false, process: 'dead', heartbeatAgeMs: null, orphans: 1, orphanBytes: 10, young: 1, suspicious: 1, cacheFiles: 0, cacheBytes: 0 },
-      { pid: 2000, files: 1, bytes: 10, pidNamespace: null, alive: false, process: 'reused', heartbeatAgeMs: null, orphans: 1, orphanBytes: 10, young: 0, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
-      { pid: 4000, files: 2, bytes: 20, pidNamespace: null, alive: true, process: 'alive', heartbeatAgeMs: null, orphans: 1, orphanBytes: 10, young: 0, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
+      {
+        pid: 1,
+        files: 2,
+        bytes: 20,
+        pidNamespace: null,
+        alive: true,
+        process: 'alive',
+        heartbeatAgeMs: null,
+        orphans: 1,
+        orphanBytes: 10,
+        young: 1,
+        suspicious: 0,
+        cacheFiles: 0,
+        cacheBytes: 0,
+      },
+      {
+        pid: 1000,
+        files: 3,
+        bytes: 20,
+        pidNamespace: null,
+        alive: false,
+        process: 'dead',
+        heartbeatAgeMs: null,
+        orphans: 1,
+        orphanBytes: 10,
+        young: 1,
+        suspicious: 1,
+        cacheFiles: 0,
+        cacheBytes: 0,
+      },
+      {
+        pid: 2000,
+        files: 1,
+        bytes: 10,
+        pidNamespace: null,
+        alive: false,
+        process: 'reused',
+        heartbeatAgeMs: null,
+        orphans: 1,
+        orphanBytes: 10,
+        young: 0,
+        suspicious: 0,
+        cacheFiles: 0,
+        cacheBytes: 0,
+      },
+      {
+        pid: 4000,
+        files: 2,
+        bytes: 20,
+        pidNamespace: null,
+        alive: true,
+        process: 'alive',
+        heartbeatAgeMs: null,
+        orphans: 1,
+        orphanBytes: 10,
+        young: 0,
+        suspicious: 0,
+        cacheFiles: 0,
+        cacheBytes: 0,
+      },
     ]);
     const swept = sweepOrphanFiles('/d', { ops: d.ops, proc, maxFileAgeMs: MAX });
     expect(swept.byPid).toEqual(Object.fromEntries(rows.filter((r) => r.orphans > 0).map((r) => [String(r.pid), r.orphans])));
@@ -212,9 +305,34 @@ describe('the orphan rule, with a staged clock and /proc', () => {
   });
 
   it('describes a sweep in one line naming count, bytes, pids and why; nothing to say is undefined', () => {
-    const base = { at: NOW, removed: 0, removedBytes: 0, freedBytes: 0, removedCacheEntries: 0, removedHeartbeats: 0, byPid: {}, reasonsByPid: {}, keptYoung: 4, keptOwnerAlive: 1, keptByHeartbeat: 0, suspicious: [], errors: [] };
+    const base = {
+      at: NOW,
+      removed: 0,
+      removedBytes: 0,
+      freedBytes: 0,
+      removedCacheEntries: 0,
+      removedHeartbeats: 0,
+      byPid: {},
+      reasonsByPid: {},
+      keptYoung: 4,
+      keptOwnerAlive: 1,
+      keptByHeartbeat: 0,
+      suspicious: [],
+      errors: [],
+    };
     expect(describeSweep(base, '/dev/shm')).toBeUndefined();
-    const line = describeSweep({ ...base, removed: 3, removedBytes: 3 * 1024 * 1024, freedBytes: 3 * 1024 * 1024, byPid: { '12': 2, '34': 1 }, reasonsByPid: { '12': ['dead'], '34': ['reused'] }, suspicious: [{ name: 'smg-tokenspeed-9-1-1', pid: 9, type: 'fifo' }] }, '/dev/shm');
+    const line = describeSweep(
+      {
+        ...base,
+        removed: 3,
+        removedBytes: 3 * 1024 * 1024,
+        freedBytes: 3 * 1024 * 1024,
+        byPid: { '12': 2, '34': 1 },
+        reasonsByPid: { '12': ['dead'], '34': ['reused'] },
+        suspicious: [{ name: 'smg-tokenspeed-9-1-1', pid: 9, type: 'fifo' }],
+      },
+      '/dev/shm',
+    );
     expect(line).toBe(
       '/dev/shm orphan sweep: removed 3 orphaned tensor files (3.0 MiB) of pid 12 (gone: 2), pid 34 (pid reused by a newer process: 1); ' +
         'left 1 entry under our name that is not a regular file: smg-tokenspeed-9-1-1 (fifo); kept 4 too young to judge and 1 of live older processes',
@@ -243,8 +361,15 @@ describe("another pid namespace's cache entries and their router's heartbeat", (
     expect(d.names()).toEqual([cacheName('7', pid, NOW - 10 * MIN, 0)]);
 
     // The router's own heartbeat, fresh, keeps them.
-    const alive = fakeDir({ [cacheName('7', pid, NOW - HOUR, 1)]: { mtimeMs: NOW - HOUR, uid: router }, [cacheName('7', pid, NOW - HOUR, 0)]: { mtimeMs: NOW - 30_000, uid: router, size: 0 } });
-    expect(sweepOrphanFiles('/d', { ops: alive.ops, proc: fakeProc({}).proc, pidNamespace: '1' })).toMatchObject({ removed: 0, keptByHeartbeat: 1, removedHeartbeats: 0 });
+    const alive = fakeDir({
+      [cacheName('7', pid, NOW - HOUR, 1)]: { mtimeMs: NOW - HOUR, uid: router },
+      [cacheName('7', pid, NOW - HOUR, 0)]: { mtimeMs: NOW - 30_000, uid: router, size: 0 },
+    });
+    expect(sweepOrphanFiles('/d', { ops: alive.ops, proc: fakeProc({}).proc, pidNamespace: '1' })).toMatchObject({
+      removed: 0,
+      keptByHeartbeat: 1,
+      removedHeartbeats: 0,
+    });
   });
 
   it("another namespace's pid is not ours: its row says so (not 'running' because our pid 12 is some other process), and a heartbeat is neither a file nor an entry", () => {
@@ -255,14 +380,68 @@ describe("another pid namespace's cache entries and their router's heartbeat", (
     });
     const rows = listTensorFiles('/d', { ops: d.ops, proc: fakeProc({ 12: NOW - 48 * HOUR }).proc, pidNamespace: '1' });
     expect(rows).toEqual([
-      { pid: 12, pidNamespace: null, files: 1, bytes: 10, alive: true, process: 'alive', heartbeatAgeMs: null, orphans: 0, orphanBytes: 0, young: 1, suspicious: 0, cacheFiles: 0, cacheBytes: 0 },
-      { pid: 12, pidNamespace: '7', files: 1, bytes: 10, alive: false, process: 'other-namespace', heartbeatAgeMs: 30_000, orphans: 0, orphanBytes: 0, young: 0, suspicious: 0, cacheFiles: 1, cacheBytes: 10 },
+      {
+        pid: 12,
+        pidNamespace: null,
+        files: 1,
+        bytes: 10,
+        alive: true,
+        process: 'alive',
+        heartbeatAgeMs: null,
+        orphans: 0,
+        orphanBytes: 0,
+        young: 1,
+        suspicious: 0,
+        cacheFiles: 0,
+        cacheBytes: 0,
+      },
+      {
+        pid: 12,
+        pidNamespace: '7',
+        files: 1,
+        bytes: 10,
+        alive: false,
+        process: 'other-namespace',
+        heartbeatAgeMs: 30_000,
+        orphans: 0,
+        orphanBytes: 0,
+        young: 0,
+        suspicious: 0,
+        cacheFiles: 1,
+        cacheBytes: 10,
+      },
     ]);
   });
 
   it('says what a sweep freed: a file whose data another link still holds frees nothing, and a heartbeat is counted apart', () => {
-    const base = { at: NOW, removed: 0, removedBytes: 0, freedBytes: 0, removedCacheEntries: 0, removedHeartbeats: 0, byPid: {}, reasonsByPid: {}, keptYoung: 1, keptOwnerAlive: 0, keptByHeartbeat: 2, suspicious: [], errors: [] };
-    const line = describeSweep({ ...base, removed: 2, removedBytes: 2.5 * 1024 * 1024, freedBytes: 0.2 * 1024 * 1024, removedCacheEntries: 2, removedHeartbeats: 1, byPid: { '7:12': 2 }, reasonsByPid: { '7:12': ['no-heartbeat'] } }, '/dev/shm');
+    const base = {
+      at: NOW,
+      removed: 0,
+      removedBytes: 0,
+      freedBytes: 0,
+      removedCacheEntries: 0,
+      removedHeartbeats: 0,
+      byPid: {},
+      reasonsByPid: {},
+      keptYoung: 1,
+      keptOwnerAlive: 0,
+      keptByHeartbeat: 2,
+      suspicious: [],
+      errors: [],
+    };
+    const line = describeSweep(
+      {
+        ...base,
+        removed: 2,
+        removedBytes: 2.5 * 1024 * 1024,
+        freedBytes: 0.2 * 1024 * 1024,
+        removedCacheEntries: 2,
+        removedHeartbeats: 1,
+        byPid: { '7:12': 2 },
+        reasonsByPid: { '7:12': ['no-heartbeat'] },
+      },
+      '/dev/shm',
+    );
     expect(line).toBe(
       '/dev/shm orphan sweep: removed 2 orphaned tensor files (2.5 MiB, all pixel-cache entries; 2.3 MiB of it not freed: still linked under other names) of pid 12 of pid namespace 7 (no heartbeat of its router for 5 minutes: 2); ' +
         'removed 1 pixel-cache heartbeat of a router gone; kept 1 too young to judge and 0 of live older processes and 2 of routers in other pid namespaces whose heartbeat is fresh',
@@ -278,7 +457,8 @@ describe('reading /proc', () => {
   afterEach(() => shm.remove());
 
   it('parses starttime (field 22) past a comm holding spaces and parentheses, and btime', () => {
-    const stat = '42 (we (ird) name) S 1 42 42 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 123456 1000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0';
+    const stat =
+      '42 (we (ird) name) S 1 42 42 0 -1 4194560 100 0 0 0 5 3 0 0 20 0 1 0 123456 1000 100 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0';
     expect(parseStartTicks(stat)).toBe(123456);
     expect(parseStartTicks('garbage')).toBeUndefined();
     expect(parseBootTimeSecs('cpu  1 2 3\nintr 5\nbtime 1700000000\nprocesses 9\n')).toBe(1700000000);
@@ -361,8 +541,25 @@ describe('the sweep on the real /dev/shm and the real /proc', () => {
     const options = { proc, maxFileAgeMs: 60_000 };
     const rows = listTensorFiles(shm.dir, options);
     expect(rows.find((r) => r.pid === dead)).toMatchObject({ files: 5, alive: false, process: 'dead', orphans: 1, orphanBytes: 3, young: 1, suspicious: 3 });
-    expect(rows.find((r) => r.pid === process.pid)).toMatchObject({ files: 2, pidNamespace: null, alive: true, process: 'alive', heartbeatAgeMs: null, orphans: 1, orphanBytes: 4, young: 0 });
-    expect(rows.find((r) => r.pid === mixed.pid)).toMatchObject({ files: 2, pidNamespace: null, alive: true, process: 'alive', heartbeatAgeMs: null, orphans: 1, orphanBytes: 2 });
+    expect(rows.find((r) => r.pid === process.pid)).toMatchObject({
+      files: 2,
+      pidNamespace: null,
+      alive: true,
+      process: 'alive',
+      heartbeatAgeMs: null,
+      orphans: 1,
+      orphanBytes: 4,
+      young: 0,
+    });
+    expect(rows.find((r) => r.pid === mixed.pid)).toMatchObject({
+      files: 2,
+      pidNamespace: null,
+      alive: true,
+      process: 'alive',
+      heartbeatAgeMs: null,
+      orphans: 1,
+      orphanBytes: 2,
+    });
     expect(rows.find((r) => r.pid === reused.pid)).toMatchObject({ files: 1, alive: false, process: 'reused', orphans: 1, orphanBytes: 1 });
 
     const r = sweepOrphanFiles(shm.dir, options);
@@ -380,9 +577,7 @@ describe('the sweep on the real /dev/shm and the real /proc', () => {
       ].sort(),
     );
     expect(r.errors).toEqual([]);
-    expect(shm.files()).toEqual(
-      [n.deadYoung, n.selfAfter, n.mixedAfter, n.probe, n.foreign, n.victim, link, fifo, dir].map((f) => path.basename(f)).sort(),
-    );
+    expect(shm.files()).toEqual([n.deadYoung, n.selfAfter, n.mixedAfter, n.probe, n.foreign, n.victim, link, fifo, dir].map((f) => path.basename(f)).sort());
     expect(readFileSync(n.victim, 'utf8')).toBe('precious');
     expect(listTensorFiles(shm.dir, options).reduce((k, row) => k + row.orphans, 0)).toBe(0);
   });

@@ -132,7 +132,9 @@ export interface OrphanFileOps {
   unlink(file: string): void;
 }
 
-function entryType(s: Pick<fs.Stats, 'isFile' | 'isSymbolicLink' | 'isFIFO' | 'isDirectory' | 'isSocket' | 'isCharacterDevice' | 'isBlockDevice'>): ShmEntryType {
+function entryType(
+  s: Pick<fs.Stats, 'isFile' | 'isSymbolicLink' | 'isFIFO' | 'isDirectory' | 'isSocket' | 'isCharacterDevice' | 'isBlockDevice'>,
+): ShmEntryType {
   if (s.isFile()) return 'file';
   if (s.isSymbolicLink()) return 'symlink';
   if (s.isFIFO()) return 'fifo';
@@ -267,7 +269,15 @@ function classify(stat: ShmEntryStat, fileTime: number, owner: () => ProcessStat
 }
 
 /** The rule for cache files (header comment): they live as long as their router. */
-function classifyCacheFile(stat: ShmEntryStat, createdMs: number, fileTime: number, sameNamespace: boolean, owner: () => ProcessState, heartbeatMs: number | undefined, t: Thresholds): FileVerdict {
+function classifyCacheFile(
+  stat: ShmEntryStat,
+  createdMs: number,
+  fileTime: number,
+  sameNamespace: boolean,
+  owner: () => ProcessState,
+  heartbeatMs: number | undefined,
+  t: Thresholds,
+): FileVerdict {
   if (stat.type !== 'file') return { orphan: false, reason: 'not-regular' };
   if (!sameNamespace) {
     // Its router's heartbeat (touched every minute while it runs, by the entries' owner) says whether it lives.
@@ -393,10 +403,18 @@ class OrphanScan {
     const pid = Number(pidKey);
     const stamped = nameMs(m[2]!);
     const otherNs = c !== null && c[1] !== this.pidNs ? c[1]! : undefined;
-    const base = { name, cache: c !== null, heartbeat: c !== null && c[4] === '0', pid, owner: otherNs ? `${otherNs}:${pidKey}` : pidKey, ...(otherNs ? { pidNamespace: otherNs } : {}) };
+    const base = {
+      name,
+      cache: c !== null,
+      heartbeat: c !== null && c[4] === '0',
+      pid,
+      owner: otherNs ? `${otherNs}:${pidKey}` : pidKey,
+      ...(otherNs ? { pidNamespace: otherNs } : {}),
+    };
     // A tensor file stamped within the age limit is kept whatever its mtime and /proc say
     // (its time is the later of the two): a sweep needs no lstat to know it.
-    if (!this.statAll && !c && type === 'file' && !(this.t.now - stamped > this.t.oldAfterMs)) return { ...base, fileTime: stamped, verdict: { orphan: false, reason: 'young' } };
+    if (!this.statAll && !c && type === 'file' && !(this.t.now - stamped > this.t.oldAfterMs))
+      return { ...base, fileTime: stamped, verdict: { orphan: false, reason: 'young' } };
     let stat: ShmEntryStat;
     try {
       stat = this.ops.lstat(path.join(this.dir, name));
@@ -480,7 +498,21 @@ export interface OrphanSweepResult {
 }
 
 function newSweepResult(at: number, errors: string[]): OrphanSweepResult {
-  return { at, removed: 0, removedBytes: 0, freedBytes: 0, removedCacheEntries: 0, removedHeartbeats: 0, byPid: {}, reasonsByPid: {}, keptYoung: 0, keptOwnerAlive: 0, keptByHeartbeat: 0, suspicious: [], errors };
+  return {
+    at,
+    removed: 0,
+    removedBytes: 0,
+    freedBytes: 0,
+    removedCacheEntries: 0,
+    removedHeartbeats: 0,
+    byPid: {},
+    reasonsByPid: {},
+    keptYoung: 0,
+    keptOwnerAlive: 0,
+    keptByHeartbeat: 0,
+    suspicious: [],
+    errors,
+  };
 }
 
 /** What the sweep does with one judged entry. */
@@ -578,7 +610,22 @@ function tensorFileRows(scan: OrphanScan, proc: ProcessInfo): { visit(e: Scanned
       const stat = e.stat!;
       let row = byOwner.get(e.owner);
       if (!row) {
-        row = { pid: e.pid, pidNamespace: e.pidNamespace ?? null, files: 0, bytes: 0, alive: false, process: e.pidNamespace ? 'other-namespace' : 'dead', heartbeatAgeMs: null, orphans: 0, orphanBytes: 0, young: 0, suspicious: 0, cacheFiles: 0, cacheBytes: 0, newestFile: -Infinity };
+        row = {
+          pid: e.pid,
+          pidNamespace: e.pidNamespace ?? null,
+          files: 0,
+          bytes: 0,
+          alive: false,
+          process: e.pidNamespace ? 'other-namespace' : 'dead',
+          heartbeatAgeMs: null,
+          orphans: 0,
+          orphanBytes: 0,
+          young: 0,
+          suspicious: 0,
+          cacheFiles: 0,
+          cacheBytes: 0,
+          newestFile: -Infinity,
+        };
         byOwner.set(e.owner, row);
       }
       row.files += 1;
@@ -601,7 +648,8 @@ function tensorFileRows(scan: OrphanScan, proc: ProcessInfo): { visit(e: Scanned
         if (row.pidNamespace === null) {
           // The listing asks /proc about every pid of ours, not only those with old files, so doctor can say what each is.
           const p = scan.processes.get(owner) ?? proc.lookup(row.pid);
-          if (p.alive) row.process = p.startMs !== undefined && Number.isFinite(newestFile) && p.startMs > newestFile + START_TIME_MARGIN_MS ? 'reused' : 'alive';
+          if (p.alive)
+            row.process = p.startMs !== undefined && Number.isFinite(newestFile) && p.startMs > newestFile + START_TIME_MARGIN_MS ? 'reused' : 'alive';
           row.alive = row.process === 'alive';
         }
         rows.push(row);
@@ -668,7 +716,12 @@ export function formatMiB(n: number): string {
   return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
 
-const REASON_WORDS: Record<OrphanReason, string> = { dead: 'gone', reused: 'pid reused by a newer process', stale: 'kept past the live-owner limit', 'no-heartbeat': 'no heartbeat of its router for 5 minutes' };
+const REASON_WORDS: Record<OrphanReason, string> = {
+  dead: 'gone',
+  reused: 'pid reused by a newer process',
+  stale: 'kept past the live-owner limit',
+  'no-heartbeat': 'no heartbeat of its router for 5 minutes',
+};
 
 /** An owner as the words name it: `pid 12`, or `pid 12 of pid namespace 4026532180`. */
 export function ownerWords(owner: string): string {
@@ -685,18 +738,32 @@ export function describeSweep(r: OrphanSweepResult, dir: string): string | undef
       .map(([owner, n]) => `${ownerWords(owner)} (${r.reasonsByPid[owner]!.map((x) => REASON_WORDS[x]).join(', ')}: ${n})`);
     const more = Object.keys(r.byPid).length - pids.length;
     const held = r.removedBytes - r.freedBytes;
-    const entries = r.removedCacheEntries > 0 ? `, ${r.removedCacheEntries === r.removed ? (r.removed === 1 ? 'a pixel-cache entry' : 'all pixel-cache entries') : `${r.removedCacheEntries} of them pixel-cache entr${r.removedCacheEntries === 1 ? 'y' : 'ies'}`}` : '';
+    const entries =
+      r.removedCacheEntries > 0
+        ? `, ${r.removedCacheEntries === r.removed ? (r.removed === 1 ? 'a pixel-cache entry' : 'all pixel-cache entries') : `${r.removedCacheEntries} of them pixel-cache entr${r.removedCacheEntries === 1 ? 'y' : 'ies'}`}`
+        : '';
     const notFreed = held > 0 ? `; ${formatMiB(held)} of it not freed: still linked under other names` : '';
-    parts.push(`removed ${r.removed} orphaned tensor file${r.removed === 1 ? '' : 's'} (${formatMiB(r.removedBytes)}${entries}${notFreed}) of ${pids.join(', ')}${more > 0 ? ` and ${more} more pids` : ''}`);
+    parts.push(
+      `removed ${r.removed} orphaned tensor file${r.removed === 1 ? '' : 's'} (${formatMiB(r.removedBytes)}${entries}${notFreed}) of ${pids.join(', ')}${more > 0 ? ` and ${more} more pids` : ''}`,
+    );
   }
-  if (r.removedHeartbeats > 0) parts.push(`removed ${r.removedHeartbeats} pixel-cache heartbeat${r.removedHeartbeats === 1 ? '' : 's'} of ${r.removedHeartbeats === 1 ? 'a router' : 'routers'} gone`);
+  if (r.removedHeartbeats > 0)
+    parts.push(
+      `removed ${r.removedHeartbeats} pixel-cache heartbeat${r.removedHeartbeats === 1 ? '' : 's'} of ${r.removedHeartbeats === 1 ? 'a router' : 'routers'} gone`,
+    );
   if (r.suspicious.length > 0) {
     const shown = r.suspicious.slice(0, 5).map((s) => `${s.name} (${s.type})`);
-    parts.push(`left ${r.suspicious.length} entr${r.suspicious.length === 1 ? 'y' : 'ies'} under our name that ${r.suspicious.length === 1 ? 'is' : 'are'} not a regular file: ${shown.join(', ')}${r.suspicious.length > 5 ? ', ...' : ''}`);
+    parts.push(
+      `left ${r.suspicious.length} entr${r.suspicious.length === 1 ? 'y' : 'ies'} under our name that ${r.suspicious.length === 1 ? 'is' : 'are'} not a regular file: ${shown.join(', ')}${r.suspicious.length > 5 ? ', ...' : ''}`,
+    );
   }
-  if (r.errors.length > 0) parts.push(`${r.errors.length} error${r.errors.length === 1 ? '' : 's'}: ${r.errors.slice(0, 3).join('; ')}${r.errors.length > 3 ? '; ...' : ''}`);
+  if (r.errors.length > 0)
+    parts.push(`${r.errors.length} error${r.errors.length === 1 ? '' : 's'}: ${r.errors.slice(0, 3).join('; ')}${r.errors.length > 3 ? '; ...' : ''}`);
   if (parts.length === 0) return undefined;
   const kept = r.keptYoung + r.keptOwnerAlive + r.keptByHeartbeat;
-  if (kept > 0) parts.push(`kept ${r.keptYoung} too young to judge and ${r.keptOwnerAlive} of live older processes${r.keptByHeartbeat > 0 ? ` and ${r.keptByHeartbeat} of routers in other pid namespaces whose heartbeat is fresh` : ''}`);
+  if (kept > 0)
+    parts.push(
+      `kept ${r.keptYoung} too young to judge and ${r.keptOwnerAlive} of live older processes${r.keptByHeartbeat > 0 ? ` and ${r.keptByHeartbeat} of routers in other pid namespaces whose heartbeat is fresh` : ''}`,
+    );
   return `${dir} orphan sweep: ${parts.join('; ')}`;
 }

@@ -17,7 +17,15 @@ const entryFiles = () => shm.files().filter((f) => !/^smg-tokenspeed-cache-\d+-\
 afterAll(() => shm.remove());
 
 const MiB = 1024 * 1024;
-const shapeOf = (nbytes: number): CachedImageShape => ({ kind: 'float32', nbytes, patches: nbytes / 16, features: 4, gridThw: [1, 2, 2], tokens: 1, mediaHash: Buffer.alloc(32) });
+const shapeOf = (nbytes: number): CachedImageShape => ({
+  kind: 'float32',
+  nbytes,
+  patches: nbytes / 16,
+  features: 4,
+  gridThw: [1, 2, 2],
+  tokens: 1,
+  mediaHash: Buffer.alloc(32),
+});
 const bytesOf = (nbytes: number, fill: number) => new Uint8Array(nbytes).fill(fill);
 
 function newCache(budgetBytes: number, maxOutstandingBytes?: number) {
@@ -94,7 +102,16 @@ describe('entries and links', () => {
     const held: Array<() => void> = [];
     const writer = new ShmWriter({ dir: shm.dir });
     // The unlink in the background, held back until the test lets it run.
-    const cache = new PixelCache({ dir: shm.dir, writer, budgetBytes: 2 * MiB, unlinkInBackground: (file, done) => held.push(() => { unlinkSync(file); done(); }) });
+    const cache = new PixelCache({
+      dir: shm.dir,
+      writer,
+      budgetBytes: 2 * MiB,
+      unlinkInBackground: (file, done) =>
+        held.push(() => {
+          unlinkSync(file);
+          done();
+        }),
+    });
     await put(cache, 'a', MiB, 1);
     await put(cache, 'b', MiB, 2);
     const name = (k: number) => cache.files()[k]!.name;
@@ -182,7 +199,7 @@ describe('a name that exists is not ours', () => {
   it("a store whose entry name is taken (EEXIST) stores nothing and leaves that file as it was, from memory and from a request's file", async () => {
     const { cache } = newCache(8 * MiB);
     const planted = path.join(shm.dir, `${CACHE_PREFIX}${ourPidNamespace()}-${process.pid}-1-1`);
-    writeFileSync(planted, 'not the cache\'s', { mode: 0o644 });
+    writeFileSync(planted, "not the cache's", { mode: 0o644 });
     // Its next name is the planted one (the nanoseconds make that unpredictable from outside; here it is staged).
     (cache as unknown as { newName(): string }).newName = () => path.basename(planted);
     expect(await put(cache, 'a', MiB, 1)).toBe(false);
@@ -218,7 +235,12 @@ describe('the sweep of cache files', () => {
     setMtime(heartbeat, now - 6 * 60_000); // untouched for 6 minutes: gone, and its entries with it
     // The heartbeat is no tensor file: counted apart, in the sweep as in the listing.
     expect(listTensorFiles(shm.dir).reduce((n, r) => n + r.cacheFiles, 0)).toBe(1);
-    expect(sweepOrphanFiles(shm.dir)).toMatchObject({ removed: 1, removedCacheEntries: 1, removedHeartbeats: 1, reasonsByPid: { [`7:${pid}`]: ['no-heartbeat'] } });
+    expect(sweepOrphanFiles(shm.dir)).toMatchObject({
+      removed: 1,
+      removedCacheEntries: 1,
+      removedHeartbeats: 1,
+      reasonsByPid: { [`7:${pid}`]: ['no-heartbeat'] },
+    });
     expect(entryFiles()).toEqual([]);
   });
 
@@ -278,7 +300,9 @@ describe("the sweep's words and another owner's heartbeat, on the real tmpfs", (
     linkSync(entry, link);
     const swept = sweepOrphanFiles(shm.dir);
     expect(swept).toMatchObject({ removed: 1, removedBytes: MiB, freedBytes: 0, keptYoung: 1 });
-    expect(describeSweep(swept, shm.dir)).toBe(`${shm.dir} orphan sweep: removed 1 orphaned tensor file (1.0 MiB, a pixel-cache entry; 1.0 MiB of it not freed: still linked under other names) of pid ${pid} (gone: 1); kept 1 too young to judge and 0 of live older processes`);
+    expect(describeSweep(swept, shm.dir)).toBe(
+      `${shm.dir} orphan sweep: removed 1 orphaned tensor file (1.0 MiB, a pixel-cache entry; 1.0 MiB of it not freed: still linked under other names) of pid ${pid} (gone: 1); kept 1 too young to judge and 0 of live older processes`,
+    );
     expect(statSync(link).size).toBe(MiB);
     unlinkSync(link);
   });

@@ -127,7 +127,10 @@ export interface PixelCacheOptions {
 
 /** The fingerprint of what changes an image's tensor besides its bytes, for cache keys. */
 export function pixelFingerprint(parts: Record<string, unknown>): string {
-  return createHash('sha256').update(JSON.stringify(parts, Object.keys(parts).sort())).digest('hex').slice(0, 32);
+  return createHash('sha256')
+    .update(JSON.stringify(parts, Object.keys(parts).sort()))
+    .digest('hex')
+    .slice(0, 32);
 }
 
 export class PixelCache {
@@ -349,8 +352,10 @@ export class PixelCache {
       }
       fs.chmodSync(file, 0o400);
       const s = fs.lstatSync(file, { bigint: true });
-      if (!s.isFile() || Number(s.size) !== shape.nbytes) throw Object.assign(new Error(`${file} has ${s.size} bytes, expected ${shape.nbytes}`), { code: 'EIO' });
-      if (!this.enabled || this.entries.has(key) || generation !== this.generation) throw Object.assign(new Error('not wanted any more'), { code: 'ECANCELED' });
+      if (!s.isFile() || Number(s.size) !== shape.nbytes)
+        throw Object.assign(new Error(`${file} has ${s.size} bytes, expected ${shape.nbytes}`), { code: 'EIO' });
+      if (!this.enabled || this.entries.has(key) || generation !== this.generation)
+        throw Object.assign(new Error('not wanted any more'), { code: 'ECANCELED' });
       this.entries.set(key, { key, shape, name, file, ino: s.ino, mtimeNs: s.mtimeNs, users: 0, evicted: false });
       return true;
     } catch (err) {

@@ -79,7 +79,9 @@ export interface CachedTensors {
 
 function takePrewritten(ctx: PlacementContext, bytes: Uint8Array): PrewrittenTensor | undefined {
   const list = ctx.prewritten;
-  const i = list ? list.findIndex((p) => p.bytes.buffer === bytes.buffer && p.bytes.byteOffset === bytes.byteOffset && p.bytes.byteLength === bytes.byteLength) : -1;
+  const i = list
+    ? list.findIndex((p) => p.bytes.buffer === bytes.buffer && p.bytes.byteOffset === bytes.byteOffset && p.bytes.byteLength === bytes.byteLength)
+    : -1;
   return i >= 0 ? list!.splice(i, 1)[0] : undefined;
 }
 
@@ -118,7 +120,10 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
   // for a worker that attaches the file read-write, a copy of the request's own (a write it
   // could make through its map must never reach the cached bytes).
   // (Only within the /dev/shm budget: lowered under what is there, a hit goes inline like any tensor.)
-  const link = !ready && cached?.place && ctx.decision.shmEnabled && nbytes >= ctx.minBytes && ctx.writer.hasRoom(0) ? await cached.place(ctx.scope, ctx.worker, tensor.readWrite === true) : undefined;
+  const link =
+    !ready && cached?.place && ctx.decision.shmEnabled && nbytes >= ctx.minBytes && ctx.writer.hasRoom(0)
+      ? await cached.place(ctx.scope, ctx.worker, tensor.readWrite === true)
+      : undefined;
   // Any other way, a hit's bytes are read from the cache first.
   const bytes = !ready && !link && cached?.fill ? await cached.fill() : tensor.bytes;
   placed = { ...placed, payload: { kind: 'inline', bytes } };

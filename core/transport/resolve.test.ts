@@ -128,7 +128,12 @@ describe('disaggregation: whose overrides apply', () => {
   });
 
   it('with no worker configured, shows what a worker without overrides gets', () => {
-    const [only] = resolveConfiguredWorkers(RouterConfigSchema.parse({ multimodal_shm_min_bytes: 0 }), readTransportEnvironment({ SMG_MM_TENSOR_TRANSPORT: 'shm' }), {}, () => undefined);
+    const [only] = resolveConfiguredWorkers(
+      RouterConfigSchema.parse({ multimodal_shm_min_bytes: 0 }),
+      readTransportEnvironment({ SMG_MM_TENSOR_TRANSPORT: 'shm' }),
+      {},
+      () => undefined,
+    );
     expect(only!.multimodal_tensor_transport).toMatchObject({ value: 'shm', source: 'env' });
     expect(only!.multimodal_shm_min_bytes).toMatchObject({ value: 0, source: 'router' });
   });

@@ -82,7 +82,11 @@ function envLayer<T>(layer: 'env' | 'env_legacy', reading: EnvVariableReading, v
   return { layer, name: reading.name, raw, value: null, state: reading.state === 'not_consulted' ? 'not_consulted' : reading.state };
 }
 
-function resolveKnob<K extends TransportKnob>(knob: K, input: TransportResolutionInput, owner: { worker?: WorkerSpec; index: number }): ResolvedKnob<TransportKnobValues[K]> {
+function resolveKnob<K extends TransportKnob>(
+  knob: K,
+  input: TransportResolutionInput,
+  owner: { worker?: WorkerSpec; index: number },
+): ResolvedKnob<TransportKnobValues[K]> {
   type V = TransportKnobValues[K];
   const layers: LayerReading<V>[] = [];
   let winner: { value: V; source: TransportLayer } | undefined;
@@ -95,10 +99,24 @@ function resolveKnob<K extends TransportKnob>(knob: K, input: TransportResolutio
 
   const workerValue = owner.worker?.[knob] as V | undefined;
   const workerKey = owner.index >= 0 ? `workers[${owner.index}].${knob}` : `worker.${knob}`;
-  layers.push({ layer: 'worker', name: workerKey, origin: input.origins?.[workerKey], raw: workerValue ?? null, value: workerValue ?? null, state: take('worker', workerValue) });
+  layers.push({
+    layer: 'worker',
+    name: workerKey,
+    origin: input.origins?.[workerKey],
+    raw: workerValue ?? null,
+    value: workerValue ?? null,
+    state: take('worker', workerValue),
+  });
 
   const routerValue = input.router[knob] as V | undefined;
-  layers.push({ layer: 'router', name: knob, origin: input.origins?.[knob], raw: routerValue ?? null, value: routerValue ?? null, state: take('router', routerValue) });
+  layers.push({
+    layer: 'router',
+    name: knob,
+    origin: input.origins?.[knob],
+    raw: routerValue ?? null,
+    value: routerValue ?? null,
+    state: take('router', routerValue),
+  });
 
   const env = input.env[knob];
   const envValue = env.value as V | undefined;
@@ -125,10 +143,12 @@ export function resolveWorkerTransport(input: TransportResolutionInput): Resolve
   const mode = resolveKnob('multimodal_tensor_transport', input, owner);
   if (mode.value === 'rdma') notes.push('rdma has no lane in this router yet: tensors travel inline');
   if (input.inlineOnlyRuntime !== undefined && (mode.value === 'shm' || mode.value === 'auto')) {
-    notes.push(`${input.inlineOnlyRuntime} carries tensors inline only (its TensorData has no /dev/shm handle): mode ${mode.value} travels inline (runtime_inline_only)`);
+    notes.push(
+      `${input.inlineOnlyRuntime} carries tensors inline only (its TensorData has no /dev/shm handle): mode ${mode.value} travels inline (runtime_inline_only)`,
+    );
   }
   const index = input.worker ? (listIndex(workers).index.get(input.worker) ?? -1) : -1;
-  const origin = index >= 0 ? input.origins?.[`workers[${index}]`] ?? input.origins?.[`workers[${index}].url`] : undefined;
+  const origin = index >= 0 ? (input.origins?.[`workers[${index}]`] ?? input.origins?.[`workers[${index}].url`]) : undefined;
   return {
     url: input.worker?.url ?? '(any worker without overrides)',
     ...(origin !== undefined ? { origin } : {}),
@@ -153,7 +173,14 @@ export function resolveConfiguredWorkers(
   if (config.workers.length === 0) return [resolveWorkerTransport({ router: config, env, origins })];
   return config.workers.map((worker) => {
     const runtime = runtimeOf(worker);
-    const resolved = resolveWorkerTransport({ worker, workers: config.workers, router: config, env, origins, ...(runtime && !runtime.shmLane ? { inlineOnlyRuntime: runtime.name } : {}) });
+    const resolved = resolveWorkerTransport({
+      worker,
+      workers: config.workers,
+      router: config,
+      env,
+      origins,
+      ...(runtime && !runtime.shmLane ? { inlineOnlyRuntime: runtime.name } : {}),
+    });
     const mode = resolved.multimodal_tensor_transport.value;
     if (!runtime && unknownRuntimeNote && (mode === 'shm' || mode === 'auto')) resolved.notes.push(unknownRuntimeNote);
     return resolved;
@@ -190,7 +217,14 @@ export function transportForWorker(input: {
   shmLaneBroken?: string | undefined;
 }): WorkerTransport {
   const inlineOnly = input.runtime && !input.runtime.shmLane ? input.runtime.name : undefined;
-  const resolved = resolveWorkerTransport({ worker: input.spec, workers: input.config.workers, router: input.config, env: input.env, ...(input.origins ? { origins: input.origins } : {}), ...(inlineOnly ? { inlineOnlyRuntime: inlineOnly } : {}) });
+  const resolved = resolveWorkerTransport({
+    worker: input.spec,
+    workers: input.config.workers,
+    router: input.config,
+    env: input.env,
+    ...(input.origins ? { origins: input.origins } : {}),
+    ...(inlineOnly ? { inlineOnlyRuntime: inlineOnly } : {}),
+  });
   const decision = decideTransport({
     mode: resolved.multimodal_tensor_transport.value,
     shmLane: input.runtime?.shmLane ?? true,
@@ -200,7 +234,11 @@ export function transportForWorker(input: {
   });
   if (decision.shmEnabled && input.shmLaneBroken !== undefined) {
     const reason = readFailedReason(resolved.multimodal_tensor_transport.value);
-    return { resolved, decision: { shmEnabled: false, reason, worker: input.spec.url, detail: input.shmLaneBroken }, minBytes: resolved.multimodal_shm_min_bytes.value };
+    return {
+      resolved,
+      decision: { shmEnabled: false, reason, worker: input.spec.url, detail: input.shmLaneBroken },
+      minBytes: resolved.multimodal_shm_min_bytes.value,
+    };
   }
   return { resolved, decision, minBytes: resolved.multimodal_shm_min_bytes.value };
 }

@@ -131,13 +131,17 @@ describe('TensorReader', () => {
     expect(err.message).toBe('nbytes 16 does not match shape [3] x float32 (12 bytes)');
     const inline = readError(new TensorReader(), { shape: [2], dtype: 'bfloat16', payload: { kind: 'inline', bytes: new Uint8Array(3) } });
     expect(inline.code).toBe('shape_mismatch');
-    expect(readError(new TensorReader(), { shape: [1], dtype: 'complex64', payload: { kind: 'inline', bytes: new Uint8Array(8) } }).message).toBe("unsupported dtype 'complex64'");
+    expect(readError(new TensorReader(), { shape: [1], dtype: 'complex64', payload: { kind: 'inline', bytes: new Uint8Array(8) } }).message).toBe(
+      "unsupported dtype 'complex64'",
+    );
   });
 
   it('a missing file, a remote payload and no payload are distinct errors', () => {
     const reader = new TensorReader({ dir: shm.dir });
     expect(readError(reader, shmTensor('smg-tokenspeed-1-1-9', 4)).message).toBe(`cannot open ${path.join(shm.dir, 'smg-tokenspeed-1-1-9')}: ENOENT`);
-    expect(readError(reader, { shape: [1], dtype: 'float32', payload: { kind: 'remote', transport: 'rdma', nbytes: 4 } }).message).toBe('remote payload not supported');
+    expect(readError(reader, { shape: [1], dtype: 'float32', payload: { kind: 'remote', transport: 'rdma', nbytes: 4 } }).message).toBe(
+      'remote payload not supported',
+    );
     expect(readError(reader, { shape: [1], dtype: 'float32', payload: { kind: 'none' } }).code).toBe('no_payload');
   });
 

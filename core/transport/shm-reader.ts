@@ -51,10 +51,7 @@ export interface WireTensor {
   shape: readonly number[];
   dtype: string;
   payload:
-    | { kind: 'inline'; bytes: Uint8Array }
-    | { kind: 'shm'; handle: ShmHandleData }
-    | { kind: 'remote'; transport: string; nbytes: number }
-    | { kind: 'none' };
+    { kind: 'inline'; bytes: Uint8Array } | { kind: 'shm'; handle: ShmHandleData } | { kind: 'remote'; transport: string; nbytes: number } | { kind: 'none' };
 }
 
 export interface ReadTensor extends BufferLease {
@@ -159,13 +156,21 @@ export class TensorReader {
       fd = fs.openSync(file, constants.O_RDWR | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      const python = code === 'EACCES' ? 'PermissionError: [Errno 13] Permission denied' : code === 'ENOENT' ? 'FileNotFoundError: [Errno 2] No such file or directory' : `OSError: ${code ?? (err as Error).message}`;
+      const python =
+        code === 'EACCES'
+          ? 'PermissionError: [Errno 13] Permission denied'
+          : code === 'ENOENT'
+            ? 'FileNotFoundError: [Errno 2] No such file or directory'
+            : `OSError: ${code ?? (err as Error).message}`;
       throw new AttachError(`Scheduler hit an exception: ${python}: '/${name}' (SharedMemory attaches /dev/shm/${name} read-write)`);
     }
     let lease: BufferLease | undefined;
     try {
       const size = fs.fstatSync(fd).size;
-      if (size !== handle.nbytes) throw new AttachError(`Scheduler hit an exception: RuntimeError: shape '[${tensor.shape.join(', ')}]' is invalid for input of size ${Math.floor(size / (elementSize(tensor.dtype) ?? 1))} (/dev/shm/${name} has ${size} bytes, the handle says ${handle.nbytes})`);
+      if (size !== handle.nbytes)
+        throw new AttachError(
+          `Scheduler hit an exception: RuntimeError: shape '[${tensor.shape.join(', ')}]' is invalid for input of size ${Math.floor(size / (elementSize(tensor.dtype) ?? 1))} (/dev/shm/${name} has ${size} bytes, the handle says ${handle.nbytes})`,
+        );
       touch?.(fd, file);
       lease = this.pool.acquire(size);
       if (readFully(fd, lease.bytes, 0) !== size) throw new AttachError(`Scheduler hit an exception: /dev/shm/${name} changed size while it was read`);
@@ -181,7 +186,9 @@ export class TensorReader {
       const code = (err as NodeJS.ErrnoException).code;
       if (code !== 'ENOENT') {
         lease.release();
-        throw new AttachError(`Scheduler hit an exception: ${code === 'EPERM' ? 'PermissionError: [Errno 1] Operation not permitted' : `OSError: ${code}`}: '/${name}' (shm_unlink)`);
+        throw new AttachError(
+          `Scheduler hit an exception: ${code === 'EPERM' ? 'PermissionError: [Errno 1] Operation not permitted' : `OSError: ${code}`}: '/${name}' (shm_unlink)`,
+        );
       }
     }
     return { path: 'shm', bytes: lease.bytes, release: lease.release, micros: Number(process.hrtime.bigint() - started) / 1000 };
@@ -192,7 +199,8 @@ export class TensorReader {
     const name = validateShmName(handle.name);
     for (const key of ['offset', 'nbytes'] as const) {
       const v = handle[key];
-      if (!Number.isSafeInteger(v) || v < 0) throw new TensorReadError('invalid_handle', `invalid shm handle for ${JSON.stringify(name)}: ${key} ${v} is not a non-negative integer`);
+      if (!Number.isSafeInteger(v) || v < 0)
+        throw new TensorReadError('invalid_handle', `invalid shm handle for ${JSON.stringify(name)}: ${key} ${v} is not a non-negative integer`);
     }
     const file = path.join(this.dir, name);
     let fd: number;

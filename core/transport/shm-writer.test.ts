@@ -25,7 +25,19 @@ function context(writer: ShmWriter, minBytes: number, decision = SHM_ON) {
   const metrics = new TransportMetrics();
   const events: TensorEvent[] = [];
   const bus = new TensorEventBus();
-  const ctx: PlacementContext = { requestId: 'req-1', revision: 1, source: 'api', worker: 'grpc://w:1', runtime: 'tokenspeed', decision, minBytes, writer, scope: new ShmRequestScope(writer.dir), metrics, events: bus };
+  const ctx: PlacementContext = {
+    requestId: 'req-1',
+    revision: 1,
+    source: 'api',
+    worker: 'grpc://w:1',
+    runtime: 'tokenspeed',
+    decision,
+    minBytes,
+    writer,
+    scope: new ShmRequestScope(writer.dir),
+    metrics,
+    events: bus,
+  };
   const origPublish = bus.publish.bind(bus);
   bus.publish = (e) => {
     events.push(e);
@@ -135,7 +147,9 @@ describe('ShmWriter', () => {
     expect(first).toMatchObject({ removed: 1, removedBytes: 6, byPid: { [dead]: 1 }, reasonsByPid: { [dead]: ['dead'] }, keptYoung: 1, errors: [] });
     expect(shm.files()).toEqual([w.handle.name]);
     expect(results).toEqual([first]);
-    expect(lines).toEqual([`${shm.dir} orphan sweep: removed 1 orphaned tensor file (0.0 MiB) of pid ${dead} (gone: 1); kept 1 too young to judge and 0 of live older processes`]);
+    expect(lines).toEqual([
+      `${shm.dir} orphan sweep: removed 1 orphaned tensor file (0.0 MiB) of pid ${dead} (gone: 1); kept 1 too young to judge and 0 of live older processes`,
+    ]);
     expect(writer.start()).toBe(first); // once
     expect(writer.sweepOrphans().removed).toBe(0); // the call shape doctor uses: a fresh sweep each call
     writer.close();
@@ -194,7 +208,11 @@ describe('ShmWriter', () => {
     };
     let turnsAtStart: number | undefined;
     const mark = () => void (turnsAtStart ??= turns);
-    const ops: ShmFileOps = { ...realShmFileOps, readdir: (dir) => (mark(), realShmFileOps.readdir(dir)), entries: (dir) => (mark(), realShmFileOps.entries!(dir)) };
+    const ops: ShmFileOps = {
+      ...realShmFileOps,
+      readdir: (dir) => (mark(), realShmFileOps.readdir(dir)),
+      entries: (dir) => (mark(), realShmFileOps.entries!(dir)),
+    };
     let swept!: (r: OrphanSweepResult) => void;
     const periodic = new Promise<OrphanSweepResult>((resolve) => (swept = resolve));
     let sweeps = 0;

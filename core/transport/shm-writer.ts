@@ -21,7 +21,17 @@ import { constants, promises as fsp } from 'node:fs';
 import * as fs from 'node:fs';
 import path from 'node:path';
 import { SHM_DIR } from './namespace.ts';
-import { describeSweep, realOrphanFileOps, sweepOrphanFiles, sweepOrphanFilesPaced, TENSOR_NAME, type OrphanFileOps, type OrphanRuleOptions, type OrphanSweepResult, type ProcessInfo } from './orphans.ts';
+import {
+  describeSweep,
+  realOrphanFileOps,
+  sweepOrphanFiles,
+  sweepOrphanFilesPaced,
+  TENSOR_NAME,
+  type OrphanFileOps,
+  type OrphanRuleOptions,
+  type OrphanSweepResult,
+  type ProcessInfo,
+} from './orphans.ts';
 import { errnoText } from './errno.ts';
 
 export const SHM_PREFIX = 'smg-tokenspeed-';

@@ -29,7 +29,8 @@ export const DECISION_REASONS = {
     'mode shm, but this worker advertises another /dev/shm on this host (st_dev differs): SHM will be attempted, the worker will not find the files, and the request goes again inline (then its lane stays inline)',
   shm_worker_other_host:
     'mode shm, but this worker advertises another host (boot_id differs): SHM will be attempted, the worker will not find the files, and the request goes again inline (then its lane stays inline)',
-  shm_worker_read_failed: "mode shm, but the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered or the lane is reset",
+  shm_worker_read_failed:
+    "mode shm, but the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered or the lane is reset",
   shm_not_writable: 'mode shm but /dev/shm is not writable by the router: inline',
   auto_tokens_equal: "auto: the worker shares the router's /dev/shm (namespace tokens equal)",
   auto_shm_not_writable: 'auto but /dev/shm is not writable by the router: inline',
@@ -38,7 +39,8 @@ export const DECISION_REASONS = {
   auto_different_host: 'auto but the worker is on a different host (boot_id differs): inline',
   auto_different_shm: 'auto but the worker is on the same host with a different /dev/shm (st_dev differs: a container without a shared /dev/shm): inline',
   auto_worker_unreachable: 'auto but the worker could not be reached to read its namespace token: inline',
-  auto_worker_read_failed: "auto, but the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered or the lane is reset",
+  auto_worker_read_failed:
+    "auto, but the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered or the lane is reset",
 } as const;
 export type DecisionReason = keyof typeof DECISION_REASONS;
 export const DECISION_REASON_NAMES = Object.keys(DECISION_REASONS) as [DecisionReason, ...DecisionReason[]];
@@ -103,14 +105,18 @@ export const DECISION_ADVICE: Partial<Record<TensorReason, string>> = {
   shm_not_writable: 'make /dev/shm writable for the router user, or use mode inline',
   auto_shm_not_writable: 'make /dev/shm writable for the router user, or use mode inline',
   auto_router_no_token: 'run the router where /proc/sys/kernel/random/boot_id and /dev/shm are readable',
-  auto_worker_no_token: "upgrade the worker to one that advertises shm_namespace_id, or set the worker label shm_namespace_id to the router's token if you know it shares /dev/shm",
+  auto_worker_no_token:
+    "upgrade the worker to one that advertises shm_namespace_id, or set the worker label shm_namespace_id to the router's token if you know it shares /dev/shm",
   auto_different_host: 'nothing to do if the worker is remote: inline is right; co-locate it to use /dev/shm',
   auto_different_shm: "run the worker container with --ipc=host or mount the host's /dev/shm into it",
   auto_worker_unreachable: 'check the worker URL and that the worker is running',
   shm_write_failed: 'see the error: free space in /dev/shm (df /dev/shm) or fix its permissions',
-  auto_worker_read_failed: "let the worker read the router's files: the same /dev/shm (--ipc=host) and a user that may open them (the router's uid, or root); then reset the lane (Doctor) or restart the worker",
-  shm_worker_read_failed: "let the worker read the router's files: the same /dev/shm (--ipc=host) and a user that may open them (the router's uid, or root); then reset the lane (Doctor) or restart the worker; or use mode auto, which checks the worker's /dev/shm first",
-  shm_worker_other_shm: "run the worker container with --ipc=host or mount the host's /dev/shm into it; or set this worker's mode to auto (it would go inline at once) or inline",
+  auto_worker_read_failed:
+    "let the worker read the router's files: the same /dev/shm (--ipc=host) and a user that may open them (the router's uid, or root); then reset the lane (Doctor) or restart the worker",
+  shm_worker_read_failed:
+    "let the worker read the router's files: the same /dev/shm (--ipc=host) and a user that may open them (the router's uid, or root); then reset the lane (Doctor) or restart the worker; or use mode auto, which checks the worker's /dev/shm first",
+  shm_worker_other_shm:
+    "run the worker container with --ipc=host or mount the host's /dev/shm into it; or set this worker's mode to auto (it would go inline at once) or inline",
   shm_worker_other_host: 'this worker cannot share /dev/shm: set its mode to inline (or auto, which goes inline at once)',
   runtime_inline_only: 'nothing to do: this protocol has no /dev/shm lane, so its tensors always travel inline (set the mode to inline to say so)',
   shm_budget_exceeded: 'raise multimodal_shm_max_outstanding_bytes or /dev/shm itself (docker --shm-size), or check that workers read (and unlink) their files',

@@ -38,14 +38,27 @@ export async function probeWorker(url: string, options: { runtime?: WireRuntime;
       return { url, reachable: false, labels: {}, error: `no worker protocol answered HealthCheck (${reasons.join('; ')})` };
     }
     if (answered.length > 1) {
-      return { url, reachable: true, labels: {}, error: `the worker answers the HealthCheck of ${answered.map((a) => a.connection.runtime).join(' and ')}; set runtime in its worker entry` };
+      return {
+        url,
+        reachable: true,
+        labels: {},
+        error: `the worker answers the HealthCheck of ${answered.map((a) => a.connection.runtime).join(' and ')}; set runtime in its worker entry`,
+      };
     }
     const { connection, health } = answered[0]!;
     try {
       const { labels } = await connection.info(timeoutMs);
       return { url, reachable: true, runtime: connection.runtime, healthy: health.healthy, healthMessage: health.message, labels };
     } catch (err) {
-      return { url, reachable: true, runtime: connection.runtime, healthy: health.healthy, healthMessage: health.message, labels: {}, error: `reading model/server info failed: ${describeGrpcError(err)}` };
+      return {
+        url,
+        reachable: true,
+        runtime: connection.runtime,
+        healthy: health.healthy,
+        healthMessage: health.message,
+        labels: {},
+        error: `reading model/server info failed: ${describeGrpcError(err)}`,
+      };
     }
   } finally {
     for (const c of connections) c.close();

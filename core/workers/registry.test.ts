@@ -41,7 +41,7 @@ describe('worker selection', () => {
     expect([1, 2, 3, 4].map(() => r.select('round_robin', specs)!.spec.url)).toEqual(['grpc://w0:1', 'grpc://w2:1', 'grpc://w0:1', 'grpc://w2:1']);
   });
 
-  it('least_load picks the fewest in flight, then the higher priority of the request\'s own entries', () => {
+  it("least_load picks the fewest in flight, then the higher priority of the request's own entries", () => {
     const { r, specs } = registry(10, 90, 50);
     const [a, b, c] = r.list();
     a!.inFlight = 1;
@@ -54,7 +54,7 @@ describe('worker selection', () => {
     expect(r.select('least_load', specs)!.spec.url).toBe('grpc://w0:1');
   });
 
-  it('only the workers the request\'s snapshot lists are eligible', () => {
+  it("only the workers the request's snapshot lists are eligible", () => {
     const { r, specs } = registry(50, 50);
     expect(r.select('round_robin', [specs[1]!])!.spec.url).toBe('grpc://w1:1');
     expect(r.select('round_robin', [spec(7)])).toBeUndefined();
@@ -174,7 +174,10 @@ describe('a HealthCheck with no answer', () => {
   it('a worker that answers it is unhealthy is taken at its word, however busy', async () => {
     const { r } = registry(50);
     const w = r.list()[0]!;
-    w.connection = withAnswerClock({ ...fakeConnection(w.spec.url), health: async () => ((w.lastAnsweredAt = performance.now()), { healthy: false, message: 'draining' }) }, () => (w.lastAnsweredAt = performance.now()));
+    w.connection = withAnswerClock(
+      { ...fakeConnection(w.spec.url), health: async () => ((w.lastAnsweredAt = performance.now()), { healthy: false, message: 'draining' }) },
+      () => (w.lastAnsweredAt = performance.now()),
+    );
     await r.checkAll();
     expect(w).toMatchObject({ healthy: false, lastError: 'worker reports unhealthy: draining' });
     r.close();

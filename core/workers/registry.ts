@@ -297,7 +297,11 @@ export class WorkerRegistry {
    * A worker for a request whose config snapshot lists `eligible` (its regular workers),
    * with the snapshot's entry for it; undefined when none of them is healthy.
    */
-  select(policy: 'round_robin' | 'least_load', eligible: readonly WorkerSpec[], role: WorkerSpec['worker_type'] = 'regular'): { state: WorkerState; spec: WorkerSpec } | undefined {
+  select(
+    policy: 'round_robin' | 'least_load',
+    eligible: readonly WorkerSpec[],
+    role: WorkerSpec['worker_type'] = 'regular',
+  ): { state: WorkerState; spec: WorkerSpec } | undefined {
     const candidates: Array<{ state: WorkerState; spec: WorkerSpec }> = [];
     for (const spec of eligible) {
       const state = this.get(spec.url);
@@ -305,7 +309,9 @@ export class WorkerRegistry {
     }
     if (candidates.length === 0) return undefined;
     if (policy === 'least_load') {
-      return candidates.reduce((best, c) => (c.state.inFlight < best.state.inFlight || (c.state.inFlight === best.state.inFlight && c.spec.priority > best.spec.priority) ? c : best));
+      return candidates.reduce((best, c) =>
+        c.state.inFlight < best.state.inFlight || (c.state.inFlight === best.state.inFlight && c.spec.priority > best.spec.priority) ? c : best,
+      );
     }
     // Each role takes its turns on its own: a PD request picks a prefill and a decode worker.
     const cursor = this.cursors.get(role) ?? 0;
@@ -352,7 +358,8 @@ export class WorkerRegistry {
         existing.removed = false;
         this.draining.delete(existing);
       }
-      const runtimeChanged = declaredRuntime(spec.runtime) !== undefined && existing.runtime !== undefined && declaredRuntime(spec.runtime) !== existing.runtime;
+      const runtimeChanged =
+        declaredRuntime(spec.runtime) !== undefined && existing.runtime !== undefined && declaredRuntime(spec.runtime) !== existing.runtime;
       existing.spec = spec;
       existing.labels = { ...existing.discoveredLabels, ...spec.labels };
       if (runtimeChanged) {

@@ -10,7 +10,10 @@ const seed = Number(seedArg);
 const count = Number(countArg);
 const seconds = Number(secondsArg);
 
-const targets: Record<string, () => Promise<{ setup?: () => Promise<void>; run: (rng: Rng, i: number) => Promise<CaseOutcome> | CaseOutcome; teardown?: () => Promise<void> }>> = {
+const targets: Record<
+  string,
+  () => Promise<{ setup?: () => Promise<void>; run: (rng: Rng, i: number) => Promise<CaseOutcome> | CaseOutcome; teardown?: () => Promise<void> }>
+> = {
   yaml: async () => (await import('./targets/yaml.ts')).yamlTarget(),
   env: async () => (await import('./targets/env.ts')).envTarget(),
   flags: async () => (await import('./targets/flags.ts')).flagsTarget(),
@@ -46,7 +49,8 @@ for (let i = 0; i < count; i++) {
   result[outcome.kind] += 1;
   const label = `${outcome.kind}: ${outcome.label ?? 'other'}`;
   result.labels[label] = (result.labels[label] ?? 0) + 1;
-  if (outcome.problem && result.failures.length < 50) result.failures.push({ case: i, problem: outcome.problem, ...(outcome.input !== undefined ? { input: outcome.input.slice(0, 600) } : {}) });
+  if (outcome.problem && result.failures.length < 50)
+    result.failures.push({ case: i, problem: outcome.problem, ...(outcome.input !== undefined ? { input: outcome.input.slice(0, 600) } : {}) });
 }
 await t.teardown?.();
 process.stdout.write(`RESULT ${JSON.stringify(result)}\n`, () => process.exit(0));

@@ -44,7 +44,17 @@ export interface FuzzChildOptions {
 /** Run one fuzz target in a child process; a hang fails with the case it hung on. */
 export function fuzzInChild(o: FuzzChildOptions): Promise<FuzzResult & { hang?: { case: number } }> {
   const tsx = path.join(ROOT, 'node_modules', 'tsx', 'dist', 'cli.mjs');
-  const argv = [...(o.prefix ?? []), process.execPath, tsx, path.join(ROOT, 'reliability', 'fuzz', 'child.ts'), o.target, String(o.seed), String(o.count), String(o.seconds), ...(o.args ?? [])];
+  const argv = [
+    ...(o.prefix ?? []),
+    process.execPath,
+    tsx,
+    path.join(ROOT, 'reliability', 'fuzz', 'child.ts'),
+    o.target,
+    String(o.seed),
+    String(o.count),
+    String(o.seconds),
+    ...(o.args ?? []),
+  ];
   const child = spawn(argv[0]!, argv.slice(1), { cwd: ROOT, env: baseEnv(o.env), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   // Stopped with the scenario's processes (its time bound) and the run's (Ctrl-C).
   const untrack = trackGroup(child.pid);
@@ -61,7 +71,16 @@ export function fuzzInChild(o: FuzzChildOptions): Promise<FuzzResult & { hang?: 
         } catch {
           /* gone */
         }
-        resolve({ tried: current + 1, accepted: 0, rejected: 0, labels: {}, failures: [{ case: current, problem: `case ${current} did not finish within ${(o.caseTimeoutMs ?? 15_000) / 1000} s (a hang)` }], slowest: { case: current, ms: Infinity }, stoppedBy: 'time', hang: { case: current } });
+        resolve({
+          tried: current + 1,
+          accepted: 0,
+          rejected: 0,
+          labels: {},
+          failures: [{ case: current, problem: `case ${current} did not finish within ${(o.caseTimeoutMs ?? 15_000) / 1000} s (a hang)` }],
+          slowest: { case: current, ms: Infinity },
+          stoppedBy: 'time',
+          hang: { case: current },
+        });
       }
     }, 250);
     child.stdout.on('data', (d: Buffer) => {
@@ -115,5 +134,7 @@ export function reportFuzz(t: T, r: FuzzResult & { hang?: { case: number } }, wh
   t.note('kinds', r.labels);
   t.note('slowest_case_ms', Math.round(r.slowest.ms));
   t.note('stopped_by', r.stoppedBy);
-  t.summary(`${r.tried} ${what} (${r.accepted} accepted, ${r.rejected} rejected with a clear error), ${r.failures.length} failures${r.hang ? `, HANG at case ${r.hang.case}` : ''}; slowest case ${Math.round(r.slowest.ms)} ms; stopped by ${r.stoppedBy}`);
+  t.summary(
+    `${r.tried} ${what} (${r.accepted} accepted, ${r.rejected} rejected with a clear error), ${r.failures.length} failures${r.hang ? `, HANG at case ${r.hang.case}` : ''}; slowest case ${Math.round(r.slowest.ms)} ms; stopped by ${r.stoppedBy}`,
+  );
 }

@@ -8,7 +8,10 @@ import { mutate, nastyValue, type Rng } from '../lib/rng.ts';
 
 /** Every string that names a host other than loopback now names 127.0.0.1. */
 export function loopbackOnly<T>(value: T): T {
-  const fix = (s: string) => s.replace(/^(grpc|https?|wss?):\/\/(\[[^\]]*\]|[^/:?#]*)/i, (m, scheme: string, host: string) => (/^(127\.0\.0\.1|\[::1\]|localhost)$/i.test(host) ? m : `${scheme}://127.0.0.1`));
+  const fix = (s: string) =>
+    s.replace(/^(grpc|https?|wss?):\/\/(\[[^\]]*\]|[^/:?#]*)/i, (m, scheme: string, host: string) =>
+      /^(127\.0\.0\.1|\[::1\]|localhost)$/i.test(host) ? m : `${scheme}://127.0.0.1`,
+    );
   const walk = (v: unknown): unknown => {
     if (typeof v === 'string') return fix(v);
     if (Array.isArray(v)) return v.map(walk);
@@ -30,7 +33,19 @@ export interface HttpCase {
 }
 
 export function chatWith(url: string, extra: Record<string, unknown> = {}): Record<string, unknown> {
-  return { model: 'qwen2-vl-mini', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text: 'describe' }] }], ...extra };
+  return {
+    model: 'qwen2-vl-mini',
+    messages: [
+      {
+        role: 'user',
+        content: [
+          { type: 'image_url', image_url: { url } },
+          { type: 'text', text: 'describe' },
+        ],
+      },
+    ],
+    ...extra,
+  };
 }
 
 const SPECIAL_BODIES = (url: string): Array<[string, unknown]> => [
@@ -64,7 +79,21 @@ const SPECIAL_BODIES = (url: string): Array<[string, unknown]> => [
   ['unknown top-level field', chatWith(url, { frobnicate: true })],
   ['__proto__ field', JSON.parse(`{"__proto__": {"polluted": 1}, "messages": [{"role": "user", "content": "hi"}]}`)],
   ['text only', { messages: [{ role: 'user', content: 'hello' }] }],
-  ['system + user', { messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text: 'x' }] }] }],
+  [
+    'system + user',
+    {
+      messages: [
+        { role: 'system', content: 'be brief' },
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url } },
+            { type: 'text', text: 'x' },
+          ],
+        },
+      ],
+    },
+  ],
   ['17 images', { messages: [{ role: 'user', content: Array.from({ length: 17 }, () => ({ type: 'image_url', image_url: { url } })) }] }],
   ['unicode text', { messages: [{ role: 'user', content: '\u202e\ud83d\ude00\u0000\u4e2d\ufffd' }] }],
 ];
@@ -109,9 +138,38 @@ export function openaiCase(rng: Rng, i: number, imageUrl: string): HttpCase {
     return { label: 'truncated', body: text.slice(0, rng.int(0, text.length - 1)) };
   }
   if (r < 0.85) return { label: 'random bytes', body: Buffer.from(rng.bytes(rng.int(0, 2000))) };
-  if (r < 0.92) return { label: 'wrong content-type', body: JSON.stringify(base), headers: { 'content-type': rng.pick(['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', '']) }, baseImage: true };
-  if (r < 0.96) return { label: 'wrong method or path', body: JSON.stringify(base), method: rng.pick(['GET', 'PUT', 'DELETE', 'PATCH']), path: rng.pick(['/v1/chat/completions', '/v1/chat/completions/', '/v1/completions', '/v1/../v1/chat/completions', '/%2e%2e/', '/v1/chat/completions?x=1']) };
-  return { label: 'mutated value', body: JSON.stringify(loopbackOnly(chatWith(imageUrl, { [rng.pick(['max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'stop', 'stream', 'stream_options', 'n', 'user', 'model'])]: nastyValue(rng) }))) };
+  if (r < 0.92)
+    return {
+      label: 'wrong content-type',
+      body: JSON.stringify(base),
+      headers: { 'content-type': rng.pick(['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', '']) },
+      baseImage: true,
+    };
+  if (r < 0.96)
+    return {
+      label: 'wrong method or path',
+      body: JSON.stringify(base),
+      method: rng.pick(['GET', 'PUT', 'DELETE', 'PATCH']),
+      path: rng.pick([
+        '/v1/chat/completions',
+        '/v1/chat/completions/',
+        '/v1/completions',
+        '/v1/../v1/chat/completions',
+        '/%2e%2e/',
+        '/v1/chat/completions?x=1',
+      ]),
+    };
+  return {
+    label: 'mutated value',
+    body: JSON.stringify(
+      loopbackOnly(
+        chatWith(imageUrl, {
+          [rng.pick(['max_tokens', 'max_completion_tokens', 'temperature', 'top_p', 'stop', 'stream', 'stream_options', 'n', 'user', 'model'])]:
+            nastyValue(rng),
+        }),
+      ),
+    ),
+  };
 }
 
 // ---------------------------------------------------------------- images
@@ -164,7 +222,9 @@ export async function imageBank(): Promise<Record<string, Buffer>> {
   };
   bank['300 frames.gif'] = await frames(300, 48, 48, 'gif');
   bank['60 frames.webp'] = await frames(60, 64, 64, 'webp');
-  bank['bomb 10000x10000.png'] = await sharp({ create: { width: 10_000, height: 10_000, channels: 3, background: '#000' } }).png({ compressionLevel: 9 }).toBuffer();
+  bank['bomb 10000x10000.png'] = await sharp({ create: { width: 10_000, height: 10_000, channels: 3, background: '#000' } })
+    .png({ compressionLevel: 9 })
+    .toBuffer();
   bank['1x4000.png'] = await (await noise(1, 4000, 3, 15)).png().toBuffer();
   bank['4000x1.png'] = await (await noise(4000, 1, 3, 16)).png().toBuffer();
   bank['28x5600.png'] = await (await noise(28, 5600, 3, 17)).png().toBuffer();
@@ -190,7 +250,7 @@ function forgedGif(gif: Buffer, w: number, h: number): Buffer {
 }
 function forgedJpeg(jpeg: Buffer, w: number, h: number): Buffer {
   const b = Buffer.from(jpeg);
-  for (let i = 2; i + 9 < b.length; ) {
+  for (let i = 2; i + 9 < b.length;) {
     const marker = b[i + 1]!;
     if (marker >= 0xc0 && marker <= 0xc2) {
       b.writeUInt16BE(h, i + 5);
@@ -219,7 +279,11 @@ const NOT_IMAGES: Array<[string, string, Buffer]> = [
 export function imageCase(rng: Rng, i: number, bank: Record<string, Buffer>): ImageCase {
   const names = Object.keys(bank);
   const fixed: ImageCase[] = [
-    ...names.map((n) => ({ label: `bank: ${n}`, url: dataUrl(n === 'tiff' ? 'image/tiff' : MIME[n.split('.').pop()!] ?? 'image/png', bank[n]!), bytes: bank[n]! })),
+    ...names.map((n) => ({
+      label: `bank: ${n}`,
+      url: dataUrl(n === 'tiff' ? 'image/tiff' : (MIME[n.split('.').pop()!] ?? 'image/png'), bank[n]!),
+      bytes: bank[n]!,
+    })),
     ...NOT_IMAGES.map(([label, mime, b]) => ({ label: `not an image: ${label}`, url: dataUrl(mime, b) })),
     { label: 'png as image/jpeg', url: dataUrl('image/jpeg', bank['rgb.png']!), bytes: bank['rgb.png']! },
     { label: 'png as text/plain', url: dataUrl('text/plain', bank['rgb.png']!) },
@@ -252,7 +316,13 @@ export function imageCase(rng: Rng, i: number, bank: Record<string, Buffer>): Im
   if (r < 0.9) {
     const w = rng.pick([1, 27, 28, 100, 65535, 2 ** 24, 2 ** 31]);
     const h = rng.pick([1, 27, 28, 100, 65535, 2 ** 24]);
-    const forged = name.endsWith('.png') ? forgedPng(src, w, h) : name.endsWith('.gif') ? forgedGif(src, Math.min(w, 65535), Math.min(h, 65535)) : name.endsWith('.jpg') ? forgedJpeg(src, Math.min(w, 65535), Math.min(h, 65535)) : src;
+    const forged = name.endsWith('.png')
+      ? forgedPng(src, w, h)
+      : name.endsWith('.gif')
+        ? forgedGif(src, Math.min(w, 65535), Math.min(h, 65535))
+        : name.endsWith('.jpg')
+          ? forgedJpeg(src, Math.min(w, 65535), Math.min(h, 65535))
+          : src;
     return { label: 'forged header size', url: dataUrl(mime, forged), bytes: forged };
   }
   return { label: 'random bytes', url: dataUrl(rng.pick(['image/png', 'image/jpeg', 'image/webp', 'image/gif']), Buffer.from(rng.bytes(rng.int(1, 3000)))) };
@@ -273,7 +343,9 @@ export function validContractInput(command: string, s: ContractState, rng: Rng):
     case 'config.validate':
     case 'config.diff':
     case 'config.resolve':
-      return rng.chance(0.5) ? { draft } : { yaml: `multimodal_tensor_transport: ${rng.pick(['inline', 'shm', 'auto', 'fast'])}\nworkers:\n  - url: ${s.workerUrl}\n` };
+      return rng.chance(0.5)
+        ? { draft }
+        : { yaml: `multimodal_tensor_transport: ${rng.pick(['inline', 'shm', 'auto', 'fast'])}\nworkers:\n  - url: ${s.workerUrl}\n` };
     case 'config.apply':
       return { draft, expectedRevision: s.revision };
     case 'config.importYaml':

@@ -13,7 +13,13 @@ export interface SentChat {
 }
 
 export function chatBody(images: ReadonlyArray<Pick<CorpusImage, 'dataUrl'>>, options: { stream?: boolean; text?: string; maxTokens?: number } = {}): Buffer {
-  const content = [...images.flatMap((im, i) => [{ type: 'image_url', image_url: { url: im.dataUrl } }, ...(i < images.length - 1 ? [{ type: 'text', text: `image ${i + 1} and` }] : [])]), { type: 'text', text: options.text ?? 'What is in these pictures?' }];
+  const content = [
+    ...images.flatMap((im, i) => [
+      { type: 'image_url', image_url: { url: im.dataUrl } },
+      ...(i < images.length - 1 ? [{ type: 'text', text: `image ${i + 1} and` }] : []),
+    ]),
+    { type: 'text', text: options.text ?? 'What is in these pictures?' },
+  ];
   return Buffer.from(
     JSON.stringify({
       model: 'qwen2-vl-mini',
@@ -53,9 +59,15 @@ export function replyId(reply: Reply): string | undefined {
 export function verifyChat(reply: Reply, sent: SentChat): Verdict {
   const problems: string[] = [];
   const revisionHeader = reply.headers['x-mmtc-config-revision'];
-  const base = { tensors: [] as ReportedTensor[], paths: {} as Record<string, number>, id: replyId(reply), ...(revisionHeader !== undefined ? { revision: Number(revisionHeader) } : {}) };
+  const base = {
+    tensors: [] as ReportedTensor[],
+    paths: {} as Record<string, number>,
+    id: replyId(reply),
+    ...(revisionHeader !== undefined ? { revision: Number(revisionHeader) } : {}),
+  };
   if (reply.status !== 200) return { ok: false, problems: [`HTTP ${reply.status || reply.neterr}: ${reply.body.slice(0, 300)}`], ...base };
-  if (sent.stream && (!reply.done || reply.streamError)) problems.push(`stream ${reply.streamError ? `error: ${reply.streamError}` : 'did not end with [DONE]'}`);
+  if (sent.stream && (!reply.done || reply.streamError))
+    problems.push(`stream ${reply.streamError ? `error: ${reply.streamError}` : 'did not end with [DONE]'}`);
   if (revisionHeader === undefined) problems.push('no x-mmtc-config-revision header');
   const report = reply.content === undefined ? undefined : parseWorkerReport(reply.content);
   if (!report) return { ok: false, problems: [...problems, `no worker report in the completion: ${String(reply.content).slice(0, 200)}`], ...base };

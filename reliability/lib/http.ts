@@ -86,7 +86,18 @@ function requestOnce(base: string, body: unknown, o: RequestOptions = {}): Promi
   const t = performance.now();
   return new Promise((resolve) => {
     // A scenario past its time bound sends nothing more (lib/suite.ts).
-    if (scenarioAborted()) return resolve({ status: 0, headers: {}, body: '', json: undefined, content: undefined, streamError: undefined, done: false, neterr: 'ESCENARIO_ABORTED', ms: 0 });
+    if (scenarioAborted())
+      return resolve({
+        status: 0,
+        headers: {},
+        body: '',
+        json: undefined,
+        content: undefined,
+        streamError: undefined,
+        done: false,
+        neterr: 'ESCENARIO_ABORTED',
+        ms: 0,
+      });
     let finished = false;
     const finish = (r: Omit<Reply, 'ms'> & { retryable?: boolean }) => {
       if (finished) return;
@@ -94,42 +105,65 @@ function requestOnce(base: string, body: unknown, o: RequestOptions = {}): Promi
       clearTimeout(timer);
       resolve({ ...r, ms: performance.now() - t });
     };
-    const failed = (code: string): Omit<Reply, 'ms'> => ({ status: 0, headers: {}, body: '', json: undefined, content: undefined, streamError: undefined, done: false, neterr: code });
-    const headers: Record<string, string | number> = { ...(data !== undefined ? { 'content-type': 'application/json' } : {}), ...(data !== undefined && !o.chunks ? { 'content-length': data.byteLength } : {}), ...o.headers };
-    let responded = false;
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname + u.search, method: o.method ?? (data !== undefined || o.chunks ? 'POST' : 'GET'), agent: o.agent ?? agent, headers }, (res) => {
-      responded = true;
-      const parts: Buffer[] = [];
-      let size = 0;
-      res.on('data', (c: Buffer) => {
-        size += c.length;
-        if (size < 64 * 1024 * 1024) parts.push(c);
-        if (o.onData) o.onData(Buffer.concat(parts).toString());
-      });
-      res.on('error', () => finish(failed('ERESPONSE')));
-      res.on('aborted', () => finish(failed('EABORTED')));
-      res.on('end', () => {
-        const text = Buffer.concat(parts).toString();
-        let json: unknown;
-        let content: string | undefined;
-        let streamError: string | undefined;
-        let done = false;
-        if (String(res.headers['content-type']).startsWith('text/event-stream')) {
-          const s = parseSse(text);
-          content = s.content;
-          streamError = s.error;
-          done = s.done;
-        } else {
-          try {
-            json = JSON.parse(text);
-            content = (json as { choices?: Array<{ message?: { content?: string } }> }).choices?.[0]?.message?.content;
-          } catch {
-            /* not JSON */
-          }
-        }
-        finish({ status: res.statusCode ?? 0, headers: res.headers, body: text, json, content, streamError, done });
-      });
+    const failed = (code: string): Omit<Reply, 'ms'> => ({
+      status: 0,
+      headers: {},
+      body: '',
+      json: undefined,
+      content: undefined,
+      streamError: undefined,
+      done: false,
+      neterr: code,
     });
+    const headers: Record<string, string | number> = {
+      ...(data !== undefined ? { 'content-type': 'application/json' } : {}),
+      ...(data !== undefined && !o.chunks ? { 'content-length': data.byteLength } : {}),
+      ...o.headers,
+    };
+    let responded = false;
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname + u.search,
+        method: o.method ?? (data !== undefined || o.chunks ? 'POST' : 'GET'),
+        agent: o.agent ?? agent,
+        headers,
+      },
+      (res) => {
+        responded = true;
+        const parts: Buffer[] = [];
+        let size = 0;
+        res.on('data', (c: Buffer) => {
+          size += c.length;
+          if (size < 64 * 1024 * 1024) parts.push(c);
+          if (o.onData) o.onData(Buffer.concat(parts).toString());
+        });
+        res.on('error', () => finish(failed('ERESPONSE')));
+        res.on('aborted', () => finish(failed('EABORTED')));
+        res.on('end', () => {
+          const text = Buffer.concat(parts).toString();
+          let json: unknown;
+          let content: string | undefined;
+          let streamError: string | undefined;
+          let done = false;
+          if (String(res.headers['content-type']).startsWith('text/event-stream')) {
+            const s = parseSse(text);
+            content = s.content;
+            streamError = s.error;
+            done = s.done;
+          } else {
+            try {
+              json = JSON.parse(text);
+              content = (json as { choices?: Array<{ message?: { content?: string } }> }).choices?.[0]?.message?.content;
+            } catch {
+              /* not JSON */
+            }
+          }
+          finish({ status: res.statusCode ?? 0, headers: res.headers, body: text, json, content, streamError, done });
+        });
+      },
+    );
     const timer = setTimeout(() => {
       req.destroy();
       finish(failed('ETIMEOUT'));
@@ -193,6 +227,16 @@ export function percentile(values: readonly number[], p: number): number {
 }
 
 /** A console command through the HTTP binding (POST /api/<command> with the bearer token). */
-export async function consoleCall(consoleUrl: string, token: string | undefined, command: string, input: unknown, extra: Record<string, string> = {}): Promise<Reply> {
-  return request(consoleUrl, input === undefined ? '{}' : input, { path: `/api/${command}`, headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...extra }, timeoutMs: 60_000 });
+export async function consoleCall(
+  consoleUrl: string,
+  token: string | undefined,
+  command: string,
+  input: unknown,
+  extra: Record<string, string> = {},
+): Promise<Reply> {
+  return request(consoleUrl, input === undefined ? '{}' : input, {
+    path: `/api/${command}`,
+    headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...extra },
+    timeoutMs: 60_000,
+  });
 }

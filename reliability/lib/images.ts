@@ -50,7 +50,7 @@ async function photo(width: number, height: number, seed: number): Promise<Sharp
   for (let y = 0; y < height; y++) {
     for (let x = 0; x < width; x++) {
       const i = (y * width + x) * 3;
-      const n = (Math.imul(x * 73856093 ^ y * 19349663, seed | 1) >>> 24) & 63;
+      const n = (Math.imul((x * 73856093) ^ (y * 19349663), seed | 1) >>> 24) & 63;
       raw[i] = ((x * 255 * fx) / width + n) & 255;
       raw[i + 1] = ((y * 255 * fy) / height + n) & 255;
       raw[i + 2] = (((x + y) * 128) / (width + height) + 2 * n) & 255;
@@ -139,13 +139,23 @@ export interface ExpectedTensor {
  * vLLM: one float32 batch, whose fingerprint runs over every image's float32 bytes in order).
  * A TokenSpeed worker labelled multimodal_encoder_dtype float32 gets float32 encoder inputs.
  */
-export function expectedTensors(runtime: 'tokenspeed' | 'vllm', images: readonly CorpusImage[], tokenSpeedDtype: 'bfloat16' | 'float32' = 'bfloat16'): ExpectedTensor[] {
+export function expectedTensors(
+  runtime: 'tokenspeed' | 'vllm',
+  images: readonly CorpusImage[],
+  tokenSpeedDtype: 'bfloat16' | 'float32' = 'bfloat16',
+): ExpectedTensor[] {
   if (runtime === 'tokenspeed') {
     const f32 = tokenSpeedDtype === 'float32';
     return images.flatMap((im, i) => {
       const sfx = images.length > 1 ? `[${i}]` : '';
       return [
-        { name: `encoder_input${sfx}`, shape: [im.patches, im.features], dtype: tokenSpeedDtype, nbytes: f32 ? im.f32Bytes : im.bf16Bytes, fnv1a: hex(f32 ? im.f32 : im.bf16) },
+        {
+          name: `encoder_input${sfx}`,
+          shape: [im.patches, im.features],
+          dtype: tokenSpeedDtype,
+          nbytes: f32 ? im.f32Bytes : im.bf16Bytes,
+          fnv1a: hex(f32 ? im.f32 : im.bf16),
+        },
         { name: `image_grid_thw${sfx}`, shape: [1, 3], dtype: 'int64', nbytes: 24, fnv1a: hex(fnv1a64(int64(im.gridThw))) },
         { name: `patches_per_image${sfx}`, shape: [1], dtype: 'int64', nbytes: 8, fnv1a: hex(fnv1a64(int64([im.patches]))) },
       ];
@@ -160,9 +170,21 @@ export function expectedTensors(runtime: 'tokenspeed' | 'vllm', images: readonly
       nbytes: images.reduce((n, im) => n + im.f32Bytes, 0),
       fnv1a: images.length === 1 ? hex(images[0]!.f32) : chained(images.map((im) => (seed) => fnv1a64(im.f32Raw, seed))),
     },
-    { name: 'image_grid_thw', shape: [images.length, 3], dtype: 'int64', nbytes: 24 * images.length, fnv1a: hex(fnv1a64(int64(images.flatMap((im) => im.gridThw)))) },
+    {
+      name: 'image_grid_thw',
+      shape: [images.length, 3],
+      dtype: 'int64',
+      nbytes: 24 * images.length,
+      fnv1a: hex(fnv1a64(int64(images.flatMap((im) => im.gridThw)))),
+    },
     // pixel_values split into its images by this (the gateway's flat_keys), one row each.
-    { name: 'patches_per_image', shape: [images.length], dtype: 'int64', nbytes: 8 * images.length, fnv1a: hex(fnv1a64(int64(images.map((im) => im.patches)))) },
+    {
+      name: 'patches_per_image',
+      shape: [images.length],
+      dtype: 'int64',
+      nbytes: 8 * images.length,
+      fnv1a: hex(fnv1a64(int64(images.map((im) => im.patches)))),
+    },
   ];
 }
 
@@ -182,7 +204,14 @@ export function parseWorkerReport(content: string): { images: number; tensors: R
   const tensors: ReportedTensor[] = [];
   const re = /([a-z_]+(?:\[\d+\])?) \[([\d,]*)\] (\w+) via (\w+), (\d+) bytes(?:, fnv1a ([0-9a-f]{16}))?/g;
   for (let m = re.exec(content); m; m = re.exec(content)) {
-    tensors.push({ name: m[1]!, shape: m[2] ? m[2].split(',').map(Number) : [], dtype: m[3]!, path: m[4]!, nbytes: Number(m[5]), ...(m[6] ? { fnv1a: m[6] } : {}) });
+    tensors.push({
+      name: m[1]!,
+      shape: m[2] ? m[2].split(',').map(Number) : [],
+      dtype: m[3]!,
+      path: m[4]!,
+      nbytes: Number(m[5]),
+      ...(m[6] ? { fnv1a: m[6] } : {}),
+    });
   }
   return { images: head[2] ? Number(head[2]) : 0, tensors };
 }

@@ -9,7 +9,9 @@ import { ROOT, spawnProc, type Proc } from './procs.ts';
 /** Start one; its URL once it listens. */
 export async function startOversizedWorkerProcess(padBytes: number): Promise<{ proc: Proc; url: string }> {
   const tsx = path.join(ROOT, 'node_modules', 'tsx', 'dist', 'cli.mjs');
-  const proc = spawnProc([process.execPath, tsx, path.join(ROOT, 'reliability', 'lib', 'oversized-worker.ts'), String(padBytes)], { name: `oversized worker (${padBytes} bytes a reply)` });
+  const proc = spawnProc([process.execPath, tsx, path.join(ROOT, 'reliability', 'lib', 'oversized-worker.ts'), String(padBytes)], {
+    name: `oversized worker (${padBytes} bytes a reply)`,
+  });
   const m = await proc.waitFor(/oversized worker on (grpc:\/\/\S+)/, 30_000);
   return { proc, url: m[1]! };
 }

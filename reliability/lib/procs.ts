@@ -191,7 +191,6 @@ export function onStop(fn: () => unknown): () => void {
   return () => hooks.delete(fn);
 }
 
-
 function killGroup(pid: number, signal: NodeJS.Signals): void {
   if (pid <= 0) return;
   try {
@@ -228,7 +227,10 @@ export interface Worker {
 
 /** `mmtc worker --runtime R --port P …`, ready when it prints its URL. */
 export async function startWorker(runtime: 'tokenspeed' | 'vllm', extra: string[] = [], options: SpawnOptions & { port?: number } = {}): Promise<Worker> {
-  const proc = spawnMmtc(['worker', '--runtime', runtime, '--port', String(options.port ?? 0), ...extra], { name: `worker ${runtime}${options.name ? ` ${options.name}` : ''}`, ...options });
+  const proc = spawnMmtc(['worker', '--runtime', runtime, '--port', String(options.port ?? 0), ...extra], {
+    name: `worker ${runtime}${options.name ? ` ${options.name}` : ''}`,
+    ...options,
+  });
   try {
     const m = await proc.waitFor(/listening on (grpc:\/\/\S+)\n\s+\/dev\/shm namespace token: (\S+)/, 45_000);
     return { proc, url: m[1]!, port: Number(/:(\d+)$/.exec(m[1]!)![1]), token: m[2]! };
@@ -277,9 +279,18 @@ export async function startServe(args: string[], options: SpawnOptions = {}): Pr
 }
 
 /** `mmtc args…` to completion (doctor, config …), bounded in time. */
-export function runMmtcSync(args: string[], options: { prefix?: string[]; env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {}): { status: number | null; stdout: string; stderr: string; signal: NodeJS.Signals | null } {
+export function runMmtcSync(
+  args: string[],
+  options: { prefix?: string[]; env?: Record<string, string>; timeoutMs?: number; cwd?: string } = {},
+): { status: number | null; stdout: string; stderr: string; signal: NodeJS.Signals | null } {
   const argv = [...(options.prefix ?? []), process.execPath, BIN, ...args];
-  const r = spawnSync(argv[0]!, argv.slice(1), { env: baseEnv(options.env), cwd: options.cwd ?? ROOT, encoding: 'utf8', timeout: options.timeoutMs ?? 60_000, maxBuffer: 64 * 1024 * 1024 });
+  const r = spawnSync(argv[0]!, argv.slice(1), {
+    env: baseEnv(options.env),
+    cwd: options.cwd ?? ROOT,
+    encoding: 'utf8',
+    timeout: options.timeoutMs ?? 60_000,
+    maxBuffer: 64 * 1024 * 1024,
+  });
   return { status: r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '', signal: r.signal };
 }
 
@@ -293,7 +304,13 @@ export async function stopSince(mark: number, signal: NodeJS.Signals = 'SIGTERM'
     groups.delete(pid);
   }
   for (const fn of fns) hooks.delete(fn);
-  const bounded = (fn: () => unknown) => Promise.race([Promise.resolve().then(fn).catch(() => undefined), sleep(5000)]);
+  const bounded = (fn: () => unknown) =>
+    Promise.race([
+      Promise.resolve()
+        .then(fn)
+        .catch(() => undefined),
+      sleep(5000),
+    ]);
   await Promise.all([...procs.map((p) => p.stop(signal, 3000)), ...fns.map(bounded)]);
   return procs.length + pgids.length + fns.length;
 }
@@ -307,7 +324,7 @@ export async function stopAll(signal: NodeJS.Signals = 'SIGTERM'): Promise<numbe
 export function markedProcesses(): Array<{ pid: number; cmd: string }> {
   const id = runId();
   const mine = new Set<number>();
-  for (let pid = process.pid; pid > 1; ) {
+  for (let pid = process.pid; pid > 1;) {
     mine.add(pid);
     try {
       pid = Number(/^PPid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);

@@ -89,8 +89,20 @@ export async function startProxy(options: ProxyOptions): Promise<Proxy> {
     upstream.on('error', close);
     client.on('close', close);
     upstream.on('close', close);
-    pace(client, upstream, () => o.upBytesPerSec, () => o.latencyMs, (n) => (totals.up += n));
-    pace(upstream, client, () => o.downBytesPerSec, () => o.latencyMs, (n) => (totals.down += n));
+    pace(
+      client,
+      upstream,
+      () => o.upBytesPerSec,
+      () => o.latencyMs,
+      (n) => (totals.up += n),
+    );
+    pace(
+      upstream,
+      client,
+      () => o.downBytesPerSec,
+      () => o.latencyMs,
+      (n) => (totals.down += n),
+    );
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

@@ -55,8 +55,57 @@ export function hashSeed(a: number, b: number): number {
 }
 
 /** Numbers and strings that break parsers: what every fuzzer mixes in. */
-export const NASTY_NUMBERS: readonly unknown[] = [0, -1, 1, -0, 0.5, 1e-300, 1e300, 2 ** 31, 2 ** 32, 2 ** 53, 2 ** 53 + 2, -(2 ** 53), 1e15, 65535, 65536, 1e21, Number.MAX_SAFE_INTEGER, Number.MIN_VALUE];
-export const NASTY_STRINGS: readonly string[] = ['', ' ', '0', '-1', '1e6', '0x10', '1_000', 'NaN', 'Infinity', 'null', 'true', '\u0000', '../../etc/passwd', '%s%n', '\u202e', 'a'.repeat(10_000), '\ud800', '{"a":1}', '[', "'", '"', '\\', 'SHM', ' inline ', 'auto\n', 'grpc://127.0.0.1:1', 'unix:///', 'grpc://[::1]:0', 'grpc://a:99999'];
+export const NASTY_NUMBERS: readonly unknown[] = [
+  0,
+  -1,
+  1,
+  -0,
+  0.5,
+  1e-300,
+  1e300,
+  2 ** 31,
+  2 ** 32,
+  2 ** 53,
+  2 ** 53 + 2,
+  -(2 ** 53),
+  1e15,
+  65535,
+  65536,
+  1e21,
+  Number.MAX_SAFE_INTEGER,
+  Number.MIN_VALUE,
+];
+export const NASTY_STRINGS: readonly string[] = [
+  '',
+  ' ',
+  '0',
+  '-1',
+  '1e6',
+  '0x10',
+  '1_000',
+  'NaN',
+  'Infinity',
+  'null',
+  'true',
+  '\u0000',
+  '../../etc/passwd',
+  '%s%n',
+  '\u202e',
+  'a'.repeat(10_000),
+  '\ud800',
+  '{"a":1}',
+  '[',
+  "'",
+  '"',
+  '\\',
+  'SHM',
+  ' inline ',
+  'auto\n',
+  'grpc://127.0.0.1:1',
+  'unix:///',
+  'grpc://[::1]:0',
+  'grpc://a:99999',
+];
 
 export function nastyValue(rng: Rng, depth = 0): unknown {
   switch (rng.int(0, depth > 2 ? 5 : 8)) {
@@ -76,7 +125,8 @@ export function nastyValue(rng: Rng, depth = 0): unknown {
       return Array.from({ length: rng.int(0, 4) }, () => nastyValue(rng, depth + 1));
     case 7: {
       const o: Record<string, unknown> = {};
-      for (let i = rng.int(0, 4); i > 0; i--) o[rng.pick(['a', 'url', 'port', 'image', '__proto__', 'constructor', rng.string(8)])] = nastyValue(rng, depth + 1);
+      for (let i = rng.int(0, 4); i > 0; i--)
+        o[rng.pick(['a', 'url', 'port', 'image', '__proto__', 'constructor', rng.string(8)])] = nastyValue(rng, depth + 1);
       return o;
     }
     default:

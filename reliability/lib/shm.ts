@@ -30,7 +30,18 @@ export interface ShmNamespace {
 export async function shmNamespace(options: { sizeBytes?: number; readOnly?: boolean; name?: string } = {}): Promise<ShmNamespace> {
   const size = options.sizeBytes ?? 256 * 1024 * 1024;
   const opts = [`size=${size}`, 'mode=1777', ...(options.readOnly ? ['ro'] : [])].join(',');
-  const holder = spawnProc(['unshare', '--mount', '--propagation', 'private', 'sh', '-c', `mount -t tmpfs -o ${opts} mmtc-reliability /dev/shm && echo ready && exec sleep ${HOLDER_SECONDS}`], { name: `shm namespace ${options.name ?? ''}`.trim() });
+  const holder = spawnProc(
+    [
+      'unshare',
+      '--mount',
+      '--propagation',
+      'private',
+      'sh',
+      '-c',
+      `mount -t tmpfs -o ${opts} mmtc-reliability /dev/shm && echo ready && exec sleep ${HOLDER_SECONDS}`,
+    ],
+    { name: `shm namespace ${options.name ?? ''}`.trim() },
+  );
   await holder.waitFor(/^ready$/m, 10_000);
   const dir = `/proc/${holder.pid}/root/dev/shm`;
   return {

@@ -19,7 +19,12 @@ export async function attackGroup(suite: Suite): Promise<void> {
     await suite.run('attack/browser', (t) => browser(t), { maxSeconds: 120 });
     await suite.run(
       'attack/ipc',
-      async (t) => reportFuzz(t, await fuzzInChild({ target: 'ipc', seed: t.seed, count: suite.short ? 2000 : 20_000, seconds: suite.short ? 20 : 120 }), 'IPC messages (a quarter from the genuine console window)'),
+      async (t) =>
+        reportFuzz(
+          t,
+          await fuzzInChild({ target: 'ipc', seed: t.seed, count: suite.short ? 2000 : 20_000, seconds: suite.short ? 20 : 120 }),
+          'IPC messages (a quarter from the genuine console window)',
+        ),
       { seeded: true, maxSeconds: 180 },
     );
   });
@@ -85,7 +90,17 @@ async function browser(t: T): Promise<void> {
   // no background traffic of its own.
   const b = await chromium.launch({
     executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic', '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE *.localhost, EXCLUDE 127.0.0.1'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--disable-quic',
+      '--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost, EXCLUDE *.localhost, EXCLUDE 127.0.0.1',
+    ],
     // The run's own handlers stop it (run.ts, procs.ts onStop): Playwright's would exit the process first.
     handleSIGINT: false,
     handleSIGTERM: false,
@@ -100,17 +115,24 @@ async function browser(t: T): Promise<void> {
     // the console's port; the Host guard must refuse it anyway.
     const rebind = await page.goto(`${rebindOrigin}/`);
     const rebindStatus = rebind?.status();
-    const rebindApi = await page.evaluate(`fetch('/api/overview', { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer guess' }, body: '{}' }).then((r) => r.status, (e) => 'blocked ' + e.name)`);
+    const rebindApi = await page.evaluate(
+      `fetch('/api/overview', { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer guess' }, body: '{}' }).then((r) => r.status, (e) => 'blocked ' + e.name)`,
+    );
     // The genuine client, same browser: the console's own page with its token works.
     const own = await page.goto(`${serve.consoleUrl}/#token=${serve.token}`);
-    const ownApi = await page.evaluate(`fetch('/api/overview', { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer ${serve.token}' }, body: '{}' }).then((r) => r.status)`);
+    const ownApi = await page.evaluate(
+      `fetch('/api/overview', { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer ${serve.token}' }, body: '{}' }).then((r) => r.status)`,
+    );
     const after = (await consoleCall(serve.consoleUrl, serve.token, 'config.get', {})).json;
     const historyAfter = (await consoleCall(serve.consoleUrl, serve.token, 'config.history', {})).json.entries.length;
     // Every attempt of the attacker's page is cross-origin: reading any response at all (whatever its status) is a failure.
     for (const [name, outcome] of Object.entries(results)) {
       t.check(!/^read |OPEN|loaded|iframe readable/.test(outcome), `${name}: ${outcome}`);
     }
-    t.check(after.revision === before.revision && historyAfter === historyBefore, `the configuration changed: revision ${before.revision} → ${after.revision}, history ${historyBefore} → ${historyAfter}`);
+    t.check(
+      after.revision === before.revision && historyAfter === historyBefore,
+      `the configuration changed: revision ${before.revision} → ${after.revision}, history ${historyBefore} → ${historyAfter}`,
+    );
     t.check(rebindStatus === 403, `the rebinding name must get 403: ${rebindStatus}`);
     t.check(rebindApi === 403, `the API under the rebinding name must be 403: ${rebindApi}`);
     t.check(own?.status() === 200 && ownApi === 200, `the console's own page must work: ${own?.status()} ${ownApi}`);
@@ -119,7 +141,19 @@ async function browser(t: T): Promise<void> {
     t.note('rebinding', { page: rebindStatus, api: rebindApi });
     t.note('own_page', { page: own?.status(), api: ownApi });
     t.note('revision', { before: before.revision, after: after.revision });
-    t.summary(`${Object.keys(results).length + 2} attempts from http://127.0.0.1:<other port> and rebind.localhost: ${Object.entries(results).map(([k, v]) => `${k} → ${v.replace(/^(blocked): .*/, '$1').replace(/^(submitted), .*/, '$1, unreadable').slice(0, 24)}`).join('; ')}; rebinding page ${rebindStatus}, API ${rebindApi}; revision ${before.revision} → ${after.revision}, history ${historyBefore} → ${historyAfter} entries; the console's own page ${own?.status()}/${ownApi}`);
+    t.summary(
+      `${Object.keys(results).length + 2} attempts from http://127.0.0.1:<other port> and rebind.localhost: ${Object.entries(results)
+        .map(
+          ([k, v]) =>
+            `${k} → ${v
+              .replace(/^(blocked): .*/, '$1')
+              .replace(/^(submitted), .*/, '$1, unreadable')
+              .slice(0, 24)}`,
+        )
+        .join(
+          '; ',
+        )}; rebinding page ${rebindStatus}, API ${rebindApi}; revision ${before.revision} → ${after.revision}, history ${historyBefore} → ${historyAfter} entries; the console's own page ${own?.status()}/${ownApi}`,
+    );
   } finally {
     unhook();
     await b.close();

@@ -20,12 +20,38 @@
 //                        (recorded): a router killed in a pid namespace of its own and started
 //                        in a new one (a container restart).
 import { execFileSync } from 'node:child_process';
-import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, statSync, symlinkSync, unlinkSync, writeFileSync, openSync, readSync, writeSync, closeSync, constants } from 'node:fs';
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+  openSync,
+  readSync,
+  writeSync,
+  closeSync,
+  constants,
+} from 'node:fs';
 import path from 'node:path';
 import WebSocket from 'ws';
 import { CACHE_NAME, ourPidNamespace } from '../../core/transport/orphans.ts';
 import { chatBody, replyId, requestLines } from '../lib/chat.ts';
-import { compareTensors, describeImage, expectedTensors, makeCorpus, makeImage, parseWorkerReport, photoBytes, type CorpusImage, type ImageSpec, type ReportedTensor } from '../lib/images.ts';
+import {
+  compareTensors,
+  describeImage,
+  expectedTensors,
+  makeCorpus,
+  makeImage,
+  parseWorkerReport,
+  photoBytes,
+  type CorpusImage,
+  type ImageSpec,
+  type ReportedTensor,
+} from '../lib/images.ts';
 import { consoleCall, get, metrics, metricSum, percentile, request, type Reply } from '../lib/http.ts';
 import { canNamespace, sleep, spawnProc, startRouter, startServe, startWorker, until, type Serve, type Worker } from '../lib/procs.ts';
 import { shmNamespace, TENSOR_FILE } from '../lib/shm.ts';
@@ -73,7 +99,14 @@ async function cacheMetrics(base: string): Promise<Record<'hits' | 'misses' | 'e
   const m = await metrics(base).catch(() => undefined);
   if (!m || ![...m.keys()].some((k) => k.startsWith('smg_mm_pixel_cache_hits_total'))) return undefined;
   const v = (name: string) => metricSum(m, name);
-  return { hits: v('smg_mm_pixel_cache_hits_total'), misses: v('smg_mm_pixel_cache_misses_total'), evictions: v('smg_mm_pixel_cache_evictions_total'), tampered: v('smg_mm_pixel_cache_tampered_total'), entries: v('smg_mm_pixel_cache_entries'), bytes: v('smg_mm_pixel_cache_bytes') };
+  return {
+    hits: v('smg_mm_pixel_cache_hits_total'),
+    misses: v('smg_mm_pixel_cache_misses_total'),
+    evictions: v('smg_mm_pixel_cache_evictions_total'),
+    tampered: v('smg_mm_pixel_cache_tampered_total'),
+    entries: v('smg_mm_pixel_cache_entries'),
+    bytes: v('smg_mm_pixel_cache_bytes'),
+  };
 }
 
 interface Checked {
@@ -96,7 +129,8 @@ function checkReply(reply: Reply, images: readonly CorpusImage[], stream = false
   const runtime = report.tensors.some((t) => t.name === 'pixel_values') ? 'vllm' : 'tokenspeed';
   const dtype = report.tensors.find((t) => t.name.startsWith('encoder_input') || t.name === 'pixel_values')?.dtype;
   if (report.images !== images.length) other.push(`the worker saw ${report.images} images, ${images.length} were sent`);
-  const wrong = dtype === 'float32' || dtype === 'bfloat16' ? compareTensors(expectedTensors(runtime, images, dtype), report.tensors) : [`encoder input dtype ${dtype}`];
+  const wrong =
+    dtype === 'float32' || dtype === 'bfloat16' ? compareTensors(expectedTensors(runtime, images, dtype), report.tensors) : [`encoder input dtype ${dtype}`];
   return { ok: wrong.length === 0 && other.length === 0, wrong, runtime, ...(dtype ? { dtype } : {}), tensors: report.tensors, other };
 }
 
@@ -123,7 +157,17 @@ async function trafficTap(serve: Serve): Promise<{ events: TapEvent[]; dropped()
     const msg = JSON.parse(String(data));
     if (msg.stream !== 'traffic') return;
     dropped = msg.payload.dropped;
-    for (const e of msg.payload.events) if (events.length < 200_000) events.push({ requestId: e.requestId, tensor: e.tensor, ...(e.cache ? { cache: e.cache } : {}), path: e.path, dtype: e.dtype, revision: e.revision, runtime: e.runtime });
+    for (const e of msg.payload.events)
+      if (events.length < 200_000)
+        events.push({
+          requestId: e.requestId,
+          tensor: e.tensor,
+          ...(e.cache ? { cache: e.cache } : {}),
+          path: e.path,
+          dtype: e.dtype,
+          revision: e.revision,
+          runtime: e.runtime,
+        });
   });
   ws.send(JSON.stringify({ op: 'subscribe', stream: 'traffic' }));
   await sleep(300);
@@ -160,8 +204,12 @@ async function load32(t: T): Promise<void> {
   const tokenSpeed = new Set([w.ts.url, w.mismatched.url]);
   const dir = tempDir('cache-load');
   const file = path.join(dir, 'router.yaml');
-  const workersYaml = (dtype: Dtype) => w.all.map((x) => `  - url: ${x.url}\n${tokenSpeed.has(x.url) ? `    labels:\n      multimodal_encoder_dtype: ${dtype}\n` : ''}`).join('');
-  writeFileSync(file, `# reliability: the pixel cache under load\nmultimodal_tensor_transport: auto\nmultimodal_pixel_cache_mb: ${LOAD_BUDGET_MB}\nhealth_check_interval_secs: 1\nrequest_timeout_secs: 300\nworkers:\n${workersYaml('float32')}`);
+  const workersYaml = (dtype: Dtype) =>
+    w.all.map((x) => `  - url: ${x.url}\n${tokenSpeed.has(x.url) ? `    labels:\n      multimodal_encoder_dtype: ${dtype}\n` : ''}`).join('');
+  writeFileSync(
+    file,
+    `# reliability: the pixel cache under load\nmultimodal_tensor_transport: auto\nmultimodal_pixel_cache_mb: ${LOAD_BUDGET_MB}\nhealth_check_interval_secs: 1\nrequest_timeout_secs: 300\nworkers:\n${workersYaml('float32')}`,
+  );
   const serve = await startServe(['--config', file], { name: 'serve (pixel cache)', env: { XDG_CONFIG_HOME: dir } });
   const tap = await trafficTap(serve);
   try {
@@ -198,7 +246,10 @@ async function load32(t: T): Promise<void> {
       await sleep((seconds * 1000) / 2);
       const t1 = performance.now();
       try {
-        const draft = { ...base, workers: base.workers.map((x) => (tokenSpeed.has(x.url) ? { ...x, labels: { ...(x.labels as object), multimodal_encoder_dtype: 'bfloat16' } } : x)) };
+        const draft = {
+          ...base,
+          workers: base.workers.map((x) => (tokenSpeed.has(x.url) ? { ...x, labels: { ...(x.labels as object), multimodal_encoder_dtype: 'bfloat16' } } : x)),
+        };
         const revision = await apply(serve, draft, view.revision as number);
         dtypeOf.set(revision, 'bfloat16');
         change = { revision, atS: (t1 - t0) / 1000, ms: performance.now() - t1 };
@@ -212,7 +263,14 @@ async function load32(t: T): Promise<void> {
     const sampler = (async () => {
       for (let i = 0; sampling && i < 2000; i++) {
         const m = await metrics(serve.routerUrl).catch(() => undefined);
-        if (m && [...m.keys()].some((k) => k.startsWith('smg_mm_pixel_cache_entries'))) samples.push({ t: Math.round((performance.now() - t0) / 100) / 10, entries: metricSum(m, 'smg_mm_pixel_cache_entries'), bytes: metricSum(m, 'smg_mm_pixel_cache_bytes'), evictions: metricSum(m, 'smg_mm_pixel_cache_evictions_total'), outstanding: metricSum(m, 'smg_mm_shm_outstanding_bytes') });
+        if (m && [...m.keys()].some((k) => k.startsWith('smg_mm_pixel_cache_entries')))
+          samples.push({
+            t: Math.round((performance.now() - t0) / 100) / 10,
+            entries: metricSum(m, 'smg_mm_pixel_cache_entries'),
+            bytes: metricSum(m, 'smg_mm_pixel_cache_bytes'),
+            evictions: metricSum(m, 'smg_mm_pixel_cache_evictions_total'),
+            outstanding: metricSum(m, 'smg_mm_shm_outstanding_bytes'),
+          });
         await sleep(500);
       }
     })();
@@ -232,7 +290,14 @@ async function load32(t: T): Promise<void> {
         };
         await sleep(r.int(0, 800));
         for (let i = 0; i < 10_000 && (performance.now() < end || (startedAfterChange < 8 && performance.now() < hardEnd)); i++) {
-          const images: Done['images'] = kind === 'repeat' ? Array.from({ length: r.pick([1, 1, 2, 3]) }, () => r.pick(set)) : kind === 'mixed' ? (r.chance(0.5) ? [r.pick(set), await fresh()] : [await fresh(), r.pick(set)]) : [await fresh()];
+          const images: Done['images'] =
+            kind === 'repeat'
+              ? Array.from({ length: r.pick([1, 1, 2, 3]) }, () => r.pick(set))
+              : kind === 'mixed'
+                ? r.chance(0.5)
+                  ? [r.pick(set), await fresh()]
+                  : [await fresh(), r.pick(set)]
+                : [await fresh()];
           const stream = r.chance(0.5);
           if (change) startedAfterChange += 1;
           const reply = await request(serve.routerUrl, chatBody(images, { stream }), { timeoutMs: 300_000 });
@@ -288,7 +353,8 @@ async function load32(t: T): Promise<void> {
       const want = c.runtime === 'tokenspeed' ? dtypeOf.get(revision) : 'float32';
       if (d.reply.status === 200 && c.dtype !== undefined && c.dtype !== want) {
         dtypeOff += 1;
-        if (problems.length < 12) problems.push(`request ${replyId(d.reply)} on revision ${revision} (${want ?? 'unknown revision'}) got ${c.dtype} encoder inputs`);
+        if (problems.length < 12)
+          problems.push(`request ${replyId(d.reply)} on revision ${revision} (${want ?? 'unknown revision'}) got ${c.dtype} encoder inputs`);
       }
       const line = lines.get(replyId(d.reply));
       if (d.reply.status === 200 && (!line || line.revision !== revision)) logMismatch += 1;
@@ -303,16 +369,45 @@ async function load32(t: T): Promise<void> {
     }
     const hitsSeen = (answers['hit shm'] ?? 0) + (answers['hit inline'] ?? 0);
     const missesSeen = (answers['miss shm'] ?? 0) + (answers['miss inline'] ?? 0);
-    const stats = after && before ? { hits: after.hits - before.hits, misses: after.misses - before.misses, evictions: after.evictions - before.evictions, tampered: after.tampered - before.tampered, entries: after.entries, bytes: after.bytes } : undefined;
+    const stats =
+      after && before
+        ? {
+            hits: after.hits - before.hits,
+            misses: after.misses - before.misses,
+            evictions: after.evictions - before.evictions,
+            tampered: after.tampered - before.tampered,
+            entries: after.entries,
+            bytes: after.bytes,
+          }
+        : undefined;
     // Stop serve: its entries go with it.
     await serve.proc.stop();
-    const left = await until(() => (shmEntries().length === 0 ? [] : undefined), 3000, 50) ?? shmEntries();
+    const left = (await until(() => (shmEntries().length === 0 ? [] : undefined), 3000, 50)) ?? shmEntries();
 
     const requests = done.length;
-    const phases = change ? { float32: Object.entries(byRevision).filter(([r]) => Number(r) < change!.revision).reduce((n, [, v]) => n + v, 0), bfloat16: byRevision[change.revision] ?? 0 } : { float32: requests, bfloat16: 0 };
+    const phases = change
+      ? {
+          float32: Object.entries(byRevision)
+            .filter(([r]) => Number(r) < change!.revision)
+            .reduce((n, [, v]) => n + v, 0),
+          bfloat16: byRevision[change.revision] ?? 0,
+        }
+      : { float32: requests, bfloat16: 0 };
     t.check(requests > 0, 'no request was sent');
-    t.check(wrongTensors === 0, `${wrongTensors} wrong tensors in ${wrongRequests} of ${requests} answers: ${problems.filter((p) => p.startsWith('wrong')).slice(0, 3).join(' | ')}`);
-    t.check(dtypeOff === 0, `${dtypeOff} answers whose encoder dtype is not their revision's (a half-applied label): ${problems.filter((p) => p.startsWith('request')).slice(0, 3).join(' | ')}`);
+    t.check(
+      wrongTensors === 0,
+      `${wrongTensors} wrong tensors in ${wrongRequests} of ${requests} answers: ${problems
+        .filter((p) => p.startsWith('wrong'))
+        .slice(0, 3)
+        .join(' | ')}`,
+    );
+    t.check(
+      dtypeOff === 0,
+      `${dtypeOff} answers whose encoder dtype is not their revision's (a half-applied label): ${problems
+        .filter((p) => p.startsWith('request'))
+        .slice(0, 3)
+        .join(' | ')}`,
+    );
     t.check(failed === 0, `${failed} of ${requests} requests failed: ${problems.slice(0, 3).join(' | ')}`);
     t.check(logMismatch === 0, `${logMismatch} answers whose log line names another revision (or has none)`);
     t.check(phases.float32 > 0 && phases.bfloat16 > 0, `requests in each dtype: float32 ${phases.float32}, bfloat16 ${phases.bfloat16}`);
@@ -320,7 +415,10 @@ async function load32(t: T): Promise<void> {
     if (stats) {
       t.check(stats.tampered === 0, `entries dropped as tampered with no tampering worker: ${stats.tampered}`);
       const heldBytes = held.reduce((n, f) => n + f.size, 0);
-      t.check(stats.entries === held.length && stats.bytes === heldBytes && stats.bytes <= LOAD_BUDGET_MB * MiB, `at rest the cache's count must be its files: ${stats.entries} entries / ${stats.bytes} bytes counted, ${held.length} files / ${heldBytes} bytes in /dev/shm (budget ${LOAD_BUDGET_MB} MiB)`);
+      t.check(
+        stats.entries === held.length && stats.bytes === heldBytes && stats.bytes <= LOAD_BUDGET_MB * MiB,
+        `at rest the cache's count must be its files: ${stats.entries} entries / ${stats.bytes} bytes counted, ${held.length} files / ${heldBytes} bytes in /dev/shm (budget ${LOAD_BUDGET_MB} MiB)`,
+      );
     }
     t.check(left.length === 0, `files left in /dev/shm after serve stopped: ${left.slice(0, 5).join(', ')}`);
     t.note('requests', requests);
@@ -335,9 +433,16 @@ async function load32(t: T): Promise<void> {
     t.note('cache_stats', stats ?? 'not exported by this router (/metrics has no smg_mm_pixel_cache_*)');
     t.note('entries_at_end', { files: held.length, bytes: held.reduce((n, f) => n + f.size, 0) });
     if (samples.length) {
-      t.note('cache_peak', { entries: Math.max(...samples.map((x) => x.entries)), bytes: Math.max(...samples.map((x) => x.bytes)), outstanding_bytes: Math.max(...samples.map((x) => x.outstanding)) });
+      t.note('cache_peak', {
+        entries: Math.max(...samples.map((x) => x.entries)),
+        bytes: Math.max(...samples.map((x) => x.bytes)),
+        outstanding_bytes: Math.max(...samples.map((x) => x.outstanding)),
+      });
       const every = Math.max(1, Math.ceil(samples.length / 60));
-      t.note('cache_samples', samples.filter((_, i) => i % every === 0).map((x) => [x.t, x.entries, Math.round(x.bytes / MiB), x.evictions, Math.round(x.outstanding / MiB)]));
+      t.note(
+        'cache_samples',
+        samples.filter((_, i) => i % every === 0).map((x) => [x.t, x.entries, Math.round(x.bytes / MiB), x.evictions, Math.round(x.outstanding / MiB)]),
+      );
     }
     t.note('events_dropped', tap.dropped());
     t.note('p50_ms', Math.round(percentile(latencies, 50)));
@@ -346,10 +451,17 @@ async function load32(t: T): Promise<void> {
     if (problems.length) t.note('problems', problems);
     // What the cache held at its fullest: its entries, and entries evicted while requests still held them (counted until those end).
     const peakBytes = samples.length ? Math.max(...samples.map((x) => x.bytes)) : undefined;
-    const peak = peakBytes === undefined ? '' : `, at most ${mib(peakBytes)} held (${peakBytes > LOAD_BUDGET_MB * MiB ? 'ABOVE' : 'within'} the budget) with ${Math.max(...samples.map((x) => x.entries))} entries at most`;
+    const peak =
+      peakBytes === undefined
+        ? ''
+        : `, at most ${mib(peakBytes)} held (${peakBytes > LOAD_BUDGET_MB * MiB ? 'ABOVE' : 'within'} the budget) with ${Math.max(...samples.map((x) => x.entries))} entries at most`;
     if (peakBytes !== undefined) t.note('budget_exceeded_by', Math.max(0, peakBytes - LOAD_BUDGET_MB * MiB));
-    const counted = stats ? `; the cache counted ${stats.hits} hits / ${stats.misses} misses, ${stats.evictions} evictions, ${stats.tampered} tampered${peak}, ${stats.entries} entries (${mib(stats.bytes)}) at the end` : '';
-    t.summary(`budget ${LOAD_BUDGET_MB} MiB; ${requests} requests from ${clients} clients in ${fmt(wall, 0)} s (${fmt(requests / wall, 2)} req/s, p50 ${fmt(percentile(latencies, 50), 0)} ms), ${newImages} new images and the set of 8; float32 → bfloat16 applied ${change ? `${fmt(change.atS)} s in (revision ${change.revision}, ${fmt(change.ms, 0)} ms)` : 'NOT'}: ${phases.float32} requests float32, ${phases.bfloat16} bfloat16; wrong tensors ${wrongTensors}, dtype off its revision ${dtypeOff}; image tensors hit ${hitsSeen} (${answers['hit shm'] ?? 0} by link, ${answers['hit inline'] ?? 0} inline), missed ${missesSeen}${counted}; ${held.length} cache files (${mib(held.reduce((n, f) => n + f.size, 0))}) before stop, files left ${left.length}`);
+    const counted = stats
+      ? `; the cache counted ${stats.hits} hits / ${stats.misses} misses, ${stats.evictions} evictions, ${stats.tampered} tampered${peak}, ${stats.entries} entries (${mib(stats.bytes)}) at the end`
+      : '';
+    t.summary(
+      `budget ${LOAD_BUDGET_MB} MiB; ${requests} requests from ${clients} clients in ${fmt(wall, 0)} s (${fmt(requests / wall, 2)} req/s, p50 ${fmt(percentile(latencies, 50), 0)} ms), ${newImages} new images and the set of 8; float32 → bfloat16 applied ${change ? `${fmt(change.atS)} s in (revision ${change.revision}, ${fmt(change.ms, 0)} ms)` : 'NOT'}: ${phases.float32} requests float32, ${phases.bfloat16} bfloat16; wrong tensors ${wrongTensors}, dtype off its revision ${dtypeOff}; image tensors hit ${hitsSeen} (${answers['hit shm'] ?? 0} by link, ${answers['hit inline'] ?? 0} inline), missed ${missesSeen}${counted}; ${held.length} cache files (${mib(held.reduce((n, f) => n + f.size, 0))}) before stop, files left ${left.length}`,
+    );
   } finally {
     tap.close();
     await serve.proc.stop();
@@ -360,7 +472,8 @@ async function load32(t: T): Promise<void> {
 // cache/tamper
 
 /** python3 FILE: read the first byte through a MAP_SHARED read-write mapping, then write it back inverted (no msync). */
-const MMAP_WRITE = 'import mmap, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\nm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)\nb = m[0]\nm[0] = b ^ 0xff\nm.close()\nos.close(fd)\n';
+const MMAP_WRITE =
+  'import mmap, os, sys\nfd = os.open(sys.argv[1], os.O_RDWR)\nm = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)\nb = m[0]\nm[0] = b ^ 0xff\nm.close()\nos.close(fd)\n';
 
 interface Asked {
   reply: Reply;
@@ -377,18 +490,39 @@ async function tamper(t: T): Promise<void> {
   const runtimes: Array<'tokenspeed' | 'vllm'> = t.short ? ['vllm'] : ['vllm', 'tokenspeed'];
   const rounds = t.short ? 1 : 2;
   // An image of its own for every step (a hit and a miss per round, the held-link probe per runtime, the mtime and mmap probes).
-  const sizes: Array<[number, number, CorpusImage['format']]> = [[640, 480, 'jpeg'], [800, 600, 'webp'], [1024, 768, 'png'], [500, 500, 'png'], [1280, 720, 'jpeg'], [1600, 200, 'png'], [320, 240, 'webp'], [960, 540, 'jpeg']];
+  const sizes: Array<[number, number, CorpusImage['format']]> = [
+    [640, 480, 'jpeg'],
+    [800, 600, 'webp'],
+    [1024, 768, 'png'],
+    [500, 500, 'png'],
+    [1280, 720, 'jpeg'],
+    [1600, 200, 'png'],
+    [320, 240, 'webp'],
+    [960, 540, 'jpeg'],
+  ];
   const count = runtimes.length * (rounds * 2 + 1) + 2;
-  const corpus = await Promise.all(Array.from({ length: count }, (_, i) => { const [width, height, format] = sizes[i % sizes.length]!; return makeImage({ name: `tamper-${i}-${width}x${height}.${format}`, format, width, height }, 7000 + i); }));
+  const corpus = await Promise.all(
+    Array.from({ length: count }, (_, i) => {
+      const [width, height, format] = sizes[i % sizes.length]!;
+      return makeImage({ name: `tamper-${i}-${width}x${height}.${format}`, format, width, height }, 7000 + i);
+    }),
+  );
   const workers: Record<string, { normal: Worker; tampering: Worker; slow: Worker }> = {};
   for (const rt of runtimes) {
-    const [normal, tampering, slow] = await Promise.all([startWorker(rt, [], { name: 'normal' }), startWorker(rt, ['--tamper-shm'], { name: 'tamper-shm' }), startWorker(rt, ['--delay-ms', '6000'], { name: 'slow (6 s)' })]);
+    const [normal, tampering, slow] = await Promise.all([
+      startWorker(rt, [], { name: 'normal' }),
+      startWorker(rt, ['--tamper-shm'], { name: 'tamper-shm' }),
+      startWorker(rt, ['--delay-ms', '6000'], { name: 'slow (6 s)' }),
+    ]);
     workers[rt] = { normal, tampering, slow };
   }
   const first = workers[runtimes[0]!]!.normal;
   const dir = tempDir('cache-tamper');
   const file = path.join(dir, 'router.yaml');
-  writeFileSync(file, `# reliability: a worker that writes into its files\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nrequest_timeout_secs: 60\nworkers:\n  - url: ${first.url}\n`);
+  writeFileSync(
+    file,
+    `# reliability: a worker that writes into its files\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\nrequest_timeout_secs: 60\nworkers:\n  - url: ${first.url}\n`,
+  );
   const serve = await startServe(['--config', file], { name: 'serve (tamper)', env: { XDG_CONFIG_HOME: dir } });
   let revision = (await consoleCall(serve.consoleUrl, serve.token, 'config.get', {})).json.revision as number;
   const base = (await consoleCall(serve.consoleUrl, serve.token, 'config.get', {})).json.config as Record<string, unknown>;
@@ -401,10 +535,14 @@ async function tamper(t: T): Promise<void> {
       if (current === w.url) return;
       current = w.url;
       revision = await apply(serve, { ...base, workers: [{ url: w.url }] }, revision);
-      const ok = await until(async () => {
-        const h = (await get(serve.routerUrl, '/health', { timeoutMs: 5000 })).json;
-        return h?.workers?.length === 1 && h.workers[0].url === w.url && h.workers[0].healthy === true;
-      }, 10_000, 50);
+      const ok = await until(
+        async () => {
+          const h = (await get(serve.routerUrl, '/health', { timeoutMs: 5000 })).json;
+          return h?.workers?.length === 1 && h.workers[0].url === w.url && h.workers[0].healthy === true;
+        },
+        10_000,
+        50,
+      );
       if (!ok) throw new Error(`${w.proc.name} ${w.url} not the only healthy worker 10 s after the apply`);
     };
     const ask = async (im: CorpusImage): Promise<Asked> => {
@@ -414,10 +552,17 @@ async function tamper(t: T): Promise<void> {
       const enc = events.find((e: any) => e.requestId === id && /^(encoder_input|pixel_values)/.test(e.tensor));
       return { reply, check: checkReply(reply, [im]), ...(id ? { id } : {}), ...(enc?.cache ? { cache: enc.cache } : {}), ...(enc ? { path: enc.path } : {}) };
     };
-    const say = (a: Asked) => `${a.reply.status} ${a.check.ok ? 'right' : a.check.wrong.length ? 'WRONG' : 'failed'} (${a.cache ?? 'no cache answer'}${a.path ? ` via ${a.path}` : ''})`;
+    const say = (a: Asked) =>
+      `${a.reply.status} ${a.check.ok ? 'right' : a.check.wrong.length ? 'WRONG' : 'failed'} (${a.cache ?? 'no cache answer'}${a.path ? ` via ${a.path}` : ''})`;
     const newEntry = (beforeNames: Set<string>) => cacheFiles('/dev/shm', serve.proc.pid).find((f) => !beforeNames.has(f.name));
     const names = () => new Set(cacheFiles('/dev/shm', serve.proc.pid).map((f) => f.name));
-    const tamperedIno = (w: Worker, from: number) => [...w.proc.output().slice(from).matchAll(/tamper-shm: changed byte \d+ of (\S+) \(inode (\d+)\)/g)].map((m) => Number(m[2]));
+    const tamperedIno = (w: Worker, from: number) =>
+      [
+        ...w.proc
+          .output()
+          .slice(from)
+          .matchAll(/tamper-shm: changed byte \d+ of (\S+) \(inode (\d+)\)/g),
+      ].map((m) => Number(m[2]));
     const stats0 = await cacheMetrics(serve.routerUrl);
     let tamperings = 0;
     const images = [...corpus];
@@ -446,21 +591,43 @@ async function tamper(t: T): Promise<void> {
           const after = await ask(a);
           const again = await ask(a);
           const label = `${rt} ${a.name}, a hit to the tampering worker${caught ? (attaches ? ' (it attaches read-write)' : ' (caught before)') : ''}`;
-          t.check(miss.check.ok && miss.cache === 'miss' && miss.path === 'shm' && entry !== undefined, `${label}: the first request must be a correct miss over SHM that leaves an entry: ${say(miss)}, entry ${entry?.name}`);
+          t.check(
+            miss.check.ok && miss.cache === 'miss' && miss.path === 'shm' && entry !== undefined,
+            `${label}: the first request must be a correct miss over SHM that leaves an entry: ${say(miss)}, entry ${entry?.name}`,
+          );
           if (!caught) {
-            t.check(hit.cache === 'hit' && hit.path === 'shm' && hit.check.wrong.length > 0 && entry !== undefined && inodes.includes(entry.ino), `${label}: the tampering worker must get a link to the entry (inode ${entry?.ino}) and report the bytes it changed: ${say(hit)}, it wrote into inodes ${inodes}`);
+            t.check(
+              hit.cache === 'hit' && hit.path === 'shm' && hit.check.wrong.length > 0 && entry !== undefined && inodes.includes(entry.ino),
+              `${label}: the tampering worker must get a link to the entry (inode ${entry?.ino}) and report the bytes it changed: ${say(hit)}, it wrote into inodes ${inodes}`,
+            );
             t.check(dropped === true, `${label}: the entry's file must be dropped once the request is over (its mtime moved): ${entry?.name} still there`);
-            t.check(after.check.ok && after.cache === 'miss', `${label}: the next request (a normal worker) must get a fresh preprocessing, computed again: ${say(after)} ${after.check.wrong.join('; ')}`);
+            t.check(
+              after.check.ok && after.cache === 'miss',
+              `${label}: the next request (a normal worker) must get a fresh preprocessing, computed again: ${say(after)} ${after.check.wrong.join('; ')}`,
+            );
           } else {
             // A copy of its own: it changes only that; the entry stays, and stays right.
-            t.check(hit.cache === 'hit' && hit.path === 'shm' && hit.check.wrong.length > 0 && entry !== undefined && inodes.length > 0 && !inodes.includes(entry.ino), `${label}: the tampering worker must get a copy of its own (not the entry's inode ${entry?.ino}) and report the bytes it changed: ${say(hit)}, it wrote into inodes ${inodes}`);
+            t.check(
+              hit.cache === 'hit' &&
+                hit.path === 'shm' &&
+                hit.check.wrong.length > 0 &&
+                entry !== undefined &&
+                inodes.length > 0 &&
+                !inodes.includes(entry.ino),
+              `${label}: the tampering worker must get a copy of its own (not the entry's inode ${entry?.ino}) and report the bytes it changed: ${say(hit)}, it wrote into inodes ${inodes}`,
+            );
             t.check(dropped === false, `${label}: the entry must stay (its file was not written into): ${entry?.name}`);
-            t.check(after.check.ok && after.cache === 'hit', `${label}: the next request (a normal worker) must get a correct hit: ${say(after)} ${after.check.wrong.join('; ')}`);
+            t.check(
+              after.check.ok && after.cache === 'hit',
+              `${label}: the next request (a normal worker) must get a correct hit: ${say(after)} ${after.check.wrong.join('; ')}`,
+            );
           }
           t.check(again.check.ok && again.cache === 'hit', `${label}: and the one after that a correct hit: ${say(again)} ${again.check.wrong.join('; ')}`);
           caught = true;
           tamperings += inodes.length;
-          notes.push(`${rt} ${a.name}: miss ${say(miss)}; to the tampering worker ${say(hit)}, entry ${dropped ? 'dropped' : 'KEPT'}; then ${say(after)}, ${say(again)}`);
+          notes.push(
+            `${rt} ${a.name}: miss ${say(miss)}; to the tampering worker ${say(hit)}, entry ${dropped ? 'dropped' : 'KEPT'}; then ${say(after)}, ${say(again)}`,
+          );
         }
         // 2. A miss whose request file became the entry, read by the tampering worker.
         {
@@ -477,12 +644,23 @@ async function tamper(t: T): Promise<void> {
           // Caught already (the hit above): its misses are kept as files of their own, written
           // from memory, so its write changes only the request's file.
           const label = `${rt} ${b.name}, a miss to the tampering worker (${attaches ? 'it attaches read-write' : 'caught before'})`;
-          t.check(miss.cache === 'miss' && miss.path === 'shm' && miss.check.wrong.length > 0, `${label}: the tampering worker must report the bytes it changed: ${say(miss)}`);
-          t.check(entry !== undefined && inodes.length > 0 && !inodes.includes(entry.ino), `${label}: the entry must be a file of its own, not the inode it wrote into: entry ${entry?.ino}, wrote ${inodes}`);
-          t.check(after.check.ok && after.cache === 'hit', `${label}: the next request (a normal worker) must get a correct hit: ${say(after)} ${after.check.wrong.join('; ')}`);
+          t.check(
+            miss.cache === 'miss' && miss.path === 'shm' && miss.check.wrong.length > 0,
+            `${label}: the tampering worker must report the bytes it changed: ${say(miss)}`,
+          );
+          t.check(
+            entry !== undefined && inodes.length > 0 && !inodes.includes(entry.ino),
+            `${label}: the entry must be a file of its own, not the inode it wrote into: entry ${entry?.ino}, wrote ${inodes}`,
+          );
+          t.check(
+            after.check.ok && after.cache === 'hit',
+            `${label}: the next request (a normal worker) must get a correct hit: ${say(after)} ${after.check.wrong.join('; ')}`,
+          );
           t.check(again.check.ok && again.cache === 'hit', `${label}: and the one after that a correct hit: ${say(again)}`);
           tamperings += inodes.length;
-          notes.push(`${rt} ${b.name}: a miss to the tampering worker ${say(miss)} (${entry ? 'it became the entry' : 'no entry'}); then ${say(after)}, ${say(again)}`);
+          notes.push(
+            `${rt} ${b.name}: a miss to the tampering worker ${say(miss)} (${entry ? 'it became the entry' : 'no entry'}); then ${say(after)}, ${say(again)}`,
+          );
         }
       }
       // 3. Probe (recorded, not failed): a link held by a slow, honest worker while the tampering worker writes into the same inode.
@@ -495,7 +673,14 @@ async function tamper(t: T): Promise<void> {
         await use(slow);
         const held = ask(c);
         // The slow worker holds its request 6 s before reading: wait for its link (a tensor name on the entry's inode).
-        const linked = await until(() => readdirSync('/dev/shm').some((n) => TENSOR_FILE.test(n) && entry !== undefined && statSync(path.join('/dev/shm', n), { throwIfNoEntry: false })?.ino === entry.ino), 3000, 10);
+        const linked = await until(
+          () =>
+            readdirSync('/dev/shm').some(
+              (n) => TENSOR_FILE.test(n) && entry !== undefined && statSync(path.join('/dev/shm', n), { throwIfNoEntry: false })?.ino === entry.ino,
+            ),
+          3000,
+          10,
+        );
         await use(tampering);
         const from = tampering.proc.output().length;
         await ask(c); // the tampering worker's request: what matters is what the others read after it
@@ -506,8 +691,20 @@ async function tamper(t: T): Promise<void> {
         tamperings += inodes.length;
         const label = `${rt} ${c.name}, a link held while another worker tampers`;
         t.check(after.check.ok, `${label}: the request after must get the right bytes: ${say(after)} ${after.check.wrong.join('; ')}`);
-        findings[`${rt}_held_link`] = { image: c.name, link_held: linked === true, tampering_worker_wrote: inodes.length > 0 && inodes.includes(entry?.ino ?? -1), honest_worker_read: heldReply.check.ok ? 'the right bytes' : heldReply.check.wrong.length ? 'the TAMPERED bytes (a wrong tensor)' : `failed: ${heldReply.check.other.join('; ')}`, honest_cache: heldReply.cache ?? null };
-        notes.push(`probe, ${rt} ${c.name}: an honest slow worker holding a link to the entry while the tampering worker wrote into it read ${heldReply.check.ok ? 'the right bytes' : heldReply.check.wrong.length ? 'the TAMPERED bytes' : 'nothing (failed)'}; then ${say(after)}`);
+        findings[`${rt}_held_link`] = {
+          image: c.name,
+          link_held: linked === true,
+          tampering_worker_wrote: inodes.length > 0 && inodes.includes(entry?.ino ?? -1),
+          honest_worker_read: heldReply.check.ok
+            ? 'the right bytes'
+            : heldReply.check.wrong.length
+              ? 'the TAMPERED bytes (a wrong tensor)'
+              : `failed: ${heldReply.check.other.join('; ')}`,
+          honest_cache: heldReply.cache ?? null,
+        };
+        notes.push(
+          `probe, ${rt} ${c.name}: an honest slow worker holding a link to the entry while the tampering worker wrote into it read ${heldReply.check.ok ? 'the right bytes' : heldReply.check.wrong.length ? 'the TAMPERED bytes' : 'nothing (failed)'}; then ${say(after)}`,
+        );
       }
     }
     // 4. Probe (recorded, not failed): a write that puts the mtime back (what root can do with futimens); the guard looks at inode, size, mode and mtime.
@@ -533,8 +730,14 @@ async function tamper(t: T): Promise<void> {
         restored = lstatSync(p, { bigint: true }).mtimeNs === entry.mtimeNs;
       }
       const after = await ask(d);
-      findings.mtime_put_back = { image: d.name, mtime_restored_exactly: restored, next_request: after.check.ok ? 'the right bytes (caught)' : after.check.wrong.length ? `the TAMPERED bytes (${after.cache})` : 'failed' };
-      notes.push(`probe: a write into ${d.name}'s entry with its mtime put back (${restored ? 'exactly' : 'NOT exactly'}): the next request got ${after.check.ok ? 'the right bytes' : after.check.wrong.length ? `the TAMPERED bytes (a ${after.cache})` : 'an error'}`);
+      findings.mtime_put_back = {
+        image: d.name,
+        mtime_restored_exactly: restored,
+        next_request: after.check.ok ? 'the right bytes (caught)' : after.check.wrong.length ? `the TAMPERED bytes (${after.cache})` : 'failed',
+      };
+      notes.push(
+        `probe: a write into ${d.name}'s entry with its mtime put back (${restored ? 'exactly' : 'NOT exactly'}): the next request got ${after.check.ok ? 'the right bytes' : after.check.wrong.length ? `the TAMPERED bytes (a ${after.cache})` : 'an error'}`,
+      );
     }
     // 5. Probe (recorded, not failed): a write through a shared mapping after a read (what an in-place
     //    operation on a memory-mapped input does); on tmpfs such a write need not move the mtime.
@@ -557,12 +760,22 @@ async function tamper(t: T): Promise<void> {
         staged = `not staged (${String((err as Error).message).split('\n')[0]})`;
       }
       const after = await ask(e);
-      findings.mmap_write = { image: e.name, staged, next_request: after.check.ok ? `the right bytes (${after.cache})` : after.check.wrong.length ? `the TAMPERED bytes (${after.cache})` : 'failed' };
-      notes.push(`probe: ${e.name}'s entry ${staged}: the next request got ${after.check.ok ? 'the right bytes' : after.check.wrong.length ? `the TAMPERED bytes (a ${after.cache})` : 'an error'}`);
+      findings.mmap_write = {
+        image: e.name,
+        staged,
+        next_request: after.check.ok ? `the right bytes (${after.cache})` : after.check.wrong.length ? `the TAMPERED bytes (${after.cache})` : 'failed',
+      };
+      notes.push(
+        `probe: ${e.name}'s entry ${staged}: the next request got ${after.check.ok ? 'the right bytes' : after.check.wrong.length ? `the TAMPERED bytes (a ${after.cache})` : 'an error'}`,
+      );
     }
     const stats1 = await cacheMetrics(serve.routerUrl);
     const tamperedCount = stats0 && stats1 ? stats1.tampered - stats0.tampered : undefined;
-    if (tamperedCount !== undefined) t.check(tamperedCount >= runtimes.length, `smg_mm_pixel_cache_tampered_total must count the entry the tampering worker wrote into through its first link (then it gets files of its own): ${tamperedCount}`);
+    if (tamperedCount !== undefined)
+      t.check(
+        tamperedCount >= runtimes.length,
+        `smg_mm_pixel_cache_tampered_total must count the entry the tampering worker wrote into through its first link (then it gets files of its own): ${tamperedCount}`,
+      );
     await serve.proc.stop();
     const left = (await until(() => (shmEntries().length === 0 ? [] : undefined), 3000, 50)) ?? shmEntries();
     t.check(left.length === 0, `files left in /dev/shm: ${left.slice(0, 5).join(', ')}`);
@@ -571,8 +784,12 @@ async function tamper(t: T): Promise<void> {
     t.note('tampered_counted', tamperedCount ?? 'not exported by this router');
     t.note('findings', findings);
     t.note('files_left', left.length);
-    const held = Object.entries(findings).filter(([k]) => k.endsWith('_held_link')).map(([k, v]) => `${k.replace('_held_link', '')}: ${(v as any).honest_worker_read}`);
-    t.summary(`${runtimes.join(' and ')}: ${tamperings} files written into by the tampering worker (${t.short ? 'a hit and a miss' : 'two hits and two misses each'}); after its first write into a link the entry dropped and the next request computed again, after that the worker got files of its own for hits and misses (the entry kept, the next hit right); tampered counted ${tamperedCount ?? 'n/a'}; probes: a link held by an honest worker meanwhile read ${held.join(', ')}; a write with its mtime put back: the next request got ${(findings.mtime_put_back as any)?.next_request}; a write through a shared mapping (${(findings.mmap_write as any)?.staged}): the next request got ${(findings.mmap_write as any)?.next_request}; files left ${left.length}`);
+    const held = Object.entries(findings)
+      .filter(([k]) => k.endsWith('_held_link'))
+      .map(([k, v]) => `${k.replace('_held_link', '')}: ${(v as any).honest_worker_read}`);
+    t.summary(
+      `${runtimes.join(' and ')}: ${tamperings} files written into by the tampering worker (${t.short ? 'a hit and a miss' : 'two hits and two misses each'}); after its first write into a link the entry dropped and the next request computed again, after that the worker got files of its own for hits and misses (the entry kept, the next hit right); tampered counted ${tamperedCount ?? 'n/a'}; probes: a link held by an honest worker meanwhile read ${held.join(', ')}; a write with its mtime put back: the next request got ${(findings.mtime_put_back as any)?.next_request}; a write through a shared mapping (${(findings.mmap_write as any)?.staged}): the next request got ${(findings.mmap_write as any)?.next_request}; files left ${left.length}`,
+    );
   } finally {
     await serve.proc.stop();
   }
@@ -582,7 +799,9 @@ async function tamper(t: T): Promise<void> {
 // cache/crash-restart
 
 async function crashRestart(t: T): Promise<void> {
-  const corpus = await makeCorpus(t.short ? ['thumb.png', 'vga.jpg', 'svga.webp'] : ['thumb.png', 'vga.jpg', 'svga.webp', 'square.gif', 'hd.jpg', 'xga.png', 'strip.png', 'fullhd.jpg']);
+  const corpus = await makeCorpus(
+    t.short ? ['thumb.png', 'vga.jpg', 'svga.webp'] : ['thumb.png', 'vga.jpg', 'svga.webp', 'square.gif', 'hd.jpg', 'xga.png', 'strip.png', 'fullhd.jpg'],
+  );
   const cycles = t.short ? 1 : 3;
   const ns = await shmNamespace({ sizeBytes: 512 * MiB, name: 'cache crash-restart' });
   const victimDir = path.join(tempDir('cache-crash'), 'victim');
@@ -611,7 +830,14 @@ async function crashRestart(t: T): Promise<void> {
           }
         }
       }
-      const held = await until(() => { const f = cacheFiles(ns.dir, router.proc.pid); return f.length >= corpus.length ? f : undefined; }, 5000, 50);
+      const held = await until(
+        () => {
+          const f = cacheFiles(ns.dir, router.proc.pid);
+          return f.length >= corpus.length ? f : undefined;
+        },
+        5000,
+        50,
+      );
       t.check(held !== undefined, `cycle ${cycle}: the router must hold an entry per image: ${cacheFiles(ns.dir, router.proc.pid).length} of ${corpus.length}`);
       // The first time, entries planted beside the router's: a reused pid (removed), a live older owner, another pid namespace, a symlink (all kept).
       const planted: Record<string, string> = {};
@@ -657,22 +883,50 @@ async function crashRestart(t: T): Promise<void> {
       const sweepLine = /\/dev\/shm orphan sweep: .*/.exec(next.proc.output())?.[0] ?? '';
       const entries = ns.entries();
       const afterMs = goneAt === undefined ? undefined : goneAt - readyAt;
-      t.check(left.length === before.length && left.length >= corpus.length, `cycle ${cycle}: the killed router's ${before.length} cache files must stay until the next start: ${left.length} left`);
+      t.check(
+        left.length === before.length && left.length >= corpus.length,
+        `cycle ${cycle}: the killed router's ${before.length} cache files must stay until the next start: ${left.length} left`,
+      );
       t.check(strayTensors.length === 0, `cycle ${cycle}: no request was in flight, so no tensor file may be left: ${strayTensors}`);
-      t.check(goneAt !== undefined && afterMs! <= 1000, `cycle ${cycle}: the dead router's cache files must be gone within 1 s of the next router's start: ${goneAt === undefined ? 'still there' : `${fmt(afterMs! / 1000, 2)} s after it was ready`}`);
+      t.check(
+        goneAt !== undefined && afterMs! <= 1000,
+        `cycle ${cycle}: the dead router's cache files must be gone within 1 s of the next router's start: ${goneAt === undefined ? 'still there' : `${fmt(afterMs! / 1000, 2)} s after it was ready`}`,
+      );
       const removed = before.length + (planted.reused ? 1 : 0);
       // The dead router's heartbeat (seq 0) goes with its entries, counted apart (it is neither a tensor file nor an entry).
-      t.check(new RegExp(`removed ${removed} orphaned tensor files \\([\\d.]+ MiB, all pixel-cache entries\\) of `).test(sweepLine) && sweepLine.includes(`pid ${dead} (gone: ${before.length})`) && sweepLine.includes('removed 1 pixel-cache heartbeat of a router gone'), `cycle ${cycle}: the start-up sweep must say it removed them: ${sweepLine}`);
+      t.check(
+        new RegExp(`removed ${removed} orphaned tensor files \\([\\d.]+ MiB, all pixel-cache entries\\) of `).test(sweepLine) &&
+          sweepLine.includes(`pid ${dead} (gone: ${before.length})`) &&
+          sweepLine.includes('removed 1 pixel-cache heartbeat of a router gone'),
+        `cycle ${cycle}: the start-up sweep must say it removed them: ${sweepLine}`,
+      );
       if (cycle === 0) {
-        t.check(!entries.includes(planted.reused!) && sweepLine.includes(`pid ${sleeper.proc!.pid} (pid reused by a newer process: 1)`), `an entry whose pid is a younger process must be removed: ${entries.includes(planted.reused!) ? 'still there' : 'gone'}; ${sweepLine}`);
-        t.check(entries.includes(planted.liveOwner!) && entries.includes(planted.otherNamespace!) && entries.includes(planted.symlink!), `kept: a live older owner's ${entries.includes(planted.liveOwner!)}, another pid namespace's ${entries.includes(planted.otherNamespace!)}, a symlink ${entries.includes(planted.symlink!)}`);
+        t.check(
+          !entries.includes(planted.reused!) && sweepLine.includes(`pid ${sleeper.proc!.pid} (pid reused by a newer process: 1)`),
+          `an entry whose pid is a younger process must be removed: ${entries.includes(planted.reused!) ? 'still there' : 'gone'}; ${sweepLine}`,
+        );
+        t.check(
+          entries.includes(planted.liveOwner!) && entries.includes(planted.otherNamespace!) && entries.includes(planted.symlink!),
+          `kept: a live older owner's ${entries.includes(planted.liveOwner!)}, another pid namespace's ${entries.includes(planted.otherNamespace!)}, a symlink ${entries.includes(planted.symlink!)}`,
+        );
         t.check(sweepLine.includes(`${planted.symlink} (symlink)`), `the sweep must report the symlink: ${sweepLine}`);
         t.check(readFileSync(victim, 'utf8') === 'do not touch\n', "the symlink's target was touched");
         for (const k of ['liveOwner', 'otherNamespace', 'symlink']) unlinkSync(path.join(ns.dir, planted[k]!));
         await sleeper.proc!.stop('SIGKILL');
       }
-      figures.push({ cycle, killed_pid: dead, cache_files_left_by_kill: left.length, cache_bytes_left: left.reduce((n, f) => n + f.size, 0), next_ready_s: fmt((readyAt - spawnedAt) / 1000, 2), gone_s_after_spawn: goneAt === undefined ? null : fmt((goneAt - spawnedAt) / 1000, 2), gone_s_after_ready: afterMs === undefined ? null : fmt(afterMs / 1000, 2), sweep: sweepLine.replace(/^\/dev\/shm orphan sweep: /, '') });
-      rows.push(`kill ${cycle + 1}: ${left.length} cache files (${mib(left.reduce((n, f) => n + f.size, 0))}) left, gone ${goneAt === undefined ? 'NEVER' : `${fmt((goneAt - spawnedAt) / 1000, 2)} s after the next spawn (${afterMs! <= 0 ? `${fmt(-afterMs! / 1000, 2)} s before` : `${fmt(afterMs! / 1000, 2)} s after`} it listened)`}`);
+      figures.push({
+        cycle,
+        killed_pid: dead,
+        cache_files_left_by_kill: left.length,
+        cache_bytes_left: left.reduce((n, f) => n + f.size, 0),
+        next_ready_s: fmt((readyAt - spawnedAt) / 1000, 2),
+        gone_s_after_spawn: goneAt === undefined ? null : fmt((goneAt - spawnedAt) / 1000, 2),
+        gone_s_after_ready: afterMs === undefined ? null : fmt(afterMs / 1000, 2),
+        sweep: sweepLine.replace(/^\/dev\/shm orphan sweep: /, ''),
+      });
+      rows.push(
+        `kill ${cycle + 1}: ${left.length} cache files (${mib(left.reduce((n, f) => n + f.size, 0))}) left, gone ${goneAt === undefined ? 'NEVER' : `${fmt((goneAt - spawnedAt) / 1000, 2)} s after the next spawn (${afterMs! <= 0 ? `${fmt(-afterMs! / 1000, 2)} s before` : `${fmt(afterMs! / 1000, 2)} s after`} it listened)`}`,
+      );
       router = next;
     }
     // The last router serves on, computing afresh, then stops: its entries go with it.
@@ -683,7 +937,12 @@ async function crashRestart(t: T): Promise<void> {
       t.check(c.ok, `after the restart ${im.name}: ${[...c.wrong, ...c.other].join('; ')}`);
     }
     await router.proc.stop();
-    t.check(cacheFiles(ns.dir).length === 0, `a router stopped with SIGTERM must remove its entries: ${cacheFiles(ns.dir).map((f) => f.name).slice(0, 3)}`);
+    t.check(
+      cacheFiles(ns.dir).length === 0,
+      `a router stopped with SIGTERM must remove its entries: ${cacheFiles(ns.dir)
+        .map((f) => f.name)
+        .slice(0, 3)}`,
+    );
     // Probe (recorded, not failed): the restart of a container, a router in a pid namespace of its own killed and started again in a new one.
     const containers = await containerRestart(t, ns.dir, ns.prefix, cfg, corpus);
     await worker.proc.stop();
@@ -694,7 +953,9 @@ async function crashRestart(t: T): Promise<void> {
     t.note('requests', served);
     t.note('wrong', wrong);
     t.note('files_left', left.length);
-    t.summary(`${corpus.length} images, ${served} requests (${wrong} wrong); ${rows.join('; ')}; first restart also removed a planted entry of a reused pid and kept a live older owner's, another pid namespace's and a symlink; probe, a router in its own pid namespace killed and started in a new one: ${containers.summary}; files left ${left.length}`);
+    t.summary(
+      `${corpus.length} images, ${served} requests (${wrong} wrong); ${rows.join('; ')}; first restart also removed a planted entry of a reused pid and kept a live older owner's, another pid namespace's and a symlink; probe, a router in its own pid namespace killed and started in a new one: ${containers.summary}; files left ${left.length}`,
+    );
   } finally {
     await sleeper.proc?.stop('SIGKILL');
     await ns.stop();
@@ -709,7 +970,13 @@ const PID_NS = ['unshare', '--pid', '--fork', '--kill-child=SIGTERM', '--mount-p
  * removes its predecessor's entries (the rule for another namespace keeps them for
  * liveOwnerMaxAgeMs, 24 h), how many and how many bytes stay. The suite removes what stays.
  */
-async function containerRestart(t: T, dir: string, prefix: string[], cfg: string, corpus: readonly CorpusImage[]): Promise<{ summary: string; figures: Record<string, unknown> }> {
+async function containerRestart(
+  t: T,
+  dir: string,
+  prefix: string[],
+  cfg: string,
+  corpus: readonly CorpusImage[],
+): Promise<{ summary: string; figures: Record<string, unknown> }> {
   const start = (n: number) => startRouter(['--config', cfg], { prefix: [...prefix, ...PID_NS], exitWithSuite: false, name: `router (pid namespace ${n})` });
   const nsOf = (names: string[]) => [...new Set(names.map((n) => CACHE_NAME.exec(n)?.[1]).filter(Boolean))];
   const a = await start(1);
@@ -717,7 +984,15 @@ async function containerRestart(t: T, dir: string, prefix: string[], cfg: string
     const c = checkReply(await request(a.url, chatBody([im]), { timeoutMs: 60_000 }), [im]);
     t.check(c.ok, `router in its own pid namespace, ${im.name}: ${[...c.wrong, ...c.other].join('; ')}`);
   }
-  const mine = await until(() => { const f = cacheFiles(dir); return f.length >= corpus.length ? f : undefined; }, 5000, 50) ?? cacheFiles(dir);
+  const mine =
+    (await until(
+      () => {
+        const f = cacheFiles(dir);
+        return f.length >= corpus.length ? f : undefined;
+      },
+      5000,
+      50,
+    )) ?? cacheFiles(dir);
   await a.proc.stop('SIGKILL');
   const b = await start(2);
   await sleep(1000);
@@ -725,7 +1000,11 @@ async function containerRestart(t: T, dir: string, prefix: string[], cfg: string
   const stayed = cacheFiles(dir).filter((f) => mine.some((m) => m.name === f.name));
   // One request to the new router names its own pid namespace in its entry.
   await request(b.url, chatBody([corpus[0]!]), { timeoutMs: 60_000 });
-  const bNs = nsOf(cacheFiles(dir).filter((f) => !mine.some((m) => m.name === f.name)).map((f) => f.name));
+  const bNs = nsOf(
+    cacheFiles(dir)
+      .filter((f) => !mine.some((m) => m.name === f.name))
+      .map((f) => f.name),
+  );
   await b.proc.stop();
   for (const f of stayed) unlinkSync(path.join(dir, f.name));
   // And the killed router's heartbeat, which stayed with them.
@@ -734,7 +1013,20 @@ async function containerRestart(t: T, dir: string, prefix: string[], cfg: string
     if (m && m[4] === '0' && mine.some((f) => f.name.startsWith(`smg-tokenspeed-cache-${m[1]}-${m[2]}-`))) unlinkSync(path.join(dir, n));
   }
   const aNs = nsOf(mine.map((f) => f.name));
-  const figures = { entries_at_kill: mine.length, bytes_at_kill: mine.reduce((n, f) => n + f.size, 0), killed_pid_namespace: aNs, next_pid_namespace: bNs, namespace_inode_reused: aNs.length === 1 && bNs.length === 1 && aNs[0] === bNs[0], stayed_after_next_start: stayed.length, stayed_bytes: stayed.reduce((n, f) => n + f.size, 0), removed_by_the_suite: stayed.length, sweep: sweepLine.replace(/^\/dev\/shm orphan sweep: /, '') || 'nothing said' };
-  const summary = stayed.length === 0 ? `its ${mine.length} entries were swept at the next start (${figures.namespace_inode_reused ? 'the new namespace got the old one\'s inode number' : 'another namespace inode'})` : `${stayed.length} of its ${mine.length} entries (${mib(figures.stayed_bytes)}) STAYED after the next start (namespace ${aNs} then ${bNs}: kept as another namespace's while its heartbeat is under 5 minutes old), removed by the suite`;
+  const figures = {
+    entries_at_kill: mine.length,
+    bytes_at_kill: mine.reduce((n, f) => n + f.size, 0),
+    killed_pid_namespace: aNs,
+    next_pid_namespace: bNs,
+    namespace_inode_reused: aNs.length === 1 && bNs.length === 1 && aNs[0] === bNs[0],
+    stayed_after_next_start: stayed.length,
+    stayed_bytes: stayed.reduce((n, f) => n + f.size, 0),
+    removed_by_the_suite: stayed.length,
+    sweep: sweepLine.replace(/^\/dev\/shm orphan sweep: /, '') || 'nothing said',
+  };
+  const summary =
+    stayed.length === 0
+      ? `its ${mine.length} entries were swept at the next start (${figures.namespace_inode_reused ? "the new namespace got the old one's inode number" : 'another namespace inode'})`
+      : `${stayed.length} of its ${mine.length} entries (${mib(figures.stayed_bytes)}) STAYED after the next start (namespace ${aNs} then ${bNs}: kept as another namespace's while its heartbeat is under 5 minutes old), removed by the suite`;
   return { summary, figures };
 }

@@ -21,16 +21,27 @@ export interface RoleWorker {
   bootstrapPort?: number;
 }
 
-export async function roleWorker(role: 'encode' | 'prefill' | 'decode', extra: string[] = [], prefix: string[] = [], runtime: 'tokenspeed' | 'vllm' = 'tokenspeed'): Promise<RoleWorker> {
+export async function roleWorker(
+  role: 'encode' | 'prefill' | 'decode',
+  extra: string[] = [],
+  prefix: string[] = [],
+  runtime: 'tokenspeed' | 'vllm' = 'tokenspeed',
+): Promise<RoleWorker> {
   const served = role !== 'decode';
-  const proc = spawnMmtc(['worker', '--runtime', runtime, '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : []), ...extra], { name: `${runtime} worker ${role}${extra.length ? ` ${extra.join(' ')}` : ''}${prefix.length ? ' (own /dev/shm)' : ''}`, prefix });
+  const proc = spawnMmtc(['worker', '--runtime', runtime, '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : []), ...extra], {
+    name: `${runtime} worker ${role}${extra.length ? ` ${extra.join(' ')}` : ''}${prefix.length ? ' (own /dev/shm)' : ''}`,
+    prefix,
+  });
   const m = await proc.waitFor(served ? /listening on (grpc:\/\/\S+)\n[\s\S]*?bootstrap server on http:\/\/\S+:(\d+)/ : /listening on (grpc:\/\/\S+)/, 45_000);
   return { proc, url: m[1]!, ...(served ? { bootstrapPort: Number(m[2]) } : {}) };
 }
 
 function epdRouter(encoders: RoleWorker[], prefill: RoleWorker, decode: RoleWorker, name: string): Promise<Router> {
-  const entry = (w: RoleWorker, type: string) => `  - url: ${w.url}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}`;
-  const file = configFile(`disaggregation: epd\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 120\nhealth_check_interval_secs: 1\nworkers:\n${encoders.map((e) => entry(e, 'encode')).join('')}${entry(prefill, 'prefill')}${entry(decode, 'decode')}`);
+  const entry = (w: RoleWorker, type: string) =>
+    `  - url: ${w.url}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}`;
+  const file = configFile(
+    `disaggregation: epd\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 120\nhealth_check_interval_secs: 1\nworkers:\n${encoders.map((e) => entry(e, 'encode')).join('')}${entry(prefill, 'prefill')}${entry(decode, 'decode')}`,
+  );
   return startRouter(['--config', file], { name });
 }
 
@@ -70,7 +81,12 @@ async function healthProbe(url: string, ms: number): Promise<number[]> {
 }
 
 export async function epdGroup(suite: Suite): Promise<void> {
-  const run = (name: string, fn: (t: T) => Promise<void>, maxSeconds: number) => suite.run(`epd/${name}`, fn, { seeded: name !== 'faults', maxSeconds, ...(canNamespace() ? {} : { skip: 'needs root (unshare --mount) for the far encode worker' }) });
+  const run = (name: string, fn: (t: T) => Promise<void>, maxSeconds: number) =>
+    suite.run(`epd/${name}`, fn, {
+      seeded: name !== 'faults',
+      maxSeconds,
+      ...(canNamespace() ? {} : { skip: 'needs root (unshare --mount) for the far encode worker' }),
+    });
   await suite.group('epd', ['clients-32', 'faults', 'pd-both-runtimes'], async () => {
     await run('clients-32', (t) => loadEpd(t, suite.short ? 8 : 60), 240);
     await run('faults', (t) => faults(t), 180);
@@ -126,10 +142,15 @@ async function loadEpd(t: T, seconds: number): Promise<void> {
     t.note('paths', paths);
     t.check(problems.length === 0, `answers that do not prove their routing: ${problems.slice(0, 3).join(' | ')}`);
     t.check(moved.length === 0, `images that reached more than one encode worker: ${moved.join(', ')}`);
-    t.check(paths.near.inline === 0 && paths.far.shm === 0, `paths by encode worker: near ${JSON.stringify(paths.near)} (all SHM expected), far ${JSON.stringify(paths.far)} (all inline expected)`);
+    t.check(
+      paths.near.inline === 0 && paths.far.shm === 0,
+      `paths by encode worker: near ${JSON.stringify(paths.near)} (all SHM expected), far ${JSON.stringify(paths.far)} (all inline expected)`,
+    );
     t.check(left.length === 0, `files left in /dev/shm: ${left.map((f) => f.name).join(', ')}`);
     t.check(requests > 0, 'no request was sent');
-    t.summary(`${requests} requests, ${items} items (1–4 images each, streamed and not) from 32 clients in ${seconds} s: 0 lost or misrouted items is ${problems.length === 0 && moved.length === 0}; ${byImage.size} distinct images, each on one encode worker; near encode worker ${paths.near.shm} SHM / ${paths.near.inline} inline, far (own /dev/shm) ${paths.far.shm} SHM / ${paths.far.inline} inline; p50 ${percentile(latencies, 50).toFixed(0)} ms; files left ${left.length}`);
+    t.summary(
+      `${requests} requests, ${items} items (1–4 images each, streamed and not) from 32 clients in ${seconds} s: 0 lost or misrouted items is ${problems.length === 0 && moved.length === 0}; ${byImage.size} distinct images, each on one encode worker; near encode worker ${paths.near.shm} SHM / ${paths.near.inline} inline, far (own /dev/shm) ${paths.far.shm} SHM / ${paths.far.inline} inline; p50 ${percentile(latencies, 50).toFixed(0)} ms; files left ${left.length}`,
+    );
   } finally {
     await far.stop();
   }
@@ -160,7 +181,11 @@ async function faults(t: T): Promise<void> {
     const health = healthProbe(router.url, 3_000);
     const reply = await request(router.url, chatBody([image]), { timeoutMs: 30_000 });
     const h = await health;
-    const ok = reply.status === 502 && new RegExp(`^prefill worker ${prefill.url} failed: DEADLINE_EXCEEDED: item 0: no embedding from 127\\.0\\.0\\.1:${dropping.bootstrapPort} room \\d+ within 2000 ms$`).test(reply.json?.error?.message ?? '');
+    const ok =
+      reply.status === 502 &&
+      new RegExp(
+        `^prefill worker ${prefill.url} failed: DEADLINE_EXCEEDED: item 0: no embedding from 127\\.0\\.0\\.1:${dropping.bootstrapPort} room \\d+ within 2000 ms$`,
+      ).test(reply.json?.error?.message ?? '');
     t.check(ok, `embedding never came: ${reply.status} ${reply.body.slice(0, 300)}`);
     t.check(percentile(h, 99) < 100, `/health p99 ${percentile(h, 99).toFixed(1)} ms while the prefill waited (bound 100 ms)`);
     notes.push(`embedding never came → ${reply.status} in ${reply.ms.toFixed(0)} ms, /health p99 ${percentile(h, 99).toFixed(1)} ms`);
@@ -213,10 +238,17 @@ async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
       const farWorker = await track(roleWorker('prefill', [], far.prefix, runtime));
       const overridden = await track(roleWorker('prefill', [], [], runtime));
       const decode = await track(roleWorker('decode', ['--kv-timeout-ms', '60000'], [], runtime));
-      const entry = (w: RoleWorker, type: string, more = '') => `  - url: ${w.url}\n    runtime: ${runtime}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}${more}`;
-      const file = configFile(`disaggregation: pd\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 120\nhealth_check_interval_secs: 1\nworkers:\n${entry(near, 'prefill')}${entry(farWorker, 'prefill')}${entry(overridden, 'prefill', '    multimodal_tensor_transport: inline\n')}${entry(decode, 'decode')}`);
+      const entry = (w: RoleWorker, type: string, more = '') =>
+        `  - url: ${w.url}\n    runtime: ${runtime}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}${more}`;
+      const file = configFile(
+        `disaggregation: pd\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 120\nhealth_check_interval_secs: 1\nworkers:\n${entry(near, 'prefill')}${entry(farWorker, 'prefill')}${entry(overridden, 'prefill', '    multimodal_tensor_transport: inline\n')}${entry(decode, 'decode')}`,
+      );
       const router = await track(startRouter(['--config', file], { name: `router (${runtime} pd)` }));
-      const shares = new Map([[near.url, true], [farWorker.url, false], [overridden.url, false]]);
+      const shares = new Map([
+        [near.url, true],
+        [farWorker.url, false],
+        [overridden.url, false],
+      ]);
       const byPrefill: Record<string, { requests: number; shm: number; inline: number }> = {};
       const problems: string[] = [];
       let requests = 0;
@@ -237,7 +269,8 @@ async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
             for (const tensor of found.tensors) {
               const expected = predictPath(tensor, 'auto', 65536, shares.get(found.prefill) === true);
               if (tensor.name.startsWith('encoder_input') || tensor.name === 'pixel_values') side[tensor.path === 'shm' ? 'shm' : 'inline'] += 1;
-              if (tensor.path !== expected && problems.length < 20) problems.push(`${runtime}: ${tensor.name} to ${found.prefill} went ${tensor.path}, its prefill worker's transport says ${expected}`);
+              if (tensor.path !== expected && problems.length < 20)
+                problems.push(`${runtime}: ${tensor.name} to ${found.prefill} went ${tensor.path}, its prefill worker's transport says ${expected}`);
             }
           }
         }),
@@ -246,10 +279,15 @@ async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
       t.check(requests > 0, `${runtime}: no request was sent`);
       t.check(problems.length === 0, `${runtime}: ${problems.slice(0, 3).join(' | ')}`);
       t.check(served === 3, `${runtime}: not every prefill worker served: ${JSON.stringify(byPrefill)}`);
-      t.check((byPrefill[near.url]?.shm ?? 0) > 0 && (byPrefill[farWorker.url]?.shm ?? 0) === 0 && (byPrefill[overridden.url]?.shm ?? 0) === 0, `${runtime}: pixels by SHM only to the near prefill worker: ${JSON.stringify(byPrefill)}`);
+      t.check(
+        (byPrefill[near.url]?.shm ?? 0) > 0 && (byPrefill[farWorker.url]?.shm ?? 0) === 0 && (byPrefill[overridden.url]?.shm ?? 0) === 0,
+        `${runtime}: pixels by SHM only to the near prefill worker: ${JSON.stringify(byPrefill)}`,
+      );
       t.note(`${runtime}_requests`, requests);
       t.note(`${runtime}_pixels_by_prefill`, { near: byPrefill[near.url], far: byPrefill[farWorker.url], overridden_inline: byPrefill[overridden.url] });
-      notes.push(`${runtime}: ${requests} requests, pixels near ${byPrefill[near.url]?.shm ?? 0} SHM / ${byPrefill[near.url]?.inline ?? 0} inline, far ${byPrefill[farWorker.url]?.shm ?? 0} / ${byPrefill[farWorker.url]?.inline ?? 0}, overridden ${byPrefill[overridden.url]?.shm ?? 0} / ${byPrefill[overridden.url]?.inline ?? 0}; ${problems.length} problems`);
+      notes.push(
+        `${runtime}: ${requests} requests, pixels near ${byPrefill[near.url]?.shm ?? 0} SHM / ${byPrefill[near.url]?.inline ?? 0} inline, far ${byPrefill[farWorker.url]?.shm ?? 0} / ${byPrefill[farWorker.url]?.inline ?? 0}, overridden ${byPrefill[overridden.url]?.shm ?? 0} / ${byPrefill[overridden.url]?.inline ?? 0}; ${problems.length} problems`,
+      );
     } finally {
       // The router first, then its workers (whichever of them started).
       for (const proc of started.reverse()) await proc.stop();
@@ -262,12 +300,20 @@ async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
 }
 
 /** A PD answer: the prefill worker it names and the tensors it read, each checked against the images. */
-function verifyPd(reply: Reply, images: readonly CorpusImage[], runtime: 'tokenspeed' | 'vllm'): { problems: string[]; prefill?: string; tensors: ReportedTensor[] } {
+function verifyPd(
+  reply: Reply,
+  images: readonly CorpusImage[],
+  runtime: 'tokenspeed' | 'vllm',
+): { problems: string[]; prefill?: string; tensors: ReportedTensor[] } {
   if (reply.status !== 200) return { problems: [`${runtime}: HTTP ${reply.status || reply.neterr}: ${reply.body.slice(0, 300)}`], tensors: [] };
   const content = reply.content ?? '';
   const head = new RegExp(`^${images.length} images? via pd, prefill (grpc://\\S+), ${runtime === 'vllm' ? 'transfer \\S+' : 'kv room \\d+'}: `).exec(content);
   if (!head) return { problems: [`${runtime}: not a PD answer naming its prefill worker: ${content.slice(0, 200)}`], tensors: [] };
   const report = parseWorkerReport(`${images.length} images: ${content.slice(head[0].length)}`);
   if (!report) return { problems: [`${runtime}: the prefill worker's report does not parse: ${content.slice(0, 200)}`], prefill: head[1]!, tensors: [] };
-  return { problems: compareTensors(expectedTensors(runtime, images), report.tensors).map((p) => `${runtime}: ${p}`), prefill: head[1]!, tensors: report.tensors };
+  return {
+    problems: compareTensors(expectedTensors(runtime, images), report.tensors).map((p) => `${runtime}: ${p}`),
+    prefill: head[1]!,
+    tensors: report.tensors,
+  };
 }

@@ -30,7 +30,11 @@ function doctor(ns: ShmNamespace, extra: string[] = []): any {
 
 async function serveIn(ns: ShmNamespace, workers: string[], yaml: string, extra: string[] = [], prefix: string[] = []): Promise<Serve> {
   const file = configFile(`${yaml}workers:\n${workers.map((u) => `  - url: ${u}\n`).join('')}`);
-  return startServe(['--config', file, ...extra], { prefix: [...ns.prefix, ...prefix], env: { XDG_CONFIG_HOME: path.dirname(file) }, ...(prefix.length ? { exitWithSuite: false } : {}) });
+  return startServe(['--config', file, ...extra], {
+    prefix: [...ns.prefix, ...prefix],
+    env: { XDG_CONFIG_HOME: path.dirname(file) },
+    ...(prefix.length ? { exitWithSuite: false } : {}),
+  });
 }
 
 async function overview(s: Serve): Promise<any> {
@@ -48,7 +52,8 @@ export async function shmFaultsGroup(suite: Suite): Promise<void> {
     // files of requests (a full /dev/shm, a worker that keeps them, a router killed with them in
     // flight), so each request must write its own: the pixel cache is off (its own scenarios
     // are cache/*, cache.ts).
-    const run = (name: string, fn: (t: T) => Promise<void>, maxSeconds: number) => suite.run(`faults/${name}`, fn, { maxSeconds, ...(canNamespace() ? {} : { skip: 'needs root (unshare --mount)' }) });
+    const run = (name: string, fn: (t: T) => Promise<void>, maxSeconds: number) =>
+      suite.run(`faults/${name}`, fn, { maxSeconds, ...(canNamespace() ? {} : { skip: 'needs root (unshare --mount)' }) });
 
     await run('shm-full', (t) => shmFull(t, big), 180);
 
@@ -64,19 +69,30 @@ export async function shmFaultsGroup(suite: Suite): Promise<void> {
           const workers = (await consoleCall(serve.consoleUrl, serve.token, 'workers.list', {})).json.workers;
           const doc = doctor(ns);
           const startLine = /\/dev\/shm: .*/.exec(serve.proc.output())?.[0];
-          t.check(replies.every((r) => r.verdict.ok && !r.verdict.paths.shm), `requests must succeed inline: ${replies.map((r) => `${r.reply.status} ${JSON.stringify(r.verdict.paths)} ${r.verdict.problems}`)}`);
+          t.check(
+            replies.every((r) => r.verdict.ok && !r.verdict.paths.shm),
+            `requests must succeed inline: ${replies.map((r) => `${r.reply.status} ${JSON.stringify(r.verdict.paths)} ${r.verdict.problems}`)}`,
+          );
           t.check(/EROFS/.test(startLine ?? ''), `the router must say at start that /dev/shm is read-only: ${startLine}`);
           t.check(ov.host.shmWritable === false && /EROFS/.test(ov.host.shmError ?? ''), `overview host: ${JSON.stringify(ov.host)}`);
-          t.check(ov.warnings.some((w: any) => w.kind === 'shm_not_writable'), `overview warnings: ${ov.warnings.map((w: any) => w.kind)}`);
+          t.check(
+            ov.warnings.some((w: any) => w.kind === 'shm_not_writable'),
+            `overview warnings: ${ov.warnings.map((w: any) => w.kind)}`,
+          );
           t.check(workers[0].decision.reason === 'auto_shm_not_writable', `the worker's decision: ${workers[0].decision.reason}`);
           t.check(doc.router.shm_writable === false && /EROFS/.test(doc.router.shm_error ?? ''), `doctor: ${JSON.stringify(doc.router).slice(0, 300)}`);
           t.check(ns.entries().length === 0, `entries in the read-only /dev/shm: ${ns.entries()}`);
           t.note('router_said', startLine);
-          t.note('overview_warnings', ov.warnings.map((w: any) => w.kind));
+          t.note(
+            'overview_warnings',
+            ov.warnings.map((w: any) => w.kind),
+          );
           t.note('decision', workers[0].decision.reason);
           t.note('doctor_shm_error', doc.router.shm_error);
           const inline = replies.filter((r) => r.verdict.ok && !r.verdict.paths.shm).length;
-          t.summary(`3 requests ${replies.map((r) => r.reply.status).join('/')}, ${inline}/3 correct and inline; router: "${startLine}"; overview warns ${ov.warnings.map((w: any) => w.kind).join(', ')}; decision ${workers[0].decision.reason}; doctor: writable ${doc.router.shm_writable}`);
+          t.summary(
+            `3 requests ${replies.map((r) => r.reply.status).join('/')}, ${inline}/3 correct and inline; router: "${startLine}"; overview warns ${ov.warnings.map((w: any) => w.kind).join(', ')}; decision ${workers[0].decision.reason}; doctor: writable ${doc.router.shm_writable}`,
+          );
           await serve.proc.stop();
         } finally {
           await ns.stop();
@@ -92,7 +108,15 @@ export async function shmFaultsGroup(suite: Suite): Promise<void> {
         try {
           const worker = await startWorker('tokenspeed', [], { prefix: ns.prefix, env: { TOKENSPEED_UNLINK_MM_SHM_AFTER_READ: '0' } });
           const vllm = await startWorker('vllm', [], { prefix: ns.prefix, env: { TOKENSPEED_UNLINK_MM_SHM_AFTER_READ: 'no' } });
-          const r = await startRouter(['--config', configFile(`multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nmultimodal_shm_min_bytes: 0\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n  - url: ${vllm.url}\n`)], { prefix: ns.prefix });
+          const r = await startRouter(
+            [
+              '--config',
+              configFile(
+                `multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nmultimodal_shm_min_bytes: 0\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n  - url: ${vllm.url}\n`,
+              ),
+            ],
+            { prefix: ns.prefix },
+          );
           let maxEntries = 0;
           let maxBytes = 0;
           const sampler = setInterval(() => {
@@ -114,8 +138,14 @@ export async function shmFaultsGroup(suite: Suite): Promise<void> {
           const all = [...sequential, ...concurrent];
           const m = await metrics(r.url);
           const shmTensors = metricSum(m, 'smg_mm_tensors_total', 'path="shm"');
-          t.check(all.every((x) => x.verdict.ok && x.verdict.paths.shm), `every request must succeed through /dev/shm: ${all.filter((x) => !x.verdict.ok).map((x) => x.verdict.problems)}`);
-          t.check(leftAfterEach.every((n) => n === 0), `files the worker left must be gone once each request is over: ${leftAfterEach}`);
+          t.check(
+            all.every((x) => x.verdict.ok && x.verdict.paths.shm),
+            `every request must succeed through /dev/shm: ${all.filter((x) => !x.verdict.ok).map((x) => x.verdict.problems)}`,
+          );
+          t.check(
+            leftAfterEach.every((n) => n === 0),
+            `files the worker left must be gone once each request is over: ${leftAfterEach}`,
+          );
           t.check(ns.entries().length === 0, `left at the end: ${ns.entries()}`);
           t.check(maxEntries <= 8 * 3, `/dev/shm held up to ${maxEntries} entries for 8 requests in flight`);
           t.note('requests', all.length);
@@ -124,7 +154,9 @@ export async function shmFaultsGroup(suite: Suite): Promise<void> {
           t.note('max_used_mib', Math.round(maxBytes / MiB));
           t.note('entries_after_each_request', leftAfterEach);
           const throughShm = all.filter((x) => x.verdict.ok && x.verdict.paths.shm).length;
-          t.summary(`${all.length} requests, ${throughShm} correct through /dev/shm (${shmTensors} SHM tensors, the workers unlink none); entries after each sequential request ${Math.max(...leftAfterEach)}; at most ${maxEntries} entries (${mib(maxBytes)}) with 8 in flight; left ${ns.entries().length}`);
+          t.summary(
+            `${all.length} requests, ${throughShm} correct through /dev/shm (${shmTensors} SHM tensors, the workers unlink none); entries after each sequential request ${Math.max(...leftAfterEach)}; at most ${maxEntries} entries (${mib(maxBytes)}) with 8 in flight; left ${ns.entries().length}`,
+          );
           await r.proc.stop();
         } finally {
           await ns.stop();
@@ -152,7 +184,12 @@ async function shmFull(t: T, big: CorpusImage): Promise<void> {
     const vllm = await startWorker('vllm', ['--delay-ms', '3000'], { prefix: ns.prefix });
     const phases: Record<string, unknown> = {};
     for (const phase of ['no limit', 'default limit'] as const) {
-      const serve = await serveIn(ns, [ts.url, vllm.url], 'multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\n', phase === 'no limit' ? ['--multimodal-shm-max-outstanding-bytes', String(1024 * MiB)] : []);
+      const serve = await serveIn(
+        ns,
+        [ts.url, vllm.url],
+        'multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 0.5\n',
+        phase === 'no limit' ? ['--multimodal-shm-max-outstanding-bytes', String(1024 * MiB)] : [],
+      );
       let maxUsed = 0;
       const sampler = setInterval(() => {
         try {
@@ -162,7 +199,9 @@ async function shmFull(t: T, big: CorpusImage): Promise<void> {
         }
       }, 20);
       const n = t.short ? 12 : 24;
-      const inFlight = Array.from({ length: n }, (_, i) => sleep(i * 30).then(() => sendChat(serve.routerUrl, { images: [big], stream: i % 3 === 0, body: chatBody([big], { stream: i % 3 === 0 }) }, 120_000)));
+      const inFlight = Array.from({ length: n }, (_, i) =>
+        sleep(i * 30).then(() => sendChat(serve.routerUrl, { images: [big], stream: i % 3 === 0, body: chatBody([big], { stream: i % 3 === 0 }) }, 120_000)),
+      );
       // The console overview, polled while the requests are in flight (the fullest one is kept), and doctor once the files are there.
       let ov = await overview(serve);
       let polling = true;
@@ -203,18 +242,37 @@ async function shmFull(t: T, big: CorpusImage): Promise<void> {
       const failures = metricSum(m, 'smg_mm_shm_write_failures_total');
       const paths = { inline: metricSum(m, 'smg_mm_tensors_total', 'path="inline"'), shm: metricSum(m, 'smg_mm_tensors_total', 'path="shm"') };
       const ok = replies.filter((r) => r.verdict.ok).length;
-      t.check(ok === n, `${phase}: ${n - ok} of ${n} requests failed or came back wrong: ${replies.filter((r) => !r.verdict.ok).map((r) => r.verdict.problems[0]).slice(0, 3)}`);
+      t.check(
+        ok === n,
+        `${phase}: ${n - ok} of ${n} requests failed or came back wrong: ${replies
+          .filter((r) => !r.verdict.ok)
+          .map((r) => r.verdict.problems[0])
+          .slice(0, 3)}`,
+      );
       t.check(paths.shm > 0 && paths.inline > 0, `${phase}: some tensors must go through /dev/shm and the rest inline: ${JSON.stringify(paths)}`);
-      if (phase === 'no limit') t.check(failures > 0 && (reasons.shm_write_failed ?? 0) > 0, `with no limit the writes must hit ENOSPC and fall back inline, counted: failures ${failures}, reasons ${JSON.stringify(reasons)}`);
+      if (phase === 'no limit')
+        t.check(
+          failures > 0 && (reasons.shm_write_failed ?? 0) > 0,
+          `with no limit the writes must hit ENOSPC and fall back inline, counted: failures ${failures}, reasons ${JSON.stringify(reasons)}`,
+        );
       else {
-        t.check((reasons.shm_budget_exceeded ?? 0) > 0, `with the default limit tensors beyond it must go inline as shm_budget_exceeded: ${JSON.stringify(reasons)}`);
+        t.check(
+          (reasons.shm_budget_exceeded ?? 0) > 0,
+          `with the default limit tensors beyond it must go inline as shm_budget_exceeded: ${JSON.stringify(reasons)}`,
+        );
         t.check(maxUsed <= size / 2 + 4 * MiB, `with the default limit our files must stay within half of /dev/shm: peak ${mib(maxUsed)}`);
         t.check(ov?.files?.maxOutstandingBytes != null && ov.files.maxOutstandingBytes <= size / 2, `overview limit: ${ov?.files?.maxOutstandingBytes}`);
       }
       t.check(ns.entries().length === 0, `${phase}: left in /dev/shm: ${ns.entries().slice(0, 5)}`);
       // Doctor and the overview, sampled while the requests were in flight, show the files and the space they take.
-      t.check(doc.router.tensor_files.length > 0 && doc.router.shm_free_bytes <= size - doc.router.tensor_files.reduce((a: number, f: any) => a + f.bytes, 0), `${phase}: doctor must show the files and the space taken: free ${doc.router.shm_free_bytes}, files ${JSON.stringify(doc.router.tensor_files)}`);
-      t.check(ov?.files?.count > 0 && ov.files.outstandingBytes > 0 && ov.host.shmFreeBytes < size, `${phase}: overview must show the files: ${JSON.stringify(ov?.files)} free ${ov?.host?.shmFreeBytes}`);
+      t.check(
+        doc.router.tensor_files.length > 0 && doc.router.shm_free_bytes <= size - doc.router.tensor_files.reduce((a: number, f: any) => a + f.bytes, 0),
+        `${phase}: doctor must show the files and the space taken: free ${doc.router.shm_free_bytes}, files ${JSON.stringify(doc.router.tensor_files)}`,
+      );
+      t.check(
+        ov?.files?.count > 0 && ov.files.outstandingBytes > 0 && ov.host.shmFreeBytes < size,
+        `${phase}: overview must show the files: ${JSON.stringify(ov?.files)} free ${ov?.host?.shmFreeBytes}`,
+      );
       phases[phase] = {
         requests: n,
         ok,
@@ -223,7 +281,12 @@ async function shmFull(t: T, big: CorpusImage): Promise<void> {
         tensors_by_path: paths,
         peak_used_mib: Math.round(maxUsed / MiB),
         doctor: { free_mib: Math.round(doc.router.shm_free_bytes / MiB), files: doc.router.tensor_files.reduce((a: number, f: any) => a + f.files, 0) },
-        overview: { files: ov?.files?.count, outstanding_mib: Math.round((ov?.files?.outstandingBytes ?? NaN) / MiB), limit_mib: ov?.files?.maxOutstandingBytes == null ? null : Math.round(ov.files.maxOutstandingBytes / MiB), warnings: (ov?.warnings ?? []).map((w: any) => w.kind) },
+        overview: {
+          files: ov?.files?.count,
+          outstanding_mib: Math.round((ov?.files?.outstandingBytes ?? NaN) / MiB),
+          limit_mib: ov?.files?.maxOutstandingBytes == null ? null : Math.round(ov.files.maxOutstandingBytes / MiB),
+          warnings: (ov?.warnings ?? []).map((w: any) => w.kind),
+        },
         left: ns.entries().length,
       };
       await serve.proc.stop();
@@ -232,7 +295,9 @@ async function shmFull(t: T, big: CorpusImage): Promise<void> {
     t.note('phases', phases);
     const a = phases['no limit'] as any;
     const b = phases['default limit'] as any;
-    t.summary(`64 MB tmpfs, ${a.requests} requests of 11–23 MB tensors each phase. No limit: ${a.ok}/${a.requests} correct, ${a.write_failures} ENOSPC fallbacks counted, peak ${a.peak_used_mib} MiB used; default limit (${b.overview.limit_mib} MiB): ${b.ok}/${b.requests} correct, ${b.encoder_reasons.shm_budget_exceeded ?? 0} tensors inline as shm_budget_exceeded, ${b.write_failures} write failures, peak ${b.peak_used_mib} MiB; doctor saw ${a.doctor.files}/${b.doctor.files} files in flight; left ${a.left}/${b.left}`);
+    t.summary(
+      `64 MB tmpfs, ${a.requests} requests of 11–23 MB tensors each phase. No limit: ${a.ok}/${a.requests} correct, ${a.write_failures} ENOSPC fallbacks counted, peak ${a.peak_used_mib} MiB used; default limit (${b.overview.limit_mib} MiB): ${b.ok}/${b.requests} correct, ${b.encoder_reasons.shm_budget_exceeded ?? 0} tensors inline as shm_budget_exceeded, ${b.write_failures} write failures, peak ${b.peak_used_mib} MiB; doctor saw ${a.doctor.files}/${b.doctor.files} files in flight; left ${a.left}/${b.left}`,
+    );
   } finally {
     await ns.stop();
   }
@@ -263,7 +328,9 @@ async function orphans(t: T, thumb: CorpusImage): Promise<void> {
     // It must be past oldAfterMs (+ 2 s) when planted: the sweep comes later still.
     const waitMs = Math.max(0, ownerAt + oldAfterMs + 2000 - Date.now());
     if (waitMs > 0) {
-      t.log(`pid 1 started ${fmt((Date.now() - pid1StartMs!) / 1000)} s ago: waiting ${fmt(waitMs / 1000)} s until a file younger than it is older than request_timeout_secs + ${OLD_FILE_SLACK_MS / 1000} s`);
+      t.log(
+        `pid 1 started ${fmt((Date.now() - pid1StartMs!) / 1000)} s ago: waiting ${fmt(waitMs / 1000)} s until a file younger than it is older than request_timeout_secs + ${OLD_FILE_SLACK_MS / 1000} s`,
+      );
       await sleep(Math.min(waitMs, oldAfterMs + 5000));
     }
     const now = Date.now();
@@ -281,18 +348,42 @@ async function orphans(t: T, thumb: CorpusImage): Promise<void> {
       young: plant(tensorName(deadYoung, now - 5_000, 1), now - 5_000, 1000),
       ownerAlive: plant(tensorName(1, ownerAt, 1), ownerAt, 1000),
     };
-    t.note('owner_file', { pid: 1, pid1_started_s_before_file: pid1StartMs === undefined ? null : Math.round((ownerAt - pid1StartMs) / 100) / 10, age_s_at_plant: Math.round((now - ownerAt) / 100) / 10, old_after_s: oldAfterMs / 1000, waited_s: Math.round(waitMs / 100) / 10 });
+    t.note('owner_file', {
+      pid: 1,
+      pid1_started_s_before_file: pid1StartMs === undefined ? null : Math.round((ownerAt - pid1StartMs) / 100) / 10,
+      age_s_at_plant: Math.round((now - ownerAt) / 100) / 10,
+      old_after_s: oldAfterMs / 1000,
+      waited_s: Math.round(waitMs / 100) / 10,
+    });
     const before = doctor(ns);
     const rowOf = (doc: any, pid: number) => doc.router.tensor_files.find((r: any) => r.pid === pid);
-    t.check(rowOf(before, dead)?.orphans === 1 && rowOf(before, dead)?.process === 'dead', `doctor must call the dead pid's file an orphan: ${JSON.stringify(rowOf(before, dead))}`);
-    t.check(rowOf(before, sleeper.pid)?.orphans === 1 && rowOf(before, sleeper.pid)?.process === 'reused', `doctor must call the reused pid's file an orphan: ${JSON.stringify(rowOf(before, sleeper.pid))}`);
-    t.check(rowOf(before, deadYoung)?.young === 1 && rowOf(before, deadYoung)?.orphans === 0, `a young file is kept: ${JSON.stringify(rowOf(before, deadYoung))}`);
+    t.check(
+      rowOf(before, dead)?.orphans === 1 && rowOf(before, dead)?.process === 'dead',
+      `doctor must call the dead pid's file an orphan: ${JSON.stringify(rowOf(before, dead))}`,
+    );
+    t.check(
+      rowOf(before, sleeper.pid)?.orphans === 1 && rowOf(before, sleeper.pid)?.process === 'reused',
+      `doctor must call the reused pid's file an orphan: ${JSON.stringify(rowOf(before, sleeper.pid))}`,
+    );
+    t.check(
+      rowOf(before, deadYoung)?.young === 1 && rowOf(before, deadYoung)?.orphans === 0,
+      `a young file is kept: ${JSON.stringify(rowOf(before, deadYoung))}`,
+    );
     t.check(rowOf(before, 1)?.orphans === 0, `a file whose pid is a process older than it is kept: ${JSON.stringify(rowOf(before, 1))}`);
     const worker = await startWorker('tokenspeed', [], { prefix: ns.prefix });
-    const serve = await serveIn(ns, [worker.url], `multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: ${timeoutSecs}\nhealth_check_interval_secs: 0.5\n`);
+    const serve = await serveIn(
+      ns,
+      [worker.url],
+      `multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: ${timeoutSecs}\nhealth_check_interval_secs: 0.5\n`,
+    );
     const sweepLine = /\/dev\/shm orphan sweep: .*/.exec(serve.proc.output())?.[0] ?? '';
     const remaining = ns.entries();
-    t.check(/removed 2 orphaned tensor files \(3\.0 MiB\)/.test(sweepLine) && sweepLine.includes(`pid ${dead} (gone: 1)`) && sweepLine.includes(`pid ${sleeper.pid} (pid reused by a newer process: 1)`), `the start-up sweep must remove both and say so: ${sweepLine}`);
+    t.check(
+      /removed 2 orphaned tensor files \(3\.0 MiB\)/.test(sweepLine) &&
+        sweepLine.includes(`pid ${dead} (gone: 1)`) &&
+        sweepLine.includes(`pid ${sleeper.pid} (pid reused by a newer process: 1)`),
+      `the start-up sweep must remove both and say so: ${sweepLine}`,
+    );
     t.check(!remaining.includes(files.dead) && !remaining.includes(files.reused), `orphans still there: ${remaining}`);
     t.check(remaining.includes(files.young) && remaining.includes(files.ownerAlive), `kept files gone: ${remaining}`);
     // One more orphan planted while the router runs: the overview warns until doctor --sweep-orphans removes it.
@@ -313,7 +404,9 @@ async function orphans(t: T, thumb: CorpusImage): Promise<void> {
     t.note('overview_orphans', ov.files.orphans);
     const said = (pid: number) => `${rowOf(before, pid)?.process ?? 'not listed'}, ${rowOf(before, pid)?.orphans ?? 0} orphan`;
     const kept = (name: string) => (remaining.includes(name) ? 'kept' : 'REMOVED');
-    t.summary(`doctor: dead pid ${dead} ${said(dead)}, reused pid ${sleeper.pid} ${said(sleeper.pid)}; at the start the young file was ${kept(files.young)}, pid 1's file (${fmt((now - ownerAt) / 1000, 0)} s old) ${kept(files.ownerAlive)}; router at start: "${sweepLine.replace(/^\/dev\/shm orphan sweep: /, '')}"; a later orphan: overview ${warned ? `warns orphan_files (${ov.files.orphans})` : 'does NOT warn'}, doctor --sweep-orphans removed ${swept.router.swept}, warning ${warnedAfter ? 'still there' : 'gone'}`);
+    t.summary(
+      `doctor: dead pid ${dead} ${said(dead)}, reused pid ${sleeper.pid} ${said(sleeper.pid)}; at the start the young file was ${kept(files.young)}, pid 1's file (${fmt((now - ownerAt) / 1000, 0)} s old) ${kept(files.ownerAlive)}; router at start: "${sweepLine.replace(/^\/dev\/shm orphan sweep: /, '')}"; a later orphan: overview ${warned ? `warns orphan_files (${ov.files.orphans})` : 'does NOT warn'}, doctor --sweep-orphans removed ${swept.router.swept}, warning ${warnedAfter ? 'still there' : 'gone'}`,
+    );
     await serve.proc.stop();
     for (const f of [files.young, files.ownerAlive]) if (ns.entries().includes(f)) unlinkSync(path.join(ns.dir, f));
   } finally {
@@ -338,7 +431,8 @@ async function planted(t: T, thumb: CorpusImage): Promise<void> {
   utimesSync(victim, new Date(1_600_000_000_000), new Date(1_600_000_000_000));
   const victimBefore = statSync(victim);
   const untouched = () => readFileSync(victim, 'utf8') === 'do not touch\n' && statSync(victim).mtimeMs === victimBefore.mtimeMs;
-  const chat = (serve: Serve) => Promise.all([0, 1].map((i) => sendChat(serve.routerUrl, { images: [thumb], stream: i === 1, body: chatBody([thumb], { stream: i === 1 }) })));
+  const chat = (serve: Serve) =>
+    Promise.all([0, 1].map((i) => sendChat(serve.routerUrl, { images: [thumb], stream: i === 1, body: chatBody([thumb], { stream: i === 1 }) })));
   try {
     const old = Date.now() - 3 * 3600_000;
     const dead = deadPid((a, b) => t.rng.int(a, b));
@@ -356,9 +450,20 @@ async function planted(t: T, thumb: CorpusImage): Promise<void> {
     const first = await chat(serve);
     const ov = await overview(serve);
     const doc = doctor(ns);
-    t.check(first.every((r) => r.verdict.ok && r.verdict.paths.shm === 1), `requests must go on through /dev/shm: ${first.map((r) => `${r.reply.status} ${JSON.stringify(r.verdict.paths)}`)}`);
-    t.check(/left 2 entries under our name that are not a regular file: /.test(sweepLine) && sweepLine.includes(`${link} (symlink)`) && sweepLine.includes(`${fifo} (fifo)`), `the start-up sweep must report the symlink and the FIFO: ${sweepLine}`);
-    t.check(ov.files.suspicious === 2 && ov.warnings.some((w: any) => w.kind === 'suspicious_files'), `overview: ${JSON.stringify(ov.files)} ${ov.warnings.map((w: any) => w.kind)}`);
+    t.check(
+      first.every((r) => r.verdict.ok && r.verdict.paths.shm === 1),
+      `requests must go on through /dev/shm: ${first.map((r) => `${r.reply.status} ${JSON.stringify(r.verdict.paths)}`)}`,
+    );
+    t.check(
+      /left 2 entries under our name that are not a regular file: /.test(sweepLine) &&
+        sweepLine.includes(`${link} (symlink)`) &&
+        sweepLine.includes(`${fifo} (fifo)`),
+      `the start-up sweep must report the symlink and the FIFO: ${sweepLine}`,
+    );
+    t.check(
+      ov.files.suspicious === 2 && ov.warnings.some((w: any) => w.kind === 'suspicious_files'),
+      `overview: ${JSON.stringify(ov.files)} ${ov.warnings.map((w: any) => w.kind)}`,
+    );
     t.check(doc.router.tensor_files.find((r: any) => r.pid === dead)?.suspicious === 2, `doctor: ${JSON.stringify(doc.router.tensor_files)}`);
     await serve.proc.stop();
 
@@ -371,10 +476,21 @@ async function planted(t: T, thumb: CorpusImage): Promise<void> {
     const second = await chat(serve);
     const ov2 = await overview(serve);
     const entries = ns.entries();
-    t.check(second.every((r) => r.verdict.ok && r.verdict.paths.shm === 1), `requests must go on through /dev/shm: ${second.map((r) => `${r.reply.status} ${JSON.stringify(r.verdict.paths)}`)}`);
-    t.check(said === '' && ov2.host.shmWritable === true && !ov2.warnings.some((w: any) => w.kind === 'shm_not_writable'), `the probe must pass: ${said} ${ov2.warnings.map((w: any) => w.kind)}`);
+    t.check(
+      second.every((r) => r.verdict.ok && r.verdict.paths.shm === 1),
+      `requests must go on through /dev/shm: ${second.map((r) => `${r.reply.status} ${JSON.stringify(r.verdict.paths)}`)}`,
+    );
+    t.check(
+      said === '' && ov2.host.shmWritable === true && !ov2.warnings.some((w: any) => w.kind === 'shm_not_writable'),
+      `the probe must pass: ${said} ${ov2.warnings.map((w: any) => w.kind)}`,
+    );
     t.check(entries.includes(probe) && entries.includes(link) && entries.includes(fifo), `planted entries must be left in place: ${entries}`);
-    t.check(lstatSync(path.join(ns.dir, probe)).isSymbolicLink() && lstatSync(path.join(ns.dir, link)).isSymbolicLink() && lstatSync(path.join(ns.dir, fifo)).isFIFO(), 'planted entries changed type');
+    t.check(
+      lstatSync(path.join(ns.dir, probe)).isSymbolicLink() &&
+        lstatSync(path.join(ns.dir, link)).isSymbolicLink() &&
+        lstatSync(path.join(ns.dir, fifo)).isFIFO(),
+      'planted entries changed type',
+    );
     t.check(untouched(), 'the file the symlinks point at was touched');
     t.note('sweep_said', sweepLine);
     t.note('overview_warnings', { tensor_names: ov.warnings.map((w: any) => w.kind), probe_name: ov2.warnings.map((w: any) => w.kind) });
@@ -382,7 +498,9 @@ async function planted(t: T, thumb: CorpusImage): Promise<void> {
     const docSuspicious = doc.router.tensor_files.find((r: any) => r.pid === dead)?.suspicious ?? 0;
     const inPlace = entries.includes(probe) && entries.includes(link) && entries.includes(fifo);
     const viaShm = (rs: typeof first) => `${rs.filter((r) => r.verdict.ok && r.verdict.paths.shm === 1).length}/${rs.length}`;
-    t.summary(`symlink + FIFO under tensor names: ${entries.includes(link) && entries.includes(fifo) ? 'kept' : 'REMOVED'}, sweep "${/left 2 entries[^;]*/.exec(sweepLine)?.[0] ?? sweepLine}", ${viaShm(first)} requests through SHM, overview ${ov.files.suspicious} suspicious, doctor ${docSuspicious} suspicious; a symlink under the probe's old name smg-tokenspeed-probe-1: probe ${said === '' && ov2.host.shmWritable === true ? 'passes' : `FAILS (${said})`}, ${viaShm(second)} requests through SHM (${second.map((r) => r.reply.status).join('/')}); target file ${untouched() ? 'untouched' : 'CHANGED'}; planted entries ${inPlace ? 'left in place' : 'NOT all in place'}`);
+    t.summary(
+      `symlink + FIFO under tensor names: ${entries.includes(link) && entries.includes(fifo) ? 'kept' : 'REMOVED'}, sweep "${/left 2 entries[^;]*/.exec(sweepLine)?.[0] ?? sweepLine}", ${viaShm(first)} requests through SHM, overview ${ov.files.suspicious} suspicious, doctor ${docSuspicious} suspicious; a symlink under the probe's old name smg-tokenspeed-probe-1: probe ${said === '' && ov2.host.shmWritable === true ? 'passes' : `FAILS (${said})`}, ${viaShm(second)} requests through SHM (${second.map((r) => r.reply.status).join('/')}); target file ${untouched() ? 'untouched' : 'CHANGED'}; planted entries ${inPlace ? 'left in place' : 'NOT all in place'}`,
+    );
     await serve.proc.stop();
     for (const e of [probe, link, fifo]) unlinkSync(path.join(ns.dir, e));
   } finally {
@@ -395,7 +513,9 @@ async function routerKilled(t: T, thumb: CorpusImage): Promise<void> {
   const ns = await shmNamespace({ sizeBytes: 64 * MiB, name: 'router killed' });
   try {
     const worker = await startWorker('tokenspeed', ['--delay-ms', '5000'], { prefix: ns.prefix });
-    const cfg = configFile(`multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 1\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n`);
+    const cfg = configFile(
+      `multimodal_pixel_cache_mb: 0\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 1\nhealth_check_interval_secs: 0.5\nworkers:\n  - url: ${worker.url}\n`,
+    );
     const first = await startRouter(['--config', cfg], { prefix: ns.prefix, name: 'router (to be killed)' });
     const inFlight = [0, 1, 2].map(() => request(first.url, chatBody([thumb]), { timeoutMs: 30_000 }));
     await until(() => ns.entries().length >= 3, 5000, 20);
@@ -416,16 +536,30 @@ async function routerKilled(t: T, thumb: CorpusImage): Promise<void> {
     const after = ns.entries();
     const reply = await request(second.url, chatBody([thumb]), { timeoutMs: 30_000 });
     t.check(left.length === 3, `the killed router must leave its 3 in-flight files: ${ns.entries()}`);
-    t.check(clients.every((c) => c.status === 0), `clients of the killed router must see the connection drop: ${clients.map((c) => c.status || c.neterr)}`);
-    t.check(row?.files === 3 && row?.process === 'dead' && row?.young === 3, `doctor right after the kill: 3 young files of a dead pid: ${JSON.stringify(row)}`);
-    t.check(new RegExp(`removed 3 orphaned tensor files \\([\\d.]+ MiB\\) of pid ${first.proc.pid} \\(gone: 3\\)`).test(sweepLine), `the next start must sweep them and say so: ${sweepLine}`);
+    t.check(
+      clients.every((c) => c.status === 0),
+      `clients of the killed router must see the connection drop: ${clients.map((c) => c.status || c.neterr)}`,
+    );
+    t.check(
+      row?.files === 3 && row?.process === 'dead' && row?.young === 3,
+      `doctor right after the kill: 3 young files of a dead pid: ${JSON.stringify(row)}`,
+    );
+    t.check(
+      new RegExp(`removed 3 orphaned tensor files \\([\\d.]+ MiB\\) of pid ${first.proc.pid} \\(gone: 3\\)`).test(sweepLine),
+      `the next start must sweep them and say so: ${sweepLine}`,
+    );
     t.check(!after.some((e) => e.startsWith(`smg-tokenspeed-${first.proc.pid}-`)), `files still there: ${after}`);
     t.check(reply.status === 504 || reply.status === 200, `the next router serves (the worker holds requests 5 s, its timeout is 1 s): ${reply.status}`);
     t.note('files_left_by_kill', left.length);
-    t.note('clients_saw', clients.map((c) => c.status || c.neterr));
+    t.note(
+      'clients_saw',
+      clients.map((c) => c.status || c.neterr),
+    );
     t.note('doctor_after_kill', row);
     t.note('sweep_line', sweepLine);
-    t.summary(`SIGKILL with ${inFlightFiles} files in flight: clients saw ${[...new Set(clients.map((c) => c.neterr ?? c.status))].join('/')}, ${left.length} files left (doctor: pid ${first.proc.pid} ${row?.process ?? 'not listed'}, ${row?.young ?? 0} young); next start ${fmt(sinceKill / 1000)} s after the kill: "${sweepLine.replace(/^\/dev\/shm orphan sweep: /, '')}"; left ${after.length}`);
+    t.summary(
+      `SIGKILL with ${inFlightFiles} files in flight: clients saw ${[...new Set(clients.map((c) => c.neterr ?? c.status))].join('/')}, ${left.length} files left (doctor: pid ${first.proc.pid} ${row?.process ?? 'not listed'}, ${row?.young ?? 0} young); next start ${fmt(sinceKill / 1000)} s after the kill: "${sweepLine.replace(/^\/dev\/shm orphan sweep: /, '')}"; left ${after.length}`,
+    );
     await second.proc.stop();
     await until(() => ns.entries().length === 0, 3000);
     t.check(ns.entries().length === 0, `left at the end: ${ns.entries()}`);

@@ -24,7 +24,9 @@ export function configFile(body: string): string {
 }
 
 async function router(workers: string[], o: { timeout: number; health: number; extra?: string[]; name?: string }): Promise<Router> {
-  const file = configFile(`multimodal_tensor_transport: auto\nrequest_timeout_secs: ${o.timeout}\nhealth_check_interval_secs: ${o.health}\nworkers:\n${workers.map((u) => `  - url: ${u}\n`).join('')}`);
+  const file = configFile(
+    `multimodal_tensor_transport: auto\nrequest_timeout_secs: ${o.timeout}\nhealth_check_interval_secs: ${o.health}\nworkers:\n${workers.map((u) => `  - url: ${u}\n`).join('')}`,
+  );
   return startRouter(['--config', file, ...(o.extra ?? [])], { name: o.name ?? 'router (faults)' });
 }
 
@@ -43,7 +45,8 @@ function otherToken(token: string): string {
   return `${token.slice(0, i)}:${token.slice(i + 1) === '424242' ? '424243' : '424242'}`;
 }
 
-const tally = (replies: Reply[]) => replies.reduce<Record<string, number>>((m, r) => ((m[String(r.status || r.neterr)] = (m[String(r.status || r.neterr)] ?? 0) + 1), m), {});
+const tally = (replies: Reply[]) =>
+  replies.reduce<Record<string, number>>((m, r) => ((m[String(r.status || r.neterr)] = (m[String(r.status || r.neterr)] ?? 0) + 1), m), {});
 
 export async function workerFaultsGroup(suite: Suite): Promise<void> {
   const names = ['worker-killed-mid-stream', 'worker-hung', 'worker-slow', 'worker-restart-same-port', 'worker-restart-new-token'];
@@ -102,14 +105,27 @@ export async function workerFaultsGroup(suite: Suite): Promise<void> {
           const down = await until(async () => !(await healthyOf(r, proxy.url)), 3000);
           const after = await Promise.all(Array.from({ length: 4 }, () => sendChat(r.url, one(thumb))));
           t.check(midStream.length >= 1, `no stream was cut mid-way (statuses ${JSON.stringify(tally(replies.map((x) => x.reply)))})`);
-          for (const m of midStream) t.check(/worker .* failed: UNAVAILABLE/.test(m.reply.streamError!) && m.reply.done, `a cut stream must end with the worker's error and [DONE]: ${m.reply.streamError}`);
-          t.check(toVictim.every(({ reply }) => reply.status === 502 || (reply.status === 200 && reply.streamError)), `requests to the killed worker must get 502 (or an error event in a started stream): ${JSON.stringify(toVictim.map(({ reply }) => reply.status))}`);
+          for (const m of midStream)
+            t.check(
+              /worker .* failed: UNAVAILABLE/.test(m.reply.streamError!) && m.reply.done,
+              `a cut stream must end with the worker's error and [DONE]: ${m.reply.streamError}`,
+            );
+          t.check(
+            toVictim.every(({ reply }) => reply.status === 502 || (reply.status === 200 && reply.streamError)),
+            `requests to the killed worker must get 502 (or an error event in a started stream): ${JSON.stringify(toVictim.map(({ reply }) => reply.status))}`,
+          );
           const survivorFailures = requestLines(r.proc.output()).filter((l) => l.worker === other.url && l.status !== 200);
-          t.check(survivorFailures.length === 0, `requests to the surviving worker failed: ${survivorFailures.map((l) => `${l.status} ${l.error}`).join('; ')}`);
+          t.check(
+            survivorFailures.length === 0,
+            `requests to the surviving worker failed: ${survivorFailures.map((l) => `${l.status} ${l.error}`).join('; ')}`,
+          );
           t.check(files.length === 0, `${files.length} tensor files of killed requests left in /dev/shm`);
           t.check(Math.max(...filesSeen) > 0, 'no file was ever in flight (the scenario did not exercise the SHM lane)');
           t.check(down, 'the killed worker is not marked unhealthy');
-          t.check(after.every((a) => a.verdict.ok), `requests after the kill must all succeed on the survivor: ${after.map((a) => a.reply.status)}`);
+          t.check(
+            after.every((a) => a.verdict.ok),
+            `requests after the kill must all succeed on the survivor: ${after.map((a) => a.reply.status)}`,
+          );
           t.note('statuses', tally(replies.map((x) => x.reply)));
           t.note('cut_streams', midStream.length);
           t.note('cut_stream_error', midStream[0]?.reply.streamError);
@@ -118,7 +134,9 @@ export async function workerFaultsGroup(suite: Suite): Promise<void> {
           t.note('max_files_in_flight', Math.max(...filesSeen));
           t.note('files_left', files.length);
           t.note('after', tally(after.map((a) => a.reply)));
-          t.summary(`statuses ${JSON.stringify(tally(replies.map((x) => x.reply)))}: ${midStream.length} stream(s) cut after ${streamedBeforeKill} bytes with "${midStream[0]?.reply.streamError?.slice(0, 70)}…", ${failedFast} 502s within 3 s of the kill; up to ${Math.max(...filesSeen)} files in flight, ${files.length} left; worker marked unhealthy: ${down}; 4 requests after: ${JSON.stringify(tally(after.map((a) => a.reply)))}`);
+          t.summary(
+            `statuses ${JSON.stringify(tally(replies.map((x) => x.reply)))}: ${midStream.length} stream(s) cut after ${streamedBeforeKill} bytes with "${midStream[0]?.reply.streamError?.slice(0, 70)}…", ${failedFast} 502s within 3 s of the kill; up to ${Math.max(...filesSeen)} files in flight, ${files.length} left; worker marked unhealthy: ${down}; 4 requests after: ${JSON.stringify(tally(after.map((a) => a.reply)))}`,
+          );
         } finally {
           await r.proc.stop();
           await proxy.close();
@@ -154,20 +172,38 @@ export async function workerFaultsGroup(suite: Suite): Promise<void> {
           t.check(sawFiles, 'no file was in flight when the worker hung');
           t.check(hung.length >= 1, `no request timed out: ${JSON.stringify(tally(replies.map((x) => x.reply)))}`);
           for (const h of hung) t.check(h.reply.ms < (timeout + 3) * 1000, `a 504 took ${fmt(h.reply.ms, 0)} ms (timeout ${timeout} s)`);
-          for (const h of hung) t.check(/did not finish within 4 s/.test(h.reply.json?.error?.message ?? h.reply.streamError ?? ''), `the 504 must name the timeout: ${h.reply.body.slice(0, 200)}`);
-          t.check(replies.every((x) => x.reply.status === 504 || x.verdict.ok), `every request either times out or is correct: ${JSON.stringify(tally(replies.map((x) => x.reply)))}`);
+          for (const h of hung)
+            t.check(
+              /did not finish within 4 s/.test(h.reply.json?.error?.message ?? h.reply.streamError ?? ''),
+              `the 504 must name the timeout: ${h.reply.body.slice(0, 200)}`,
+            );
+          t.check(
+            replies.every((x) => x.reply.status === 504 || x.verdict.ok),
+            `every request either times out or is correct: ${JSON.stringify(tally(replies.map((x) => x.reply)))}`,
+          );
           t.check(filesAtEnd.length === 0, `${filesAtEnd.length} files of timed-out requests left in /dev/shm`);
           t.check(down, 'the hung worker was not marked unhealthy');
-          t.check(during.every((x) => x.verdict.ok), `requests while the worker hangs must go to the other one: ${during.map((x) => x.reply.status)}`);
+          t.check(
+            during.every((x) => x.verdict.ok),
+            `requests while the worker hangs must go to the other one: ${during.map((x) => x.reply.status)}`,
+          );
           t.check(back, 'the worker was not rediscovered after SIGCONT');
-          t.check(later.every((x) => x.verdict.ok) && laterRuntimes.includes('tokenspeed'), `after SIGCONT requests must succeed on both workers: ${later.map((x) => `${x.reply.status} ${x.verdict.runtime}`)}`);
+          t.check(
+            later.every((x) => x.verdict.ok) && laterRuntimes.includes('tokenspeed'),
+            `after SIGCONT requests must succeed on both workers: ${later.map((x) => `${x.reply.status} ${x.verdict.runtime}`)}`,
+          );
           t.note('timeout_secs', timeout);
           t.note('statuses', tally(replies.map((x) => x.reply)));
-          t.note('ms_to_504', hung.map((h) => Math.round(h.reply.ms)));
+          t.note(
+            'ms_to_504',
+            hung.map((h) => Math.round(h.reply.ms)),
+          );
           t.note('marked_unhealthy_after_s', Math.round(downAfter * 10) / 10);
           t.note('rediscovered_after_s', Math.round(backAfter * 10) / 10);
           t.note('files_left', filesAtEnd.length);
-          t.summary(`in flight ${JSON.stringify(tally(replies.map((x) => x.reply)))}, 504 after ${hung.map((h) => fmt(h.reply.ms / 1000)).join('/')} s (timeout ${timeout} s) naming the timeout; marked unhealthy ${fmt(downAfter)} s after SIGSTOP; meanwhile ${during.filter((x) => x.verdict.ok).length}/4 served by the other worker; healthy again ${fmt(backAfter)} s after SIGCONT; files left ${filesAtEnd.length}`);
+          t.summary(
+            `in flight ${JSON.stringify(tally(replies.map((x) => x.reply)))}, 504 after ${hung.map((h) => fmt(h.reply.ms / 1000)).join('/')} s (timeout ${timeout} s) naming the timeout; marked unhealthy ${fmt(downAfter)} s after SIGSTOP; meanwhile ${during.filter((x) => x.verdict.ok).length}/4 served by the other worker; healthy again ${fmt(backAfter)} s after SIGCONT; files left ${filesAtEnd.length}`,
+          );
         } finally {
           victim.proc.signal('SIGCONT');
           await r.proc.stop();
@@ -199,21 +235,44 @@ export async function workerFaultsGroup(suite: Suite): Promise<void> {
           const results = [];
           for (const c of cases) {
             const { reply, verdict } = await sendChat(c.r.url, one(c.img), 60_000);
-            results.push({ lane: c.lane, image: c.img.name, bytes: c.img.bf16Bytes, status: reply.status, ms: Math.round(reply.ms), ok: verdict.ok, problems: verdict.problems, path: verdict.tensors[0]?.path, error: reply.json?.error?.message as string | undefined });
+            results.push({
+              lane: c.lane,
+              image: c.img.name,
+              bytes: c.img.bf16Bytes,
+              status: reply.status,
+              ms: Math.round(reply.ms),
+              ok: verdict.ok,
+              problems: verdict.problems,
+              path: verdict.tensors[0]?.path,
+              error: reply.json?.error?.message as string | undefined,
+            });
           }
           const healthyAfter = (await health(rInline)).workers.every((w) => w.healthy) && (await health(rShm)).workers.every((w) => w.healthy);
           const files = ourFiles('/dev/shm');
           for (const x of results) {
             const linkMs = (x.lane === 'inline' ? x.bytes : 200) / 2000;
-            if (linkMs < timeout * 1000 * 0.6) t.check(x.status === 200 && x.ok && x.path === x.lane, `${x.image} over the ${x.lane} lane (${fmt(linkMs, 0)} ms on the link) must succeed correctly via ${x.lane}: ${x.status} ${x.problems.join('; ')} ${x.error ?? ''}`);
-            else t.check(x.status === 504 && x.ms < (timeout + 3) * 1000 && /did not finish within/.test(x.error ?? ''), `${x.image} inline (${fmt(linkMs, 0)} ms on the link) must time out with a 504 naming the timeout in about ${timeout} s: ${x.status} in ${x.ms} ms ${x.error ?? ''}`);
+            if (linkMs < timeout * 1000 * 0.6)
+              t.check(
+                x.status === 200 && x.ok && x.path === x.lane,
+                `${x.image} over the ${x.lane} lane (${fmt(linkMs, 0)} ms on the link) must succeed correctly via ${x.lane}: ${x.status} ${x.problems.join('; ')} ${x.error ?? ''}`,
+              );
+            else
+              t.check(
+                x.status === 504 && x.ms < (timeout + 3) * 1000 && /did not finish within/.test(x.error ?? ''),
+                `${x.image} inline (${fmt(linkMs, 0)} ms on the link) must time out with a 504 naming the timeout in about ${timeout} s: ${x.status} in ${x.ms} ms ${x.error ?? ''}`,
+              );
           }
           t.check(healthyAfter, 'a slow worker must stay healthy (its HealthCheck is small)');
           t.check(files.length === 0, `${files.length} files left in /dev/shm`);
           t.note('link', link);
-          t.note('requests', results.map(({ problems: _p, ...x }) => x));
+          t.note(
+            'requests',
+            results.map(({ problems: _p, ...x }) => x),
+          );
           t.note('files_left', files.length);
-          t.summary(results.map((x) => `${x.image} ${x.lane}: ${x.status} in ${x.ms} ms`).join('; ') + `; workers healthy ${healthyAfter}; files left ${files.length}`);
+          t.summary(
+            results.map((x) => `${x.image} ${x.lane}: ${x.status} in ${x.ms} ms`).join('; ') + `; workers healthy ${healthyAfter}; files left ${files.length}`,
+          );
         } finally {
           await Promise.all([rShm.proc.stop(), rInline.proc.stop()]);
           await Promise.all([pShm.close(), pInline.close()]);
@@ -241,17 +300,28 @@ export async function workerFaultsGroup(suite: Suite): Promise<void> {
           const backAfter = (performance.now() - restartedAt) / 1000;
           const after = await Promise.all(Array.from({ length: 6 }, () => sendChat(r.url, one(thumb))));
           const files = ourFiles('/dev/shm');
-          t.check(before.every((x) => x.verdict.ok), 'requests before the restart failed');
+          t.check(
+            before.every((x) => x.verdict.ok),
+            'requests before the restart failed',
+          );
           t.check(down, 'the killed worker is not marked unhealthy');
-          t.check(whileDown.every((x) => x.verdict.ok), `requests while it is down must go to the other worker: ${whileDown.map((x) => x.reply.status)}`);
+          t.check(
+            whileDown.every((x) => x.verdict.ok),
+            `requests while it is down must go to the other worker: ${whileDown.map((x) => x.reply.status)}`,
+          );
           t.check(back, 'the restarted worker was not rediscovered');
-          t.check(after.every((x) => x.verdict.ok) && after.some((x) => x.verdict.runtime === 'tokenspeed' && x.verdict.paths.shm), `after the restart requests must reach it again through /dev/shm: ${after.map((x) => `${x.reply.status} ${x.verdict.runtime} ${JSON.stringify(x.verdict.paths)}`)}`);
+          t.check(
+            after.every((x) => x.verdict.ok) && after.some((x) => x.verdict.runtime === 'tokenspeed' && x.verdict.paths.shm),
+            `after the restart requests must reach it again through /dev/shm: ${after.map((x) => `${x.reply.status} ${x.verdict.runtime} ${JSON.stringify(x.verdict.paths)}`)}`,
+          );
           t.check(files.length === 0, `${files.length} files left`);
           t.note('marked_unhealthy_after_s', Math.round(downAfter * 10) / 10);
           t.note('rediscovered_after_s', Math.round(backAfter * 10) / 10);
           t.note('while_down', tally(whileDown.map((x) => x.reply)));
           t.note('after', tally(after.map((x) => x.reply)));
-          t.summary(`marked unhealthy ${fmt(downAfter)} s after SIGKILL, requests meanwhile ${JSON.stringify(tally(whileDown.map((x) => x.reply)))}; restarted on port ${victim.port}, healthy again ${fmt(backAfter)} s after it listened; then ${JSON.stringify(tally(after.map((x) => x.reply)))} with SHM to it; files left ${files.length}`);
+          t.summary(
+            `marked unhealthy ${fmt(downAfter)} s after SIGKILL, requests meanwhile ${JSON.stringify(tally(whileDown.map((x) => x.reply)))}; restarted on port ${victim.port}, healthy again ${fmt(backAfter)} s after it listened; then ${JSON.stringify(tally(after.map((x) => x.reply)))} with SHM to it; files left ${files.length}`,
+          );
         } finally {
           await r.proc.stop();
         }
@@ -275,8 +345,14 @@ export async function workerFaultsGroup(suite: Suite): Promise<void> {
           await until(() => healthyOf(r, victim.url), 10_000);
           const afterGap = await Promise.all(Array.from({ length: 3 }, () => lane()));
           t.check(first.ok && first.paths.shm === 1, `before: the encoder input must go through /dev/shm: ${JSON.stringify(first.paths)} ${first.problems}`);
-          t.check(afterGap.every((v) => v.ok && !v.paths.shm), `after a restart with another token (seen down): every tensor must go inline: ${afterGap.map((v) => JSON.stringify(v.paths))}`);
-          t.note('after_gap_paths', afterGap.map((v) => v.paths));
+          t.check(
+            afterGap.every((v) => v.ok && !v.paths.shm),
+            `after a restart with another token (seen down): every tensor must go inline: ${afterGap.map((v) => JSON.stringify(v.paths))}`,
+          );
+          t.note(
+            'after_gap_paths',
+            afterGap.map((v) => v.paths),
+          );
         } finally {
           await r.proc.stop();
           await victim.proc.stop();
@@ -301,15 +377,26 @@ export async function workerFaultsGroup(suite: Suite): Promise<void> {
           const after = await Promise.all(Array.from({ length: 3 }, () => sendChat(r2.url, one(thumb)).then((x) => x.verdict)));
           const statuses = after.map((v) => (v.ok ? 200 : v.problems[0]));
           t.check(first.ok && first.paths.shm === 1, `before the swap the encoder input must go through /dev/shm: ${JSON.stringify(first.paths)}`);
-          t.check(after.every((v) => v.ok), `requests after the in-place restart must succeed: ${statuses}`);
-          t.check(after.every((v) => !v.paths.shm), `after an in-place restart with another token every tensor must go inline (the new token honoured): ${after.map((v) => JSON.stringify(v.paths))}`);
+          t.check(
+            after.every((v) => v.ok),
+            `requests after the in-place restart must succeed: ${statuses}`,
+          );
+          t.check(
+            after.every((v) => !v.paths.shm),
+            `after an in-place restart with another token every tensor must go inline (the new token honoured): ${after.map((v) => JSON.stringify(v.paths))}`,
+          );
           const m = await metrics(r2.url);
-          t.note('in_place_paths', after.map((v) => v.paths));
+          t.note(
+            'in_place_paths',
+            after.map((v) => v.paths),
+          );
           t.note('read_fallbacks', metricSum(m, 'smg_mm_shm_read_fallbacks_total'));
           t.note('files_left', ourFiles('/dev/shm').length);
           t.check(ourFiles('/dev/shm').length === 0, 'files left in /dev/shm');
           const gap = (t.details.after_gap_paths as Array<Record<string, number>>).map((x) => JSON.stringify(x)).join(' ');
-          t.summary(`restart seen by the health check: then ${gap}; restart in place between health checks: then ${after.map((v) => JSON.stringify(v.paths)).join(' ')}`);
+          t.summary(
+            `restart seen by the health check: then ${gap}; restart in place between health checks: then ${after.map((v) => JSON.stringify(v.paths)).join(' ')}`,
+          );
         } finally {
           await r2.proc.stop();
           await front.close();

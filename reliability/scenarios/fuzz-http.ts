@@ -51,7 +51,8 @@ function encoderFnv(content: string | undefined): { runtime: string; fnv?: strin
 /** An OpenAI error body: {error: {message, type, param, code}} with a message that says something. */
 function openAiErrorProblem(r: Reply): string | undefined {
   const e = r.json?.error;
-  if (!e || typeof e.message !== 'string' || e.message.length < 5 || typeof e.type !== 'string' || !('param' in e) || !('code' in e)) return `not an OpenAI error body: ${r.body.slice(0, 200)}`;
+  if (!e || typeof e.message !== 'string' || e.message.length < 5 || typeof e.type !== 'string' || !('param' in e) || !('code' in e))
+    return `not an OpenAI error body: ${r.body.slice(0, 200)}`;
   if (/internal error|undefined|\[object Object\]|TypeError|RangeError|ReferenceError/.test(e.message)) return `an unclear message: ${e.message.slice(0, 200)}`;
   return undefined;
 }
@@ -92,7 +93,10 @@ export async function httpFuzzGroup(suite: Suite): Promise<void> {
     const file = path.join(dir, 'router.yaml');
     const ts = await startWorker('tokenspeed', [], { cwd });
     const vllm = await startWorker('vllm', [], { cwd });
-    writeFileSync(file, `# fuzzing\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 1\nrequest_timeout_secs: 60\nworkers:\n  - url: ${ts.url}\n  - url: ${vllm.url}\n`);
+    writeFileSync(
+      file,
+      `# fuzzing\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 1\nrequest_timeout_secs: 60\nworkers:\n  - url: ${ts.url}\n  - url: ${vllm.url}\n`,
+    );
     const serve = await startServe(['--config', file], { cwd, env: { XDG_CONFIG_HOME: dir }, name: 'serve (fuzz)' });
     const n = (short: number, full: number) => (suite.short ? short : full);
     const common = async (t: T, tally: Tally) => {
@@ -109,7 +113,10 @@ export async function httpFuzzGroup(suite: Suite): Promise<void> {
     try {
       await suite.run('fuzz/openai', (t) => openaiFuzz(t, serve, n(200, 2000), n(30, 180), common), { seeded: true, maxSeconds: n(30, 180) + 90 });
       await suite.run('fuzz/images', (t) => imagesFuzz(t, serve, n(150, 1500), n(45, 240), common), { seeded: true, maxSeconds: n(45, 240) + 90 });
-      await suite.run('fuzz/contract', (t) => contractFuzz(t, serve, file, ts, n(250, 2500), n(30, 180), common), { seeded: true, maxSeconds: n(30, 180) + 90 });
+      await suite.run('fuzz/contract', (t) => contractFuzz(t, serve, file, ts, n(250, 2500), n(30, 180), common), {
+        seeded: true,
+        maxSeconds: n(30, 180) + 90,
+      });
       await suite.run('fuzz/generate', (t) => generateFuzz(t, [ts, vllm], n(300, 3000), n(30, 180)), { seeded: true, maxSeconds: n(30, 180) + 60 });
     } finally {
       await serve.proc.stop();
@@ -118,18 +125,29 @@ export async function httpFuzzGroup(suite: Suite): Promise<void> {
 }
 
 async function openaiFuzz(t: T, serve: Serve, cases: number, seconds: number, common: (t: T, tally: Tally) => Promise<void>): Promise<void> {
-  const img = await (await import('sharp')).default({ create: { width: 96, height: 64, channels: 3, background: '#3a7' } }).png().toBuffer();
+  const img = await (
+    await import('sharp')
+  )
+    .default({ create: { width: 96, height: 64, channels: 3, background: '#3a7' } })
+    .png()
+    .toBuffer();
   const url = `data:image/png;base64,${img.toString('base64')}`;
   const expected = await expectedEncoder(img);
   const tally = newTally();
   const tried = await inBatches(cases, 4, performance.now() + seconds * 1000, async (i) => {
     const c = openaiCase(t.rng.fork(i), i, url);
-    const r = await request(serve.routerUrl, Buffer.isBuffer(c.body) ? c.body : Buffer.from(c.body), { method: c.method ?? 'POST', path: c.path ?? '/v1/chat/completions', headers: c.headers ?? {}, timeoutMs: 60_000 });
+    const r = await request(serve.routerUrl, Buffer.isBuffer(c.body) ? c.body : Buffer.from(c.body), {
+      method: c.method ?? 'POST',
+      path: c.path ?? '/v1/chat/completions',
+      headers: c.headers ?? {},
+      timeoutMs: 60_000,
+    });
     count(tally, r.status || r.neterr!, c.label, r.ms);
     const where = `case ${i} (${c.label}): ${Buffer.from(c.body).toString().slice(0, 160)}`;
     if (r.status === 200) {
       const got = encoderFnv(r.content);
-      if (c.baseImage && 'f32' in expected && got && got.fnv !== (got.runtime === 'vllm' ? expected.f32 : expected.bf16)) tally.bad.push(`${where}: a 200 with the wrong tensor (${got.fnv})`);
+      if (c.baseImage && 'f32' in expected && got && got.fnv !== (got.runtime === 'vllm' ? expected.f32 : expected.bf16))
+        tally.bad.push(`${where}: a 200 with the wrong tensor (${got.fnv})`);
       if (r.streamError) tally.bad.push(`${where}: a stream ended with an error: ${r.streamError}`);
     } else if ([400, 404, 413].includes(r.status)) {
       const p = openAiErrorProblem(r);
@@ -138,7 +156,11 @@ async function openaiFuzz(t: T, serve: Serve, cases: number, seconds: number, co
   });
   await common(t, tally);
   t.note('tried', tried);
-  t.summary(`${tried} bodies: ${Object.entries(tally.statuses).map(([s, k]) => `${k}× ${s}`).join(', ')}; ${tally.bad.length} wrong answers; slowest ${fmt(Math.max(0, ...tally.ms), 0)} ms; router RSS ${mib(serve.proc.rss())}`);
+  t.summary(
+    `${tried} bodies: ${Object.entries(tally.statuses)
+      .map(([s, k]) => `${k}× ${s}`)
+      .join(', ')}; ${tally.bad.length} wrong answers; slowest ${fmt(Math.max(0, ...tally.ms), 0)} ms; router RSS ${mib(serve.proc.rss())}`,
+  );
 }
 
 async function imagesFuzz(t: T, serve: Serve, cases: number, seconds: number, common: (t: T, tally: Tally) => Promise<void>): Promise<void> {
@@ -153,7 +175,18 @@ async function imagesFuzz(t: T, serve: Serve, cases: number, seconds: number, co
     // Now and then the case's image goes second, after a good one: errors must name the right index.
     const second = rng.chance(0.25);
     const good = `data:image/png;base64,${bank['rgb.png']!.toString('base64')}`;
-    const body = loopbackOnly({ messages: [{ role: 'user', content: [...(second ? [{ type: 'image_url', image_url: { url: good } }] : []), { type: 'image_url', image_url: { url: c.url } }, { type: 'text', text: 'x' }] }] });
+    const body = loopbackOnly({
+      messages: [
+        {
+          role: 'user',
+          content: [
+            ...(second ? [{ type: 'image_url', image_url: { url: good } }] : []),
+            { type: 'image_url', image_url: { url: c.url } },
+            { type: 'text', text: 'x' },
+          ],
+        },
+      ],
+    });
     const r = await request(serve.routerUrl, JSON.stringify(body), { timeoutMs: 90_000 });
     count(tally, r.status || r.neterr!, c.label, r.ms);
     const where = `case ${i} (${c.label})`;
@@ -178,8 +211,10 @@ async function imagesFuzz(t: T, serve: Serve, cases: number, seconds: number, co
       if (p) return void tally.bad.push(`${where}: ${r.status} ${p}`);
       const msg = r.json.error.message as string;
       const param = r.json.error.param as string | null;
-      if (!msg.startsWith(`image ${index}:`) && !/pixels in all|images are above/.test(msg)) tally.bad.push(`${where}: the error does not name image ${index}: ${msg.slice(0, 160)}`);
-      else if (msg.startsWith('image') && param !== `messages[0].content[${index}].image_url.url`) tally.bad.push(`${where}: the error's param is ${param}, not image ${index}'s URL`);
+      if (!msg.startsWith(`image ${index}:`) && !/pixels in all|images are above/.test(msg))
+        tally.bad.push(`${where}: the error does not name image ${index}: ${msg.slice(0, 160)}`);
+      else if (msg.startsWith('image') && param !== `messages[0].content[${index}].image_url.url`)
+        tally.bad.push(`${where}: the error's param is ${param}, not image ${index}'s URL`);
     } else tally.bad.push(`${where}: answered ${r.status || r.neterr}: ${r.body.slice(0, 200)}`);
   });
   clearInterval(sampler);
@@ -189,12 +224,34 @@ async function imagesFuzz(t: T, serve: Serve, cases: number, seconds: number, co
   t.note('tried', tried);
   t.note('fingerprints_checked', checked);
   t.note('router_rss_peak_mib', Math.round(rssPeak.v / MiB));
-  t.summary(`${tried} image inputs: ${Object.entries(tally.statuses).map(([s, k]) => `${k}× ${s}`).join(', ')}; ${checked} accepted images' tensors checked against our own decode; ${tally.bad.length} wrong answers; router RSS peak ${mib(rssPeak.v)}`);
+  t.summary(
+    `${tried} image inputs: ${Object.entries(tally.statuses)
+      .map(([s, k]) => `${k}× ${s}`)
+      .join(', ')}; ${checked} accepted images' tensors checked against our own decode; ${tally.bad.length} wrong answers; router RSS peak ${mib(rssPeak.v)}`,
+  );
 }
 
-const STATUS_OF: Record<string, number> = { invalid_input: 400, invalid_config: 422, conflict: 409, restart_required: 409, file_drift: 409, not_found: 404, unauthorized: 401, forbidden: 403, busy: 429 };
+const STATUS_OF: Record<string, number> = {
+  invalid_input: 400,
+  invalid_config: 422,
+  conflict: 409,
+  restart_required: 409,
+  file_drift: 409,
+  not_found: 404,
+  unauthorized: 401,
+  forbidden: 403,
+  busy: 429,
+};
 
-async function contractFuzz(t: T, serve: Serve, file: string, ts: Worker, cases: number, seconds: number, common: (t: T, tally: Tally) => Promise<void>): Promise<void> {
+async function contractFuzz(
+  t: T,
+  serve: Serve,
+  file: string,
+  ts: Worker,
+  cases: number,
+  seconds: number,
+  common: (t: T, tally: Tally) => Promise<void>,
+): Promise<void> {
   const tally = newTally();
   const call = (command: string, input: unknown, headers: Record<string, string> = {}) => consoleCall(serve.consoleUrl, serve.token, command, input, headers);
   const original = (await call('config.get', {})).json;
@@ -217,8 +274,13 @@ async function contractFuzz(t: T, serve: Serve, file: string, ts: Worker, cases:
     const known = Object.hasOwn(commands, resolved);
     if (known && (resolved === 'transport.calibrate' || resolved === 'traffic.sendTestRequest')) {
       // Only refusals of these: a valid calibration runs for seconds, a valid test request is covered by the load scenarios.
-      const parsed = (commands as Record<string, { input: { safeParse(v: unknown): { success: boolean; data?: unknown } } }>)[resolved]!.input.safeParse(input ?? {});
-      if (parsed.success && (resolved === 'transport.calibrate' || ((parsed.data as { width: number }).width * (parsed.data as { height: number }).height > 250_000))) {
+      const parsed = (commands as Record<string, { input: { safeParse(v: unknown): { success: boolean; data?: unknown } } }>)[resolved]!.input.safeParse(
+        input ?? {},
+      );
+      if (
+        parsed.success &&
+        (resolved === 'transport.calibrate' || (parsed.data as { width: number }).width * (parsed.data as { height: number }).height > 250_000)
+      ) {
         skipped += 1;
         return;
       }
@@ -229,7 +291,9 @@ async function contractFuzz(t: T, serve: Serve, file: string, ts: Worker, cases:
     count(tally, r.status || r.neterr!, raw ? 'raw body' : known ? command : 'unknown command', r.ms);
     const where = `case ${i} ${command} ${body.slice(0, 200)}`;
     if (r.status === 200) {
-      const out = known ? (commands as Record<string, { output: { safeParse(v: unknown): { success: boolean } } }>)[resolved]!.output.safeParse(r.json) : { success: false };
+      const out = known
+        ? (commands as Record<string, { output: { safeParse(v: unknown): { success: boolean } } }>)[resolved]!.output.safeParse(r.json)
+        : { success: false };
       if (!out.success) tally.bad.push(`${where}: a 200 whose body is not the contract's output`);
       if (/apply|rollback|reload|workers\.(add|update|remove)/.test(command)) await refresh();
       return;
@@ -239,7 +303,8 @@ async function contractFuzz(t: T, serve: Serve, file: string, ts: Worker, cases:
     const e = wire.data.error;
     if (e.code === 'internal') return void tally.bad.push(`${where}: an internal error: ${e.message.slice(0, 300)}`);
     if (r.status !== 415 && STATUS_OF[e.code] !== r.status) tally.bad.push(`${where}: code ${e.code} with status ${r.status}`);
-    if (e.message.length < 5 || /\[object Object\]|TypeError|RangeError|ReferenceError/.test(e.message)) tally.bad.push(`${where}: an unclear message: ${e.message}`);
+    if (e.message.length < 5 || /\[object Object\]|TypeError|RangeError|ReferenceError/.test(e.message))
+      tally.bad.push(`${where}: an unclear message: ${e.message}`);
     if (e.code === 'conflict') await refresh();
   });
   // Put the configuration back and check the state is whole: the file parses and holds it, the history loads.
@@ -248,29 +313,75 @@ async function contractFuzz(t: T, serve: Serve, file: string, ts: Worker, cases:
   const back = (await call('config.get', {})).json;
   const onDisk = parseConfigYaml(readFileSync(file, 'utf8'), file).config;
   const history = await call('config.history', {});
-  t.check(restore.status === 200 || (restore.status === 409 && restore.json?.error?.code === 'file_drift'), `restoring the original config: ${restore.status} ${restore.body.slice(0, 200)}`);
-  t.check(JSON.stringify(back.config.workers.map((w: { url: string }) => w.url)) === JSON.stringify(original.config.workers.map((w: { url: string }) => w.url)), 'the workers are not back');
-  t.check(JSON.stringify(onDisk.workers.map((w) => w.url)) === JSON.stringify(original.config.workers.map((w: { url: string }) => w.url)) && back.file.drifted === false, 'the file does not hold the restored config');
+  t.check(
+    restore.status === 200 || (restore.status === 409 && restore.json?.error?.code === 'file_drift'),
+    `restoring the original config: ${restore.status} ${restore.body.slice(0, 200)}`,
+  );
+  t.check(
+    JSON.stringify(back.config.workers.map((w: { url: string }) => w.url)) === JSON.stringify(original.config.workers.map((w: { url: string }) => w.url)),
+    'the workers are not back',
+  );
+  t.check(
+    JSON.stringify(onDisk.workers.map((w) => w.url)) === JSON.stringify(original.config.workers.map((w: { url: string }) => w.url)) &&
+      back.file.drifted === false,
+    'the file does not hold the restored config',
+  );
   t.check(history.status === 200 && history.json.entries.length > 0, 'the history does not load');
   t.check(back.revision >= original.revision, 'the revision went backwards');
   await common(t, tally);
   t.note('tried', tried);
   t.note('skipped_valid_heavy', skipped);
   t.note('revisions', { start: original.revision, end: back.revision });
-  t.summary(`${tried} command inputs: ${Object.entries(tally.statuses).map(([s, k]) => `${k}× ${s}`).join(', ')}; ${tally.bad.length} wrong answers (500s, bodies off the contract, codes off their status); ${back.revision - original.revision} revisions applied meanwhile, config restored, file and history whole`);
+  t.summary(
+    `${tried} command inputs: ${Object.entries(tally.statuses)
+      .map(([s, k]) => `${k}× ${s}`)
+      .join(
+        ', ',
+      )}; ${tally.bad.length} wrong answers (500s, bodies off the contract, codes off their status); ${back.revision - original.revision} revisions applied meanwhile, config restored, file and history whole`,
+  );
 }
 
 /** Generate requests built by the router's own engines, then broken one field at a time, straight to the reference workers. */
 async function generateFuzz(t: T, workers: Worker[], cases: number, seconds: number): Promise<void> {
   const sharp = (await import('sharp')).default;
-  const imgs = await Promise.all([[120, 90], [64, 200]].map(([w, h]) => sharp({ create: { width: w!, height: h!, channels: 3, background: '#8a4' } }).png().toBuffer()));
+  const imgs = await Promise.all(
+    [
+      [120, 90],
+      [64, 200],
+    ].map(([w, h]) =>
+      sharp({ create: { width: w!, height: h!, channels: 3, background: '#8a4' } })
+        .png()
+        .toBuffer(),
+    ),
+  );
   const prepared: PreparedImage[] = [];
   for (const b of imgs) {
     const rgb = await decodeToRgb(b);
     const p = preprocessRgb(rgb.rgb, rgb.width, rgb.height, model.imageConfig, { float32: true, bf16: true });
-    prepared.push({ pixelValues: p.pixelValues!, bf16: p.bf16!, patches: p.patches, features: p.features, gridThw: p.gridThw, placeholder: { offset: 0, length: p.tokens }, mediaHash: Buffer.alloc(32, 1) });
+    prepared.push({
+      pixelValues: p.pixelValues!,
+      bf16: p.bf16!,
+      patches: p.patches,
+      features: p.features,
+      gridThw: p.gridThw,
+      placeholder: { offset: 0, length: p.tokens },
+      mediaHash: Buffer.alloc(32, 1),
+    });
   }
-  const built = buildPrompt(model, [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'mmtc:loaded' } }, { type: 'image_url', image_url: { url: 'mmtc:loaded' } }, { type: 'text', text: 'x' }] }], prepared.map((p) => p.placeholder.length));
+  const built = buildPrompt(
+    model,
+    [
+      {
+        role: 'user',
+        content: [
+          { type: 'image_url', image_url: { url: 'mmtc:loaded' } },
+          { type: 'image_url', image_url: { url: 'mmtc:loaded' } },
+          { type: 'text', text: 'x' },
+        ],
+      },
+    ],
+    prepared.map((p) => p.placeholder.length),
+  );
   built.placeholders.forEach((r, i) => (prepared[i]!.placeholder = r));
   const writer = new ShmWriter({ dir: '/dev/shm' });
   const statuses: Record<string, number> = {};
@@ -287,12 +398,36 @@ async function generateFuzz(t: T, workers: Worker[], cases: number, seconds: num
       const k = rng.int(0, 1);
       const runtime = k === 0 ? 'tokenspeed' : 'vllm';
       const images = rng.chance(0.5) ? prepared : [prepared[0]!];
-      const req: EngineRequest = { requestId: `fuzz-${i}`, text: built.text, inputIds: images.length === 2 ? built.inputIds : built.inputIds.slice(0, prepared[0]!.placeholder.offset + prepared[0]!.placeholder.length + 1), images, imageTokenId: model.imageTokenId, sampling: resolveSampling({ maxTokens: 16 }, {}, () => undefined), stream: rng.chance(0.5), encoderDtype: runtime === 'tokenspeed' ? 'bfloat16' : 'float32', encoderReadWrite: runtime === 'tokenspeed' };
+      const req: EngineRequest = {
+        requestId: `fuzz-${i}`,
+        text: built.text,
+        inputIds: images.length === 2 ? built.inputIds : built.inputIds.slice(0, prepared[0]!.placeholder.offset + prepared[0]!.placeholder.length + 1),
+        images,
+        imageTokenId: model.imageTokenId,
+        sampling: resolveSampling({ maxTokens: 16 }, {}, () => undefined),
+        stream: rng.chance(0.5),
+        encoderDtype: runtime === 'tokenspeed' ? 'bfloat16' : 'float32',
+        encoderReadWrite: runtime === 'tokenspeed',
+      };
       const scope = new ShmRequestScope();
-      const wire = await engineFor(runtime).buildRequest(req, { requestId: req.requestId, revision: 1, source: 'api', worker: workers[k]!.url, runtime, decision: { shmEnabled: false, reason: 'mode_inline', worker: workers[k]!.url }, minBytes: 0, writer, scope });
+      const wire = await engineFor(runtime).buildRequest(req, {
+        requestId: req.requestId,
+        revision: 1,
+        source: 'api',
+        worker: workers[k]!.url,
+        runtime,
+        decision: { shmEnabled: false, reason: 'mode_inline', worker: workers[k]!.url },
+        minBytes: 0,
+        writer,
+        scope,
+      });
       const what = breakRequest(rng, wire.message as Record<string, unknown>, runtime);
       const result = await new Promise<{ ok: true } | { ok: false; failure: EngineFailure }>((resolve) => {
-        connections[k]!.generate(wire, { deadline: Date.now() + 20_000 }, { event() {}, failure: (failure) => resolve({ ok: false, failure }), end: () => resolve({ ok: true }) });
+        connections[k]!.generate(
+          wire,
+          { deadline: Date.now() + 20_000 },
+          { event() {}, failure: (failure) => resolve({ ok: false, failure }), end: () => resolve({ ok: true }) },
+        );
       });
       tried += 1;
       const status = result.ok ? 'OK' : result.failure.status;
@@ -301,35 +436,54 @@ async function generateFuzz(t: T, workers: Worker[], cases: number, seconds: num
       // IndexError, a KeyError, the TokenSpeed scheduler's exception): so does the reference
       // worker, which judges as they do. Any other INTERNAL is a bug of the worker's.
       const servicersOwn = !result.ok && result.failure.status === 'INTERNAL' && SERVICER_INTERNAL.test(result.failure.details);
-      if (!result.ok && result.failure.status !== 'INVALID_ARGUMENT' && !servicersOwn) bad.push(`case ${i} (${runtime}, ${what}): ${result.failure.status}: ${result.failure.details.slice(0, 200)}`);
-      if (!result.ok && result.failure.status === 'INVALID_ARGUMENT' && result.failure.details.length < 10) bad.push(`case ${i} (${runtime}, ${what}): an unclear refusal: ${result.failure.details}`);
+      if (!result.ok && result.failure.status !== 'INVALID_ARGUMENT' && !servicersOwn)
+        bad.push(`case ${i} (${runtime}, ${what}): ${result.failure.status}: ${result.failure.details.slice(0, 200)}`);
+      if (!result.ok && result.failure.status === 'INVALID_ARGUMENT' && result.failure.details.length < 10)
+        bad.push(`case ${i} (${runtime}, ${what}): an unclear refusal: ${result.failure.details}`);
       // A broken request the worker accepts is a failure. (Until this suite found them, an image
       // with no placeholder range and a tensor whose dtype its role does not allow were accepted:
       // docs/reliability.md, "Bugs the suite found".)
       if (result.ok && what !== 'valid' && !/harmless/.test(what)) bad.push(`case ${i} (${runtime}, ${what}): accepted`);
-      if (!result.ok && what === 'valid') bad.push(`case ${i} (${runtime}): a valid request was refused: ${result.failure.status}: ${result.failure.details.slice(0, 200)}`);
+      if (!result.ok && what === 'valid')
+        bad.push(`case ${i} (${runtime}): a valid request was refused: ${result.failure.status}: ${result.failure.details.slice(0, 200)}`);
     }
   } finally {
     clearInterval(sampler);
     for (const c of connections) c.close();
   }
-  const health = await Promise.all(connections.map((_, k) => engineFor(k === 0 ? 'tokenspeed' : 'vllm').connect(workers[k]!.url)).map(async (c) => {
-    try {
-      return (await c.health(5000)).healthy;
-    } catch {
-      return false;
-    } finally {
-      c.close();
-    }
-  }));
+  const health = await Promise.all(
+    connections
+      .map((_, k) => engineFor(k === 0 ? 'tokenspeed' : 'vllm').connect(workers[k]!.url))
+      .map(async (c) => {
+        try {
+          return (await c.health(5000)).healthy;
+        } catch {
+          return false;
+        } finally {
+          c.close();
+        }
+      }),
+  );
   for (const b of bad.slice(0, 10)) t.check(false, b);
   t.check(workers.every((w) => w.proc.alive()) && health.every(Boolean), `the workers must be alive and healthy after the fuzz: ${health}`);
-  t.check(rssPeak.every((p, k) => p - rssStart[k]! < 512 * MiB), `a worker's RSS grew by more than 512 MiB: ${rssPeak.map((p, k) => mib(p - rssStart[k]!))}`);
+  t.check(
+    rssPeak.every((p, k) => p - rssStart[k]! < 512 * MiB),
+    `a worker's RSS grew by more than 512 MiB: ${rssPeak.map((p, k) => mib(p - rssStart[k]!))}`,
+  );
   t.check(ourFiles('/dev/shm').length === 0, 'files left in /dev/shm');
   t.note('tried', tried);
   t.note('statuses', statuses);
-  t.note('worker_rss_mib', workers.map((_, k) => ({ start: Math.round(rssStart[k]! / MiB), peak: Math.round(rssPeak[k]! / MiB) })));
-  t.summary(`${tried} Generate requests: ${Object.entries(statuses).map(([s, c]) => `${c}× ${s}`).join(', ')}; ${bad.length} not refused as the servicers refuse them (INVALID_ARGUMENT, or their own INTERNAL words); workers healthy ${health.every(Boolean)}, RSS peak ${rssPeak.map((p) => mib(p)).join('/')}`);
+  t.note(
+    'worker_rss_mib',
+    workers.map((_, k) => ({ start: Math.round(rssStart[k]! / MiB), peak: Math.round(rssPeak[k]! / MiB) })),
+  );
+  t.summary(
+    `${tried} Generate requests: ${Object.entries(statuses)
+      .map(([s, c]) => `${c}× ${s}`)
+      .join(
+        ', ',
+      )}; ${bad.length} not refused as the servicers refuse them (INVALID_ARGUMENT, or their own INTERNAL words); workers healthy ${health.every(Boolean)}, RSS peak ${rssPeak.map((p) => mib(p)).join('/')}`,
+  );
 }
 
 type Msg = Record<string, any>;
@@ -367,7 +521,15 @@ function breakRequest(rng: Rng, m: Msg, runtime: 'tokenspeed' | 'vllm'): string 
       t.payload = undefined;
       return 'no payload';
     case 5:
-      t.payload = { $case: 'shm', value: { name: rng.pick(['', '..', '../../etc/passwd', 'smg-tokenspeed-1-1-1', '/dev/shm/x', 'a\u0000b', 'x'.repeat(4000)]), offset: BigInt(rng.pick([0, 2 ** 53 - 1, 1])), nbytes: BigInt(rng.pick([0, 2 ** 40, 2 ** 53 - 1, 16])), ownerId: 'smg:1' } };
+      t.payload = {
+        $case: 'shm',
+        value: {
+          name: rng.pick(['', '..', '../../etc/passwd', 'smg-tokenspeed-1-1-1', '/dev/shm/x', 'a\u0000b', 'x'.repeat(4000)]),
+          offset: BigInt(rng.pick([0, 2 ** 53 - 1, 1])),
+          nbytes: BigInt(rng.pick([0, 2 ** 40, 2 ** 53 - 1, 16])),
+          ownerId: 'smg:1',
+        },
+      };
       return `shm handle ${JSON.stringify(t.payload.value, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v)).slice(0, 80)}`;
     case 6:
       t.payload = { $case: 'remote', value: { transport: 'rdma', descriptor: Buffer.alloc(4), nbytes: 16n } };

@@ -80,7 +80,13 @@ async function verdict(t: T, serve: Serve, probe: { ms: number[]; unanswered: nu
   for (const b of tally.bad.slice(0, 10)) t.check(false, b);
   t.check(serve.proc.alive(), `the serve process exited: ${serve.proc.output().slice(-500)}`);
   t.check(m.has('mmtc_uncaught_errors_total{kind="uncaught_exception"}'), 'no mmtc_uncaught_errors_total on /metrics');
-  t.check(uncaught === 0, `the process guard caught ${uncaught} errors: ${serve.proc.output().match(/\{"time":[^\n]*"event":"(?:uncaught_exception|unhandled_rejection)"[^\n]*/)?.[0]?.slice(0, 400)}`);
+  t.check(
+    uncaught === 0,
+    `the process guard caught ${uncaught} errors: ${serve.proc
+      .output()
+      .match(/\{"time":[^\n]*"event":"(?:uncaught_exception|unhandled_rejection)"[^\n]*/)?.[0]
+      ?.slice(0, 400)}`,
+  );
   t.check(probe.ms.length >= 5, `/health was polled only ${probe.ms.length} times`);
   t.check(probe.unanswered === 0, `/health went unanswered ${probe.unanswered} times`);
   t.check(p99 < HEALTH_P99_MS, `/health p99 ${fmt(p99)} ms during the cases (bound ${HEALTH_P99_MS} ms)`);
@@ -91,7 +97,9 @@ async function verdict(t: T, serve: Serve, probe: { ms: number[]; unanswered: nu
   t.note('health_p99_ms', Math.round(p99 * 10) / 10);
   t.note('health_max_ms', Math.round(Math.max(0, ...probe.ms) * 10) / 10);
   t.note('uncaught_errors', uncaught);
-  t.summary(`${what}${extra}; /health p50 ${fmt(percentile(probe.ms, 50))} / p99 ${fmt(p99)} / max ${fmt(Math.max(0, ...probe.ms))} ms over ${probe.ms.length} polls; process alive ${serve.proc.alive()}, guard count ${uncaught}; ${tally.bad.length} wrong answers`);
+  t.summary(
+    `${what}${extra}; /health p50 ${fmt(percentile(probe.ms, 50))} / p99 ${fmt(p99)} / max ${fmt(Math.max(0, ...probe.ms))} ms over ${probe.ms.length} polls; process alive ${serve.proc.alive()}, guard count ${uncaught}; ${tally.bad.length} wrong answers`,
+  );
 }
 
 function count(tally: CaseTally, label: string): void {
@@ -111,7 +119,10 @@ export async function wireFuzzGroup(suite: Suite): Promise<void> {
     try {
       await suite.run('fuzz/raw-http', (t) => rawHttpFuzz(t, serve, n(600, 6000), n(40, 240)), { seeded: true, maxSeconds: n(40, 240) + 60 });
       await suite.run('fuzz/ws-frames', (t) => wsFuzz(t, serve, n(120, 1200), n(40, 240)), { seeded: true, maxSeconds: n(40, 240) + 60 });
-      await suite.run('fuzz/worker-lists', (t) => workerListFuzz(t, serve, file, worker, n(40, 250), n(60, 300)), { seeded: true, maxSeconds: n(60, 300) + 90 });
+      await suite.run('fuzz/worker-lists', (t) => workerListFuzz(t, serve, file, worker, n(40, 250), n(60, 300)), {
+        seeded: true,
+        maxSeconds: n(60, 300) + 90,
+      });
       await suite.run('fuzz/durations', (t) => durationFuzz(t, serve, n(80, 400), n(40, 180)), { seeded: true, maxSeconds: n(40, 180) + 60 });
     } finally {
       await serve.proc.stop();
@@ -145,7 +156,9 @@ async function rawHttpFuzz(t: T, serve: Serve, cases: number, seconds: number): 
 
 async function wsFuzz(t: T, serve: Serve, cases: number, seconds: number): Promise<void> {
   const tally: CaseTally = { labels: {}, bad: [] };
-  const watcher = new WebSocket(`${serve.consoleUrl.replace(/^http/, 'ws')}/api/events`, ['mmtc.v1', `mmtc.token.${serve.token}`], { headers: { origin: serve.consoleUrl } });
+  const watcher = new WebSocket(`${serve.consoleUrl.replace(/^http/, 'ws')}/api/events`, ['mmtc.v1', `mmtc.token.${serve.token}`], {
+    headers: { origin: serve.consoleUrl },
+  });
   await new Promise<void>((resolve, reject) => {
     watcher.once('open', () => resolve());
     watcher.once('error', reject);
@@ -179,7 +192,14 @@ async function wsFuzz(t: T, serve: Serve, cases: number, seconds: number): Promi
   watcher.close();
   t.note('tried', tried);
   t.note('watcher_kept_connection', stillOpen);
-  await verdict(t, serve, stats, tally, `${tried} WebSocket connections with bad frames (the issue's ${14} first, each its close code)`, `; another client kept its connection: ${stillOpen}`);
+  await verdict(
+    t,
+    serve,
+    stats,
+    tally,
+    `${tried} WebSocket connections with bad frames (the issue's ${14} first, each its close code)`,
+    `; another client kept its connection: ${stillOpen}`,
+  );
 }
 
 /** Worker list sizes: the limit's neighbourhood and the issue's, then random ones. */
@@ -223,7 +243,9 @@ async function workerListFuzz(t: T, serve: Serve, file: string, worker: Worker, 
     const asYaml = rng.chance(0.5);
     const view = (await call('config.get', {})).json;
     const draft = { ...view.config, workers: urls.map((url) => ({ url })) };
-    const body = asYaml ? { yaml: size === 0 ? 'workers: []\n' : `workers:\n${urls.map((u) => `  - url: ${u}\n`).join('')}`, expectedRevision: view.revision } : { draft, expectedRevision: view.revision };
+    const body = asYaml
+      ? { yaml: size === 0 ? 'workers: []\n' : `workers:\n${urls.map((u) => `  - url: ${u}\n`).join('')}`, expectedRevision: view.revision }
+      : { draft, expectedRevision: view.revision };
     await probe.peak(); // what came before is not this case's
     const t0 = performance.now();
     const resolve = await call('config.resolve', asYaml ? { yaml: body.yaml } : { draft });
@@ -238,12 +260,15 @@ async function workerListFuzz(t: T, serve: Serve, file: string, worker: Worker, 
     const where = `case ${i} (${label})`;
     if (within) {
       if (r.status !== 200) tally.bad.push(`${where}: a list within MAX_WORKERS refused: ${r.body.slice(0, 200)}`);
-      if (resolve.status !== 200 || resolve.json?.workers?.length !== size) tally.bad.push(`${where}: config.resolve answered ${resolve.status} with ${resolve.json?.workers?.length} workers`);
+      if (resolve.status !== 200 || resolve.json?.workers?.length !== size)
+        tally.bad.push(`${where}: config.resolve answered ${resolve.status} with ${resolve.json?.workers?.length} workers`);
     } else if (r.status === 422) {
-      if (!/expected at most \d+ workers \(MAX_WORKERS|a configuration may have \(MAX_CONFIG_YAML_BYTES/.test(r.body)) tally.bad.push(`${where}: refused without naming the limit: ${r.body.slice(0, 200)}`);
+      if (!/expected at most \d+ workers \(MAX_WORKERS|a configuration may have \(MAX_CONFIG_YAML_BYTES/.test(r.body))
+        tally.bad.push(`${where}: refused without naming the limit: ${r.body.slice(0, 200)}`);
     } else if (r.status !== 413) tally.bad.push(`${where}: ${r.status} ${r.body.slice(0, 200)}`);
     const text = readFileSync(file, 'utf8');
-    if (Buffer.byteLength(text) > MAX_CONFIG_YAML_BYTES) tally.bad.push(`${where}: router.yaml is ${Buffer.byteLength(text)} bytes, more than the next start would load`);
+    if (Buffer.byteLength(text) > MAX_CONFIG_YAML_BYTES)
+      tally.bad.push(`${where}: router.yaml is ${Buffer.byteLength(text)} bytes, more than the next start would load`);
   }
   const stats = await probe.stop();
   // Back to the one real worker; the file on disk must be one the next start loads.
@@ -259,9 +284,21 @@ async function workerListFuzz(t: T, serve: Serve, file: string, worker: Worker, 
   }
   const slowest = (k: string) => Math.round(Math.max(0, ...(applyMs[k] ?? [])));
   t.note('tried', tried);
-  t.note('resolve_and_apply_ms', Object.fromEntries(Object.entries(applyMs).map(([k, v]) => [k, { count: v.length, median: Math.round(percentile(v, 50)), max: Math.round(Math.max(...v)) }])));
+  t.note(
+    'resolve_and_apply_ms',
+    Object.fromEntries(
+      Object.entries(applyMs).map(([k, v]) => [k, { count: v.length, median: Math.round(percentile(v, 50)), max: Math.round(Math.max(...v)) }]),
+    ),
+  );
   t.note('file_loads', loads);
-  await verdict(t, serve, stats, tally, `${tried} worker lists (0 to 10,000 workers, YAML and JSON) and unknown-key YAML drafts`, `; resolve+apply slowest: accepted ${slowest('accepted')} ms, refused ${Math.max(slowest('refused 422'), slowest('refused 413'))} ms; router.yaml loads: ${loads}`);
+  await verdict(
+    t,
+    serve,
+    stats,
+    tally,
+    `${tried} worker lists (0 to 10,000 workers, YAML and JSON) and unknown-key YAML drafts`,
+    `; resolve+apply slowest: accepted ${slowest('accepted')} ms, refused ${Math.max(slowest('refused 422'), slowest('refused 413'))} ms; router.yaml loads: ${loads}`,
+  );
 }
 
 async function durationFuzz(t: T, serve: Serve, cases: number, seconds: number): Promise<void> {
@@ -277,7 +314,12 @@ async function durationFuzz(t: T, serve: Serve, cases: number, seconds: number):
     const key = keys[i % keys.length]!;
     const { min, max } = DURATION_RANGES[key];
     const fixed = [1e-300, 0, -1, min / 2, min, max, max * 2, 1e300, Number.MIN_VALUE, 2 ** 31 / 1000 + 1];
-    const value: unknown = i < keys.length * fixed.length ? fixed[Math.floor(i / keys.length)] : rng.chance(0.6) ? min + rng.next() * (max - min) : rng.pick([rng.next() * min, max + rng.next() * 1e6, '10', null, true, [], -rng.next()]);
+    const value: unknown =
+      i < keys.length * fixed.length
+        ? fixed[Math.floor(i / keys.length)]
+        : rng.chance(0.6)
+          ? min + rng.next() * (max - min)
+          : rng.pick([rng.next() * min, max + rng.next() * 1e6, '10', null, true, [], -rng.next()]);
     const view = (await call('config.get', {})).json;
     const r = await call('config.apply', { draft: { ...view.config, [key]: value }, expectedRevision: view.revision });
     tried += 1;
@@ -286,7 +328,8 @@ async function durationFuzz(t: T, serve: Serve, cases: number, seconds: number):
     const where = `case ${i} (${key} = ${JSON.stringify(value)})`;
     if (inRange && r.status !== 200) tally.bad.push(`${where}: refused: ${r.body.slice(0, 200)}`);
     if (!inRange && r.status !== 422) tally.bad.push(`${where}: answered ${r.status} (expected 422): ${r.body.slice(0, 200)}`);
-    if (!inRange && r.status === 422 && !r.body.includes(`expected a number of seconds from ${min} to ${max}`)) tally.bad.push(`${where}: the refusal does not name the range: ${r.body.slice(0, 200)}`);
+    if (!inRange && r.status === 422 && !r.body.includes(`expected a number of seconds from ${min} to ${max}`))
+      tally.bad.push(`${where}: the refusal does not name the range: ${r.body.slice(0, 200)}`);
     // A fast health check is legal (min 0.1 s) but not kept: the next case starts from the original.
     if (r.status === 200) {
       const now = (await call('config.get', {})).json;

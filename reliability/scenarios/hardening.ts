@@ -27,14 +27,20 @@ class Peak {
   }
 }
 
-const withImages = (urls: string[], text = 'describe') => ({ messages: [{ role: 'user', content: [...urls.map((url) => ({ type: 'image_url', image_url: { url } })), { type: 'text', text }] }] });
+const withImages = (urls: string[], text = 'describe') => ({
+  messages: [{ role: 'user', content: [...urls.map((url) => ({ type: 'image_url', image_url: { url } })), { type: 'text', text }] }],
+});
 
 export async function hardeningGroup(suite: Suite): Promise<void> {
   const names = ['text-50mb', 'bombs-20', 'bodies', 'loopback-urls', 'urls-50x19mib', 'worker-as-nobody', 'two-routers-pid-ns', 'clients-128-1080p'];
   await suite.group('hardening', names, async () => {
-    const run = (name: string, fn: (t: T) => Promise<void>, maxSeconds: number, skip?: string) => suite.run(`hardening/${name}`, fn, { maxSeconds, ...(skip ? { skip } : {}) });
+    const run = (name: string, fn: (t: T) => Promise<void>, maxSeconds: number, skip?: string) =>
+      suite.run(`hardening/${name}`, fn, { maxSeconds, ...(skip ? { skip } : {}) });
     const worker = await startWorker('tokenspeed');
-    const r = await startRouter(['--worker-urls', worker.url, '--multimodal-tensor-transport', 'auto', '--limit-mm-per-prompt', 'image=20', '--body-timeout-secs', '2'], { name: 'router (hardening)' });
+    const r = await startRouter(
+      ['--worker-urls', worker.url, '--multimodal-tensor-transport', 'auto', '--limit-mm-per-prompt', 'image=20', '--body-timeout-secs', '2'],
+      { name: 'router (hardening)' },
+    );
     try {
       await run('text-50mb', (t) => text50mb(t, r), 90);
       await run('bombs-20', (t) => bombs(t, r), 120);
@@ -73,19 +79,33 @@ async function text50mb(t: T, r: Router): Promise<void> {
   const peak = new Peak(r.proc);
   const { result, polls, worstMs, p99Ms, failed } = await healthWhile(r.url, request(r.url, body, { timeoutMs: 60_000 }));
   const rss = peak.stop();
-  t.check(result.status === 400 && result.json?.error?.code === 'context_length_exceeded', `a 50 MB text must be refused 400 context_length_exceeded: ${result.status} ${result.body.slice(0, 200)}`);
+  t.check(
+    result.status === 400 && result.json?.error?.code === 'context_length_exceeded',
+    `a 50 MB text must be refused 400 context_length_exceeded: ${result.status} ${result.body.slice(0, 200)}`,
+  );
   t.check(failed === 0 && polls > 3, `/health must keep answering: ${polls} polls, ${failed} failed`);
   t.check(r.proc.alive(), 'the router died');
   t.note('status', result.status);
   t.note('answer_ms', Math.round(result.ms));
   t.note('health', { polls, worst_ms: Math.round(worstMs * 10) / 10, p99_ms: Math.round(p99Ms * 10) / 10 });
   t.note('peak_rss_mib', Math.round(rss / MiB));
-  t.summary(`50 MB text: ${result.status} ${result.json?.error?.code} in ${fmt(result.ms, 0)} ms; /health ${polls} polls, worst ${fmt(worstMs)} ms, p99 ${fmt(p99Ms)} ms, ${failed} failed; router peak RSS ${mib(rss)}`);
+  t.summary(
+    `50 MB text: ${result.status} ${result.json?.error?.code} in ${fmt(result.ms, 0)} ms; /health ${polls} polls, worst ${fmt(worstMs)} ms, p99 ${fmt(p99Ms)} ms, ${failed} failed; router peak RSS ${mib(rss)}`,
+  );
 }
 
 async function bombs(t: T, r: Router): Promise<void> {
-  const bomb = await sharp({ create: { width: 10_000, height: 10_000, channels: 3, background: '#000' } }).png({ compressionLevel: 9 }).toBuffer();
-  const body = Buffer.from(JSON.stringify(withImages(Array.from({ length: 20 }, () => `data:image/png;base64,${bomb.toString('base64')}`), 'x')));
+  const bomb = await sharp({ create: { width: 10_000, height: 10_000, channels: 3, background: '#000' } })
+    .png({ compressionLevel: 9 })
+    .toBuffer();
+  const body = Buffer.from(
+    JSON.stringify(
+      withImages(
+        Array.from({ length: 20 }, () => `data:image/png;base64,${bomb.toString('base64')}`),
+        'x',
+      ),
+    ),
+  );
   const before = r.proc.rss()!;
   const peak = new Peak(r.proc);
   const res = await request(r.url, body, { timeoutMs: 60_000 });
@@ -95,32 +115,61 @@ async function bombs(t: T, r: Router): Promise<void> {
   await sleep(wait * 1000);
   const later = r.proc.rss()!;
   t.check(res.status === 413, `20 bombs must be refused 413: ${res.status} ${res.body.slice(0, 200)}`);
-  t.check(/pixels in all .* above max_request_image_pixels = 64000000/.test(res.json?.error?.message ?? ''), `the refusal must name the pixel limit: ${res.json?.error?.message}`);
+  t.check(
+    /pixels in all .* above max_request_image_pixels = 64000000/.test(res.json?.error?.message ?? ''),
+    `the refusal must name the pixel limit: ${res.json?.error?.message}`,
+  );
   t.check(max - before < 512 * MiB, `refusing the bombs grew the router by ${mib(max - before)}`);
   t.note('body_mib', Math.round((body.byteLength / MiB) * 10) / 10);
   t.note('status', res.status);
   t.note('answer_ms', Math.round(res.ms));
   t.note('rss_mib', { before: Math.round(before / MiB), peak: Math.round(max / MiB), [`after_${wait}s`]: Math.round(later / MiB) });
-  t.summary(`20 PNGs of 10000×10000 in one ${fmt(body.byteLength / MiB)} MB request: ${res.status} in ${fmt(res.ms, 0)} ms ("${String(res.json?.error?.message).slice(0, 60)}…"); RSS ${mib(before)} → peak ${mib(max)} → ${mib(later)} ${wait} s later`);
+  t.summary(
+    `20 PNGs of 10000×10000 in one ${fmt(body.byteLength / MiB)} MB request: ${res.status} in ${fmt(res.ms, 0)} ms ("${String(res.json?.error?.message).slice(0, 60)}…"); RSS ${mib(before)} → peak ${mib(max)} → ${mib(later)} ${wait} s later`,
+  );
 }
 
 async function bodies(t: T, r: Router): Promise<void> {
   // Each on a fresh connection and never sent again: a reset by the router must show as one.
   const once = { agent: false as const, retry: false };
-  const slow = await request(r.url, undefined, { ...once, method: 'POST', chunks: Array.from({ length: 40 }, () => Buffer.from('{')), delayMs: 100, headers: { 'content-type': 'application/json' }, timeoutMs: 30_000 });
+  const slow = await request(r.url, undefined, {
+    ...once,
+    method: 'POST',
+    chunks: Array.from({ length: 40 }, () => Buffer.from('{')),
+    delayMs: 100,
+    headers: { 'content-type': 'application/json' },
+    timeoutMs: 30_000,
+  });
   const declared = await request(r.url, Buffer.alloc(65 * MiB, 0x20), { ...once, timeoutMs: 60_000 });
-  const streamed = await request(r.url, undefined, { ...once, method: 'POST', chunks: Array.from({ length: 70 }, () => Buffer.alloc(MiB, 0x20)), headers: { 'content-type': 'application/json' }, timeoutMs: 60_000 });
+  const streamed = await request(r.url, undefined, {
+    ...once,
+    method: 'POST',
+    chunks: Array.from({ length: 70 }, () => Buffer.alloc(MiB, 0x20)),
+    headers: { 'content-type': 'application/json' },
+    timeoutMs: 60_000,
+  });
   const maxTokens = await request(r.url, { max_tokens: 1e15, messages: [{ role: 'user', content: 'hi' }] }, once);
-  t.check(slow.status === 400 && /did not arrive within 2 s \(body_timeout_secs\)/.test(slow.json?.error?.message ?? ''), `a trickled body: ${slow.status || slow.neterr} ${slow.body.slice(0, 200)}`);
-  t.check(declared.status === 413 && declared.json?.error?.message === 'request body is 65.0 MiB, above the 64.0 MiB limit (max_body_bytes)', `a 65 MiB body: ${declared.status || declared.neterr} ${declared.body.slice(0, 200)}`);
-  t.check(streamed.status === 413 && /above the 64\.0 MiB limit/.test(streamed.json?.error?.message ?? ''), `a 70 MiB chunked body: ${streamed.status || streamed.neterr} ${streamed.body.slice(0, 200)}`);
+  t.check(
+    slow.status === 400 && /did not arrive within 2 s \(body_timeout_secs\)/.test(slow.json?.error?.message ?? ''),
+    `a trickled body: ${slow.status || slow.neterr} ${slow.body.slice(0, 200)}`,
+  );
+  t.check(
+    declared.status === 413 && declared.json?.error?.message === 'request body is 65.0 MiB, above the 64.0 MiB limit (max_body_bytes)',
+    `a 65 MiB body: ${declared.status || declared.neterr} ${declared.body.slice(0, 200)}`,
+  );
+  t.check(
+    streamed.status === 413 && /above the 64\.0 MiB limit/.test(streamed.json?.error?.message ?? ''),
+    `a 70 MiB chunked body: ${streamed.status || streamed.neterr} ${streamed.body.slice(0, 200)}`,
+  );
   t.check(maxTokens.status === 400 && maxTokens.json?.error?.param === 'max_tokens', `max_tokens 1e15: ${maxTokens.status} ${maxTokens.body.slice(0, 200)}`);
   t.check(r.proc.alive(), 'the router died');
   t.note('slow_body', { status: slow.status, message: slow.json?.error?.message, ms: Math.round(slow.ms) });
   t.note('declared_65mib', { status: declared.status, message: declared.json?.error?.message });
   t.note('chunked_70mib', { status: streamed.status, message: streamed.json?.error?.message });
   t.note('max_tokens_1e15', { status: maxTokens.status, code: maxTokens.json?.error?.code });
-  t.summary(`trickled body → ${slow.status} "${slow.json?.error?.message}"; 65 MiB declared → ${declared.status} JSON; 70 MiB chunked → ${streamed.status} JSON; max_tokens 1e15 → ${maxTokens.status} ${maxTokens.json?.error?.code}`);
+  t.summary(
+    `trickled body → ${slow.status} "${slow.json?.error?.message}"; 65 MiB declared → ${declared.status} JSON; 70 MiB chunked → ${streamed.status} JSON; max_tokens 1e15 → ${maxTokens.status} ${maxTokens.json?.error?.code}`,
+  );
 }
 
 async function loopbackUrls(t: T, r: Router): Promise<void> {
@@ -181,19 +230,34 @@ async function bigUrls(t: T, workerUrl: string): Promise<void> {
     const after = r.proc.rss()!;
     const defaultLimit = await startRouter(['--worker-urls', workerUrl, '--allow-private-media-hosts'], { name: 'router (default image limit)' });
     const servedBefore = served;
-    const refused = await request(defaultLimit.url, withImages(Array.from({ length: 50 }, (_, i) => `http://127.0.0.1:${port}/${i}.png`)), { timeoutMs: 60_000 });
+    const refused = await request(defaultLimit.url, withImages(Array.from({ length: 50 }, (_, i) => `http://127.0.0.1:${port}/${i}.png`)), {
+      timeoutMs: 60_000,
+    });
     const servedForDefault = served - servedBefore;
     await defaultLimit.proc.stop();
-    t.check(res.status === 413 && /above 64\.0 MiB in all \(max_request_image_bytes\)/.test(res.json?.error?.message ?? ''), `50 URLs of 19 MiB: ${res.status} ${res.body.slice(0, 200)}`);
+    t.check(
+      res.status === 413 && /above 64\.0 MiB in all \(max_request_image_bytes\)/.test(res.json?.error?.message ?? ''),
+      `50 URLs of 19 MiB: ${res.status} ${res.body.slice(0, 200)}`,
+    );
     t.check(after - before < 256 * MiB, `the router kept ${mib(after - before)} after refusing`);
-    t.check(refused.status === 400 && servedForDefault === 0, `with the default limit of 16 images nothing must be fetched: ${refused.status}, ${servedForDefault} bytes`);
+    t.check(
+      refused.status === 400 && servedForDefault === 0,
+      `with the default limit of 16 images nothing must be fetched: ${refused.status}, ${servedForDefault} bytes`,
+    );
     t.note('status', res.status);
     t.note('message', res.json?.error?.message);
     t.note('fetches_started', requests);
     t.note('mib_served', Math.round(served / MiB));
-    t.note('rss_mib', { before: Math.round(before / MiB), peak: Math.round(max / MiB), after_8s: Math.round(after / MiB), kept: Math.round((after - before) / MiB) });
+    t.note('rss_mib', {
+      before: Math.round(before / MiB),
+      peak: Math.round(max / MiB),
+      after_8s: Math.round(after / MiB),
+      kept: Math.round((after - before) / MiB),
+    });
     t.note('default_limit', { status: refused.status, bytes_fetched: servedForDefault });
-    t.summary(`50 URLs × 19 MiB (private hosts allowed, limit 50 images): ${res.status} "${res.json?.error?.message}" after ${fmt(served / MiB, 0)} MiB served to the router; RSS ${mib(before)} → peak ${mib(max)} → ${mib(after)} (kept ${mib(after - before)}); with the default limit: ${refused.status} before any fetch`);
+    t.summary(
+      `50 URLs × 19 MiB (private hosts allowed, limit 50 images): ${res.status} "${res.json?.error?.message}" after ${fmt(served / MiB, 0)} MiB served to the router; RSS ${mib(before)} → peak ${mib(max)} → ${mib(after)} (kept ${mib(after - before)}); with the default limit: ${refused.status} before any fetch`,
+    );
   } finally {
     await r.proc.stop();
     await new Promise<void>((done) => server.close(() => done()));
@@ -209,14 +273,25 @@ async function asNobody(t: T): Promise<void> {
     for (let i = 0; i < 4; i++) replies.push(await sendChat(r.url, { images: [thumb!], stream: i === 3, body: chatBody([thumb!], { stream: i === 3 }) }));
     const m = await metrics(r.url);
     const fallbacks = metricSum(m, 'smg_mm_shm_read_fallbacks_total');
-    t.check(replies.every((x) => x.verdict.ok), `every request must succeed: ${replies.map((x) => `${x.reply.status} ${x.verdict.problems[0] ?? ''}`)}`);
-    t.check(replies.every((x) => !x.verdict.paths.shm), `a worker that cannot read our files gets tensors inline: ${replies.map((x) => JSON.stringify(x.verdict.paths))}`);
+    t.check(
+      replies.every((x) => x.verdict.ok),
+      `every request must succeed: ${replies.map((x) => `${x.reply.status} ${x.verdict.problems[0] ?? ''}`)}`,
+    );
+    t.check(
+      replies.every((x) => !x.verdict.paths.shm),
+      `a worker that cannot read our files gets tensors inline: ${replies.map((x) => JSON.stringify(x.verdict.paths))}`,
+    );
     t.check(fallbacks === 1, `the first request is retried inline, counted once: ${fallbacks}`);
     t.check(ourFiles('/dev/shm').length === 0, 'files left in /dev/shm');
-    t.note('statuses', replies.map((x) => x.reply.status));
+    t.note(
+      'statuses',
+      replies.map((x) => x.reply.status),
+    );
     t.note('read_fallbacks', fallbacks);
     const correctInline = replies.filter((x) => x.verdict.ok && !x.verdict.paths.shm).length;
-    t.summary(`worker as nobody, router in mode shm: ${replies.map((x) => x.reply.status).join('/')}, ${correctInline}/${replies.length} with every tensor inline and the right fingerprints, smg_mm_shm_read_fallbacks_total ${fallbacks}; files left ${ourFiles('/dev/shm').length}`);
+    t.summary(
+      `worker as nobody, router in mode shm: ${replies.map((x) => x.reply.status).join('/')}, ${correctInline}/${replies.length} with every tensor inline and the right fingerprints, smg_mm_shm_read_fallbacks_total ${fallbacks}; files left ${ourFiles('/dev/shm').length}`,
+    );
   } finally {
     await r.proc.stop();
     await w.proc.stop();
@@ -249,10 +324,19 @@ async function twoRouters(t: T): Promise<void> {
       const all = await Promise.all([...inFlight, ...fromB]);
       const failures = all.filter((x) => !x.verdict.ok || !x.verdict.paths.shm).length;
       // Only while the worker still holds A's requests does a missing file mean B's sweep took it.
-      t.check(bStartedAfterMs < delayMs - 1000, `router B took ${fmt(bStartedAfterMs / 1000)} s to start, past the worker's ${delayMs / 1000} s hold of A's requests: the check cannot tell B's sweep from A's requests finishing`);
-      t.check(filesOfA.length > 0 && stillThere === filesOfA.length, `B's start-up sweep must leave A's ${filesOfA.length} in-flight files: ${stillThere} left`);
+      t.check(
+        bStartedAfterMs < delayMs - 1000,
+        `router B took ${fmt(bStartedAfterMs / 1000)} s to start, past the worker's ${delayMs / 1000} s hold of A's requests: the check cannot tell B's sweep from A's requests finishing`,
+      );
+      t.check(
+        filesOfA.length > 0 && stillThere === filesOfA.length,
+        `B's start-up sweep must leave A's ${filesOfA.length} in-flight files: ${stillThere} left`,
+      );
       t.check(bSweep === undefined || !/removed/.test(bSweep), `B's start-up sweep removed files: ${bSweep}`);
-      t.check(failures === 0, `${failures} of ${all.length} requests failed or went inline: ${all.map((x) => `${x.reply.status} ${JSON.stringify(x.verdict.paths)} ${x.verdict.problems[0] ?? ''}`)}`);
+      t.check(
+        failures === 0,
+        `${failures} of ${all.length} requests failed or went inline: ${all.map((x) => `${x.reply.status} ${JSON.stringify(x.verdict.paths)} ${x.verdict.problems[0] ?? ''}`)}`,
+      );
       const left = ourFiles('/dev/shm', 1).length;
       t.check(left === 0, `${left} files left`);
       t.note('worker_delay_ms', delayMs);
@@ -261,7 +345,9 @@ async function twoRouters(t: T): Promise<void> {
       t.note('files_of_a_in_flight', filesOfA.length);
       t.note('kept_by_b_sweep', stillThere);
       t.note('failures', failures);
-      t.summary(`two routers, each pid 1 of its own pid namespace, one /dev/shm: B ready ${fmt(bStartedAfterMs / 1000)} s after A's requests were sent (the worker holds them ${delayMs / 1000} s); B's start-up sweep kept A's ${stillThere}/${filesOfA.length} in-flight files${bSweep ? ` (it said "${bSweep}")` : ', removed nothing'}; ${all.length - failures}/${all.length} requests correct through SHM; files left ${left}`);
+      t.summary(
+        `two routers, each pid 1 of its own pid namespace, one /dev/shm: B ready ${fmt(bStartedAfterMs / 1000)} s after A's requests were sent (the worker holds them ${delayMs / 1000} s); B's start-up sweep kept A's ${stillThere}/${filesOfA.length} in-flight files${bSweep ? ` (it said "${bSweep}")` : ', removed nothing'}; ${all.length - failures}/${all.length} requests correct through SHM; files left ${left}`,
+      );
     } finally {
       await b.proc.stop('SIGKILL');
     }
@@ -303,9 +389,16 @@ async function clients128(t: T): Promise<void> {
     t.check(max <= bound, `peak RSS ${mib(max)} above base + budget ${mib(bound)}`);
     t.check(idle <= 2 * warmIdle, `after 60 s idle RSS ${mib(idle)} is above 2 × warm idle ${mib(2 * warmIdle)}`);
     t.note('statuses', statuses);
-    t.note('rss_mib', { warm_idle: Math.round(warmIdle / MiB), peak: Math.round(max / MiB), after_60s_idle: Math.round(idle / MiB), bound: Math.round(bound / MiB) });
+    t.note('rss_mib', {
+      warm_idle: Math.round(warmIdle / MiB),
+      peak: Math.round(max / MiB),
+      after_60s_idle: Math.round(idle / MiB),
+      bound: Math.round(bound / MiB),
+    });
     t.note('worker', '--no-fingerprint, as bench:memory');
-    t.summary(`128 clients × 3 requests of one 1080p JPEG (worker --no-fingerprint): ${JSON.stringify(statuses)}; RSS warm idle ${mib(warmIdle)} → peak ${mib(max)} (base + budget ${mib(bound)}) → ${mib(idle)} after 60 s idle`);
+    t.summary(
+      `128 clients × 3 requests of one 1080p JPEG (worker --no-fingerprint): ${JSON.stringify(statuses)}; RSS warm idle ${mib(warmIdle)} → peak ${mib(max)} (base + budget ${mib(bound)}) → ${mib(idle)} after 60 s idle`,
+    );
   } finally {
     await r.proc.stop();
     await worker.proc.stop();

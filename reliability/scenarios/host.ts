@@ -63,12 +63,14 @@ const guardLine = (p: Proc) => /\{"time":[^\n]*"event":"(?:uncaught_exception|un
 type WorkerEntry = Pick<RoleWorker, 'url' | 'bootstrapPort'>;
 
 function epdYaml(encode: WorkerEntry, prefill: WorkerEntry, decode: WorkerEntry, extra = ''): string {
-  const entry = (w: WorkerEntry, type: string) => `  - url: ${w.url}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}`;
+  const entry = (w: WorkerEntry, type: string) =>
+    `  - url: ${w.url}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}`;
   return `disaggregation: epd\nrequest_timeout_secs: 60\nhealth_check_interval_secs: 1\n${extra}workers:\n${entry(encode, 'encode')}${entry(prefill, 'prefill')}${entry(decode, 'decode')}`;
 }
 
 /** The decode worker's sentence names this encode worker for item 0. */
-const epdAnswered = (content: string | undefined, encode: RoleWorker) => new RegExp(`item 0 from encode worker ${encode.url.replace(/[.]/g, '\\.')}, room \\d+: encoder_input`).test(content ?? '');
+const epdAnswered = (content: string | undefined, encode: RoleWorker) =>
+  new RegExp(`item 0 from encode worker ${encode.url.replace(/[.]/g, '\\.')}, room \\d+: encoder_input`).test(content ?? '');
 
 async function rawHttpEveryPort(t: T, cases: number, seconds: number): Promise<void> {
   const [thumb] = await makeCorpus(['thumb.png']);
@@ -82,7 +84,13 @@ async function rawHttpEveryPort(t: T, cases: number, seconds: number): Promise<v
   const file = path.join(dir, 'router.yaml');
   writeFileSync(file, epdYaml(encode, prefill, decode));
   const serve = await startServe(['--config', file], { cwd, env: { XDG_CONFIG_HOME: dir }, name: 'serve (epd, raw http)' });
-  const workers: Array<[string, RoleWorker]> = [['tokenspeed encode', encode], ['tokenspeed prefill', prefill], ['tokenspeed decode', decode], ['vllm prefill', vllmPrefill], ['vllm decode', vllmDecode]];
+  const workers: Array<[string, RoleWorker]> = [
+    ['tokenspeed encode', encode],
+    ['tokenspeed prefill', prefill],
+    ['tokenspeed decode', decode],
+    ['vllm prefill', vllmPrefill],
+    ['vllm decode', vllmDecode],
+  ];
   const ports: Array<{ label: string; base: string; http: boolean; token?: string }> = [
     { label: 'router', base: serve.routerUrl, http: true },
     { label: 'console', base: serve.consoleUrl, http: true, token: serve.token },
@@ -117,7 +125,8 @@ async function rawHttpEveryPort(t: T, cases: number, seconds: number): Promise<v
       const outcome = r.status ? String(r.status) : r.closed ? 'closed' : 'no answer';
       tally[`${p.label} → ${outcome}`] = (tally[`${p.label} → ${outcome}`] ?? 0) + 1;
       const where = `case ${i} (${p.label}, ${c.label}): ${JSON.stringify(c.bytes.toString('utf8').slice(0, 120))}`;
-      if (r.status >= 500 && r.status !== 505 && !(p.label.endsWith('bootstrap') && r.status === 503)) bad.push(`${where}: ${r.status} ${r.body.slice(0, 160)}`);
+      if (r.status >= 500 && r.status !== 505 && !(p.label.endsWith('bootstrap') && r.status === 503))
+        bad.push(`${where}: ${r.status} ${r.body.slice(0, 160)}`);
       else if (r.status === 0 && !r.closed && !c.bodyWithheld) bad.push(`${where}: no answer within 5 s and the connection left open`);
     }
   } finally {
@@ -127,22 +136,32 @@ async function rawHttpEveryPort(t: T, cases: number, seconds: number): Promise<v
   const after = await request(serve.routerUrl, chatBody([thumb!]), { timeoutMs: 60_000 });
   const m = await metrics(serve.routerUrl);
   const uncaught = metricSum(m, 'mmtc_uncaught_errors_total');
-  const exits = [['serve', serve.proc] as const, ...workers.map(([label, w]) => [label, w.proc] as const)].filter(([, p]) => !p.alive()).map(([label]) => label);
+  const exits = [['serve', serve.proc] as const, ...workers.map(([label, w]) => [label, w.proc] as const)]
+    .filter(([, p]) => !p.alive())
+    .map(([label]) => label);
   const guarded = workers.map(([label, w]) => [label, guardLine(w.proc)] as const).filter(([, line]) => line);
   for (const b of bad.slice(0, 10)) t.check(false, b);
   t.check(exits.length === 0, `processes exited: ${exits.join(', ')}`);
   t.check(uncaught === 0, `serve's process guard caught ${uncaught} errors`);
   t.check(guarded.length === 0, `a worker's process guard caught an error: ${guarded.map(([l, x]) => `${l}: ${x!.slice(0, 300)}`).join('; ')}`);
-  t.check(after.status === 200 && epdAnswered(after.content, encode), `an EPD request after the fuzz: ${after.status} ${(after.content ?? after.body).slice(0, 200)}`);
+  t.check(
+    after.status === 200 && epdAnswered(after.content, encode),
+    `an EPD request after the fuzz: ${after.status} ${(after.content ?? after.body).slice(0, 200)}`,
+  );
   t.check(stats.unanswered === 0, `/health went unanswered ${stats.unanswered} times`);
   t.check(percentile(stats.ms, 99) < HEALTH_P99_MS, `/health p99 ${fmt(percentile(stats.ms, 99))} ms (bound ${HEALTH_P99_MS})`);
-  t.note('ports', ports.map((p) => p.label));
+  t.note(
+    'ports',
+    ports.map((p) => p.label),
+  );
   t.note('tried', tried);
   t.note('by_port_and_outcome', tally);
   t.note('process_exits', exits.length);
   t.note('guard_caught', uncaught + guarded.length);
   t.note('health_p99_ms', Math.round(percentile(stats.ms, 99) * 10) / 10);
-  t.summary(`${tried} raw requests over ${ports.length} ports (router, console, 5 reference workers' gRPC and 3 bootstrap ports; the issue's \`GET //[\` and \`GET http://[\` to each first: 400 on every HTTP port); process exits ${exits.length}, guard catches ${uncaught + guarded.length}; /health p99 ${fmt(percentile(stats.ms, 99))} ms over ${stats.ms.length} polls; EPD request after: ${after.status}; ${bad.length} wrong answers`);
+  t.summary(
+    `${tried} raw requests over ${ports.length} ports (router, console, 5 reference workers' gRPC and 3 bootstrap ports; the issue's \`GET //[\` and \`GET http://[\` to each first: 400 on every HTTP port); process exits ${exits.length}, guard catches ${uncaught + guarded.length}; /health p99 ${fmt(percentile(stats.ms, 99))} ms over ${stats.ms.length} polls; EPD request after: ${after.status}; ${bad.length} wrong answers`,
+  );
   await serve.proc.stop();
 }
 
@@ -172,15 +191,35 @@ async function oversizedReplies(t: T, concurrency: number, rounds: number): Prom
   const figures: Record<string, unknown> = {};
   try {
     // A regular worker whose Generate replies are 300 MB; then an encode worker whose Encode replies are (real prefill and decode workers).
-    const regular = await startRouter(['--config', configFile(`request_timeout_secs: 60\nhealth_check_interval_secs: 1\nworkers:\n  - url: ${big.url}\n`)], { name: 'router (oversized Generate)' });
-    await check(t, 'Generate', regular.proc, regular.url, new RegExp(`^worker ${big.url} failed: RESOURCE_EXHAUSTED: its reply message of \\d+ bytes is above the ${WORKER_REPLY_MAX_BYTES} bytes the router takes from a worker$`));
+    const regular = await startRouter(['--config', configFile(`request_timeout_secs: 60\nhealth_check_interval_secs: 1\nworkers:\n  - url: ${big.url}\n`)], {
+      name: 'router (oversized Generate)',
+    });
+    await check(
+      t,
+      'Generate',
+      regular.proc,
+      regular.url,
+      new RegExp(
+        `^worker ${big.url} failed: RESOURCE_EXHAUSTED: its reply message of \\d+ bytes is above the ${WORKER_REPLY_MAX_BYTES} bytes the router takes from a worker$`,
+      ),
+    );
     await regular.proc.stop();
     const fakeBootstrap = await startBootstrapServer('127.0.0.1', 0); // where its prefill worker waits, in vain
     try {
       const prefill = await roleWorker('prefill', ['--embedding-timeout-ms', '30000']);
       const decode = await roleWorker('decode', ['--kv-timeout-ms', '30000']);
-      const epd = await startRouter(['--config', configFile(epdYaml({ url: big.url, bootstrapPort: fakeBootstrap.port }, prefill, decode))], { name: 'router (oversized Encode)' });
-      await check(t, 'Encode', epd.proc, epd.url, new RegExp(`^encode worker ${big.url} \\(image 0\\) failed: RESOURCE_EXHAUSTED: its reply message of \\d+ bytes is above the ${WORKER_REPLY_MAX_BYTES} bytes the router takes from a worker$`));
+      const epd = await startRouter(['--config', configFile(epdYaml({ url: big.url, bootstrapPort: fakeBootstrap.port }, prefill, decode))], {
+        name: 'router (oversized Encode)',
+      });
+      await check(
+        t,
+        'Encode',
+        epd.proc,
+        epd.url,
+        new RegExp(
+          `^encode worker ${big.url} \\(image 0\\) failed: RESOURCE_EXHAUSTED: its reply message of \\d+ bytes is above the ${WORKER_REPLY_MAX_BYTES} bytes the router takes from a worker$`,
+        ),
+      );
       await epd.proc.stop();
       await prefill.proc.stop();
       await decode.proc.stop();
@@ -218,10 +257,23 @@ async function oversizedReplies(t: T, concurrency: number, rounds: number): Prom
     const end = proc.rss() ?? 0;
     const bound = idle + concurrency * 2 * WORKER_REPLY_MAX_BYTES + 32 * MiB;
     t.check(wrong.length === 0, `${call}: ${wrong.length} answers not a 502 naming the reply's size and the limit: ${wrong.slice(0, 2).join(' | ')}`);
-    t.check(peak <= bound, `${call}: router RSS peaked at ${mib(peak)}, above warm idle ${mib(idle)} + ${concurrency} × 2 × ${mib(WORKER_REPLY_MAX_BYTES)} + 32 MiB = ${mib(bound)}`);
+    t.check(
+      peak <= bound,
+      `${call}: router RSS peaked at ${mib(peak)}, above warm idle ${mib(idle)} + ${concurrency} × 2 × ${mib(WORKER_REPLY_MAX_BYTES)} + 32 MiB = ${mib(bound)}`,
+    );
     t.check(proc.alive(), `${call}: the router exited`);
-    figures[call] = { statuses, rss_idle_mib: Math.round(idle / MiB), rss_peak_mib: Math.round(peak / MiB), rss_end_mib: Math.round(end / MiB), bound_mib: Math.round(bound / MiB) };
-    rows.push(`${call}: ${Object.entries(statuses).map(([s, k]) => `${k}× ${s}`).join(', ')}, router RSS ${mib(idle)} → peak ${mib(peak)} → ${mib(end)} 3 s later (bound ${mib(bound)})`);
+    figures[call] = {
+      statuses,
+      rss_idle_mib: Math.round(idle / MiB),
+      rss_peak_mib: Math.round(peak / MiB),
+      rss_end_mib: Math.round(end / MiB),
+      bound_mib: Math.round(bound / MiB),
+    };
+    rows.push(
+      `${call}: ${Object.entries(statuses)
+        .map(([s, k]) => `${k}× ${s}`)
+        .join(', ')}, router RSS ${mib(idle)} → peak ${mib(peak)} → ${mib(end)} 3 s later (bound ${mib(bound)})`,
+    );
   }
 }
 
@@ -297,7 +349,9 @@ async function shmForeignFiles(t: T, files: number, sweeps: number): Promise<voi
     t.note('health_p99_ms', Math.round(p99 * 10) / 10);
     t.note('health_max_ms', Math.round(Math.max(0, ...stats.ms) * 10) / 10);
     t.note('overview_ms', { n: overviewMs.length, p50: Math.round(percentile(overviewMs, 50)), max: Math.round(Math.max(0, ...overviewMs)) });
-    t.summary(`${made} empty files named like another router's (stamped now or a day ahead; planted in ${fmt(plantS, 1)} s in a /dev/shm of its own); serve listening ${fmt(listeningS, 1)} s after spawn (the start-up sweep, all at once); ${sweeps} minute sweep${sweeps === 1 ? '' : 's'} (the first removed the one planted orphan); /health p50 ${fmt(percentile(stats.ms, 50))} / p99 ${fmt(p99)} / max ${fmt(Math.max(0, ...stats.ms))} ms over ${stats.ms.length} polls, 0 unanswered; Overview every 2 s: ${overviewMs.length} answers, p50 ${fmt(percentile(overviewMs, 50), 0)} ms, max ${fmt(Math.max(0, ...overviewMs), 0)} ms`);
+    t.summary(
+      `${made} empty files named like another router's (stamped now or a day ahead; planted in ${fmt(plantS, 1)} s in a /dev/shm of its own); serve listening ${fmt(listeningS, 1)} s after spawn (the start-up sweep, all at once); ${sweeps} minute sweep${sweeps === 1 ? '' : 's'} (the first removed the one planted orphan); /health p50 ${fmt(percentile(stats.ms, 50))} / p99 ${fmt(p99)} / max ${fmt(Math.max(0, ...stats.ms))} ms over ${stats.ms.length} polls, 0 unanswered; Overview every 2 s: ${overviewMs.length} answers, p50 ${fmt(percentile(overviewMs, 50), 0)} ms, max ${fmt(Math.max(0, ...overviewMs), 0)} ms`,
+    );
     await serve.proc.stop();
   } finally {
     // The tmpfs goes with its namespace, and every file in it with it.
@@ -345,13 +399,26 @@ async function foreignHeartbeat(t: T): Promise<void> {
     t.check(keptByForeign === 0, `${keptByForeign} of ${dead.length} entries kept alive by a heartbeat of another owner`);
     t.check(keptAlive === alive.length && left.has(aliveBeat), `a live router's entries (its own heartbeat) must stay: ${keptAlive} of ${alive.length}`);
     t.check(left.has(forged), "the other user's file is theirs: it must be left in place");
-    t.check(sweepLine.includes(`of pid ${DEAD_PID} of pid namespace 7 (no heartbeat of its router for 5 minutes: 8)`) && sweepLine.includes('removed 1 pixel-cache heartbeat'), `the start-up sweep's line: ${sweepLine}`);
-    t.check(deadRow?.process === 'other-namespace' && deadRow.cacheFiles === 8 && aliveRow?.process === 'other-namespace' && aliveRow.cacheFiles === 4 && (aliveRow.heartbeatAgeMs ?? Infinity) < 60_000, `doctor's rows before the sweep: ${JSON.stringify([deadRow, aliveRow])}`);
+    t.check(
+      sweepLine.includes(`of pid ${DEAD_PID} of pid namespace 7 (no heartbeat of its router for 5 minutes: 8)`) &&
+        sweepLine.includes('removed 1 pixel-cache heartbeat'),
+      `the start-up sweep's line: ${sweepLine}`,
+    );
+    t.check(
+      deadRow?.process === 'other-namespace' &&
+        deadRow.cacheFiles === 8 &&
+        aliveRow?.process === 'other-namespace' &&
+        aliveRow.cacheFiles === 4 &&
+        (aliveRow.heartbeatAgeMs ?? Infinity) < 60_000,
+      `doctor's rows before the sweep: ${JSON.stringify([deadRow, aliveRow])}`,
+    );
     for (const f of [...alive, aliveBeat, forged]) if (left.has(f)) unlinkSync(path.join(ns.dir, f));
     t.note('kept_by_foreign_heartbeat', keptByForeign);
     t.note('kept_by_own_heartbeat', keptAlive);
     t.note('sweep_line', sweepLine);
-    t.summary(`8 entries of a dead router of pid namespace 7 with a heartbeat another user (nobody) made and touches: ${dead.length - keptByForeign} removed at the next router's start, ${keptByForeign} kept; 4 entries of a live one (its own heartbeat): ${keptAlive} kept; the forged heartbeat left in place; "${sweepLine.replace(/^\/dev\/shm orphan sweep: /, '')}"`);
+    t.summary(
+      `8 entries of a dead router of pid namespace 7 with a heartbeat another user (nobody) made and touches: ${dead.length - keptByForeign} removed at the next router's start, ${keptByForeign} kept; 4 entries of a live one (its own heartbeat): ${keptAlive} kept; the forged heartbeat left in place; "${sweepLine.replace(/^\/dev\/shm orphan sweep: /, '')}"`,
+    );
   } finally {
     await ns.stop();
   }
@@ -389,12 +456,21 @@ async function bootstrapWaiters(t: T, requests: number): Promise<void> {
       }
     }
     const health = await get(router.url, '/health', { timeoutMs: 5000 });
-    t.check(wrong.length === 0, `${wrong.length} of ${Object.values(statuses).reduce((a, b) => a + b, 0)} requests failed while 1,000 idle fetches waited: ${wrong.slice(0, 2).join(' | ')}`);
+    t.check(
+      wrong.length === 0,
+      `${wrong.length} of ${Object.values(statuses).reduce((a, b) => a + b, 0)} requests failed while 1,000 idle fetches waited: ${wrong.slice(0, 2).join(' | ')}`,
+    );
     t.check(encode.proc.alive() && prefill.proc.alive() && health.status === 200, 'the workers and the router must be up');
     t.note('statuses', statuses);
     t.note('idle_fetch_answers', idleAnswers);
     t.note('p50_ms', Math.round(percentile(ms, 50)));
-    t.summary(`1,000 idle fetches (wait_ms 60000) at the encode worker's bootstrap server, then ${Object.values(statuses).reduce((a, b) => a + b, 0)} EPD requests whose prefill had to wait (encode --delay-ms 300): ${Object.entries(statuses).map(([s, k]) => `${k}× ${s}`).join(', ')}, p50 ${fmt(percentile(ms, 50), 0)} ms; the idle fetches answered meanwhile: ${JSON.stringify(idleAnswers)}`);
+    t.summary(
+      `1,000 idle fetches (wait_ms 60000) at the encode worker's bootstrap server, then ${Object.values(statuses).reduce((a, b) => a + b, 0)} EPD requests whose prefill had to wait (encode --delay-ms 300): ${Object.entries(
+        statuses,
+      )
+        .map(([s, k]) => `${k}× ${s}`)
+        .join(', ')}, p50 ${fmt(percentile(ms, 50), 0)} ms; the idle fetches answered meanwhile: ${JSON.stringify(idleAnswers)}`,
+    );
   } finally {
     for (const q of idle) q.destroy();
     await router.proc.stop();

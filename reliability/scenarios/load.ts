@@ -59,7 +59,10 @@ class RssSampler {
   samples: Array<{ t: number; rss: number }> = [];
   private timer: NodeJS.Timeout;
   private readonly t0 = performance.now();
-  constructor(readonly proc: Proc, everyMs = 200) {
+  constructor(
+    readonly proc: Proc,
+    everyMs = 200,
+  ) {
     this.timer = setInterval(() => {
       const rss = proc.rss();
       if (rss !== undefined) this.samples.push({ t: (performance.now() - this.t0) / 1000, rss });
@@ -90,7 +93,14 @@ interface LoadStats {
 }
 
 /** `clients` loops of request, check, repeat until `seconds` are over (a request started before the end finishes). */
-async function drive(base: string, corpus: readonly CorpusImage[], rng: Rng, clients: number, seconds: number, perRequest?: (v: Verdict) => void): Promise<LoadStats> {
+async function drive(
+  base: string,
+  corpus: readonly CorpusImage[],
+  rng: Rng,
+  clients: number,
+  seconds: number,
+  perRequest?: (v: Verdict) => void,
+): Promise<LoadStats> {
   const stats: LoadStats = { requests: 0, ok: 0, failed: 0, streamed: 0, images: 0, latencies: [], wallSeconds: 0, problems: [], statuses: {}, verdicts: [] };
   const t0 = performance.now();
   const end = t0 + seconds * 1000;
@@ -122,7 +132,11 @@ async function drive(base: string, corpus: readonly CorpusImage[], rng: Rng, cli
 }
 
 function pathsOf(m: Map<string, number>): { inline: number; shm: number; remote: number } {
-  return { inline: metricSum(m, 'smg_mm_tensors_total', 'path="inline"'), shm: metricSum(m, 'smg_mm_tensors_total', 'path="shm"'), remote: metricSum(m, 'smg_mm_tensors_total', 'path="remote"') };
+  return {
+    inline: metricSum(m, 'smg_mm_tensors_total', 'path="inline"'),
+    shm: metricSum(m, 'smg_mm_tensors_total', 'path="shm"'),
+    remote: metricSum(m, 'smg_mm_tensors_total', 'path="remote"'),
+  };
 }
 
 /** What the worker must have seen as each tensor's path: the rule of docs/transport.md for one worker's resolved mode and threshold. */
@@ -177,7 +191,10 @@ export async function loadGroup(suite: Suite): Promise<void> {
       // The router's default outstanding-bytes budget: half of what /dev/shm has free when it starts (core/router/server.ts).
       const shmAtStart = statfsSync('/dev/shm');
       const shmBudget = Math.floor((shmAtStart.bavail * shmAtStart.bsize) / 2);
-      const router = await startRouter(['--worker-urls', ...w.all.map((x) => x.url), '--multimodal-tensor-transport', 'auto', '--request-timeout-secs', '300'], { name: 'router (load)' });
+      const router = await startRouter(
+        ['--worker-urls', ...w.all.map((x) => x.url), '--multimodal-tensor-transport', 'auto', '--request-timeout-secs', '300'],
+        { name: 'router (load)' },
+      );
       const rss = new RssSampler(router.proc);
       try {
         const rssStart = router.proc.rss()!;
@@ -236,7 +253,8 @@ export async function loadGroup(suite: Suite): Promise<void> {
                   else wrongPath += 1;
                 }
                 for (const p of ['inline', 'shm'] as const) {
-                  if ((line.tensors?.[p] ?? 0) !== (verdict.paths[p] ?? 0)) t.check(false, `request ${verdict.id}: the router logged ${line.tensors?.[p]} ${p} tensors, the worker reported ${verdict.paths[p] ?? 0}`);
+                  if ((line.tensors?.[p] ?? 0) !== (verdict.paths[p] ?? 0))
+                    t.check(false, `request ${verdict.id}: the router logged ${line.tensors?.[p]} ${p} tensors, the worker reported ${verdict.paths[p] ?? 0}`);
                 }
               }
               const writeFailures = metricSum(after, 'smg_mm_shm_write_failures_total') - metricSum(before, 'smg_mm_shm_write_failures_total');
@@ -253,12 +271,21 @@ export async function loadGroup(suite: Suite): Promise<void> {
               const p99 = percentile(stats.latencies, 99);
               t.check(stats.requests > 0, 'no request completed');
               t.check(stats.failed === 0, `${stats.failed} of ${stats.requests} requests failed or came back wrong: ${stats.problems.slice(0, 3).join(' | ')}`);
-              t.check(placed.inline + placed.shm === (reported.inline ?? 0) + (reported.shm ?? 0), `the router placed ${placed.inline + placed.shm} tensors, the workers reported ${(reported.inline ?? 0) + (reported.shm ?? 0)} (lost tensors)`);
+              t.check(
+                placed.inline + placed.shm === (reported.inline ?? 0) + (reported.shm ?? 0),
+                `the router placed ${placed.inline + placed.shm} tensors, the workers reported ${(reported.inline ?? 0) + (reported.shm ?? 0)} (lost tensors)`,
+              );
               t.check(wrongPath === 0, `${wrongPath} tensors took another path than their worker's resolved transport`);
-              t.check(explained === inlineNotShm, `${inlineNotShm} tensors the rule sends by SHM went inline, ${writeFailures} write failures counted, and the outstanding bytes peaked at ${mib(peakOutstanding)} (sampled) against a budget of ${mib(shmBudget)}: ${inlineNotShm - explained} not explained by shm_write_failed or shm_budget_exceeded`);
+              t.check(
+                explained === inlineNotShm,
+                `${inlineNotShm} tensors the rule sends by SHM went inline, ${writeFailures} write failures counted, and the outstanding bytes peaked at ${mib(peakOutstanding)} (sampled) against a budget of ${mib(shmBudget)}: ${inlineNotShm - explained} not explained by shm_write_failed or shm_budget_exceeded`,
+              );
               t.check(unattributed === 0, `${unattributed} replies have no router log line`);
               t.check(files.length === 0, `${files.length} files of ours left in /dev/shm: ${files.slice(0, 3).map((f) => f.name)}`);
-              t.check(peak <= bound, `router peak RSS ${mib(peak)} above its bound ${mib(bound)} (warm idle ${mib(warmIdle)} + ${clients} × ${fmt(perRequest / MiB)} MiB per request in flight + preprocess_memory_bytes 1024 MiB + what malloc may keep, 1024 MiB)`);
+              t.check(
+                peak <= bound,
+                `router peak RSS ${mib(peak)} above its bound ${mib(bound)} (warm idle ${mib(warmIdle)} + ${clients} × ${fmt(perRequest / MiB)} MiB per request in flight + preprocess_memory_bytes 1024 MiB + what malloc may keep, 1024 MiB)`,
+              );
               t.check(Object.keys(perWorker).length === 3, `not every worker got requests: ${JSON.stringify(perWorker)}`);
               t.note('clients', clients);
               t.note('seconds', Math.round(stats.wallSeconds * 10) / 10);
@@ -273,11 +300,31 @@ export async function loadGroup(suite: Suite): Promise<void> {
               t.note('p99_ms', Math.round(p99));
               t.note('tensors_placed_by_path', placed);
               t.note('tensors_reported_by_path', reported);
-              t.note('inline_where_shm_predicted', { tensors: inlineNotShm, shm_write_failures: writeFailures, outstanding_peak_mib: Math.round(peakOutstanding / MiB), outstanding_samples: outstanding.samples, budget_mib: Math.round(shmBudget / MiB), budget_within_reach: budgetReached });
+              t.note('inline_where_shm_predicted', {
+                tensors: inlineNotShm,
+                shm_write_failures: writeFailures,
+                outstanding_peak_mib: Math.round(peakOutstanding / MiB),
+                outstanding_samples: outstanding.samples,
+                budget_mib: Math.round(shmBudget / MiB),
+                budget_within_reach: budgetReached,
+              });
               t.note('requests_by_worker', perWorker);
-              t.note('rss_mib', { start: Math.round(startRss / MiB), peak: Math.round(peak / MiB), end: Math.round(endRss / MiB), bound: Math.round(bound / MiB), without_malloc_keep: Math.round(tight / MiB), within_it: peak <= tight, per_request_mib: Math.round((perRequest / MiB) * 10) / 10, bound_with_3mib_requests: Math.round(benchBound / MiB), warm_idle: Math.round(warmIdle / MiB), process_start: Math.round(rssStart / MiB) });
+              t.note('rss_mib', {
+                start: Math.round(startRss / MiB),
+                peak: Math.round(peak / MiB),
+                end: Math.round(endRss / MiB),
+                bound: Math.round(bound / MiB),
+                without_malloc_keep: Math.round(tight / MiB),
+                within_it: peak <= tight,
+                per_request_mib: Math.round((perRequest / MiB) * 10) / 10,
+                bound_with_3mib_requests: Math.round(benchBound / MiB),
+                warm_idle: Math.round(warmIdle / MiB),
+                process_start: Math.round(rssStart / MiB),
+              });
               t.note('files_left', files.length);
-              t.summary(`${stats.requests} requests (${stats.ok} correct, ${stats.streamed} streamed, ${stats.images} images) in ${fmt(stats.wallSeconds)} s: ${fmt(rps, 2)} req/s, p50 ${fmt(p50, 0)} ms, p99 ${fmt(p99, 0)} ms; tensors inline ${placed.inline} / shm ${placed.shm}${inlineNotShm ? ` (${inlineNotShm} inline past the SHM budget or a failed write)` : ''}; RSS ${mib(startRss)} → peak ${mib(peak)} (bound ${mib(bound)}, ${mib(tight)} without what malloc keeps) → ${mib(endRss)}; files left ${files.length}`);
+              t.summary(
+                `${stats.requests} requests (${stats.ok} correct, ${stats.streamed} streamed, ${stats.images} images) in ${fmt(stats.wallSeconds)} s: ${fmt(rps, 2)} req/s, p50 ${fmt(p50, 0)} ms, p99 ${fmt(p99, 0)} ms; tensors inline ${placed.inline} / shm ${placed.shm}${inlineNotShm ? ` (${inlineNotShm} inline past the SHM budget or a failed write)` : ''}; RSS ${mib(startRss)} → peak ${mib(peak)} (bound ${mib(bound)}, ${mib(tight)} without what malloc keeps) → ${mib(endRss)}; files left ${files.length}`,
+              );
             },
             { seeded: true, maxSeconds: levelSeconds[clients as 8 | 32 | 128] + 240 },
           );
@@ -303,16 +350,30 @@ export async function loadGroup(suite: Suite): Promise<void> {
             const after = router.proc.rss()!;
             t.note('rss_breakdown_mib', rssBreakdown(router.proc.pid));
             const m = await metrics(router.url).catch(() => undefined);
-            if (m) t.note('router_memory_mib', { preprocess_resident: Math.round(metricSum(m, 'mmtc_preprocess_memory_bytes') / MiB), pixel_cache_in_shm: Math.round(metricSum(m, 'smg_mm_pixel_cache_bytes') / MiB) });
+            if (m)
+              t.note('router_memory_mib', {
+                preprocess_resident: Math.round(metricSum(m, 'mmtc_preprocess_memory_bytes') / MiB),
+                pixel_cache_in_shm: Math.round(metricSum(m, 'smg_mm_pixel_cache_bytes') / MiB),
+              });
             t.check(backAt !== undefined, `RSS not back within 2 × warm idle (${mib(2 * warmIdle)}) after ${idleSeconds} s idle: ${mib(after)}`);
-            t.note('rss_mib', { warm_idle: Math.round(warmIdle / MiB), trimmed_idle: Math.round(trimmedIdle / MiB), at_idle_start: Math.round(before / MiB), after_idle: Math.round(after / MiB), after_idle_vs_trimmed_idle: Math.round((after / trimmedIdle) * 100) / 100 });
+            t.note('rss_mib', {
+              warm_idle: Math.round(warmIdle / MiB),
+              trimmed_idle: Math.round(trimmedIdle / MiB),
+              at_idle_start: Math.round(before / MiB),
+              after_idle: Math.round(after / MiB),
+              after_idle_vs_trimmed_idle: Math.round((after / trimmedIdle) * 100) / 100,
+            });
             t.note('idle_seconds', idled);
             t.note('back_within_2x_warm_idle_after_s', backAt === undefined ? null : Math.round(backAt * 10) / 10);
-            t.summary(`warm idle ${mib(warmIdle)} (trimmed idle ${mib(trimmedIdle)}); after the load ${mib(before)}; back within 2× warm idle ${backAt === undefined ? 'NOT' : `${fmt(backAt)} s`} into ${idled} s of idle; ${mib(after)} at the end (${fmt(after / trimmedIdle, 2)}× the trimmed idle)`);
+            t.summary(
+              `warm idle ${mib(warmIdle)} (trimmed idle ${mib(trimmedIdle)}); after the load ${mib(before)}; back within 2× warm idle ${backAt === undefined ? 'NOT' : `${fmt(backAt)} s`} into ${idled} s of idle; ${mib(after)} at the end (${fmt(after / trimmedIdle, 2)}× the trimmed idle)`,
+            );
           },
           { maxSeconds: 120, ...(levelsRan ? {} : { skip: noLevelRan }) },
         );
-        suite.results.filter((r) => r.name.startsWith('load/clients-') || r.name === 'load/memory-after-idle').forEach((r) => (r.details.rss_series = thin(rss.samples)));
+        suite.results
+          .filter((r) => r.name.startsWith('load/clients-') || r.name === 'load/memory-after-idle')
+          .forEach((r) => (r.details.rss_series = thin(rss.samples)));
       } finally {
         rss.stop();
         await router.proc.stop();
@@ -351,8 +412,15 @@ function rssBreakdown(pid: number): Record<string, number | number[]> {
     }
   }
   // The anonymous mappings of 1 MiB or more, largest first (MiB): V8's spaces, malloc arenas, WebAssembly memories.
-  const top = anonymous.sort((a, b) => b - a).slice(0, 16).map((kb) => Math.round(kb / 1024));
-  return { ...Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Math.round(v / 1024)])), anonymous_mappings_1mib_or_more: anonymous.length, largest_anonymous_mappings: top };
+  const top = anonymous
+    .sort((a, b) => b - a)
+    .slice(0, 16)
+    .map((kb) => Math.round(kb / 1024));
+  return {
+    ...Object.fromEntries(Object.entries(out).map(([k, v]) => [k, Math.round(v / 1024)])),
+    anonymous_mappings_1mib_or_more: anonymous.length,
+    largest_anonymous_mappings: top,
+  };
 }
 
 function thin(samples: Array<{ t: number; rss: number }>, n = 80): Array<[number, number]> {
@@ -373,7 +441,10 @@ type Draft = Record<string, unknown> & { workers: Array<Record<string, unknown> 
 async function liveConfig(t: T, corpus: CorpusImage[], w: Workers): Promise<void> {
   const dir = tempDir('live');
   const file = path.join(dir, 'router.yaml');
-  writeFileSync(file, `# reliability: live configuration under load\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 1\nrequest_timeout_secs: 300\nworkers:\n${w.all.map((x) => `  - url: ${x.url}\n`).join('')}`);
+  writeFileSync(
+    file,
+    `# reliability: live configuration under load\nmultimodal_tensor_transport: auto\nhealth_check_interval_secs: 1\nrequest_timeout_secs: 300\nworkers:\n${w.all.map((x) => `  - url: ${x.url}\n`).join('')}`,
+  );
   const serve = await startServe(['--config', file], { name: 'serve (live config)', env: { XDG_CONFIG_HOME: dir } });
   const rss = new RssSampler(serve.proc);
   const seconds = t.short ? 12 : 60;
@@ -384,8 +455,20 @@ async function liveConfig(t: T, corpus: CorpusImage[], w: Workers): Promise<void
     const configs = new Map<number, Draft>([[view.revision as number, base]]);
     const rotation: Array<(c: Draft) => Draft> = [
       (c) => ({ ...c, multimodal_tensor_transport: 'auto', multimodal_shm_min_bytes: 0, workers: c.workers.map((x) => ({ url: x.url })) }),
-      (c) => ({ ...c, multimodal_tensor_transport: 'auto', multimodal_shm_min_bytes: 1024 * 1024, workers: c.workers.map((x) => (x.url === w.mismatched.url ? { url: x.url, multimodal_tensor_transport: 'shm' } : { url: x.url })) }),
-      (c) => ({ ...c, multimodal_tensor_transport: 'inline', multimodal_shm_min_bytes: 65536, workers: c.workers.map((x) => (x.url === w.vllm.url ? { url: x.url, multimodal_tensor_transport: 'auto', multimodal_shm_min_bytes: 0 } : { url: x.url })) }),
+      (c) => ({
+        ...c,
+        multimodal_tensor_transport: 'auto',
+        multimodal_shm_min_bytes: 1024 * 1024,
+        workers: c.workers.map((x) => (x.url === w.mismatched.url ? { url: x.url, multimodal_tensor_transport: 'shm' } : { url: x.url })),
+      }),
+      (c) => ({
+        ...c,
+        multimodal_tensor_transport: 'inline',
+        multimodal_shm_min_bytes: 65536,
+        workers: c.workers.map((x) =>
+          x.url === w.vllm.url ? { url: x.url, multimodal_tensor_transport: 'auto', multimodal_shm_min_bytes: 0 } : { url: x.url },
+        ),
+      }),
     ];
     // The slow subscriber: reads for 100 ms every 2 s.
     const slow = { messages: 0, events: 0, dropped: 0, lastDropped: 0 };
@@ -484,7 +567,11 @@ async function liveConfig(t: T, corpus: CorpusImage[], w: Workers): Promise<void
       const wrong = verdict.tensors.filter((x) => predictPath(x, mode, minBytes, line.worker !== w.mismatched.url) !== x.path);
       if (wrong.length > 0) {
         halfApplied += 1;
-        if (halfApplied <= 3) t.check(false, `request ${verdict.id} on revision ${verdict.revision} (${mode}, min ${minBytes}) to ${line.worker}: ${wrong.map((x) => `${x.name} ${x.nbytes} B via ${x.path}`).join(', ')}`);
+        if (halfApplied <= 3)
+          t.check(
+            false,
+            `request ${verdict.id} on revision ${verdict.revision} (${mode}, min ${minBytes}) to ${line.worker}: ${wrong.map((x) => `${x.name} ${x.nbytes} B via ${x.path}`).join(', ')}`,
+          );
       }
     }
     const fileNow = parseConfigYaml(readFileSync(file, 'utf8'), file).config;
@@ -500,15 +587,24 @@ async function liveConfig(t: T, corpus: CorpusImage[], w: Workers): Promise<void
     t.check(unknownRevision === 0, `${unknownRevision} replies name a revision that was never applied, or have no log line`);
     t.check(logMismatch === 0, `${logMismatch} replies whose log line names another revision than their header (or has none)`);
     t.check(Object.keys(byRevision).length >= 3, `requests saw only ${Object.keys(byRevision).length} revisions`);
-    t.check(fileNow.multimodal_tensor_transport === last.multimodal_tensor_transport && fileNow.multimodal_shm_min_bytes === last.multimodal_shm_min_bytes, `the YAML file does not hold the last applied revision (${fileNow.multimodal_tensor_transport}, ${fileNow.multimodal_shm_min_bytes})`);
+    t.check(
+      fileNow.multimodal_tensor_transport === last.multimodal_tensor_transport && fileNow.multimodal_shm_min_bytes === last.multimodal_shm_min_bytes,
+      `the YAML file does not hold the last applied revision (${fileNow.multimodal_tensor_transport}, ${fileNow.multimodal_shm_min_bytes})`,
+    );
     t.check(slow.messages > 0, 'the slow traffic client received nothing');
-    t.check(slow.events + slow.dropped === published, `the slow client received ${slow.events} events and was told of ${slow.dropped} dropped, but ${published} tensors were placed (events lost without being counted)`);
+    t.check(
+      slow.events + slow.dropped === published,
+      `the slow client received ${slow.events} events and was told of ${slow.dropped} dropped, but ${published} tensors were placed (events lost without being counted)`,
+    );
     t.check(files.length === 0, `${files.length} files of ours left in /dev/shm`);
     t.check((await get(serve.routerUrl, '/health')).status === 200, 'the router is not healthy after the run');
     const perRequest = stats.verdicts.reduce((a, v) => a + requestBytes(v), 0) / Math.max(1, stats.verdicts.length);
     // No warm-up here: a cold serve process's base is taken as 600 MiB (its idle RSS with the console is ~250-400 MiB).
     const bound = 600 * MiB + clients * perRequest + PREPROCESS_BUDGET + MALLOC_KEEP;
-    t.check(peak <= bound, `serve peak RSS ${mib(peak)} above ${mib(bound)} (600 MiB + ${clients} × ${fmt(perRequest / MiB)} MiB + preprocess_memory_bytes + what malloc may keep)`);
+    t.check(
+      peak <= bound,
+      `serve peak RSS ${mib(peak)} above ${mib(bound)} (600 MiB + ${clients} × ${fmt(perRequest / MiB)} MiB + preprocess_memory_bytes + what malloc may keep)`,
+    );
     t.note('clients', clients);
     t.note('seconds', Math.round(stats.wallSeconds * 10) / 10);
     t.note('requests', stats.requests);
@@ -522,9 +618,16 @@ async function liveConfig(t: T, corpus: CorpusImage[], w: Workers): Promise<void
     t.note('requests_by_revision', byRevision);
     t.note('half_applied', halfApplied);
     t.note('slow_traffic_client', { ...slow, tensors_placed: published, drain_ms: Math.round(drainMs) });
-    t.note('rss_mib', { start: Math.round((rss.samples[0]?.rss ?? 0) / MiB), peak: Math.round(peak / MiB), end: Math.round((serve.proc.rss() ?? 0) / MiB), bound: Math.round(bound / MiB) });
+    t.note('rss_mib', {
+      start: Math.round((rss.samples[0]?.rss ?? 0) / MiB),
+      peak: Math.round(peak / MiB),
+      end: Math.round((serve.proc.rss() ?? 0) / MiB),
+      bound: Math.round(bound / MiB),
+    });
     t.note('files_left', files.length);
-    t.summary(`${stats.requests} requests over ${Object.keys(byRevision).length} revisions (${applies} applies, p50 ${fmt(percentile(applyMs, 50), 0)} ms each), ${fmt(rps, 2)} req/s, p50 ${fmt(percentile(stats.latencies, 50), 0)} ms, p99 ${fmt(percentile(stats.latencies, 99), 0)} ms; half-applied 0 of ${stats.requests} required, got ${halfApplied}; slow client ${slow.messages} batches, ${slow.events} events, ${slow.dropped} dropped; serve peak RSS ${mib(peak)}; files left ${files.length}`);
+    t.summary(
+      `${stats.requests} requests over ${Object.keys(byRevision).length} revisions (${applies} applies, p50 ${fmt(percentile(applyMs, 50), 0)} ms each), ${fmt(rps, 2)} req/s, p50 ${fmt(percentile(stats.latencies, 50), 0)} ms, p99 ${fmt(percentile(stats.latencies, 99), 0)} ms; half-applied 0 of ${stats.requests} required, got ${halfApplied}; slow client ${slow.messages} batches, ${slow.events} events, ${slow.dropped} dropped; serve peak RSS ${mib(peak)}; files left ${files.length}`,
+    );
   } finally {
     rss.stop();
     await serve.proc.stop();

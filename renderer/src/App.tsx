@@ -99,12 +99,21 @@ export function App() {
   const screen = route.screen;
   return (
     <div className="shell">
-      <a className="skip" href="#main" onClick={(e) => { e.preventDefault(); document.getElementById('main')?.focus(); }}>
+      <a
+        className="skip"
+        href="#main"
+        onClick={(e) => {
+          e.preventDefault();
+          document.getElementById('main')?.focus();
+        }}
+      >
         Skip to content
       </a>
       <nav className="nav" aria-label="Screens">
         <div className="brand">
-          <span className="brand-mark" aria-hidden="true">◧</span>
+          <span className="brand-mark" aria-hidden="true">
+            ◧
+          </span>
           <div>
             <div className="brand-name">mm-transport</div>
             <div className="brand-sub">console</div>

@@ -14,7 +14,18 @@ import { exportForGateway } from '../gateway-export.ts';
 import type { ConsoleState, HandlerGroup } from '../state.ts';
 import { fileView, resolveDraft, shmWillFailWarnings } from '../views.ts';
 
-type ConfigCommand = 'config.get' | 'config.validate' | 'config.diff' | 'config.resolve' | 'config.apply' | 'config.importYaml' | 'config.exportYaml' | 'config.exportForGateway' | 'config.history' | 'config.rollback' | 'config.reloadFile';
+type ConfigCommand =
+  | 'config.get'
+  | 'config.validate'
+  | 'config.diff'
+  | 'config.resolve'
+  | 'config.apply'
+  | 'config.importYaml'
+  | 'config.exportYaml'
+  | 'config.exportForGateway'
+  | 'config.history'
+  | 'config.rollback'
+  | 'config.reloadFile';
 
 export function configHandlers(state: ConsoleState): HandlerGroup<ConfigCommand> {
   const { store, history } = state;
@@ -43,7 +54,12 @@ export function configHandlers(state: ConsoleState): HandlerGroup<ConfigCommand>
     async 'config.diff'(input: Draft) {
       const s = store.current();
       const next = draftConfig(asRunningDraft(state, input));
-      return { revision: s.revision, diff: diffConfigs(s.config, next), untilRestart: await state.untilRestart(next), warnings: shmWillFailWarnings(state, next) };
+      return {
+        revision: s.revision,
+        diff: diffConfigs(s.config, next),
+        untilRestart: await state.untilRestart(next),
+        warnings: shmWillFailWarnings(state, next),
+      };
     },
 
     async 'config.resolve'(input: Draft) {
@@ -77,16 +93,33 @@ export function configHandlers(state: ConsoleState): HandlerGroup<ConfigCommand>
     async 'config.history'() {
       const entries = history.entries().map((r) => {
         const kept = RouterConfigSchema.safeParse(r.config);
-        return { revision: r.revision, appliedAt: r.appliedAt, client: r.client, diff: r.diff, restorable: kept.success, ...(kept.success ? { config: kept.data } : {}) };
+        return {
+          revision: r.revision,
+          appliedAt: r.appliedAt,
+          client: r.client,
+          diff: r.diff,
+          restorable: kept.success,
+          ...(kept.success ? { config: kept.data } : {}),
+        };
       });
       return { entries: entries.reverse() };
     },
 
     async 'config.rollback'(input: { revision: number; expectedRevision: number }, meta: CallMeta) {
       const record = history.get(input.revision);
-      if (!record) throw new ContractError('not_found', `revision ${input.revision} is not in the history (it keeps the last ${history.entries().length} revisions)`, 'revision');
+      if (!record)
+        throw new ContractError(
+          'not_found',
+          `revision ${input.revision} is not in the history (it keeps the last ${history.entries().length} revisions)`,
+          'revision',
+        );
       const parsed = RouterConfigSchema.safeParse(record.config);
-      if (!parsed.success) throw new ContractError('invalid_config', `revision ${input.revision}'s configuration is no longer valid: ${parsed.error.issues[0]?.message}`, 'revision');
+      if (!parsed.success)
+        throw new ContractError(
+          'invalid_config',
+          `revision ${input.revision}'s configuration is no longer valid: ${parsed.error.issues[0]?.message}`,
+          'revision',
+        );
       return state.apply(parsed.data, input.expectedRevision, meta.client);
     },
 

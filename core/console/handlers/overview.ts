@@ -22,9 +22,19 @@ function environmentWarnings(s: ConfigSnapshot): Warning[] {
   const warnings: Warning[] = [];
   for (const knob of ['multimodal_tensor_transport', 'multimodal_shm_min_bytes'] as const) {
     const r = s.env[knob];
-    if (r.source === 'env_legacy') warnings.push({ kind: 'deprecated_env', message: `${r.legacy.name} is deprecated (set to ${JSON.stringify(r.legacy.raw)})`, remedy: `set ${r.canonical.name} instead and unset ${r.legacy.name}` });
+    if (r.source === 'env_legacy')
+      warnings.push({
+        kind: 'deprecated_env',
+        message: `${r.legacy.name} is deprecated (set to ${JSON.stringify(r.legacy.raw)})`,
+        remedy: `set ${r.canonical.name} instead and unset ${r.legacy.name}`,
+      });
     for (const v of [r.canonical, r.legacy]) {
-      if (v.state === 'invalid') warnings.push({ kind: 'invalid_env', message: `${v.name}=${JSON.stringify(v.raw)} is not a valid value and is ignored`, remedy: `fix or unset ${v.name} and restart the router` });
+      if (v.state === 'invalid')
+        warnings.push({
+          kind: 'invalid_env',
+          message: `${v.name}=${JSON.stringify(v.raw)} is not a valid value and is ignored`,
+          remedy: `fix or unset ${v.name} and restart the router`,
+        });
     }
   }
   return warnings;
@@ -36,17 +46,41 @@ function shmWarnings(state: ConsoleState, files: readonly TensorFilesOfPid[]): W
   const dir = ctx.writer.dir;
   const warnings: Warning[] = [];
   const orphans = files.reduce((n, f) => n + f.orphans, 0);
-  if (orphans > 0) warnings.push({ kind: 'orphan_files', message: `${orphans} orphaned tensor file(s) in ${dir}`, remedy: 'the router sweeps them every minute; mmtc doctor --sweep-orphans removes them now' });
+  if (orphans > 0)
+    warnings.push({
+      kind: 'orphan_files',
+      message: `${orphans} orphaned tensor file(s) in ${dir}`,
+      remedy: 'the router sweeps them every minute; mmtc doctor --sweep-orphans removes them now',
+    });
   const suspicious = files.reduce((n, f) => n + f.suspicious, 0);
-  if (suspicious > 0) warnings.push({ kind: 'suspicious_files', message: `${suspicious} entr${suspicious === 1 ? 'y' : 'ies'} under our file names in ${dir} are not regular files`, remedy: `inspect them (ls -l ${dir}/${SHM_PREFIX}*) and remove what you did not create` });
-  if (!ctx.host.shmWritable) warnings.push({ kind: 'shm_not_writable', message: `${dir} is not writable by the router: shm and auto stay inline`, remedy: DECISION_ADVICE.shm_not_writable! });
+  if (suspicious > 0)
+    warnings.push({
+      kind: 'suspicious_files',
+      message: `${suspicious} entr${suspicious === 1 ? 'y' : 'ies'} under our file names in ${dir} are not regular files`,
+      remedy: `inspect them (ls -l ${dir}/${SHM_PREFIX}*) and remove what you did not create`,
+    });
+  if (!ctx.host.shmWritable)
+    warnings.push({
+      kind: 'shm_not_writable',
+      message: `${dir} is not writable by the router: shm and auto stay inline`,
+      remedy: DECISION_ADVICE.shm_not_writable!,
+    });
   const maxOutstanding = ctx.writer.maxOutstanding();
   // The pixel cache's idle entries give way to a tensor that needs the room; those in use do not.
   const blocking = ctx.writer.outstanding + (ctx.pixelCache?.pinnedBytes() ?? 0);
   if (maxOutstanding !== undefined && blocking >= maxOutstanding * 0.9) {
-    warnings.push({ kind: 'shm_budget', message: `this router's files in ${dir} are at ${Math.round((100 * blocking) / maxOutstanding)}% of multimodal_shm_max_outstanding_bytes (requests' files and pixel-cache entries in use)`, remedy: DECISION_ADVICE.shm_budget_exceeded! });
+    warnings.push({
+      kind: 'shm_budget',
+      message: `this router's files in ${dir} are at ${Math.round((100 * blocking) / maxOutstanding)}% of multimodal_shm_max_outstanding_bytes (requests' files and pixel-cache entries in use)`,
+      remedy: DECISION_ADVICE.shm_budget_exceeded!,
+    });
   }
-  if (!ctx.host.routerToken) warnings.push({ kind: 'no_token', message: 'the router has no /dev/shm namespace token: auto stays inline', remedy: DECISION_ADVICE.auto_router_no_token! });
+  if (!ctx.host.routerToken)
+    warnings.push({
+      kind: 'no_token',
+      message: 'the router has no /dev/shm namespace token: auto stays inline',
+      remedy: DECISION_ADVICE.auto_router_no_token!,
+    });
   return warnings;
 }
 
@@ -54,12 +88,27 @@ function shmWarnings(state: ConsoleState, files: readonly TensorFilesOfPid[]): W
 function workerWarnings(state: ConsoleState, views: readonly WorkerView[]): Warning[] {
   const warnings: Warning[] = [];
   for (const v of views) {
-    if (v.health === 'unhealthy') warnings.push({ kind: 'unhealthy_worker', message: `worker ${v.url} is unhealthy: ${v.lastError ?? 'no answer'}`, remedy: 'check that the worker runs and its URL is right (Doctor shows each step)' });
+    if (v.health === 'unhealthy')
+      warnings.push({
+        kind: 'unhealthy_worker',
+        message: `worker ${v.url} is unhealthy: ${v.lastError ?? 'no answer'}`,
+        remedy: 'check that the worker runs and its URL is right (Doctor shows each step)',
+      });
     // The remedy of the mode it runs under (shm: the operator's assertion is wrong; auto: the token lied).
-    if (v.shmLane) warnings.push({ kind: 'shm_read_failed', message: `worker ${v.url} could not read the router's /dev/shm files (${v.shmLane.error}); its requests go inline`, remedy: DECISION_ADVICE[readFailedReason(v.resolution.multimodal_tensor_transport.value)]! });
+    if (v.shmLane)
+      warnings.push({
+        kind: 'shm_read_failed',
+        message: `worker ${v.url} could not read the router's /dev/shm files (${v.shmLane.error}); its requests go inline`,
+        remedy: DECISION_ADVICE[readFailedReason(v.resolution.multimodal_tensor_transport.value)]!,
+      });
   }
   for (const v of views) {
-    if (v.decision.outcome === 'shm_then_inline') warnings.push({ kind: 'shm_will_fail', message: `worker ${v.url}: ${v.decision.explanation}`, remedy: v.decision.advice ?? DECISION_ADVICE.auto_different_shm! });
+    if (v.decision.outcome === 'shm_then_inline')
+      warnings.push({
+        kind: 'shm_will_fail',
+        message: `worker ${v.url}: ${v.decision.explanation}`,
+        remedy: v.decision.advice ?? DECISION_ADVICE.auto_different_shm!,
+      });
   }
   const split = encodeShmSplit(state, views);
   if (split) warnings.push(split);
@@ -116,8 +165,18 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
       const drift = await fileView(state);
       const views = workers.map((w) => workerView(state, s, w, new Map()));
       const restartChanges = await state.restartChangesNow();
-      const warnings = [...environmentWarnings(s), ...shmWarnings(state, files), ...workerWarnings(state, views), ...untilRestartWarning(state, restartChanges)];
-      if (drift.drifted) warnings.push({ kind: 'config_drift', message: `${drift.path} was changed on disk since the console loaded it`, remedy: 'review the change in YAML and reload the file (it is never overwritten silently)' });
+      const warnings = [
+        ...environmentWarnings(s),
+        ...shmWarnings(state, files),
+        ...workerWarnings(state, views),
+        ...untilRestartWarning(state, restartChanges),
+      ];
+      if (drift.drifted)
+        warnings.push({
+          kind: 'config_drift',
+          message: `${drift.path} was changed on disk since the console loaded it`,
+          remedy: 'review the change in YAML and reload the file (it is never overwritten silently)',
+        });
       return {
         host: {
           token: ctx.host.routerToken ?? null,
@@ -141,7 +200,16 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
         },
         router: { url: running.url, model: ctx.model.path, pid: process.pid },
         config: { file: state.file.path, revision: s.revision, drifted: drift.drifted, restartChanges },
-        verdicts: views.map((v) => ({ url: v.url, health: v.health, embedded: v.embedded, role: v.spec.worker_type, readsPixels: readsPixelTensors(s.config.disaggregation, v.spec.worker_type), mode: v.resolution.multimodal_tensor_transport.value, minBytes: v.resolution.multimodal_shm_min_bytes.value, decision: v.decision })),
+        verdicts: views.map((v) => ({
+          url: v.url,
+          health: v.health,
+          embedded: v.embedded,
+          role: v.spec.worker_type,
+          readsPixels: readsPixelTensors(s.config.disaggregation, v.spec.worker_type),
+          mode: v.resolution.multimodal_tensor_transport.value,
+          minBytes: v.resolution.multimodal_shm_min_bytes.value,
+          decision: v.decision,
+        })),
         workers: {
           total: workers.length,
           healthy: health.filter((h) => h === 'healthy').length,

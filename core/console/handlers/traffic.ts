@@ -36,7 +36,13 @@ export function trafficHandlers(state: ConsoleState): HandlerGroup<TrafficComman
     async 'transport.calibrationPlan'(input: { url: string }) {
       findWorker(store.current(), input.url);
       const plan = calibrationPlan(state, input.url);
-      return { worker: input.url, dtype: plan.dtype, sizes: plan.sizes, defaultSamples: DEFAULT_CALIBRATION_SAMPLES, minSamplesForWinner: minSamplesForWinner() };
+      return {
+        worker: input.url,
+        dtype: plan.dtype,
+        sizes: plan.sizes,
+        defaultSamples: DEFAULT_CALIBRATION_SAMPLES,
+        minSamplesForWinner: minSamplesForWinner(),
+      };
     },
 
     async 'transport.calibrate'(input: { url: string; samples?: number }) {

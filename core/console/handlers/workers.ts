@@ -27,7 +27,8 @@ export function workersHandlers(state: ConsoleState): HandlerGroup<WorkersComman
     async 'workers.add'(input: { worker: Record<string, unknown>; expectedRevision: number }, meta: CallMeta) {
       const s = store.current();
       const spec = WorkerSpecSchema.parse(input.worker);
-      if (s.config.workers.some((w) => w.url === spec.url)) throw new ContractError('invalid_config', `worker ${spec.url} is already configured; edit it instead`, 'worker.url');
+      if (s.config.workers.some((w) => w.url === spec.url))
+        throw new ContractError('invalid_config', `worker ${spec.url} is already configured; edit it instead`, 'worker.url');
       // The embedded reference worker stands in only while no worker is configured.
       const embedded = state.embeddedUrls();
       return state.apply(withWorkers([...s.config.workers.filter((w) => !embedded.has(w.url)), spec]), input.expectedRevision, meta.client);
@@ -37,7 +38,8 @@ export function workersHandlers(state: ConsoleState): HandlerGroup<WorkersComman
       const s = store.current();
       findWorker(s, input.url);
       const spec = WorkerSpecSchema.parse(input.worker);
-      if (spec.url !== input.url && s.config.workers.some((w) => w.url === spec.url)) throw new ContractError('invalid_config', `worker ${spec.url} is already configured`, 'worker.url');
+      if (spec.url !== input.url && s.config.workers.some((w) => w.url === spec.url))
+        throw new ContractError('invalid_config', `worker ${spec.url} is already configured`, 'worker.url');
       return state.apply(withWorkers(s.config.workers.map((w) => (w.url === input.url ? spec : w))), input.expectedRevision, meta.client);
     },
 

@@ -79,17 +79,30 @@ export function describeContract(name: string, setup: () => ContractEnv): void {
       expect(lost.code).toBe('conflict');
       expect(lost.details).toMatchObject({ currentRevision: base.revision + 1, expectedRevision: base.revision });
       const winner = (await client.call('config.get', {})).config.multimodal_shm_min_bytes;
-      expect(lost.details.changedMeanwhile).toEqual([{ path: 'multimodal_shm_min_bytes', kind: base.config.multimodal_shm_min_bytes === undefined ? 'added' : 'changed', ...(base.config.multimodal_shm_min_bytes === undefined ? {} : { before: base.config.multimodal_shm_min_bytes }), after: winner }]);
+      expect(lost.details.changedMeanwhile).toEqual([
+        {
+          path: 'multimodal_shm_min_bytes',
+          kind: base.config.multimodal_shm_min_bytes === undefined ? 'added' : 'changed',
+          ...(base.config.multimodal_shm_min_bytes === undefined ? {} : { before: base.config.multimodal_shm_min_bytes }),
+          after: winner,
+        },
+      ]);
     });
 
     it('an invalid draft and YAML with errors change nothing and say where', async () => {
       const { client } = env();
       const before = await client.call('config.get', {});
       const fileBefore = readFileSync(env().configFile, 'utf8');
-      const bad = await rejection(client.call('config.apply', { draft: { ...before.config, multimodal_tensor_transport: 'fast' }, expectedRevision: before.revision }));
+      const bad = await rejection(
+        client.call('config.apply', { draft: { ...before.config, multimodal_tensor_transport: 'fast' }, expectedRevision: before.revision }),
+      );
       expect(bad.code).toBe('invalid_config');
-      expect(bad.issues).toEqual([{ path: 'multimodal_tensor_transport', message: "invalid value 'fast' for multimodal_tensor_transport: expected inline, shm, auto or rdma" }]);
-      const imported = await client.call('config.importYaml', { text: 'multimodal_tensor_transport: auto\nworkers:\n  - url: grpc://127.0.0.1:1\n    priority: high\n' });
+      expect(bad.issues).toEqual([
+        { path: 'multimodal_tensor_transport', message: "invalid value 'fast' for multimodal_tensor_transport: expected inline, shm, auto or rdma" },
+      ]);
+      const imported = await client.call('config.importYaml', {
+        text: 'multimodal_tensor_transport: auto\nworkers:\n  - url: grpc://127.0.0.1:1\n    priority: high\n',
+      });
       expect(imported.ok).toBe(false);
       expect(imported.issues[0]).toMatchObject({ path: 'workers[0].priority', line: 4, column: 15 });
       const restart = await rejection(client.call('config.apply', { draft: { ...before.config, port: 1 }, expectedRevision: before.revision }));
@@ -136,7 +149,12 @@ export function describeContract(name: string, setup: () => ContractEnv): void {
       const added = await client.call('workers.add', { worker: { url: workers.otherShm, multimodal_shm_min_bytes: 0 }, expectedRevision: base.revision + 1 });
       const list = await client.call('workers.list', {});
       const other = list.workers.find((w) => w.url === workers.otherShm)!;
-      expect(other).toMatchObject({ runtime: 'vllm', health: 'healthy', tokenMatch: 'different_shm', decision: { shmEnabled: false, reason: 'auto_different_shm' } });
+      expect(other).toMatchObject({
+        runtime: 'vllm',
+        health: 'healthy',
+        tokenMatch: 'different_shm',
+        decision: { shmEnabled: false, reason: 'auto_different_shm' },
+      });
       expect(other.resolution.multimodal_shm_min_bytes).toMatchObject({ value: 0, source: 'worker' });
       const diagnosis = await client.call('workers.diagnose', { url: workers.otherShm });
       expect(diagnosis.steps.map((s) => [s.id, s.ok])).toEqual([
@@ -148,7 +166,9 @@ export function describeContract(name: string, setup: () => ContractEnv): void {
         ['shm_writable', true],
         ['probe_file_read', true], // the same machine really: the worker only advertises another token
       ]);
-      expect(diagnosis.steps.find((st) => st.id === 'same_st_dev')!.remedy).toBe("run the worker container with --ipc=host or mount the host's /dev/shm into it");
+      expect(diagnosis.steps.find((st) => st.id === 'same_st_dev')!.remedy).toBe(
+        "run the worker container with --ipc=host or mount the host's /dev/shm into it",
+      );
       const test = await client.call('traffic.sendTestRequest', { url: workers.otherShm, width: 256, height: 256, format: 'webp' });
       expect(test.events[0]).toMatchObject({ path: 'inline', reason: 'auto_different_shm' });
       await client.call('workers.remove', { url: workers.otherShm, expectedRevision: added.revision });
@@ -157,7 +177,7 @@ export function describeContract(name: string, setup: () => ContractEnv): void {
       expect(missing.code).toBe('not_found');
     });
 
-    it('the traffic stream delivers the console\'s own test traffic in batches, marked as its own', async () => {
+    it("the traffic stream delivers the console's own test traffic in batches, marked as its own", async () => {
       const { client, workers } = env();
       const batches: Array<StreamPayload<'traffic'>> = [];
       const off = client.subscribe('traffic', (b) => batches.push(b));

@@ -2,7 +2,15 @@
 // the bearer token, streams over the one WebSocket with the token subprotocol, errors rebuilt
 // with the contract's own errorFromWire, as the renderer's browser client does.
 import WebSocket from 'ws';
-import { errorFromWire, type CommandInput, type CommandName, type CommandOutput, type ConsoleClient, type StreamName, type StreamPayload } from '../contract.ts';
+import {
+  errorFromWire,
+  type CommandInput,
+  type CommandName,
+  type CommandOutput,
+  type ConsoleClient,
+  type StreamName,
+  type StreamPayload,
+} from '../contract.ts';
 import { EVENTS_SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX } from '../http.ts';
 
 export interface HttpTestClient extends ConsoleClient {
@@ -28,7 +36,11 @@ export function httpClient(base: string, token: string): HttpTestClient {
   };
   return {
     async call<C extends CommandName>(command: C, input: CommandInput<C>): Promise<CommandOutput<C>> {
-      const res = await fetch(`${url.origin}/api/${command}`, { method: 'POST', headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' }, body: JSON.stringify(input) });
+      const res = await fetch(`${url.origin}/api/${command}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+        body: JSON.stringify(input),
+      });
       const body: unknown = await res.json();
       if (!res.ok) throw errorFromWire(body);
       return body as CommandOutput<C>;

@@ -61,7 +61,9 @@ export async function ipcTarget() {
   const { senderFrameProblem } = await import('../../../electron/security.ts');
   const { COMMAND_NAMES } = await import('../../../core/console/contract.ts');
   // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion -- a string specifier: TypeScript does not look for types of this plain .mjs module
-  const fake = (await import('../electron/fake.mjs' as string)) as { handlers: Map<string, (event: unknown, ...args: unknown[]) => Promise<unknown> | unknown> };
+  const fake = (await import('../electron/fake.mjs' as string)) as {
+    handlers: Map<string, (event: unknown, ...args: unknown[]) => Promise<unknown> | unknown>;
+  };
   const reached: string[] = [];
   const backend = {
     invoke: async (command: string) => {
@@ -124,21 +126,31 @@ export async function ipcTarget() {
         }
       }
       const event = { sender, senderFrame: frame };
-      const input = channel.startsWith('mmtc:call:') ? (rng.chance(0.5) ? {} : nastyValue(rng)) : rng.pick(['traffic', 'config', 'calibration', 'nope', nastyValue(rng)]);
+      const input = channel.startsWith('mmtc:call:')
+        ? rng.chance(0.5)
+          ? {}
+          : nastyValue(rng)
+        : rng.pick(['traffic', 'config', 'calibration', 'nope', nastyValue(rng)]);
       const before = reached.length;
       const result = (await fake.handlers.get(channel)!(event, input)) as { ok: boolean; error?: { code: string; message: string } };
       const touched = reached.length > before;
       const text = JSON.stringify({ channel, how, input }).slice(0, 300);
       if (!genuine) {
-        if (result.ok || result.error?.code !== 'forbidden') return { kind: 'accepted', problem: `a forged sender was not refused: ${JSON.stringify(result).slice(0, 200)}`, input: text };
+        if (result.ok || result.error?.code !== 'forbidden')
+          return { kind: 'accepted', problem: `a forged sender was not refused: ${JSON.stringify(result).slice(0, 200)}`, input: text };
         if (touched) return { kind: 'rejected', problem: 'a forged message reached the backend', input: text };
         if (!/refused mmtc:/.test(result.error.message)) return { kind: 'rejected', problem: `an unclear refusal: ${result.error.message}`, input: text };
         return { kind: 'rejected', label: `forbidden: ${how.replace(/ to .*/, ' elsewhere')}` };
       }
-      if (!result.ok && result.error?.code === 'forbidden') return { kind: 'rejected', problem: `the genuine console window was refused: ${result.error.message}`, input: text };
-      if (!result.ok && result.error?.code !== 'invalid_input') return { kind: 'rejected', problem: `the genuine window got ${JSON.stringify(result.error).slice(0, 200)}`, input: text };
-      if (result.ok && !touched && channel !== STREAM_UNSUBSCRIBE_CHANNEL && channel !== STREAM_SUBSCRIBE_CHANNEL) return { kind: 'accepted', problem: 'a genuine call answered ok without reaching the backend', input: text };
-      return result.ok ? { kind: 'accepted', label: 'genuine, reached the backend' } : { kind: 'rejected', label: 'genuine, invalid input refused before the backend' };
+      if (!result.ok && result.error?.code === 'forbidden')
+        return { kind: 'rejected', problem: `the genuine console window was refused: ${result.error.message}`, input: text };
+      if (!result.ok && result.error?.code !== 'invalid_input')
+        return { kind: 'rejected', problem: `the genuine window got ${JSON.stringify(result.error).slice(0, 200)}`, input: text };
+      if (result.ok && !touched && channel !== STREAM_UNSUBSCRIBE_CHANNEL && channel !== STREAM_SUBSCRIBE_CHANNEL)
+        return { kind: 'accepted', problem: 'a genuine call answered ok without reaching the backend', input: text };
+      return result.ok
+        ? { kind: 'accepted', label: 'genuine, reached the backend' }
+        : { kind: 'rejected', label: 'genuine, invalid input refused before the backend' };
     },
   };
 }

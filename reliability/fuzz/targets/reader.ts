@@ -44,10 +44,31 @@ export function readerTarget(args: string[]) {
       const target = rng.pick(['ours', 'ours', 'ours', ...fixture.keep.map((k) => `keep:${k}`), 'missing', 'evil']);
       const name =
         // Leading slashes are stripped (docs/transport.md, "Reading a tensor"): still our file.
-        target === 'ours' ? (rng.chance(0.2) ? rng.pick([`/${ours}`, `//${ours}`]) : ours)
-        : target === 'missing' ? `smg-tokenspeed-1-${rng.int(1, 1e9)}-1`
-        : target === 'evil' ? rng.pick(['', '/', '.', '..', '../etc/passwd', `../${path.basename(fixture.dir)}/${ours}`, 'a/b', `${ours}\u0000x`, '\u0000', 'x'.repeat(300), ours + '/', `/./${ours}`, '\u00e9\u4e2d', path.relative(fixture.dir, fixture.canary), fixture.canary])
-        : target.slice(5);
+        target === 'ours'
+          ? rng.chance(0.2)
+            ? rng.pick([`/${ours}`, `//${ours}`])
+            : ours
+          : target === 'missing'
+            ? `smg-tokenspeed-1-${rng.int(1, 1e9)}-1`
+            : target === 'evil'
+              ? rng.pick([
+                  '',
+                  '/',
+                  '.',
+                  '..',
+                  '../etc/passwd',
+                  `../${path.basename(fixture.dir)}/${ours}`,
+                  'a/b',
+                  `${ours}\u0000x`,
+                  '\u0000',
+                  'x'.repeat(300),
+                  ours + '/',
+                  `/./${ours}`,
+                  '\u00e9\u4e2d',
+                  path.relative(fixture.dir, fixture.canary),
+                  fixture.canary,
+                ])
+              : target.slice(5);
       const dtype = rng.pick(DTYPES);
       const elem = ELEMENT[dtype] ?? 4;
       const fits = Math.floor(size / elem);
@@ -59,28 +80,46 @@ export function readerTarget(args: string[]) {
       const rightDtype = rng.pick(Object.keys(ELEMENT));
       const rightRows = Math.floor(size / ELEMENT[rightDtype]!);
       const tensor: WireTensor = right
-        ? { shape: [rightRows], dtype: rightDtype, payload: { kind: 'shm', handle: { name, offset: 0, nbytes: rightRows * ELEMENT[rightDtype]!, owner_id: 'smg:1' } } }
+        ? {
+            shape: [rightRows],
+            dtype: rightDtype,
+            payload: { kind: 'shm', handle: { name, offset: 0, nbytes: rightRows * ELEMENT[rightDtype]!, owner_id: 'smg:1' } },
+          }
         : { shape, dtype, payload: { kind: 'shm', handle: { name, offset, nbytes, owner_id: 'smg:1' } } };
-      const input = JSON.stringify({ target, size, handle: tensor.payload.kind === 'shm' ? tensor.payload.handle : null, shape: tensor.shape, dtype: tensor.dtype });
+      const input = JSON.stringify({
+        target,
+        size,
+        handle: tensor.payload.kind === 'shm' ? tensor.payload.handle : null,
+        shape: tensor.shape,
+        dtype: tensor.dtype,
+      });
       const rssBefore = process.memoryUsage().rss;
       let outcome: CaseOutcome;
       try {
         const read = reader.read(tensor);
         const got = read.bytes.byteLength;
         read.release();
-        outcome = target === 'ours' ? { kind: 'accepted', label: right ? 'read (a right handle)' : 'read' } : { kind: 'accepted', label: 'read', problem: `read ${got} bytes from ${target}`, input };
-        if (right && got !== rightRows * ELEMENT[rightDtype]!) outcome = { kind: 'accepted', problem: `read ${got} bytes for a handle of ${rightRows * ELEMENT[rightDtype]!}`, input };
+        outcome =
+          target === 'ours'
+            ? { kind: 'accepted', label: right ? 'read (a right handle)' : 'read' }
+            : { kind: 'accepted', label: 'read', problem: `read ${got} bytes from ${target}`, input };
+        if (right && got !== rightRows * ELEMENT[rightDtype]!)
+          outcome = { kind: 'accepted', problem: `read ${got} bytes for a handle of ${rightRows * ELEMENT[rightDtype]!}`, input };
       } catch (err) {
         if (right) outcome = { kind: 'rejected', problem: `a right handle was refused: ${(err as Error).message}`, input };
-        else if (!(err instanceof TensorReadError)) outcome = { kind: 'rejected', problem: `not a TensorReadError: ${(err as Error)?.constructor?.name}: ${(err as Error)?.message}`, input };
+        else if (!(err instanceof TensorReadError))
+          outcome = { kind: 'rejected', problem: `not a TensorReadError: ${(err as Error)?.constructor?.name}: ${(err as Error)?.message}`, input };
         else outcome = { kind: 'rejected', label: err.code };
       }
       const grew = process.memoryUsage().rss - rssBefore;
-      if (grew > 256 * 1024 * 1024) outcome = { ...outcome, problem: `the reader took ${(grew / 1024 / 1024).toFixed(0)} MiB for a handle to a ${size}-byte file`, input };
+      if (grew > 256 * 1024 * 1024)
+        outcome = { ...outcome, problem: `the reader took ${(grew / 1024 / 1024).toFixed(0)} MiB for a handle to a ${size}-byte file`, input };
       // Invariants: nothing outside the directory changed; nothing but our regular file is gone.
-      if (readFileSync(fixture.canary, 'utf8') !== canaryBefore.text || statSync(fixture.canary).mtimeMs !== canaryBefore.mtime) return { ...outcome, problem: 'the file outside /dev/shm changed', input };
+      if (readFileSync(fixture.canary, 'utf8') !== canaryBefore.text || statSync(fixture.canary).mtimeMs !== canaryBefore.mtime)
+        return { ...outcome, problem: 'the file outside /dev/shm changed', input };
       for (const [k, s] of kinds) {
-        if (!existsSync(path.join(fixture.dir, k)) && !lstatSync(path.join(fixture.dir, k), { throwIfNoEntry: false })) return { ...outcome, problem: `${k} was removed`, input };
+        if (!existsSync(path.join(fixture.dir, k)) && !lstatSync(path.join(fixture.dir, k), { throwIfNoEntry: false }))
+          return { ...outcome, problem: `${k} was removed`, input };
         const now = lstatSync(path.join(fixture.dir, k));
         if (now.mode !== s.mode || now.ino !== s.ino) return { ...outcome, problem: `${k} changed`, input };
       }
@@ -92,4 +131,3 @@ export function readerTarget(args: string[]) {
     },
   };
 }
-

@@ -27,7 +27,10 @@ const BASE_TEXT = `# comment\n${stringify(BASE)}`;
 
 const bomb = (levels: number, width: number) => {
   let s = `a0: &a0 [${Array(width).fill('"x"').join(',')}]\n`;
-  for (let i = 1; i < levels; i++) s += `a${i}: &a${i} [${Array(width).fill(`*a${i - 1}`).join(',')}]\n`;
+  for (let i = 1; i < levels; i++)
+    s += `a${i}: &a${i} [${Array(width)
+      .fill(`*a${i - 1}`)
+      .join(',')}]\n`;
   return s;
 };
 
@@ -58,7 +61,7 @@ const SPECIALS: string[] = [
   '---\nport: 1\n---\nport: 2\n',
   '? [a, b]\n: 1\n',
   '? {a: 1}\n: 1\n',
-  '[' .repeat(5000) + ']'.repeat(5000),
+  '['.repeat(5000) + ']'.repeat(5000),
   '{a: '.repeat(3000) + '1' + '}'.repeat(3000),
   `${'- '.repeat(2000)}x\n`,
   `host: "${'a'.repeat(200_000)}"\n`,
@@ -147,16 +150,31 @@ export function checkYamlOutcome(text: string, run: () => unknown): CaseOutcome 
     const config = (run() as { config: unknown }).config;
     const ms = performance.now() - t0;
     if (ms > 2000) return { kind: 'accepted', problem: `took ${ms.toFixed(0)} ms`, input: JSON.stringify(text) };
-    if (!RouterConfigSchema.safeParse(config).success) return { kind: 'accepted', problem: 'loaded a configuration that does not pass the schema', input: JSON.stringify(text) };
+    if (!RouterConfigSchema.safeParse(config).success)
+      return { kind: 'accepted', problem: 'loaded a configuration that does not pass the schema', input: JSON.stringify(text) };
     return { kind: 'accepted', label: 'valid' };
   } catch (err) {
     const ms = performance.now() - t0;
-    if (!(err instanceof ConfigError)) return { kind: 'rejected', problem: `not a ConfigError: ${(err as Error)?.constructor?.name}: ${(err as Error)?.message}`, input: JSON.stringify(text) };
+    if (!(err instanceof ConfigError))
+      return { kind: 'rejected', problem: `not a ConfigError: ${(err as Error)?.constructor?.name}: ${(err as Error)?.message}`, input: JSON.stringify(text) };
     if (ms > 2000) return { kind: 'rejected', problem: `took ${ms.toFixed(0)} ms to refuse`, input: JSON.stringify(text) };
-    const bad = err.issues.find((x) => !x.message || typeof x.line !== 'number' || typeof x.column !== 'number' || x.line < 1 || x.column < 1 || !/fuzz\.yaml:\d+:\d+: /.test(x.message));
+    const bad = err.issues.find(
+      (x) => !x.message || typeof x.line !== 'number' || typeof x.column !== 'number' || x.line < 1 || x.column < 1 || !/fuzz\.yaml:\d+:\d+: /.test(x.message),
+    );
     if (bad) return { kind: 'rejected', problem: `an issue without a message or position: ${JSON.stringify(bad)}`, input: JSON.stringify(text) };
     const m = err.issues[0]!.message;
-    return { kind: 'rejected', label: /YAML syntax error/.test(m) ? 'syntax error' : /unknown key/.test(m) ? 'unknown key' : /invalid value/.test(m) ? 'invalid value' : /expected a mapping/.test(m) ? 'not a mapping' : 'other' };
+    return {
+      kind: 'rejected',
+      label: /YAML syntax error/.test(m)
+        ? 'syntax error'
+        : /unknown key/.test(m)
+          ? 'unknown key'
+          : /invalid value/.test(m)
+            ? 'invalid value'
+            : /expected a mapping/.test(m)
+              ? 'not a mapping'
+              : 'other',
+    };
   }
 }
 

@@ -12,15 +12,16 @@ declare global {
   }
 }
 
-export type Connected =
-  | { ok: true; client: ConsoleClient; binding: 'ipc' | 'http' }
-  | { ok: false; reason: string };
+export type Connected = { ok: true; client: ConsoleClient; binding: 'ipc' | 'http' } | { ok: false; reason: string };
 
 export function connectClient(onConnection?: (state: ConnectionState) => void): Connected {
   if (window.mmtc?.binding === 'ipc') return { ok: true, client: createIpcClient(window.mmtc), binding: 'ipc' };
   const token = takeToken();
   if (!token) {
-    return { ok: false, reason: 'This page needs the console token. Open the URL that `mmtc serve` printed (it ends with #token=…); the token stays in this tab only.' };
+    return {
+      ok: false,
+      reason: 'This page needs the console token. Open the URL that `mmtc serve` printed (it ends with #token=…); the token stays in this tab only.',
+    };
   }
   const client = createHttpClient({ origin: window.location.origin, token, ...(onConnection ? { onConnection } : {}) });
   return { ok: true, client, binding: 'http' };

@@ -18,7 +18,19 @@ beforeAll(async () => {
     req.on('end', () => {
       seen.push({ url: req.url, auth: req.headers.authorization, type: req.headers['content-type'], body });
       if (req.url === '/api/config.apply') {
-        res.writeHead(409, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 'conflict', message: 'revision 3 is not the current revision 4', details: { currentRevision: 4, expectedRevision: 3, changedMeanwhile: [{ path: 'policy', kind: 'changed', before: 'round_robin', after: 'least_load' }] } } }));
+        res.writeHead(409, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            error: {
+              code: 'conflict',
+              message: 'revision 3 is not the current revision 4',
+              details: {
+                currentRevision: 4,
+                expectedRevision: 3,
+                changedMeanwhile: [{ path: 'policy', kind: 'changed', before: 'round_robin', after: 'least_load' }],
+              },
+            },
+          }),
+        );
       } else if (req.url === '/api/overview') {
         res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: 1 }));
       } else {

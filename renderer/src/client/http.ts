@@ -8,7 +8,16 @@
 // (250 ms doubling to 10 s, with jitter) after any close; on reconnect it subscribes again
 // to every stream that still has listeners, and tells the page through onConnection so
 // views can catch up on what they missed (traffic.snapshot).
-import { ContractError, errorFromWire, type CommandInput, type CommandName, type CommandOutput, type ConsoleClient, type StreamName, type StreamPayload } from '../../../core/console/contract.ts';
+import {
+  ContractError,
+  errorFromWire,
+  type CommandInput,
+  type CommandName,
+  type CommandOutput,
+  type ConsoleClient,
+  type StreamName,
+  type StreamPayload,
+} from '../../../core/console/contract.ts';
 
 export type ConnectionState = 'idle' | 'connecting' | 'open' | 'reconnecting';
 
@@ -121,7 +130,10 @@ export function createHttpClient(options: HttpClientOptions): HttpConsoleClient 
           credentials: 'omit',
         });
       } catch (err) {
-        throw new ContractError('internal', `the console backend at ${options.origin} cannot be reached (${(err as Error).message}); is mmtc serve still running?`);
+        throw new ContractError(
+          'internal',
+          `the console backend at ${options.origin} cannot be reached (${(err as Error).message}); is mmtc serve still running?`,
+        );
       }
       let body: unknown;
       try {

@@ -7,7 +7,9 @@ describe('IPC console client', () => {
     const bridge = {
       binding: 'ipc',
       invoke: async (command: string) =>
-        command === 'overview' ? { ok: true, result: { fine: true } } : { ok: false, error: { code: 'not_found', message: 'no worker grpc://x:1', path: 'url' } },
+        command === 'overview'
+          ? { ok: true, result: { fine: true } }
+          : { ok: false, error: { code: 'not_found', message: 'no worker grpc://x:1', path: 'url' } },
       subscribe: (_s: string, l: (p: unknown) => void) => {
         l({ revision: 7 });
         return () => {};

@@ -2,7 +2,16 @@
 // invoke never rejects but resolves `{ok: true, result}` or `{ok: false, error}`; this wraps
 // it into the same ConsoleClient the browser binding offers, rebuilding errors with
 // errorFromWire so both bindings throw the same ContractErrors.
-import { errorFromWire, type CommandInput, type CommandName, type CommandOutput, type ConsoleClient, type IpcBridge, type StreamName, type StreamPayload } from '../../../core/console/contract.ts';
+import {
+  errorFromWire,
+  type CommandInput,
+  type CommandName,
+  type CommandOutput,
+  type ConsoleClient,
+  type IpcBridge,
+  type StreamName,
+  type StreamPayload,
+} from '../../../core/console/contract.ts';
 
 export interface IpcConsoleClient extends ConsoleClient {
   readonly binding: 'ipc';

@@ -21,7 +21,19 @@ function shown(value: number | string | undefined, factor: (u: ByteUnit) => numb
   return m && unit ? { text: m[1]!, unit } : { text: value ?? '', unit: 'KiB' };
 }
 
-export function ByteField({ label, value, onChange, disabled, describedBy }: { label: string; value: number | string | undefined; onChange: (bytes: number | string) => void; disabled?: boolean; describedBy?: string }) {
+export function ByteField({
+  label,
+  value,
+  onChange,
+  disabled,
+  describedBy,
+}: {
+  label: string;
+  value: number | string | undefined;
+  onChange: (bytes: number | string) => void;
+  disabled?: boolean;
+  describedBy?: string;
+}) {
   const id = useId();
   const factor = (u: ByteUnit) => BYTE_UNITS.find((x) => x.unit === u)!.factor;
   const [initial] = useState(() => shown(value, factor));
@@ -48,7 +60,13 @@ export function ByteField({ label, value, onChange, disabled, describedBy }: { l
 
   const parsed = parseByteInput(text, unit);
   const checked = parsed.ok ? ShmMinBytesSchema.safeParse(parsed.bytes) : undefined;
-  const error = !parsed.ok ? (text.trim() === '' && value === undefined ? null : parsed.message) : checked && !checked.success ? (checked.error.issues[0]?.message ?? 'invalid') : null;
+  const error = !parsed.ok
+    ? text.trim() === '' && value === undefined
+      ? null
+      : parsed.message
+    : checked && !checked.success
+      ? (checked.error.issues[0]?.message ?? 'invalid')
+      : null;
   return (
     <div className="field bytefield">
       <label htmlFor={id}>{label}</label>
@@ -91,7 +109,9 @@ export function ByteField({ label, value, onChange, disabled, describedBy }: { l
         </div>
       ) : (
         <div id={`${id}-hint`} className="field-hint">
-          {parsed.ok ? `${parsed.bytes.toLocaleString('en-US')} bytes (${formatBytes(parsed.bytes)})${parsed.bytes === 0 ? ': every tensor, even empty ones' : ''}` : 'a whole number of bytes; 0 sends every tensor through /dev/shm'}
+          {parsed.ok
+            ? `${parsed.bytes.toLocaleString('en-US')} bytes (${formatBytes(parsed.bytes)})${parsed.bytes === 0 ? ': every tensor, even empty ones' : ''}`
+            : 'a whole number of bytes; 0 sends every tensor through /dev/shm'}
         </div>
       )}
     </div>

@@ -23,10 +23,26 @@ export function useColorScheme(): 'light' | 'dark' {
 
 /** Axis styling from the theme. */
 export function themedAxis(extra: uPlot.Axis = {}): uPlot.Axis {
-  return { stroke: cssVar('--text-muted'), grid: { stroke: cssVar('--grid'), width: 1 }, ticks: { stroke: cssVar('--grid'), width: 1 }, font: '11px system-ui, sans-serif', ...extra };
+  return {
+    stroke: cssVar('--text-muted'),
+    grid: { stroke: cssVar('--grid'), width: 1 },
+    ticks: { stroke: cssVar('--grid'), width: 1 },
+    font: '11px system-ui, sans-serif',
+    ...extra,
+  };
 }
 
-export function UChart({ options, data, height, label }: { options: (width: number) => uPlot.Options; data: uPlot.AlignedData; height: number; label: string }) {
+export function UChart({
+  options,
+  data,
+  height,
+  label,
+}: {
+  options: (width: number) => uPlot.Options;
+  data: uPlot.AlignedData;
+  height: number;
+  label: string;
+}) {
   const wrap = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
   const scheme = useColorScheme();
@@ -50,7 +66,6 @@ export function UChart({ options, data, height, label }: { options: (width: numb
       plot.current = null;
     };
     // options is a builder; rebuild on theme or height change only.
-     
   }, [scheme, height, options]);
 
   useEffect(() => {

@@ -22,7 +22,13 @@ function Value({ path, v }: { path: string; v: unknown }) {
         {entries.map(([k, x]) => (
           <div key={k}>
             <dt>{k}</dt>
-            <dd>{x && typeof x === 'object' ? Object.entries(x as Record<string, unknown>).map(([a, b]) => `${a}=${String(b)}`).join(', ') : scalar(k, x)}</dd>
+            <dd>
+              {x && typeof x === 'object'
+                ? Object.entries(x as Record<string, unknown>)
+                    .map(([a, b]) => `${a}=${String(b)}`)
+                    .join(', ')
+                : scalar(k, x)}
+            </dd>
           </div>
         ))}
       </dl>
@@ -62,7 +68,9 @@ export function DiffList({ diff, caption, empty = 'No changes.' }: { diff: reado
               <td className="mono wrap">{scope}</td>
               <td className="mono">{whole ? (d.kind === 'added' ? 'worker added' : d.kind === 'removed' ? 'worker removed' : 'worker changed') : key}</td>
               <td>
-                <span className={`change change-${d.kind}`}>{whole ? (d.kind === 'added' ? 'added' : d.kind === 'removed' ? 'removed' : 'changed') : KIND_WORD[d.kind]}</span>
+                <span className={`change change-${d.kind}`}>
+                  {whole ? (d.kind === 'added' ? 'added' : d.kind === 'removed' ? 'removed' : 'changed') : KIND_WORD[d.kind]}
+                </span>
               </td>
               <td className="before">{d.kind === 'added' ? <span className="muted">—</span> : <Value path={key} v={d.before} />}</td>
               <td className="after">{d.kind === 'removed' ? <span className="muted">—</span> : <Value path={key} v={d.after} />}</td>

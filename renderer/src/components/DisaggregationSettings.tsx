@@ -32,16 +32,46 @@ function origin(view: ConfigView, cfg: RouterConfig, key: Key): string {
 type Key = 'disaggregation' | 'prefill_policy' | 'decode_policy' | 'encode_policy';
 
 /** One of the panel's settings: a select of its choices (with an unset choice when given), where its value came from, and whether the mode uses it. */
-function SettingSelect({ view, cfg, edit, setting, label, choices, unset, unusedUnder }: { view: ConfigView; cfg: RouterConfig; edit: (f: (d: RouterConfig) => RouterConfig) => void; setting: Key; label: string; choices: ReadonlyArray<readonly [string, string]>; unset?: string; unusedUnder?: string }) {
+function SettingSelect({
+  view,
+  cfg,
+  edit,
+  setting,
+  label,
+  choices,
+  unset,
+  unusedUnder,
+}: {
+  view: ConfigView;
+  cfg: RouterConfig;
+  edit: (f: (d: RouterConfig) => RouterConfig) => void;
+  setting: Key;
+  label: string;
+  choices: ReadonlyArray<readonly [string, string]>;
+  unset?: string;
+  unusedUnder?: string;
+}) {
   const id = useId();
   return (
     <div className="field">
       <label htmlFor={id}>{label}</label>
-      <select id={id} className="select" value={cfg[setting] ?? ''} onChange={(e) => edit((d) => setRouterField(d, setting, (e.target.value || undefined) as never))}>
+      <select
+        id={id}
+        className="select"
+        value={cfg[setting] ?? ''}
+        onChange={(e) => edit((d) => setRouterField(d, setting, (e.target.value || undefined) as never))}
+      >
         {unset !== undefined && <option value="">{unset}</option>}
-        {choices.map(([value, words]) => <option key={value} value={value}>{words}</option>)}
+        {choices.map(([value, words]) => (
+          <option key={value} value={value}>
+            {words}
+          </option>
+        ))}
       </select>
-      <div className="field-hint"><span className="origin">from {origin(view, cfg, setting)}</span>{unusedUnder ? <> · not used under {unusedUnder}</> : null}</div>
+      <div className="field-hint">
+        <span className="origin">from {origin(view, cfg, setting)}</span>
+        {unusedUnder ? <> · not used under {unusedUnder}</> : null}
+      </div>
       <StartFlagNote view={view} setting={setting} />
     </div>
   );
@@ -56,21 +86,56 @@ export function DisaggregationSettings({ view, cfg, edit }: { view: ConfigView; 
   const unsetPolicy = `unset: as the worker selection policy (${cfg.policy})`;
   return (
     <>
-      <SettingSelect {...common} setting="disaggregation" label="Serving mode (disaggregation)" choices={DISAGGREGATION_MODES.map((m) => [m, MODE_WORDS[m]] as const)} />
+      <SettingSelect
+        {...common}
+        setting="disaggregation"
+        label="Serving mode (disaggregation)"
+        choices={DISAGGREGATION_MODES.map((m) => [m, MODE_WORDS[m]] as const)}
+      />
       <p className="small" data-testid="role-counts">
         Workers for {mode}:{' '}
         {counts.map((c, i) => (
           <span key={c.role}>
             {i > 0 && ', '}
-            <span className={c.n === 0 && mode !== 'none' ? 'field-error' : undefined}><span className="num">{c.n}</span> {c.role}</span>
+            <span className={c.n === 0 && mode !== 'none' ? 'field-error' : undefined}>
+              <span className="num">{c.n}</span> {c.role}
+            </span>
           </span>
         ))}
-        {others > 0 && <> · <span className={mode === 'none' ? 'muted' : 'field-error'}><span className="num">{others}</span> of another role, which {mode} does not route to</span></>}
+        {others > 0 && (
+          <>
+            {' '}
+            ·{' '}
+            <span className={mode === 'none' ? 'muted' : 'field-error'}>
+              <span className="num">{others}</span> of another role, which {mode} does not route to
+            </span>
+          </>
+        )}
         . Roles and bootstrap ports are set per worker (Workers → Edit).
       </p>
-      <SettingSelect {...common} setting="prefill_policy" label="Prefill worker policy" choices={policies} unset={unsetPolicy} unusedUnder={mode === 'none' ? mode : undefined} />
-      <SettingSelect {...common} setting="decode_policy" label="Decode worker policy" choices={policies} unset={unsetPolicy} unusedUnder={mode === 'none' ? mode : undefined} />
-      <SettingSelect {...common} setting="encode_policy" label="Encode worker policy" choices={ENCODE_POLICIES.map((p) => [p, ENCODE_POLICY_WORDS[p] ?? p] as const)} unusedUnder={mode === 'epd' ? undefined : mode} />
+      <SettingSelect
+        {...common}
+        setting="prefill_policy"
+        label="Prefill worker policy"
+        choices={policies}
+        unset={unsetPolicy}
+        unusedUnder={mode === 'none' ? mode : undefined}
+      />
+      <SettingSelect
+        {...common}
+        setting="decode_policy"
+        label="Decode worker policy"
+        choices={policies}
+        unset={unsetPolicy}
+        unusedUnder={mode === 'none' ? mode : undefined}
+      />
+      <SettingSelect
+        {...common}
+        setting="encode_policy"
+        label="Encode worker policy"
+        choices={ENCODE_POLICIES.map((p) => [p, ENCODE_POLICY_WORDS[p] ?? p] as const)}
+        unusedUnder={mode === 'epd' ? undefined : mode}
+      />
     </>
   );
 }

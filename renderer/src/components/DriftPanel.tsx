@@ -27,7 +27,15 @@ export function DriftPanel() {
   if (!view || !file?.drifted) return null;
   const kept = view.startFlags;
   return (
-    <Panel title={<><Badge tone="warn">Drift</Badge> The configuration file changed on disk</>} className="panel-warn" id="drift">
+    <Panel
+      title={
+        <>
+          <Badge tone="warn">Drift</Badge> The configuration file changed on disk
+        </>
+      }
+      className="panel-warn"
+      id="drift"
+    >
       <p>
         <code>{file.path}</code> differs from what the console last read or wrote. It is never overwritten silently: applies are refused until you reload it.
       </p>
@@ -45,10 +53,15 @@ export function DriftPanel() {
         </ErrorNote>
       ) : (
         <>
-          <DiffList diff={file.driftDiff} caption="What reloading the file would change" empty="Only comments or formatting changed: reloading changes no setting." />
+          <DiffList
+            diff={file.driftDiff}
+            caption="What reloading the file would change"
+            empty="Only comments or formatting changed: reloading changes no setting."
+          />
           {kept.length > 0 && (
             <p className="muted small">
-              Given by flags at start, so a reload (like a restart) keeps the flag's value whatever the file says: {kept.map((k) => `${k.key} (${k.flag})`).join(', ')}.
+              Given by flags at start, so a reload (like a restart) keeps the flag's value whatever the file says:{' '}
+              {kept.map((k) => `${k.key} (${k.flag})`).join(', ')}.
             </p>
           )}
           {file.driftWarnings.map((w) => (

@@ -9,7 +9,21 @@ import { DEFAULT_PIXEL_CACHE_MB, PIXEL_CACHE_ENV, RouterConfigSchema, type Confi
 import { setRouterField, typedNumber } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
 
-const HANDLED = new Set(['host', 'port', 'model_path', 'policy', 'multimodal_tensor_transport', 'multimodal_shm_min_bytes', 'request_timeout_secs', 'health_check_interval_secs', 'workers', 'disaggregation', 'prefill_policy', 'decode_policy', 'encode_policy']);
+const HANDLED = new Set([
+  'host',
+  'port',
+  'model_path',
+  'policy',
+  'multimodal_tensor_transport',
+  'multimodal_shm_min_bytes',
+  'request_timeout_secs',
+  'health_check_interval_secs',
+  'workers',
+  'disaggregation',
+  'prefill_policy',
+  'decode_policy',
+  'encode_policy',
+]);
 
 /** What an optional setting means when it is left unset (its default is computed at start, not a fixed value). */
 const UNSET_MEANS: Record<string, string> = {
@@ -51,7 +65,17 @@ function hint(key: string, v: unknown): string {
   return '';
 }
 
-function NumberInput({ id, keyName, value, onChange }: { id: string; keyName: string; value: number | string | undefined; onChange: (n: number | string | undefined) => void }) {
+function NumberInput({
+  id,
+  keyName,
+  value,
+  onChange,
+}: {
+  id: string;
+  keyName: string;
+  value: number | string | undefined;
+  onChange: (n: number | string | undefined) => void;
+}) {
   const [text, setText] = useTypedText(value, { decimal: true });
   const optional = shape[keyName]?.safeParse(undefined).success ?? false;
   const typed = typedNumber(text, { decimal: true });
@@ -80,7 +104,17 @@ function NumberInput({ id, keyName, value, onChange }: { id: string; keyName: st
   );
 }
 
-export function GenericSettings({ view, config, edit, effective = {} }: { view: ConfigView; config: RouterConfig; edit: (f: (d: RouterConfig) => RouterConfig) => void; effective?: Record<string, number | null | undefined> }) {
+export function GenericSettings({
+  view,
+  config,
+  edit,
+  effective = {},
+}: {
+  view: ConfigView;
+  config: RouterConfig;
+  edit: (f: (d: RouterConfig) => RouterConfig) => void;
+  effective?: Record<string, number | null | undefined>;
+}) {
   const id = useId();
   const keys = Object.keys(shape).filter((k) => !HANDLED.has(k));
   if (keys.length === 0) return null;
@@ -108,18 +142,39 @@ export function GenericSettings({ view, config, edit, effective = {} }: { view: 
           if (choices) {
             const optional = shape[k]?.safeParse(undefined).success && d === undefined;
             control = (
-              <select id={fid} className="select select-small mono" value={(v as string | undefined) ?? (d as string | undefined) ?? ''} onChange={(e) => set(k, e.target.value || undefined)}>
+              <select
+                id={fid}
+                className="select select-small mono"
+                value={(v as string | undefined) ?? (d as string | undefined) ?? ''}
+                onChange={(e) => set(k, e.target.value || undefined)}
+              >
                 {optional && <option value="">unset</option>}
-                {choices.map((c) => <option key={c} value={c}>{c}</option>)}
+                {choices.map((c) => (
+                  <option key={c} value={c}>
+                    {c}
+                  </option>
+                ))}
               </select>
             );
           } else if (typeof sample === 'boolean') {
             control = <input id={fid} type="checkbox" checked={Boolean(v)} onChange={(e) => set(k, e.target.checked)} />;
           } else if (Array.isArray(sample)) {
             control = (
-              <input id={fid} className="input mono" defaultValue={(v as string[] | undefined)?.join(', ') ?? ''} placeholder="none (comma-separated)" onChange={(e) => {
-                set(k, e.target.value.split(',').map((x) => x.trim()).filter(Boolean));
-              }} />
+              <input
+                id={fid}
+                className="input mono"
+                defaultValue={(v as string[] | undefined)?.join(', ') ?? ''}
+                placeholder="none (comma-separated)"
+                onChange={(e) => {
+                  set(
+                    k,
+                    e.target.value
+                      .split(',')
+                      .map((x) => x.trim())
+                      .filter(Boolean),
+                  );
+                }}
+              />
             );
           } else if (sample && typeof sample === 'object') {
             const obj = (v ?? d) as Record<string, number>;
@@ -139,10 +194,37 @@ export function GenericSettings({ view, config, edit, effective = {} }: { view: 
           return (
             <tr key={k}>
               <td>
-                <label htmlFor={typeof sample === 'object' && sample && !Array.isArray(sample) ? undefined : fid} className="mono">{k}</label>
+                <label htmlFor={typeof sample === 'object' && sample && !Array.isArray(sample) ? undefined : fid} className="mono">
+                  {k}
+                </label>
               </td>
               <td className="setting-control">{control}</td>
-              <td className="mono small">{d === undefined ? <span className="muted">{UNSET_MEANS[k] ? <>{UNSET_MEANS[k]}{v === undefined && typeof effective[k] === 'number' ? <> (now {formatBytes(effective[k])})</> : null}</> : 'unset'}</span> : Array.isArray(d) ? (d.length ? d.join(', ') : 'none') : typeof d === 'object' ? Object.entries(d as object).map(([a, b]) => `${a}=${String(b)}`).join(', ') : `${String(d)}${hint(k, d) ? ` (${hint(k, d)})` : ''}`}</td>
+              <td className="mono small">
+                {d === undefined ? (
+                  <span className="muted">
+                    {UNSET_MEANS[k] ? (
+                      <>
+                        {UNSET_MEANS[k]}
+                        {v === undefined && typeof effective[k] === 'number' ? <> (now {formatBytes(effective[k])})</> : null}
+                      </>
+                    ) : (
+                      'unset'
+                    )}
+                  </span>
+                ) : Array.isArray(d) ? (
+                  d.length ? (
+                    d.join(', ')
+                  ) : (
+                    'none'
+                  )
+                ) : typeof d === 'object' ? (
+                  Object.entries(d as object)
+                    .map(([a, b]) => `${a}=${String(b)}`)
+                    .join(', ')
+                ) : (
+                  `${String(d)}${hint(k, d) ? ` (${hint(k, d)})` : ''}`
+                )}
+              </td>
               <td className="muted small">
                 {view.origins[k] ?? (v === undefined && !UNSET_MEANS[k] ? 'unset' : 'default')}
                 <StartFlagNote view={view} setting={k} />

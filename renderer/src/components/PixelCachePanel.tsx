@@ -25,7 +25,10 @@ function BudgetSource({ configured }: { configured: PixelCacheView['configured']
   if (configured.source === 'default') {
     return (
       <>
-        the built-in default <span className="muted">(neither <code>multimodal_pixel_cache_mb</code> nor <code>{PIXEL_CACHE_ENV}</code> is set)</span>
+        the built-in default{' '}
+        <span className="muted">
+          (neither <code>multimodal_pixel_cache_mb</code> nor <code>{PIXEL_CACHE_ENV}</code> is set)
+        </span>
       </>
     );
   }
@@ -44,9 +47,20 @@ function HeldGauge({ held, budget }: { held: number; budget: number }) {
     <div className="gauge" data-testid="pixel-cache-held">
       <div className="gauge-line">
         <span className="field-label">Held</span> <span className="num">{formatMiB(held)}</span>
-        <span className="muted"> of <span className="num">{formatMiB(budget)}</span></span>
+        <span className="muted">
+          {' '}
+          of <span className="num">{formatMiB(budget)}</span>
+        </span>
       </div>
-      <div className={`meter ${tone}`} role="meter" aria-label="Bytes the pixel cache holds against its budget" aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(share * 100)} aria-valuetext={`${formatMiB(held)} of ${formatMiB(budget)}`}>
+      <div
+        className={`meter ${tone}`}
+        role="meter"
+        aria-label="Bytes the pixel cache holds against its budget"
+        aria-valuemin={0}
+        aria-valuemax={100}
+        aria-valuenow={Math.round(share * 100)}
+        aria-valuetext={`${formatMiB(held)} of ${formatMiB(budget)}`}
+      >
         <div className="meter-fill" style={{ width: `${Math.max(0.5, share * 100)}%` }} />
       </div>
       <div className="muted small">read-only files in /dev/shm; the least recently used go first when a new image or a request's tensor needs the room</div>
@@ -89,7 +103,14 @@ function FlushButton({ cache }: { cache: PixelCacheView }) {
 
   return (
     <>
-      <button ref={opener} type="button" className="btn btn-small" disabled={cache.entries === 0} title={cache.entries === 0 ? 'The cache holds no entry' : undefined} onClick={() => setAsking(true)}>
+      <button
+        ref={opener}
+        type="button"
+        className="btn btn-small"
+        disabled={cache.entries === 0}
+        title={cache.entries === 0 ? 'The cache holds no entry' : undefined}
+        onClick={() => setAsking(true)}
+      >
         Flush cache…
       </button>
       <dialog ref={dialog} className="dialog dialog-small" aria-labelledby="flush-title" onClose={() => setAsking(false)}>
@@ -97,7 +118,9 @@ function FlushButton({ cache }: { cache: PixelCacheView }) {
           <div className="dialog-body">
             <h2 id="flush-title">Flush the pixel cache?</h2>
             <p>
-              Drops the cache's <strong className="num">{plural(cache.entries, 'entry', 'entries')}</strong> ({formatMiB(cache.heldBytes)}). The next request with each of those images decodes and preprocesses it again. Requests in flight keep the files they hold until they end; the counts of hits and misses stay.
+              Drops the cache's <strong className="num">{plural(cache.entries, 'entry', 'entries')}</strong> ({formatMiB(cache.heldBytes)}). The next request
+              with each of those images decodes and preprocesses it again. Requests in flight keep the files they hold until they end; the counts of hits and
+              misses stay.
             </p>
             {error && (
               <div className="note note-bad" role="alert">
@@ -155,15 +178,30 @@ export function PixelCachePanel({ cache, routerPid }: { cache: Overview['pixelCa
         <div className="pixel-cache-body">
           {(!cache.off || looked || cache.entries > 0) && (
             <div className="stats pixel-cache-stats">
-              <Stat label="Hit rate" sub={<span data-testid="pixel-cache-counts">{plural(cache.hits, 'hit', 'hits')} · {plural(cache.misses, 'miss', 'misses')}</span>}>
+              <Stat
+                label="Hit rate"
+                sub={
+                  <span data-testid="pixel-cache-counts">
+                    {plural(cache.hits, 'hit', 'hits')} · {plural(cache.misses, 'miss', 'misses')}
+                  </span>
+                }
+              >
                 <span data-testid="pixel-cache-rate">{rate ?? '–'}</span>
               </Stat>
               <Stat label="Entries">
                 <span data-testid="pixel-cache-entries">{formatInt(cache.entries)}</span>
               </Stat>
-              <Stat label="Evictions" sub="for room">{formatInt(cache.evictions)}</Stat>
+              <Stat label="Evictions" sub="for room">
+                {formatInt(cache.evictions)}
+              </Stat>
               <Stat label="Tampered" sub="dropped, not served">
-                {cache.tampered ? <Badge tone="warn" title="Entries whose file changed under the router (a worker wrote into it) or went away: dropped, never served again">{formatInt(cache.tampered)}</Badge> : '0'}
+                {cache.tampered ? (
+                  <Badge tone="warn" title="Entries whose file changed under the router (a worker wrote into it) or went away: dropped, never served again">
+                    {formatInt(cache.tampered)}
+                  </Badge>
+                ) : (
+                  '0'
+                )}
               </Stat>
               <Stat label="Not kept" sub="misses without room">
                 <span title="Misses that could not be kept: larger than the budget, no room in /dev/shm, or a failed write">{formatInt(cache.notStored)}</span>
@@ -173,12 +211,15 @@ export function PixelCachePanel({ cache, routerPid }: { cache: Overview['pixelCa
           <div>
             {!cache.off && <HeldGauge held={cache.heldBytes} budget={cache.budgetBytes} />}
             <p className="small" data-testid="pixel-cache-budget">
-              Budget <span className="num">{cache.configured.mb} MiB</span>{cache.off?.reason === 'shm_not_writable' ? ' configured (0 in force)' : ''}, from <BudgetSource configured={cache.configured} />.
+              Budget <span className="num">{cache.configured.mb} MiB</span>
+              {cache.off?.reason === 'shm_not_writable' ? ' configured (0 in force)' : ''}, from <BudgetSource configured={cache.configured} />.
             </p>
           </div>
         </div>
         <p className="muted small">
-          A repeated image skips decoding and preprocessing: its tensor is a hard link to the cached file when it goes as it is over SHM, and is read from that file otherwise. Counts since the router started (pid {routerPid}){cache.flushes ? `; flushed ${plural(cache.flushes, 'time', 'times')}` : ''}{looked ? '' : '; no image looked up yet'}.
+          A repeated image skips decoding and preprocessing: its tensor is a hard link to the cached file when it goes as it is over SHM, and is read from that
+          file otherwise. Counts since the router started (pid {routerPid}){cache.flushes ? `; flushed ${plural(cache.flushes, 'time', 'times')}` : ''}
+          {looked ? '' : '; no image looked up yet'}.
         </p>
       </div>
     </Panel>

@@ -55,7 +55,9 @@ export function ReviewDialog() {
 }
 
 function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () => void }) {
-  const [phase, setPhase] = useState<Phase>(review.diff && !review.proposed ? { kind: 'ready', diff: review.diff, consequences: review.consequences ?? NONE } : { kind: 'loading' });
+  const [phase, setPhase] = useState<Phase>(
+    review.diff && !review.proposed ? { kind: 'ready', diff: review.diff, consequences: review.consequences ?? NONE } : { kind: 'loading' },
+  );
 
   useEffect(() => {
     if (!review.proposed) return;
@@ -82,27 +84,33 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
       returnFocus(review);
       const ui = useUi.getState();
       const undo = review.undo;
-      const restart = result.untilRestart.length > 0 ? ` Until the next restart only: a restart with the flags the router started with sets ${result.untilRestart.map((d) => `${d.path} to ${show(d.after)}`).join(', ')} again (the change is in the file; the flags win at start).` : '';
-      ui.toast({
-        kind: result.untilRestart.length > 0 ? 'info' : 'success',
-        title: `Applied revision ${result.revision}`,
-        body: `${result.diff.length} change${result.diff.length === 1 ? '' : 's'}${result.file ? `, written to ${result.file}` : ''}. The next request uses it.${restart}`,
-        ...(undo
-          ? {
-              action: {
-                label: `Undo (roll back to ${undo.toRevision})`,
-                run: () =>
-                  ui.requestReview({
-                    title: `Undo revision ${result.revision}`,
-                    intro: `Roll back to revision ${undo.toRevision}: a new revision with its settings.`,
-                    ...(undo.config ? { proposed: undo.config } : { diff: result.diff.map(invert) }),
-                    confirmLabel: `Roll back to revision ${undo.toRevision}`,
-                    run: () => client().call('config.rollback', { revision: undo.toRevision, expectedRevision: result.revision }),
-                  }),
-              },
-            }
-          : {}),
-      }, 12_000);
+      const restart =
+        result.untilRestart.length > 0
+          ? ` Until the next restart only: a restart with the flags the router started with sets ${result.untilRestart.map((d) => `${d.path} to ${show(d.after)}`).join(', ')} again (the change is in the file; the flags win at start).`
+          : '';
+      ui.toast(
+        {
+          kind: result.untilRestart.length > 0 ? 'info' : 'success',
+          title: `Applied revision ${result.revision}`,
+          body: `${result.diff.length} change${result.diff.length === 1 ? '' : 's'}${result.file ? `, written to ${result.file}` : ''}. The next request uses it.${restart}`,
+          ...(undo
+            ? {
+                action: {
+                  label: `Undo (roll back to ${undo.toRevision})`,
+                  run: () =>
+                    ui.requestReview({
+                      title: `Undo revision ${result.revision}`,
+                      intro: `Roll back to revision ${undo.toRevision}: a new revision with its settings.`,
+                      ...(undo.config ? { proposed: undo.config } : { diff: result.diff.map(invert) }),
+                      confirmLabel: `Roll back to revision ${undo.toRevision}`,
+                      run: () => client().call('config.rollback', { revision: undo.toRevision, expectedRevision: result.revision }),
+                    }),
+                },
+              }
+            : {}),
+        },
+        12_000,
+      );
     } catch (err) {
       setPhase({ kind: 'failed', diff, consequences, error: err as Error });
     }
@@ -118,7 +126,11 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
     <div className="dialog-body">
       <h2 id="review-title">{review.title}</h2>
       <p>{review.intro}</p>
-      {phase.kind === 'loading' && <p className="muted" aria-live="polite">Computing what will change…</p>}
+      {phase.kind === 'loading' && (
+        <p className="muted" aria-live="polite">
+          Computing what will change…
+        </p>
+      )}
       {diff && <DiffList diff={diff} caption="What this will change" empty="This changes nothing: the router already runs these settings." />}
       {phase.kind !== 'loading' && phase.consequences.warnings.length > 0 && (
         <div className="note note-warn" role="alert" data-testid="review-warnings">
@@ -139,8 +151,13 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
       )}
       {phase.kind !== 'loading' && phase.consequences.untilRestart.length > 0 && (
         <div className="note note-warn" role="alert" data-testid="review-until-restart">
-          <strong>Until the next restart only.</strong> The change is written to the file, but the router was started with {flagsOf(phase.consequences.untilRestart)}, and a restart with the same flags sets these back:
-          <DiffList diff={phase.consequences.untilRestart.map((d) => ({ ...d, path: d.path }))} caption="What a restart with the same flags would set again" empty="" />
+          <strong>Until the next restart only.</strong> The change is written to the file, but the router was started with{' '}
+          {flagsOf(phase.consequences.untilRestart)}, and a restart with the same flags sets these back:
+          <DiffList
+            diff={phase.consequences.untilRestart.map((d) => ({ ...d, path: d.path }))}
+            caption="What a restart with the same flags would set again"
+            empty=""
+          />
           To keep the change across restarts, start the router without {phase.consequences.untilRestart.length === 1 ? 'that flag' : 'those flags'}.
         </div>
       )}
@@ -161,9 +178,12 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
       )}
       {conflict && (
         <div className="note note-warn" role="alert" data-testid="conflict">
-          <strong>Conflict: nothing was applied.</strong> Someone applied revision {String(conflict.details.currentRevision)} while you edited revision {String(conflict.details.expectedRevision)}. What changed meanwhile:
+          <strong>Conflict: nothing was applied.</strong> Someone applied revision {String(conflict.details.currentRevision)} while you edited revision{' '}
+          {String(conflict.details.expectedRevision)}. What changed meanwhile:
           <DiffList diff={changedMeanwhile} caption="Changed meanwhile by someone else" empty="(the history no longer has the revision you edited)" />
-          {review.onRebase && <p>Rebasing carries your edits onto revision {String(conflict.details.currentRevision)} and keeps their change; review again before applying.</p>}
+          {review.onRebase && (
+            <p>Rebasing carries your edits onto revision {String(conflict.details.currentRevision)} and keeps their change; review again before applying.</p>
+          )}
         </div>
       )}
       <div className="dialog-actions">

@@ -23,17 +23,25 @@ export function ResetLaneButton({ url, onReset, primary = false }: { url: string
       setState({ kind: 'idle' });
       onReset?.();
     } catch (err) {
-      if (err instanceof ContractError && err.code === 'checks_failed') setState({ kind: 'refused', failing: (err.details.failing as Step[] | undefined) ?? [], message: err.message });
+      if (err instanceof ContractError && err.code === 'checks_failed')
+        setState({ kind: 'refused', failing: (err.details.failing as Step[] | undefined) ?? [], message: err.message });
       else setState({ kind: 'failed', error: describeError(err) });
     }
   };
   return (
     <div className="reset-lane" data-testid="reset-lane">
       <div className="row-actions start">
-        <button type="button" className={`btn btn-small ${primary ? 'btn-primary' : ''}`} disabled={state.kind === 'resetting'} onClick={() => void reset(false)}>
+        <button
+          type="button"
+          className={`btn btn-small ${primary ? 'btn-primary' : ''}`}
+          disabled={state.kind === 'resetting'}
+          onClick={() => void reset(false)}
+        >
           {state.kind === 'resetting' ? 'Checking…' : 'Reset the SHM lane'}
         </button>
-        {state.kind === 'idle' && <span className="muted small">The checks run first; the lane is reset only if the worker can read the router's files now.</span>}
+        {state.kind === 'idle' && (
+          <span className="muted small">The checks run first; the lane is reset only if the worker can read the router's files now.</span>
+        )}
       </div>
       {state.kind === 'failed' && <div className="field-error">Reset failed: {state.error}</div>}
       {state.kind === 'refused' && (
@@ -66,11 +74,22 @@ export function ResetLaneButton({ url, onReset, primary = false }: { url: string
 }
 
 /** Why a worker's SHM lane is broken, since when, what to do, and the reset once the cause is fixed. */
-export function ShmLaneNote({ url, lane, advice, onReset }: { url: string; lane: NonNullable<WorkerView['shmLane']>; advice?: string | undefined; onReset?: () => void }) {
+export function ShmLaneNote({
+  url,
+  lane,
+  advice,
+  onReset,
+}: {
+  url: string;
+  lane: NonNullable<WorkerView['shmLane']>;
+  advice?: string | undefined;
+  onReset?: () => void;
+}) {
   return (
     <div className="note note-bad lane-note" data-testid="shm-lane-note">
       <div>
-        <strong>SHM lane broken</strong> since <span className="num">{formatDateTime(lane.since)}</span> <span className="muted small">({formatAgo(lane.since)})</span>: the worker could not read the router's /dev/shm files, so its requests go inline.
+        <strong>SHM lane broken</strong> since <span className="num">{formatDateTime(lane.since)}</span>{' '}
+        <span className="muted small">({formatAgo(lane.since)})</span>: the worker could not read the router's /dev/shm files, so its requests go inline.
       </div>
       <div className="mono small wrap lane-error">{lane.error}</div>
       {advice && (

@@ -9,7 +9,8 @@ export function StartFlagNote({ view, setting }: { view: ConfigView; setting: st
   if (!flag) return null;
   return (
     <p className="note note-info small" data-testid={`start-flag-${setting}`}>
-      The router was started with <code className="nowrap">{flag.flag}</code>. A change here is applied now and written to the file, but a restart with that flag sets it again.
+      The router was started with <code className="nowrap">{flag.flag}</code>. A change here is applied now and written to the file, but a restart with that
+      flag sets it again.
     </p>
   );
 }

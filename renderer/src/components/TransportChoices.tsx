@@ -4,7 +4,19 @@ import { useId } from 'react';
 import { MODE_HELP, TRANSPORT_MODES, type Mode } from '../lib/vocab.ts';
 import { ByteField } from './ByteField.tsx';
 
-export function ModeChoice({ name, value, onChange, inherit, legend }: { name: string; value: Mode | undefined; onChange: (m: Mode | undefined) => void; inherit: string; legend: string }) {
+export function ModeChoice({
+  name,
+  value,
+  onChange,
+  inherit,
+  legend,
+}: {
+  name: string;
+  value: Mode | undefined;
+  onChange: (m: Mode | undefined) => void;
+  inherit: string;
+  legend: string;
+}) {
   const id = useId();
   return (
     <fieldset className="choices">
@@ -25,7 +37,17 @@ export function ModeChoice({ name, value, onChange, inherit, legend }: { name: s
   );
 }
 
-export function ThresholdChoice({ value, onChange, inherit, label }: { value: number | string | undefined; onChange: (n: number | string | undefined) => void; inherit: string; label: string }) {
+export function ThresholdChoice({
+  value,
+  onChange,
+  inherit,
+  label,
+}: {
+  value: number | string | undefined;
+  onChange: (n: number | string | undefined) => void;
+  inherit: string;
+  label: string;
+}) {
   const id = useId();
   return (
     <fieldset className="choices">

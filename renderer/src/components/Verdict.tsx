@@ -10,8 +10,18 @@ export type Decision = WorkerView['decision'];
 
 /** `compact` for table cells: the same outcome in fewer words. */
 export function VerdictBadge({ decision, threshold, compact = false }: { decision: Decision; threshold: number; compact?: boolean }) {
-  if (decision.outcome === 'shm') return <Badge tone="ok">{compact ? 'SHM' : 'SHM for tensors'} ≥ {formatBytes(threshold)}</Badge>;
-  if (decision.outcome === 'shm_then_inline') return <Badge tone="warn" title={decision.explanation}>{compact ? 'SHM, then inline' : 'SHM attempted, then inline'}</Badge>;
+  if (decision.outcome === 'shm')
+    return (
+      <Badge tone="ok">
+        {compact ? 'SHM' : 'SHM for tensors'} ≥ {formatBytes(threshold)}
+      </Badge>
+    );
+  if (decision.outcome === 'shm_then_inline')
+    return (
+      <Badge tone="warn" title={decision.explanation}>
+        {compact ? 'SHM, then inline' : 'SHM attempted, then inline'}
+      </Badge>
+    );
   return <Badge tone="neutral">inline</Badge>;
 }
 
@@ -34,5 +44,9 @@ export function VerdictText({ decision, threshold, advice = false }: { decision:
 
 /** Next to the verdict of a worker that gets no pixel tensor under disaggregation (a decode worker; a prefill next to encode workers): what its verdict can apply to. */
 export function NoPixelTensorsNote() {
-  return <span className="small muted note-line" data-testid="no-pixels">no pixel tensors: its own are the images' metadata, a few bytes (inline below the threshold)</span>;
+  return (
+    <span className="small muted note-line" data-testid="no-pixels">
+      no pixel tensors: its own are the images' metadata, a few bytes (inline below the threshold)
+    </span>
+  );
 }

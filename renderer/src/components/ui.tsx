@@ -61,7 +61,19 @@ export function CopyButton({ text, label = 'Copy', what }: { text: string; label
   );
 }
 
-export function Panel({ title, actions, children, className, id }: { title?: ReactNode; actions?: ReactNode; children: ReactNode; className?: string; id?: string }) {
+export function Panel({
+  title,
+  actions,
+  children,
+  className,
+  id,
+}: {
+  title?: ReactNode;
+  actions?: ReactNode;
+  children: ReactNode;
+  className?: string;
+  id?: string;
+}) {
   return (
     <section className={`panel ${className ?? ''}`} aria-labelledby={title && id ? `${id}-title` : undefined}>
       {(title || actions) && (
@@ -143,12 +155,24 @@ export function Prose({ text }: { text: string }) {
   const parts = text.split(/(--[a-z][\w-]*(?:=[^\s,;)]+)?)/);
   return (
     <>
-      {parts.map((p, i) => (i % 2 === 1 ? <span key={i} className="nowrap">{p}</span> : <Fragment key={i}>{p}</Fragment>))}
+      {parts.map((p, i) =>
+        i % 2 === 1 ? (
+          <span key={i} className="nowrap">
+            {p}
+          </span>
+        ) : (
+          <Fragment key={i}>{p}</Fragment>
+        ),
+      )}
     </>
   );
 }
 
 /** A tensor's leg of a disaggregated request (encode, prefill, decode), as Traffic and Doctor tag it. */
 export function LegTag({ leg }: { leg: string }) {
-  return <span className="tag-leg" data-leg={leg}>{leg}</span>;
+  return (
+    <span className="tag-leg" data-leg={leg}>
+      {leg}
+    </span>
+  );
 }

@@ -42,7 +42,9 @@ export function splitAttempts<E extends { tensor: string; attempt?: number | und
 }
 
 /** The requests (legs, under disaggregation: retryKey) among `events` that were sent again (their retry's events carry attempt 2), with the cause. */
-export function retriedRequests<E extends { requestId: string; leg?: string | undefined; worker: string; attempt?: number | undefined; detail?: string | undefined }>(events: readonly E[]): Map<string, string> {
+export function retriedRequests<
+  E extends { requestId: string; leg?: string | undefined; worker: string; attempt?: number | undefined; detail?: string | undefined },
+>(events: readonly E[]): Map<string, string> {
   const out = new Map<string, string>();
   for (const e of events) if (e.attempt !== undefined && e.attempt > 1 && !out.has(retryKey(e))) out.set(retryKey(e), e.detail ?? '');
   return out;

@@ -5,7 +5,10 @@ describe('frame batcher', () => {
   it('delivers everything pushed between two frames in one call', () => {
     const frames: Array<() => void> = [];
     const delivered: number[][] = [];
-    const b = createFrameBatcher<number>((items) => delivered.push(items), (cb) => frames.push(cb));
+    const b = createFrameBatcher<number>(
+      (items) => delivered.push(items),
+      (cb) => frames.push(cb),
+    );
     b.push([1, 2]);
     b.push([3]);
     b.push([]);

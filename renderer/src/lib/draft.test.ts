@@ -4,7 +4,14 @@ import { addWorker, configsDiffer, parseDiffPath, patchWorker, rebaseDraft, setR
 
 const A = 'grpc://127.0.0.1:1';
 const B = 'grpc://127.0.0.1:2';
-const worker = (url: string, extra: object = {}) => ({ url, runtime: 'unspecified' as const, worker_type: 'regular' as const, labels: {}, priority: 50, ...extra });
+const worker = (url: string, extra: object = {}) => ({
+  url,
+  runtime: 'unspecified' as const,
+  worker_type: 'regular' as const,
+  labels: {},
+  priority: 50,
+  ...extra,
+});
 const base: RouterConfig = RouterConfigSchema.parse({ port: 0, workers: [worker(A), worker(B)] });
 
 describe('draft edits', () => {

@@ -71,7 +71,12 @@ export function configsDiffer(a: RouterConfig, b: RouterConfig): boolean {
 }
 
 function normalize(c: RouterConfig): Plain {
-  const sortKeys = (o: Plain): Plain => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)));
+  const sortKeys = (o: Plain): Plain =>
+    Object.fromEntries(
+      Object.entries(o)
+        .filter(([, v]) => v !== undefined)
+        .sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)),
+    );
   const workers = [...c.workers].map((w) => sortKeys({ ...w, labels: sortKeys(w.labels as Plain) })).sort((x, y) => String(x.url).localeCompare(String(y.url)));
   return { ...sortKeys(c), workers };
 }

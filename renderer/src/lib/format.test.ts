@@ -1,5 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { bytesParts, formatBytes, formatClock, formatCountRate, formatHitRate, formatMiB, formatMs, formatRate, naturalUnit, parseByteInput } from './format.ts';
+import {
+  bytesParts,
+  formatBytes,
+  formatClock,
+  formatCountRate,
+  formatHitRate,
+  formatMiB,
+  formatMs,
+  formatRate,
+  naturalUnit,
+  parseByteInput,
+} from './format.ts';
 
 describe('format', () => {
   it('sizes in binary units with three significant digits', () => {

@@ -38,13 +38,48 @@ export const LAYER_LABEL: Record<string, string> = {
 };
 
 /** Reasons that mean the SHM lane failed, was full or will fail for a tensor that would have used it (shown in the warning colour). */
-export const FALLBACK_REASONS: ReadonlySet<string> = new Set(['shm_write_failed', 'shm_budget_exceeded', 'auto_worker_read_failed', 'shm_worker_read_failed', 'shm_worker_other_shm', 'shm_worker_other_host']);
+export const FALLBACK_REASONS: ReadonlySet<string> = new Set([
+  'shm_write_failed',
+  'shm_budget_exceeded',
+  'auto_worker_read_failed',
+  'shm_worker_read_failed',
+  'shm_worker_other_shm',
+  'shm_worker_other_host',
+]);
 
 type WarningKind = Overview['warnings'][number]['kind'];
 // Overview warnings: every kind the contract names has a tone and a word; a kind added to
 // the backend later still shows (as a warning, under its own name) until it gets one here.
-const WARNING_TONE: Record<WarningKind, Tone> = { unhealthy_worker: 'bad', shm_not_writable: 'bad', no_token: 'bad', invalid_env: 'bad', shm_read_failed: 'bad', suspicious_files: 'warn', orphan_files: 'warn', deprecated_env: 'warn', config_drift: 'warn', shm_budget: 'warn', shm_will_fail: 'warn', until_restart: 'warn', encode_shm_split: 'warn' };
-const WARNING_WORD: Record<WarningKind, string> = { unhealthy_worker: 'Unhealthy worker', shm_not_writable: '/dev/shm', no_token: 'No token', invalid_env: 'Invalid env', suspicious_files: 'Suspicious files', orphan_files: 'Orphan files', deprecated_env: 'Deprecated env', config_drift: 'File drift', shm_read_failed: 'SHM lane broken', shm_budget: 'SHM budget', shm_will_fail: 'SHM will fail', until_restart: 'Lost on restart', encode_shm_split: 'Encode workers split' };
+const WARNING_TONE: Record<WarningKind, Tone> = {
+  unhealthy_worker: 'bad',
+  shm_not_writable: 'bad',
+  no_token: 'bad',
+  invalid_env: 'bad',
+  shm_read_failed: 'bad',
+  suspicious_files: 'warn',
+  orphan_files: 'warn',
+  deprecated_env: 'warn',
+  config_drift: 'warn',
+  shm_budget: 'warn',
+  shm_will_fail: 'warn',
+  until_restart: 'warn',
+  encode_shm_split: 'warn',
+};
+const WARNING_WORD: Record<WarningKind, string> = {
+  unhealthy_worker: 'Unhealthy worker',
+  shm_not_writable: '/dev/shm',
+  no_token: 'No token',
+  invalid_env: 'Invalid env',
+  suspicious_files: 'Suspicious files',
+  orphan_files: 'Orphan files',
+  deprecated_env: 'Deprecated env',
+  config_drift: 'File drift',
+  shm_read_failed: 'SHM lane broken',
+  shm_budget: 'SHM budget',
+  shm_will_fail: 'SHM will fail',
+  until_restart: 'Lost on restart',
+  encode_shm_split: 'Encode workers split',
+};
 export const warningTone = (kind: string): Tone => (WARNING_TONE as Record<string, Tone>)[kind] ?? 'warn';
 export const warningWord = (kind: string): string => (WARNING_WORD as Record<string, string>)[kind] ?? kind.replaceAll('_', ' ');
 

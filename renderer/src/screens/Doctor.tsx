@@ -34,17 +34,28 @@ function Checklist({ url }: { url: string }) {
       }
     >
       {d?.error && <ErrorNote>{d.error}</ErrorNote>}
-      {!d?.result && !d?.running && !d?.error && <Empty title="Not checked yet">Run the checks: reachability, the worker's namespace token, same host and /dev/shm, writability, and a real file the worker must read.</Empty>}
-      {d?.running && !d.result && <p className="muted" aria-live="polite">Checking (one small request goes through /dev/shm)…</p>}
+      {!d?.result && !d?.running && !d?.error && (
+        <Empty title="Not checked yet">
+          Run the checks: reachability, the worker's namespace token, same host and /dev/shm, writability, and a real file the worker must read.
+        </Empty>
+      )}
+      {d?.running && !d.result && (
+        <p className="muted" aria-live="polite">
+          Checking (one small request goes through /dev/shm)…
+        </p>
+      )}
       {d?.result && (
         <>
           <ol className="chain" data-testid="checklist">
             {d.result.steps.map((s, i) => (
               <li key={s.id} className={`step step-${s.ok === null ? 'skip' : s.ok ? 'pass' : 'fail'}`} data-step={s.id} data-ok={String(s.ok)}>
-                <span className="step-n" aria-hidden="true">{i + 1}</span>
+                <span className="step-n" aria-hidden="true">
+                  {i + 1}
+                </span>
                 <div>
                   <div className="step-title">
-                    {s.label} {s.ok === null ? <Badge tone="neutral">not checked</Badge> : s.ok ? <Badge tone="ok">pass</Badge> : <Badge tone="bad">fail</Badge>}
+                    {s.label}{' '}
+                    {s.ok === null ? <Badge tone="neutral">not checked</Badge> : s.ok ? <Badge tone="ok">pass</Badge> : <Badge tone="bad">fail</Badge>}
                   </div>
                   <div className="step-detail mono wrap">{s.detail}</div>
                   {s.remedy && (
@@ -57,12 +68,22 @@ function Checklist({ url }: { url: string }) {
               </li>
             ))}
           </ol>
-          <div className={`verdict verdict-${d.result.verdict.outcome === 'shm' ? 'shm' : d.result.verdict.outcome === 'shm_then_inline' ? 'warn' : 'inline'}`} data-testid="diagnose-verdict" data-outcome={d.result.verdict.outcome}>
+          <div
+            className={`verdict verdict-${d.result.verdict.outcome === 'shm' ? 'shm' : d.result.verdict.outcome === 'shm_then_inline' ? 'warn' : 'inline'}`}
+            data-testid="diagnose-verdict"
+            data-outcome={d.result.verdict.outcome}
+          >
             <div>
-              <span className="verdict-label">Next request</span> <VerdictBadge decision={d.result.verdict} threshold={worker?.resolution.multimodal_shm_min_bytes.value ?? 0} /> <code>{d.result.verdict.reason}</code>
+              <span className="verdict-label">Next request</span>{' '}
+              <VerdictBadge decision={d.result.verdict} threshold={worker?.resolution.multimodal_shm_min_bytes.value ?? 0} />{' '}
+              <code>{d.result.verdict.reason}</code>
             </div>
             <div>{d.result.verdict.explanation}</div>
-            {d.result.verdict.advice && <div className="remedy"><span className="remedy-label">What to do:</span> <Prose text={d.result.verdict.advice} /></div>}
+            {d.result.verdict.advice && (
+              <div className="remedy">
+                <span className="remedy-label">What to do:</span> <Prose text={d.result.verdict.advice} />
+              </div>
+            )}
           </div>
         </>
       )}
@@ -106,7 +127,15 @@ function TestTensor({ url }: { url: string }) {
         </div>
         <div className="field">
           <label htmlFor={`${id}-h`}>Height (px)</label>
-          <input id={`${id}-h`} className="input num input-small" type="number" min={16} max={4096} value={height} onChange={(e) => setHeight(e.target.value)} />
+          <input
+            id={`${id}-h`}
+            className="input num input-small"
+            type="number"
+            min={16}
+            max={4096}
+            value={height}
+            onChange={(e) => setHeight(e.target.value)}
+          />
         </div>
         <div className="field">
           <label htmlFor={`${id}-f`}>Format</label>
@@ -123,68 +152,86 @@ function TestTensor({ url }: { url: string }) {
         </div>
       </form>
       {bad && <p className="field-error">width and height must be whole pixels from 16 to 4096</p>}
-      <p className="muted small">A synthetic image goes through the real pipeline to this worker with the applied settings. It is marked as the console's own traffic.</p>
+      <p className="muted small">
+        A synthetic image goes through the real pipeline to this worker with the applied settings. It is marked as the console's own traffic.
+      </p>
       {t?.error && <ErrorNote>{t.error}</ErrorNote>}
       {t?.result && (
         <div data-testid="test-result">
           <p>
-            {t.result.status === 200 ? <Badge tone="ok">HTTP 200</Badge> : <Badge tone="bad">HTTP {t.result.status}</Badge>} revision <span className="num">{t.result.revision}</span> · <span className="num">{formatMs(t.result.ms)}</span> · request <code className="nowrap">{t.result.requestId ?? '—'}</code>
+            {t.result.status === 200 ? <Badge tone="ok">HTTP 200</Badge> : <Badge tone="bad">HTTP {t.result.status}</Badge>} revision{' '}
+            <span className="num">{t.result.revision}</span> · <span className="num">{formatMs(t.result.ms)}</span> · request{' '}
+            <code className="nowrap">{t.result.requestId ?? '—'}</code>
           </p>
           <div className="table-scroll" tabIndex={0} role="region" aria-label="Where each tensor went (scrollable)">
-          <table className="table compact">
-            <caption>Where each tensor went</caption>
-            <thead>
-              <tr>
-                <th scope="col">Tensor</th>
-                <th scope="col" className="r">Size</th>
-                <th scope="col">Path</th>
-                <th scope="col">Why</th>
-              </tr>
-            </thead>
-            {splitAttempts(t.result.events).map((attempt, n, all) => {
-              const retryDetail = all.length > 1 && !attempt.superseded ? attempt.events.find((e) => e.attempt !== undefined)?.detail : undefined;
-              return (
-                <tbody key={n} data-attempt={attempt.superseded ? 'unread' : 'final'}>
-                  {all.length > 1 && (
-                    <tr className="attempt-head">
-                      <th scope="rowgroup" colSpan={4}>
-                        Attempt {n + 1}:{' '}
-                        {attempt.superseded ? (
-                          <span className="muted">written to /dev/shm, but the worker could not read it; the router sent the request again inline</span>
-                        ) : (
-                          <span className="muted">
-                            inline, after the worker could not read the first
-                            {retryDetail && <> (<span className="mono wrap">{retryDetail}</span>)</>}
-                          </span>
-                        )}
-                      </th>
-                    </tr>
-                  )}
-                  {attempt.events.map((e, i) => (
-                    <tr key={i} data-tensor={e.tensor} data-path={e.path} data-leg={e.leg ?? 'regular'} data-worker={e.worker}>
-                      <td>
-                        <div className="mono">{e.tensor}</div>
-                        <div className="mono small muted">[{e.shape.join(',')}] {e.dtype}</div>
-                        {e.leg && e.leg !== 'regular' && (
-                          <div className="small">
-                            <LegTag leg={e.leg} /> <span className="mono muted">{e.worker === url ? 'this worker' : e.worker}</span>
+            <table className="table compact">
+              <caption>Where each tensor went</caption>
+              <thead>
+                <tr>
+                  <th scope="col">Tensor</th>
+                  <th scope="col" className="r">
+                    Size
+                  </th>
+                  <th scope="col">Path</th>
+                  <th scope="col">Why</th>
+                </tr>
+              </thead>
+              {splitAttempts(t.result.events).map((attempt, n, all) => {
+                const retryDetail = all.length > 1 && !attempt.superseded ? attempt.events.find((e) => e.attempt !== undefined)?.detail : undefined;
+                return (
+                  <tbody key={n} data-attempt={attempt.superseded ? 'unread' : 'final'}>
+                    {all.length > 1 && (
+                      <tr className="attempt-head">
+                        <th scope="rowgroup" colSpan={4}>
+                          Attempt {n + 1}:{' '}
+                          {attempt.superseded ? (
+                            <span className="muted">written to /dev/shm, but the worker could not read it; the router sent the request again inline</span>
+                          ) : (
+                            <span className="muted">
+                              inline, after the worker could not read the first
+                              {retryDetail && (
+                                <>
+                                  {' '}
+                                  (<span className="mono wrap">{retryDetail}</span>)
+                                </>
+                              )}
+                            </span>
+                          )}
+                        </th>
+                      </tr>
+                    )}
+                    {attempt.events.map((e, i) => (
+                      <tr key={i} data-tensor={e.tensor} data-path={e.path} data-leg={e.leg ?? 'regular'} data-worker={e.worker}>
+                        <td>
+                          <div className="mono">{e.tensor}</div>
+                          <div className="mono small muted">
+                            [{e.shape.join(',')}] {e.dtype}
                           </div>
-                        )}
-                      </td>
-                      <td className="r num">{formatBytes(e.nbytes)}</td>
-                      <td><PathTag path={e.path} /></td>
-                      <td className="small" title={e.detail}>
-                        <span className={FALLBACK_REASONS.has(e.reason) ? 'reason-fallback' : ''}>{REASON_WORDS[e.reason]}</span> <code className="small muted">{e.reason}</code>
-                        {e.detail && e.detail !== retryDetail && <div className="muted wrap">{e.detail}</div>}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              );
-            })}
-          </table>
+                          {e.leg && e.leg !== 'regular' && (
+                            <div className="small">
+                              <LegTag leg={e.leg} /> <span className="mono muted">{e.worker === url ? 'this worker' : e.worker}</span>
+                            </div>
+                          )}
+                        </td>
+                        <td className="r num">{formatBytes(e.nbytes)}</td>
+                        <td>
+                          <PathTag path={e.path} />
+                        </td>
+                        <td className="small" title={e.detail}>
+                          <span className={FALLBACK_REASONS.has(e.reason) ? 'reason-fallback' : ''}>{REASON_WORDS[e.reason]}</span>{' '}
+                          <code className="small muted">{e.reason}</code>
+                          {e.detail && e.detail !== retryDetail && <div className="muted wrap">{e.detail}</div>}
+                        </td>
+                      </tr>
+                    ))}
+                  </tbody>
+                );
+              })}
+            </table>
           </div>
-          <p className="small"><span className="muted">The worker answered:</span> <span className="mono wrap">{t.result.content}</span></p>
+          <p className="small">
+            <span className="muted">The worker answered:</span> <span className="mono wrap">{t.result.content}</span>
+          </p>
         </div>
       )}
     </Panel>
@@ -197,7 +244,10 @@ function spreadBars(points: CalibrationResult['points']) {
     const ctx = u.ctx;
     ctx.save();
     ctx.lineWidth = 2 * devicePixelRatio;
-    for (const [key, color, dx] of [['inlineSpread', '--c-inline', -3], ['shmSpread', '--c-shm', 3]] as const) {
+    for (const [key, color, dx] of [
+      ['inlineSpread', '--c-inline', -3],
+      ['shmSpread', '--c-shm', 3],
+    ] as const) {
       ctx.strokeStyle = cssVar(color);
       for (const pt of points) {
         const [lo, hi] = pt[key];
@@ -220,7 +270,10 @@ function spreadBars(points: CalibrationResult['points']) {
 }
 
 function CalibrationChart({ result }: { result: CalibrationResult }) {
-  const data = useMemo<uPlot.AlignedData>(() => [result.points.map((p) => p.nbytes), result.points.map((p) => p.inlineMs), result.points.map((p) => p.shmMs)], [result]);
+  const data = useMemo<uPlot.AlignedData>(
+    () => [result.points.map((p) => p.nbytes), result.points.map((p) => p.inlineMs), result.points.map((p) => p.shmMs)],
+    [result],
+  );
   const crossover = result.crossoverBytes;
   const options = useCallback(
     (width: number): uPlot.Options => ({
@@ -230,12 +283,31 @@ function CalibrationChart({ result }: { result: CalibrationResult }) {
       scales: {
         x: { time: false, distr: 3, log: 2, range: (_u, min, max) => [min / 1.6, max * 1.6] },
         // The bars' ends too, not only the medians.
-        y: { distr: 3, log: 10, range: () => [Math.min(...result.points.flatMap((p) => [p.inlineSpread[0], p.shmSpread[0]]).filter((v) => v > 0)) / 1.3, Math.max(...result.points.flatMap((p) => [p.inlineSpread[1], p.shmSpread[1]])) * 1.3] },
+        y: {
+          distr: 3,
+          log: 10,
+          range: () => [
+            Math.min(...result.points.flatMap((p) => [p.inlineSpread[0], p.shmSpread[0]]).filter((v) => v > 0)) / 1.3,
+            Math.max(...result.points.flatMap((p) => [p.inlineSpread[1], p.shmSpread[1]])) * 1.3,
+          ],
+        },
       },
-      axes: [themedAxis({ splits: (_u, _i, min, max) => Array.from({ length: 40 }, (_, k) => 4 ** k).filter((v) => v >= min && v <= max), values: (_u, vals) => vals.map((v) => formatBytes(v).replace('.00', '').replace('.0 ', ' ')) }), themedAxis({ size: 64, values: (_u, vals) => vals.map((v) => formatMs(v)) })],
+      axes: [
+        themedAxis({
+          splits: (_u, _i, min, max) => Array.from({ length: 40 }, (_, k) => 4 ** k).filter((v) => v >= min && v <= max),
+          values: (_u, vals) => vals.map((v) => formatBytes(v).replace('.00', '').replace('.0 ', ' ')),
+        }),
+        themedAxis({ size: 64, values: (_u, vals) => vals.map((v) => formatMs(v)) }),
+      ],
       series: [
         { label: 'tensor', value: (_u, v) => (v === null ? '–' : formatBytes(v)) },
-        { label: 'inline (median)', stroke: cssVar('--c-inline'), width: 2, points: { show: true, size: 6 }, value: (_u, v) => (v === null ? '–' : formatMs(v)) },
+        {
+          label: 'inline (median)',
+          stroke: cssVar('--c-inline'),
+          width: 2,
+          points: { show: true, size: 6 },
+          value: (_u, v) => (v === null ? '–' : formatMs(v)),
+        },
         { label: 'SHM (median)', stroke: cssVar('--c-shm'), width: 2, points: { show: true, size: 6 }, value: (_u, v) => (v === null ? '–' : formatMs(v)) },
       ],
       hooks: {
@@ -267,7 +339,14 @@ function CalibrationChart({ result }: { result: CalibrationResult }) {
     }),
     [crossover, result],
   );
-  return <UChart options={options} data={data} height={220} label={`Inline and SHM latency by tensor size, medians with the middle half of the samples as bars${crossover !== null ? `, crossover at ${formatBytes(crossover)}` : ', no clear crossover'}`} />;
+  return (
+    <UChart
+      options={options}
+      data={data}
+      height={220}
+      label={`Inline and SHM latency by tensor size, medians with the middle half of the samples as bars${crossover !== null ? `, crossover at ${formatBytes(crossover)}` : ', no clear crossover'}`}
+    />
+  );
 }
 
 const WINNER_WORDS = { shm: 'SHM', inline: 'inline', tie: 'within the noise' } as const;
@@ -275,7 +354,10 @@ const WINNER_WORDS = { shm: 'SHM', inline: 'inline', tie: 'within the noise' } a
 function Spread({ median, spread }: { median: number; spread: readonly [number, number] }) {
   return (
     <>
-      {formatMs(median)} <span className="muted small nowrap">({formatMs(spread[0])}–{formatMs(spread[1])})</span>
+      {formatMs(median)}{' '}
+      <span className="muted small nowrap">
+        ({formatMs(spread[0])}–{formatMs(spread[1])})
+      </span>
     </>
   );
 }
@@ -305,7 +387,11 @@ function Calibrate({ url }: { url: string }) {
   const useRecommended = () => {
     if (!r?.recommendedMinBytes) return;
     edit((d) => patchWorker(d, url, { multimodal_shm_min_bytes: r.recommendedMinBytes! }));
-    useUi.getState().toast({ kind: 'info', title: 'Threshold added to the draft', body: `multimodal_shm_min_bytes = ${r.recommendedMinBytes.toLocaleString('en-US')} B for ${url}. Review and apply it from the bar above.` });
+    useUi.getState().toast({
+      kind: 'info',
+      title: 'Threshold added to the draft',
+      body: `multimodal_shm_min_bytes = ${r.recommendedMinBytes.toLocaleString('en-US')} B for ${url}. Review and apply it from the bar above.`,
+    });
     navigate('precedence', { worker: url });
   };
   const sizes = plan?.sizes ?? [];
@@ -314,13 +400,21 @@ function Calibrate({ url }: { url: string }) {
       <p className="muted" data-testid="calibration-plan">
         {sizes.length > 0 ? (
           <>
-            Measures inline and SHM latency, interleaved, for {sizes.length} encoder tensor sizes from <span className="num">{formatBytes(sizes[0]!.nbytes)}</span> to <span className="num">{formatBytes(sizes.at(-1)!.nbytes)}</span> ({plan!.dtype}, this worker's wire dtype) on this box, and finds where SHM starts to win by more than the noise. The gateway ships a fixed 64 KiB.
+            Measures inline and SHM latency, interleaved, for {sizes.length} encoder tensor sizes from{' '}
+            <span className="num">{formatBytes(sizes[0]!.nbytes)}</span> to <span className="num">{formatBytes(sizes.at(-1)!.nbytes)}</span> ({plan!.dtype},
+            this worker's wire dtype) on this box, and finds where SHM starts to win by more than the noise. The gateway ships a fixed 64 KiB.
           </>
+        ) : planned === undefined ? (
+          'Reading the sizes this worker would be measured at…'
         ) : (
-          planned === undefined ? 'Reading the sizes this worker would be measured at…' : 'Measures inline and SHM latency by tensor size on this box and finds where SHM starts to win by more than the noise.'
+          'Measures inline and SHM latency by tensor size on this box and finds where SHM starts to win by more than the noise.'
         )}
       </p>
-      {refused && <p className="note note-info small" data-testid="calibration-refused">Cannot calibrate this worker: {refused}</p>}
+      {refused && (
+        <p className="note note-info small" data-testid="calibration-refused">
+          Cannot calibrate this worker: {refused}
+        </p>
+      )}
       <form
         className="form-row"
         onSubmit={(e) => {
@@ -330,21 +424,36 @@ function Calibrate({ url }: { url: string }) {
       >
         <div className="field">
           <label htmlFor={`${id}-s`}>Samples per size</label>
-          <input id={`${id}-s`} className="input num input-small" type="number" min={1} max={MAX_CALIBRATION_SAMPLES} value={shown} onChange={(e) => setSamples(e.target.value)} />
+          <input
+            id={`${id}-s`}
+            className="input num input-small"
+            type="number"
+            min={1}
+            max={MAX_CALIBRATION_SAMPLES}
+            value={shown}
+            onChange={(e) => setSamples(e.target.value)}
+          />
         </div>
         <div className="field form-submit">
           <button type="submit" className="btn btn-primary" disabled={bad || c?.running || refused !== undefined}>
             {c?.running ? 'Calibrating…' : r ? 'Calibrate again' : 'Calibrate'}
           </button>
         </div>
-        {plan && <div className="field form-note muted small">{plan.defaultSamples} by default: fewer give a noisier answer, and with fewer than {plan.minSamplesForWinner} no size can be told apart from the noise.</div>}
+        {plan && (
+          <div className="field form-note muted small">
+            {plan.defaultSamples} by default: fewer give a noisier answer, and with fewer than {plan.minSamplesForWinner} no size can be told apart from the
+            noise.
+          </div>
+        )}
       </form>
       {(c?.running || (p && !r)) && (
         <div className="progress-wrap">
           <div className="progress" role="progressbar" aria-label="Calibration progress" aria-valuemin={0} aria-valuemax={100} aria-valuenow={pct}>
             <div className="progress-fill" style={{ width: `${pct}%` }} />
           </div>
-          <div className="small muted num" aria-live="polite">{p ? `${p.done} of ${p.total} requests · ${p.phase}` : 'starting…'}</div>
+          <div className="small muted num" aria-live="polite">
+            {p ? `${p.done} of ${p.total} requests · ${p.phase}` : 'starting…'}
+          </div>
         </div>
       )}
       {c?.error && <ErrorNote>{c.error}</ErrorNote>}
@@ -354,17 +463,23 @@ function Calibrate({ url }: { url: string }) {
           <div className="calib-summary">
             <div>
               <div className="stat-label">Crossover</div>
-              <div className="stat-value num" data-testid="crossover">{r.crossoverBytes === null ? 'no clear crossover' : formatBytes(r.crossoverBytes)}</div>
+              <div className="stat-value num" data-testid="crossover">
+                {r.crossoverBytes === null ? 'no clear crossover' : formatBytes(r.crossoverBytes)}
+              </div>
             </div>
             <div>
               <div className="stat-label">Recommended threshold</div>
-              <div className="stat-value num" data-testid="recommended">{r.recommendedMinBytes === null ? 'none' : `${formatBytes(r.recommendedMinBytes)}`}</div>
+              <div className="stat-value num" data-testid="recommended">
+                {r.recommendedMinBytes === null ? 'none' : `${formatBytes(r.recommendedMinBytes)}`}
+              </div>
               {r.recommendedMinBytes !== null && <div className="small muted num">{r.recommendedMinBytes.toLocaleString('en-US')} bytes</div>}
             </div>
             <div>
               <div className="stat-label">Measured</div>
               <div className="small">
-                {r.runtime}, {r.dtype}, {r.points.length} sizes from <span className="num">{formatBytes(r.points[0]!.nbytes)}</span> to <span className="num">{formatBytes(r.points.at(-1)!.nbytes)}</span>, {r.samplesPerPoint} sample{r.samplesPerPoint === 1 ? '' : 's'} per size and path
+                {r.runtime}, {r.dtype}, {r.points.length} sizes from <span className="num">{formatBytes(r.points[0]!.nbytes)}</span> to{' '}
+                <span className="num">{formatBytes(r.points.at(-1)!.nbytes)}</span>, {r.samplesPerPoint} sample{r.samplesPerPoint === 1 ? '' : 's'} per size and
+                path
               </div>
             </div>
             <div className="calib-action">
@@ -373,16 +488,26 @@ function Calibrate({ url }: { url: string }) {
               </button>
             </div>
           </div>
-          <p className="small" data-testid="calibration-note">{r.note}</p>
+          <p className="small" data-testid="calibration-note">
+            {r.note}
+          </p>
           <div className="table-scroll" tabIndex={0} role="region" aria-label="Calibration points (scrollable)">
             <table className="table compact fit">
               <caption className="sr-only">Median time of each path by tensor size, with the middle half of the samples</caption>
               <thead>
                 <tr>
-                  <th scope="col" className="r">Tensor</th>
-                  <th scope="col" className="r">Image</th>
-                  <th scope="col" className="r">Inline, median (middle half)</th>
-                  <th scope="col" className="r">SHM, median (middle half)</th>
+                  <th scope="col" className="r">
+                    Tensor
+                  </th>
+                  <th scope="col" className="r">
+                    Image
+                  </th>
+                  <th scope="col" className="r">
+                    Inline, median (middle half)
+                  </th>
+                  <th scope="col" className="r">
+                    SHM, median (middle half)
+                  </th>
                   <th scope="col">Faster</th>
                 </tr>
               </thead>
@@ -390,10 +515,18 @@ function Calibrate({ url }: { url: string }) {
                 {r.points.map((pt) => (
                   <tr key={pt.nbytes} data-winner={pt.winner}>
                     <td className="r num">{formatBytes(pt.nbytes)}</td>
-                    <td className="r num">{pt.width}×{pt.height}</td>
-                    <td className="r num"><Spread median={pt.inlineMs} spread={pt.inlineSpread} /></td>
-                    <td className="r num"><Spread median={pt.shmMs} spread={pt.shmSpread} /></td>
-                    <td title={`SHM faster in ${Math.round(pt.shmFasterShare * 100)}% of sample pairs`}>{pt.winner === 'tie' ? <span className="muted">{WINNER_WORDS.tie}</span> : <PathTag path={pt.winner} />}</td>
+                    <td className="r num">
+                      {pt.width}×{pt.height}
+                    </td>
+                    <td className="r num">
+                      <Spread median={pt.inlineMs} spread={pt.inlineSpread} />
+                    </td>
+                    <td className="r num">
+                      <Spread median={pt.shmMs} spread={pt.shmSpread} />
+                    </td>
+                    <td title={`SHM faster in ${Math.round(pt.shmFasterShare * 100)}% of sample pairs`}>
+                      {pt.winner === 'tie' ? <span className="muted">{WINNER_WORDS.tie}</span> : <PathTag path={pt.winner} />}
+                    </td>
                   </tr>
                 ))}
               </tbody>
@@ -422,7 +555,11 @@ export function DoctorScreen({ worker }: { worker: string | undefined }) {
             <div className="field inline-field">
               <label htmlFor="doc-worker">Worker</label>
               <select id="doc-worker" className="select" value={url} onChange={(e) => navigate('doctor', { worker: e.target.value })}>
-                {workers.map((x) => <option key={x.url} value={x.url}>{x.url}</option>)}
+                {workers.map((x) => (
+                  <option key={x.url} value={x.url}>
+                    {x.url}
+                  </option>
+                ))}
               </select>
             </div>
           )
@@ -432,9 +569,13 @@ export function DoctorScreen({ worker }: { worker: string | undefined }) {
         <Empty title="No workers">Add a worker first; Doctor checks one worker at a time.</Empty>
       ) : (
         <>
-          {w.shmLane && !laneInChecklist && <ShmLaneNote url={w.url} lane={w.shmLane} advice={w.decision.advice} onReset={() => void useDoctor.getState().diagnose(w.url)} />}
+          {w.shmLane && !laneInChecklist && (
+            <ShmLaneNote url={w.url} lane={w.shmLane} advice={w.decision.advice} onReset={() => void useDoctor.getState().diagnose(w.url)} />
+          )}
           <p className="muted">
-            {w.runtime ?? w.spec.runtime} · {w.health} · mode <span className="mono">{w.resolution.multimodal_tensor_transport.value}</span> · threshold <span className="num">{formatBytes(w.resolution.multimodal_shm_min_bytes.value)}</span> · next request <VerdictBadge decision={w.decision} threshold={w.resolution.multimodal_shm_min_bytes.value} /> {REASON_WORDS[w.decision.reason]}
+            {w.runtime ?? w.spec.runtime} · {w.health} · mode <span className="mono">{w.resolution.multimodal_tensor_transport.value}</span> · threshold{' '}
+            <span className="num">{formatBytes(w.resolution.multimodal_shm_min_bytes.value)}</span> · next request{' '}
+            <VerdictBadge decision={w.decision} threshold={w.resolution.multimodal_shm_min_bytes.value} /> {REASON_WORDS[w.decision.reason]}
           </p>
           <div className="grid grid-2">
             <Checklist url={url} />

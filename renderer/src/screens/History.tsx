@@ -38,7 +38,10 @@ export function HistoryScreen() {
   }, [current]);
   return (
     <>
-      <ScreenHeader title="History" lead="Every applied revision, who applied it and what it changed. A rollback is a new revision with an older revision's settings." />
+      <ScreenHeader
+        title="History"
+        lead="Every applied revision, who applied it and what it changed. A rollback is a new revision with an older revision's settings."
+      />
       {error && <ErrorNote>{error}</ErrorNote>}
       <Panel id="history">
         {loaded && entries.length === 0 ? (
@@ -47,16 +50,27 @@ export function HistoryScreen() {
           <table className="table history" data-testid="history-table">
             <thead>
               <tr>
-                <th scope="col" className="r">Revision</th>
+                <th scope="col" className="r">
+                  Revision
+                </th>
                 <th scope="col">Applied</th>
                 <th scope="col">By</th>
                 <th scope="col">Changes</th>
-                <th scope="col"><span className="sr-only">Actions</span></th>
+                <th scope="col">
+                  <span className="sr-only">Actions</span>
+                </th>
               </tr>
             </thead>
             <tbody>
               {entries.map((e) => (
-                <HistoryRow key={e.revision} e={e} current={e.revision === current} open={open === e.revision} onToggle={() => setOpen(open === e.revision ? null : e.revision)} onRollback={() => reviewRollback(e)} />
+                <HistoryRow
+                  key={e.revision}
+                  e={e}
+                  current={e.revision === current}
+                  open={open === e.revision}
+                  onToggle={() => setOpen(open === e.revision ? null : e.revision)}
+                  onRollback={() => reviewRollback(e)}
+                />
               ))}
             </tbody>
           </table>
@@ -66,8 +80,24 @@ export function HistoryScreen() {
   );
 }
 
-function HistoryRow({ e, current, open, onToggle, onRollback }: { e: HistoryEntry; current: boolean; open: boolean; onToggle: () => void; onRollback: () => void }) {
-  const summary = e.diff.slice(0, 3).map((d) => d.path.replace(/^workers\["(.+?)"\]/, '$1')).join(', ') + (e.diff.length > 3 ? ` and ${e.diff.length - 3} more` : '');
+function HistoryRow({
+  e,
+  current,
+  open,
+  onToggle,
+  onRollback,
+}: {
+  e: HistoryEntry;
+  current: boolean;
+  open: boolean;
+  onToggle: () => void;
+  onRollback: () => void;
+}) {
+  const summary =
+    e.diff
+      .slice(0, 3)
+      .map((d) => d.path.replace(/^workers\["(.+?)"\]/, '$1'))
+      .join(', ') + (e.diff.length > 3 ? ` and ${e.diff.length - 3} more` : '');
   return (
     <>
       <tr data-revision={e.revision}>
@@ -79,7 +109,13 @@ function HistoryRow({ e, current, open, onToggle, onRollback }: { e: HistoryEntr
         </td>
         <td>{CLIENT_WORD[e.client] ?? e.client}</td>
         <td>
-          <button type="button" className="btn btn-small btn-ghost" aria-expanded={open} onClick={onToggle} aria-label={`${open ? 'Hide' : 'Show'} the ${e.diff.length} changes of revision ${e.revision}`}>
+          <button
+            type="button"
+            className="btn btn-small btn-ghost"
+            aria-expanded={open}
+            onClick={onToggle}
+            aria-label={`${open ? 'Hide' : 'Show'} the ${e.diff.length} changes of revision ${e.revision}`}
+          >
             {open ? '▾' : '▸'} {e.diff.length} change{e.diff.length === 1 ? '' : 's'}
           </button>
           <span className="muted small ellipsis-inline">{summary}</span>
@@ -90,7 +126,11 @@ function HistoryRow({ e, current, open, onToggle, onRollback }: { e: HistoryEntr
               Roll back to this…
             </button>
           )}
-          {(!e.restorable || !e.config) && <span className="muted small" title="the history no longer holds a valid configuration for this revision">not restorable</span>}
+          {(!e.restorable || !e.config) && (
+            <span className="muted small" title="the history no longer holds a valid configuration for this revision">
+              not restorable
+            </span>
+          )}
         </td>
       </tr>
       {open && (

@@ -16,7 +16,6 @@ import { useOverview } from '../stores/overview.ts';
 import { useTraffic } from '../stores/traffic.ts';
 import { routeHref, useUi } from '../stores/ui.ts';
 
-
 /**
  * Bytes of our files in /dev/shm that workers have not read yet, against
  * multimodal_shm_max_outstanding_bytes (beyond it tensors go inline: shm_budget_exceeded).
@@ -28,16 +27,28 @@ function OutstandingGauge({ bytes, max }: { bytes: number | undefined; max: numb
   return (
     <div className="gauge" data-testid="outstanding">
       <div className="gauge-line">
-        <span className="field-label">In flight</span>{' '}
-        <span className="num">{formatBytes(bytes)}</span>
+        <span className="field-label">In flight</span> <span className="num">{formatBytes(bytes)}</span>
         <span className="muted"> of {max === null || max === undefined ? 'no limit' : <span className="num">{formatBytes(max)}</span>}</span>
       </div>
       {share !== null && (
-        <div className={`meter ${tone}`} role="meter" aria-label="Our unread files in /dev/shm against multimodal_shm_max_outstanding_bytes" aria-valuemin={0} aria-valuemax={100} aria-valuenow={Math.round(share * 100)} aria-valuetext={`${formatBytes(bytes)} of ${formatBytes(max!)}`}>
+        <div
+          className={`meter ${tone}`}
+          role="meter"
+          aria-label="Our unread files in /dev/shm against multimodal_shm_max_outstanding_bytes"
+          aria-valuemin={0}
+          aria-valuemax={100}
+          aria-valuenow={Math.round(share * 100)}
+          aria-valuetext={`${formatBytes(bytes)} of ${formatBytes(max!)}`}
+        >
           <div className="meter-fill" style={{ width: `${Math.max(0.5, share * 100)}%` }} />
         </div>
       )}
-      <div className="muted small" title="Bytes of this router's files in /dev/shm that no worker has read yet. At multimodal_shm_max_outstanding_bytes, tensors go inline (shm_budget_exceeded) until workers catch up.">unread by workers; at the limit tensors go inline</div>
+      <div
+        className="muted small"
+        title="Bytes of this router's files in /dev/shm that no worker has read yet. At multimodal_shm_max_outstanding_bytes, tensors go inline (shm_budget_exceeded) until workers catch up."
+      >
+        unread by workers; at the limit tensors go inline
+      </div>
     </div>
   );
 }
@@ -45,7 +56,15 @@ function OutstandingGauge({ bytes, max }: { bytes: number | undefined; max: numb
 /** Every worker's verdict for its next request, with the reason in words (the backend's decision, as Workers and Precedence show it). */
 function NextRequests({ verdicts }: { verdicts: Overview['verdicts'] }) {
   return (
-    <Panel title="Next request, per worker" id="verdicts" actions={<a className="btn btn-small" href={routeHref('workers')}>Open workers</a>}>
+    <Panel
+      title="Next request, per worker"
+      id="verdicts"
+      actions={
+        <a className="btn btn-small" href={routeHref('workers')}>
+          Open workers
+        </a>
+      }
+    >
       {verdicts.length === 0 ? (
         <Empty title="No workers configured">Add one on the Workers screen.</Empty>
       ) : (
@@ -63,10 +82,17 @@ function NextRequests({ verdicts }: { verdicts: Overview['verdicts'] }) {
               {verdicts.map((v) => (
                 <tr key={v.url} data-worker={v.url} data-outcome={v.decision.outcome} data-reason={v.decision.reason}>
                   <td>
-                    <div className="mono" title={v.url}>{v.url.replace(/^grpc:\/\//, '')}</div>
-                    <div className="muted small">{v.role !== 'regular' && <LegTag leg={v.role} />}mode {v.mode}{v.embedded ? ' · embedded reference worker' : ''}</div>
+                    <div className="mono" title={v.url}>
+                      {v.url.replace(/^grpc:\/\//, '')}
+                    </div>
+                    <div className="muted small">
+                      {v.role !== 'regular' && <LegTag leg={v.role} />}mode {v.mode}
+                      {v.embedded ? ' · embedded reference worker' : ''}
+                    </div>
                   </td>
-                  <td><Badge tone={HEALTH_TONE[v.health]}>{v.health}</Badge></td>
+                  <td>
+                    <Badge tone={HEALTH_TONE[v.health]}>{v.health}</Badge>
+                  </td>
                   <td>
                     <VerdictBadge decision={v.decision} threshold={v.minBytes} compact />
                     {!v.readsPixels && <NoPixelTensorsNote />}
@@ -96,8 +122,12 @@ function SyncState({ config }: { config: Overview['config'] }) {
   if (config.restartChanges.length > 0) {
     return (
       <span data-testid="sync-state">
-        <Badge tone="warn">a restart changes {config.restartChanges.length} setting{config.restartChanges.length === 1 ? '' : 's'}</Badge>{' '}
-        <span className="small">{config.restartChanges.map((d) => `${d.path}: ${JSON.stringify(d.before)} now, ${JSON.stringify(d.after)} after a restart`).join('; ')}</span>
+        <Badge tone="warn">
+          a restart changes {config.restartChanges.length} setting{config.restartChanges.length === 1 ? '' : 's'}
+        </Badge>{' '}
+        <span className="small">
+          {config.restartChanges.map((d) => `${d.path}: ${JSON.stringify(d.before)} now, ${JSON.stringify(d.after)} after a restart`).join('; ')}
+        </span>
       </span>
     );
   }
@@ -135,20 +165,32 @@ export function OverviewScreen() {
 
   return (
     <>
-      <ScreenHeader title="Overview" lead={<>Router <code>{router.url}</code> · model <code>{router.model.split('/').pop()}</code> · pid {router.pid} · revision {data.config.revision}</>} />
+      <ScreenHeader
+        title="Overview"
+        lead={
+          <>
+            Router <code>{router.url}</code> · model <code>{router.model.split('/').pop()}</code> · pid {router.pid} · revision {data.config.revision}
+          </>
+        }
+      />
       {error && <ErrorNote>Refresh failed: {error}</ErrorNote>}
       {!fresh && loadedAt !== null && (
         <p className="note note-warn" role="status" data-testid="overview-stale">
-          Not live: this overview is {Math.round((now * 1000 - loadedAt) / 1000)} s old ({connection === 'open' ? 'waiting for the next update' : 'the connection to the console is down; reconnecting'}). What it shows may have changed since.
+          Not live: this overview is {Math.round((now * 1000 - loadedAt) / 1000)} s old (
+          {connection === 'open' ? 'waiting for the next update' : 'the connection to the console is down; reconnecting'}). What it shows may have changed
+          since.
         </p>
       )}
 
       <Panel title={`Warnings (${warnings.length})`} id="warnings" className={warnings.length ? 'panel-warn' : ''}>
         {warnings.length === 0 && !fresh ? (
-          <p className="muted" aria-live="polite">Checking… (the last overview is {loadedAt ? `${Math.round((Date.now() - loadedAt) / 1000)} s` : 'too'} old)</p>
+          <p className="muted" aria-live="polite">
+            Checking… (the last overview is {loadedAt ? `${Math.round((Date.now() - loadedAt) / 1000)} s` : 'too'} old)
+          </p>
         ) : warnings.length === 0 ? (
           <p className="okline">
-            <Badge tone="ok">All clear</Badge> no deprecated or invalid environment values, orphan files, unhealthy workers, broken SHM lanes, settings a restart would lose or file drift.
+            <Badge tone="ok">All clear</Badge> no deprecated or invalid environment values, orphan files, unhealthy workers, broken SHM lanes, settings a
+            restart would lose or file drift.
           </p>
         ) : (
           <ul className="warnings">
@@ -175,7 +217,16 @@ export function OverviewScreen() {
         <Panel title="Host /dev/shm" id="host">
           <div className="stats">
             <Stat label="Writable">{host.shmWritable ? <Badge tone="ok">yes</Badge> : <Badge tone="bad">no</Badge>}</Stat>
-            <Stat label="Free" sub={host.shmTotalBytes !== null ? <>of <Bytes n={host.shmTotalBytes} /></> : undefined}>
+            <Stat
+              label="Free"
+              sub={
+                host.shmTotalBytes !== null ? (
+                  <>
+                    of <Bytes n={host.shmTotalBytes} />
+                  </>
+                ) : undefined
+              }
+            >
               <Bytes n={host.shmFreeBytes} />
             </Stat>
           </div>
@@ -188,7 +239,9 @@ export function OverviewScreen() {
           <div className="field-label">Namespace token</div>
           {host.token ? (
             <div className="token-row">
-              <code className="token" data-testid="host-token">{host.token}</code>
+              <code className="token" data-testid="host-token">
+                {host.token}
+              </code>
               <CopyButton text={host.token} what="host namespace token" />
             </div>
           ) : (
@@ -199,7 +252,9 @@ export function OverviewScreen() {
         <Panel title="Our tensor files" id="files">
           <div className="stats">
             <Stat label="Files">{formatInt(files.count)}</Stat>
-            <Stat label="Size"><Bytes n={files.bytes} /></Stat>
+            <Stat label="Size">
+              <Bytes n={files.bytes} />
+            </Stat>
             <Stat label="Orphans" sub={files.orphans ? <Bytes n={files.orphanBytes} /> : undefined}>
               {files.orphans ? <Badge tone="warn">{files.orphans}</Badge> : <Badge tone="ok">0</Badge>}
             </Stat>
@@ -208,11 +263,25 @@ export function OverviewScreen() {
           <OutstandingGauge bytes={files.outstandingBytes} max={files.maxOutstandingBytes} />
           <p className="muted small">
             Files in {host.shmDir} named smg-tokenspeed-&lt;pid&gt;-…; workers unlink what they read.
-            {files.cacheFiles > 0 && <span data-testid="cache-files"> Not counted: {formatInt(files.cacheFiles)} pixel-cache file{files.cacheFiles === 1 ? '' : 's'} ({formatBytes(files.cacheBytes)}), smg-tokenspeed-cache-…, kept while their router runs.</span>}
+            {files.cacheFiles > 0 && (
+              <span data-testid="cache-files">
+                {' '}
+                Not counted: {formatInt(files.cacheFiles)} pixel-cache file{files.cacheFiles === 1 ? '' : 's'} ({formatBytes(files.cacheBytes)}),
+                smg-tokenspeed-cache-…, kept while their router runs.
+              </span>
+            )}
           </p>
         </Panel>
 
-        <Panel title="Workers" id="workers" actions={<a className="btn btn-small" href={routeHref('workers')}>Open workers</a>}>
+        <Panel
+          title="Workers"
+          id="workers"
+          actions={
+            <a className="btn btn-small" href={routeHref('workers')}>
+              Open workers
+            </a>
+          }
+        >
           <div className="stats stats-grid">
             <Stat label="Total">{workers.total}</Stat>
             <Stat label="Healthy">{workers.healthy ? <Badge tone="ok">{workers.healthy}</Badge> : '0'}</Stat>
@@ -226,14 +295,26 @@ export function OverviewScreen() {
 
       <PixelCachePanel cache={data.pixelCache} routerPid={router.pid} />
 
-      <Panel title="Live traffic (last 5 s average; trend over 60 s; all sources)" id="rates" actions={<a className="btn btn-small" href={routeHref('traffic')}>Open traffic</a>}>
+      <Panel
+        title="Live traffic (last 5 s average; trend over 60 s; all sources)"
+        id="rates"
+        actions={
+          <a className="btn btn-small" href={routeHref('traffic')}>
+            Open traffic
+          </a>
+        }
+      >
         <table className="table rates">
           <thead>
             <tr>
               <th scope="col">Path</th>
-              <th scope="col" className="r">Tensors/s</th>
+              <th scope="col" className="r">
+                Tensors/s
+              </th>
               <th scope="col">Trend</th>
-              <th scope="col" className="r">Throughput</th>
+              <th scope="col" className="r">
+                Throughput
+              </th>
               <th scope="col">Trend</th>
             </tr>
           </thead>

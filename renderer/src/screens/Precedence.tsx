@@ -44,11 +44,25 @@ function Ladder({ knob, resolution, url, editable }: { knob: Knob; resolution: R
   const cfg = draft ?? view?.config;
   const spec = cfg?.workers.find((w) => w.url === url);
   return (
-    <Panel title={<>{KNOB_LABEL[knob]}: <span className="mono">{show(knob, r.value)}</span> <span className="muted">from {LAYER_LABEL[r.source]}</span></>} id={`ladder-${knob}`}>
+    <Panel
+      title={
+        <>
+          {KNOB_LABEL[knob]}: <span className="mono">{show(knob, r.value)}</span> <span className="muted">from {LAYER_LABEL[r.source]}</span>
+        </>
+      }
+      id={`ladder-${knob}`}
+    >
       <ol className="ladder" aria-label={`${knob} precedence, highest first`} data-testid={`ladder-${knob}`}>
         {r.layers.map((l) => {
           const st = STATE_WORD[l.state] ?? { tone: 'neutral' as const, word: l.state };
-          const valueShown = l.raw === null ? <span className="muted">not set</span> : l.state === 'beaten' || l.state === 'invalid' || l.state === 'not_consulted' ? <del>{show(knob, l.raw)}</del> : <strong>{show(knob, l.value ?? l.raw)}</strong>;
+          const valueShown =
+            l.raw === null ? (
+              <span className="muted">not set</span>
+            ) : l.state === 'beaten' || l.state === 'invalid' || l.state === 'not_consulted' ? (
+              <del>{show(knob, l.raw)}</del>
+            ) : (
+              <strong>{show(knob, l.value ?? l.raw)}</strong>
+            );
           return (
             <li key={l.layer} className={`rung rung-${l.state}`} data-layer={l.layer} data-state={l.state}>
               <div className="rung-name">{LAYER_LABEL[l.layer]}</div>
@@ -57,9 +71,22 @@ function Ladder({ knob, resolution, url, editable }: { knob: Knob; resolution: R
                 <Badge tone={st.tone}>{st.word}</Badge>
               </div>
               <div className="rung-meta small">
-                {l.layer !== 'default' && <span className="mono muted rung-key"><Breakable text={l.name} /></span>}
+                {l.layer !== 'default' && (
+                  <span className="mono muted rung-key">
+                    <Breakable text={l.name} />
+                  </span>
+                )}
                 <span className="rung-origin">
-                  {l.origin ? <>set at <span className="mono" title={l.origin}><Breakable text={l.origin} /></span></> : l.raw !== null && (l.layer === 'env' || l.layer === 'env_legacy') ? <>set in the router's environment</> : null}
+                  {l.origin ? (
+                    <>
+                      set at{' '}
+                      <span className="mono" title={l.origin}>
+                        <Breakable text={l.origin} />
+                      </span>
+                    </>
+                  ) : l.raw !== null && (l.layer === 'env' || l.layer === 'env_legacy') ? (
+                    <>set in the router's environment</>
+                  ) : null}
                 </span>
               </div>
               {editable && cfg && (l.layer === 'worker' || l.layer === 'router') && (
@@ -72,17 +99,27 @@ function Ladder({ knob, resolution, url, editable }: { knob: Knob; resolution: R
                       value={(l.layer === 'worker' ? spec?.multimodal_tensor_transport : cfg.multimodal_tensor_transport) ?? ''}
                       onChange={(e) => {
                         const m = (e.target.value || undefined) as Mode | undefined;
-                        edit((d) => (l.layer === 'worker' ? patchWorker(d, url, { multimodal_tensor_transport: m }) : setRouterField(d, 'multimodal_tensor_transport', m)));
+                        edit((d) =>
+                          l.layer === 'worker' ? patchWorker(d, url, { multimodal_tensor_transport: m }) : setRouterField(d, 'multimodal_tensor_transport', m),
+                        );
                       }}
                     >
                       <option value="">inherit (unset)</option>
-                      {TRANSPORT_MODES.map((m) => <option key={m} value={m}>{m}</option>)}
+                      {TRANSPORT_MODES.map((m) => (
+                        <option key={m} value={m}>
+                          {m}
+                        </option>
+                      ))}
                     </select>
                   ) : (
                     <ThresholdQuickEdit
                       label={`${l.layer === 'worker' ? 'worker override' : 'router'} ${knob}`}
                       value={l.layer === 'worker' ? spec?.multimodal_shm_min_bytes : cfg.multimodal_shm_min_bytes}
-                      onChange={(n) => edit((d) => (l.layer === 'worker' ? patchWorker(d, url, { multimodal_shm_min_bytes: n }) : setRouterField(d, 'multimodal_shm_min_bytes', n)))}
+                      onChange={(n) =>
+                        edit((d) =>
+                          l.layer === 'worker' ? patchWorker(d, url, { multimodal_shm_min_bytes: n }) : setRouterField(d, 'multimodal_shm_min_bytes', n),
+                        )
+                      }
                     />
                   )}
                 </div>
@@ -92,13 +129,24 @@ function Ladder({ knob, resolution, url, editable }: { knob: Knob; resolution: R
         })}
       </ol>
       {r.warnings.map((w) => (
-        <p key={w} className="note note-warn small"><span aria-hidden="true">! </span>{w}</p>
+        <p key={w} className="note note-warn small">
+          <span aria-hidden="true">! </span>
+          {w}
+        </p>
       ))}
     </Panel>
   );
 }
 
-function ThresholdQuickEdit({ label, value, onChange }: { label: string; value: number | string | undefined; onChange: (n: number | string | undefined) => void }) {
+function ThresholdQuickEdit({
+  label,
+  value,
+  onChange,
+}: {
+  label: string;
+  value: number | string | undefined;
+  onChange: (n: number | string | undefined) => void;
+}) {
   // In bytes: what is typed goes into the draft as typed (digits a number, anything else the
   // text, named there by the schema), and the field follows Discard.
   const [text, setText] = useTypedText(value);
@@ -118,7 +166,11 @@ function ThresholdQuickEdit({ label, value, onChange }: { label: string; value: 
           onChange(typedNumber(e.target.value));
         }}
       />
-      {err && <span id={id} className="field-error small">{err}</span>}
+      {err && (
+        <span id={id} className="field-error small">
+          {err}
+        </span>
+      )}
     </span>
   );
 }
@@ -134,7 +186,9 @@ const STEP_BADGE: Record<StepState, { tone: 'ok' | 'bad' | 'neutral' | 'warn'; w
 function Step({ n, title, state, children }: { n: number; title: string; state: StepState; children: React.ReactNode }) {
   return (
     <li className={`step step-${state}`} data-state={state}>
-      <span className="step-n" aria-hidden="true">{n}</span>
+      <span className="step-n" aria-hidden="true">
+        {n}
+      </span>
       <div>
         <div className="step-title">
           {title} <Badge tone={STEP_BADGE[state].tone}>{STEP_BADGE[state].word}</Badge>
@@ -166,65 +220,138 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
   const writeStops = !modeStops && !protocolStops && writable === false;
   // In mode shm the token is not required, but a token that proves another /dev/shm means the attempt will fail.
   const doomed = r.decision.outcome === 'shm_then_inline';
-  const tokenStep: StepState = modeStops || protocolStops || writeStops ? 'skip' : mode === 'shm' ? (doomed ? 'warn' : 'skip') : r.decision.reason === 'auto_tokens_equal' ? 'pass' : 'fail';
+  const tokenStep: StepState =
+    modeStops || protocolStops || writeStops
+      ? 'skip'
+      : mode === 'shm'
+        ? doomed
+          ? 'warn'
+          : 'skip'
+        : r.decision.reason === 'auto_tokens_equal'
+          ? 'pass'
+          : 'fail';
   const enabled = r.decision.shmEnabled;
 
   return (
     <Panel title="SHM decision for the next request" id="chain">
       <ol className="chain" data-testid="decision-chain">
         <Step n={1} title={`Mode: ${mode}`} state={modeStops ? 'fail' : 'pass'}>
-          {mode === 'inline' ? 'inline never uses /dev/shm.' : mode === 'rdma' ? 'rdma has no lane yet: tensors travel inline.' : mode === 'shm' ? 'shm uses /dev/shm whenever the router can write there.' : 'auto uses /dev/shm only for a worker that shares it.'}
+          {mode === 'inline'
+            ? 'inline never uses /dev/shm.'
+            : mode === 'rdma'
+              ? 'rdma has no lane yet: tensors travel inline.'
+              : mode === 'shm'
+                ? 'shm uses /dev/shm whenever the router can write there.'
+                : 'auto uses /dev/shm only for a worker that shares it.'}
         </Step>
-        <Step n={2} title="The worker's protocol has a /dev/shm lane" state={modeStops ? 'skip' : protocolStops ? 'fail' : worker?.runtime ? 'pass' : 'unknown'}>
-          {protocolStops ? r.decision.explanation : worker?.runtime ? `${worker.runtime}: a /dev/shm handle per tensor` : 'the worker has not been discovered yet (its runtime decides)'}
+        <Step
+          n={2}
+          title="The worker's protocol has a /dev/shm lane"
+          state={modeStops ? 'skip' : protocolStops ? 'fail' : worker?.runtime ? 'pass' : 'unknown'}
+        >
+          {protocolStops
+            ? r.decision.explanation
+            : worker?.runtime
+              ? `${worker.runtime}: a /dev/shm handle per tensor`
+              : 'the worker has not been discovered yet (its runtime decides)'}
         </Step>
         <Step n={3} title="/dev/shm writable by the router" state={modeStops || protocolStops ? 'skip' : writable ? 'pass' : 'fail'}>
-          {protocolStops ? 'not reached: the protocol has no /dev/shm lane.' : writable === null ? 'unknown' : writable ? `yes (${overview?.host.shmDir})` : `no: ${overview?.host.shmError ?? 'the probe file could not be created'}`}
+          {protocolStops
+            ? 'not reached: the protocol has no /dev/shm lane.'
+            : writable === null
+              ? 'unknown'
+              : writable
+                ? `yes (${overview?.host.shmDir})`
+                : `no: ${overview?.host.shmError ?? 'the probe file could not be created'}`}
         </Step>
         <Step n={4} title={mode === 'shm' ? 'Namespace token (not required in mode shm)' : 'Namespace token matches'} state={tokenStep}>
           {protocolStops ? (
             'not reached: the protocol has no /dev/shm lane.'
           ) : mode === 'shm' && doomed ? (
             <>
-              mode shm does not wait for a match, but this worker advertises another /dev/shm: {worker && <Badge tone={TOKEN_WORDS[worker.tokenMatch].tone}>{TOKEN_WORDS[worker.tokenMatch].word}</Badge>} router <code>{overview?.host.token ?? 'none'}</code>, worker <code>{worker?.token ?? 'none'}</code>. Its read will fail and the request will be sent again inline.
+              mode shm does not wait for a match, but this worker advertises another /dev/shm:{' '}
+              {worker && <Badge tone={TOKEN_WORDS[worker.tokenMatch].tone}>{TOKEN_WORDS[worker.tokenMatch].word}</Badge>} router{' '}
+              <code>{overview?.host.token ?? 'none'}</code>, worker <code>{worker?.token ?? 'none'}</code>. Its read will fail and the request will be sent
+              again inline.
             </>
           ) : mode === 'shm' ? (
-            'mode shm does not check it: you assert the worker shares /dev/shm' + (worker?.tokenMatch === 'equal' ? ' (and its token matches).' : worker?.tokenMatch === 'missing' ? ' (it advertises no token, so nothing contradicts you).' : '.')
+            'mode shm does not check it: you assert the worker shares /dev/shm' +
+            (worker?.tokenMatch === 'equal'
+              ? ' (and its token matches).'
+              : worker?.tokenMatch === 'missing'
+                ? ' (it advertises no token, so nothing contradicts you).'
+                : '.')
           ) : worker ? (
             <>
-              <Badge tone={TOKEN_WORDS[worker.tokenMatch].tone}>{TOKEN_WORDS[worker.tokenMatch].word}</Badge> router <code>{overview?.host.token ?? 'none'}</code>, worker <code>{worker.token ?? 'none'}</code>
+              <Badge tone={TOKEN_WORDS[worker.tokenMatch].tone}>{TOKEN_WORDS[worker.tokenMatch].word}</Badge> router{' '}
+              <code>{overview?.host.token ?? 'none'}</code>, worker <code>{worker.token ?? 'none'}</code>
             </>
-          ) : 'the worker has not been discovered yet'}
+          ) : (
+            'the worker has not been discovered yet'
+          )}
         </Step>
-        <Step n={5} title={`Per tensor: size ≥ ${threshold.toLocaleString('en-US')} B (${formatBytes(threshold)})`} state={r.decision.outcome === 'shm' ? 'pass' : doomed ? 'warn' : 'skip'}>
+        <Step
+          n={5}
+          title={`Per tensor: size ≥ ${threshold.toLocaleString('en-US')} B (${formatBytes(threshold)})`}
+          state={r.decision.outcome === 'shm' ? 'pass' : doomed ? 'warn' : 'skip'}
+        >
           {enabled ? (
             <>
               <div className="probe">
                 <label htmlFor="probe-size">Try a tensor size (bytes)</label>
                 <input id="probe-size" className="input input-small num" value={probe} onChange={(e) => setProbe(e.target.value)} placeholder="e.g. 2408448" />
-                {probe && (probeBytes.ok ? <span>{probeBytes.bytes >= threshold ? <Badge tone="ok">SHM</Badge> : <Badge tone="neutral">inline: below_threshold</Badge>}</span> : <span className="field-error">{probeBytes.message}</span>)}
+                {probe &&
+                  (probeBytes.ok ? (
+                    <span>{probeBytes.bytes >= threshold ? <Badge tone="ok">SHM</Badge> : <Badge tone="neutral">inline: below_threshold</Badge>}</span>
+                  ) : (
+                    <span className="field-error">{probeBytes.message}</span>
+                  ))}
               </div>
               {sample.length > 0 ? (
                 <table className="table compact fit">
                   <caption>The last request to this worker</caption>
-                  <thead><tr><th scope="col">Tensor</th><th scope="col" className="r">Size</th><th scope="col">Would go</th></tr></thead>
+                  <thead>
+                    <tr>
+                      <th scope="col">Tensor</th>
+                      <th scope="col" className="r">
+                        Size
+                      </th>
+                      <th scope="col">Would go</th>
+                    </tr>
+                  </thead>
                   <tbody>
                     {sample.map((e, i) => (
-                      <tr key={i}><td className="mono">{e.tensor}</td><td className="r num">{formatBytes(e.nbytes)}</td><td>{e.nbytes >= threshold ? <Badge tone="ok">SHM</Badge> : <Badge tone="neutral">inline (below)</Badge>}</td></tr>
+                      <tr key={i}>
+                        <td className="mono">{e.tensor}</td>
+                        <td className="r num">{formatBytes(e.nbytes)}</td>
+                        <td>{e.nbytes >= threshold ? <Badge tone="ok">SHM</Badge> : <Badge tone="neutral">inline (below)</Badge>}</td>
+                      </tr>
                     ))}
                   </tbody>
                 </table>
-              ) : <p className="muted small">No traffic to this worker yet: Doctor → Send test tensor shows real sizes.</p>}
+              ) : (
+                <p className="muted small">No traffic to this worker yet: Doctor → Send test tensor shows real sizes.</p>
+              )}
             </>
-          ) : 'not reached: the request goes inline whatever the size.'}
+          ) : (
+            'not reached: the request goes inline whatever the size.'
+          )}
         </Step>
       </ol>
-      <div className={`verdict verdict-${r.decision.outcome === 'shm' ? 'shm' : r.decision.outcome === 'shm_then_inline' ? 'warn' : 'inline'}`} data-testid="verdict" data-outcome={r.decision.outcome}>
+      <div
+        className={`verdict verdict-${r.decision.outcome === 'shm' ? 'shm' : r.decision.outcome === 'shm_then_inline' ? 'warn' : 'inline'}`}
+        data-testid="verdict"
+        data-outcome={r.decision.outcome}
+      >
         <div>
           <span className="verdict-label">Verdict</span> <VerdictBadge decision={r.decision} threshold={threshold} /> <code>{r.decision.reason}</code>
         </div>
         <div>{r.decision.explanation}</div>
-        {r.decision.advice && <div className="remedy"><span className="remedy-label">What to do:</span> <Prose text={r.decision.advice} /></div>}
+        {r.decision.advice && (
+          <div className="remedy">
+            <span className="remedy-label">What to do:</span> <Prose text={r.decision.advice} />
+          </div>
+        )}
       </div>
     </Panel>
   );
@@ -249,7 +376,11 @@ export function PrecedenceScreen({ worker }: { worker: string | undefined }) {
             <div className="field inline-field">
               <label htmlFor="prec-worker">Worker</label>
               <select id="prec-worker" className="select" value={url} onChange={(e) => navigate('precedence', { worker: e.target.value })}>
-                {urls.map((u) => <option key={u} value={u}>{u}</option>)}
+                {urls.map((u) => (
+                  <option key={u} value={u}>
+                    {u}
+                  </option>
+                ))}
               </select>
             </div>
           )
@@ -262,14 +393,36 @@ export function PrecedenceScreen({ worker }: { worker: string | undefined }) {
       ) : (
         <>
           <p className={`source-note ${resolvedFor === 'draft' ? 'draft' : ''} ${resolvedFor === 'invalid' ? 'note-warn' : ''}`} data-testid="ladder-source">
-            {resolvedFor === 'invalid' ? <><Badge tone="warn">draft has a problem</Badge> named in the bar below: this ladder is from before it, and the router still runs revision {view?.revision}.</> : resolvedFor === 'draft' ? <><Badge tone="info">draft</Badge> showing your unapplied draft; the router still runs revision {view?.revision}.</> : <><Badge tone="ok">applied</Badge> showing revision {view?.revision}, what the router runs now.</>}
-            {r.resolution.overrides_from !== r.url && <> Overrides come from <code>{r.resolution.overrides_from}</code> (disaggregation).</>}
+            {resolvedFor === 'invalid' ? (
+              <>
+                <Badge tone="warn">draft has a problem</Badge> named in the bar below: this ladder is from before it, and the router still runs revision{' '}
+                {view?.revision}.
+              </>
+            ) : resolvedFor === 'draft' ? (
+              <>
+                <Badge tone="info">draft</Badge> showing your unapplied draft; the router still runs revision {view?.revision}.
+              </>
+            ) : (
+              <>
+                <Badge tone="ok">applied</Badge> showing revision {view?.revision}, what the router runs now.
+              </>
+            )}
+            {r.resolution.overrides_from !== r.url && (
+              <>
+                {' '}
+                Overrides come from <code>{r.resolution.overrides_from}</code> (disaggregation).
+              </>
+            )}
           </p>
           <div className="grid grid-2">
             <Ladder knob="multimodal_tensor_transport" resolution={r.resolution} url={url} editable />
             <Ladder knob="multimodal_shm_min_bytes" resolution={r.resolution} url={url} editable />
           </div>
-          {r.resolution.notes.map((n) => <p key={n} className="note small">{n}</p>)}
+          {r.resolution.notes.map((n) => (
+            <p key={n} className="note small">
+              {n}
+            </p>
+          ))}
           <DecisionChain r={r} url={url} />
         </>
       )}

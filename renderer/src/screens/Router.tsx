@@ -24,33 +24,71 @@ function Origin({ origin, unset = 'built-in default' }: { origin: string | undef
 export function showValue(v: unknown): string {
   if (v === undefined || v === null) return 'unset';
   if (Array.isArray(v)) return v.length ? v.join(', ') : 'none';
-  if (typeof v === 'object') return Object.entries(v as Record<string, unknown>).map(([a, b]) => `${a}=${String(b)}`).join(', ');
+  if (typeof v === 'object')
+    return Object.entries(v as Record<string, unknown>)
+      .map(([a, b]) => `${a}=${String(b)}`)
+      .join(', ');
   return String(v);
 }
 
 /** What the router would use with this knob unset: the env layer, else the default. */
 function inheritedValue(view: ConfigView, knob: keyof typeof TRANSPORT_KNOBS): { value: string; from: string } {
   const env = view.env[knob];
-  if (env.value !== undefined) return { value: String(env.value), from: env.source === 'env_legacy' ? `${env.legacy.name} (deprecated alias)` : env.canonical.name };
+  if (env.value !== undefined)
+    return { value: String(env.value), from: env.source === 'env_legacy' ? `${env.legacy.name} (deprecated alias)` : env.canonical.name };
   const d = TRANSPORT_KNOBS[knob].defaultValue;
   return { value: String(d), from: 'built-in default' };
 }
 
 /** A number of seconds, into the draft as typed (typedNumber; blank stays blank), checked by the schema as typed, following Discard. */
-function NumberSetting({ label, keyName, value, onChange, origin, unit }: { label: string; keyName: 'request_timeout_secs' | 'health_check_interval_secs'; value: number | string; onChange: (n: number | string) => void; origin: string | undefined; unit: string }) {
+function NumberSetting({
+  label,
+  keyName,
+  value,
+  onChange,
+  origin,
+  unit,
+}: {
+  label: string;
+  keyName: 'request_timeout_secs' | 'health_check_interval_secs';
+  value: number | string;
+  onChange: (n: number | string) => void;
+  origin: string | undefined;
+  unit: string;
+}) {
   const id = useId();
   const [text, setText] = useTypedText(value, { decimal: true });
   const typed = typedNumber(text, { decimal: true });
   const checked = typeof typed === 'number' ? RouterConfigSchema.shape[keyName].safeParse(typed) : undefined;
-  const err = typed === undefined ? 'enter a number' : typeof typed === 'string' ? `'${typed}' is not a number` : checked && !checked.success ? (checked.error.issues[0]?.message ?? 'invalid') : null;
+  const err =
+    typed === undefined
+      ? 'enter a number'
+      : typeof typed === 'string'
+        ? `'${typed}' is not a number`
+        : checked && !checked.success
+          ? (checked.error.issues[0]?.message ?? 'invalid')
+          : null;
   return (
     <div className="field">
       <label htmlFor={id}>{label}</label>
       <div className="bytefield-row">
-        <input id={id} inputMode="decimal" className={`input num ${err ? 'invalid' : ''}`} value={text} aria-invalid={err ? true : undefined} aria-describedby={`${id}-hint`} onChange={(e) => { setText(e.target.value); onChange(typedNumber(e.target.value, { decimal: true }) ?? e.target.value.trim()); }} />
+        <input
+          id={id}
+          inputMode="decimal"
+          className={`input num ${err ? 'invalid' : ''}`}
+          value={text}
+          aria-invalid={err ? true : undefined}
+          aria-describedby={`${id}-hint`}
+          onChange={(e) => {
+            setText(e.target.value);
+            onChange(typedNumber(e.target.value, { decimal: true }) ?? e.target.value.trim());
+          }}
+        />
         <span className="unit-label">{unit}</span>
       </div>
-      <div id={`${id}-hint`} className={err ? 'field-error' : 'field-hint'}>{err ? `${keyName}: ${err}` : <Origin origin={origin} />}</div>
+      <div id={`${id}-hint`} className={err ? 'field-error' : 'field-hint'}>
+        {err ? `${keyName}: ${err}` : <Origin origin={origin} />}
+      </div>
     </div>
   );
 }
@@ -69,10 +107,32 @@ export function RouterScreen() {
 
   return (
     <>
-      <ScreenHeader title="Router settings" lead="The router-level transport settings apply to every worker without its own override. Changes go into a draft; review and apply them from the bar above." />
-      {routerIssues.length > 0 && <ErrorNote>{routerIssues.map((i) => <div key={i.path}><code>{i.path}</code>: {i.message}</div>)}</ErrorNote>}
+      <ScreenHeader
+        title="Router settings"
+        lead="The router-level transport settings apply to every worker without its own override. Changes go into a draft; review and apply them from the bar above."
+      />
+      {routerIssues.length > 0 && (
+        <ErrorNote>
+          {routerIssues.map((i) => (
+            <div key={i.path}>
+              <code>{i.path}</code>: {i.message}
+            </div>
+          ))}
+        </ErrorNote>
+      )}
       <div className="grid grid-2">
-        <Panel title="Transport mode" id="mode" actions={<Origin unset="nowhere: inherits" origin={cfg.multimodal_tensor_transport === view.config.multimodal_tensor_transport ? view.origins.multimodal_tensor_transport : 'draft (not applied)'} />}>
+        <Panel
+          title="Transport mode"
+          id="mode"
+          actions={
+            <Origin
+              unset="nowhere: inherits"
+              origin={
+                cfg.multimodal_tensor_transport === view.config.multimodal_tensor_transport ? view.origins.multimodal_tensor_transport : 'draft (not applied)'
+              }
+            />
+          }
+        >
           <ModeChoice
             name="router-mode"
             legend="multimodal_tensor_transport"
@@ -82,14 +142,25 @@ export function RouterScreen() {
           />
           <StartFlagNote view={view} setting="multimodal_tensor_transport" />
         </Panel>
-        <Panel title="SHM threshold" id="threshold" actions={<Origin unset="nowhere: inherits" origin={cfg.multimodal_shm_min_bytes === view.config.multimodal_shm_min_bytes ? view.origins.multimodal_shm_min_bytes : 'draft (not applied)'} />}>
+        <Panel
+          title="SHM threshold"
+          id="threshold"
+          actions={
+            <Origin
+              unset="nowhere: inherits"
+              origin={cfg.multimodal_shm_min_bytes === view.config.multimodal_shm_min_bytes ? view.origins.multimodal_shm_min_bytes : 'draft (not applied)'}
+            />
+          }
+        >
           <ThresholdChoice
             label="multimodal_shm_min_bytes"
             value={cfg.multimodal_shm_min_bytes}
             inherit={`not set here: ${Number(inhThr.value).toLocaleString('en-US')} bytes (${formatBytes(Number(inhThr.value))}) from ${inhThr.from}`}
             onChange={(n) => edit((d) => setRouterField(d, 'multimodal_shm_min_bytes', n))}
           />
-          <p className="muted small">A tensor strictly smaller than the threshold stays inline. The gateway ships 64 KiB; Doctor → Calibrate measures this box's crossover.</p>
+          <p className="muted small">
+            A tensor strictly smaller than the threshold stays inline. The gateway ships 64 KiB; Doctor → Calibrate measures this box's crossover.
+          </p>
           <StartFlagNote view={view} setting="multimodal_shm_min_bytes" />
         </Panel>
       </div>
@@ -102,12 +173,28 @@ export function RouterScreen() {
               <option value="round_robin">round_robin: each request to the next worker</option>
               <option value="least_load">least_load: the worker with the fewest requests in flight</option>
             </select>
-            <div className="field-hint"><Origin origin={view.origins.policy} /></div>
+            <div className="field-hint">
+              <Origin origin={view.origins.policy} />
+            </div>
             <StartFlagNote view={view} setting="policy" />
           </div>
-          <NumberSetting label="Request timeout" keyName="request_timeout_secs" unit="s" value={cfg.request_timeout_secs} origin={view.origins.request_timeout_secs} onChange={(n) => edit((d) => setRouterField(d, 'request_timeout_secs', n))} />
+          <NumberSetting
+            label="Request timeout"
+            keyName="request_timeout_secs"
+            unit="s"
+            value={cfg.request_timeout_secs}
+            origin={view.origins.request_timeout_secs}
+            onChange={(n) => edit((d) => setRouterField(d, 'request_timeout_secs', n))}
+          />
           <StartFlagNote view={view} setting="request_timeout_secs" />
-          <NumberSetting label="Health-check interval" keyName="health_check_interval_secs" unit="s" value={cfg.health_check_interval_secs} origin={view.origins.health_check_interval_secs} onChange={(n) => edit((d) => setRouterField(d, 'health_check_interval_secs', n))} />
+          <NumberSetting
+            label="Health-check interval"
+            keyName="health_check_interval_secs"
+            unit="s"
+            value={cfg.health_check_interval_secs}
+            origin={view.origins.health_check_interval_secs}
+            onChange={(n) => edit((d) => setRouterField(d, 'health_check_interval_secs', n))}
+          />
           <StartFlagNote view={view} setting="health_check_interval_secs" />
         </Panel>
         <Panel title="Only a restart changes these" id="restart">
@@ -138,7 +225,15 @@ export function RouterScreen() {
       </Panel>
 
       <Panel title="Limits and other live settings" id="other">
-        <GenericSettings view={view} config={cfg} edit={edit} effective={{ multimodal_shm_max_outstanding_bytes: overview?.files.maxOutstandingBytes, multimodal_pixel_cache_mb: overview?.pixelCache?.budgetBytes }} />
+        <GenericSettings
+          view={view}
+          config={cfg}
+          edit={edit}
+          effective={{
+            multimodal_shm_max_outstanding_bytes: overview?.files.maxOutstandingBytes,
+            multimodal_pixel_cache_mb: overview?.pixelCache?.budgetBytes,
+          }}
+        />
       </Panel>
 
       <Panel title="Environment layer (read once at start, read-only)" id="env">
@@ -166,7 +261,15 @@ export function RouterScreen() {
                     </td>
                     <td className="mono">{v.raw === undefined ? <span className="muted">unset</span> : JSON.stringify(v.raw)}</td>
                     <td>
-                      {v.state === 'invalid' ? <Badge tone="bad">invalid, ignored</Badge> : v.state === 'valid' ? <Badge tone="ok">valid</Badge> : v.state === 'not_consulted' ? <Badge tone="neutral">not consulted</Badge> : <span className="muted">{v.state}</span>}
+                      {v.state === 'invalid' ? (
+                        <Badge tone="bad">invalid, ignored</Badge>
+                      ) : v.state === 'valid' ? (
+                        <Badge tone="ok">valid</Badge>
+                      ) : v.state === 'not_consulted' ? (
+                        <Badge tone="neutral">not consulted</Badge>
+                      ) : (
+                        <span className="muted">{v.state}</span>
+                      )}
                     </td>
                     <td className="mono">{used ? <strong>{String(r.value)}</strong> : <span className="muted">—</span>}</td>
                   </tr>
@@ -184,7 +287,10 @@ export function RouterScreen() {
             ))}
           </ul>
         )}
-        <p className="muted small">Environment values rank below the router config and above the built-in defaults. A canonical variable that is set (even invalid) means its deprecated alias is not consulted.</p>
+        <p className="muted small">
+          Environment values rank below the router config and above the built-in defaults. A canonical variable that is set (even invalid) means its deprecated
+          alias is not consulted.
+        </p>
       </Panel>
 
       <Panel title="Built-in defaults of the transport" id="defaults">
@@ -195,7 +301,10 @@ export function RouterScreen() {
           </div>
           <div>
             <dt className="mono">multimodal_shm_min_bytes</dt>
-            <dd className="mono">{TRANSPORT_KNOBS.multimodal_shm_min_bytes.defaultValue.toLocaleString('en-US')} B ({formatBytes(TRANSPORT_KNOBS.multimodal_shm_min_bytes.defaultValue)})</dd>
+            <dd className="mono">
+              {TRANSPORT_KNOBS.multimodal_shm_min_bytes.defaultValue.toLocaleString('en-US')} B (
+              {formatBytes(TRANSPORT_KNOBS.multimodal_shm_min_bytes.defaultValue)})
+            </dd>
           </div>
           <div>
             <dt className="mono">policy</dt>

@@ -91,7 +91,23 @@ function Histogram({ rows, threshold, thresholdLabel }: { rows: readonly TensorE
       legend: { live: true },
       scales: { x: { time: false, range: [-0.5, 26.5] }, y: { range: (_u, _min, max) => [0, Math.max(1, max * 1.15)] } },
       // A label every second power of two where there is room, every fourth on a narrow chart.
-      axes: [themedAxis({ values: (_u, vals) => vals.map((v) => (Number.isInteger(v) ? formatBytes(2 ** v).replace('.00', '').replace('.0 ', ' ') : '')), splits: () => { const step = width < 760 ? 4 : 2; return Array.from({ length: Math.floor(26 / step) + 1 }, (_, i) => i * step); } }), themedAxis({ size: 50 })],
+      axes: [
+        themedAxis({
+          values: (_u, vals) =>
+            vals.map((v) =>
+              Number.isInteger(v)
+                ? formatBytes(2 ** v)
+                    .replace('.00', '')
+                    .replace('.0 ', ' ')
+                : '',
+            ),
+          splits: () => {
+            const step = width < 760 ? 4 : 2;
+            return Array.from({ length: Math.floor(26 / step) + 1 }, (_, i) => i * step);
+          },
+        }),
+        themedAxis({ size: 50 }),
+      ],
       series: [
         { label: 'size', value: (_u, v) => (v === null ? '–' : `${formatBytes(2 ** v)}–${formatBytes(2 ** (v + 1))}`) },
         { label: 'inline', fill: cssVar('--c-inline'), stroke: cssVar('--c-inline'), paths: bars({ size: [0.42, 40], align: -1 }), points: { show: false } },
@@ -120,7 +136,8 @@ function Histogram({ rows, threshold, thresholdLabel }: { rows: readonly TensorE
               ctx.restore();
             };
             drawLine(lines.current.threshold, cssVar('--text'), [], `threshold ${formatBytes(lines.current.threshold)}`);
-            if (lines.current.candidate !== lines.current.threshold) drawLine(lines.current.candidate, cssVar('--accent'), [6, 4], `what-if ${formatBytes(lines.current.candidate)}`, 28);
+            if (lines.current.candidate !== lines.current.threshold)
+              drawLine(lines.current.candidate, cssVar('--accent'), [6, 4], `what-if ${formatBytes(lines.current.candidate)}`, 28);
           },
         ],
       },
@@ -131,28 +148,62 @@ function Histogram({ rows, threshold, thresholdLabel }: { rows: readonly TensorE
   const chartData = useMemo<uPlot.AlignedData>(() => [h.edges.map((_, i) => i), h.inline, h.shm], [h, candidate, threshold]);
 
   return (
-    <Panel title="Recent tensor sizes" id="histogram" actions={<span className="muted small" data-testid="histogram-count">{formatInt(rows.length)} tensors: the table's rows · bucket {'='} power of two</span>}>
-      <UChart options={options} data={chartData} height={190} label={`Histogram of recent tensor sizes by path, with the threshold ${formatBytes(threshold)} marked`} />
+    <Panel
+      title="Recent tensor sizes"
+      id="histogram"
+      actions={
+        <span className="muted small" data-testid="histogram-count">
+          {formatInt(rows.length)} tensors: the table's rows · bucket {'='} power of two
+        </span>
+      }
+    >
+      <UChart
+        options={options}
+        data={chartData}
+        height={190}
+        label={`Histogram of recent tensor sizes by path, with the threshold ${formatBytes(threshold)} marked`}
+      />
       <div className="whatif">
         <div className="field">
-          <label htmlFor="whatif">What if the threshold were <strong className="num">{formatBytes(candidate)}</strong>? <span className="muted">(now {formatBytes(threshold)}, {thresholdLabel})</span></label>
-          <input id="whatif" type="range" min={0} max={SLIDER_MAX} value={pos} onChange={(e) => setPicked(sliderToBytes(Number(e.target.value)))} aria-valuetext={formatBytes(candidate)} />
+          <label htmlFor="whatif">
+            What if the threshold were <strong className="num">{formatBytes(candidate)}</strong>?{' '}
+            <span className="muted">
+              (now {formatBytes(threshold)}, {thresholdLabel})
+            </span>
+          </label>
+          <input
+            id="whatif"
+            type="range"
+            min={0}
+            max={SLIDER_MAX}
+            value={pos}
+            onChange={(e) => setPicked(sliderToBytes(Number(e.target.value)))}
+            aria-valuetext={formatBytes(candidate)}
+          />
         </div>
         <dl className="whatif-result" aria-live="polite" data-testid="whatif">
           <div>
             <dt>inline → SHM</dt>
-            <dd><span className="num">{formatInt(w.toShm.tensors)}</span> tensors, <span className="num">{formatBytes(w.toShm.bytes)}</span></dd>
+            <dd>
+              <span className="num">{formatInt(w.toShm.tensors)}</span> tensors, <span className="num">{formatBytes(w.toShm.bytes)}</span>
+            </dd>
           </div>
           <div>
             <dt>SHM → inline</dt>
-            <dd><span className="num">{formatInt(w.toInline.tensors)}</span> tensors, <span className="num">{formatBytes(w.toInline.bytes)}</span></dd>
+            <dd>
+              <span className="num">{formatInt(w.toInline.tensors)}</span> tensors, <span className="num">{formatBytes(w.toInline.bytes)}</span>
+            </dd>
           </div>
           <div>
             <dt>cannot move</dt>
-            <dd><span className="num">{formatInt(w.unaffected)}</span> <span className="muted">(their request is inline anyway)</span></dd>
+            <dd>
+              <span className="num">{formatInt(w.unaffected)}</span> <span className="muted">(their request is inline anyway)</span>
+            </dd>
           </div>
         </dl>
-        <button type="button" className="btn btn-small" onClick={() => setPicked(null)} disabled={candidate === threshold}>Reset to current</button>
+        <button type="button" className="btn btn-small" onClick={() => setPicked(null)} disabled={candidate === threshold}>
+          Reset to current
+        </button>
       </div>
     </Panel>
   );
@@ -193,15 +244,37 @@ function ReasonCell({ e, attempt }: { e: TensorEvent; attempt: { n: 1 | 2; of: 1
   const title = `${e.reason}: ${describeReason(e.reason)}${e.detail ? ` (${e.detail})` : ''}`;
   return (
     <span role="cell" className={`ellipsis ${FALLBACK_REASONS.has(e.reason) || attempt.of === 2 ? 'reason-fallback' : ''}`} title={title}>
-      {attempt.of === 2 && <span className="tag-attempt" data-attempt={attempt.n}>attempt {attempt.n}/2</span>}
-      {e.cache && <span className="tag-cache" data-cache={e.cache} title={CACHE_WORDS[e.cache]}>cache {e.cache}</span>}
+      {attempt.of === 2 && (
+        <span className="tag-attempt" data-attempt={attempt.n}>
+          attempt {attempt.n}/2
+        </span>
+      )}
+      {e.cache && (
+        <span className="tag-cache" data-cache={e.cache} title={CACHE_WORDS[e.cache]}>
+          cache {e.cache}
+        </span>
+      )}
       {words}
       {attempt.n === 2 && e.detail && <span className="muted"> · {e.detail}</span>}
     </span>
   );
 }
 
-const Row = memo(function Row({ e, index, start, attempt, selected, onSelect }: { e: TensorEvent; index: number; start: number; attempt: { n: 1 | 2; of: 1 | 2 }; selected: boolean; onSelect: (e: TensorEvent) => void }) {
+const Row = memo(function Row({
+  e,
+  index,
+  start,
+  attempt,
+  selected,
+  onSelect,
+}: {
+  e: TensorEvent;
+  index: number;
+  start: number;
+  attempt: { n: 1 | 2; of: 1 | 2 };
+  selected: boolean;
+  onSelect: (e: TensorEvent) => void;
+}) {
   const leg = disaggregatedLeg(e);
   return (
     <div
@@ -214,10 +287,26 @@ const Row = memo(function Row({ e, index, start, attempt, selected, onSelect }: 
       data-attempt={attempt.of === 2 ? attempt.n : undefined}
     >
       <span role="cell" className="num nowrap">
-        {e.source === 'console' && <span className="tag-console narrow-only" title="the console's own test traffic">C</span>}
-        <button type="button" className="linklike num" onClick={(ev) => { ev.stopPropagation(); onSelect(e); }} aria-label={`Details of ${e.tensor} of ${e.requestId} at ${formatClock(e.time)}`}>{formatClock(e.time)}</button>
+        {e.source === 'console' && (
+          <span className="tag-console narrow-only" title="the console's own test traffic">
+            C
+          </span>
+        )}
+        <button
+          type="button"
+          className="linklike num"
+          onClick={(ev) => {
+            ev.stopPropagation();
+            onSelect(e);
+          }}
+          aria-label={`Details of ${e.tensor} of ${e.requestId} at ${formatClock(e.time)}`}
+        >
+          {formatClock(e.time)}
+        </button>
       </span>
-      <span role="cell" className="r num col-secondary">{e.revision}</span>
+      <span role="cell" className="r num col-secondary">
+        {e.revision}
+      </span>
       <span role="cell" className="mono ellipsis col-secondary" title={e.requestId}>
         {e.source === 'console' && <span className="tag-console">console</span>}
         {e.requestId}
@@ -225,20 +314,46 @@ const Row = memo(function Row({ e, index, start, attempt, selected, onSelect }: 
       <span role="cell" className="mono cell-worker" title={leg ? `${leg} worker ${e.worker}` : e.worker}>
         {leg && <LegTag leg={leg} />}
         {/* Cut from the start when narrow: workers on one host differ by their port. */}
-        <span className="ellipsis-start"><bdi>{e.worker.replace(/^grpc:\/\//, '')}</bdi></span>
+        <span className="ellipsis-start">
+          <bdi>{e.worker.replace(/^grpc:\/\//, '')}</bdi>
+        </span>
       </span>
-      <span role="cell" className="mono ellipsis" title={e.tensor}>{e.tensor}</span>
-      <span role="cell" className="mono ellipsis col-secondary">[{e.shape.join(',')}]</span>
-      <span role="cell" className="mono col-secondary">{e.dtype}</span>
-      <span role="cell" className="r num">{formatBytes(e.nbytes)}</span>
-      <span role="cell" data-path={e.path}><span className={`path path-${e.path}`}>{e.path === 'shm' ? 'SHM' : e.path}</span></span>
+      <span role="cell" className="mono ellipsis" title={e.tensor}>
+        {e.tensor}
+      </span>
+      <span role="cell" className="mono ellipsis col-secondary">
+        [{e.shape.join(',')}]
+      </span>
+      <span role="cell" className="mono col-secondary">
+        {e.dtype}
+      </span>
+      <span role="cell" className="r num">
+        {formatBytes(e.nbytes)}
+      </span>
+      <span role="cell" data-path={e.path}>
+        <span className={`path path-${e.path}`}>{e.path === 'shm' ? 'SHM' : e.path}</span>
+      </span>
       <ReasonCell e={e} attempt={attempt} />
-      <span role="cell" className="r num col-secondary">{e.path === 'shm' ? formatMicros(e.writeMicros) : '–'}</span>
+      <span role="cell" className="r num col-secondary">
+        {e.path === 'shm' ? formatMicros(e.writeMicros) : '–'}
+      </span>
     </div>
   );
 });
 
-function EventTable({ rows, total, retried, selected, onSelect }: { rows: readonly TensorEvent[]; total: number; retried: ReadonlyMap<string, string>; selected: string | null; onSelect: (e: TensorEvent) => void }) {
+function EventTable({
+  rows,
+  total,
+  retried,
+  selected,
+  onSelect,
+}: {
+  rows: readonly TensorEvent[];
+  total: number;
+  retried: ReadonlyMap<string, string>;
+  selected: string | null;
+  onSelect: (e: TensorEvent) => void;
+}) {
   const scroller = useRef<HTMLDivElement>(null);
   const v = useVirtualizer({ count: rows.length, getScrollElement: () => scroller.current, estimateSize: () => ROW_HEIGHT, overscan: 8 });
   return (
@@ -256,13 +371,27 @@ function EventTable({ rows, total, retried, selected, onSelect }: { rows: readon
       <div ref={scroller} role="rowgroup" className="tbody-scroll" tabIndex={0} aria-label="Tensor events (scrollable)">
         {rows.length === 0 ? (
           <div role="row" className="tempty">
-            <span role="cell">{total === 0 ? 'No tensor traffic yet. Send a request through the router, or use Doctor → Send test tensor (tick “show console traffic” to see it here).' : 'No event matches these filters.'}</span>
+            <span role="cell">
+              {total === 0
+                ? 'No tensor traffic yet. Send a request through the router, or use Doctor → Send test tensor (tick “show console traffic” to see it here).'
+                : 'No event matches these filters.'}
+            </span>
           </div>
         ) : (
           <div className="tbody" style={{ height: v.getTotalSize() }}>
             {v.getVirtualItems().map((item) => {
               const e = rows[item.index]!;
-              return <Row key={item.key} e={e} index={item.index} start={item.start} attempt={attemptOf(e, retried)} selected={selected === eventKey(e)} onSelect={onSelect} />;
+              return (
+                <Row
+                  key={item.key}
+                  e={e}
+                  index={item.index}
+                  start={item.start}
+                  attempt={attemptOf(e, retried)}
+                  selected={selected === eventKey(e)}
+                  onSelect={onSelect}
+                />
+              );
             })}
           </div>
         )}
@@ -287,7 +416,13 @@ function RequestSent({ requestId }: { requestId: string }) {
     };
   }, [requestId]);
   if (summary === undefined) return null;
-  if (summary === null) return <div><dt>Sampling</dt><dd className="muted">not known: the request is still running, or too old to be kept</dd></div>;
+  if (summary === null)
+    return (
+      <div>
+        <dt>Sampling</dt>
+        <dd className="muted">not known: the request is still running, or too old to be kept</dd>
+      </div>
+    );
   const s = summary.sampling;
   const fromModel = new Set(Array.isArray(s?.from_model_defaults) ? (s.from_model_defaults as string[]) : []);
   const shown = s ? Object.entries(s).filter(([k, v]) => k !== 'from_model_defaults' && v !== null && !(Array.isArray(v) && v.length === 0)) : [];
@@ -295,7 +430,10 @@ function RequestSent({ requestId }: { requestId: string }) {
     <>
       <div>
         <dt>Request</dt>
-        <dd className="num">HTTP {summary.status}{summary.error && <span className="small"> · {summary.error}</span>}</dd>
+        <dd className="num">
+          HTTP {summary.status}
+          {summary.error && <span className="small"> · {summary.error}</span>}
+        </dd>
       </div>
       {s && (
         <div>
@@ -321,21 +459,72 @@ function EventDetails({ e, retried, onClose }: { e: TensorEvent; retried: Readon
     <div className="event-details" data-testid="event-details" role="region" aria-label="The selected tensor event">
       <div className="event-details-head">
         <strong className="mono">{e.tensor}</strong> of <span className="mono">{e.requestId}</span>
-        <button type="button" className="btn btn-small btn-ghost" onClick={onClose}>Close</button>
+        <button type="button" className="btn btn-small btn-ghost" onClick={onClose}>
+          Close
+        </button>
       </div>
       <dl className="kv kv-wide">
-        <div><dt>When</dt><dd className="num">{formatClock(e.time)} · revision {e.revision} · {e.source === 'console' ? "the console's own test traffic" : 'a client of the API'}</dd></div>
-        <div><dt>Worker</dt><dd className="mono">{e.worker} ({e.runtime}){disaggregatedLeg(e) && <span> · the request's {e.leg} worker{e.room && <>, bootstrap room <span className="mono">{e.room}</span></>}</span>}</dd></div>
-        <div><dt>Tensor</dt><dd className="mono">[{e.shape.join(', ')}] {e.dtype}, {formatBytes(e.nbytes)} ({e.nbytes.toLocaleString('en-US')} bytes)</dd></div>
-        <div><dt>Went</dt><dd><span className={`path path-${e.path}`}>{e.path === 'shm' ? 'SHM' : e.path}</span>{e.path === 'shm' && <> · {e.cache === 'hit' ? 'placed' : 'written'} in {formatMicros(e.writeMicros)}</>}</dd></div>
-        <div><dt>Why</dt><dd>{describeReason(e.reason)} <code>{e.reason}</code>{e.detail && <div className="mono small wrap">{e.detail}</div>}</dd></div>
+        <div>
+          <dt>When</dt>
+          <dd className="num">
+            {formatClock(e.time)} · revision {e.revision} · {e.source === 'console' ? "the console's own test traffic" : 'a client of the API'}
+          </dd>
+        </div>
+        <div>
+          <dt>Worker</dt>
+          <dd className="mono">
+            {e.worker} ({e.runtime})
+            {disaggregatedLeg(e) && (
+              <span>
+                {' '}
+                · the request's {e.leg} worker
+                {e.room && (
+                  <>
+                    , bootstrap room <span className="mono">{e.room}</span>
+                  </>
+                )}
+              </span>
+            )}
+          </dd>
+        </div>
+        <div>
+          <dt>Tensor</dt>
+          <dd className="mono">
+            [{e.shape.join(', ')}] {e.dtype}, {formatBytes(e.nbytes)} ({e.nbytes.toLocaleString('en-US')} bytes)
+          </dd>
+        </div>
+        <div>
+          <dt>Went</dt>
+          <dd>
+            <span className={`path path-${e.path}`}>{e.path === 'shm' ? 'SHM' : e.path}</span>
+            {e.path === 'shm' && (
+              <>
+                {' '}
+                · {e.cache === 'hit' ? 'placed' : 'written'} in {formatMicros(e.writeMicros)}
+              </>
+            )}
+          </dd>
+        </div>
+        <div>
+          <dt>Why</dt>
+          <dd>
+            {describeReason(e.reason)} <code>{e.reason}</code>
+            {e.detail && <div className="mono small wrap">{e.detail}</div>}
+          </dd>
+        </div>
         {e.cache && (
           <div>
             <dt>Pixel cache</dt>
             <dd data-testid="event-cache">
               {CACHE_WORDS[e.cache]}
-              {e.cache === 'hit' && e.path === 'shm' && e.cachePlaced === 'link' && '; over SHM, a hard link to the cached file under a new tensor name rather than a write of its bytes'}
-              {e.cache === 'hit' && e.path === 'shm' && e.cachePlaced === 'copy' && "; over SHM, a copy of the cached file of the request's own (the worker attaches its file read-write, or the cache is set to copy), made by the kernel: no preprocessing"}
+              {e.cache === 'hit' &&
+                e.path === 'shm' &&
+                e.cachePlaced === 'link' &&
+                '; over SHM, a hard link to the cached file under a new tensor name rather than a write of its bytes'}
+              {e.cache === 'hit' &&
+                e.path === 'shm' &&
+                e.cachePlaced === 'copy' &&
+                "; over SHM, a copy of the cached file of the request's own (the worker attaches its file read-write, or the cache is set to copy), made by the kernel: no preprocessing"}
             </dd>
           </div>
         )}
@@ -364,7 +553,11 @@ function NextRequestStrip() {
       <ul className="verdict-strip" data-testid="traffic-verdicts">
         {verdicts.map((v) => (
           <li key={v.url} data-worker={v.url} data-outcome={v.decision.outcome}>
-            <span className="mono">{v.role !== 'regular' && <LegTag leg={v.role} />}{v.url.replace(/^grpc:\/\//, '')}</span> <VerdictBadge decision={v.decision} threshold={v.minBytes} />{' '}
+            <span className="mono">
+              {v.role !== 'regular' && <LegTag leg={v.role} />}
+              {v.url.replace(/^grpc:\/\//, '')}
+            </span>{' '}
+            <VerdictBadge decision={v.decision} threshold={v.minBytes} />{' '}
             <span className="small">
               {v.decision.explanation}
               {!v.readsPixels && <NoPixelTensorsNote />}
@@ -388,10 +581,16 @@ export function TrafficScreen() {
   const filtered = useMemo(() => filterRows(rows, filters), [rows, filters]);
   // The histogram counts exactly the table's rows (every filter applies); the reason list counts what the other filters leave.
   const histogramRows = useThrottled(filtered, 500);
-  const scoped = useThrottled(useMemo(() => (!filters.reason ? filtered : filterRows(rows, { ...filters, reason: '' })), [filtered, rows, filters]), 500);
+  const scoped = useThrottled(
+    useMemo(() => (!filters.reason ? filtered : filterRows(rows, { ...filters, reason: '' })), [filtered, rows, filters]),
+    500,
+  );
   const retried = useMemo(() => retriedRequests(rows), [rows]);
   const [selected, setSelected] = useState<TensorEvent | null>(null);
-  const consoleCount = useThrottled(useMemo(() => rows.reduce((n, e) => n + (e.source === 'console' ? 1 : 0), 0), [rows]), 500);
+  const consoleCount = useThrottled(
+    useMemo(() => rows.reduce((n, e) => n + (e.source === 'console' ? 1 : 0), 0), [rows]),
+    500,
+  );
   const reasons = useMemo(() => {
     const counts = new Map<string, number>();
     for (const e of scoped) counts.set(e.reason, (counts.get(e.reason) ?? 0) + 1);
@@ -410,7 +609,9 @@ export function TrafficScreen() {
   const cacheSeen = useMemo(() => filters.cache !== 'all' || rows.some((e) => e.cache !== undefined), [rows, filters.cache]);
   const thresholdWorker = workers.find((w) => w.url === filters.worker) ?? workers[0];
   const threshold = thresholdWorker?.resolution.multimodal_shm_min_bytes.value ?? 65536;
-  const thresholdLabel = thresholdWorker ? `${thresholdWorker.url.replace(/^grpc:\/\//, '')}, from ${thresholdWorker.resolution.multimodal_shm_min_bytes.source}` : 'default';
+  const thresholdLabel = thresholdWorker
+    ? `${thresholdWorker.url.replace(/^grpc:\/\//, '')}, from ${thresholdWorker.resolution.multimodal_shm_min_bytes.source}`
+    : 'default';
 
   return (
     <>
@@ -437,7 +638,14 @@ export function TrafficScreen() {
             <legend className="sr-only">Path</legend>
             {(['all', ...TENSOR_PATHS] as PathFilter[]).map((p) => (
               <label key={p} className={filters.path === p ? 'on' : undefined}>
-                <input type="radio" name="path-filter" value={p} checked={filters.path === p} onChange={() => setFilters({ path: p })} data-testid={`filter-path-${p}`} />
+                <input
+                  type="radio"
+                  name="path-filter"
+                  value={p}
+                  checked={filters.path === p}
+                  onChange={() => setFilters({ path: p })}
+                  data-testid={`filter-path-${p}`}
+                />
                 {p === 'all' ? 'All paths' : p === 'shm' ? 'SHM' : p}
               </label>
             ))}
@@ -446,7 +654,11 @@ export function TrafficScreen() {
             <label htmlFor="f-worker">Worker</label>
             <select id="f-worker" className="select" value={filters.worker} onChange={(e) => setFilters({ worker: e.target.value })}>
               <option value="">all workers</option>
-              {workers.map((w) => <option key={w.url} value={w.url}>{w.url}</option>)}
+              {workers.map((w) => (
+                <option key={w.url} value={w.url}>
+                  {w.url}
+                </option>
+              ))}
             </select>
           </div>
           {legs.length > 0 && (
@@ -454,7 +666,11 @@ export function TrafficScreen() {
               <label htmlFor="f-leg">Leg</label>
               <select id="f-leg" className="select" value={filters.leg} onChange={(e) => setFilters({ leg: e.target.value })}>
                 <option value="">all legs</option>
-                {legs.map((l) => <option key={l} value={l}>{l}</option>)}
+                {legs.map((l) => (
+                  <option key={l} value={l}>
+                    {l}
+                  </option>
+                ))}
               </select>
             </div>
           )}
@@ -463,7 +679,11 @@ export function TrafficScreen() {
               <label htmlFor="f-cache">Pixel cache</label>
               <select id="f-cache" className="select" value={filters.cache} onChange={(e) => setFilters({ cache: e.target.value as CacheFilter })}>
                 <option value="all">all tensors</option>
-                {TENSOR_CACHE_ANSWERS.map((c) => <option key={c} value={c}>cache {c}</option>)}
+                {TENSOR_CACHE_ANSWERS.map((c) => (
+                  <option key={c} value={c}>
+                    cache {c}
+                  </option>
+                ))}
               </select>
             </div>
           )}
@@ -471,12 +691,23 @@ export function TrafficScreen() {
             <label htmlFor="f-reason">Reason</label>
             <select id="f-reason" className="select" value={filters.reason} onChange={(e) => setFilters({ reason: e.target.value })}>
               <option value="">all reasons</option>
-              {reasons.map(([r, n]) => <option key={r} value={r} title={describeReason(r as TensorEvent['reason'])}>{REASON_WORDS[r as TensorEvent['reason']]} · {r} ({formatInt(n)})</option>)}
+              {reasons.map(([r, n]) => (
+                <option key={r} value={r} title={describeReason(r as TensorEvent['reason'])}>
+                  {REASON_WORDS[r as TensorEvent['reason']]} · {r} ({formatInt(n)})
+                </option>
+              ))}
             </select>
           </div>
           <div className="field inline-field">
             <label htmlFor="f-text">Request or tensor</label>
-            <input id="f-text" className="input" type="search" value={filters.text} onChange={(e) => setFilters({ text: e.target.value })} placeholder="chatcmpl-…" />
+            <input
+              id="f-text"
+              className="input"
+              type="search"
+              value={filters.text}
+              onChange={(e) => setFilters({ text: e.target.value })}
+              placeholder="chatcmpl-…"
+            />
           </div>
           <label className="check">
             <input type="checkbox" checked={filters.showConsole} onChange={(e) => setFilters({ showConsole: e.target.checked })} />
@@ -484,8 +715,16 @@ export function TrafficScreen() {
           </label>
         </div>
         <div className="table-status" aria-live="off">
-          <span className="num" data-testid="row-count">{formatInt(filtered.length)}</span> of <span className="num">{formatInt(rows.length)}</span> events kept (newest {formatInt(MAX_ROWS)} at most)
-          {paused && <> · <Badge tone="warn">paused</Badge> <span className="num">{formatInt(skipped)}</span> new events not shown; resume to catch up</>}
+          <span className="num" data-testid="row-count">
+            {formatInt(filtered.length)}
+          </span>{' '}
+          of <span className="num">{formatInt(rows.length)}</span> events kept (newest {formatInt(MAX_ROWS)} at most)
+          {paused && (
+            <>
+              {' '}
+              · <Badge tone="warn">paused</Badge> <span className="num">{formatInt(skipped)}</span> new events not shown; resume to catch up
+            </>
+          )}
         </div>
         <EventTable rows={filtered} total={rows.length} retried={retried} selected={selected ? eventKey(selected) : null} onSelect={setSelected} />
         {selected && <EventDetails e={selected} retried={retried} onClose={() => setSelected(null)} />}
@@ -493,4 +732,3 @@ export function TrafficScreen() {
     </>
   );
 }
-

@@ -4,7 +4,19 @@
 // editor whose changes go into the draft, with "inherit" (no override: router, env or
 // default decides) as a first-class choice for both knobs.
 import { Fragment, useId, useMemo, useState } from 'react';
-import { DEFAULT_BOOTSTRAP_PORT, hasBootstrapServer, readsPixelTensors, REASON_WORDS, RUNTIMES, WORKER_TYPES, WorkerSpecSchema, WorkerUrlSchema, type RouterConfig, type WorkerSpec, type WorkerView } from '../../../core/console/contract.ts';
+import {
+  DEFAULT_BOOTSTRAP_PORT,
+  hasBootstrapServer,
+  readsPixelTensors,
+  REASON_WORDS,
+  RUNTIMES,
+  WORKER_TYPES,
+  WorkerSpecSchema,
+  WorkerUrlSchema,
+  type RouterConfig,
+  type WorkerSpec,
+  type WorkerView,
+} from '../../../core/console/contract.ts';
 import { VerdictBadge, VerdictText } from '../components/Verdict.tsx';
 import { Badge, Empty, ErrorNote, Panel, ScreenHeader } from '../components/ui.tsx';
 import { addWorker, patchWorker, removeWorker, typedNumber } from '../lib/draft.ts';
@@ -56,7 +68,11 @@ function SamplingDefaults({ w }: { w: WorkerView }) {
   if (!d) return null;
   const values = Object.entries(d.values);
   return (
-    <div className="small muted" data-testid="sampling-defaults" title="default_sampling_params_json: fills temperature, top_p, top_k, min_p and repetition_penalty where a request leaves them out">
+    <div
+      className="small muted"
+      data-testid="sampling-defaults"
+      title="default_sampling_params_json: fills temperature, top_p, top_k, min_p and repetition_penalty where a request leaves them out"
+    >
       sampling defaults:{' '}
       {d.warning ? <span className="field-error">{d.warning}</span> : values.length ? values.map(([k, v]) => `${k} ${v}`).join(', ') : 'none'}
     </div>
@@ -84,14 +100,27 @@ function Topology({ mode, workers }: { mode: RouterConfig['disaggregation']; wor
           const members = workers.filter((w) => w.spec.worker_type === role);
           return (
             <li key={role} className="topology-role" data-role={role}>
-              <div className="topology-head"><strong>{role}</strong> <span className="muted small">({members.length})</span></div>
-              <div className="muted small">{mode === 'pd' && role === 'prefill' ? "reads the pixels (by its own transport) and hands its KV to the decode worker" : ROLE_DOES[role]}</div>
+              <div className="topology-head">
+                <strong>{role}</strong> <span className="muted small">({members.length})</span>
+              </div>
+              <div className="muted small">
+                {mode === 'pd' && role === 'prefill' ? 'reads the pixels (by its own transport) and hands its KV to the decode worker' : ROLE_DOES[role]}
+              </div>
               <ul className="topology-workers">
                 {members.map((w) => (
                   <li key={w.url}>
                     <span className="mono small">{w.url.replace(/^grpc:\/\//, '')}</span> <Badge tone={HEALTH_TONE[w.health]}>{w.health}</Badge>
-                    {(role === 'encode' || (mode === 'pd' && role === 'prefill')) && <> <VerdictBadge decision={w.decision} threshold={w.resolution.multimodal_shm_min_bytes.value} compact /></>}
-                    {w.kvHandoff && <div className="muted small" data-testid="topology-kv-handoff">{w.kvHandoff.says}</div>}
+                    {(role === 'encode' || (mode === 'pd' && role === 'prefill')) && (
+                      <>
+                        {' '}
+                        <VerdictBadge decision={w.decision} threshold={w.resolution.multimodal_shm_min_bytes.value} compact />
+                      </>
+                    )}
+                    {w.kvHandoff && (
+                      <div className="muted small" data-testid="topology-kv-handoff">
+                        {w.kvHandoff.says}
+                      </div>
+                    )}
                   </li>
                 ))}
                 {members.length === 0 && <li className="muted small">none configured</li>}
@@ -140,7 +169,11 @@ export function WorkersScreen() {
       {view && <Topology mode={view.config.disaggregation} workers={workers} />}
       {adding && view && <AddWorker config={view.config} revision={view.revision} existing={workers} onClose={() => setAdding(false)} />}
       <Panel id="workers-table">
-        {resolvedFor === 'invalid' && <p className="note note-warn small" data-testid="draft-invalid">The draft has a problem (named in the bar below): the mode, threshold and next request shown are from before it, until it is fixed or discarded.</p>}
+        {resolvedFor === 'invalid' && (
+          <p className="note note-warn small" data-testid="draft-invalid">
+            The draft has a problem (named in the bar below): the mode, threshold and next request shown are from before it, until it is fixed or discarded.
+          </p>
+        )}
         {loaded && workers.length === 0 && draftOnly.length === 0 ? (
           <Empty title="No workers">Add a worker (grpc://host:port or unix:///path) to send requests to it.</Empty>
         ) : (
@@ -152,7 +185,9 @@ export function WorkersScreen() {
                   <th scope="col">Status and load</th>
                   <th scope="col">Mode, threshold</th>
                   <th scope="col">Next request</th>
-                  <th scope="col" className="actions"><span className="sr-only">Actions</span></th>
+                  <th scope="col" className="actions">
+                    <span className="sr-only">Actions</span>
+                  </th>
                 </tr>
               </thead>
               <tbody>
@@ -166,14 +201,29 @@ export function WorkersScreen() {
                     <Fragment key={w.url}>
                       <tr className={editing === w.url ? 'selected' : undefined} data-worker={w.url}>
                         <td className="worker-cell">
-                          <div className={`mono worker-url ${w.url.startsWith('grpc://') ? 'nowrap' : 'wrap'}`} title={w.url}>{w.url}</div>
+                          <div className={`mono worker-url ${w.url.startsWith('grpc://') ? 'nowrap' : 'wrap'}`} title={w.url}>
+                            {w.url}
+                          </div>
                           <div className="muted small">
                             {w.runtime ?? w.spec.runtime} · {w.spec.worker_type}
-                            {!isEmbedded(w) && w.origin && <> · <span className="origin-cell" title={w.origin}>{w.origin.replace(/^.*\//, '')}</span></>}
+                            {!isEmbedded(w) && w.origin && (
+                              <>
+                                {' '}
+                                ·{' '}
+                                <span className="origin-cell" title={w.origin}>
+                                  {w.origin.replace(/^.*\//, '')}
+                                </span>
+                              </>
+                            )}
                           </div>
                           {isEmbedded(w) && (
                             <div>
-                              <Badge tone="info" title="The router's own reference worker: it stands in while no worker is configured and is never written to the file. Adding a worker replaces it.">embedded reference worker</Badge>
+                              <Badge
+                                tone="info"
+                                title="The router's own reference worker: it stands in while no worker is configured and is never written to the file. Adding a worker replaces it."
+                              >
+                                embedded reference worker
+                              </Badge>
                             </div>
                           )}
                           <SamplingDefaults w={w} />
@@ -183,15 +233,23 @@ export function WorkersScreen() {
                             </div>
                           )}
                           <div className="row-links small">
-                            <a href={routeHref('precedence', { worker: w.url })} aria-label={`Precedence of ${w.url}`}>ladder</a>
-                            <a href={routeHref('doctor', { worker: w.url })} aria-label={`Doctor for ${w.url}`}>doctor</a>
+                            <a href={routeHref('precedence', { worker: w.url })} aria-label={`Precedence of ${w.url}`}>
+                              ladder
+                            </a>
+                            <a href={routeHref('doctor', { worker: w.url })} aria-label={`Doctor for ${w.url}`}>
+                              doctor
+                            </a>
                             {removedInDraft && <Badge tone="warn">removed in draft</Badge>}
                           </div>
                         </td>
                         <td>
                           <div className="badge-stack">
-                            <Badge tone={HEALTH_TONE[w.health]} title={w.lastError ?? undefined}>{w.health}</Badge>
-                            <Badge tone={TOKEN_WORDS[w.tokenMatch].tone} title={w.token ?? 'no token advertised'}>{TOKEN_WORDS[w.tokenMatch].word}</Badge>
+                            <Badge tone={HEALTH_TONE[w.health]} title={w.lastError ?? undefined}>
+                              {w.health}
+                            </Badge>
+                            <Badge tone={TOKEN_WORDS[w.tokenMatch].tone} title={w.token ?? 'no token advertised'}>
+                              {TOKEN_WORDS[w.tokenMatch].word}
+                            </Badge>
                             {w.shmLane && (
                               <button
                                 type="button"
@@ -207,23 +265,45 @@ export function WorkersScreen() {
                             )}
                           </div>
                           <div className="muted small num load" data-testid="load">
-                            <span title="requests in flight">{w.inFlight} in flight</span> · <span title="share of the tensors sent in the last 60 s">{formatPercent(w.trafficShare)} of 60 s</span>
+                            <span title="requests in flight">{w.inFlight} in flight</span> ·{' '}
+                            <span title="share of the tensors sent in the last 60 s">{formatPercent(w.trafficShare)} of 60 s</span>
                           </div>
                         </td>
                         <td>
-                          <div><span className="mono" data-testid="effective-mode">{mode.value}</span> <Layer source={mode.source} /></div>
-                          <div><span className="num" data-testid="effective-threshold">≥ {formatBytes(thr.value)}</span> <Layer source={thr.source} /></div>
+                          <div>
+                            <span className="mono" data-testid="effective-mode">
+                              {mode.value}
+                            </span>{' '}
+                            <Layer source={mode.source} />
+                          </div>
+                          <div>
+                            <span className="num" data-testid="effective-threshold">
+                              ≥ {formatBytes(thr.value)}
+                            </span>{' '}
+                            <Layer source={thr.source} />
+                          </div>
                         </td>
                         <td data-testid="next-request" data-outcome={r.decision.outcome} className="next-cell">
                           <VerdictBadge decision={r.decision} threshold={thr.value} compact />
-                          <div className="small reason" title={`${r.decision.reason}: ${r.decision.explanation}`}>{REASON_WORDS[r.decision.reason]}</div>
+                          <div className="small reason" title={`${r.decision.reason}: ${r.decision.explanation}`}>
+                            {REASON_WORDS[r.decision.reason]}
+                          </div>
                           {view && !readsPixelTensors(view.config.disaggregation, w.spec.worker_type) && (
-                            <div className="small muted" data-testid="no-pixels">no pixel tensors: {view.config.disaggregation === 'epd' ? 'the encode workers' : 'the prefill worker'} get them; its own are the images' metadata, a few bytes</div>
+                            <div className="small muted" data-testid="no-pixels">
+                              no pixel tensors: {view.config.disaggregation === 'epd' ? 'the encode workers' : 'the prefill worker'} get them; its own are the
+                              images' metadata, a few bytes
+                            </div>
                           )}
                         </td>
                         <td className="actions">
                           <div className="action-grid">
-                            <button type="button" className="btn btn-small" aria-expanded={editing === w.url} onClick={() => setEditing(editing === w.url ? null : w.url)} aria-label={`Edit ${w.url}`}>
+                            <button
+                              type="button"
+                              className="btn btn-small"
+                              aria-expanded={editing === w.url}
+                              onClick={() => setEditing(editing === w.url ? null : w.url)}
+                              aria-label={`Edit ${w.url}`}
+                            >
                               Edit
                             </button>
                             <button type="button" className="btn btn-small btn-danger" onClick={() => reviewRemove(w)} aria-label={`Remove ${w.url}`}>
@@ -249,7 +329,9 @@ export function WorkersScreen() {
                       <Badge tone="info">in draft, not applied</Badge>
                     </td>
                     <td className="actions">
-                      <button type="button" className="btn btn-small" onClick={() => setEditing(d.url)}>Edit</button>
+                      <button type="button" className="btn btn-small" onClick={() => setEditing(d.url)}>
+                        Edit
+                      </button>
                     </td>
                   </tr>
                 ))}
@@ -273,7 +355,13 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
   const hasBootstrap = hasBootstrapServer(type);
   const urlCheck = WorkerUrlSchema.safeParse(url.trim());
   const dup = config.workers.some((w) => w.url === url.trim() && !existing.find((e) => e.url === w.url && isEmbedded(e)));
-  const spec = WorkerSpecSchema.safeParse({ url: url.trim(), runtime, worker_type: type, priority: Number(priority), ...(hasBootstrap && bootstrapPort !== undefined ? { bootstrap_port: bootstrapPort } : {}) });
+  const spec = WorkerSpecSchema.safeParse({
+    url: url.trim(),
+    runtime,
+    worker_type: type,
+    priority: Number(priority),
+    ...(hasBootstrap && bootstrapPort !== undefined ? { bootstrap_port: bootstrapPort } : {}),
+  });
   const urlProblem = !urlCheck.success ? urlCheck.error.issues[0]?.message : dup ? `${url.trim()} is already configured; edit it instead` : null;
   const portProblem = hasBootstrap ? workerFieldProblem('bootstrap_port', bootstrapPort) : null;
   const specIssue = spec.success ? undefined : spec.error.issues[0];
@@ -297,10 +385,19 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
   };
 
   return (
-    <Panel title="Add a worker" id="add-worker" actions={<button type="button" className="btn btn-small btn-ghost" onClick={onClose}>Cancel</button>}>
+    <Panel
+      title="Add a worker"
+      id="add-worker"
+      actions={
+        <button type="button" className="btn btn-small btn-ghost" onClick={onClose}>
+          Cancel
+        </button>
+      }
+    >
       {embedded.size > 0 && (
         <p className="note note-info" data-testid="replaces-embedded">
-          Adding a worker replaces the embedded reference worker (<code>{[...embedded].join(', ')}</code>): it stands in only while no worker is configured, so the router stops using it once this one is applied.
+          Adding a worker replaces the embedded reference worker (<code>{[...embedded].join(', ')}</code>): it stands in only while no worker is configured, so
+          the router stops using it once this one is applied.
         </p>
       )}
       <form
@@ -312,7 +409,14 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
       >
         <div className="field span-2">
           <label htmlFor={`${id}-url`}>URL</label>
-          <input id={`${id}-url`} className={`input mono ${urlProblem && url.length > 10 ? 'invalid' : ''}`} value={url} onChange={(e) => setUrl(e.target.value)} aria-describedby={`${id}-url-hint`} autoFocus />
+          <input
+            id={`${id}-url`}
+            className={`input mono ${urlProblem && url.length > 10 ? 'invalid' : ''}`}
+            value={url}
+            onChange={(e) => setUrl(e.target.value)}
+            aria-describedby={`${id}-url-hint`}
+            autoFocus
+          />
           <div id={`${id}-url-hint`} className={urlProblem && url.length > 10 ? 'field-error' : 'field-hint'}>
             {urlProblem && url.length > 10 ? urlProblem : 'grpc://host:port or unix:///path/to/socket'}
           </div>
@@ -320,13 +424,21 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
         <div className="field">
           <label htmlFor={`${id}-rt`}>Runtime</label>
           <select id={`${id}-rt`} className="select" value={runtime} onChange={(e) => setRuntime(e.target.value as typeof runtime)}>
-            {RUNTIMES.map((r) => <option key={r} value={r}>{r === 'unspecified' ? 'detect (unspecified)' : r}</option>)}
+            {RUNTIMES.map((r) => (
+              <option key={r} value={r}>
+                {r === 'unspecified' ? 'detect (unspecified)' : r}
+              </option>
+            ))}
           </select>
         </div>
         <div className="field">
           <label htmlFor={`${id}-type`}>Role</label>
           <select id={`${id}-type`} className="select" value={type} onChange={(e) => setType(e.target.value as typeof type)}>
-            {WORKER_TYPES.map((r) => <option key={r} value={r}>{r}</option>)}
+            {WORKER_TYPES.map((r) => (
+              <option key={r} value={r}>
+                {r}
+              </option>
+            ))}
           </select>
         </div>
         <div className="field">
@@ -338,7 +450,11 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
           <button type="submit" className="btn btn-primary" disabled={!!problem}>
             Review and add…
           </button>
-          {otherProblem && <div className="field-error" data-testid="add-worker-problem">{otherProblem}</div>}
+          {otherProblem && (
+            <div className="field-error" data-testid="add-worker-problem">
+              {otherProblem}
+            </div>
+          )}
         </div>
       </form>
       <p className="muted small">Transport overrides start on inherit; set them afterwards with Edit.</p>
@@ -358,7 +474,15 @@ function workerFieldProblem(key: 'bootstrap_port' | 'priority', value: number | 
  * (typedNumber): an invalid port stands in the draft, where the pending bar names it
  * and Review & apply stays off, or in the Add form's problem, never the last valid one.
  */
-function BootstrapPortField({ id, value, onChange }: { id: string; value: number | string | undefined; onChange: (port: number | string | undefined) => void }) {
+function BootstrapPortField({
+  id,
+  value,
+  onChange,
+}: {
+  id: string;
+  value: number | string | undefined;
+  onChange: (port: number | string | undefined) => void;
+}) {
   const [text, setText] = useTypedText(value);
   const err = workerFieldProblem('bootstrap_port', typedNumber(text));
   return (
@@ -378,7 +502,7 @@ function BootstrapPortField({ id, value, onChange }: { id: string; value: number
         }}
       />
       <div id={`${id}-hint`} className={err ? 'field-error' : 'field-hint'}>
-        {err ?? 'where decode takes the KV (prefill) or prefill the embeddings (encode), at the URL\'s host'}
+        {err ?? "where decode takes the KV (prefill) or prefill the embeddings (encode), at the URL's host"}
       </div>
     </div>
   );
@@ -407,27 +531,50 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
   const worker = useWorkers((s) => s.workers.find((w) => w.url === url));
   const cfg = draft ?? view?.config;
   const spec = cfg?.workers.find((w) => w.url === url);
-  const labelText = useMemo(() => Object.entries(spec?.labels ?? {}).map(([k, v]) => `${k}=${v}`).join('\n'), [spec?.labels]);
+  const labelText = useMemo(
+    () =>
+      Object.entries(spec?.labels ?? {})
+        .map(([k, v]) => `${k}=${v}`)
+        .join('\n'),
+    [spec?.labels],
+  );
   const [labelsDraft, setLabelsDraft] = useState<string | null>(null);
   const [labelError, setLabelError] = useState<string | null>(null);
   const [priorityText, setPriorityText] = useTypedText(spec?.priority);
   const priorityProblem = workerFieldProblem('priority', typedNumber(priorityText));
-  if (!view || !spec) return <Panel title={`Edit ${url}`}><p className="muted">This worker is not in the configuration (removed in the draft?).</p></Panel>;
+  if (!view || !spec)
+    return (
+      <Panel title={`Edit ${url}`}>
+        <p className="muted">This worker is not in the configuration (removed in the draft?).</p>
+      </Panel>
+    );
   const r = resolutionFor(url, resolved, worker);
   const rm = r?.resolution.multimodal_tensor_transport;
   const rt = r?.resolution.multimodal_shm_min_bytes;
-  const router = (k: 'multimodal_tensor_transport' | 'multimodal_shm_min_bytes') => rm && rt ? (k === 'multimodal_tensor_transport' ? rm : rt).layers.find((l) => l.state === 'won' && l.layer !== 'worker') ?? (k === 'multimodal_tensor_transport' ? rm : rt).layers.filter((l) => l.layer !== 'worker' && l.value !== null)[0] : undefined;
+  const router = (k: 'multimodal_tensor_transport' | 'multimodal_shm_min_bytes') =>
+    rm && rt
+      ? ((k === 'multimodal_tensor_transport' ? rm : rt).layers.find((l) => l.state === 'won' && l.layer !== 'worker') ??
+        (k === 'multimodal_tensor_transport' ? rm : rt).layers.filter((l) => l.layer !== 'worker' && l.value !== null)[0])
+      : undefined;
   const inhMode = router('multimodal_tensor_transport');
   const inhThr = router('multimodal_shm_min_bytes');
 
   return (
     <Panel
-      title={<>Edit worker <code>{url}</code></>}
+      title={
+        <>
+          Edit worker <code>{url}</code>
+        </>
+      }
       id="worker-editor"
       actions={
         <>
-          <a className="btn btn-small" href={routeHref('precedence', { worker: url })}>Show ladder</a>
-          <button type="button" className="btn btn-small btn-ghost" onClick={onClose}>Close</button>
+          <a className="btn btn-small" href={routeHref('precedence', { worker: url })}>
+            Show ladder
+          </a>
+          <button type="button" className="btn btn-small btn-ghost" onClick={onClose}>
+            Close
+          </button>
         </>
       }
     >
@@ -436,13 +583,20 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
         {invalid && <> The draft has a problem (named in the bar below): what its next request would do shows once it is fixed.</>}
         {rm && rt && !invalid && (
           <>
-            {' '}With the {draft ? 'draft' : 'applied config'}: mode <strong className="mono">{rm.value}</strong> from <Layer source={rm.source} />, threshold <strong className="num">{formatBytes(rt.value)}</strong> from <Layer source={rt.source} />.
+            {' '}
+            With the {draft ? 'draft' : 'applied config'}: mode <strong className="mono">{rm.value}</strong> from <Layer source={rm.source} />, threshold{' '}
+            <strong className="num">{formatBytes(rt.value)}</strong> from <Layer source={rt.source} />.
           </>
         )}
       </p>
       {r && !invalid && (
-        <div className={`editor-verdict ${r.decision.outcome === 'shm_then_inline' ? 'note note-warn' : ''}`} data-testid="editor-verdict" role={r.decision.outcome === 'shm_then_inline' ? 'alert' : undefined}>
-          <span className="field-label">Its next request{draft ? ' with the draft' : ''}:</span> <VerdictText decision={r.decision} threshold={r.resolution.multimodal_shm_min_bytes.value} advice={r.decision.outcome === 'shm_then_inline'} />
+        <div
+          className={`editor-verdict ${r.decision.outcome === 'shm_then_inline' ? 'note note-warn' : ''}`}
+          data-testid="editor-verdict"
+          role={r.decision.outcome === 'shm_then_inline' ? 'alert' : undefined}
+        >
+          <span className="field-label">Its next request{draft ? ' with the draft' : ''}:</span>{' '}
+          <VerdictText decision={r.decision} threshold={r.resolution.multimodal_shm_min_bytes.value} advice={r.decision.outcome === 'shm_then_inline'} />
         </div>
       )}
       <div className="grid grid-2">
@@ -450,7 +604,11 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
           name={`mode-${url}`}
           legend="Transport mode override"
           value={spec.multimodal_tensor_transport}
-          inherit={inhMode ? `no override: ${String(inhMode.value ?? inhMode.raw)} from ${LAYER_LABEL[inhMode.layer]}` : 'no override: the router, env or default decides'}
+          inherit={
+            inhMode
+              ? `no override: ${String(inhMode.value ?? inhMode.raw)} from ${LAYER_LABEL[inhMode.layer]}`
+              : 'no override: the router, env or default decides'
+          }
           onChange={(m) => edit((d) => patchWorker(d, url, { multimodal_tensor_transport: m }))}
         />
         <ThresholdChoice
@@ -464,21 +622,62 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
         <div className="field">
           <label htmlFor={`${id}-rt`}>Runtime</label>
           <select id={`${id}-rt`} className="select" value={spec.runtime} onChange={(e) => edit((d) => patchWorker(d, url, { runtime: e.target.value }))}>
-            {RUNTIMES.map((x) => <option key={x} value={x}>{x}</option>)}
+            {RUNTIMES.map((x) => (
+              <option key={x} value={x}>
+                {x}
+              </option>
+            ))}
           </select>
         </div>
         <div className="field">
           <label htmlFor={`${id}-type`}>Role</label>
-          <select id={`${id}-type`} className="select" value={spec.worker_type} onChange={(e) => edit((d) => patchWorker(d, url, { worker_type: e.target.value, ...(hasBootstrapServer(e.target.value as WorkerSpec['worker_type']) ? {} : { bootstrap_port: undefined }) }))}>
-            {WORKER_TYPES.map((x) => <option key={x} value={x}>{x}</option>)}
+          <select
+            id={`${id}-type`}
+            className="select"
+            value={spec.worker_type}
+            onChange={(e) =>
+              edit((d) =>
+                patchWorker(d, url, {
+                  worker_type: e.target.value,
+                  ...(hasBootstrapServer(e.target.value as WorkerSpec['worker_type']) ? {} : { bootstrap_port: undefined }),
+                }),
+              )
+            }
+          >
+            {WORKER_TYPES.map((x) => (
+              <option key={x} value={x}>
+                {x}
+              </option>
+            ))}
           </select>
         </div>
         <div className="field">
           <label htmlFor={`${id}-prio`}>Priority (0–100)</label>
-          <input id={`${id}-prio`} className={`input num ${priorityProblem ? 'invalid' : ''}`} inputMode="numeric" value={priorityText} aria-invalid={priorityProblem ? true : undefined} aria-describedby={`${id}-prio-hint`} onChange={(e) => { setPriorityText(e.target.value); edit((d) => patchWorker(d, url, { priority: typedNumber(e.target.value) ?? '' })); }} />
-          {priorityProblem && <div id={`${id}-prio-hint`} className="field-error">{priorityProblem}</div>}
+          <input
+            id={`${id}-prio`}
+            className={`input num ${priorityProblem ? 'invalid' : ''}`}
+            inputMode="numeric"
+            value={priorityText}
+            aria-invalid={priorityProblem ? true : undefined}
+            aria-describedby={`${id}-prio-hint`}
+            onChange={(e) => {
+              setPriorityText(e.target.value);
+              edit((d) => patchWorker(d, url, { priority: typedNumber(e.target.value) ?? '' }));
+            }}
+          />
+          {priorityProblem && (
+            <div id={`${id}-prio-hint`} className="field-error">
+              {priorityProblem}
+            </div>
+          )}
         </div>
-        {hasBootstrapServer(spec.worker_type) && <BootstrapPortField id={`${id}-bootstrap`} value={spec.bootstrap_port} onChange={(port) => edit((d) => patchWorker(d, url, { bootstrap_port: port }))} />}
+        {hasBootstrapServer(spec.worker_type) && (
+          <BootstrapPortField
+            id={`${id}-bootstrap`}
+            value={spec.bootstrap_port}
+            onChange={(port) => edit((d) => patchWorker(d, url, { bootstrap_port: port }))}
+          />
+        )}
         <div className="field span-2">
           <label htmlFor={`${id}-labels`}>Labels (one name=value per line)</label>
           <textarea

@@ -34,7 +34,10 @@ function YamlEditor({ text, onChange, issues }: { text: string; onChange: (t: st
   const jump = (line: number, column = 1) => {
     const a = area.current;
     if (!a) return;
-    const offsets = text.split('\n').slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0);
+    const offsets = text
+      .split('\n')
+      .slice(0, line - 1)
+      .reduce((n, l) => n + l.length + 1, 0);
     a.focus();
     a.setSelectionRange(offsets + column - 1, offsets + (text.split('\n')[line - 1]?.length ?? 0));
     const lh = parseFloat(getComputedStyle(a).lineHeight) || 20;
@@ -173,7 +176,9 @@ function ImportPanel() {
       {error && <ErrorNote>{error}</ErrorNote>}
       <div className="import-status" aria-live="polite" data-testid="import-status">
         {!text.trim() ? (
-          <span className="muted">Paste YAML, open a file, or start from the applied config. It is checked as you type; nothing is applied before you review it.</span>
+          <span className="muted">
+            Paste YAML, open a file, or start from the applied config. It is checked as you type; nothing is applied before you review it.
+          </span>
         ) : !check ? (
           <span className="muted">Checking…</span>
         ) : check.ok ? (
@@ -182,25 +187,40 @@ function ImportPanel() {
           </>
         ) : (
           <>
-            <Badge tone="bad">{check.issues.length} error{check.issues.length === 1 ? '' : 's'}</Badge> nothing can be applied until they are fixed
+            <Badge tone="bad">
+              {check.issues.length} error{check.issues.length === 1 ? '' : 's'}
+            </Badge>{' '}
+            nothing can be applied until they are fixed
           </>
         )}
       </div>
       {restartChanges.length > 0 && (
         <div className="note note-warn" data-testid="restart-only">
           <span aria-hidden="true">! </span>
-          This YAML {restartChanges.map((d, i) => (
+          This YAML{' '}
+          {restartChanges.map((d, i) => (
             <Fragment key={d.path}>
               {i > 0 && ', '}
               {d.kind === 'removed' || d.after === (view?.defaults as Record<string, unknown> | undefined)?.[d.path] ? 'leaves out ' : 'changes '}
               <code>{d.path}</code> ({showRaw(d.before)} → {showRaw(d.after)})
             </Fragment>
-          ))}, which only a restart changes: the running value{restartChanges.length === 1 ? ' is' : 's are'} kept (the apply sends {restartChanges.map((d, i) => (
+          ))}
+          , which only a restart changes: the running value{restartChanges.length === 1 ? ' is' : 's are'} kept (the apply sends{' '}
+          {restartChanges.map((d, i) => (
             <Fragment key={d.path}>
               {i > 0 && ', '}
-              {d.before === undefined ? <>no <code>{d.path}</code></> : <code>{d.path}: {showRaw(d.before)}</code>}
+              {d.before === undefined ? (
+                <>
+                  no <code>{d.path}</code>
+                </>
+              ) : (
+                <code>
+                  {d.path}: {showRaw(d.before)}
+                </code>
+              )}
             </Fragment>
-          ))}). To change {restartChanges.length === 1 ? 'it' : 'them'}, restart the router with the new value{restartChanges.length === 1 ? '' : 's'}.
+          ))}
+          ). To change {restartChanges.length === 1 ? 'it' : 'them'}, restart the router with the new value{restartChanges.length === 1 ? '' : 's'}.
         </div>
       )}
       {check?.ok && <DiffList diff={diff} caption="What applying this YAML would change" empty="Identical to the applied configuration." />}
@@ -239,8 +259,12 @@ function ExportPanel() {
       }
     >
       {error && <ErrorNote>{error}</ErrorNote>}
-      <pre className="code" tabIndex={0} aria-label="Exported YAML">{yaml?.yaml ?? 'Loading…'}</pre>
-      <p className="muted small">Normalized: schema key order, sorted labels; the embedded reference worker is left out. The same config always gives the same bytes.</p>
+      <pre className="code" tabIndex={0} aria-label="Exported YAML">
+        {yaml?.yaml ?? 'Loading…'}
+      </pre>
+      <p className="muted small">
+        Normalized: schema key order, sorted labels; the embedded reference worker is left out. The same config always gives the same bytes.
+      </p>
     </Panel>
   );
 }
@@ -284,7 +308,9 @@ function GatewayPanel() {
                 <tr>
                   <th scope="col">Worker</th>
                   <th scope="col">Body</th>
-                  <th scope="col"><span className="sr-only">Copy</span></th>
+                  <th scope="col">
+                    <span className="sr-only">Copy</span>
+                  </th>
                 </tr>
               </thead>
               <tbody>
@@ -296,7 +322,13 @@ function GatewayPanel() {
                         {Object.entries(w.body).map(([k, v]) => (
                           <div key={k}>
                             <dt>{k}</dt>
-                            <dd className="mono">{typeof v === 'object' && v !== null ? Object.entries(v).map(([a, b]) => `${a}=${String(b)}`).join(', ') || '{}' : String(v)}</dd>
+                            <dd className="mono">
+                              {typeof v === 'object' && v !== null
+                                ? Object.entries(v)
+                                    .map(([a, b]) => `${a}=${String(b)}`)
+                                    .join(', ') || '{}'
+                                : String(v)}
+                            </dd>
                           </div>
                         ))}
                       </dl>
@@ -314,7 +346,11 @@ function GatewayPanel() {
             <>
               <div className="field-label">What the gateway cannot express</div>
               <ul className="notes">
-                {g.notes.map((n) => <li key={n}><Prose text={n} /></li>)}
+                {g.notes.map((n) => (
+                  <li key={n}>
+                    <Prose text={n} />
+                  </li>
+                ))}
               </ul>
             </>
           )}
@@ -327,7 +363,10 @@ function GatewayPanel() {
 export function YamlScreen() {
   return (
     <>
-      <ScreenHeader title="YAML" lead="Configuration as code: import with positioned errors and a reviewed apply, export the applied revision, or hand it to the gateway." />
+      <ScreenHeader
+        title="YAML"
+        lead="Configuration as code: import with positioned errors and a reviewed apply, export the applied revision, or hand it to the gateway."
+      />
       <DriftPanel />
       <ImportPanel />
       <ExportPanel />

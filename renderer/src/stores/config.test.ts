@@ -14,7 +14,18 @@ describe('config store: the draft and the revision it is based on', () => {
     const fake = {
       async call(command: string, input: unknown) {
         calls.push([command, input]);
-        if (command === 'config.get') return { revision: 5, config, origins: {}, env: {}, file: { path: null, drifted: false, driftDiff: [], driftIssues: [] }, restartOnly: [], defaults: config, appliedAt: 0, client: 'http' };
+        if (command === 'config.get')
+          return {
+            revision: 5,
+            config,
+            origins: {},
+            env: {},
+            file: { path: null, drifted: false, driftDiff: [], driftIssues: [] },
+            restartOnly: [],
+            defaults: config,
+            appliedAt: 0,
+            client: 'http',
+          };
         if (command === 'config.resolve') return { ok: true, issues: [], workers: [] };
         if (command === 'config.diff') return { revision: 5, diff: [] };
         if (command === 'config.apply') return { revision: 6, diff: [], file: null };
@@ -34,7 +45,10 @@ describe('config store: the draft and the revision it is based on', () => {
     const review = useUi.getState().review!;
     expect(review.undo?.toRevision).toBe(5);
     await review.run();
-    expect(calls.find(([c]) => c === 'config.apply')?.[1]).toMatchObject({ expectedRevision: 5, draft: { workers: [{ url: URL, multimodal_tensor_transport: 'shm' }] } });
+    expect(calls.find(([c]) => c === 'config.apply')?.[1]).toMatchObject({
+      expectedRevision: 5,
+      draft: { workers: [{ url: URL, multimodal_tensor_transport: 'shm' }] },
+    });
 
     useConfig.getState().edit((d) => patchWorker(d, URL, { multimodal_tensor_transport: undefined }));
     expect(useConfig.getState().draft).toBeNull();

@@ -5,7 +5,15 @@
 // exists its diff, validation and per-worker resolution (config.resolve: the precedence
 // ladder before apply) are refreshed shortly after each edit.
 import { create } from 'zustand';
-import { RouterConfigSchema, type ApplyResult, type CommandOutput, type ConfigIssue, type ConfigView, type DiffEntry, type RouterConfig } from '../../../core/console/contract.ts';
+import {
+  RouterConfigSchema,
+  type ApplyResult,
+  type CommandOutput,
+  type ConfigIssue,
+  type ConfigView,
+  type DiffEntry,
+  type RouterConfig,
+} from '../../../core/console/contract.ts';
 import { configsDiffer, rebaseDraft } from '../lib/draft.ts';
 import { client, describeError } from './client.ts';
 import { useUi } from './ui.ts';
@@ -54,17 +62,37 @@ export const useConfig = create<ConfigState>((set, get) => {
     const subject = draft ?? view?.config;
     if (!subject) return;
     const local = RouterConfigSchema.safeParse(subject);
-    const localIssues: ConfigIssue[] = local.success ? [] : local.error.issues.map((i) => ({ path: i.path.map((p) => (typeof p === 'number' ? `[${p}]` : String(p))).join('.').replaceAll('.[', '['), message: i.message }));
+    const localIssues: ConfigIssue[] = local.success
+      ? []
+      : local.error.issues.map((i) => ({
+          path: i.path
+            .map((p) => (typeof p === 'number' ? `[${p}]` : String(p)))
+            .join('.')
+            .replaceAll('.[', '['),
+          message: i.message,
+        }));
     try {
       const [resolved, diff] = await Promise.all([
         client().call('config.resolve', { draft: subject as unknown as Record<string, unknown> }),
-        draft && local.success ? client().call('config.diff', { draft: draft as unknown as Record<string, unknown> }).then((d) => d.diff).catch(() => [] as DiffEntry[]) : Promise.resolve([] as DiffEntry[]),
+        draft && local.success
+          ? client()
+              .call('config.diff', { draft: draft as unknown as Record<string, unknown> })
+              .then((d) => d.diff)
+              .catch(() => [] as DiffEntry[])
+          : Promise.resolve([] as DiffEntry[]),
       ]);
       if (seq !== refreshSeq) return;
-      set(resolved.ok ? { resolved: resolved.workers, issues: localIssues, diff, resolvedFor: draft ? 'draft' : 'applied' } : { issues: resolved.issues, diff, resolvedFor: 'invalid' });
+      set(
+        resolved.ok
+          ? { resolved: resolved.workers, issues: localIssues, diff, resolvedFor: draft ? 'draft' : 'applied' }
+          : { issues: resolved.issues, diff, resolvedFor: 'invalid' },
+      );
     } catch (err) {
       if (seq !== refreshSeq) return;
-      set({ issues: localIssues.length ? localIssues : [{ path: '', message: describeError(err) }], ...(localIssues.length ? { resolvedFor: 'invalid' as const } : {}) });
+      set({
+        issues: localIssues.length ? localIssues : [{ path: '', message: describeError(err) }],
+        ...(localIssues.length ? { resolvedFor: 'invalid' as const } : {}),
+      });
     }
   };
 
@@ -112,7 +140,11 @@ export const useConfig = create<ConfigState>((set, get) => {
       const { view, draft, base } = get();
       if (!view || !draft || !base) return;
       const next = rebaseDraft(base.config, draft, view.config);
-      set(configsDiffer(next, view.config) ? { draft: next, base: { revision: view.revision, config: structuredClone(view.config) } } : { draft: null, base: null, diff: [] });
+      set(
+        configsDiffer(next, view.config)
+          ? { draft: next, base: { revision: view.revision, config: structuredClone(view.config) } }
+          : { draft: null, base: null, diff: [] },
+      );
       refreshDerived();
     },
 
@@ -138,7 +170,11 @@ export const useConfig = create<ConfigState>((set, get) => {
       if (draft && base && base.revision < view.revision) {
         // Our own discrete apply (add/remove a worker): keep the other pending edits on top.
         const next = rebaseDraft(base.config, draft, view.config);
-        set(configsDiffer(next, view.config) ? { view, draft: next, base: { revision: view.revision, config: structuredClone(view.config) } } : { view, draft: null, base: null });
+        set(
+          configsDiffer(next, view.config)
+            ? { view, draft: next, base: { revision: view.revision, config: structuredClone(view.config) } }
+            : { view, draft: null, base: null },
+        );
       } else set({ view });
       refreshDerived();
     },

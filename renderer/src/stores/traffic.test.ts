@@ -2,11 +2,31 @@ import { describe, expect, it } from 'vitest';
 import type { TensorEvent } from '../../../core/console/contract.ts';
 import { filterRows, mergeSeconds } from './traffic.ts';
 
-const ev = (over: Partial<TensorEvent>): TensorEvent => ({ time: 1, revision: 1, requestId: 'r1', source: 'api', worker: 'grpc://a:1', runtime: 'vllm', tensor: 'encoder_input', shape: [1], dtype: 'float32', nbytes: 4, path: 'inline', reason: 'mode_inline', writeMicros: 0, ...over });
-const agg = (second: number, n: number) => ({ second, tensors: { inline: n, shm: 0, remote: 0 }, bytes: { inline: n, shm: 0, remote: 0 }, shmWriteFailures: 0 });
+const ev = (over: Partial<TensorEvent>): TensorEvent => ({
+  time: 1,
+  revision: 1,
+  requestId: 'r1',
+  source: 'api',
+  worker: 'grpc://a:1',
+  runtime: 'vllm',
+  tensor: 'encoder_input',
+  shape: [1],
+  dtype: 'float32',
+  nbytes: 4,
+  path: 'inline',
+  reason: 'mode_inline',
+  writeMicros: 0,
+  ...over,
+});
+const agg = (second: number, n: number) => ({
+  second,
+  tensors: { inline: n, shm: 0, remote: 0 },
+  bytes: { inline: n, shm: 0, remote: 0 },
+  shmWriteFailures: 0,
+});
 
 describe('traffic store logic', () => {
-  it('hides the console\'s own traffic unless asked, and filters by path, worker, reason and text', () => {
+  it("hides the console's own traffic unless asked, and filters by path, worker, reason and text", () => {
     const rows = [ev({ source: 'console' }), ev({ path: 'shm', reason: 'auto_tokens_equal', requestId: 'chat-xyz' }), ev({ worker: 'grpc://b:2' })];
     const f = { path: 'all' as const, worker: '', reason: '', leg: '', cache: 'all' as const, text: '', showConsole: false };
     expect(filterRows(rows, f)).toHaveLength(2);
@@ -21,7 +41,7 @@ describe('traffic store logic', () => {
     const f = { path: 'all' as const, worker: '', reason: 'shm_budget_exceeded', leg: '', cache: 'all' as const, text: '', showConsole: false };
     expect(filterRows(rows, f).map((e) => e.tensor)).toEqual(['encoder_input']);
   });
-  it('filters by the pixel cache\'s answer: a hit or a miss is an image tensor that has one', () => {
+  it("filters by the pixel cache's answer: a hit or a miss is an image tensor that has one", () => {
     const rows = [ev({ cache: 'hit', requestId: 'second' }), ev({ cache: 'miss', requestId: 'first' }), ev({ tensor: 'image_grid_thw', requestId: 'first' })];
     const f = { path: 'all' as const, worker: '', reason: '', leg: '', cache: 'all' as const, text: '', showConsole: false };
     expect(filterRows(rows, f)).toHaveLength(3);
@@ -30,7 +50,11 @@ describe('traffic store logic', () => {
   });
   it('merges per-second aggregates: a changed second replaces the old one, the window is bounded', () => {
     const kept = [agg(1, 1), agg(2, 2)];
-    expect(mergeSeconds(kept, [agg(2, 5), agg(3, 1)]).map((s) => [s.second, s.tensors.inline])).toEqual([[1, 1], [2, 5], [3, 1]]);
+    expect(mergeSeconds(kept, [agg(2, 5), agg(3, 1)]).map((s) => [s.second, s.tensors.inline])).toEqual([
+      [1, 1],
+      [2, 5],
+      [3, 1],
+    ]);
     expect(mergeSeconds(kept, [agg(3, 1)], 2).map((s) => s.second)).toEqual([2, 3]);
   });
 });

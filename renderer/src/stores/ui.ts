@@ -89,6 +89,16 @@ export const useUi = create<UiState>((set, get) => ({
     return id;
   },
   dismiss: (id) => set({ toasts: get().toasts.filter((t) => t.id !== id) }),
-  requestReview: (review) => set({ review: { ...review, opener: review.opener ?? (typeof document !== 'undefined' && document.activeElement instanceof HTMLElement && document.activeElement !== document.body ? document.activeElement : null) } }),
+  requestReview: (review) =>
+    set({
+      review: {
+        ...review,
+        opener:
+          review.opener ??
+          (typeof document !== 'undefined' && document.activeElement instanceof HTMLElement && document.activeElement !== document.body
+            ? document.activeElement
+            : null),
+      },
+    }),
   closeReview: () => set({ review: null }),
 }));
