@@ -74,7 +74,7 @@ describe('mmtc doctor and mmtc worker as processes', () => {
       expect(report.router).toMatchObject({ orphan_files: 0, cache_files: 2, cache_bytes: 2048 });
       const text = formatDoctorReport(report);
       const kept = (pid: number, ns: string) =>
-        `  tensor files      pid ${pid} of pid namespace ${ns}: 1 file, 0.0 MiB (another pid namespace's (/proc cannot see its router), 1 of them pixel-cache entry (0.0 MiB; kept while its router's heartbeat goes on (touched 30 s ago)))`;
+        `  tensor files      pid ${pid} of pid namespace ${ns}: 1 file, 1.00 KiB (another pid namespace's (/proc cannot see its router), 1 of them pixel-cache entry (1.00 KiB; kept while its router's heartbeat goes on (touched 30 s ago)))`;
       expect(text).toContain(kept(process.pid, '7'));
       expect(text).toContain(kept(dead, '8'));
       expect(text).not.toMatch(/running|the next sweep removes them/);

@@ -6,6 +6,7 @@ import { formatValue } from '../config/errors.ts';
 import { CACHE_HEARTBEAT_STALE_MS, type TensorFilesOfPid } from '../transport/orphans.ts';
 import type { DoctorReport } from './doctor.ts';
 import type { LayerReading, ResolvedKnob, ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
+import { formatBytes } from '../util/bytes.ts';
 
 export interface PreprocessReport {
   image: string;
@@ -80,12 +81,12 @@ function describePidFiles(f: TensorFilesOfPid): string {
   if (f.young > 0 && f.process !== 'alive') parts.push(`${f.young} too recent to judge`);
   if (f.suspicious > 0) parts.push(`${f.suspicious} NOT A REGULAR FILE (planted under our name; left alone)`);
   if (f.cacheFiles > 0)
-    parts.push(`${f.cacheFiles} of them pixel-cache entr${f.cacheFiles === 1 ? 'y' : 'ies'} (${mib(f.cacheBytes)}; ${cacheEntriesFate(f)})`);
+    parts.push(`${f.cacheFiles} of them pixel-cache entr${f.cacheFiles === 1 ? 'y' : 'ies'} (${size(f.cacheBytes)}; ${cacheEntriesFate(f)})`);
   return parts.join(', ');
 }
 
-function mib(n: number | null): string {
-  return n === null ? 'unknown' : `${(n / 1024 / 1024).toFixed(1)} MiB`;
+function size(n: number | null): string {
+  return n === null ? 'unknown' : formatBytes(n);
 }
 
 export function formatDoctorReport(r: DoctorReport): string {
@@ -94,15 +95,15 @@ export function formatDoctorReport(r: DoctorReport): string {
   lines.push('router host');
   lines.push(`  namespace token   ${R.token ?? `none (${R.token_problem ?? 'unknown'})`}`);
   lines.push(`  ${R.shm_dir} writable  ${R.shm_writable ? 'yes' : `NO: ${R.shm_error}`}`);
-  lines.push(`  ${R.shm_dir} free      ${mib(R.shm_free_bytes)} of ${mib(R.shm_total_bytes)}`);
+  lines.push(`  ${R.shm_dir} free      ${size(R.shm_free_bytes)} of ${size(R.shm_total_bytes)}`);
   if (R.tensor_files.length === 0) lines.push('  tensor files      none');
   for (const f of R.tensor_files)
     lines.push(
-      `  tensor files      pid ${f.pid}${f.pidNamespace ? ` of pid namespace ${f.pidNamespace}` : ''}: ${f.files} file${f.files === 1 ? '' : 's'}, ${mib(f.bytes)} (${describePidFiles(f)})`,
+      `  tensor files      pid ${f.pid}${f.pidNamespace ? ` of pid namespace ${f.pidNamespace}` : ''}: ${f.files} file${f.files === 1 ? '' : 's'}, ${size(f.bytes)} (${describePidFiles(f)})`,
     );
   if (R.cache_files > 0)
     lines.push(
-      `  pixel cache       ${R.cache_files} entr${R.cache_files === 1 ? 'y' : 'ies'}, ${mib(R.cache_bytes)} (read-only files no worker is given; a request gets a hard link)`,
+      `  pixel cache       ${R.cache_files} entr${R.cache_files === 1 ? 'y' : 'ies'}, ${size(R.cache_bytes)} (read-only files no worker is given; a request gets a hard link)`,
     );
   if (R.orphan_files > 0 && R.swept === undefined)
     lines.push(`  ${R.orphan_files} orphaned file(s): run 'mmtc doctor --sweep-orphans' (a running router also sweeps them, at start and every minute)`);

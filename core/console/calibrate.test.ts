@@ -55,14 +55,14 @@ describe('calibration: the crossover', () => {
     const ties = pts(['tie', 'tie', 'tie']);
     expect(findCrossover(ties)).toEqual({ crossoverBytes: null, recommendedMinBytes: null });
     expect(calibrationNote(ties, null, 3)).toMatch(
-      /^No clear crossover: at every measured size \(16\.00 KiB to 256\.00 KiB\) .* within the noise of 3 samples per size/,
+      /^No clear crossover: at every measured size \(16\.0 KiB to 256 KiB\) .* within the noise of 3 samples per size/,
     );
-    expect(calibrationNote(pts(['inline', 'inline']), null, 15)).toMatch(/^Inline was clearly faster at every measured size \(16\.00 KiB to 64\.00 KiB\)/);
+    expect(calibrationNote(pts(['inline', 'inline']), null, 15)).toMatch(/^Inline was clearly faster at every measured size \(16\.0 KiB to 64\.0 KiB\)/);
     expect(calibrationNote(pts(['inline', 'shm', 'tie']), 64 * KiB, 15)).toBe(
-      'SHM was clearly faster at 64.00 KiB and inline at no size above 64.00 KiB; at 256.00 KiB the two are within the noise (measured 16.00 KiB to 256.00 KiB). The threshold sits between 64.00 KiB and the next smaller size measured.',
+      'SHM was clearly faster at 64.0 KiB and inline at no size above 64.0 KiB; at 256 KiB the two are within the noise (measured 16.0 KiB to 256 KiB). The threshold sits between 64.0 KiB and the next smaller size measured.',
     );
     expect(calibrationNote(pts(['inline', 'tie', 'shm']), 256 * KiB, 15)).toBe(
-      'SHM is clearly faster from 256.00 KiB on (measured 16.00 KiB to 256.00 KiB); the threshold sits between that and the next smaller size measured. At 64.00 KiB the difference is within the noise (either path is as fast).',
+      'SHM is clearly faster from 256 KiB on (measured 16.0 KiB to 256 KiB); the threshold sits between that and the next smaller size measured. At 64.0 KiB the difference is within the noise (either path is as fast).',
     );
   });
 });

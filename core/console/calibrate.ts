@@ -28,6 +28,7 @@ import { DECISION_REASONS } from '../transport/vocabulary.ts';
 import { transportOverrideWorker } from '../transport/resolve.ts';
 import { ContractError, type CalibrationResult } from './contract.ts';
 import { syntheticChat } from './test-image.ts';
+import { formatBytes } from '../util/bytes.ts';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -175,10 +176,6 @@ export function calibrationPlan(state: ConsoleState, url: string): { dtype: stri
   return { dtype, sizes: calibrationSizes(ctx.model.imageConfig, dtype === 'float32' ? 4 : 2) };
 }
 
-function formatSize(n: number): string {
-  return n >= MiB ? `${(n / MiB).toFixed(2)} MiB` : `${(n / KiB).toFixed(2)} KiB`;
-}
-
 export async function calibrateWorker(state: ConsoleState, url: string, samples: number): Promise<CalibrationResult> {
   const ctx = state.running.context;
   const { dtype, sizes } = calibrationPlan(state, url);
@@ -212,7 +209,7 @@ export async function calibrateWorker(state: ConsoleState, url: string, samples:
     if (encoder.length === 0 || wrong) {
       throw new ContractError(
         'internal',
-        `calibration stopped: a ${mode} sample at ${formatSize(s.nbytes)} went ${wrong ? `${wrong.path} (${wrong.reason}${wrong.detail ? `: ${wrong.detail}` : ''})` : 'without its encoder tensor'}, so it would not measure the ${mode} path`,
+        `calibration stopped: a ${mode} sample at ${formatBytes(s.nbytes)} went ${wrong ? `${wrong.path} (${wrong.reason}${wrong.detail ? `: ${wrong.detail}` : ''})` : 'without its encoder tensor'}, so it would not measure the ${mode} path`,
       );
     }
     return chat.timing.span('place') + chat.timing.span('worker');
@@ -222,7 +219,7 @@ export async function calibrateWorker(state: ConsoleState, url: string, samples:
   const shm: number[][] = sizes.map(() => []);
   for (let round = 0; round <= samples; round++) {
     for (let i = 0; i < sizes.length; i++) {
-      progress(`round ${round === 0 ? 'warm-up' : `${round} of ${samples}`}: ${formatSize(sizes[i]!.nbytes)}`);
+      progress(`round ${round === 0 ? 'warm-up' : `${round} of ${samples}`}: ${formatBytes(sizes[i]!.nbytes)}`);
       const order: Array<'inline' | 'shm'> = (round + i) % 2 === 0 ? ['inline', 'shm'] : ['shm', 'inline'];
       for (const mode of order) {
         const ms = await measure(i, mode);
@@ -262,25 +259,25 @@ export async function calibrateWorker(state: ConsoleState, url: string, samples:
 
 /** What the measurement says, in words: the crossover, or why there is none, and where the two paths are within the noise. */
 export function calibrationNote(points: ReadonlyArray<{ nbytes: number; winner: Winner }>, crossoverBytes: number | null, samples: number): string {
-  const range = `${formatSize(points[0]!.nbytes)} to ${formatSize(points.at(-1)!.nbytes)}`;
-  const ties = points.filter((p) => p.winner === 'tie').map((p) => formatSize(p.nbytes));
+  const range = `${formatBytes(points[0]!.nbytes)} to ${formatBytes(points.at(-1)!.nbytes)}`;
+  const ties = points.filter((p) => p.winner === 'tie').map((p) => formatBytes(p.nbytes));
   const tieText = ties.length ? ` At ${ties.join(', ')} the difference is within the noise (either path is as fast).` : '';
   if (crossoverBytes === null) {
     if (points.every((p) => p.winner === 'inline'))
-      return `Inline was clearly faster at every measured size (${range}): keep the threshold above ${formatSize(points.at(-1)!.nbytes)}, or use mode inline for this worker.`;
+      return `Inline was clearly faster at every measured size (${range}): keep the threshold above ${formatBytes(points.at(-1)!.nbytes)}, or use mode inline for this worker.`;
     if (points.some((p) => p.winner === 'shm'))
       return `No clear crossover: SHM wins at some sizes but inline wins at a larger one (${range}, ${samples} samples per size).${tieText} Measure again with more samples.`;
     return `No clear crossover: at ${points.every((p) => p.winner === 'tie') ? 'every' : 'each'} measured size (${range}) where inline does not win, the difference is within the noise of ${samples} samples per size.${tieText} Nothing is recommended; more samples may separate them.`;
   }
   // Above the crossover inline wins nowhere, but sizes may tie: then SHM is not "clearly faster" there.
-  const tiesAbove = points.filter((p) => p.nbytes > crossoverBytes && p.winner === 'tie').map((p) => formatSize(p.nbytes));
+  const tiesAbove = points.filter((p) => p.nbytes > crossoverBytes && p.winner === 'tie').map((p) => formatBytes(p.nbytes));
   if (tiesAbove.length > 0) {
-    const wins = points.filter((p) => p.winner === 'shm').map((p) => formatSize(p.nbytes));
-    const below = points.filter((p) => p.nbytes < crossoverBytes && p.winner === 'tie').map((p) => formatSize(p.nbytes));
+    const wins = points.filter((p) => p.winner === 'shm').map((p) => formatBytes(p.nbytes));
+    const below = points.filter((p) => p.nbytes < crossoverBytes && p.winner === 'tie').map((p) => formatBytes(p.nbytes));
     const belowText = below.length ? ` At ${below.join(', ')} the difference is within the noise too.` : '';
-    return `SHM was clearly faster at ${wins.join(', ')} and inline at no size above ${formatSize(crossoverBytes)}; at ${tiesAbove.join(', ')} the two are within the noise (measured ${range}). The threshold sits between ${formatSize(crossoverBytes)} and the next smaller size measured.${belowText}`;
+    return `SHM was clearly faster at ${wins.join(', ')} and inline at no size above ${formatBytes(crossoverBytes)}; at ${tiesAbove.join(', ')} the two are within the noise (measured ${range}). The threshold sits between ${formatBytes(crossoverBytes)} and the next smaller size measured.${belowText}`;
   }
   if (crossoverBytes === points[0]!.nbytes)
-    return `SHM was clearly faster from the smallest measured size, ${formatSize(crossoverBytes)}, up to ${formatSize(points.at(-1)!.nbytes)}; smaller tensors were not measured.${tieText}`;
-  return `SHM is clearly faster from ${formatSize(crossoverBytes)} on (measured ${range}); the threshold sits between that and the next smaller size measured.${tieText}`;
+    return `SHM was clearly faster from the smallest measured size, ${formatBytes(crossoverBytes)}, up to ${formatBytes(points.at(-1)!.nbytes)}; smaller tensors were not measured.${tieText}`;
+  return `SHM is clearly faster from ${formatBytes(crossoverBytes)} on (measured ${range}); the threshold sits between that and the next smaller size measured.${tieText}`;
 }

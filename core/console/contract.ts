@@ -614,6 +614,7 @@ export {
 } from '../config/schema.ts';
 export { DEFAULT_PIXEL_CACHE_MB, PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 export { DECISION_ADVICE, DECISION_REASONS, describeReason, REASON_WORDS, TENSOR_PATHS, TENSOR_REASONS } from '../transport/vocabulary.ts';
+export { bytesParts, formatBytes, formatMiB, threeDigits, type Quantity } from '../util/bytes.ts';
 export type { TensorEvent, SecondAggregate } from '../transport/event-schema.ts';
 export type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
 export type { RouterConfig, WorkerSpec } from '../config/schema.ts';

@@ -8,6 +8,7 @@ import { request as httpRequest, type ClientRequest, type IncomingMessage } from
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_MEDIA_POLICY, checkMediaUrl, classifyAddress, type MediaPolicy, type ResolvedAddress, type UrlCheck } from './media-policy.ts';
+import { formatBytes } from '../util/bytes.ts';
 
 export class ImageInputError extends Error {
   override readonly name = 'ImageInputError';
@@ -50,15 +51,11 @@ export class RequestImageBudget {
 
   take(index: number, bytes: number): void {
     this.taken += bytes;
-    if (this.taken > this.limit) throw new ImageInputError(index, `the request's images are above ${mib(this.limit)} in all (${this.name})`, 413);
+    if (this.taken > this.limit) throw new ImageInputError(index, `the request's images are above ${formatBytes(this.limit)} in all (${this.name})`, 413);
   }
 }
 
 export const DEFAULT_MAX_IMAGE_BYTES = 20 * 1024 * 1024;
-
-function mib(n: number): string {
-  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
-}
 
 function fromDataUrl(url: string, index: number, maxBytes: number): Uint8Array {
   const comma = url.indexOf(',');
@@ -71,7 +68,7 @@ function fromDataUrl(url: string, index: number, maxBytes: number): Uint8Array {
   let payload = url.slice(comma + 1);
   if (/\s/.test(payload.slice(0, 256))) payload = payload.replace(/\s+/g, ''); // line-wrapped base64
   const approx = Math.floor((payload.length * 3) / 4);
-  if (approx > maxBytes) throw new ImageInputError(index, `image is ${mib(approx)}, above the ${mib(maxBytes)} limit (max_image_bytes)`, 413);
+  if (approx > maxBytes) throw new ImageInputError(index, `image is ${formatBytes(approx)}, above the ${formatBytes(maxBytes)} limit (max_image_bytes)`, 413);
   const bytes = Buffer.from(payload, 'base64');
   // Node's decoder skips characters outside the alphabet, so a payload that is not base64
   // decodes to fewer bytes than its length promises: one comparison instead of a regex pass.
@@ -156,7 +153,7 @@ function readBody(res: IncomingMessage, source: string, index: number, maxBytes:
       total += chunk.byteLength;
       if (total > maxBytes) {
         res.destroy();
-        reject(new ImageInputError(index, `image at ${source} is above the ${mib(maxBytes)} limit (max_image_bytes)`, 413));
+        reject(new ImageInputError(index, `image at ${source} is above the ${formatBytes(maxBytes)} limit (max_image_bytes)`, 413));
         return;
       }
       try {
@@ -233,7 +230,7 @@ async function download(
     const declared = Number(res.headers['content-length'] ?? NaN);
     if (Number.isFinite(declared) && declared > maxBytes) {
       res.destroy();
-      throw new ImageInputError(index, `image at ${source} is ${mib(declared)}, above the ${mib(maxBytes)} limit (max_image_bytes)`, 413);
+      throw new ImageInputError(index, `image at ${source} is ${formatBytes(declared)}, above the ${formatBytes(maxBytes)} limit (max_image_bytes)`, 413);
     }
     let bytes: Uint8Array;
     try {
@@ -281,7 +278,8 @@ async function fromFile(file: string, index: number, maxBytes: number): Promise<
     throw new ImageInputError(index, `cannot read ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}`);
   }
   if (!stat.isFile()) throw new ImageInputError(index, `${file} is not a file`);
-  if (stat.size > maxBytes) throw new ImageInputError(index, `${file} is ${mib(stat.size)}, above the ${mib(maxBytes)} limit (max_image_bytes)`, 413);
+  if (stat.size > maxBytes)
+    throw new ImageInputError(index, `${file} is ${formatBytes(stat.size)}, above the ${formatBytes(maxBytes)} limit (max_image_bytes)`, 413);
   return fs.readFile(file);
 }
 

@@ -29,6 +29,7 @@ import type { PreprocessResult, PreprocessTask } from './preprocess-task.ts';
 import { bandStarts, encoderMemoryBytes, encoderMemoryIn, ImageSizeError, patchGeometry, type EncoderMemory, type PatchGeometry } from './qwen-vl.ts';
 import { memTrim } from './memory-release.ts';
 import { MAX_KERNEL_BYTES, newSharedMemory, type SharedWasmMemory } from './resize-simd.ts';
+import { formatBytes } from '../util/bytes.ts';
 
 /**
  * Lower every thread of this process but the main one to nice 10 (Linux; elsewhere a no-op).
@@ -71,10 +72,6 @@ export interface ImageHeader {
   width: number;
   height: number;
   geometry: PatchGeometry;
-}
-
-function mib(n: number): string {
-  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
 
 /**
@@ -440,7 +437,7 @@ export class PreprocessPool {
     const cost = this.memoryCost(task, h);
     if (cost.shared + cost.transient > this.budget) {
       throw new ImageMemoryError(
-        `preprocessing this ${h?.width}x${h?.height} image needs ${mib(cost.shared + cost.transient)}, above the preprocessing memory budget of ${mib(this.budget)} (preprocess_memory_bytes)`,
+        `preprocessing this ${h?.width}x${h?.height} image needs ${formatBytes(cost.shared + cost.transient)}, above the preprocessing memory budget of ${formatBytes(this.budget)} (preprocess_memory_bytes)`,
       );
     }
     const job: Pending = { task, header: h, cost, taken: 0, outputSize: 0, resolve: () => {}, reject: () => {} };

@@ -15,13 +15,10 @@ import { answerThenClose, requestTarget } from './http-request.ts';
 import { ApiError } from './openai.ts';
 import { sendError } from './responder.ts';
 import { RequestTiming } from './timing.ts';
+import { formatBytes } from '../util/bytes.ts';
 
 /** A body the router will not read further: answered, then the connection is closed. */
 class BodyRefused extends ApiError {}
-
-function mib(n: number): string {
-  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
-}
 
 /**
  * The request body as JSON: at most max_body_bytes (413 before reading a body whose length
@@ -34,7 +31,7 @@ function readBody(req: IncomingMessage, config: RouterConfig): Promise<Buffer> {
     const declared = Number(req.headers['content-length'] ?? NaN);
     if (Number.isFinite(declared) && declared > limit) {
       req.pause();
-      return reject(new BodyRefused(413, `request body is ${mib(declared)}, above the ${mib(limit)} limit (max_body_bytes)`));
+      return reject(new BodyRefused(413, `request body is ${formatBytes(declared)}, above the ${formatBytes(limit)} limit (max_body_bytes)`));
     }
     // Copied once into a buffer of the declared size when there is one (no concat at the end).
     const whole = Number.isFinite(declared) && declared > 0 ? Buffer.allocUnsafe(declared) : undefined;
@@ -53,7 +50,7 @@ function readBody(req: IncomingMessage, config: RouterConfig): Promise<Buffer> {
       size += c.length;
       if (size > limit) {
         stop();
-        reject(new BodyRefused(413, `request body is above the ${mib(limit)} limit (max_body_bytes)`));
+        reject(new BodyRefused(413, `request body is above the ${formatBytes(limit)} limit (max_body_bytes)`));
         return;
       }
       if (whole && size <= whole.byteLength) c.copy(whole, size - c.length);

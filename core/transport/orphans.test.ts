@@ -334,7 +334,7 @@ describe('the orphan rule, with a staged clock and /proc', () => {
       '/dev/shm',
     );
     expect(line).toBe(
-      '/dev/shm orphan sweep: removed 3 orphaned tensor files (3.0 MiB) of pid 12 (gone: 2), pid 34 (pid reused by a newer process: 1); ' +
+      '/dev/shm orphan sweep: removed 3 orphaned tensor files (3.00 MiB) of pid 12 (gone: 2), pid 34 (pid reused by a newer process: 1); ' +
         'left 1 entry under our name that is not a regular file: smg-tokenspeed-9-1-1 (fifo); kept 4 too young to judge and 1 of live older processes',
     );
     expect(line!.split('\n')).toHaveLength(1);
@@ -443,7 +443,7 @@ describe("another pid namespace's cache entries and their router's heartbeat", (
       '/dev/shm',
     );
     expect(line).toBe(
-      '/dev/shm orphan sweep: removed 2 orphaned tensor files (2.5 MiB, all pixel-cache entries; 2.3 MiB of it not freed: still linked under other names) of pid 12 of pid namespace 7 (no heartbeat of its router for 5 minutes: 2); ' +
+      '/dev/shm orphan sweep: removed 2 orphaned tensor files (2.50 MiB, all pixel-cache entries; 2.30 MiB of it not freed: still linked under other names) of pid 12 of pid namespace 7 (no heartbeat of its router for 5 minutes: 2); ' +
         'removed 1 pixel-cache heartbeat of a router gone; kept 1 too young to judge and 0 of live older processes and 2 of routers in other pid namespaces whose heartbeat is fresh',
     );
   });

@@ -73,6 +73,7 @@
 import * as fs from 'node:fs';
 import path from 'node:path';
 import { SHM_DIR } from './namespace.ts';
+import { formatBytes } from '../util/bytes.ts';
 
 export const TENSOR_NAME = /^smg-tokenspeed-(\d+)-(\d+)-(\d+)$/;
 /** The pixel cache's entries: never given to a worker (a request gets a hard link under TENSOR_NAME). */
@@ -712,10 +713,6 @@ export class TensorFileListing {
   }
 }
 
-export function formatMiB(n: number): string {
-  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
-}
-
 const REASON_WORDS: Record<OrphanReason, string> = {
   dead: 'gone',
   reused: 'pid reused by a newer process',
@@ -742,9 +739,9 @@ export function describeSweep(r: OrphanSweepResult, dir: string): string | undef
       r.removedCacheEntries > 0
         ? `, ${r.removedCacheEntries === r.removed ? (r.removed === 1 ? 'a pixel-cache entry' : 'all pixel-cache entries') : `${r.removedCacheEntries} of them pixel-cache entr${r.removedCacheEntries === 1 ? 'y' : 'ies'}`}`
         : '';
-    const notFreed = held > 0 ? `; ${formatMiB(held)} of it not freed: still linked under other names` : '';
+    const notFreed = held > 0 ? `; ${formatBytes(held)} of it not freed: still linked under other names` : '';
     parts.push(
-      `removed ${r.removed} orphaned tensor file${r.removed === 1 ? '' : 's'} (${formatMiB(r.removedBytes)}${entries}${notFreed}) of ${pids.join(', ')}${more > 0 ? ` and ${more} more pids` : ''}`,
+      `removed ${r.removed} orphaned tensor file${r.removed === 1 ? '' : 's'} (${formatBytes(r.removedBytes)}${entries}${notFreed}) of ${pids.join(', ')}${more > 0 ? ` and ${more} more pids` : ''}`,
     );
   }
   if (r.removedHeartbeats > 0)

@@ -301,7 +301,7 @@ describe("the sweep's words and another owner's heartbeat, on the real tmpfs", (
     const swept = sweepOrphanFiles(shm.dir);
     expect(swept).toMatchObject({ removed: 1, removedBytes: MiB, freedBytes: 0, keptYoung: 1 });
     expect(describeSweep(swept, shm.dir)).toBe(
-      `${shm.dir} orphan sweep: removed 1 orphaned tensor file (1.0 MiB, a pixel-cache entry; 1.0 MiB of it not freed: still linked under other names) of pid ${pid} (gone: 1); kept 1 too young to judge and 0 of live older processes`,
+      `${shm.dir} orphan sweep: removed 1 orphaned tensor file (1.00 MiB, a pixel-cache entry; 1.00 MiB of it not freed: still linked under other names) of pid ${pid} (gone: 1); kept 1 too young to judge and 0 of live older processes`,
     );
     expect(statSync(link).size).toBe(MiB);
     unlinkSync(link);

@@ -148,7 +148,7 @@ describe('ShmWriter', () => {
     expect(shm.files()).toEqual([w.handle.name]);
     expect(results).toEqual([first]);
     expect(lines).toEqual([
-      `${shm.dir} orphan sweep: removed 1 orphaned tensor file (0.0 MiB) of pid ${dead} (gone: 1); kept 1 too young to judge and 0 of live older processes`,
+      `${shm.dir} orphan sweep: removed 1 orphaned tensor file (6 B) of pid ${dead} (gone: 1); kept 1 too young to judge and 0 of live older processes`,
     ]);
     expect(writer.start()).toBe(first); // once
     expect(writer.sweepOrphans().removed).toBe(0); // the call shape doctor uses: a fresh sweep each call

@@ -4,6 +4,7 @@
 import { clientRetries } from './http.ts';
 import { Rng } from './rng.ts';
 import { scenarioContext, startMark, stopAll, stopSince } from './procs.ts';
+import { formatBytes } from '../../core/util/bytes.ts';
 
 export type Status = 'passed' | 'failed' | 'skipped';
 
@@ -194,4 +195,5 @@ export function fmt(n: number, digits = 1): string {
 }
 
 export const MiB = 1024 * 1024;
-export const mib = (n: number | undefined) => (n === undefined ? 'n/a' : `${(n / MiB).toFixed(0)} MiB`);
+/** A size in words (core/util/bytes.ts), 'n/a' when it was not measured. */
+export const bytesText = (n: number | undefined) => (n === undefined ? 'n/a' : formatBytes(n));

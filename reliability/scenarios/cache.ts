@@ -55,7 +55,7 @@ import {
 import { consoleCall, get, metrics, metricSum, percentile, request, type Reply } from '../lib/http.ts';
 import { canNamespace, sleep, spawnProc, startRouter, startServe, startWorker, until, type Serve, type Worker } from '../lib/procs.ts';
 import { shmNamespace, TENSOR_FILE } from '../lib/shm.ts';
-import { fmt, mib, MiB, type Suite, type T } from '../lib/suite.ts';
+import { fmt, bytesText, MiB, type Suite, type T } from '../lib/suite.ts';
 import { tempDir } from '../lib/tmp.ts';
 import { configFile } from './faults-worker.ts';
 import { startThreeWorkers } from './load.ts';
@@ -454,13 +454,13 @@ async function load32(t: T): Promise<void> {
     const peak =
       peakBytes === undefined
         ? ''
-        : `, at most ${mib(peakBytes)} held (${peakBytes > LOAD_BUDGET_MB * MiB ? 'ABOVE' : 'within'} the budget) with ${Math.max(...samples.map((x) => x.entries))} entries at most`;
+        : `, at most ${bytesText(peakBytes)} held (${peakBytes > LOAD_BUDGET_MB * MiB ? 'ABOVE' : 'within'} the budget) with ${Math.max(...samples.map((x) => x.entries))} entries at most`;
     if (peakBytes !== undefined) t.note('budget_exceeded_by', Math.max(0, peakBytes - LOAD_BUDGET_MB * MiB));
     const counted = stats
-      ? `; the cache counted ${stats.hits} hits / ${stats.misses} misses, ${stats.evictions} evictions, ${stats.tampered} tampered${peak}, ${stats.entries} entries (${mib(stats.bytes)}) at the end`
+      ? `; the cache counted ${stats.hits} hits / ${stats.misses} misses, ${stats.evictions} evictions, ${stats.tampered} tampered${peak}, ${stats.entries} entries (${bytesText(stats.bytes)}) at the end`
       : '';
     t.summary(
-      `budget ${LOAD_BUDGET_MB} MiB; ${requests} requests from ${clients} clients in ${fmt(wall, 0)} s (${fmt(requests / wall, 2)} req/s, p50 ${fmt(percentile(latencies, 50), 0)} ms), ${newImages} new images and the set of 8; float32 → bfloat16 applied ${change ? `${fmt(change.atS)} s in (revision ${change.revision}, ${fmt(change.ms, 0)} ms)` : 'NOT'}: ${phases.float32} requests float32, ${phases.bfloat16} bfloat16; wrong tensors ${wrongTensors}, dtype off its revision ${dtypeOff}; image tensors hit ${hitsSeen} (${answers['hit shm'] ?? 0} by link, ${answers['hit inline'] ?? 0} inline), missed ${missesSeen}${counted}; ${held.length} cache files (${mib(held.reduce((n, f) => n + f.size, 0))}) before stop, files left ${left.length}`,
+      `budget ${LOAD_BUDGET_MB} MiB; ${requests} requests from ${clients} clients in ${fmt(wall, 0)} s (${fmt(requests / wall, 2)} req/s, p50 ${fmt(percentile(latencies, 50), 0)} ms), ${newImages} new images and the set of 8; float32 → bfloat16 applied ${change ? `${fmt(change.atS)} s in (revision ${change.revision}, ${fmt(change.ms, 0)} ms)` : 'NOT'}: ${phases.float32} requests float32, ${phases.bfloat16} bfloat16; wrong tensors ${wrongTensors}, dtype off its revision ${dtypeOff}; image tensors hit ${hitsSeen} (${answers['hit shm'] ?? 0} by link, ${answers['hit inline'] ?? 0} inline), missed ${missesSeen}${counted}; ${held.length} cache files (${bytesText(held.reduce((n, f) => n + f.size, 0))}) before stop, files left ${left.length}`,
     );
   } finally {
     tap.close();
@@ -925,7 +925,7 @@ async function crashRestart(t: T): Promise<void> {
         sweep: sweepLine.replace(/^\/dev\/shm orphan sweep: /, ''),
       });
       rows.push(
-        `kill ${cycle + 1}: ${left.length} cache files (${mib(left.reduce((n, f) => n + f.size, 0))}) left, gone ${goneAt === undefined ? 'NEVER' : `${fmt((goneAt - spawnedAt) / 1000, 2)} s after the next spawn (${afterMs! <= 0 ? `${fmt(-afterMs! / 1000, 2)} s before` : `${fmt(afterMs! / 1000, 2)} s after`} it listened)`}`,
+        `kill ${cycle + 1}: ${left.length} cache files (${bytesText(left.reduce((n, f) => n + f.size, 0))}) left, gone ${goneAt === undefined ? 'NEVER' : `${fmt((goneAt - spawnedAt) / 1000, 2)} s after the next spawn (${afterMs! <= 0 ? `${fmt(-afterMs! / 1000, 2)} s before` : `${fmt(afterMs! / 1000, 2)} s after`} it listened)`}`,
       );
       router = next;
     }
@@ -1027,6 +1027,6 @@ async function containerRestart(
   const summary =
     stayed.length === 0
       ? `its ${mine.length} entries were swept at the next start (${figures.namespace_inode_reused ? "the new namespace got the old one's inode number" : 'another namespace inode'})`
-      : `${stayed.length} of its ${mine.length} entries (${mib(figures.stayed_bytes)}) STAYED after the next start (namespace ${aNs} then ${bNs}: kept as another namespace's while its heartbeat is under 5 minutes old), removed by the suite`;
+      : `${stayed.length} of its ${mine.length} entries (${bytesText(figures.stayed_bytes)}) STAYED after the next start (namespace ${aNs} then ${bNs}: kept as another namespace's while its heartbeat is under 5 minutes old), removed by the suite`;
   return { summary, figures };
 }

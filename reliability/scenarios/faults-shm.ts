@@ -13,7 +13,7 @@ import { makeCorpus, type CorpusImage } from '../lib/images.ts';
 import { consoleCall, metrics, metricSum, request } from '../lib/http.ts';
 import { canNamespace, runMmtcSync, sleep, spawnProc, startRouter, startServe, startWorker, until, type Serve } from '../lib/procs.ts';
 import { deadPid, shmNamespace, tensorName, type ShmNamespace } from '../lib/shm.ts';
-import { fmt, mib, MiB, type Suite, type T } from '../lib/suite.ts';
+import { fmt, bytesText, MiB, type Suite, type T } from '../lib/suite.ts';
 import { OLD_FILE_SLACK_MS, procProcessInfo, START_TIME_MARGIN_MS } from '../../core/transport/orphans.ts';
 import { configFile } from './faults-worker.ts';
 
@@ -155,7 +155,7 @@ export async function shmFaultsGroup(suite: Suite): Promise<void> {
           t.note('entries_after_each_request', leftAfterEach);
           const throughShm = all.filter((x) => x.verdict.ok && x.verdict.paths.shm).length;
           t.summary(
-            `${all.length} requests, ${throughShm} correct through /dev/shm (${shmTensors} SHM tensors, the workers unlink none); entries after each sequential request ${Math.max(...leftAfterEach)}; at most ${maxEntries} entries (${mib(maxBytes)}) with 8 in flight; left ${ns.entries().length}`,
+            `${all.length} requests, ${throughShm} correct through /dev/shm (${shmTensors} SHM tensors, the workers unlink none); entries after each sequential request ${Math.max(...leftAfterEach)}; at most ${maxEntries} entries (${bytesText(maxBytes)}) with 8 in flight; left ${ns.entries().length}`,
           );
           await r.proc.stop();
         } finally {
@@ -260,7 +260,7 @@ async function shmFull(t: T, big: CorpusImage): Promise<void> {
           (reasons.shm_budget_exceeded ?? 0) > 0,
           `with the default limit tensors beyond it must go inline as shm_budget_exceeded: ${JSON.stringify(reasons)}`,
         );
-        t.check(maxUsed <= size / 2 + 4 * MiB, `with the default limit our files must stay within half of /dev/shm: peak ${mib(maxUsed)}`);
+        t.check(maxUsed <= size / 2 + 4 * MiB, `with the default limit our files must stay within half of /dev/shm: peak ${bytesText(maxUsed)}`);
         t.check(ov?.files?.maxOutstandingBytes != null && ov.files.maxOutstandingBytes <= size / 2, `overview limit: ${ov?.files?.maxOutstandingBytes}`);
       }
       t.check(ns.entries().length === 0, `${phase}: left in /dev/shm: ${ns.entries().slice(0, 5)}`);

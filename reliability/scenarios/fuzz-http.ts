@@ -24,7 +24,7 @@ import { consoleCall, get, request, type Reply } from '../lib/http.ts';
 import { startServe, startWorker, type Serve, type Worker } from '../lib/procs.ts';
 import { mutate, nastyValue, type Rng } from '../lib/rng.ts';
 import { ourFiles } from '../lib/shm.ts';
-import { fmt, mib, MiB, type Suite, type T } from '../lib/suite.ts';
+import { fmt, bytesText, MiB, type Suite, type T } from '../lib/suite.ts';
 import { tempDir } from '../lib/tmp.ts';
 import { imageBank, imageCase, loopbackOnly, openaiCase, validContractInput, type ContractState } from '../fuzz/inputs.ts';
 
@@ -159,7 +159,7 @@ async function openaiFuzz(t: T, serve: Serve, cases: number, seconds: number, co
   t.summary(
     `${tried} bodies: ${Object.entries(tally.statuses)
       .map(([s, k]) => `${k}× ${s}`)
-      .join(', ')}; ${tally.bad.length} wrong answers; slowest ${fmt(Math.max(0, ...tally.ms), 0)} ms; router RSS ${mib(serve.proc.rss())}`,
+      .join(', ')}; ${tally.bad.length} wrong answers; slowest ${fmt(Math.max(0, ...tally.ms), 0)} ms; router RSS ${bytesText(serve.proc.rss())}`,
   );
 }
 
@@ -220,14 +220,16 @@ async function imagesFuzz(t: T, serve: Serve, cases: number, seconds: number, co
   clearInterval(sampler);
   await common(t, tally);
   const bound = 1024 * MiB + 800 * MiB;
-  t.check(rssPeak.v <= bound, `router RSS peaked at ${mib(rssPeak.v)} (bound ${mib(bound)}: preprocess_memory_bytes + 800 MiB)`);
+  t.check(rssPeak.v <= bound, `router RSS peaked at ${bytesText(rssPeak.v)} (bound ${bytesText(bound)}: preprocess_memory_bytes + 800 MiB)`);
   t.note('tried', tried);
   t.note('fingerprints_checked', checked);
   t.note('router_rss_peak_mib', Math.round(rssPeak.v / MiB));
   t.summary(
     `${tried} image inputs: ${Object.entries(tally.statuses)
       .map(([s, k]) => `${k}× ${s}`)
-      .join(', ')}; ${checked} accepted images' tensors checked against our own decode; ${tally.bad.length} wrong answers; router RSS peak ${mib(rssPeak.v)}`,
+      .join(
+        ', ',
+      )}; ${checked} accepted images' tensors checked against our own decode; ${tally.bad.length} wrong answers; router RSS peak ${bytesText(rssPeak.v)}`,
   );
 }
 
@@ -468,7 +470,7 @@ async function generateFuzz(t: T, workers: Worker[], cases: number, seconds: num
   t.check(workers.every((w) => w.proc.alive()) && health.every(Boolean), `the workers must be alive and healthy after the fuzz: ${health}`);
   t.check(
     rssPeak.every((p, k) => p - rssStart[k]! < 512 * MiB),
-    `a worker's RSS grew by more than 512 MiB: ${rssPeak.map((p, k) => mib(p - rssStart[k]!))}`,
+    `a worker's RSS grew by more than 512 MiB: ${rssPeak.map((p, k) => bytesText(p - rssStart[k]!))}`,
   );
   t.check(ourFiles('/dev/shm').length === 0, 'files left in /dev/shm');
   t.note('tried', tried);
@@ -482,7 +484,7 @@ async function generateFuzz(t: T, workers: Worker[], cases: number, seconds: num
       .map(([s, c]) => `${c}× ${s}`)
       .join(
         ', ',
-      )}; ${bad.length} not refused as the servicers refuse them (INVALID_ARGUMENT, or their own INTERNAL words); workers healthy ${health.every(Boolean)}, RSS peak ${rssPeak.map((p) => mib(p)).join('/')}`,
+      )}; ${bad.length} not refused as the servicers refuse them (INVALID_ARGUMENT, or their own INTERNAL words); workers healthy ${health.every(Boolean)}, RSS peak ${rssPeak.map((p) => bytesText(p)).join('/')}`,
   );
 }
 

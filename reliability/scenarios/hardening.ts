@@ -12,7 +12,7 @@ import { makeCorpus } from '../lib/images.ts';
 import { get, metrics, metricSum, percentile, request } from '../lib/http.ts';
 import { canNamespace, sleep, startRouter, startWorker, until, type Proc, type Router } from '../lib/procs.ts';
 import { ourFiles } from '../lib/shm.ts';
-import { fmt, mib, MiB, type Suite, type T } from '../lib/suite.ts';
+import { fmt, bytesText, MiB, type Suite, type T } from '../lib/suite.ts';
 
 class Peak {
   max = 0;
@@ -90,7 +90,7 @@ async function text50mb(t: T, r: Router): Promise<void> {
   t.note('health', { polls, worst_ms: Math.round(worstMs * 10) / 10, p99_ms: Math.round(p99Ms * 10) / 10 });
   t.note('peak_rss_mib', Math.round(rss / MiB));
   t.summary(
-    `50 MB text: ${result.status} ${result.json?.error?.code} in ${fmt(result.ms, 0)} ms; /health ${polls} polls, worst ${fmt(worstMs)} ms, p99 ${fmt(p99Ms)} ms, ${failed} failed; router peak RSS ${mib(rss)}`,
+    `50 MB text: ${result.status} ${result.json?.error?.code} in ${fmt(result.ms, 0)} ms; /health ${polls} polls, worst ${fmt(worstMs)} ms, p99 ${fmt(p99Ms)} ms, ${failed} failed; router peak RSS ${bytesText(rss)}`,
   );
 }
 
@@ -119,13 +119,13 @@ async function bombs(t: T, r: Router): Promise<void> {
     /pixels in all .* above max_request_image_pixels = 64000000/.test(res.json?.error?.message ?? ''),
     `the refusal must name the pixel limit: ${res.json?.error?.message}`,
   );
-  t.check(max - before < 512 * MiB, `refusing the bombs grew the router by ${mib(max - before)}`);
+  t.check(max - before < 512 * MiB, `refusing the bombs grew the router by ${bytesText(max - before)}`);
   t.note('body_mib', Math.round((body.byteLength / MiB) * 10) / 10);
   t.note('status', res.status);
   t.note('answer_ms', Math.round(res.ms));
   t.note('rss_mib', { before: Math.round(before / MiB), peak: Math.round(max / MiB), [`after_${wait}s`]: Math.round(later / MiB) });
   t.summary(
-    `20 PNGs of 10000×10000 in one ${fmt(body.byteLength / MiB)} MB request: ${res.status} in ${fmt(res.ms, 0)} ms ("${String(res.json?.error?.message).slice(0, 60)}…"); RSS ${mib(before)} → peak ${mib(max)} → ${mib(later)} ${wait} s later`,
+    `20 PNGs of 10000×10000 in one ${fmt(body.byteLength / MiB)} MB request: ${res.status} in ${fmt(res.ms, 0)} ms ("${String(res.json?.error?.message).slice(0, 60)}…"); RSS ${bytesText(before)} → peak ${bytesText(max)} → ${bytesText(later)} ${wait} s later`,
   );
 }
 
@@ -239,7 +239,7 @@ async function bigUrls(t: T, workerUrl: string): Promise<void> {
       res.status === 413 && /above 64\.0 MiB in all \(max_request_image_bytes\)/.test(res.json?.error?.message ?? ''),
       `50 URLs of 19 MiB: ${res.status} ${res.body.slice(0, 200)}`,
     );
-    t.check(after - before < 256 * MiB, `the router kept ${mib(after - before)} after refusing`);
+    t.check(after - before < 256 * MiB, `the router kept ${bytesText(after - before)} after refusing`);
     t.check(
       refused.status === 400 && servedForDefault === 0,
       `with the default limit of 16 images nothing must be fetched: ${refused.status}, ${servedForDefault} bytes`,
@@ -256,7 +256,7 @@ async function bigUrls(t: T, workerUrl: string): Promise<void> {
     });
     t.note('default_limit', { status: refused.status, bytes_fetched: servedForDefault });
     t.summary(
-      `50 URLs × 19 MiB (private hosts allowed, limit 50 images): ${res.status} "${res.json?.error?.message}" after ${fmt(served / MiB, 0)} MiB served to the router; RSS ${mib(before)} → peak ${mib(max)} → ${mib(after)} (kept ${mib(after - before)}); with the default limit: ${refused.status} before any fetch`,
+      `50 URLs × 19 MiB (private hosts allowed, limit 50 images): ${res.status} "${res.json?.error?.message}" after ${fmt(served / MiB, 0)} MiB served to the router; RSS ${bytesText(before)} → peak ${bytesText(max)} → ${bytesText(after)} (kept ${bytesText(after - before)}); with the default limit: ${refused.status} before any fetch`,
     );
   } finally {
     await r.proc.stop();
@@ -386,8 +386,8 @@ async function clients128(t: T): Promise<void> {
     const idle = r.proc.rss()!;
     const bound = warmIdle + 128 * 3 * MiB + 1024 * MiB;
     t.check((statuses['200'] ?? 0) === 384, `every request must succeed: ${JSON.stringify(statuses)}`);
-    t.check(max <= bound, `peak RSS ${mib(max)} above base + budget ${mib(bound)}`);
-    t.check(idle <= 2 * warmIdle, `after 60 s idle RSS ${mib(idle)} is above 2 × warm idle ${mib(2 * warmIdle)}`);
+    t.check(max <= bound, `peak RSS ${bytesText(max)} above base + budget ${bytesText(bound)}`);
+    t.check(idle <= 2 * warmIdle, `after 60 s idle RSS ${bytesText(idle)} is above 2 × warm idle ${bytesText(2 * warmIdle)}`);
     t.note('statuses', statuses);
     t.note('rss_mib', {
       warm_idle: Math.round(warmIdle / MiB),
@@ -397,7 +397,7 @@ async function clients128(t: T): Promise<void> {
     });
     t.note('worker', '--no-fingerprint, as bench:memory');
     t.summary(
-      `128 clients × 3 requests of one 1080p JPEG (worker --no-fingerprint): ${JSON.stringify(statuses)}; RSS warm idle ${mib(warmIdle)} → peak ${mib(max)} (base + budget ${mib(bound)}) → ${mib(idle)} after 60 s idle`,
+      `128 clients × 3 requests of one 1080p JPEG (worker --no-fingerprint): ${JSON.stringify(statuses)}; RSS warm idle ${bytesText(warmIdle)} → peak ${bytesText(max)} (base + budget ${bytesText(bound)}) → ${bytesText(idle)} after 60 s idle`,
     );
   } finally {
     await r.proc.stop();

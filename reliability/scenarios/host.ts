@@ -32,7 +32,7 @@ import { startOversizedWorkerProcess } from '../lib/oversized-worker.ts';
 import { consoleCall, get, metricSum, metrics, percentile, request } from '../lib/http.ts';
 import { canNamespace, runMmtcSync, sleep, startRouter, startServe, type Proc } from '../lib/procs.ts';
 import { shmNamespace } from '../lib/shm.ts';
-import { fmt, mib, MiB, type Suite, type T } from '../lib/suite.ts';
+import { fmt, bytesText, MiB, type Suite, type T } from '../lib/suite.ts';
 import { tempDir } from '../lib/tmp.ts';
 import { rawHttpCase } from '../fuzz/wire-inputs.ts';
 import { roleWorker, type RoleWorker } from './epd.ts';
@@ -259,7 +259,7 @@ async function oversizedReplies(t: T, concurrency: number, rounds: number): Prom
     t.check(wrong.length === 0, `${call}: ${wrong.length} answers not a 502 naming the reply's size and the limit: ${wrong.slice(0, 2).join(' | ')}`);
     t.check(
       peak <= bound,
-      `${call}: router RSS peaked at ${mib(peak)}, above warm idle ${mib(idle)} + ${concurrency} × 2 × ${mib(WORKER_REPLY_MAX_BYTES)} + 32 MiB = ${mib(bound)}`,
+      `${call}: router RSS peaked at ${bytesText(peak)}, above warm idle ${bytesText(idle)} + ${concurrency} × 2 × ${bytesText(WORKER_REPLY_MAX_BYTES)} + 32 MiB = ${bytesText(bound)}`,
     );
     t.check(proc.alive(), `${call}: the router exited`);
     figures[call] = {
@@ -272,7 +272,7 @@ async function oversizedReplies(t: T, concurrency: number, rounds: number): Prom
     rows.push(
       `${call}: ${Object.entries(statuses)
         .map(([s, k]) => `${k}× ${s}`)
-        .join(', ')}, router RSS ${mib(idle)} → peak ${mib(peak)} → ${mib(end)} 3 s later (bound ${mib(bound)})`,
+        .join(', ')}, router RSS ${bytesText(idle)} → peak ${bytesText(peak)} → ${bytesText(end)} 3 s later (bound ${bytesText(bound)})`,
     );
   }
 }

@@ -14,7 +14,7 @@ import { consoleCall, get, metrics, metricSum, percentile } from '../lib/http.ts
 import { sleep, startRouter, startServe, startWorker, type Proc, type Worker } from '../lib/procs.ts';
 import { Rng } from '../lib/rng.ts';
 import { ourFiles } from '../lib/shm.ts';
-import { fmt, mib, MiB, type Suite, type T } from '../lib/suite.ts';
+import { fmt, bytesText, MiB, type Suite, type T } from '../lib/suite.ts';
 import { tempDir } from '../lib/tmp.ts';
 
 const PREPROCESS_BUDGET = 1024 * MiB;
@@ -278,13 +278,13 @@ export async function loadGroup(suite: Suite): Promise<void> {
               t.check(wrongPath === 0, `${wrongPath} tensors took another path than their worker's resolved transport`);
               t.check(
                 explained === inlineNotShm,
-                `${inlineNotShm} tensors the rule sends by SHM went inline, ${writeFailures} write failures counted, and the outstanding bytes peaked at ${mib(peakOutstanding)} (sampled) against a budget of ${mib(shmBudget)}: ${inlineNotShm - explained} not explained by shm_write_failed or shm_budget_exceeded`,
+                `${inlineNotShm} tensors the rule sends by SHM went inline, ${writeFailures} write failures counted, and the outstanding bytes peaked at ${bytesText(peakOutstanding)} (sampled) against a budget of ${bytesText(shmBudget)}: ${inlineNotShm - explained} not explained by shm_write_failed or shm_budget_exceeded`,
               );
               t.check(unattributed === 0, `${unattributed} replies have no router log line`);
               t.check(files.length === 0, `${files.length} files of ours left in /dev/shm: ${files.slice(0, 3).map((f) => f.name)}`);
               t.check(
                 peak <= bound,
-                `router peak RSS ${mib(peak)} above its bound ${mib(bound)} (warm idle ${mib(warmIdle)} + ${clients} × ${fmt(perRequest / MiB)} MiB per request in flight + preprocess_memory_bytes 1024 MiB + what malloc may keep, 1024 MiB)`,
+                `router peak RSS ${bytesText(peak)} above its bound ${bytesText(bound)} (warm idle ${bytesText(warmIdle)} + ${clients} × ${fmt(perRequest / MiB)} MiB per request in flight + preprocess_memory_bytes 1024 MiB + what malloc may keep, 1024 MiB)`,
               );
               t.check(Object.keys(perWorker).length === 3, `not every worker got requests: ${JSON.stringify(perWorker)}`);
               t.note('clients', clients);
@@ -323,7 +323,7 @@ export async function loadGroup(suite: Suite): Promise<void> {
               });
               t.note('files_left', files.length);
               t.summary(
-                `${stats.requests} requests (${stats.ok} correct, ${stats.streamed} streamed, ${stats.images} images) in ${fmt(stats.wallSeconds)} s: ${fmt(rps, 2)} req/s, p50 ${fmt(p50, 0)} ms, p99 ${fmt(p99, 0)} ms; tensors inline ${placed.inline} / shm ${placed.shm}${inlineNotShm ? ` (${inlineNotShm} inline past the SHM budget or a failed write)` : ''}; RSS ${mib(startRss)} → peak ${mib(peak)} (bound ${mib(bound)}, ${mib(tight)} without what malloc keeps) → ${mib(endRss)}; files left ${files.length}`,
+                `${stats.requests} requests (${stats.ok} correct, ${stats.streamed} streamed, ${stats.images} images) in ${fmt(stats.wallSeconds)} s: ${fmt(rps, 2)} req/s, p50 ${fmt(p50, 0)} ms, p99 ${fmt(p99, 0)} ms; tensors inline ${placed.inline} / shm ${placed.shm}${inlineNotShm ? ` (${inlineNotShm} inline past the SHM budget or a failed write)` : ''}; RSS ${bytesText(startRss)} → peak ${bytesText(peak)} (bound ${bytesText(bound)}, ${bytesText(tight)} without what malloc keeps) → ${bytesText(endRss)}; files left ${files.length}`,
               );
             },
             { seeded: true, maxSeconds: levelSeconds[clients as 8 | 32 | 128] + 240 },
@@ -355,7 +355,7 @@ export async function loadGroup(suite: Suite): Promise<void> {
                 preprocess_resident: Math.round(metricSum(m, 'mmtc_preprocess_memory_bytes') / MiB),
                 pixel_cache_in_shm: Math.round(metricSum(m, 'smg_mm_pixel_cache_bytes') / MiB),
               });
-            t.check(backAt !== undefined, `RSS not back within 2 × warm idle (${mib(2 * warmIdle)}) after ${idleSeconds} s idle: ${mib(after)}`);
+            t.check(backAt !== undefined, `RSS not back within 2 × warm idle (${bytesText(2 * warmIdle)}) after ${idleSeconds} s idle: ${bytesText(after)}`);
             t.note('rss_mib', {
               warm_idle: Math.round(warmIdle / MiB),
               trimmed_idle: Math.round(trimmedIdle / MiB),
@@ -366,7 +366,7 @@ export async function loadGroup(suite: Suite): Promise<void> {
             t.note('idle_seconds', idled);
             t.note('back_within_2x_warm_idle_after_s', backAt === undefined ? null : Math.round(backAt * 10) / 10);
             t.summary(
-              `warm idle ${mib(warmIdle)} (trimmed idle ${mib(trimmedIdle)}); after the load ${mib(before)}; back within 2× warm idle ${backAt === undefined ? 'NOT' : `${fmt(backAt)} s`} into ${idled} s of idle; ${mib(after)} at the end (${fmt(after / trimmedIdle, 2)}× the trimmed idle)`,
+              `warm idle ${bytesText(warmIdle)} (trimmed idle ${bytesText(trimmedIdle)}); after the load ${bytesText(before)}; back within 2× warm idle ${backAt === undefined ? 'NOT' : `${fmt(backAt)} s`} into ${idled} s of idle; ${bytesText(after)} at the end (${fmt(after / trimmedIdle, 2)}× the trimmed idle)`,
             );
           },
           { maxSeconds: 120, ...(levelsRan ? {} : { skip: noLevelRan }) },
@@ -603,7 +603,7 @@ async function liveConfig(t: T, corpus: CorpusImage[], w: Workers): Promise<void
     const bound = 600 * MiB + clients * perRequest + PREPROCESS_BUDGET + MALLOC_KEEP;
     t.check(
       peak <= bound,
-      `serve peak RSS ${mib(peak)} above ${mib(bound)} (600 MiB + ${clients} × ${fmt(perRequest / MiB)} MiB + preprocess_memory_bytes + what malloc may keep)`,
+      `serve peak RSS ${bytesText(peak)} above ${bytesText(bound)} (600 MiB + ${clients} × ${fmt(perRequest / MiB)} MiB + preprocess_memory_bytes + what malloc may keep)`,
     );
     t.note('clients', clients);
     t.note('seconds', Math.round(stats.wallSeconds * 10) / 10);
@@ -626,7 +626,7 @@ async function liveConfig(t: T, corpus: CorpusImage[], w: Workers): Promise<void
     });
     t.note('files_left', files.length);
     t.summary(
-      `${stats.requests} requests over ${Object.keys(byRevision).length} revisions (${applies} applies, p50 ${fmt(percentile(applyMs, 50), 0)} ms each), ${fmt(rps, 2)} req/s, p50 ${fmt(percentile(stats.latencies, 50), 0)} ms, p99 ${fmt(percentile(stats.latencies, 99), 0)} ms; half-applied 0 of ${stats.requests} required, got ${halfApplied}; slow client ${slow.messages} batches, ${slow.events} events, ${slow.dropped} dropped; serve peak RSS ${mib(peak)}; files left ${files.length}`,
+      `${stats.requests} requests over ${Object.keys(byRevision).length} revisions (${applies} applies, p50 ${fmt(percentile(applyMs, 50), 0)} ms each), ${fmt(rps, 2)} req/s, p50 ${fmt(percentile(stats.latencies, 50), 0)} ms, p99 ${fmt(percentile(stats.latencies, 99), 0)} ms; half-applied 0 of ${stats.requests} required, got ${halfApplied}; slow client ${slow.messages} batches, ${slow.events} events, ${slow.dropped} dropped; serve peak RSS ${bytesText(peak)}; files left ${files.length}`,
     );
   } finally {
     rss.stop();

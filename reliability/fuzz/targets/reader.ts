@@ -9,6 +9,7 @@
 import { closeSync, existsSync, lstatSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { TensorReadError, TensorReader, type WireTensor } from '../../../core/transport/shm-reader.ts';
+import { formatBytes } from '../../../core/util/bytes.ts';
 import type { Rng } from '../../lib/rng.ts';
 import type { CaseOutcome } from '../harness.ts';
 
@@ -112,8 +113,7 @@ export function readerTarget(args: string[]) {
         else outcome = { kind: 'rejected', label: err.code };
       }
       const grew = process.memoryUsage().rss - rssBefore;
-      if (grew > 256 * 1024 * 1024)
-        outcome = { ...outcome, problem: `the reader took ${(grew / 1024 / 1024).toFixed(0)} MiB for a handle to a ${size}-byte file`, input };
+      if (grew > 256 * 1024 * 1024) outcome = { ...outcome, problem: `the reader took ${formatBytes(grew)} for a handle to a ${size}-byte file`, input };
       // Invariants: nothing outside the directory changed; nothing but our regular file is gone.
       if (readFileSync(fixture.canary, 'utf8') !== canaryBefore.text || statSync(fixture.canary).mtimeMs !== canaryBefore.mtime)
         return { ...outcome, problem: 'the file outside /dev/shm changed', input };

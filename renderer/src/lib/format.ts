@@ -1,34 +1,14 @@
-// How numbers read in the console: sizes in binary units (KiB, MiB, GiB), throughput per
-// second in decimal units (kB/s, MB/s, GB/s, as link speeds are quoted), durations in ms or
-// µs, times as the operator's local clock. Every formatter returns a value and a unit
+// How numbers read in the console: sizes come from the one byte formatter (core/util/bytes.ts,
+// through the console contract) so a screen, the router's errors and `mmtc doctor` agree;
+// throughput per second in decimal units (kB/s, MB/s, GB/s, as link speeds are quoted), durations
+// in ms or µs, times as the operator's local clock. Every formatter returns a value and a unit
 // separately too, so tables can right-align digits and keep the unit in its own column.
 
-const BINARY = ['B', 'KiB', 'MiB', 'GiB', 'TiB'] as const;
+import { bytesParts, formatBytes, formatMiB, threeDigits, type Quantity } from '../../../core/console/contract.ts';
+
+export { bytesParts, formatBytes, formatMiB, threeDigits, type Quantity };
+
 const DECIMAL_RATE = ['B/s', 'kB/s', 'MB/s', 'GB/s', 'TB/s'] as const;
-
-export interface Quantity {
-  value: string;
-  unit: string;
-}
-
-/** 24 → "24 B", 75264 → "73.5 KiB", 2408448 → "2.30 MiB": three significant digits, binary units. */
-export function bytesParts(n: number): Quantity {
-  if (!Number.isFinite(n)) return { value: '–', unit: '' };
-  const sign = n < 0 ? '-' : '';
-  let v = Math.abs(n);
-  let i = 0;
-  while (v >= 1024 && i < BINARY.length - 1) {
-    v /= 1024;
-    i += 1;
-  }
-  if (i === 0) return { value: `${sign}${Math.round(v)}`, unit: 'B' };
-  return { value: `${sign}${threeDigits(v)}`, unit: BINARY[i]! };
-}
-
-export function formatBytes(n: number): string {
-  const q = bytesParts(n);
-  return `${q.value} ${q.unit}`.trim();
-}
 
 /** Bytes per second in decimal units: 1.2e9 → "1.20 GB/s". */
 export function rateParts(bytesPerSecond: number): Quantity {
@@ -67,15 +47,6 @@ export function formatMicros(us: number): string {
   return us >= 10_000 ? `${threeDigits(us / 1000)} ms` : `${Math.round(us)} µs`;
 }
 
-/** Three significant digits, never exponent notation. */
-export function threeDigits(v: number): string {
-  const a = Math.abs(v);
-  if (a === 0) return '0';
-  if (a >= 100) return v.toFixed(0);
-  if (a >= 10) return v.toFixed(1);
-  return v.toFixed(2);
-}
-
 export function formatInt(n: number): string {
   return Math.round(n).toLocaleString('en-US');
 }
@@ -83,15 +54,6 @@ export function formatInt(n: number): string {
 export function formatPercent(share: number): string {
   if (!Number.isFinite(share)) return '–';
   return `${(share * 100).toFixed(share > 0 && share < 0.1 ? 1 : 0)} %`;
-}
-
-/** Bytes in MiB whatever their size, for a figure set in MiB (the pixel cache's budget): 1226833 → "1.17 MiB", 0 → "0 MiB", 5 → "<0.01 MiB". */
-export function formatMiB(n: number): string {
-  if (!Number.isFinite(n)) return '–';
-  const mib = n / (1024 * 1024);
-  if (mib === 0) return '0 MiB';
-  if (mib > 0 && mib < 0.01) return '<0.01 MiB';
-  return `${threeDigits(mib)} MiB`;
 }
 
 /**
