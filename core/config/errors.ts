@@ -56,6 +56,19 @@ export function formatPath(path: readonly PathSegment[]): string {
   return out;
 }
 
+/**
+ * The first problem zod found, as a path (formatPath's `workers[0].url`) and what is wrong (an
+ * unknown key named): for a place that shows one problem, a field's hint or an invalid input.
+ * Where the whole list is shown, issuesFromZod words each one with its value.
+ */
+export function firstZodIssue(error: z.core.$ZodError): { path: string; message: string } {
+  const issue = error.issues[0];
+  if (!issue) return { path: '', message: 'invalid value' };
+  const path = formatPath(issue.path.filter((p): p is PathSegment => typeof p !== 'symbol'));
+  const message = issue.code === 'unrecognized_keys' ? `unknown field${issue.keys.length === 1 ? '' : 's'} ${issue.keys.join(', ')}` : issue.message;
+  return { path, message };
+}
+
 export function invalidValueMessage(where: string, value: unknown, expected: string): string {
   return `invalid value ${formatValue(value)} for ${where}: ${expected}`;
 }

@@ -6,7 +6,7 @@
 // console can say which input decided it. Flag values are validated by the same schemas as
 // the file, and a bad one names the flag: invalid value 'fast' for
 // --multimodal-tensor-transport: expected inline, shm, auto or rdma.
-import { ConfigError, type ConfigIssue } from './errors.ts';
+import { ConfigError, firstZodIssue, type ConfigIssue } from './errors.ts';
 import { flagValue, parseLoose, parseLooseBytes, parseLooseMode, parseLoosePort } from './loose.ts';
 import {
   DEFAULT_BOOTSTRAP_PORT,
@@ -268,7 +268,7 @@ export function applyConfigFlags(base: RouterConfig, flags: ConfigFlags, origins
                   .map((x) => x.trim())
                   .filter(Boolean),
               );
-              return r.success ? { ok: true, value: r.data } : { ok: false, expected: r.error.issues[0]?.message ?? 'invalid value' };
+              return r.success ? { ok: true, value: r.data } : { ok: false, expected: firstZodIssue(r.error).message };
             },
             issues,
           )
@@ -278,14 +278,9 @@ export function applyConfigFlags(base: RouterConfig, flags: ConfigFlags, origins
               text,
               (t) => {
                 const r = schema.safeParse(perModality(t));
-                return r.success
-                  ? { ok: true, value: r.data }
-                  : {
-                      ok: false,
-                      expected: r.error.issues[0]?.path.length
-                        ? `${r.error.issues[0].path.join('.')}: ${r.error.issues[0].message}`
-                        : 'expected image=N or {"image": N}',
-                    };
+                if (r.success) return { ok: true, value: r.data };
+                const first = firstZodIssue(r.error);
+                return { ok: false, expected: first.path ? `${first.path}: ${first.message}` : 'expected image=N or {"image": N}' };
               },
               issues,
             )

@@ -5,6 +5,7 @@
 // (state.ts) with the one apply queue (apply.ts), the handlers (handlers.ts) and the streams
 // (feeds.ts).
 import { transportEnvironmentAtStart } from '../config/env.ts';
+import { firstZodIssue } from '../config/errors.ts';
 import type { TransportEnvironment } from '../config/env-schema.ts';
 import { applyConfigFlags, type ConfigFlags } from '../config/load.ts';
 import type { ConfigOrigins } from '../config/origins.ts';
@@ -164,11 +165,10 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
         throw toContractError(err);
       }
       const checked = commands[command].output.safeParse(output);
-      if (!checked.success)
-        throw new ContractError(
-          'internal',
-          `the output of ${command} does not match the contract: ${checked.error.issues[0]?.message} at ${checked.error.issues[0]?.path.join('.')}`,
-        );
+      if (!checked.success) {
+        const { path, message } = firstZodIssue(checked.error);
+        throw new ContractError('internal', `the output of ${command} does not match the contract${path ? ` at ${path}` : ''}: ${message}`);
+      }
       return checked.data as CommandOutput<C>;
     },
     subscribe(stream, listener, subscribeOptions: SubscribeOptions = {}) {

@@ -10,6 +10,7 @@
 // only zod and schema modules (no `node:`), so the renderer imports it as is.
 import { z } from 'zod';
 import { TransportEnvironmentSchema } from '../config/env-schema.ts';
+import { firstZodIssue, issuesFromZod } from '../config/errors.ts';
 import { PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerTypeSchema, WorkerUrlSchema } from '../config/schema.ts';
 import { SecondAggregateSchema, TensorEventSchema } from '../transport/event-schema.ts';
@@ -577,16 +578,8 @@ export function parseCommandInput<C extends CommandName>(command: C, input: unkn
   const schema = commands[command].input as z.ZodType;
   const r = schema.safeParse(input ?? {});
   if (r.success) return r.data as z.output<(typeof commands)[C]['input']>;
-  const issue = r.error.issues[0]!;
-  const path = issue.path
-    .map((p) => (typeof p === 'number' ? `[${p}]` : String(p)))
-    .join('.')
-    .replaceAll('.[', '[');
-  throw new ContractError(
-    'invalid_input',
-    `invalid input for ${command}${path ? ` at ${path}` : ''}: ${issue.code === 'unrecognized_keys' ? `unknown field ${issue.keys.join(', ')}` : issue.message}`,
-    path || undefined,
-  );
+  const { path, message } = firstZodIssue(r.error);
+  throw new ContractError('invalid_input', `invalid input for ${command}${path ? ` at ${path}` : ''}: ${message}`, path || undefined);
 }
 
 // ---------------------------------------------------------------- vocabulary the UI shows
@@ -614,6 +607,7 @@ export {
 } from '../config/schema.ts';
 export { DEFAULT_PIXEL_CACHE_MB, PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 export { DECISION_ADVICE, DECISION_REASONS, describeReason, REASON_WORDS, TENSOR_PATHS, TENSOR_REASONS } from '../transport/vocabulary.ts';
+export { firstZodIssue, issuesFromZod };
 export { bytesParts, formatBytes, formatMiB, threeDigits, type Quantity } from '../util/bytes.ts';
 export type { TensorEvent, SecondAggregate } from '../transport/event-schema.ts';
 export type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';

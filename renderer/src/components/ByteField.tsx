@@ -4,7 +4,7 @@
 // its unit, so an invalid entry stands in the draft (named there by the schema, Review & apply
 // off) instead of the last valid size typed on the way to it.
 import { useEffect, useId, useState } from 'react';
-import { ShmMinBytesSchema } from '../../../core/console/contract.ts';
+import { firstZodIssue, ShmMinBytesSchema } from '../../../core/console/contract.ts';
 import { BYTE_UNITS, formatBytes, naturalUnit, parseByteInput, type ByteUnit } from '../lib/format.ts';
 
 /** What the draft holds for an entry that does not parse: the text and its unit ("1.5 B"). */
@@ -65,7 +65,7 @@ export function ByteField({
       ? null
       : parsed.message
     : checked && !checked.success
-      ? (checked.error.issues[0]?.message ?? 'invalid')
+      ? firstZodIssue(checked.error).message
       : null;
   return (
     <div className="field bytefield">

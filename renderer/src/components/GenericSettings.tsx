@@ -3,9 +3,17 @@
 // validates each value as it is typed (an invalid one stands in the draft, named there), so a setting added to the router later shows here
 // with its default and origin without a UI change.
 import { useId } from 'react';
+import type { z } from 'zod';
 import { useTypedText } from '../lib/useTypedText.ts';
 import { StartFlagNote } from './StartFlagNote.tsx';
-import { DEFAULT_PIXEL_CACHE_MB, PIXEL_CACHE_ENV, RouterConfigSchema, type ConfigView, type RouterConfig } from '../../../core/console/contract.ts';
+import {
+  DEFAULT_PIXEL_CACHE_MB,
+  firstZodIssue,
+  PIXEL_CACHE_ENV,
+  RouterConfigSchema,
+  type ConfigView,
+  type RouterConfig,
+} from '../../../core/console/contract.ts';
 import { setRouterField, typedNumber } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
 
@@ -31,7 +39,7 @@ const UNSET_MEANS: Record<string, string> = {
   multimodal_pixel_cache_mb: `${PIXEL_CACHE_ENV}, else ${DEFAULT_PIXEL_CACHE_MB} MiB`,
 };
 
-type Shape = Record<string, { safeParse(v: unknown): { success: boolean; error?: { issues: Array<{ message: string }> } } }>;
+type Shape = Record<string, z.ZodType>;
 const shape = (RouterConfigSchema as unknown as { shape: Shape }).shape;
 
 /** A setting's choices when its schema is an enum (under .default()/.optional()), else undefined. */
@@ -48,7 +56,7 @@ function check(key: string, v: unknown): string | null {
   const s = shape[key];
   if (!s) return null;
   const r = s.safeParse(v);
-  return r.success ? null : (r.error?.issues[0]?.message ?? 'invalid value');
+  return r.success ? null : firstZodIssue(r.error).message;
 }
 
 function unitOf(key: string): 'bytes' | 's' | 'px' | '' {

@@ -6,6 +6,7 @@
 // ladder before apply) are refreshed shortly after each edit.
 import { create } from 'zustand';
 import {
+  issuesFromZod,
   RouterConfigSchema,
   type ApplyResult,
   type CommandOutput,
@@ -62,15 +63,7 @@ export const useConfig = create<ConfigState>((set, get) => {
     const subject = draft ?? view?.config;
     if (!subject) return;
     const local = RouterConfigSchema.safeParse(subject);
-    const localIssues: ConfigIssue[] = local.success
-      ? []
-      : local.error.issues.map((i) => ({
-          path: i.path
-            .map((p) => (typeof p === 'number' ? `[${p}]` : String(p)))
-            .join('.')
-            .replaceAll('.[', '['),
-          message: i.message,
-        }));
+    const localIssues: ConfigIssue[] = local.success ? [] : issuesFromZod(local.error, { input: subject }).map(({ path, message }) => ({ path, message }));
     try {
       const [resolved, diff] = await Promise.all([
         client().call('config.resolve', { draft: subject as unknown as Record<string, unknown> }),
