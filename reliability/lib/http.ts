@@ -74,7 +74,9 @@ export async function request(base: string, body: unknown, o: RequestOptions = {
   const first = await requestOnce(base, body, o);
   if (first.retryable && o.retry !== false) {
     retries += 1;
-    return requestOnce(base, body, o);
+    // On a connection of its own: the pool may hold more sockets the server has closed meanwhile.
+    const { retryable: _again, ...reply } = await requestOnce(base, body, { ...o, agent: false });
+    return reply;
   }
   const { retryable: _r, ...reply } = first;
   return reply;

@@ -895,7 +895,7 @@ async function crashRestart(t: T): Promise<void> {
       const removed = before.length + (planted.reused ? 1 : 0);
       // The dead router's heartbeat (seq 0) goes with its entries, counted apart (it is neither a tensor file nor an entry).
       t.check(
-        new RegExp(`removed ${removed} orphaned tensor files \\([\\d.]+ MiB, all pixel-cache entries\\) of `).test(sweepLine) &&
+        new RegExp(`removed ${removed} orphaned tensor files \\([\\d.]+ (?:B|KiB|MiB|GiB), all pixel-cache entries\\) of `).test(sweepLine) &&
           sweepLine.includes(`pid ${dead} (gone: ${before.length})`) &&
           sweepLine.includes('removed 1 pixel-cache heartbeat of a router gone'),
         `cycle ${cycle}: the start-up sweep must say it removed them: ${sweepLine}`,

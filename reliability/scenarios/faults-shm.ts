@@ -379,7 +379,7 @@ async function orphans(t: T, thumb: CorpusImage): Promise<void> {
     const sweepLine = /\/dev\/shm orphan sweep: .*/.exec(serve.proc.output())?.[0] ?? '';
     const remaining = ns.entries();
     t.check(
-      /removed 2 orphaned tensor files \(3\.0 MiB\)/.test(sweepLine) &&
+      /removed 2 orphaned tensor files \(3\.00 MiB\)/.test(sweepLine) &&
         sweepLine.includes(`pid ${dead} (gone: 1)`) &&
         sweepLine.includes(`pid ${sleeper.pid} (pid reused by a newer process: 1)`),
       `the start-up sweep must remove both and say so: ${sweepLine}`,
@@ -545,7 +545,7 @@ async function routerKilled(t: T, thumb: CorpusImage): Promise<void> {
       `doctor right after the kill: 3 young files of a dead pid: ${JSON.stringify(row)}`,
     );
     t.check(
-      new RegExp(`removed 3 orphaned tensor files \\([\\d.]+ MiB\\) of pid ${first.proc.pid} \\(gone: 3\\)`).test(sweepLine),
+      new RegExp(`removed 3 orphaned tensor files \\([\\d.]+ (?:B|KiB|MiB)\\) of pid ${first.proc.pid} \\(gone: 3\\)`).test(sweepLine),
       `the next start must sweep them and say so: ${sweepLine}`,
     );
     t.check(!after.some((e) => e.startsWith(`smg-tokenspeed-${first.proc.pid}-`)), `files still there: ${after}`);
