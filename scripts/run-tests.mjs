@@ -17,9 +17,16 @@ const totals = { passed: 0, failed: 0, skipped: 0 };
 const failures = [];
 const bin = (name) => path.join(root, 'node_modules', '.bin', name);
 
+// How long each runner took, printed above the closing line: CI's run must stay under 30
+// minutes, and this says where the time goes.
+const timings = [];
+const started = performance.now();
+
 function run(label, cmd, args, env = {}) {
   process.stdout.write(`\n== ${label}: ${cmd} ${args.join(' ')}\n`);
+  const t = performance.now();
   const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit', env: { ...process.env, ...env } });
+  timings.push(`${label} ${Math.round((performance.now() - t) / 1000)} s`);
   return r.status ?? 1;
 }
 
@@ -197,6 +204,7 @@ if (slow && existsSync(benchSmoke)) {
   countReport('the benchmark smoke', json, run('benchmarks (quick)', process.execPath, [benchSmoke, '--json', json]));
 }
 
+process.stdout.write(`\ntime: ${timings.join(', ')}; ${Math.round((performance.now() - started) / 1000)} s in all\n`);
 if (failures.length > 0) {
   process.stdout.write(`\nfailed (${failures.length}):\n`);
   for (const f of failures.slice(0, 40)) process.stdout.write(`  ${f}\n`);
