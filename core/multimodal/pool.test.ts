@@ -1,7 +1,9 @@
+import sharp from 'sharp';
 import { afterAll, describe, expect, it } from 'vitest';
+import { toApiError } from '../router/errors.ts';
 import { makeTestImages } from '../test/images.ts';
 import { decodeToRgb, ImageDecodeError } from './decode.ts';
-import { PreprocessPool } from './pool.ts';
+import { ImageMemoryError, PreprocessPool } from './pool.ts';
 import { preprocessRgb, QWEN_VL_DEFAULTS } from './qwen-vl.ts';
 
 const images = makeTestImages();
@@ -159,5 +161,73 @@ describe('PreprocessPool', () => {
     const closed = new PreprocessPool(1);
     await closed.close();
     await expect(closed.run({ bytes: Buffer.alloc(1), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false })).rejects.toThrow('preprocessing pool is closed');
+  });
+});
+
+/** What an image's preprocessing rejected with (the test fails if it did not). */
+async function failure(result: Promise<unknown>): Promise<Error> {
+  const err = await result.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(err instanceof Error)) throw new Error(`expected a rejection with an Error, got ${String(err)}`);
+  return err;
+}
+
+/** A PNG of one colour. */
+const plainPng = (width: number, height: number) =>
+  sharp({ create: { width, height, channels: 3, background: '#123456' } })
+    .png()
+    .toBuffer();
+
+describe('the preprocessing memory budget, through the pool', () => {
+  const cfg = QWEN_VL_DEFAULTS.qwen2_vl;
+
+  it('refuses an image that could never fit, by name, before any thread or memory is used', async () => {
+    const small = new PreprocessPool(1, { memoryBytes: 64 * 1024 * 1024 });
+    try {
+      const err = await failure(small.run({ bytes: await plainPng(4000, 4000), config: cfg, bf16: false }));
+      expect(err).toBeInstanceOf(ImageMemoryError);
+      // Its arena memory (encoder input and the resize's working space: 90.6 MiB, its size
+      // class) and the decoder's buffers (two 4000x4000 RGB images: 91.6 MiB), in the
+      // operator's words.
+      expect(err.message).toBe('preprocessing this 4000x4000 image needs 182 MiB, above the preprocessing memory budget of 64.0 MiB (preprocess_memory_bytes)');
+      expect(toApiError(err, { image: 0 }).status).toBe(413);
+      expect(small.memory()).toMatchObject({ inUse: 0, arena: 0, resident: 0 });
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('keeps to one arena memory when two images would not fit the budget side by side', async () => {
+    const names = ['photo.jpg', 'rgb.png', 'gray.png'];
+    const probe = new PreprocessPool(1);
+    const one = await probe.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false });
+    one.release();
+    const memoryOfOne = probe.memory().arena;
+    await probe.close();
+    // Room for one image's memory and its decoder's buffers (400x300: 720,000 bytes), not two.
+    const budget = memoryOfOne + 1024 * 1024;
+    const tight = new PreprocessPool(2, { memoryBytes: budget });
+    try {
+      const results = await Promise.all(
+        names.map((n) =>
+          tight.run({ bytes: images.bytes(n), config: cfg, bf16: false }).then((r) => {
+            const copy = new Float32Array(r.pixelValues!);
+            r.release();
+            return copy;
+          }),
+        ),
+      );
+      for (const [i, values] of results.entries()) {
+        const img = await decodeToRgb(images.bytes(names[i]!));
+        const local = preprocessRgb(img.rgb, img.width, img.height, cfg);
+        const expected = local.pixelValues!;
+        expect(Buffer.from(values.buffer).equals(Buffer.from(expected.buffer, expected.byteOffset, expected.byteLength)), names[i]).toBe(true);
+      }
+      expect(tight.memory()).toMatchObject({ inUse: 0, arena: memoryOfOne, resident: memoryOfOne });
+    } finally {
+      await tight.close();
+    }
   });
 });
