@@ -4,7 +4,8 @@ import { toApiError } from '../router/errors.ts';
 import { makeTestImages } from '../test/images.ts';
 import { decodeToRgb, ImageDecodeError } from './decode.ts';
 import { ImageMemoryError, PreprocessPool } from './pool.ts';
-import { preprocessRgb, QWEN_VL_DEFAULTS } from './qwen-vl.ts';
+import { ImageSizeError, preprocessRgb, QWEN_VL_DEFAULTS } from './qwen-vl.ts';
+import { InternalThreadError } from './thread-error.ts';
 
 const images = makeTestImages();
 const pool = new PreprocessPool(2);
@@ -180,6 +181,47 @@ const plainPng = (width: number, height: number) =>
     .png()
     .toBuffer();
 
+describe('errors from the pool threads', () => {
+  const cfg = QWEN_VL_DEFAULTS.qwen2_vl;
+
+  it('bytes that do not decode: an ImageDecodeError, a 400 naming the image', async () => {
+    const err = await failure(pool.run({ bytes: Buffer.from('nope'), config: cfg, bf16: false }));
+    expect(err).toBeInstanceOf(ImageDecodeError);
+    expect(err.message).toBe('not a decodable image (expected JPEG, PNG, WebP or GIF)');
+    const api = toApiError(err, { image: 1, imageParams: ['messages[0].content[0].image_url.url', 'messages[0].content[1].image_url.url'] });
+    expect([api.status, api.message, api.param]).toEqual([
+      400,
+      'image 1: not a decodable image (expected JPEG, PNG, WebP or GIF)',
+      'messages[0].content[1].image_url.url',
+    ]);
+  });
+
+  it('an image the decoder refuses for its pixels (its header passed): an ImageDecodeError', async () => {
+    const err = await failure(pool.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false, maxPixels: 100_000 }));
+    expect(err).toBeInstanceOf(ImageDecodeError);
+    expect(err.message).toBe('cannot decode jpeg image (Input image exceeds pixel limit)');
+    expect(toApiError(err, { image: 0 }).status).toBe(400);
+  });
+
+  it('a decoded size smart_resize refuses, found in the thread: an ImageSizeError', async () => {
+    // No header known (as for an image whose header does not parse): only the thread sees its size.
+    const wide = await plainPng(2010, 10);
+    const err = await failure(pool.start({ bytes: wide, config: cfg, bf16: false }, Promise.resolve(undefined)).result);
+    expect(err).toBeInstanceOf(ImageSizeError);
+    expect(err.message).toBe('image of 2010x10 pixels: absolute aspect ratio must be at most 200, got 201.0');
+    expect(toApiError(err, { image: 0 }).message).toBe('image 0: image of 2010x10 pixels: absolute aspect ratio must be at most 200, got 201.0');
+  });
+
+  it("a fault of the thread's own keeps its name, message and stack: a 500 with its message", async () => {
+    const err = await failure(pool.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false, float32: false }));
+    expect(err).toBeInstanceOf(InternalThreadError);
+    expect([err.name, err.message]).toEqual(['RangeError', 'preprocessRgb: asked for neither float32 nor bfloat16 output']);
+    expect(err.stack).toMatch(/qwen-vl\.ts/); // where the thread threw it
+    const api = toApiError(err);
+    expect([api.status, api.message]).toEqual([500, 'internal error: preprocessRgb: asked for neither float32 nor bfloat16 output']);
+  });
+});
+
 describe('the preprocessing memory budget, through the pool', () => {
   const cfg = QWEN_VL_DEFAULTS.qwen2_vl;
 
@@ -196,6 +238,34 @@ describe('the preprocessing memory budget, through the pool', () => {
       expect(small.memory()).toMatchObject({ inUse: 0, arena: 0, resident: 0 });
     } finally {
       await small.close();
+    }
+  });
+
+  it('comes back to its idle gauge after images that fail in the threads, and keeps using its memory', async () => {
+    const gauged = new PreprocessPool(2);
+    try {
+      const ok = await gauged.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: true });
+      ok.release();
+      const idle = gauged.memory();
+      expect(idle).toMatchObject({ inUse: 0, pooled: idle.arena, resident: idle.arena });
+      expect(idle.arena).toBeGreaterThan(0);
+      // One after another, so no two need memory at once (the arena would grow, and keep it).
+      const failures = [
+        await failure(gauged.run({ bytes: Buffer.from('nope'), config: cfg, bf16: false })),
+        await failure(gauged.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false, maxPixels: 100_000 })),
+        await failure(gauged.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false, float32: false })),
+        await failure(gauged.start({ bytes: await plainPng(2010, 10), config: cfg, bf16: false }, Promise.resolve(undefined)).result),
+      ];
+      expect(failures.map((e) => e.name)).toEqual(['ImageDecodeError', 'ImageDecodeError', 'RangeError', 'ImageSizeError']);
+      // What mmtc_preprocess_memory_bytes shows (resident) is back where it was, nothing is counted in use.
+      expect(gauged.memory()).toEqual(idle);
+      const again = await gauged.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: true });
+      expect(again.pixelValues!.buffer).toBeInstanceOf(SharedArrayBuffer);
+      expect(gauged.memory().pooled).toBe(0);
+      again.release();
+      expect(gauged.memory()).toEqual(idle);
+    } finally {
+      await gauged.close();
     }
   });
 

@@ -21,17 +21,19 @@
 // it waits in the queue; an image waits at the head of the queue until its share fits. An
 // image that could never fit is refused before it queues (ImageMemoryError). After
 // IDLE_TRIM_MS without work the kept memories' pages go back to the system, so a burst does
-// not keep its memory.
+// not keep its memory. A thread's error reaches the caller as the class it was thrown as
+// (thread-error.ts).
 import { readdirSync } from 'node:fs';
 import os from 'node:os';
 import { MessageChannel, type MessagePort, Worker } from 'node:worker_threads';
 import sharp, { type Metadata } from 'sharp';
-import { headerSize, ImageDecodeError } from './decode.ts';
+import { headerSize } from './decode.ts';
 import { MemoryLedger, type MemoryCost, type MemoryUse } from './memory-ledger.ts';
 import type { PreprocessResult, PreprocessTask } from './preprocess-task.ts';
-import { bandStarts, encoderMemoryBytes, encoderMemoryIn, ImageSizeError, patchGeometry, type EncoderMemory, type PatchGeometry } from './qwen-vl.ts';
+import { bandStarts, encoderMemoryBytes, encoderMemoryIn, patchGeometry, type EncoderMemory, type PatchGeometry } from './qwen-vl.ts';
 import { MAX_KERNEL_BYTES, type SharedWasmMemory } from './resize-simd.ts';
 import { SharedMemoryArena } from './shared-memory-arena.ts';
+import { errorFromThread, type ThreadError } from './thread-error.ts';
 import { formatBytes } from '../util/bytes.ts';
 
 /**
@@ -84,7 +86,8 @@ interface Pending {
   end: (outcome: Outcome) => void;
 }
 
-const ERROR_TYPES: Record<string, new (message: string) => Error> = { ImageDecodeError, ImageSizeError };
+/** What a thread posts back for an image (preprocess-worker.mjs). */
+type ThreadReply = { id: number; result: PreprocessResult } | { id: number; error: ThreadError };
 
 const closedError = () => new Error('preprocessing pool is closed');
 
@@ -187,14 +190,11 @@ export class PreprocessPool {
 
   private spawn(): Worker {
     const worker = new Worker(new URL('./preprocess-worker.mjs', import.meta.url));
-    worker.on('message', (msg: { id: number; result?: PreprocessResult; error?: { name: string; message: string } }) => {
+    worker.on('message', (msg: ThreadReply) => {
       const current = this.running.get(worker);
       if (!current || !('job' in current) || current.id !== msg.id) return;
       this.running.delete(worker);
-      if (msg.error) {
-        const Type = ERROR_TYPES[msg.error.name] ?? Error;
-        current.job.end({ error: new Type(msg.error.message) });
-      } else current.job.end({ result: msg.result! });
+      current.job.end('error' in msg ? { error: errorFromThread(msg.error) } : { result: msg.result });
       if (this.deprioritizeRounds > 0) {
         this.deprioritizeRounds -= 1;
         favourEventLoop();

@@ -5,7 +5,8 @@
 // ({ help: port }), or, when the pool has been idle a while, { trim: true }: a full
 // collection, so what the last burst left behind goes back to the system. A helper waits on
 // its port (polling it first: HELPER_POLL_MS) for one band job, or null when the image was
-// not split, runs it, and answers on the same port.
+// not split, runs it, and answers on the same port. What a thread catches goes back as plain
+// data (thread-error.ts), so the error reaches the pool's caller as the class it was thrown as.
 import { readlinkSync } from 'node:fs';
 import os from 'node:os';
 import v8 from 'node:v8';
@@ -37,6 +38,7 @@ try {
 register();
 const { runPreprocessTask } = await import('./preprocess-task.ts');
 const { runPostedPreprocessBand } = await import('./qwen-vl.ts');
+const { errorFromThread, threadErrorOf } = await import('./thread-error.ts');
 
 /**
  * How long a helper polls its port for its band before it sleeps on it: the lead posts the
@@ -64,7 +66,8 @@ function runHelp(port, job) {
     const write = job ? runPostedPreprocessBand(job) : undefined;
     port.postMessage({ done: true, write });
   } catch (err) {
-    port.postMessage({ error: String(err?.message ?? err) });
+    // The band failed: the lead gets why (and the band's error class), and fails the image with it.
+    port.postMessage({ error: threadErrorOf(err) });
   }
   port.close();
 }
@@ -78,7 +81,7 @@ function bandHelper(port, onUse) {
       const take = (reply) => {
         answer = undefined;
         port.off('message', take);
-        if (reply.error) reject(new Error(reply.error));
+        if (reply.error) reject(errorFromThread(reply.error));
         else resolve(reply.write);
       };
       answer = take;
@@ -113,7 +116,8 @@ parentPort.on('message', async ({ id, task, helper, help, trim }) => {
     const transfer = [result.pixelValues?.buffer, result.bf16?.buffer].filter((b) => b instanceof ArrayBuffer);
     parentPort.postMessage({ id, result }, transfer);
   } catch (err) {
-    parentPort.postMessage({ id, error: { name: err?.name ?? 'Error', message: String(err?.message ?? err) } });
+    // The image failed: the pool's caller gets the error, rebuilt from what is posted here.
+    parentPort.postMessage({ id, error: threadErrorOf(err) });
   } finally {
     if (helper && !used) helper.postMessage(null); // release the helper
     helper?.close();
