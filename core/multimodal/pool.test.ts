@@ -1,8 +1,11 @@
+import sharp from 'sharp';
 import { afterAll, describe, expect, it } from 'vitest';
+import { toApiError } from '../router/errors.ts';
 import { makeTestImages } from '../test/images.ts';
 import { decodeToRgb, ImageDecodeError } from './decode.ts';
-import { PreprocessPool } from './pool.ts';
-import { preprocessRgb, QWEN_VL_DEFAULTS } from './qwen-vl.ts';
+import { ImageMemoryError, PreprocessPool } from './pool.ts';
+import { ImageSizeError, preprocessRgb, QWEN_VL_DEFAULTS } from './qwen-vl.ts';
+import { InternalThreadError } from './thread-error.ts';
 
 const images = makeTestImages();
 const pool = new PreprocessPool(2);
@@ -159,5 +162,142 @@ describe('PreprocessPool', () => {
     const closed = new PreprocessPool(1);
     await closed.close();
     await expect(closed.run({ bytes: Buffer.alloc(1), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false })).rejects.toThrow('preprocessing pool is closed');
+  });
+});
+
+/** What an image's preprocessing rejected with (the test fails if it did not). */
+async function failure(result: Promise<unknown>): Promise<Error> {
+  const err = await result.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  if (!(err instanceof Error)) throw new Error(`expected a rejection with an Error, got ${String(err)}`);
+  return err;
+}
+
+/** A PNG of one colour. */
+const plainPng = (width: number, height: number) =>
+  sharp({ create: { width, height, channels: 3, background: '#123456' } })
+    .png()
+    .toBuffer();
+
+describe('errors from the pool threads', () => {
+  const cfg = QWEN_VL_DEFAULTS.qwen2_vl;
+
+  it('bytes that do not decode: an ImageDecodeError, a 400 naming the image', async () => {
+    const err = await failure(pool.run({ bytes: Buffer.from('nope'), config: cfg, bf16: false }));
+    expect(err).toBeInstanceOf(ImageDecodeError);
+    expect(err.message).toBe('not a decodable image (expected JPEG, PNG, WebP or GIF)');
+    const api = toApiError(err, { image: 1, imageParams: ['messages[0].content[0].image_url.url', 'messages[0].content[1].image_url.url'] });
+    expect([api.status, api.message, api.param]).toEqual([
+      400,
+      'image 1: not a decodable image (expected JPEG, PNG, WebP or GIF)',
+      'messages[0].content[1].image_url.url',
+    ]);
+  });
+
+  it('an image the decoder refuses for its pixels (its header passed): an ImageDecodeError', async () => {
+    const err = await failure(pool.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false, maxPixels: 100_000 }));
+    expect(err).toBeInstanceOf(ImageDecodeError);
+    expect(err.message).toBe('cannot decode jpeg image (Input image exceeds pixel limit)');
+    expect(toApiError(err, { image: 0 }).status).toBe(400);
+  });
+
+  it('a decoded size smart_resize refuses, found in the thread: an ImageSizeError', async () => {
+    // No header known (as for an image whose header does not parse): only the thread sees its size.
+    const wide = await plainPng(2010, 10);
+    const err = await failure(pool.start({ bytes: wide, config: cfg, bf16: false }, Promise.resolve(undefined)).result);
+    expect(err).toBeInstanceOf(ImageSizeError);
+    expect(err.message).toBe('image of 2010x10 pixels: absolute aspect ratio must be at most 200, got 201.0');
+    expect(toApiError(err, { image: 0 }).message).toBe('image 0: image of 2010x10 pixels: absolute aspect ratio must be at most 200, got 201.0');
+  });
+
+  it("a fault of the thread's own keeps its name, message and stack: a 500 with its message", async () => {
+    const err = await failure(pool.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false, float32: false }));
+    expect(err).toBeInstanceOf(InternalThreadError);
+    expect([err.name, err.message]).toEqual(['RangeError', 'preprocessRgb: asked for neither float32 nor bfloat16 output']);
+    expect(err.stack).toMatch(/qwen-vl\.ts/); // where the thread threw it
+    const api = toApiError(err);
+    expect([api.status, api.message]).toEqual([500, 'internal error: preprocessRgb: asked for neither float32 nor bfloat16 output']);
+  });
+});
+
+describe('the preprocessing memory budget, through the pool', () => {
+  const cfg = QWEN_VL_DEFAULTS.qwen2_vl;
+
+  it('refuses an image that could never fit, by name, before any thread or memory is used', async () => {
+    const small = new PreprocessPool(1, { memoryBytes: 64 * 1024 * 1024 });
+    try {
+      const err = await failure(small.run({ bytes: await plainPng(4000, 4000), config: cfg, bf16: false }));
+      expect(err).toBeInstanceOf(ImageMemoryError);
+      // Its arena memory (encoder input and the resize's working space: 90.6 MiB, its size
+      // class) and the decoder's buffers (two 4000x4000 RGB images: 91.6 MiB), in the
+      // operator's words.
+      expect(err.message).toBe('preprocessing this 4000x4000 image needs 182 MiB, above the preprocessing memory budget of 64.0 MiB (preprocess_memory_bytes)');
+      expect(toApiError(err, { image: 0 }).status).toBe(413);
+      expect(small.memory()).toMatchObject({ inUse: 0, arena: 0, resident: 0 });
+    } finally {
+      await small.close();
+    }
+  });
+
+  it('comes back to its idle gauge after images that fail in the threads, and keeps using its memory', async () => {
+    const gauged = new PreprocessPool(2);
+    try {
+      const ok = await gauged.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: true });
+      ok.release();
+      const idle = gauged.memory();
+      expect(idle).toMatchObject({ inUse: 0, pooled: idle.arena, resident: idle.arena });
+      expect(idle.arena).toBeGreaterThan(0);
+      // One after another, so no two need memory at once (the arena would grow, and keep it).
+      const failures = [
+        await failure(gauged.run({ bytes: Buffer.from('nope'), config: cfg, bf16: false })),
+        await failure(gauged.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false, maxPixels: 100_000 })),
+        await failure(gauged.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false, float32: false })),
+        await failure(gauged.start({ bytes: await plainPng(2010, 10), config: cfg, bf16: false }, Promise.resolve(undefined)).result),
+      ];
+      expect(failures.map((e) => e.name)).toEqual(['ImageDecodeError', 'ImageDecodeError', 'RangeError', 'ImageSizeError']);
+      // What mmtc_preprocess_memory_bytes shows (resident) is back where it was, nothing is counted in use.
+      expect(gauged.memory()).toEqual(idle);
+      const again = await gauged.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: true });
+      expect(again.pixelValues!.buffer).toBeInstanceOf(SharedArrayBuffer);
+      expect(gauged.memory().pooled).toBe(0);
+      again.release();
+      expect(gauged.memory()).toEqual(idle);
+    } finally {
+      await gauged.close();
+    }
+  });
+
+  it('keeps to one arena memory when two images would not fit the budget side by side', async () => {
+    const names = ['photo.jpg', 'rgb.png', 'gray.png'];
+    const probe = new PreprocessPool(1);
+    const one = await probe.run({ bytes: images.bytes('photo.jpg'), config: cfg, bf16: false });
+    one.release();
+    const memoryOfOne = probe.memory().arena;
+    await probe.close();
+    // Room for one image's memory and its decoder's buffers (400x300: 720,000 bytes), not two.
+    const budget = memoryOfOne + 1024 * 1024;
+    const tight = new PreprocessPool(2, { memoryBytes: budget });
+    try {
+      const results = await Promise.all(
+        names.map((n) =>
+          tight.run({ bytes: images.bytes(n), config: cfg, bf16: false }).then((r) => {
+            const copy = new Float32Array(r.pixelValues!);
+            r.release();
+            return copy;
+          }),
+        ),
+      );
+      for (const [i, values] of results.entries()) {
+        const img = await decodeToRgb(images.bytes(names[i]!));
+        const local = preprocessRgb(img.rgb, img.width, img.height, cfg);
+        const expected = local.pixelValues!;
+        expect(Buffer.from(values.buffer).equals(Buffer.from(expected.buffer, expected.byteOffset, expected.byteLength)), names[i]).toBe(true);
+      }
+      expect(tight.memory()).toMatchObject({ inUse: 0, arena: memoryOfOne, resident: memoryOfOne });
+    } finally {
+      await tight.close();
+    }
   });
 });

@@ -5,7 +5,8 @@
 // ({ help: port }), or, when the pool has been idle a while, { trim: true }: a full
 // collection, so what the last burst left behind goes back to the system. A helper waits on
 // its port (polling it first: HELPER_POLL_MS) for one band job, or null when the image was
-// not split, runs it, and answers on the same port.
+// not split, runs it, and answers on the same port. What a thread catches goes back as plain
+// data (thread-error.ts), so the error reaches the pool's caller as the class it was thrown as.
 import { readlinkSync } from 'node:fs';
 import os from 'node:os';
 import v8 from 'node:v8';
@@ -14,36 +15,39 @@ import { parentPort, receiveMessageOnPort } from 'node:worker_threads';
 import { register } from 'tsx/esm/api';
 
 // sharp hands back each decoded image in memory only this thread's garbage collector frees.
-// Until it does, the next decode gets fresh memory, and touching fresh pages costs 2-3x the
-// decode itself on a VM (1080p: 8 ms with reused memory, 25-28 ms without). A young-generation
-// collection after each image (~0.5 ms, once the result is on its way) frees that memory in
-// time for the next decode; a full one does the same at 10-14 ms. (A worker thread cannot be
-// started with --expose-gc, so the flag is set here and the function taken from a fresh
-// context.)
+// Until it does, the next decode gets fresh memory, and on a VM touching fresh pages costs
+// more than the decode itself. A young-generation collection after each image (once the
+// result is on its way) frees that memory in time for the next decode, at a fraction of a
+// full one's cost (measured: docs/performance.md, "Where the comments' measurements went: the
+// preprocessing pool"). (A worker thread cannot be started with --expose-gc, so the flag is
+// set here and the function taken from a fresh context.)
 v8.setFlagsFromString('--expose-gc');
 const collectGarbage = vm.runInNewContext('gc');
 
 // Lower this thread's scheduling priority (Linux lets setpriority take a thread id): when
-// the cores are busy, the router's event loop runs first and answers within milliseconds.
-// Threads this one starts later (libvips' decoders) inherit the lower priority.
+// the cores are busy, the router's event loop runs first and answers soon (measured: the same
+// section). Threads this one starts later (libvips' decoders) inherit the lower priority.
 try {
   const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
   if (tid > 0) os.setPriority(tid, 10);
 } catch {
-  /* not Linux, or not permitted: keep the default priority */
+  // Not Linux (no /proc/thread-self), or not permitted (EACCES/EPERM): nothing to be done, the
+  // thread runs at the default priority.
 }
 
 register();
 const { runPreprocessTask } = await import('./preprocess-task.ts');
 const { runPostedPreprocessBand } = await import('./qwen-vl.ts');
+const { errorFromThread, threadErrorOf } = await import('./thread-error.ts');
 
 /**
  * How long a helper polls its port for its band before it sleeps on it: the lead posts the
- * band once the image is decoded (1080p: ~8 ms, 4K: ~25 ms), and a thread that slept meanwhile
- * takes 1-2 ms to wake on these VMs (its core idles), which the lone image waits for. The
- * polling runs on the core the decode leaves idle, and only when the pool had a thread to
- * spare. It is a busy loop from the start: measured, any sleep in it (a futex wait of 10 µs
- * between polls, or sleeping through the first half of the decode) gave the whole gain back.
+ * band once the image is decoded (a 1080p or 4K decode ends well within this), and a thread
+ * that slept meanwhile is slow to wake on these VMs (its core idles), which the lone image
+ * waits for. The polling runs on the core the decode leaves idle, and only when the pool had a
+ * thread to spare. It is a busy loop from the start: any sleep in it gave the whole gain back
+ * (measured: docs/performance.md, "Where the comments' measurements went: the preprocessing
+ * pool").
  */
 const HELPER_POLL_MS = 60;
 
@@ -62,7 +66,8 @@ function runHelp(port, job) {
     const write = job ? runPostedPreprocessBand(job) : undefined;
     port.postMessage({ done: true, write });
   } catch (err) {
-    port.postMessage({ error: String(err?.message ?? err) });
+    // The band failed: the lead gets why (and the band's error class), and fails the image with it.
+    port.postMessage({ error: threadErrorOf(err) });
   }
   port.close();
 }
@@ -76,7 +81,7 @@ function bandHelper(port, onUse) {
       const take = (reply) => {
         answer = undefined;
         port.off('message', take);
-        if (reply.error) reject(new Error(reply.error));
+        if (reply.error) reject(errorFromThread(reply.error));
         else resolve(reply.write);
       };
       answer = take;
@@ -111,7 +116,8 @@ parentPort.on('message', async ({ id, task, helper, help, trim }) => {
     const transfer = [result.pixelValues?.buffer, result.bf16?.buffer].filter((b) => b instanceof ArrayBuffer);
     parentPort.postMessage({ id, result }, transfer);
   } catch (err) {
-    parentPort.postMessage({ id, error: { name: err?.name ?? 'Error', message: String(err?.message ?? err) } });
+    // The image failed: the pool's caller gets the error, rebuilt from what is posted here.
+    parentPort.postMessage({ id, error: threadErrorOf(err) });
   } finally {
     if (helper && !used) helper.postMessage(null); // release the helper
     helper?.close();
