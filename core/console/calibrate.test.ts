@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { calibrationNote, comparePaths, findCrossover, minSamplesForWinner, type Winner } from './calibrate.ts';
+import { calibrationNote, calibrationSizes, comparePaths, findCrossover, minSamplesForWinner, type Winner } from './calibrate.ts';
+import { QWEN_VL_DEFAULTS } from '../multimodal/qwen-vl.ts';
 
 const KiB = 1024;
 const around = (center: number, spread: number, n = 15) => Array.from({ length: n }, (_, i) => center + spread * ((i / (n - 1)) * 2 - 1));
@@ -64,5 +65,31 @@ describe('calibration: the crossover', () => {
     expect(calibrationNote(pts(['inline', 'tie', 'shm']), 256 * KiB, 15)).toBe(
       'SHM is clearly faster from 256 KiB on (measured 16.0 KiB to 256 KiB); the threshold sits between that and the next smaller size measured. At 64.0 KiB the difference is within the noise (either path is as fast).',
     );
+  });
+});
+
+describe('calibration: the sizes it measures', () => {
+  it("are square images whose encoder tensor is nearest each target, by the model's patch geometry and the wire's element size", () => {
+    const side = (plans: Array<{ width: number; height: number; nbytes: number }>) => plans.map((p) => [p.width, p.height, p.nbytes]);
+    // Qwen2-VL (patch 14, merge 2: sides of 28 px), float32: 1176 values a patch.
+    expect(side(calibrationSizes(QWEN_VL_DEFAULTS.qwen2_vl, 4))).toEqual([
+      [28, 28, 18816],
+      [56, 56, 75264],
+      [112, 112, 301056],
+      [196, 196, 921984],
+      [420, 420, 4233600],
+      [840, 840, 16934400],
+      [1176, 1176, 33191424],
+    ]);
+    // Qwen3-VL (patch 16: sides of 32 px), bfloat16.
+    expect(side(calibrationSizes(QWEN_VL_DEFAULTS.qwen3_vl, 2))).toEqual([
+      [32, 32, 12288],
+      [64, 64, 49152],
+      [160, 160, 307200],
+      [288, 288, 995328],
+      [576, 576, 3981312],
+      [1184, 1184, 16822272],
+      [1664, 1664, 33226752],
+    ]);
   });
 });

@@ -18,7 +18,7 @@
 // multimodal_shm_min_bytes is the geometric midpoint between it and the size below it (or the
 // smallest size when SHM wins from there), rounded to KiB. When SHM clearly wins nowhere there
 // is no clear crossover, and nothing is recommended.
-import { patchGeometry } from '../multimodal/qwen-vl.ts';
+import { mergeBlockSide, patchFeatures, patchGeometry } from '../multimodal/qwen-vl.ts';
 import { runChatInMemory } from '../router/chat.ts';
 import { capabilitiesOf } from '../engines/table.ts';
 import { findWorker, type ConsoleState } from './state.ts';
@@ -82,11 +82,10 @@ interface SizePlan {
 
 /** Square images whose encoder tensor is nearest each target, one per distinct size. */
 export function calibrationSizes(config: Parameters<typeof patchGeometry>[2], elementBytes: number, targets = CALIBRATION_TARGETS): SizePlan[] {
-  const factor = config.patch_size * config.merge_size;
-  const features = 3 * config.temporal_patch_size * config.patch_size * config.patch_size;
+  const factor = mergeBlockSide(config);
   const plans: SizePlan[] = [];
   for (const target of targets) {
-    const patches = target / (features * elementBytes);
+    const patches = target / (patchFeatures(config) * elementBytes);
     // A square grid of merge blocks: side in blocks, at least one block.
     const blocks = Math.max(1, Math.round(Math.sqrt(patches) / config.merge_size));
     const side = blocks * factor;

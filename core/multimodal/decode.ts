@@ -126,8 +126,9 @@ export async function decodeToRgb(bytes: Uint8Array, maxPixels: number = MAX_DEC
   let raw: { data: Buffer; info: OutputInfo };
   try {
     // No colour-space step: decoders give gray, gray+alpha, RGB or RGBA, all handled below.
-    // Sequential access streams the decoder's rows straight into the output: 3x faster than
-    // libvips' default of decoding into a whole intermediate image first (9 ms vs 27 ms, 1080p).
+    // Sequential access streams the decoder's rows straight into the output: much faster than
+    // libvips' default of decoding into a whole intermediate image first (measured:
+    // docs/performance.md, "Where the comments' measurements went: transport and preprocessing").
     raw = await sharp(bytes, { limitInputPixels: maxPixels, failOn: 'error', pages: 1, sequentialRead: true })
       .raw({ depth: 'uchar' })
       .toBuffer({ resolveWithObject: true });

@@ -7,8 +7,8 @@
 //   TokenSpeed content_hash (32 bytes) BLAKE3 of that hex text (the gateway hashes the list of
 //                                      an item's media hashes, here a list of one)
 // The pixel cache keys its entries on it too, and EPD's consistent hashing places the image by
-// it. One BLAKE3 instance (WebAssembly, ~0.6-0.9 GB/s here: docs/performance.md) serves the
-// whole thread; every call is synchronous once this module has loaded.
+// it. One BLAKE3 instance (WebAssembly; its speed: docs/performance.md, "The pixel cache")
+// serves the whole thread; every call is synchronous once this module has loaded.
 import { createBLAKE3 } from 'hash-wasm';
 
 const hasher = await createBLAKE3();

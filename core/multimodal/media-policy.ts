@@ -357,6 +357,7 @@ export async function checkMediaUrl(policy: MediaPolicy, input: URL | string): P
   try {
     found = await policy.resolve(hostname);
   } catch {
+    // The name does not resolve (no such domain, no answer, the resolver failing): as a name that resolves to nothing.
     return { verdict: 'not-found' };
   }
   if (!found.length) return { verdict: 'not-found' };

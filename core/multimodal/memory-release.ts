@@ -23,6 +23,7 @@ export function memTrim(): MemTrim | null {
   try {
     loaded = existsSync(MEMTRIM_PATH) ? (createRequire(import.meta.url)(MEMTRIM_PATH) as MemTrim) : null;
   } catch {
+    // Built for another Node or platform, or broken: as when it was not built (the ordinary collection runs, malloc's heap is not trimmed).
     loaded = null;
   }
   return loaded;

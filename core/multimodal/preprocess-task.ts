@@ -1,27 +1,28 @@
 // One image's preprocessing, as run inside a pool thread: decode, then the fused Qwen-VL
-// pipeline, with the time of each stage.
-import { closeSync, constants, fstatSync, futimesSync, openSync } from 'node:fs';
+// pipeline, with the time of each stage; and, when the caller gives a sink, the encoder input
+// written into it as it is computed (this module never opens a file: the sink's owner does).
 import { decodeToRgb } from './decode.ts';
 import {
   patchGeometry,
   preprocessRgb,
   preprocessRgbInBands,
-  writeAllAt,
+  writeTimed,
   type BandHelper,
   type EncoderMemory,
   type PatchGeometry,
   type QwenVlImageConfig,
+  type TensorFileWrite,
 } from './qwen-vl.ts';
-import { errnoText } from '../transport/errno.ts';
+import { errnoText } from '../util/errno.ts';
 
 /**
  * The request's /dev/shm file for this image's encoder input in its wire encoding, written
- * here as the bands are done (docs/transport.md, "Written while the image is preprocessed"):
- * the router created it (empty, O_EXCL, 0600: so it is the router's to unlink, whatever
- * happens here) and counted its bytes; the thread opens it once the image is decoded, each
- * band's thread writes that band's rows at their offset, and the file is closed. On any
- * failure the thread says why and the router removes the file and places the tensor as it
- * would have without this.
+ * as the bands are done (docs/transport.md, "Written while the image is preprocessed"): the
+ * router created it (empty, O_EXCL, 0600: so it is the router's to unlink, whatever happens)
+ * and counted its bytes. The pool thread's entry makes a sink of it (core/transport/prewrite-file.ts),
+ * which runPreprocessTask opens once the image is decoded, writes and ends. On any failure the
+ * result says why and the router removes the file and places the tensor as it would have
+ * without this.
  */
 export interface ShmPrewriteTask {
   path: string;
@@ -35,6 +36,32 @@ export type ShmPrewriteResult = { written: true; micros: number } | { written: f
 /** The error of a file not written because the decoded image is not the one its header described (the router sized the file from the header): no failure of the write. */
 export const PREWRITE_HEADER_MISMATCH = 'the decoded image does not match its header';
 
+/** How the writing into a sink ended, as the image library tells it. */
+export type SinkEnd =
+  /** Every byte written, in this many microseconds (both bands' writes added). */
+  | { kind: 'written'; micros: number }
+  /** A write failed: the system call's error as errnoText says it (or a band thread's message). */
+  | { kind: 'write-failed'; error: string }
+  /** Nothing (more) written, for this reason, said to the router as it is. */
+  | { kind: 'not-written'; reason: string };
+
+/**
+ * Where the encoder input also goes, in one wire encoding, as it is computed: given by the
+ * caller (the pool thread's entry makes one of a task's `shm` file, core/transport/prewrite-file.ts).
+ * runPreprocessTask opens it once the image is decoded, writes through its descriptor (from one
+ * thread, or two when a helper takes a band: a descriptor crosses a MessagePort), and ends it
+ * exactly once after a successful open: then it is closed, and says what became of it.
+ */
+export interface EncoderInputSink {
+  readonly nbytes: number;
+  readonly kind: 'float32' | 'bf16';
+  /** Ready to be written: a descriptor any thread of the process may write to, or why not (said to the router as it is). */
+  open(): { fd: number } | { error: string };
+  /** No more writes: the sink closed, and what became of it. */
+  end(how: SinkEnd): ShmPrewriteResult;
+}
+
+/** An image for a pool thread, as the pool posts it. */
 export interface PreprocessTask {
   bytes: Uint8Array;
   config: QwenVlImageConfig;
@@ -45,7 +72,7 @@ export interface PreprocessTask {
   output?: EncoderMemory;
   /** The decoder refuses images above this many pixels, whatever their header said. */
   maxPixels?: number;
-  /** Write the encoder input to this /dev/shm file too. */
+  /** Write the encoder input to this /dev/shm file too: the thread's entry makes the sink runPreprocessTask writes into of it. */
   shm?: ShmPrewriteTask;
 }
 
@@ -66,68 +93,38 @@ export interface PreprocessResult extends PatchGeometry {
   shm?: ShmPrewriteResult;
 }
 
-/**
- * Open the file the router created for the tensor (never through a symbolic link, never
- * creating one, never waiting on a FIFO), and touch it: its age, which the orphan sweep of a
- * router in another pid namespace judges, counts from now (the image may have queued).
- */
-function openPrewrite(shm: ShmPrewriteTask): { fd: number } {
-  const fd = openSync(shm.path, constants.O_WRONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
-  try {
-    const now = Date.now() / 1000;
-    futimesSync(fd, now, now);
-  } catch {
-    /* its age stays its name's: still younger than any sweep removes */
-  }
-  return { fd };
-}
-
-/** Close a descriptor once, whatever happens (Linux frees it even when close fails). */
-function closeOnce(file: { fd: number; closed?: boolean }): void {
-  if (file.closed) return;
-  file.closed = true;
-  try {
-    closeSync(file.fd);
-  } catch {
-    /* freed all the same */
-  }
-}
-
-export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelper): Promise<PreprocessResult> {
+export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helper?: BandHelper, sink?: EncoderInputSink): Promise<PreprocessResult> {
   const t0 = performance.now();
   const decoding = decodeToRgb(task.bytes, task.maxPixels);
-  let file: { fd: number; closed?: boolean } | undefined;
+  /** The sink while it is open: its descriptor and encoding, which the bands are written to. */
+  let file: TensorFileWrite | undefined;
   let shm: ShmPrewriteResult | undefined;
-  // The file is closed before the result goes back; the router unlinks it when it is not sent.
-  const drop = (error: string) => {
+  // The sink is ended (closed) before the result goes back; the router unlinks the file when it is not sent.
+  const end = (how: SinkEnd) => {
     if (!file) return;
-    closeOnce(file);
     file = undefined;
-    shm = { written: false, error };
+    shm = sink!.end(how);
   };
   const image = await decoding;
   const t1 = performance.now();
-  if (task.shm) {
-    try {
-      file = openPrewrite(task.shm);
-    } catch (err) {
-      shm = { written: false, error: `open ${task.shm.path}: ${errnoText(err)}` };
-    }
+  if (sink) {
+    const opened = sink.open();
+    if ('fd' in opened) file = { fd: opened.fd, kind: sink.kind };
+    else shm = { written: false, error: opened.error };
   }
   let out: ReturnType<typeof preprocessRgb>;
   let split: Awaited<ReturnType<typeof preprocessRgbInBands>>;
   try {
-    // The file holds exactly the encoder input of the decoded image, in its wire encoding.
-    if (file && task.shm) {
-      const wire = task.shm;
+    // The sink takes exactly the encoder input of the decoded image, in its wire encoding.
+    if (file && sink) {
       const g = patchGeometry(image.height, image.width, task.config);
-      if (g.patches * g.features * (wire.kind === 'float32' ? 4 : 2) !== wire.nbytes || (wire.kind === 'bf16' ? !task.bf16 : task.float32 === false))
-        drop(PREWRITE_HEADER_MISMATCH);
+      if (g.patches * g.features * (sink.kind === 'float32' ? 4 : 2) !== sink.nbytes || (sink.kind === 'bf16' ? !task.bf16 : task.float32 === false))
+        end({ kind: 'not-written', reason: PREWRITE_HEADER_MISMATCH });
     }
-    const write = file ? { fd: file.fd, kind: task.shm!.kind } : undefined;
+    const write = file;
     // Only the pool's memory, or the JavaScript passes in ordinary memory: a shared WebAssembly
     // memory made here would reach the main thread with the result, and V8 never frees those
-    // once two threads have held them (pool.ts, SharedMemoryArena).
+    // once two threads have held them (shared-memory-arena.ts).
     const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
     // With a helper and pooled memory, two threads take half of the image each (and each writes its half).
     split =
@@ -136,29 +133,25 @@ export async function runPreprocessTask(task: PreprocessTask, helper?: BandHelpe
         : null;
     out = split ?? preprocessRgb(image.rgb, image.width, image.height, task.config, { ...options, ...(task.output ? { into: task.output } : {}) });
   } catch (err) {
-    drop('preprocessing failed');
+    end({ kind: 'not-written', reason: 'preprocessing failed' });
     throw err;
   }
   if (file) {
-    const f = file;
-    try {
-      let micros: number;
-      if (split) {
-        // Both bands are done (preprocessRgbInBands returns only then), so are their writes.
-        if (split.written?.error) throw Object.assign(new Error(split.written.error), { bandWrite: true });
-        micros = split.written?.micros ?? 0;
-      } else {
-        const values = task.shm!.kind === 'float32' ? out.pixelValues! : out.bf16!;
-        micros = writeAllAt(f.fd, new Uint8Array(values.buffer, values.byteOffset, values.byteLength), 0);
+    const target = file;
+    let how: SinkEnd;
+    if (split) {
+      // Both bands are done (preprocessRgbInBands returns only then), so are their writes.
+      how = split.written?.error ? { kind: 'write-failed', error: split.written.error } : { kind: 'written', micros: split.written?.micros ?? 0 };
+    } else {
+      try {
+        const values = target.kind === 'float32' ? out.pixelValues! : out.bf16!;
+        how = { kind: 'written', micros: writeTimed(target, new Uint8Array(values.buffer, values.byteOffset, values.byteLength), 0) };
+      } catch (err) {
+        // The write failed (ENOSPC when /dev/shm is full): the sink says so; the image itself is fine.
+        how = { kind: 'write-failed', error: errnoText(err) };
       }
-      // Removed meanwhile (the request was cleaned up, or swept): not a file a worker can open.
-      if (fstatSync(f.fd).nlink === 0) throw Object.assign(new Error('the file was removed while it was written'), { bandWrite: true });
-      closeOnce(f);
-      file = undefined;
-      shm = { written: true, micros };
-    } catch (err) {
-      drop(`write ${task.shm!.path}: ${(err as { bandWrite?: boolean }).bandWrite ? (err as Error).message : errnoText(err)}`);
     }
+    end(how);
   }
   const { memory, written: _written, ...rest } = out;
   const t2 = performance.now();

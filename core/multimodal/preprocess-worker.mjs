@@ -36,9 +36,12 @@ try {
 }
 
 register();
-const { runPreprocessTask } = await import('./preprocess-task.ts');
+const { runPreprocessTask: runImage } = await import('./preprocess-task.ts');
 const { runPostedPreprocessBand } = await import('./qwen-vl.ts');
 const { errorFromThread, threadErrorOf } = await import('./thread-error.ts');
+const { prewriteSink } = await import('../transport/prewrite-file.ts');
+/** An image, and its /dev/shm file (when the task has one) as the sink the image library writes into: the transport opens and closes it. */
+const runPreprocessTask = (task, helper) => runImage(task, helper, task.shm ? prewriteSink(task.shm) : undefined);
 
 /**
  * How long a helper polls its port for its band before it sleeps on it: the lead posts the

@@ -15,9 +15,8 @@
 // they are a lookup table, and the table lookup plus the patch-layout scatter are fused
 // into the resize's last pass: no intermediate float image is ever materialised. When the
 // wire dtype is bfloat16 the bf16 bits are written in the same pass.
-import { writeSync } from 'node:fs';
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
-import { fnv1a64 } from '../transport/fnv.ts';
+import { fnv1a64 } from '../util/fnv.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
 import {
   kernelsOn,
@@ -31,7 +30,8 @@ import {
   type ResizePlan,
   type SharedWasmMemory,
 } from './resize-simd.ts';
-import { errnoText } from '../transport/errno.ts';
+import { errnoText } from '../util/errno.ts';
+import { writeAllAtSync } from '../util/write-all.ts';
 
 export type QwenVlFamily = 'qwen2_vl' | 'qwen3_vl';
 
@@ -123,8 +123,18 @@ export interface PatchGeometry {
   tokens: number;
 }
 
+/** The side of a merge block in pixels (patch · merge): smart_resize's factor, to which resized sides are rounded. */
+export function mergeBlockSide(cfg: QwenVlImageConfig): number {
+  return cfg.patch_size * cfg.merge_size;
+}
+
+/** Values in one row of the encoder input (one patch): 3 channels · T temporal copies · P · P pixels. */
+export function patchFeatures(cfg: QwenVlImageConfig): number {
+  return 3 * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size;
+}
+
 export function patchGeometry(height: number, width: number, cfg: QwenVlImageConfig): PatchGeometry {
-  const factor = cfg.patch_size * cfg.merge_size;
+  const factor = mergeBlockSide(cfg);
   const size = cfg.do_resize ? smartResize(height, width, factor, cfg.min_pixels, cfg.max_pixels) : { height, width };
   if (size.height % factor !== 0 || size.width % factor !== 0) {
     throw new ImageSizeError(`image of ${width}x${height} pixels is not a multiple of ${factor} and do_resize is off`);
@@ -140,7 +150,7 @@ export function patchGeometry(height: number, width: number, cfg: QwenVlImageCon
     gridH,
     gridW,
     patches,
-    features: 3 * cfg.temporal_patch_size * cfg.patch_size * cfg.patch_size,
+    features: patchFeatures(cfg),
     tokens: patches / (cfg.merge_size * cfg.merge_size),
   };
 }
@@ -359,20 +369,21 @@ export interface PreprocessBandJob {
   write?: TensorFileWrite;
 }
 
-/** Where the encoder input of one wire encoding also goes as each band is done: an open /dev/shm file of the request. */
+/**
+ * Where the encoder input of one wire encoding also goes as each band is done: a file the
+ * caller opened (for a request's /dev/shm file, core/transport/prewrite-file.ts), by its
+ * descriptor, which any thread of the process may write to (so a band posted to a helper thread
+ * carries it). The image library writes to it and never opens or closes it.
+ */
 export interface TensorFileWrite {
   fd: number;
   kind: 'float32' | 'bf16';
 }
 
-/** Write `bytes` to `fd` at `position`, all of them (pwrite may write less); returns the microseconds it took. */
-export function writeAllAt(fd: number, bytes: Uint8Array, position: number): number {
+/** Write all of `bytes` to the file at `position`; the microseconds it took (throws the write's error). */
+export function writeTimed(target: TensorFileWrite, bytes: Uint8Array, position: number): number {
   const t = performance.now();
-  for (let done = 0; done < bytes.byteLength;) {
-    const n = writeSync(fd, bytes, done, bytes.byteLength - done, position + done);
-    if (n <= 0) throw Object.assign(new Error(`wrote ${done} of ${bytes.byteLength} bytes`), { code: 'EIO' });
-    done += n;
-  }
+  writeAllAtSync(target.fd, bytes, position);
   return (performance.now() - t) * 1000;
 }
 
@@ -386,7 +397,7 @@ export interface BandWrite {
 function bandBytes(job: PreprocessBandJob, write: TensorFileWrite): { bytes: Uint8Array; position: number } {
   const { cfg, geometry: g } = job;
   const band = job.plan.bands[job.band]!;
-  const rowsPerBlock = cfg.patch_size * cfg.merge_size;
+  const rowsPerBlock = mergeBlockSide(cfg);
   const per = blockRowElements(g, cfg);
   const first = (band.y0 / rowsPerBlock) * per;
   const end = (band.y1 / rowsPerBlock) * per;
@@ -401,7 +412,8 @@ export interface BandHelper {
   /**
    * Take the answer on this thread, polling for up to `ms`, instead of sleeping until it comes:
    * once this thread's band is done the other's is due about now, and a thread that sleeps
-   * takes 1-2 ms to wake on these VMs.
+   * takes milliseconds to wake on a VM whose core has gone idle (measured: docs/performance.md,
+   * "Image preprocessing (`npm run bench:preprocess`)").
    */
   pollAnswer?(ms: number): void;
 }
@@ -416,7 +428,7 @@ const ANSWER_POLL_MS = 20;
  */
 export function bandStarts(g: PatchGeometry, cfg: QwenVlImageConfig, count: number): number[] {
   const blockRows = g.gridH / cfg.merge_size;
-  const rowsPerBlock = cfg.patch_size * cfg.merge_size;
+  const rowsPerBlock = mergeBlockSide(cfg);
   const starts: number[] = [];
   for (let b = 1; b < Math.min(count, blockRows); b++) starts.push(Math.round((b * blockRows) / count) * rowsPerBlock);
   return starts;
@@ -458,7 +470,7 @@ function runPreprocessBand(k: Kernels, job: PreprocessBandJob): BandWrite | unde
   const { cfg, geometry: g } = job;
   const band = job.plan.bands[job.band]!;
   // Bands are whole merge-block rows (bandStarts; the resized height is a multiple of patch × merge).
-  const blockHeight = cfg.patch_size * cfg.merge_size;
+  const blockHeight = mergeBlockSide(cfg);
   if (band.y0 % blockHeight !== 0 || band.y1 % blockHeight !== 0 || g.gridW % cfg.merge_size !== 0)
     throw new RangeError(
       `scatter: rows ${band.y0}..${band.y1} are not whole merge-block rows of ${blockHeight}, or grid_w ${g.gridW} is not a multiple of merge_size ${cfg.merge_size}`,
@@ -488,8 +500,9 @@ function runPreprocessBand(k: Kernels, job: PreprocessBandJob): BandWrite | unde
   const { bytes, position } = bandBytes(job, job.write);
   const t = performance.now();
   try {
-    return { micros: writeAllAt(job.write.fd, bytes, position) };
+    return { micros: writeTimed(job.write, bytes, position) };
   } catch (err) {
+    // Any failure of the write is the band's outcome, said as the system call said it.
     return { micros: (performance.now() - t) * 1000, error: errnoText(err) };
   }
 }

@@ -1,6 +1,6 @@
 // Runs the WebAssembly SIMD resize kernels (resize.wat, compiled into core/gen/resize.wasm)
 // with the coefficients of resize.ts: the same bytes as the JavaScript passes and as Pillow,
-// about 4x faster.
+// several times faster (measured: docs/performance.md, "Where the comments' measurements went: transport and preprocessing").
 //
 // The module works in shared memory. A resize is planned once (coefficients and source
 // pixels copied into the memory, every buffer laid out from a base offset) and then run as
@@ -88,7 +88,7 @@ export function simdKernels(): Kernels | null {
   try {
     own = compiled() ? kernelsOn(newSharedMemory(PAGE)) : null;
   } catch {
-    own = null;
+    own = null; // no shared memory for the kernels (address space or memory limits): the JavaScript passes run
   }
   return own;
 }

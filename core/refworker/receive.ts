@@ -9,7 +9,7 @@ import type * as grpc from '@grpc/grpc-js';
 import { status } from '@grpc/grpc-js';
 import type { ModelDirectory } from '../multimodal/model-dir.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
-import { fnv1a64Hex } from '../transport/fnv.ts';
+import { fnv1a64Hex } from '../util/fnv.ts';
 import { TensorReadError, type TensorReader, type WireTensor } from '../transport/shm-reader.ts';
 import { type WireRuntime } from '../config/schema.ts';
 import { CallRefused, type BootstrapServer } from './bootstrap.ts';

@@ -7,7 +7,7 @@ import * as sg from '../gen/sglang/grpc/scheduler.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
 import { makeShmTestDir } from '../test/shm-dir.ts';
 import { decideTransport } from '../transport/decision.ts';
-import { fnv1a64Hex } from '../transport/fnv.ts';
+import { fnv1a64Hex } from '../util/fnv.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
 import { placeTensor } from '../transport/placement.ts';
 import { TensorReader } from '../transport/shm-reader.ts';

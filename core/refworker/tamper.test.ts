@@ -13,7 +13,7 @@ import { ENGINES } from '../engines/table.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { runMmtc, startMmtc } from '../test/cli.ts';
 import { makeShmTestDir } from '../test/shm-dir.ts';
-import { fnv1a64Hex } from '../transport/fnv.ts';
+import { fnv1a64Hex } from '../util/fnv.ts';
 import { TensorReadError } from '../transport/shm-reader.ts';
 import { TamperingReader, type TamperRecord } from './tamper.ts';
 

@@ -20,7 +20,7 @@
 import type * as grpc from '@grpc/grpc-js';
 import { status } from '@grpc/grpc-js';
 import type { GenerateRequest } from '../gen/vllm/grpc/engine.ts';
-import { fnv1a64Hex } from '../transport/fnv.ts';
+import { fnv1a64Hex } from '../util/fnv.ts';
 import { CallRefused, fetchBootstrapRecord } from './bootstrap.ts';
 import {
   afterDelay,

@@ -16,7 +16,7 @@ import { makeTestImages } from '../test/images.ts';
 import { startMmtc } from '../test/cli.ts';
 import { ourCacheFiles, useRouterRig } from '../test/router-rig.ts';
 import { encodeFloat32As } from '../transport/dtype.ts';
-import { fnv1a64Hex } from '../transport/fnv.ts';
+import { fnv1a64Hex } from '../util/fnv.ts';
 import type { RunningRouter } from './server.ts';
 
 const images = makeTestImages();

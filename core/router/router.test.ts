@@ -8,7 +8,7 @@ import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { TransportMode } from '../config/schema.ts';
 import { encodeFloat32As } from '../transport/dtype.ts';
-import { fnv1a64Hex } from '../transport/fnv.ts';
+import { fnv1a64Hex } from '../util/fnv.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
 import { decodeToRgb } from '../multimodal/decode.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';

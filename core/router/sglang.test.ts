@@ -9,7 +9,7 @@ import { decodeToRgb } from '../multimodal/decode.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { preprocessRgb } from '../multimodal/qwen-vl.ts';
 import { encodeFloat32As } from '../transport/dtype.ts';
-import { fnv1a64Hex } from '../transport/fnv.ts';
+import { fnv1a64Hex } from '../util/fnv.ts';
 import { makeTestImages } from '../test/images.ts';
 import { ourTensorFiles, useRouterRig } from '../test/router-rig.ts';
 

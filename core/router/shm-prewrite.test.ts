@@ -11,7 +11,7 @@ import { preprocessRgb } from '../multimodal/qwen-vl.ts';
 import { ourTensorFiles, useRouterRig } from '../test/router-rig.ts';
 import { makeTestImages } from '../test/images.ts';
 import { encodeFloat32As } from '../transport/dtype.ts';
-import { fnv1a64Hex } from '../transport/fnv.ts';
+import { fnv1a64Hex } from '../util/fnv.ts';
 import type { RunningRouter } from './server.ts';
 
 const images = makeTestImages();

@@ -1,7 +1,7 @@
 // Reusable, pre-faulted buffers for tensors read out of /dev/shm.
 //
-// A fresh large allocation costs its page faults on first touch (~0.3 GB/s on these VMs,
-// slower than the read itself), so a worker that reads a 32 MiB tensor per request into a
+// A fresh large allocation costs its page faults on first touch (far slower than the read
+// itself: measured, docs/performance.md, "Where the comments' measurements went: transport and preprocessing"), so a worker that reads a 32 MiB tensor per request into a
 // new buffer spends most of its time faulting. The pool keeps buffers by power-of-two size
 // class, touched once when created, and hands out leases; small tensors (< 256 KiB) come from
 // Node's slab allocator, which is already cheap.

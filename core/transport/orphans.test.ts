@@ -213,6 +213,13 @@ describe('the orphan rule, with a staged clock and /proc', () => {
     expect(r.errors).toEqual([`${refused}: EPERM: not permitted`]);
   });
 
+  it("says a system call's code once: Node's own messages start with it", async () => {
+    const { proc } = fakeProc({});
+    // Not a directory: readdir (the sweep at start) and opendir (the paced one) fail as the kernel says.
+    expect(sweepOrphanFiles('/dev/null', { proc }).errors).toEqual(["cannot list /dev/null: ENOTDIR: not a directory, scandir '/dev/null'"]);
+    expect((await sweepOrphanFilesPaced('/dev/null', { proc })).errors).toEqual(["cannot list /dev/null: ENOTDIR: not a directory, opendir '/dev/null'"]);
+  });
+
   it('maxFileAgeMs may be a function, read at every sweep (a reloaded request timeout)', () => {
     const d = fakeDir({ ...at(1000, NOW - 10 * MIN) });
     let timeout = HOUR;

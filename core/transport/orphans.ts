@@ -73,25 +73,18 @@
 import * as fs from 'node:fs';
 import path from 'node:path';
 import { SHM_DIR } from './namespace.ts';
+import { ourPidNamespace, parseShmName, SHM_PREFIX, stampMs } from './shm-names.ts';
+import { errnoText } from '../util/errno.ts';
 import { formatBytes } from '../util/bytes.ts';
 
-export const TENSOR_NAME = /^smg-tokenspeed-(\d+)-(\d+)-(\d+)$/;
-/** The pixel cache's entries: never given to a worker (a request gets a hard link under TENSOR_NAME). */
-export const CACHE_PREFIX = 'smg-tokenspeed-cache-';
-export const CACHE_NAME = /^smg-tokenspeed-cache-(\d+)-(\d+)-(\d+)-(\d+)$/;
+// The names' owner is shm-names.ts; these are re-exported for the benchmarks and the reliability
+// suite, which import them from here.
+export { CACHE_NAME, CACHE_PREFIX, ourPidNamespace, TENSOR_NAME } from './shm-names.ts';
+
 /** A cache-writing router touches its heartbeat (its cache name with seq 0) this often... */
 export const CACHE_HEARTBEAT_MS = 60_000;
 /** ...and one untouched this long is a dead router's, as are its entries, for a router in another pid namespace. */
 export const CACHE_HEARTBEAT_STALE_MS = 5 * CACHE_HEARTBEAT_MS;
-
-/** Our pid namespace's inode number, as cache file names carry it ('0' when /proc cannot say). */
-export function ourPidNamespace(): string {
-  try {
-    return /\[(\d+)\]/.exec(fs.readlinkSync('/proc/self/ns/pid'))?.[1] ?? '0';
-  } catch {
-    return '0';
-  }
-}
 
 /** Default maxFileAgeMs: the config's default request_timeout_secs. */
 export const DEFAULT_MAX_FILE_AGE_MS = 600_000;
@@ -198,7 +191,7 @@ export function procProcessInfo(options: { proc?: string; clockTicksPerSec?: num
       try {
         secs = parseBootTimeSecs(fs.readFileSync(path.join(proc, 'stat'), 'utf8'));
       } catch {
-        secs = undefined;
+        secs = undefined; // /proc/stat unreadable: start times unknown, so a process counts as started before the file (rule 6)
       }
       boot = { secs, readAt: t };
     }
@@ -252,11 +245,6 @@ function thresholds(rule: OrphanRuleOptions, now: number): Thresholds {
   return { now, oldAfterMs, staleAfterMs: Math.max(rule.liveOwnerMaxAgeMs ?? DEFAULT_LIVE_OWNER_MAX_AGE_MS, oldAfterMs) };
 }
 
-/** The time the name was stamped with, ms since the epoch. */
-function nameMs(nanos: string): number {
-  return Number(BigInt(nanos) / 1_000_000n);
-}
-
 /** The rule of the header comment, for one entry; `owner` (a /proc read) is asked only about old regular files. */
 function classify(stat: ShmEntryStat, fileTime: number, owner: () => ProcessState, t: Thresholds): FileVerdict {
   if (stat.type !== 'file') return { orphan: false, reason: 'not-regular' };
@@ -293,9 +281,9 @@ function classifyCacheFile(
 
 interface ScannedEntry {
   name: string;
-  /** A pixel-cache entry (CACHE_NAME), not a request's tensor. */
+  /** A pixel-cache entry (or heartbeat), not a request's tensor. */
   cache: boolean;
-  /** A pixel cache's heartbeat (CACHE_NAME with seq 0): no tensor and no entry, swept by the same rule. */
+  /** A pixel cache's heartbeat (its cache name with seq 0): no tensor and no entry, swept by the same rule. */
   heartbeat: boolean;
   pid: number;
   /** Whose files: `<pid>` of our pid namespace (or of a tensor file, whose name carries none), `<namespace>:<pid>` of another. */
@@ -315,11 +303,6 @@ export interface OrphanScanOptions extends OrphanRuleOptions {
   proc?: ProcessInfo;
   /** Our pid namespace's inode number (tests stage another router's); default /proc/self/ns/pid's. */
   pidNamespace?: string;
-}
-
-function errMessage(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
-  return e.code ? `${e.code}: ${e.message}` : String(e?.message ?? err);
 }
 
 /**
@@ -356,7 +339,7 @@ class OrphanScan {
   }
 
   add(e: ShmDirEntry): void {
-    if (!e.name.startsWith(SWEPT_PREFIX)) return;
+    if (!e.name.startsWith(SHM_PREFIX)) return;
     this.names.push(e.name);
     this.types.push(e.type);
   }
@@ -382,14 +365,14 @@ class OrphanScan {
   /** Each entry judged (undefined: a step that judged nothing, a point to pause at). */
   *steps(): Generator<ScannedEntry | undefined, void> {
     for (const name of this.names) {
-      const c = name.endsWith('-0') ? CACHE_NAME.exec(name) : null;
-      if (!c || c[4] !== '0') continue;
+      const beat = name.endsWith('-0') ? parseShmName(name) : null;
+      if (beat?.kind !== 'cache-heartbeat') continue;
       try {
         const st = this.ops.lstat(path.join(this.dir, name));
-        const key = `${c[1]}-${c[2]}-${st.uid}`;
+        const key = `${beat.pidNamespace}-${beat.pidText}-${st.uid}`;
         if (st.type === 'file') this.heartbeats.set(key, Math.max(this.heartbeats.get(key) ?? 0, st.mtimeMs));
       } catch {
-        /* gone */
+        /* gone since the listing, or not ours to stat: no heartbeat counted (judging the entry reports its error) */
       }
       yield undefined;
     }
@@ -397,17 +380,17 @@ class OrphanScan {
   }
 
   private judge(name: string, type: ShmEntryType | undefined): ScannedEntry | undefined {
-    const c = CACHE_NAME.exec(name);
-    const m = c ? ([c[0], c[2], c[3], c[4]] as const) : TENSOR_NAME.exec(name);
-    if (!m) return undefined;
-    const pidKey = m[1]!;
-    const pid = Number(pidKey);
-    const stamped = nameMs(m[2]!);
-    const otherNs = c !== null && c[1] !== this.pidNs ? c[1]! : undefined;
+    const parsed = parseShmName(name);
+    if (!parsed || parsed.kind === 'probe') return undefined;
+    const pidKey = parsed.pidText;
+    const pid = parsed.pid;
+    const stamped = stampMs(parsed);
+    const c = parsed.kind === 'tensor' ? null : parsed;
+    const otherNs = c !== null && c.pidNamespace !== this.pidNs ? c.pidNamespace : undefined;
     const base = {
       name,
       cache: c !== null,
-      heartbeat: c !== null && c[4] === '0',
+      heartbeat: c?.kind === 'cache-heartbeat',
       pid,
       owner: otherNs ? `${otherNs}:${pidKey}` : pidKey,
       ...(otherNs ? { pidNamespace: otherNs } : {}),
@@ -421,7 +404,7 @@ class OrphanScan {
       stat = this.ops.lstat(path.join(this.dir, name));
     } catch (err) {
       // Gone between readdir and lstat: the worker read it.
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.errors.push(`${name}: ${errMessage(err)}`);
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') this.errors.push(`${name}: ${errnoText(err)}`);
       return undefined;
     }
     const fileTime = Math.max(stat.mtimeMs, stamped);
@@ -434,9 +417,6 @@ class OrphanScan {
     return { ...base, stat, fileTime, verdict, ...(heartbeatMs !== undefined ? { heartbeatMs } : {}) };
   }
 }
-
-/** The names the sweep looks at begin so (TENSOR_NAME and CACHE_NAME both do). */
-const SWEPT_PREFIX = 'smg-tokenspeed-';
 
 /** The longest a paced scan holds the event loop at a time. */
 export const PACED_SLICE_MS = 5;
@@ -528,10 +508,10 @@ function sweepEntry(dir: string, ops: OrphanFileOps, result: OrphanSweepResult, 
     return;
   }
   try {
-    // unlink removes the name only; TENSOR_NAME admits no '/' or '..', so it stays in dir.
+    // unlink removes the name only; a name parseShmName takes has no '/' or '..', so it stays in dir.
     ops.unlink(path.join(dir, e.name));
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') result.errors.push(`${e.name}: ${errMessage(err)}`);
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') result.errors.push(`${e.name}: ${errnoText(err)}`);
     return;
   }
   if (e.heartbeat) {
@@ -555,7 +535,7 @@ export function sweepOrphanFiles(dir: string, options: OrphanScanOptions = {}): 
   try {
     scan.listSync();
   } catch (err) {
-    return newSweepResult(scan.now, [`cannot list ${dir}: ${errMessage(err)}`]);
+    return newSweepResult(scan.now, [`cannot list ${dir}: ${errnoText(err)}`]);
   }
   const result = newSweepResult(scan.now, scan.errors);
   scanNow(scan, (e) => sweepEntry(dir, ops, result, e));
@@ -569,7 +549,7 @@ export async function sweepOrphanFilesPaced(dir: string, options: OrphanScanOpti
   try {
     await scan.list();
   } catch (err) {
-    return newSweepResult(scan.now, [`cannot list ${dir}: ${errMessage(err)}`]);
+    return newSweepResult(scan.now, [`cannot list ${dir}: ${errnoText(err)}`]);
   }
   const result = newSweepResult(scan.now, scan.errors);
   await scanPaced(scan, (e) => sweepEntry(dir, ops, result, e));

@@ -7,7 +7,8 @@ import { chmodSync, chownSync, existsSync, linkSync, readFileSync, statSync, unl
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deadPid, liveChild, makeShmTestDir, setMtime } from '../test/shm-dir.ts';
-import { CACHE_PREFIX, describeSweep, listTensorFiles, ourPidNamespace, sweepOrphanFiles } from './orphans.ts';
+import { describeSweep, listTensorFiles, sweepOrphanFiles } from './orphans.ts';
+import { CACHE_PREFIX, ourPidNamespace } from './shm-names.ts';
 import { PixelCache, type CachedImageShape } from './pixel-cache.ts';
 import { ShmWriter } from './shm-writer.ts';
 

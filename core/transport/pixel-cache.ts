@@ -17,7 +17,8 @@
 //   anyway (the file gets a second name), and one write to a file otherwise, done off the
 //   event loop while the request goes on.
 // - The guard: the file's inode, size, mode and mtime are recorded when it is made and checked
-//   (an lstat, ~20 µs) before every use and after every request that was given a link. A worker
+//   (an fstat of the descriptor the request holds; its cost: docs/performance.md, "The pixel
+//   cache") before every use and after every request that was given a link. A worker
 //   that writes into its file changes its mtime: the entry is dropped (counted as `tampered`)
 //   and the image computed again. Mode 0400 stops a worker of our uid from opening it for
 //   writing at all; root ignores modes, which is why the check is there.
@@ -25,8 +26,9 @@
 //   evicted while links are out stays counted until the last of those requests ends. The
 //   cache's bytes also count against the /dev/shm budget (multimodal_shm_max_outstanding_bytes)
 //   and yield to requests: a tensor write that does not fit evicts entries first. An entry
-//   evicted to make room stops counting at once while its unlink runs on libuv's pool (~1 ms
-//   for 23 MB), so /dev/shm holds up to that entry's bytes more than counted for that long.
+//   evicted to make room stops counting at once while its unlink runs on libuv's pool (how
+//   long that takes: docs/performance.md, "The pixel cache"), so /dev/shm holds up to that
+//   entry's bytes more than counted for that long.
 // - Concurrent requests for an image not yet cached compute it once (single flight).
 // - A router that dies leaves its entries; the next router's sweep removes them at once (their
 //   pid is gone or reused in its pid namespace: orphans.ts, "cache files").
@@ -35,8 +37,10 @@ import { constants, promises as fsp } from 'node:fs';
 import * as fs from 'node:fs';
 import path from 'node:path';
 import { SHM_DIR } from './namespace.ts';
-import { CACHE_HEARTBEAT_MS, CACHE_PREFIX, ourPidNamespace } from './orphans.ts';
+import { CACHE_HEARTBEAT_MS } from './orphans.ts';
+import { formatShmName, ourPidNamespace, shmStampNanos } from './shm-names.ts';
 import type { ShmHandleData, ShmRequestScope, ShmWriter } from './shm-writer.ts';
+import { writeAllAt } from '../util/write-all.ts';
 
 /** The encoder-input kinds preprocessing produces: the bytes an entry holds. */
 export type CachedKind = 'float32' | 'bf16';
@@ -65,6 +69,9 @@ interface Entry {
   /** Evicted (its name is gone) while users were out: its bytes stay counted until they end. */
   evicted: boolean;
 }
+
+/** An entry's file made, with what the guard checks later; or not made, and whether its name was ours (created) to remove. */
+type EntryFile = { kind: 'made'; ino: bigint; mtimeNs: bigint } | { kind: 'not-made'; created: boolean };
 
 /** What the console and /metrics show. */
 export interface PixelCacheStats {
@@ -170,8 +177,7 @@ export class PixelCache {
   private heartbeat: { file: string; timer: NodeJS.Timeout } | undefined;
   private beat(): void {
     if (this.heartbeat) return;
-    const nanos = BigInt(Date.now()) * 1_000_000n + (process.hrtime.bigint() % 1_000_000n);
-    const file = path.join(this.dir, `${CACHE_PREFIX}${this.pidNs}-${this.pid}-${nanos}-0`);
+    const file = path.join(this.dir, formatShmName({ kind: 'cache-heartbeat', pidNamespace: this.pidNs, pid: this.pid, stampNanos: shmStampNanos() }));
     try {
       fs.closeSync(fs.openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o400));
     } catch {
@@ -297,9 +303,8 @@ export class PixelCache {
   }
 
   private newName(): string {
-    const nanos = BigInt(Date.now()) * 1_000_000n + (process.hrtime.bigint() % 1_000_000n);
     this.seq += 1;
-    return `${CACHE_PREFIX}${this.pidNs}-${this.pid}-${nanos}-${this.seq}`;
+    return formatShmName({ kind: 'cache-entry', pidNamespace: this.pidNs, pid: this.pid, stampNanos: shmStampNanos(), seq: this.seq });
   }
 
   /**
@@ -328,7 +333,33 @@ export class PixelCache {
     const file = path.join(this.dir, name);
     // Counted from now, so a concurrent store cannot take the same room.
     this.held += shape.nbytes;
-    // Whether the name is ours to remove: a name that exists already (EEXIST) is someone else's.
+    const made = await this.makeEntryFile(file, shape.nbytes, source);
+    // Flushed, closed or turned off, or the same image stored by another request, while the file
+    // was made: not wanted any more, which is no failure (not counted as notStored).
+    const wanted = this.enabled && !this.entries.has(key) && generation === this.generation;
+    if (made.kind === 'made' && wanted) {
+      this.entries.set(key, { key, shape, name, file, ino: made.ino, mtimeNs: made.mtimeNs, users: 0, evicted: false });
+      return true;
+    }
+    this.held -= shape.nbytes;
+    if (made.kind === 'made' || made.created) {
+      try {
+        fs.unlinkSync(file);
+      } catch {
+        /* gone already (a sweep, or by hand): nothing left to remove */
+      }
+    }
+    if (made.kind === 'not-made') this.counts.notStored += 1;
+    return false;
+  }
+
+  /**
+   * An entry's file: a second name for the request's file, or a new file the bytes are written
+   * to; made read-only (0400) and checked to be a regular file of `nbytes`. When it cannot be
+   * made, whether the name was created by us (then it is ours to remove; a name that exists
+   * already, EEXIST, is someone else's).
+   */
+  private async makeEntryFile(file: string, nbytes: number, source: CacheStoreSource): Promise<EntryFile> {
     let created = false;
     try {
       if (source.kind === 'file') {
@@ -338,35 +369,18 @@ export class PixelCache {
         const fd = fs.openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
         created = true;
         try {
-          let done = 0;
-          while (done < source.bytes.byteLength) {
-            const { bytesWritten } = await new Promise<{ bytesWritten: number }>((resolve, reject) =>
-              fs.write(fd, source.bytes, done, source.bytes.byteLength - done, done, (err, n) => (err ? reject(err) : resolve({ bytesWritten: n }))),
-            );
-            if (bytesWritten <= 0) throw Object.assign(new Error(`wrote ${done} of ${source.bytes.byteLength} bytes`), { code: 'EIO' });
-            done += bytesWritten;
-          }
+          await writeAllAt(fd, source.bytes);
         } finally {
           fs.closeSync(fd);
         }
       }
       fs.chmodSync(file, 0o400);
       const s = fs.lstatSync(file, { bigint: true });
-      if (!s.isFile() || Number(s.size) !== shape.nbytes)
-        throw Object.assign(new Error(`${file} has ${s.size} bytes, expected ${shape.nbytes}`), { code: 'EIO' });
-      if (!this.enabled || this.entries.has(key) || generation !== this.generation)
-        throw Object.assign(new Error('not wanted any more'), { code: 'ECANCELED' });
-      this.entries.set(key, { key, shape, name, file, ino: s.ino, mtimeNs: s.mtimeNs, users: 0, evicted: false });
-      return true;
-    } catch (err) {
-      this.held -= shape.nbytes;
-      try {
-        if (created) fs.unlinkSync(file);
-      } catch {
-        /* gone already */
-      }
-      if ((err as NodeJS.ErrnoException).code !== 'ECANCELED') this.counts.notStored += 1;
-      return false;
+      return s.isFile() && Number(s.size) === nbytes ? { kind: 'made', ino: s.ino, mtimeNs: s.mtimeNs } : { kind: 'not-made', created };
+    } catch {
+      // Whatever stopped it (a name taken, /dev/shm full, a failed write): the image is not
+      // cached, which the caller counts (notStored); the request has its tensor all the same.
+      return { kind: 'not-made', created };
     }
   }
 
@@ -382,7 +396,7 @@ export class PixelCache {
       fd = fs.openSync(e.file, constants.O_RDONLY | constants.O_NOFOLLOW);
       if (this.same(e, fs.fstatSync(fd, { bigint: true }))) return fd;
     } catch {
-      /* removed: a sweep of a router that cannot see us, or by hand */
+      /* removed (a sweep of a router that cannot see us, or by hand) or unreadable: not as stored, dropped below */
     }
     if (fd !== undefined) fs.closeSync(fd);
     this.drop(e, 'tampered');
@@ -403,7 +417,7 @@ export class PixelCache {
       try {
         return this.same(e, fs.fstatSync(fd, { bigint: true }));
       } catch {
-        return false;
+        return false; // our own descriptor cannot be stat'ed: the file cannot be vouched for, as if changed
       }
     };
     const readAll = async (into: Uint8Array): Promise<boolean> => {
@@ -434,6 +448,7 @@ export class PixelCache {
             await fsp.copyFile(e.file, file.path);
             await fsp.chmod(file.path, 0o600);
           } catch {
+            // No copy (/dev/shm full, the entry gone meanwhile): the reserved file goes, and the caller reads the entry instead.
             scope.discard(file.name);
             return undefined;
           }
@@ -466,7 +481,7 @@ export class PixelCache {
         try {
           fs.closeSync(fd);
         } catch {
-          /* closed */
+          /* Linux frees the descriptor even when close fails: nothing is left to do */
         }
         e.users -= 1;
         if (e.evicted && e.users === 0) this.held -= e.shape.nbytes;
@@ -492,8 +507,9 @@ export class PixelCache {
     e.evicted = true;
     if (this.entries.get(e.key) === e) this.entries.delete(e.key);
     if (why === 'room') {
-      // Off the request's path: the last name of a 23 MB tmpfs file takes ~1 ms of page freeing,
-      // which a miss making room would otherwise wait for (and the event loop with it).
+      // Off the request's path: removing the last name of a large tmpfs file frees its pages,
+      // which a miss making room would otherwise wait for (and the event loop with it;
+      // measured: docs/performance.md, "The pixel cache").
       const file = e.file;
       this.unlinking.add(file);
       this.unlinkInBackground(file, () => this.unlinking.delete(file));
@@ -544,7 +560,7 @@ export class PixelCache {
       try {
         fs.unlinkSync(this.heartbeat.file);
       } catch {
-        /* gone */
+        /* gone already (by hand, or a sweep): nothing left to remove */
       }
       this.heartbeat = undefined;
     }

@@ -9,7 +9,8 @@ import { deadPid, makeShmTestDir, tensorName, writeAt } from '../test/shm-dir.ts
 import type { TransportDecision } from './decision.ts';
 import { placeTensor, type PlacementContext } from './placement.ts';
 import type { OrphanSweepResult } from './orphans.ts';
-import { isOurTensorName, realShmFileOps, ShmRequestScope, ShmWriter, type ShmFileOps } from './shm-writer.ts';
+import { realShmFileOps, ShmRequestScope, ShmWriter, type ShmFileOps } from './shm-writer.ts';
+import { isOurTensorName } from './shm-names.ts';
 
 const HOUR = 3600_000;
 

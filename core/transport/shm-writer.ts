@@ -1,11 +1,11 @@
 // Router side of the /dev/shm lane (docs/transport.md, "Writing a tensor").
 //
-// One file per tensor, named `smg-tokenspeed-<router pid>-<unix nanos>-<seq>` (the historical
-// prefix, so SMG-era workers and sweepers recognise it), created with O_CREAT|O_EXCL|
-// O_NOFOLLOW and mode 0600 so we never follow a planted link or clobber anything, written
-// with write/pwrite (an mmap writer is 7-13x slower on these machines), closed. On any error
-// the file we created is unlinked and the caller falls back to inline: SHM never fails a
-// request. A name that already exists is not ours and is never unlinked.
+// One file per tensor, named `smg-tokenspeed-<router pid>-<unix nanos>-<seq>` (shm-names.ts),
+// created with O_CREAT|O_EXCL|O_NOFOLLOW and mode 0600 so we never follow a planted link or
+// clobber anything, written with write/pwrite (an mmap writer is slower: measured:
+// docs/performance.md, "Where the comments' measurements went: transport and preprocessing"),
+// closed. On any error the file we created is unlinked and the caller falls back to inline:
+// SHM never fails a request. A name that already exists is not ours and is never unlinked.
 //
 // Once at start: a writability probe (`smg-tokenspeed-probe-<pid>-<nanos>`, one byte, unlinked).
 // start() runs the orphan sweep at once and then every sweepIntervalMs, so a crashed router's
@@ -26,15 +26,17 @@ import {
   realOrphanFileOps,
   sweepOrphanFiles,
   sweepOrphanFilesPaced,
-  TENSOR_NAME,
   type OrphanFileOps,
   type OrphanRuleOptions,
   type OrphanSweepResult,
   type ProcessInfo,
 } from './orphans.ts';
-import { errnoText } from './errno.ts';
+import { formatShmName, isOurTensorName, shmStampNanos } from './shm-names.ts';
+import { errnoText } from '../util/errno.ts';
+import { pwrite, pwriteSync, writeAll, writeAllSync } from '../util/write-all.ts';
 
-export const SHM_PREFIX = 'smg-tokenspeed-';
+// The names' owner is shm-names.ts; the prefix is re-exported for the router and the console, which import it from here.
+export { SHM_PREFIX } from './shm-names.ts';
 export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
 const SYNC_WRITE_LIMIT = 1 << 20;
 
@@ -56,15 +58,10 @@ export interface ShmFileOps extends OrphanFileOps {
 export const realShmFileOps: ShmFileOps = {
   ...realOrphanFileOps,
   openExclusive: (file) => fs.openSync(file, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600),
-  writeSync: (fd, bytes, position) => fs.writeSync(fd, bytes, 0, bytes.byteLength, position),
-  write: (fd, bytes, position) =>
-    new Promise((resolve, reject) => fs.write(fd, bytes, 0, bytes.byteLength, position, (err, written) => (err ? reject(err) : resolve(written)))),
+  writeSync: pwriteSync,
+  write: pwrite,
   close: (fd) => fs.closeSync(fd),
 };
-
-export function isOurTensorName(name: string): boolean {
-  return TENSOR_NAME.test(name);
-}
 
 export interface ShmProbeResult {
   writable: boolean;
@@ -161,8 +158,7 @@ export class ShmWriter implements OutstandingLedger {
    * it carries the nanoseconds a tensor name carries.
    */
   probeName(): string {
-    const nanos = BigInt(Date.now()) * 1_000_000n + (process.hrtime.bigint() % 1_000_000n);
-    return `${SHM_PREFIX}probe-${this.pid}-${nanos}`;
+    return formatShmName({ kind: 'probe', pid: this.pid, stampNanos: shmStampNanos() });
   }
 
   /** Close and remove a file we created, whatever state it is in. */
@@ -277,6 +273,7 @@ export class ShmWriter implements OutstandingLedger {
     try {
       this.ops.close(fd);
     } catch {
+      // Closing the new file failed: not known to be usable, so it is removed and the tensor placed as any other.
       this.discard(fd, file);
       return undefined;
     }
@@ -291,9 +288,8 @@ export class ShmWriter implements OutstandingLedger {
   }
 
   nextName(): string {
-    const nanos = BigInt(Date.now()) * 1_000_000n + (process.hrtime.bigint() % 1_000_000n);
     this.seq += 1;
-    return `${SHM_PREFIX}${this.pid}-${nanos}-${this.seq}`;
+    return formatShmName({ kind: 'tensor', pid: this.pid, stampNanos: shmStampNanos(), seq: this.seq });
   }
 
   /** Write one tensor's bytes to a new file; never throws. */
@@ -311,13 +307,8 @@ export class ShmWriter implements OutstandingLedger {
     scope?.track(name, bytes.byteLength);
     if (scope?.ledger === this) this.outstanding += bytes.byteLength;
     try {
-      let done = 0;
-      while (done < bytes.byteLength) {
-        const chunk = done === 0 ? bytes : bytes.subarray(done);
-        const n = bytes.byteLength < SYNC_WRITE_LIMIT ? this.ops.writeSync(fd, chunk, done) : await this.ops.write(fd, chunk, done);
-        if (n <= 0) throw Object.assign(new Error(`wrote ${done} of ${bytes.byteLength} bytes`), { code: 'EIO' });
-        done += n;
-      }
+      if (bytes.byteLength < SYNC_WRITE_LIMIT) writeAllSync((chunk, at) => this.ops.writeSync(fd, chunk, at), bytes);
+      else await writeAll((chunk, at) => this.ops.write(fd, chunk, at), bytes);
       this.ops.close(fd);
     } catch (err) {
       const e = errText(err);
@@ -428,6 +419,6 @@ export async function shmFreeBytes(dir = SHM_DIR): Promise<{ free: number; total
     const s = await fsp.statfs(dir);
     return { free: s.bavail * s.bsize, total: s.blocks * s.bsize };
   } catch {
-    return undefined;
+    return undefined; // statfs refused (no such directory, not permitted): the free space is unknown (null in doctor and the console)
   }
 }

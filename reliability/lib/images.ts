@@ -9,7 +9,7 @@ import { decodeToRgb } from '../../core/multimodal/decode.ts';
 import { loadModelDirectory } from '../../core/multimodal/model-dir.ts';
 import { preprocessRgb } from '../../core/multimodal/qwen-vl.ts';
 import { encodeFloat32As } from '../../core/transport/dtype.ts';
-import { fnv1a64 } from '../../core/transport/fnv.ts';
+import { fnv1a64 } from '../../core/util/fnv.ts';
 import { Rng } from './rng.ts';
 
 export interface CorpusImage {

@@ -17,7 +17,7 @@ import { loadModelDirectory } from '../../core/multimodal/model-dir.ts';
 import { buildPrompt } from '../../core/multimodal/prompt.ts';
 import { preprocessRgb } from '../../core/multimodal/qwen-vl.ts';
 import { encodeFloat32As } from '../../core/transport/dtype.ts';
-import { fnv1a64Hex } from '../../core/transport/fnv.ts';
+import { fnv1a64Hex } from '../../core/util/fnv.ts';
 import { ShmRequestScope, ShmWriter } from '../../core/transport/shm-writer.ts';
 import { parseWorkerReport } from '../lib/images.ts';
 import { consoleCall, get, request, type Reply } from '../lib/http.ts';
