@@ -210,6 +210,15 @@ export async function metrics(base: string): Promise<Map<string, number>> {
   return parseMetrics(r.body);
 }
 
+/**
+ * /metrics for a sampler or a note: undefined when the router does not answer (stopping, or busy
+ * past the 10 s timeout). A missed reading is a sample fewer, never a failure of the scenario;
+ * what a scenario checks it reads with metrics().
+ */
+export async function metricsIfAnswered(base: string): Promise<Map<string, number> | undefined> {
+  return metrics(base).catch(() => undefined); // no answer: no reading
+}
+
 /** Sum of every series of `name` whose labels contain all of `labels` (`path="shm"`). */
 export function metricSum(m: Map<string, number>, name: string, ...labels: string[]): number {
   let n = 0;
