@@ -40,7 +40,7 @@ export function formatValue(value: unknown): string {
   try {
     json = JSON.stringify(value);
   } catch {
-    /* nested too deep to print, or a cycle */
+    // A cycle (TypeError) or nesting deeper than the stack (RangeError): said in words below.
   }
   return json === undefined ? `a ${Array.isArray(value) ? 'list' : 'value'} too deep to quote` : clip(json);
 }

@@ -217,6 +217,8 @@ export class WorkerRegistry {
     try {
       labels = (await w.connection!.info(this.options.probeTimeoutMs ?? 3000)).labels;
     } catch {
+      // No answer (a timeout, a worker restarting): the labels read last stand until a later
+      // check reads them; whether the worker is healthy is the HealthCheck's to say.
       return;
     }
     if (w.removed || this.closed || !w.healthy || JSON.stringify(labels) === JSON.stringify(w.discoveredLabels)) return;
