@@ -1,5 +1,6 @@
-// The suite's HTTP client: node:http with keep-alive (fetch costs the client ~3 ms a request
-// on a 2-core box it shares with the router), every outcome captured (status, headers, body,
+// The suite's HTTP client: node:http with keep-alive (fetch costs the client more per request,
+// on a box it shares with the router; measured:
+// docs/performance.md, "fetch against node:http in the load clients"), every outcome captured (status, headers, body,
 // the text of a JSON or SSE completion, an error event inside a stream, a reset connection).
 import http from 'node:http';
 import { scenarioAborted } from './procs.ts';

@@ -599,7 +599,7 @@ async function liveConfig(t: T, corpus: CorpusImage[], w: Workers): Promise<void
     t.check(files.length === 0, `${files.length} files of ours left in /dev/shm`);
     t.check((await get(serve.routerUrl, '/health')).status === 200, 'the router is not healthy after the run');
     const perRequest = stats.verdicts.reduce((a, v) => a + requestBytes(v), 0) / Math.max(1, stats.verdicts.length);
-    // No warm-up here: a cold serve process's base is taken as 600 MiB (its idle RSS with the console is ~250-400 MiB).
+    // No warm-up here: a cold serve process's base is taken as 600 MiB, above its idle RSS with the console (measured: docs/performance.md, "A serve process's idle RSS").
     const bound = 600 * MiB + clients * perRequest + PREPROCESS_BUDGET + MALLOC_KEEP;
     t.check(
       peak <= bound,
