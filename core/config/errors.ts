@@ -40,7 +40,8 @@ export function formatValue(value: unknown): string {
   try {
     json = JSON.stringify(value);
   } catch {
-    // A cycle (TypeError) or nesting deeper than the stack (RangeError): said in words below.
+    // JSON cannot write it: nesting deeper than the stack (RangeError), or a cycle or a BigInt
+    // inside (TypeError). The value is then described in words, below, instead of quoted.
   }
   return json === undefined ? `a ${Array.isArray(value) ? 'list' : 'value'} too deep to quote` : clip(json);
 }
