@@ -158,7 +158,7 @@ function requestOnce(base: string, body: unknown, o: RequestOptions = {}): Promi
               json = JSON.parse(text);
               content = (json as { choices?: Array<{ message?: { content?: string } }> }).choices?.[0]?.message?.content;
             } catch {
-              /* not JSON */
+              /* not a JSON completion (not JSON, or JSON null): the reply is read by its status and body */
             }
           }
           finish({ status: res.statusCode ?? 0, headers: res.headers, body: text, json, content, streamError, done });
