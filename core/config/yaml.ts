@@ -346,8 +346,9 @@ export async function loadConfigFile(file: string): Promise<ParsedConfigFile> {
  *
  * The file operations are synchronous on purpose: the file is a few KiB, and under load
  * libuv's threads are busy decoding images (sharp) and writing tensors, so each of the nine
- * asynchronous steps waited its turn behind them and an apply took 0.3-3 s under 32 clients
- * (docs/reliability.md). Done here they cost the event loop the fsyncs, a few milliseconds.
+ * asynchronous steps waited its turn behind them, and an apply under 32 clients took up to
+ * seconds (measured: docs/reliability.md, "Findings not fixed here", "Applies are slower under
+ * load"). Done here they cost the event loop the fsyncs of a file of a few KiB.
  */
 export async function writeFileAtomic(file: string, text: string, hooks: { beforeRename?: () => Promise<void> } = {}): Promise<void> {
   const dir = path.dirname(file);
