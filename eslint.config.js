@@ -25,6 +25,45 @@ const disableNeedsReason = {
   },
 };
 
+/**
+ * A handler that drops an error says why, so the next reader can tell a decision from an
+ * oversight: a `.catch()` or `'error'` listener that does nothing (`() => {}`, `() => undefined`)
+ * carries a comment, inside it, on its line or on the line above. (A `catch {}` block with
+ * nothing but a comment in it is `no-empty`'s, below.)
+ */
+const catchSaysWhy = {
+  meta: {
+    type: 'problem',
+    messages: {
+      handler: 'a handler that drops an error says why (a comment in it, on its line, or on the line above)',
+    },
+    schema: [],
+  },
+  create(context) {
+    const commented = (fromLine, node) => context.sourceCode.getAllComments().some((c) => c.loc.end.line >= fromLine && c.loc.start.line <= node.loc.end.line);
+    const doesNothing = (fn) =>
+      (fn?.type === 'ArrowFunctionExpression' || fn?.type === 'FunctionExpression') &&
+      (fn.body.type === 'BlockStatement'
+        ? fn.body.body.length === 0
+        : (fn.body.type === 'Identifier' && fn.body.name === 'undefined') ||
+          (fn.body.type === 'UnaryExpression' && fn.body.operator === 'void' && fn.body.argument.type === 'Literal'));
+    return {
+      CallExpression(node) {
+        const callee = node.callee;
+        if (callee.type !== 'MemberExpression' || callee.property.type !== 'Identifier') return;
+        const method = callee.property.name;
+        const handler =
+          method === 'catch'
+            ? node.arguments[0]
+            : (method === 'on' || method === 'once') && node.arguments[0]?.type === 'Literal' && node.arguments[0].value === 'error'
+              ? node.arguments[1]
+              : undefined;
+        if (doesNothing(handler) && !commented(callee.property.loc.start.line - 1, node)) context.report({ node: handler, messageId: 'handler' });
+      },
+    };
+  },
+};
+
 const TS_FILES = ['**/*.ts', '**/*.tsx'];
 const JS_FILES = ['**/*.js', '**/*.mjs'];
 
@@ -50,7 +89,7 @@ export default tseslint.config(
   {
     languageOptions: { globals: { ...globals.node } },
     linterOptions: { reportUnusedDisableDirectives: 'error' },
-    plugins: { mmtc: { rules: { 'disable-needs-reason': disableNeedsReason } } },
+    plugins: { mmtc: { rules: { 'disable-needs-reason': disableNeedsReason, 'catch-says-why': catchSaysWhy } } },
     rules: {
       'mmtc/disable-needs-reason': 'error',
       '@typescript-eslint/no-unused-vars': [
@@ -61,6 +100,26 @@ export default tseslint.config(
       'no-empty': ['error', { allowEmptyCatch: false }],
       eqeqeq: ['error', 'always', { null: 'ignore' }],
     },
+  },
+  // A dropped error says why. On for these parts of the tree so far; the rest is to follow
+  // (issue 31), then this applies everywhere.
+  {
+    files: [
+      'core/router/**',
+      'core/refworker/**',
+      'core/cli/**',
+      'core/engines/**',
+      'core/config/**',
+      'core/workers/**',
+      'core/telemetry/**',
+      'core/test/**',
+      'bin/**',
+      'scripts/**',
+      'reliability/**',
+      'bench/**',
+      'e2e/**',
+    ],
+    rules: { 'mmtc/catch-says-why': 'error' },
   },
   // The console's UI, in the browser: React's rules of hooks.
   {

@@ -18,8 +18,9 @@ export interface Sample {
   timing: Record<string, number>;
 }
 
-// node:http with a keep-alive agent: about 3 ms less client-side work per request than fetch
-// (undici) here, and the client shares the machine's two cores with router and worker.
+// node:http with a keep-alive agent: less client-side work per request than fetch (undici),
+// and the client shares the machine's two cores with router and worker (measured:
+// docs/performance.md, "fetch against node:http in the load clients").
 export const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
 /**

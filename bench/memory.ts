@@ -155,6 +155,7 @@ for i in range(${images}):
           const m = /^mmtc_preprocess_memory_bytes (\d+)/m.exec(t);
           if (m) preprocessPeak = Math.max(preprocessPeak, Number(m[1]));
         })
+        // A sample missed (the router busy or stopping): the peak is of the samples that came.
         .catch(() => {});
     }, 200).unref();
     for (let i = 0; i < 8; i++) await post(router.match, chat()); // warm: threads, pooled memories, JIT
@@ -185,6 +186,7 @@ for i in range(${images}):
     clearInterval(accounting);
     const metrics = await fetch(`${router.match}/metrics`)
       .then((r) => r.text())
+      // No answer: the cache's figures in the report read NaN, the RSS measured stands.
       .catch(() => '');
     const metric = (name: string) => Number(new RegExp(`^${name} (\\S+)`, 'm').exec(metrics)?.[1] ?? NaN);
     const ok = statuses.filter((s) => s === 200).length;

@@ -93,6 +93,7 @@ export function exitWithParent(): void {
     try {
       process.kill(parent, 0);
     } catch {
+      // ESRCH: the parent is gone (EPERM: its pid is another user's process now, so gone too).
       void stopAll().finally(() => process.exit(1));
     }
   }, 500).unref();

@@ -179,6 +179,7 @@ try {
   failed = true;
   process.stderr.write(`bench:ui failed: ${(err as Error).stack ?? String(err)}\n`);
 } finally {
+  // close() failing (a crashed browser) changes nothing: Playwright kills the browsers it launched when this process exits.
   await browser?.close().catch(() => {});
   await stop(child);
 }

@@ -42,6 +42,8 @@ if (
       try {
         process.kill(parent, 0);
       } catch {
+        // ESRCH: the parent is gone. EPERM: its pid now belongs to another user's process, so
+        // the parent is gone too. Either way, go with it.
         process.exit(1);
       }
     }, 500).unref();

@@ -72,7 +72,7 @@ function commandOf(pid) {
   try {
     return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim().slice(0, 160);
   } catch {
-    return '?';
+    return '?'; // exited meanwhile: the report names it by pid alone
   }
 }
 
@@ -81,7 +81,7 @@ function isZombie(pid) {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
   } catch {
-    return true;
+    return true; // reaped meanwhile (no /proc entry): as finished as a zombie
   }
 }
 
@@ -92,7 +92,7 @@ function shmFilesOf(pids) {
   try {
     names = readdirSync(SHM);
   } catch {
-    return [];
+    return []; // no /dev/shm on this host: nothing can have been left there
   }
   return names.filter((n) => {
     const m = /^smg-tokenspeed-(?:probe-|cache-\d+-)?(\d+)(?:-|$)/.exec(n);

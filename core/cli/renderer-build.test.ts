@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, utimesSync, w
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ROOT, rendererStaleness } from './renderer-build.ts';
+import { ROOT, ensureRendererBuilt, rendererStaleness } from './renderer-build.ts';
 
 const dirs: string[] = [];
 afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
@@ -55,4 +55,16 @@ describe('the console UI build', () => {
     expect(readdirSync(path.join(root, 'dist')).sort()).toEqual(['renderer']);
     expect(rendererStaleness(root)).toBeUndefined();
   }, 120_000);
+
+  it('a lock that cannot be read (a link to itself) is an error, not a wait that never ends', () => {
+    const root = tempRoot();
+    mkdirSync(path.join(root, 'node_modules/vite/bin'), { recursive: true });
+    writeFileSync(path.join(root, 'node_modules/vite/bin/vite.js'), '');
+    mkdirSync(path.join(root, 'dist'));
+    const lock = path.join(root, 'dist/.renderer-build.lock');
+    symlinkSync(lock, lock);
+    const log: string[] = [];
+    expect(() => ensureRendererBuilt({ root, force: true, log: (l) => log.push(l) })).toThrow(/ELOOP/);
+    expect(log).toEqual([]);
+  });
 });

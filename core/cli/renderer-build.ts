@@ -60,8 +60,11 @@ function takeBuildLock(lock: string): boolean {
     let age: number;
     try {
       age = Date.now() - statSync(lock).mtimeMs;
-    } catch {
-      continue; // released meanwhile: try again
+    } catch (err) {
+      // Released between the open and the stat: try again. Any other failure (a lock that is a
+      // link to itself) is not a build in progress, and waiting would never end.
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      continue;
     }
     if (age > LOCK_STALE_MS) rmSync(lock, { force: true });
     else if (Date.now() > deadline) return false;
@@ -126,7 +129,9 @@ export function ensureRendererBuilt(options: { log?: (line: string) => void; for
     try {
       unlinkSync(lock);
     } catch {
-      /* taken over as stale: nothing of ours to remove */
+      // Gone (ENOENT): removed by a build that took it over as stale (this one ran past
+      // LOCK_STALE_MS), or by hand. Any other failure leaves a lock the next build takes over
+      // once stale; the UI built here stands either way.
     }
   }
 }

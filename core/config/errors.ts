@@ -40,7 +40,8 @@ export function formatValue(value: unknown): string {
   try {
     json = JSON.stringify(value);
   } catch {
-    /* nested too deep to print, or a cycle */
+    // JSON cannot write it: nesting deeper than the stack (RangeError), or a cycle or a BigInt
+    // inside (TypeError). The value is then described in words, below, instead of quoted.
   }
   return json === undefined ? `a ${Array.isArray(value) ? 'list' : 'value'} too deep to quote` : clip(json);
 }
@@ -123,8 +124,9 @@ export interface IssueContext {
 
 /**
  * Issues one error lists in full. Past it the rest are counted in one closing issue: a YAML
- * of 20,000 unknown keys made 20,000 "did you mean" searches and line lookups and held the
- * event loop (and /health) 7.3 s; an operator reads the first few and fixes the pattern.
+ * of thousands of unknown keys made as many "did you mean" searches and line lookups and held
+ * the event loop (and /health) for seconds; an operator reads the first few and fixes the
+ * pattern (measured: docs/performance.md, "A YAML of 20,000 keys").
  */
 export const MAX_LISTED_ISSUES = 50;
 

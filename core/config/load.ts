@@ -156,6 +156,8 @@ function perModality(raw: string): unknown {
     try {
       return JSON.parse(text);
     } catch {
+      // Not JSON: the text as it is, which the schema refuses in its own words (as it does a
+      // part without `=` below).
       return text;
     }
   }

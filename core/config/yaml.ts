@@ -61,8 +61,8 @@ export const MAX_CONFIG_YAML_BYTES = 32 * 1024;
 
 /**
  * The first key that repeats one before it in the same mapping, or undefined. The YAML
- * library's own check (uniqueKeys) compares every key with every earlier one: 20,000 keys
- * took 9.5 s. This is one Set per mapping, over an explicit stack (no recursion to overflow).
+ * library's own check (uniqueKeys) compares every key with every earlier one, seconds for a
+ * YAML of many keys (measured: docs/performance.md, "A YAML of 20,000 keys"). This is one Set per mapping, over an explicit stack (no recursion to overflow).
  */
 function duplicateKey(root: unknown): Node | undefined {
   const stack: unknown[] = [root];
@@ -346,8 +346,9 @@ export async function loadConfigFile(file: string): Promise<ParsedConfigFile> {
  *
  * The file operations are synchronous on purpose: the file is a few KiB, and under load
  * libuv's threads are busy decoding images (sharp) and writing tensors, so each of the nine
- * asynchronous steps waited its turn behind them and an apply took 0.3-3 s under 32 clients
- * (docs/reliability.md). Done here they cost the event loop the fsyncs, a few milliseconds.
+ * asynchronous steps waited its turn behind them, and an apply under 32 clients took up to
+ * seconds (measured: docs/reliability.md, "Findings not fixed here", "Applies are slower under
+ * load"). Done here they cost the event loop the fsyncs of a file of a few KiB.
  */
 export async function writeFileAtomic(file: string, text: string, hooks: { beforeRename?: () => Promise<void> } = {}): Promise<void> {
   const dir = path.dirname(file);

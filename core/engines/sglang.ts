@@ -101,6 +101,8 @@ function connect(url: string) {
     url,
     client: new sg.SglangSchedulerClient(grpcTarget(url), grpc.credentials.createInsecure(), GRPC_CHANNEL_OPTIONS),
     abort(client, requestId, reason) {
+      // Fire and forget: the router has cancelled its Generate call already; the Abort only spares
+      // the worker the rest of the work, so neither its answer nor its failure changes anything.
       client.abort({ requestId, reason }, new grpc.Metadata(), { deadline: Date.now() + ABORT_DEADLINE_MS }, () => {});
     },
     async info(client, timeoutMs) {
@@ -110,7 +112,8 @@ function connect(url: string) {
       modelLabels(labels, model);
       setLabel(labels, 'server_type', server.serverType);
       setLabel(labels, 'sglang_version', server.sglangVersion);
-      // How many data-parallel ranks schedule its requests (GetLoads; a server without it says nothing).
+      // How many data-parallel ranks schedule its requests (GetLoads). Optional: a server without
+      // it (UNIMPLEMENTED), or one that does not answer in time, gets every other label, not this one.
       const loads = await unary(client.getLoads.bind(client), sg.GetLoadsRequest.fromPartial({}), timeoutMs).catch(() => undefined);
       if (loads && loads.dpRankCount > 0) setLabel(labels, 'dp_rank_count', String(loads.dpRankCount));
       return { labels };

@@ -153,6 +153,8 @@ function connect(url: string): EngineConnection {
     url,
     client: new ts.TokenSpeedSchedulerClient(grpcTarget(url), grpc.credentials.createInsecure(), GRPC_CHANNEL_OPTIONS),
     abort(client, requestId, reason) {
+      // Fire and forget: the router has cancelled its Generate call already; the Abort only spares
+      // the worker the rest of the work, so neither its answer nor its failure changes anything.
       client.abort({ requestId, reason }, new grpc.Metadata(), { deadline: Date.now() + ABORT_DEADLINE_MS }, () => {});
     },
     async info(client, timeoutMs) {

@@ -203,6 +203,8 @@ function connect(url: string) {
     url,
     client: new vllm.VllmEngineClient(grpcTarget(url), grpc.credentials.createInsecure(), GRPC_CHANNEL_OPTIONS),
     abort(client, requestId) {
+      // Fire and forget: the router has cancelled its Generate call already; the Abort only spares
+      // the worker the rest of the work, so neither its answer nor its failure changes anything.
       client.abort({ requestIds: [requestId] }, new grpc.Metadata(), { deadline: Date.now() + ABORT_DEADLINE_MS }, () => {});
     },
     async info(client, timeoutMs) {

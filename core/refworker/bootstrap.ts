@@ -183,10 +183,11 @@ function getOnce(
 /** The server's own words in an error body, quoted short. */
 function serverWords(body: string): string {
   try {
-    const e = (JSON.parse(body) as { error?: unknown }).error;
+    const e = (JSON.parse(body) as { error?: unknown } | null)?.error;
     if (typeof e === 'string') return e.slice(0, 300);
-  } catch {
-    /* not JSON */
+  } catch (err) {
+    if (!(err instanceof SyntaxError)) throw err;
+    // Not JSON: the body itself is quoted below.
   }
   return JSON.stringify(body.slice(0, 120));
 }

@@ -80,8 +80,9 @@ export const REFERENCE_ROLES: Readonly<Record<WireRuntime, readonly WorkerRole[]
 
 export type ReadBuffers = 'pooled' | 'fresh';
 
-// A young-generation collection frees a dead Buffer's memory at once (~0.5 ms); without it
-// V8 frees it only when external memory has grown by tens of megabytes. (The flag is set only
+// A young-generation collection frees a dead Buffer's memory at once, and cheaply; without it
+// V8 frees it only when external memory has grown a lot (measured:
+// docs/performance.md, "A young-generation collection in the reference worker"). (The flag is set only
 // in a worker that reads into fresh buffers; the function comes from a fresh context.)
 let collectGarbage: ((options: { type: 'minor' | 'major' }) => void) | undefined;
 function minorCollector(): (options: { type: 'minor' | 'major' }) => void {

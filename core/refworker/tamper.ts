@@ -16,7 +16,7 @@ import { constants } from 'node:fs';
 import * as fs from 'node:fs';
 import path from 'node:path';
 import type { ShmHandleData } from '../transport/shm-writer.ts';
-import { TensorReader, validateShmName, type ReadTensor, type ShmReaderOptions, type WireTensor } from '../transport/shm-reader.ts';
+import { TensorReadError, TensorReader, validateShmName, type ReadTensor, type ShmReaderOptions, type WireTensor } from '../transport/shm-reader.ts';
 
 /** One tensor file the worker wrote into, or tried to. */
 export interface TamperRecord {
@@ -99,8 +99,9 @@ export class TamperingReader extends TensorReader {
     let name: string;
     try {
       name = validateShmName(handle.name);
-    } catch {
-      return; // the read refuses the name itself
+    } catch (err) {
+      if (!(err instanceof TensorReadError)) throw err;
+      return; // an invalid name: the read refuses it itself
     }
     const at = handle.offset;
     if (!Number.isSafeInteger(at) || at < 0 || !Number.isSafeInteger(handle.nbytes) || handle.nbytes <= 0) return;

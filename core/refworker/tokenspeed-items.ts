@@ -11,7 +11,7 @@
 import type { GenerateRequest } from '../gen/tokenspeed/grpc/scheduler.ts';
 import { wireTensorFromTensorData } from '../engines/tensor-data.ts';
 import { elementSize } from '../transport/dtype.ts';
-import { validateShmName } from '../transport/shm-reader.ts';
+import { TensorReadError, validateShmName } from '../transport/shm-reader.ts';
 import { ENCODER_DTYPES, INDEX_DTYPES, RequestInvalid, type ImageCheck, type NamedTensor } from './receive.ts';
 
 const SHM_FEATURE_DTYPES = new Set(['bfloat16', 'float16', 'float32']);
@@ -65,7 +65,8 @@ export function tensorsOf(
             );
           try {
             validateShmName(handle.name);
-          } catch {
+          } catch (err) {
+            if (!(err instanceof TensorReadError)) throw err;
             throw new RequestInvalid(`Invalid TensorData.shm name: '${handle.name}'`);
           }
           if (item.contentHash.byteLength === 0)

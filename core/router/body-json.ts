@@ -1,7 +1,8 @@
 // The JSON of a request body, parsed where it does not hold up other requests: small bodies
 // (most chat requests) on the event loop, where a thread hop would cost more than the parse;
-// bodies above OFF_THREAD_BYTES in a worker thread (JSON.parse of 50 MB is ~50 ms and turning
-// the bytes into a string another ~30, during which /health and every other client wait).
+// bodies above OFF_THREAD_BYTES in a worker thread (parsing a large body, and turning its bytes
+// into a string, holds /health and every other client for tens of milliseconds; measured:
+// docs/performance.md, "A large request body parsed on the event loop").
 // The thread also refuses a text that cannot fit the model's context, without sending it back.
 import { Worker } from 'node:worker_threads';
 

@@ -52,8 +52,9 @@ export class RequestCacheUses implements CachedTensors {
    * The image of a hit. `readNow`: its bytes are read at once into pool memory (the tensor
    * will be read as it is: inline, converted, concatenated). Otherwise they stay in the cache
    * and the tensor goes as a hard link: the image's pixel array is an empty placeholder whose
-   * identity placement knows (a 23 MB buffer allocated per hit would cost 6–130 ms and its
-   * pages), and a placement that turns to another path reads the bytes then. Undefined when the
+   * identity placement knows (a buffer of the image's size allocated per hit would cost its time
+   * and its pages; measured: docs/performance.md, "A buffer allocated per pixel-cache hit"), and
+   * a placement that turns to another path reads the bytes then. Undefined when the
    * entry could not be read (the image is then computed).
    */
   async hitImage(entry: CachedEntry, readNow: boolean, encoded: Uint8Array | undefined): Promise<PreparedImage | undefined> {

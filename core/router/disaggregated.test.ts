@@ -286,7 +286,7 @@ describe('EPD', () => {
       const q = http.get({ host: '127.0.0.1', port: encode.bootstrapPort, path: `/embedding/${900_000 + i}?wait_ms=60000`, agent: false }, (res) =>
         res.resume(),
       );
-      q.on('error', () => {});
+      q.on('error', () => {}); // destroyed unanswered at the end (stops): its "socket hang up" is expected
       idle.push(q);
     }
     await until(() => (idle.every((q) => q.writableFinished) ? true : undefined), 10_000);

@@ -195,10 +195,10 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
  * notification runs (full collections until nothing more is freed), so what the burst left
  * (request bodies, image bytes, serialized messages) goes back to the system rather than
  * waiting for allocation pressure that an idle router never creates, then the heap malloc
- * kept is trimmed. It takes 55-200 ms of the event loop, and only runs when no chat request
- * has been prepared for IDLE_TRIM_MS (a pixel-cache hit counts: PreprocessPool.stillBusy). An ordinary full collection is not enough: measured after
- * 128 concurrent clients, one a second for 10 s left 2.5-3.7 GiB of dead buffers resident
- * (docs/performance.md, "Memory after a burst"); without the native helper (or where it does
+ * kept is trimmed. It holds the event loop a while, so it only runs when no chat request has
+ * been prepared for IDLE_TRIM_MS (a pixel-cache hit counts: PreprocessPool.stillBusy). An
+ * ordinary full collection is not enough: after a burst it leaves gigabytes of dead buffers
+ * resident (both measured: docs/performance.md, "Memory after a burst"); without the native helper (or where it does
  * not find V8's symbols) that one is what runs, and without the helper the heap is not trimmed.
  * (gc comes from a fresh context, as in the pool threads: Node starts without --expose-gc.)
  */

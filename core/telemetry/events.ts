@@ -8,7 +8,7 @@ import type { SecondAggregate, TensorEvent } from '../transport/event-schema.ts'
 type Listener = (batch: readonly TensorEvent[]) => void;
 
 export class TensorEventBus {
-  /** The last `capacity` events, oldest at `head`: a fixed array written round, so publishing costs the same at 20,000 events a second with the ring full (an array spliced at its front moved every kept event on each publish: 47% of a bench:console router's time, requests stalled up to 1.1 s). */
+  /** The last `capacity` events, oldest at `head`: a fixed array written round, so publishing costs the same at 20,000 events a second with the ring full (an array spliced at its front moved every kept event on each publish, which stalled a busy router's requests; measured: docs/performance.md, "The console's event ring"). */
   private readonly ring: Array<TensorEvent | undefined>;
   private head = 0;
   private size = 0;

@@ -57,6 +57,7 @@ export function rawRequest(base: string, bytes: string | Buffer, timeoutMs = 500
       });
     };
     const timer = setTimeout(() => finish(false), timeoutMs);
+    // A write that fails also emits 'error', which answers the call (below).
     socket.on('connect', () => socket.write(data, () => {}));
     socket.on('data', (d: Buffer) => {
       got = Buffer.concat([got, d]);
@@ -168,7 +169,7 @@ export function rawWebSocket(base: string, token: string, timeoutMs = 5000): Pro
         }
         upgraded = true;
         resolve({
-          send: (bytes) => socket.write(bytes, () => {}),
+          send: (bytes) => socket.write(bytes, () => {}), // a failed write emits 'error' too: the close code says 'closed'
           closeCode: (ms = 5000) =>
             new Promise((done) => {
               if (code !== undefined) return done(code);

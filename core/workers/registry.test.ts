@@ -198,7 +198,7 @@ describe('discovery concurrency', () => {
         const server = createServer((socket) => {
           sockets.add(socket);
           if (!firstContact.has(i)) firstContact.set(i, performance.now());
-          socket.on('error', () => {});
+          socket.on('error', () => {}); // a probe giving up resets its connection: expected, not the test's subject
         });
         return new Promise<typeof server>((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
       }),

@@ -84,8 +84,9 @@ export const MAX_CONCURRENT_PROBES = 16;
 
 /**
  * `fn` over `items`, at most `limit` at a time; settles when all have. Each call starts in a
- * task of its own (setImmediate): opening a worker's channels costs a few milliseconds of
- * the event loop, and 16 of them started in one tick held /health for over 100 ms.
+ * task of its own (setImmediate): opening a worker's channels holds the event loop, and many
+ * of them started in one tick held /health noticeably (measured:
+ * docs/performance.md, "Opening workers' channels in one tick").
  */
 async function eachBounded<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<unknown>): Promise<void> {
   let next = 0;
@@ -217,6 +218,8 @@ export class WorkerRegistry {
     try {
       labels = (await w.connection!.info(this.options.probeTimeoutMs ?? 3000)).labels;
     } catch {
+      // No answer (a timeout, a worker restarting): the labels read last stand until a later
+      // check reads them; whether the worker is healthy is the HealthCheck's to say.
       return;
     }
     if (w.removed || this.closed || !w.healthy || JSON.stringify(labels) === JSON.stringify(w.discoveredLabels)) return;

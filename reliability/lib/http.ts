@@ -1,5 +1,6 @@
-// The suite's HTTP client: node:http with keep-alive (fetch costs the client ~3 ms a request
-// on a 2-core box it shares with the router), every outcome captured (status, headers, body,
+// The suite's HTTP client: node:http with keep-alive (fetch costs the client more per request,
+// on a box it shares with the router; measured:
+// docs/performance.md, "fetch against node:http in the load clients"), every outcome captured (status, headers, body,
 // the text of a JSON or SSE completion, an error event inside a stream, a reset connection).
 import http from 'node:http';
 import { scenarioAborted } from './procs.ts';
@@ -159,7 +160,7 @@ function requestOnce(base: string, body: unknown, o: RequestOptions = {}): Promi
               json = JSON.parse(text);
               content = (json as { choices?: Array<{ message?: { content?: string } }> }).choices?.[0]?.message?.content;
             } catch {
-              /* not JSON */
+              /* not a JSON completion (not JSON, or JSON null): the reply is read by its status and body */
             }
           }
           finish({ status: res.statusCode ?? 0, headers: res.headers, body: text, json, content, streamError, done });
@@ -210,6 +211,15 @@ export function parseMetrics(text: string): Map<string, number> {
 export async function metrics(base: string): Promise<Map<string, number>> {
   const r = await get(base, '/metrics', { timeoutMs: 10_000 });
   return parseMetrics(r.body);
+}
+
+/**
+ * /metrics for a sampler or a note: undefined when the router does not answer (stopping, or busy
+ * past the 10 s timeout). A missed reading is a sample fewer, never a failure of the scenario;
+ * what a scenario checks it reads with metrics().
+ */
+export async function metricsIfAnswered(base: string): Promise<Map<string, number> | undefined> {
+  return metrics(base).catch(() => undefined); // no answer: no reading
 }
 
 /** Sum of every series of `name` whose labels contain all of `labels` (`path="shm"`). */

@@ -196,6 +196,7 @@ function killGroup(pid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pid, signal);
   } catch {
+    // Not a process group's leader (or the group is gone): the process alone.
     try {
       process.kill(pid, signal);
     } catch {
@@ -209,7 +210,7 @@ export function rssOf(pid: number): number | undefined {
     const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
     return m ? Number(m[1]) * 1024 : undefined;
   } catch {
-    return undefined;
+    return undefined; // exited: no RSS to read
   }
 }
 
@@ -308,6 +309,7 @@ export async function stopSince(mark: number, signal: NodeJS.Signals = 'SIGTERM'
     Promise.race([
       Promise.resolve()
         .then(fn)
+        // A hook that fails has stopped what it could; the processes are stopped all the same.
         .catch(() => undefined),
       sleep(5000),
     ]);
@@ -329,7 +331,7 @@ export function markedProcesses(): Array<{ pid: number; cmd: string }> {
     try {
       pid = Number(/^PPid:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
     } catch {
-      break;
+      break; // an ancestor that exited meanwhile: the chain read so far is ours
     }
   }
   const found: Array<{ pid: number; cmd: string }> = [];

@@ -70,7 +70,7 @@ export function ourFiles(dir = '/dev/shm', pid?: number): Array<{ name: string; 
   try {
     names = readdirSync(dir);
   } catch {
-    return out;
+    return out; // no such directory (a private /dev/shm already removed): no files of ours in it
   }
   for (const name of names) {
     const m = TENSOR_FILE.exec(name);

@@ -128,6 +128,8 @@ export class Suite {
     let timedOut = false;
     // Started inside its own async context, so what it does after its bound can be refused.
     const work = scenarioContext.run(ctx, () => Promise.resolve().then(() => fn(t)));
+    // Its failure is reported through the race below; a failure after its bound (the race
+    // already lost to the timer) is no longer the scenario's result, and must not end the run.
     work.catch(() => undefined);
     try {
       await Promise.race([

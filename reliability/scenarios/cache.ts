@@ -52,7 +52,7 @@ import {
   type ImageSpec,
   type ReportedTensor,
 } from '../lib/images.ts';
-import { consoleCall, get, metrics, metricSum, percentile, request, type Reply } from '../lib/http.ts';
+import { consoleCall, get, metricsIfAnswered, metricSum, percentile, request, type Reply } from '../lib/http.ts';
 import { canNamespace, sleep, spawnProc, startRouter, startServe, startWorker, until, type Serve, type Worker } from '../lib/procs.ts';
 import { shmNamespace, TENSOR_FILE } from '../lib/shm.ts';
 import { fmt, bytesText, MiB, type Suite, type T } from '../lib/suite.ts';
@@ -96,7 +96,7 @@ function cacheFiles(dir = '/dev/shm', pid?: number): CacheFile[] {
 
 /** The cache's counters from /metrics (smg_mm_pixel_cache_*), when the router exports them; undefined otherwise. */
 async function cacheMetrics(base: string): Promise<Record<'hits' | 'misses' | 'evictions' | 'tampered' | 'entries' | 'bytes', number> | undefined> {
-  const m = await metrics(base).catch(() => undefined);
+  const m = await metricsIfAnswered(base);
   if (!m || ![...m.keys()].some((k) => k.startsWith('smg_mm_pixel_cache_hits_total'))) return undefined;
   const v = (name: string) => metricSum(m, name);
   return {
@@ -262,7 +262,7 @@ async function load32(t: T): Promise<void> {
     let sampling = true;
     const sampler = (async () => {
       for (let i = 0; sampling && i < 2000; i++) {
-        const m = await metrics(serve.routerUrl).catch(() => undefined);
+        const m = await metricsIfAnswered(serve.routerUrl);
         if (m && [...m.keys()].some((k) => k.startsWith('smg_mm_pixel_cache_entries')))
           samples.push({
             t: Math.round((performance.now() - t0) / 100) / 10,

@@ -460,7 +460,7 @@ async function generateFuzz(t: T, workers: Worker[], cases: number, seconds: num
         try {
           return (await c.health(5000)).healthy;
         } catch {
-          return false;
+          return false; // no answer within 5 s: not healthy, which the check below fails
         } finally {
           c.close();
         }

@@ -211,8 +211,9 @@ async function workerListFuzz(t: T, serve: Serve, file: string, worker: Worker, 
   const original = (await call('config.get', {})).json;
   const applyMs: Record<string, number[]> = {};
   // A first apply of a long list and a first large draft load and compile code a process runs
-  // once (Node's lazily loaded internals, tsx, the YAML parser's cold paths: ~60-120 ms in one
-  // piece on a 2-core VM). That is a start cost, paid before the cases are timed.
+  // once (Node's lazily loaded internals, tsx, the YAML parser's cold paths; measured:
+  // docs/performance.md, "A console's first large apply"). That is a start cost, paid before
+  // the cases are timed.
   const warm = (await call('config.get', {})).json;
   await call('config.validate', { yaml: Array.from({ length: 1000 }, (_, k) => `unknown_key_${k}: ${k}`).join('\n') });
   const warmUrls = Array.from({ length: MAX_WORKERS }, (_, k) => (k === 0 ? worker.url : `grpc://127.0.0.1:${1 + ((k * 7919) % 65_000)}`));
@@ -224,7 +225,7 @@ async function workerListFuzz(t: T, serve: Serve, file: string, worker: Worker, 
   let tried = 0;
   for (let i = 0; i < cases && performance.now() < deadline; i++) {
     const rng = t.rng.fork(i);
-    // A YAML draft of thousands of unknown keys (20,000 held /health 7.3 s) every fifth case.
+    // A YAML draft of thousands of unknown keys (docs/performance.md, "A YAML of 20,000 keys") every fifth case.
     if (i % 5 === 4) {
       const keys = rng.pick([1000, 5000, 20_000]);
       const yaml = Array.from({ length: keys }, (_, k) => `unknown_key_${k}: ${k}`).join('\n');

@@ -320,6 +320,7 @@ async function shmForeignFiles(t: T, files: number, sweeps: number): Promise<voi
     for (let s = 0; s < sweeps; s++) {
       // The sweep runs a minute after the start, then every minute; the orphan goes at the first.
       if (s === 0) {
+        // No such line within 80 s is recorded as NO SWEEP LINE, which the check below fails.
         const m = await serve.proc.waitFor(/orphan sweep: removed 1 orphaned tensor file [^\n]*/, 80_000).catch(() => undefined);
         lines.push(m?.[0] ?? 'NO SWEEP LINE');
       } else {

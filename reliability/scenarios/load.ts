@@ -10,7 +10,7 @@ import WebSocket from 'ws';
 import { parseConfigYaml } from '../../core/config/yaml.ts';
 import { requestLines, randomChat, sendChat, type Verdict } from '../lib/chat.ts';
 import { makeCorpus, type CorpusImage } from '../lib/images.ts';
-import { consoleCall, get, metrics, metricSum, percentile } from '../lib/http.ts';
+import { consoleCall, get, metrics, metricsIfAnswered, metricSum, percentile } from '../lib/http.ts';
 import { sleep, startRouter, startServe, startWorker, type Proc, type Worker } from '../lib/procs.ts';
 import { Rng } from '../lib/rng.ts';
 import { ourFiles } from '../lib/shm.ts';
@@ -162,7 +162,7 @@ class OutstandingSampler {
   constructor(base: string, everyMs = 200) {
     this.done = (async () => {
       for (let i = 0; this.running && i < 10_000; i++) {
-        const m = await metrics(base).catch(() => undefined);
+        const m = await metricsIfAnswered(base);
         if (m) {
           this.samples += 1;
           this.peak = Math.max(this.peak, metricSum(m, 'smg_mm_shm_outstanding_bytes'));
@@ -349,7 +349,7 @@ export async function loadGroup(suite: Suite): Promise<void> {
             const idled = Math.round(rss.now() - startIdle);
             const after = router.proc.rss()!;
             t.note('rss_breakdown_mib', rssBreakdown(router.proc.pid));
-            const m = await metrics(router.url).catch(() => undefined);
+            const m = await metricsIfAnswered(router.url);
             if (m)
               t.note('router_memory_mib', {
                 preprocess_resident: Math.round(metricSum(m, 'mmtc_preprocess_memory_bytes') / MiB),
@@ -391,7 +391,7 @@ function rssBreakdown(pid: number): Record<string, number | number[]> {
   try {
     text = readFileSync(`/proc/${pid}/smaps`, 'utf8');
   } catch {
-    return out;
+    return out; // the process exited: zeros, in a note (nothing is checked against it)
   }
   let kind: 'heap' | 'anonymous' | 'files' = 'anonymous';
   for (const line of text.split('\n')) {
@@ -599,7 +599,7 @@ async function liveConfig(t: T, corpus: CorpusImage[], w: Workers): Promise<void
     t.check(files.length === 0, `${files.length} files of ours left in /dev/shm`);
     t.check((await get(serve.routerUrl, '/health')).status === 200, 'the router is not healthy after the run');
     const perRequest = stats.verdicts.reduce((a, v) => a + requestBytes(v), 0) / Math.max(1, stats.verdicts.length);
-    // No warm-up here: a cold serve process's base is taken as 600 MiB (its idle RSS with the console is ~250-400 MiB).
+    // No warm-up here: a cold serve process's base is taken as 600 MiB, above its idle RSS with the console (measured: docs/performance.md, "A serve process's idle RSS").
     const bound = 600 * MiB + clients * perRequest + PREPROCESS_BUDGET + MALLOC_KEEP;
     t.check(
       peak <= bound,

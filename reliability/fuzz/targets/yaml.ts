@@ -138,7 +138,7 @@ export function generateYaml(rng: Rng, i: number): string {
     try {
       return String(stringify(v) ?? '');
     } catch {
-      return String(v);
+      return String(v); // a value the YAML library will not write: its String() is an input too
     }
   }
   return textEdit(rng, r < 0.8 ? BASE_TEXT : rng.pick(SPECIALS));
