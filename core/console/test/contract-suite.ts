@@ -74,7 +74,7 @@ export function describeContract(name: string, setup: () => ContractEnv): void {
         [1024, 2048].map((n) => client.call('config.apply', { draft: { ...base.config, multimodal_shm_min_bytes: n }, expectedRevision: base.revision })),
       );
       expect(outcomes.filter((o) => o.status === 'fulfilled')).toHaveLength(1);
-      const lost = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected')!.reason as ContractError;
+      const lost = outcomes.find((o): o is PromiseRejectedResult => o.status === 'rejected')!.reason as ContractError<'conflict'>;
       expect(lost).toBeInstanceOf(ContractError);
       expect(lost.code).toBe('conflict');
       expect(lost.details).toMatchObject({ currentRevision: base.revision + 1, expectedRevision: base.revision });
