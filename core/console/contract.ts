@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { TransportEnvironmentSchema } from '../config/env-schema.ts';
 import { firstZodIssue, issuesFromZod } from '../config/errors.ts';
 import { PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
-import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerTypeSchema, WorkerUrlSchema } from '../config/schema.ts';
+import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerTypeSchema, WorkerUrlSchema, type RouterConfigInput } from '../config/schema.ts';
 import { SecondAggregateSchema, TensorEventSchema } from '../transport/event-schema.ts';
 import { ResolvedWorkerTransportSchema } from '../transport/resolution-schema.ts';
 import { DECISION_OUTCOMES, DECISION_REASON_NAMES } from '../transport/vocabulary.ts';
@@ -38,11 +38,23 @@ export const DiffEntrySchema = z.object({
 export type DiffEntry = z.infer<typeof DiffEntrySchema>;
 
 /**
- * A configuration the operator is working on: plain data in the YAML file's shape, or YAML
- * text (whose errors then carry line:column).
+ * A configuration as the operator edits it (the forms' draft, a rollback's configuration), typed
+ * by the config schema: what RouterConfigSchema takes (a setting left out takes its default),
+ * which the applied configuration (config.get's `config`) and every edit of it are. Its values
+ * are checked by the command that takes it, each problem named with its key path
+ * (config.validate's and config.resolve's issues, invalid_config on apply), never as an
+ * invalid input: a draft holding a value typed halfway (a port of `70000`, `1.5 B`) is still
+ * a draft. So on the wire it is checked only for being an object, as before it was typed.
+ */
+export type ConfigDraft = RouterConfigInput;
+const ConfigDraftSchema = z.record(z.string(), z.unknown()) as unknown as z.ZodType<ConfigDraft, ConfigDraft>;
+
+/**
+ * A configuration the operator is working on: plain data in the YAML file's shape (a
+ * ConfigDraft), or YAML text (whose errors then carry line:column).
  */
 function draftInput<E extends z.ZodRawShape>(extra: E) {
-  return z.union([z.strictObject({ draft: z.record(z.string(), z.unknown()), ...extra }), z.strictObject({ yaml: z.string().max(1_000_000), ...extra })], {
+  return z.union([z.strictObject({ draft: ConfigDraftSchema, ...extra }), z.strictObject({ yaml: z.string().max(1_000_000), ...extra })], {
     error: 'expected {draft: {...}} or {yaml: "..."}',
   });
 }

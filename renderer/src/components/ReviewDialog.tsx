@@ -62,7 +62,7 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
   useEffect(() => {
     if (!review.proposed) return;
     let live = true;
-    const input = 'yaml' in review.proposed ? { yaml: review.proposed.yaml } : { draft: review.proposed as unknown as Record<string, unknown> };
+    const input = 'yaml' in review.proposed ? { yaml: review.proposed.yaml } : { draft: review.proposed };
     client()
       .call('config.diff', input)
       .then((r) => live && setPhase({ kind: 'ready', diff: review.diff ?? r.diff, consequences: { untilRestart: r.untilRestart, warnings: r.warnings } }))
