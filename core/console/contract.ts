@@ -647,6 +647,14 @@ export function parseCommandInput<C extends CommandName>(command: C, input: unkn
   throw new ContractError('invalid_input', `invalid input for ${command}${path ? ` at ${path}` : ''}: ${message}`, path || undefined);
 }
 
+/** A command's output checked against its schema: the parsed value, or an internal error naming where it does not match (the backend's check of every answer, core/console/console.ts). */
+export function parseCommandOutput<C extends CommandName>(command: C, output: unknown): CommandOutput<C> {
+  const checked = (commands[command].output as z.ZodType).safeParse(output);
+  if (checked.success) return checked.data as CommandOutput<C>;
+  const { path, message } = firstZodIssue(checked.error);
+  throw new ContractError('internal', `the output of ${command} does not match the contract${path ? ` at ${path}` : ''}: ${message}`);
+}
+
 // ---------------------------------------------------------------- vocabulary the UI shows
 // The renderer imports nothing from core/ but this module; these are the words and
 // defaults it shows, from their one source.
