@@ -1,7 +1,8 @@
 // Navigation, toasts and the one review dialog. Every change to the router goes through
 // requestReview: the dialog shows what the change will do (the diff from config.diff, or
 // the diff the caller already has), applies only on confirmation, and then a toast names
-// the new revision with an Undo that is itself a reviewed rollback (STYLE.md).
+// the new revision with an Undo that is itself a reviewed rollback (docs/console.md, "Every
+// change is reviewed, Undo too").
 import { create } from 'zustand';
 import type { ApplyResult, ConfigDraft, DiffEntry, RouterConfig, WorkerWarning } from '../../../core/console/contract.ts';
 
