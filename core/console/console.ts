@@ -191,7 +191,7 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
       overviewFeed.close();
       for (const feed of trafficFeeds) feed.close();
       trafficFeeds.clear();
-      await applier.idle().catch(() => {});
+      await applier.idle().catch(() => {}); // an apply's failure was answered to its caller; closing only waits for it
       await running.close();
     },
   };

@@ -75,6 +75,9 @@ export const useConfig = create<ConfigState>((set, get) => {
           ? client()
               .call('config.diff', { draft })
               .then((d) => d.diff)
+              // No diff to show: config.diff refuses a draft whose problems config.resolve names
+              // (its issues are shown instead), and fails with resolve when the console cannot
+              // be reached (the catch below says so).
               .catch(() => [] as DiffEntry[])
           : Promise.resolve([] as DiffEntry[]),
       ]);
