@@ -169,13 +169,13 @@ describe('a command call', () => {
 
   it('returns a backend ContractError as its wire form, which the UI rebuilds as it was', async () => {
     const { backend, asBackend } = fakeBackend();
-    const thrown = new ContractError('conflict', 'revision 3 is not the current revision 4', undefined, [], { currentRevision: 4 });
+    const thrown = new ContractError('conflict', 'revision 3 is not the current revision 4', undefined, [], { currentRevision: 4, expectedRevision: 3 });
     backend.invoke.mockRejectedValueOnce(thrown);
     bind(asBackend);
     const answer = await call(callChannel('config.rollback'), eventFrom(ours), { revision: 2, expectedRevision: 3 });
     expect(answer).toEqual({ ok: false, ...thrown.toWire() });
     const rebuilt = errorFromWire(answer);
-    expect(rebuilt).toMatchObject({ code: 'conflict', message: thrown.message, details: { currentRevision: 4 } });
+    expect(rebuilt).toMatchObject({ code: 'conflict', message: thrown.message, details: { currentRevision: 4, expectedRevision: 3 } });
   });
 
   it('turns a plain thrown Error into internal with its message, never an opaque rejection', async () => {

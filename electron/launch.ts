@@ -66,7 +66,7 @@ function mtime(file: string): number {
   try {
     return statSync(file).mtimeMs;
   } catch {
-    return Number.POSITIVE_INFINITY;
+    return Number.POSITIVE_INFINITY; // gone or unreadable: counts as newer, so the bundle is rebuilt
   }
 }
 
@@ -79,7 +79,7 @@ export function preloadIsStale(): boolean {
     const meta = JSON.parse(readFileSync(PRELOAD_METAFILE, 'utf8')) as { inputs?: Record<string, unknown> };
     for (const input of Object.keys(meta.inputs ?? {})) inputs.push(path.resolve(ROOT, input));
   } catch {
-    return true;
+    return true; // no readable metafile: the inputs are unknown, so rebuild
   }
   return inputs.some((input) => mtime(input) > built);
 }

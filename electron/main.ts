@@ -69,7 +69,7 @@ function readPackageJson(): { repository?: string | { url?: string }; homepage?:
   try {
     return JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { repository?: string | { url?: string }; homepage?: string };
   } catch {
-    return {};
+    return {}; // no readable package.json (a repackaged app): no project links to allow
   }
 }
 
@@ -214,6 +214,8 @@ export function runDesktopApp(options: DesktopAppOptions): void {
       try {
         process.kill(parent, 0);
       } catch {
+        // ESRCH: the parent is gone. (EPERM would mean its pid now belongs to another user's
+        // process: the parent, which ran as this user, is gone too.)
         clearInterval(watchdog);
         log(`the mmtc process that started ${APP_NAME} (pid ${parent}) is gone; quitting`);
         app.quit();

@@ -93,7 +93,7 @@ describe('invoke', () => {
   it("passes main's answer on, success and contract error alike", async () => {
     const { ipc, asIpc } = fakeRendererIpc();
     const bridge = createBridge(asIpc);
-    const conflict = { ok: false, ...new ContractError('conflict', 'stale revision', undefined, [], { currentRevision: 9 }).toWire() };
+    const conflict = { ok: false, ...new ContractError('conflict', 'stale revision', undefined, [], { currentRevision: 9, expectedRevision: 2 }).toWire() };
     ipc.invoke.mockResolvedValueOnce({ ok: true, result: { revision: 3 } }).mockResolvedValueOnce(conflict);
     expect(await bridge.invoke('config.exportYaml', {})).toEqual({ ok: true, result: { revision: 3 } });
     expect(await bridge.invoke('config.reloadFile', { expectedRevision: 2 })).toEqual(conflict);

@@ -15,6 +15,7 @@ import {
   type BridgeResult,
   type CommandOutput,
   type IpcBridge,
+  type PlainErrorCode,
   type StreamName,
   type WireError,
 } from '../core/console/contract.ts';
@@ -29,7 +30,7 @@ export type MmtcBridge = IpcBridge;
 /** The part of ipcRenderer the bridge uses. */
 export type BridgeIpc = Pick<typeof ipcRenderer, 'invoke' | 'on' | 'removeListener'>;
 
-function localError(code: WireError['error']['code'], message: string): { ok: false; error: WireError['error'] } {
+function localError(code: PlainErrorCode, message: string): { ok: false; error: WireError['error'] } {
   return { ok: false, error: { code, message } };
 }
 

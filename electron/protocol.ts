@@ -100,7 +100,7 @@ async function isFile(file: string): Promise<boolean> {
   try {
     return (await stat(file)).isFile();
   } catch {
-    return false;
+    return false; // missing or unreadable: not a file this protocol can serve (the caller answers 404)
   }
 }
 

@@ -70,7 +70,7 @@ export function originOf(url: string): string | null {
   try {
     parsed = new URL(url);
   } catch {
-    return null;
+    return null; // not a URL (new URL's TypeError): no origin
   }
   if (parsed.origin !== 'null') return parsed.origin;
   if (parsed.protocol === 'file:' || parsed.protocol === 'blob:' || parsed.host === '') return null;
@@ -95,7 +95,7 @@ export function allowedExternalUrl(url: string, rules: readonly ExternalLinkRule
   try {
     parsed = new URL(url);
   } catch {
-    return null;
+    return null; // not a URL (new URL's TypeError): not a link to open
   }
   if (parsed.protocol !== 'https:' || parsed.username !== '' || parsed.password !== '') return null;
   for (const rule of rules) {

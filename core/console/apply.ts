@@ -118,7 +118,7 @@ export function createApplier(deps: {
         };
       };
       const result = queue.then(run, run);
-      queue = result.catch(() => {});
+      queue = result.catch(() => {}); // the queue only orders applies: a failed one is answered to its caller (result)
       // Answer once the workers this revision added have been discovered, so the reply (and
       // the next workers.list) shows whether they are healthy; other applies need not wait.
       return result.then(

@@ -245,9 +245,9 @@ describe.skipIf(!isRoot)('mode shm forced on a worker in another /dev/shm (root:
       expect(warned!.overview.verdicts.find((v) => v.url === b)!.decision).toMatchObject({ outcome: 'inline', reason: 'shm_worker_read_failed' });
 
       // The checks still fail, so the reset is refused, naming them; forced, it resets.
-      const refused = (await c.backend.invoke('workers.resetShmLane', { url: b! }, meta).catch((e: unknown) => e)) as ContractError;
+      const refused = (await c.backend.invoke('workers.resetShmLane', { url: b! }, meta).catch((e: unknown) => e)) as ContractError<'checks_failed'>;
       expect(refused.code).toBe('checks_failed');
-      const failing = (refused.details.failing as Array<{ id: string }>).map((s) => s.id);
+      const failing = refused.details.failing.map((s) => s.id);
       expect(failing).toEqual(['same_st_dev', 'probe_file_read']);
       expect(refused.message).toMatch(/^not reset: same \/dev\/shm \(st_dev\)/);
       expect((await c.backend.invoke('workers.list', {}, meta)).workers.find((w) => w.url === b)!.shmLane).not.toBeNull();

@@ -127,7 +127,7 @@ export class ConfigFile {
     try {
       names = await fs.readdir(path.dirname(this.path));
     } catch {
-      return;
+      return; // the directory cannot be listed (not there yet, or unreadable): no temp file of ours to remove; a write reports a real problem
     }
     for (const name of names) if (isTempOf(this.path, name)) await fs.rm(path.join(path.dirname(this.path), name), { force: true });
   }

@@ -5,7 +5,6 @@
 // (state.ts) with the one apply queue (apply.ts), the handlers (handlers.ts) and the streams
 // (feeds.ts).
 import { transportEnvironmentAtStart } from '../config/env.ts';
-import { firstZodIssue } from '../config/errors.ts';
 import type { TransportEnvironment } from '../config/env-schema.ts';
 import { applyConfigFlags, type ConfigFlags } from '../config/load.ts';
 import type { ConfigOrigins } from '../config/origins.ts';
@@ -21,6 +20,7 @@ import {
   commands,
   ContractError,
   parseCommandInput,
+  parseCommandOutput,
   streams,
   type CommandName,
   type CommandOutput,
@@ -164,12 +164,7 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
       } catch (err) {
         throw toContractError(err);
       }
-      const checked = commands[command].output.safeParse(output);
-      if (!checked.success) {
-        const { path, message } = firstZodIssue(checked.error);
-        throw new ContractError('internal', `the output of ${command} does not match the contract${path ? ` at ${path}` : ''}: ${message}`);
-      }
-      return checked.data as CommandOutput<C>;
+      return parseCommandOutput(command, output);
     },
     subscribe(stream, listener, subscribeOptions: SubscribeOptions = {}) {
       if (!Object.hasOwn(streams, stream)) throw new ContractError('not_found', `no console stream '${String(stream)}'`);
@@ -196,7 +191,7 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
       overviewFeed.close();
       for (const feed of trafficFeeds) feed.close();
       trafficFeeds.clear();
-      await applier.idle().catch(() => {});
+      await applier.idle().catch(() => {}); // an apply's failure was answered to its caller; closing only waits for it
       await running.close();
     },
   };

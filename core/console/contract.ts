@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { TransportEnvironmentSchema } from '../config/env-schema.ts';
 import { firstZodIssue, issuesFromZod } from '../config/errors.ts';
 import { PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
-import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerTypeSchema, WorkerUrlSchema } from '../config/schema.ts';
+import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerTypeSchema, WorkerUrlSchema, type RouterConfigInput } from '../config/schema.ts';
 import { SecondAggregateSchema, TensorEventSchema } from '../transport/event-schema.ts';
 import { ResolvedWorkerTransportSchema } from '../transport/resolution-schema.ts';
 import { DECISION_OUTCOMES, DECISION_REASON_NAMES } from '../transport/vocabulary.ts';
@@ -38,11 +38,23 @@ export const DiffEntrySchema = z.object({
 export type DiffEntry = z.infer<typeof DiffEntrySchema>;
 
 /**
- * A configuration the operator is working on: plain data in the YAML file's shape, or YAML
- * text (whose errors then carry line:column).
+ * A configuration as the operator edits it (the forms' draft, a rollback's configuration), typed
+ * by the config schema: what RouterConfigSchema takes (a setting left out takes its default),
+ * which the applied configuration (config.get's `config`) and every edit of it are. Its values
+ * are checked by the command that takes it, each problem named with its key path
+ * (config.validate's and config.resolve's issues, invalid_config on apply), never as an
+ * invalid input: a draft holding a value typed halfway (a port of `70000`, `1.5 B`) is still
+ * a draft. So on the wire it is checked only for being an object, as before it was typed.
+ */
+export type ConfigDraft = RouterConfigInput;
+const ConfigDraftSchema = z.record(z.string(), z.unknown()) as unknown as z.ZodType<ConfigDraft, ConfigDraft>;
+
+/**
+ * A configuration the operator is working on: plain data in the YAML file's shape (a
+ * ConfigDraft), or YAML text (whose errors then carry line:column).
  */
 function draftInput<E extends z.ZodRawShape>(extra: E) {
-  return z.union([z.strictObject({ draft: z.record(z.string(), z.unknown()), ...extra }), z.strictObject({ yaml: z.string().max(1_000_000), ...extra })], {
+  return z.union([z.strictObject({ draft: ConfigDraftSchema, ...extra }), z.strictObject({ yaml: z.string().max(1_000_000), ...extra })], {
     error: 'expected {draft: {...}} or {yaml: "..."}',
   });
 }
@@ -525,33 +537,79 @@ export const ERROR_CODES = [
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
+/**
+ * What an error carries beyond its message, per code: the one place each is stated (the
+ * backend builds them, errorFromWire checks them, the UI reads them typed). A conflict: the
+ * revision that runs now, the one the client edited and, when the history still holds that
+ * one, what changed meanwhile. A file drift: the file and what reloading it would change. A
+ * refused lane reset: the checks that still fail. Every other code carries none.
+ */
+export const ERROR_DETAILS = {
+  conflict: z.strictObject({ currentRevision: Revision, expectedRevision: Revision, changedMeanwhile: z.array(DiffEntrySchema).optional() }),
+  file_drift: z.strictObject({ diff: z.array(DiffEntrySchema), file: z.string() }),
+  checks_failed: z.strictObject({ failing: z.array(DiagnosisStepSchema) }),
+} as const;
+/** The codes whose errors carry details (ERROR_DETAILS), and those that carry none. */
+export type DetailedErrorCode = keyof typeof ERROR_DETAILS;
+export type PlainErrorCode = Exclude<ErrorCode, DetailedErrorCode>;
+/** The details of an error with code C (`{}` for a code that carries none). */
+export type ErrorDetails<C extends ErrorCode> = C extends DetailedErrorCode ? z.output<(typeof ERROR_DETAILS)[C]> : Record<string, never>;
+
+const PLAIN_ERROR_CODES = ERROR_CODES.filter((c): c is PlainErrorCode => !Object.hasOwn(ERROR_DETAILS, c));
+const wireErrorFields = {
+  message: z.string(),
+  /** The input field or config key path the error is about. */
+  path: z.string().optional(),
+  issues: z.array(ConfigIssueSchema).optional(),
+};
+const detailedWireError = <C extends DetailedErrorCode>(code: C) => z.object({ code: z.literal(code), ...wireErrorFields, details: ERROR_DETAILS[code] });
+
 export const WireErrorSchema = z.object({
-  error: z.object({
-    code: z.enum(ERROR_CODES),
-    message: z.string(),
-    /** The input field or config key path the error is about. */
-    path: z.string().optional(),
-    issues: z.array(ConfigIssueSchema).optional(),
-    /** Conflict: the current revision and what changed since the one the client edited. */
-    details: z.record(z.string(), z.unknown()).optional(),
-  }),
+  error: z.discriminatedUnion('code', [
+    detailedWireError('conflict'),
+    detailedWireError('file_drift'),
+    detailedWireError('checks_failed'),
+    z.object({ code: z.enum(PLAIN_ERROR_CODES), ...wireErrorFields, details: z.never().optional() }),
+  ]),
 });
 export type WireError = z.infer<typeof WireErrorSchema>;
 
-/** A contract error rebuilt on the client side: a real Error with the code and details. */
-export class ContractError extends Error {
+/** The arguments after `issues`: the details, required for a code that carries them. */
+type DetailsArgument<C extends ErrorCode> = C extends DetailedErrorCode ? [details: ErrorDetails<C>] : [details?: ErrorDetails<C>];
+
+/** A contract error with code C: a real Error with the code, the key path it is about, the config issues and C's details. */
+export interface ContractErrorOf<C extends ErrorCode> extends Error {
+  readonly name: 'ContractError';
+  readonly code: C;
+  readonly path: string | undefined;
+  readonly issues: ConfigIssue[];
+  readonly details: ErrorDetails<C>;
+  toWire(): WireError;
+}
+/**
+ * A contract error, thrown by the backend and rebuilt on the client side (errorFromWire). Its
+ * type is one member per code, so `err instanceof ContractError && err.code === 'conflict'`
+ * gives `err.details` the conflict's shape; `ContractError<'checks_failed'>` names one.
+ */
+export type ContractError<C extends ErrorCode = ErrorCode> = { [K in C]: ContractErrorOf<K> }[C];
+
+const ContractErrorClass = class ContractError<C extends ErrorCode> extends Error {
   override readonly name = 'ContractError';
+  readonly details: ErrorDetails<C>;
   constructor(
-    readonly code: ErrorCode,
+    readonly code: C,
     message: string,
     readonly path?: string,
     readonly issues: ConfigIssue[] = [],
-    readonly details: Record<string, unknown> = {},
+    ...[details]: DetailsArgument<C>
   ) {
     super(message);
+    // A code that carries no details has none: `{}`, as before they were typed.
+    this.details = (details ?? {}) as ErrorDetails<C>;
   }
 
   toWire(): WireError {
+    // The code and its details were given together (DetailsArgument), so this is the wire member of that code.
     return {
       error: {
         code: this.code,
@@ -560,17 +618,24 @@ export class ContractError extends Error {
         ...(this.issues.length ? { issues: this.issues } : {}),
         ...(Object.keys(this.details).length ? { details: this.details } : {}),
       },
-    };
+    } as WireError;
   }
-}
+};
+// The class, typed so that `instanceof` narrows to the union above (TypeScript narrows by the
+// type of `prototype`) and `new` checks that the details fit the code.
+export const ContractError = ContractErrorClass as unknown as {
+  new <C extends ErrorCode>(code: C, message: string, path?: string, issues?: ConfigIssue[], ...details: DetailsArgument<C>): ContractError<C>;
+  readonly prototype: ContractError;
+};
 
-/** Rebuild the error a binding carried; anything unexpected becomes an `internal` error that says so. */
+/** Rebuild the error a binding carried (its details checked against its code's); anything unexpected becomes an `internal` error that says so. */
 export function errorFromWire(body: unknown): ContractError {
   const parsed = WireErrorSchema.safeParse(body);
   if (!parsed.success)
     return new ContractError('internal', `the console backend answered with something that is not a contract error: ${JSON.stringify(body)?.slice(0, 200)}`);
   const e = parsed.data.error;
-  return new ContractError(e.code, e.message, e.path, e.issues ?? [], e.details ?? {});
+  // One wire member: its code and details were checked together, so they fit each other.
+  return new ContractError<ErrorCode>(e.code, e.message, e.path, e.issues ?? [], ...([e.details] as DetailsArgument<ErrorCode>));
 }
 
 /** The input of a command checked against its schema: the parsed value, or an invalid_input error naming the field. */
@@ -580,6 +645,14 @@ export function parseCommandInput<C extends CommandName>(command: C, input: unkn
   if (r.success) return r.data as z.output<(typeof commands)[C]['input']>;
   const { path, message } = firstZodIssue(r.error);
   throw new ContractError('invalid_input', `invalid input for ${command}${path ? ` at ${path}` : ''}: ${message}`, path || undefined);
+}
+
+/** A command's output checked against its schema: the parsed value, or an internal error naming where it does not match (the backend's check of every answer, core/console/console.ts). */
+export function parseCommandOutput<C extends CommandName>(command: C, output: unknown): CommandOutput<C> {
+  const checked = (commands[command].output as z.ZodType).safeParse(output);
+  if (checked.success) return checked.data as CommandOutput<C>;
+  const { path, message } = firstZodIssue(checked.error);
+  throw new ContractError('internal', `the output of ${command} does not match the contract${path ? ` at ${path}` : ''}: ${message}`);
 }
 
 // ---------------------------------------------------------------- vocabulary the UI shows

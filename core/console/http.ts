@@ -126,7 +126,7 @@ function sendContractError(res: ServerResponse, err: ContractError): void {
 }
 
 /** A body this server will not read to its end: answered with `status`, then the connection closes. */
-class BodyTooLarge extends ContractError {
+class BodyTooLarge extends ContractError<'invalid_input'> {
   readonly status = 413;
 }
 

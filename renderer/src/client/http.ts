@@ -88,7 +88,7 @@ export function createHttpClient(options: HttpClientOptions): HttpConsoleClient 
       try {
         msg = JSON.parse(String(ev.data)) as typeof msg;
       } catch {
-        return;
+        return; // not JSON: the backend sends none such; nothing a listener could take from it
       }
       const set = msg.stream ? listeners.get(msg.stream) : undefined;
       if (!set) return;

@@ -48,6 +48,6 @@ export function takeToken(win: Pick<Window, 'location' | 'history' | 'sessionSto
   try {
     return win.sessionStorage.getItem(STORAGE_KEY) ?? undefined;
   } catch {
-    return undefined;
+    return undefined; // storage disabled: no remembered token, the URL's fragment is needed
   }
 }

@@ -126,8 +126,8 @@ export function GenericSettings({
   const id = useId();
   const keys = Object.keys(shape).filter((k) => !HANDLED.has(k));
   if (keys.length === 0) return null;
-  const cfg = config as unknown as Record<string, unknown>;
-  const defaults = view.defaults as unknown as Record<string, unknown>;
+  const cfg: Record<string, unknown> = config;
+  const defaults: Record<string, unknown> = view.defaults;
   const set = (k: string, v: unknown) => edit((d) => setRouterField(d, k as keyof RouterConfig, v as never));
   return (
     <table className="table settings">

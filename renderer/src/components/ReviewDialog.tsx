@@ -62,7 +62,7 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
   useEffect(() => {
     if (!review.proposed) return;
     let live = true;
-    const input = 'yaml' in review.proposed ? { yaml: review.proposed.yaml } : { draft: review.proposed as unknown as Record<string, unknown> };
+    const input = 'yaml' in review.proposed ? { yaml: review.proposed.yaml } : { draft: review.proposed };
     client()
       .call('config.diff', input)
       .then((r) => live && setPhase({ kind: 'ready', diff: review.diff ?? r.diff, consequences: { untilRestart: r.untilRestart, warnings: r.warnings } }))
@@ -118,7 +118,7 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
 
   const err = phase.kind === 'failed' ? phase.error : null;
   const conflict = err instanceof ContractError && err.code === 'conflict' ? err : null;
-  const changedMeanwhile = (conflict?.details.changedMeanwhile as DiffEntry[] | undefined) ?? [];
+  const changedMeanwhile = conflict?.details.changedMeanwhile ?? [];
   const diff = phase.kind === 'loading' ? null : phase.diff;
   const nothing = phase.kind === 'ready' && phase.diff.length === 0;
 
@@ -178,11 +178,11 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
       )}
       {conflict && (
         <div className="note note-warn" role="alert" data-testid="conflict">
-          <strong>Conflict: nothing was applied.</strong> Someone applied revision {String(conflict.details.currentRevision)} while you edited revision{' '}
-          {String(conflict.details.expectedRevision)}. What changed meanwhile:
+          <strong>Conflict: nothing was applied.</strong> Someone applied revision {conflict.details.currentRevision} while you edited revision{' '}
+          {conflict.details.expectedRevision}. What changed meanwhile:
           <DiffList diff={changedMeanwhile} caption="Changed meanwhile by someone else" empty="(the history no longer has the revision you edited)" />
           {review.onRebase && (
-            <p>Rebasing carries your edits onto revision {String(conflict.details.currentRevision)} and keeps their change; review again before applying.</p>
+            <p>Rebasing carries your edits onto revision {conflict.details.currentRevision} and keeps their change; review again before applying.</p>
           )}
         </div>
       )}
@@ -201,7 +201,7 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
               setTimeout(() => useConfig.getState().reviewDraft(), 0);
             }}
           >
-            Rebase my edits onto revision {String(conflict.details.currentRevision)}
+            Rebase my edits onto revision {conflict.details.currentRevision}
           </button>
         )}
         {!conflict && !err && (

@@ -23,8 +23,7 @@ export function ResetLaneButton({ url, onReset, primary = false }: { url: string
       setState({ kind: 'idle' });
       onReset?.();
     } catch (err) {
-      if (err instanceof ContractError && err.code === 'checks_failed')
-        setState({ kind: 'refused', failing: (err.details.failing as Step[] | undefined) ?? [], message: err.message });
+      if (err instanceof ContractError && err.code === 'checks_failed') setState({ kind: 'refused', failing: err.details.failing, message: err.message });
       else setState({ kind: 'failed', error: describeError(err) });
     }
   };

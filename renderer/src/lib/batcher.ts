@@ -1,6 +1,6 @@
 // Streamed data reaches React in batches: items pushed between two animation frames are
 // handed over together at the next frame, one store update per frame however many messages
-// arrived (STYLE.md, "Live data"). The scheduler is injectable so tests run without a DOM.
+// arrived (docs/console.md, "Live data"). The scheduler is injectable so tests run without a DOM.
 export type Scheduler = (cb: () => void) => unknown;
 
 export interface FrameBatcher<T> {

@@ -83,9 +83,9 @@ function normalize(c: RouterConfig): Plain {
 
 /** The operator's edits (base → draft) carried onto `current`. */
 export function rebaseDraft(base: RouterConfig, draft: RouterConfig, current: RouterConfig): RouterConfig {
-  const out = clone(current) as unknown as Plain;
-  const b = base as unknown as Plain;
-  const d = draft as unknown as Plain;
+  const out: Plain = clone(current);
+  const b: Plain = base;
+  const d: Plain = draft;
   for (const key of new Set([...Object.keys(b), ...Object.keys(d)])) {
     if (key === 'workers' || same(b[key], d[key])) continue;
     if (d[key] === undefined) delete out[key];
@@ -104,8 +104,8 @@ export function rebaseDraft(base: RouterConfig, draft: RouterConfig, current: Ro
     workers = workers.map((x) => {
       if (x.url !== url) return x;
       const next = { ...x } as Plain;
-      const wp = w as unknown as Plain;
-      const bp = was as unknown as Plain;
+      const wp: Plain = w;
+      const bp: Plain = was;
       for (const k of new Set([...Object.keys(wp), ...Object.keys(bp)])) {
         if (same(wp[k], bp[k])) continue;
         if (wp[k] === undefined) delete next[k];
@@ -116,7 +116,7 @@ export function rebaseDraft(base: RouterConfig, draft: RouterConfig, current: Ro
   }
   for (const url of baseWorkers.keys()) if (!draftWorkers.has(url)) workers = workers.filter((x) => x.url !== url);
   out.workers = workers;
-  return out as unknown as RouterConfig;
+  return out as RouterConfig;
 }
 
 /** `workers["grpc://a:1"].labels.zone` → {url, rest: ['labels', 'zone']}; a router key → {key}. */

@@ -410,6 +410,7 @@ function RequestSent({ requestId }: { requestId: string }) {
     client()
       .call('traffic.request', { requestId })
       .then((s) => live && setSummary(s))
+      // Whatever the failure, the row says the sampling is not known (null below).
       .catch(() => live && setSummary(null));
     return () => {
       live = false;

@@ -20,6 +20,7 @@ import {
 import { VerdictBadge, VerdictText } from '../components/Verdict.tsx';
 import { Badge, Empty, ErrorNote, Panel, ScreenHeader } from '../components/ui.tsx';
 import { addWorker, patchWorker, removeWorker, typedNumber } from '../lib/draft.ts';
+import { inheritedLayer } from '../lib/inherited.ts';
 import { useTypedText } from '../lib/useTypedText.ts';
 import { formatBytes, formatPercent } from '../lib/format.ts';
 import { HEALTH_TONE, LAYER_LABEL, TOKEN_WORDS } from '../lib/vocab.ts';
@@ -551,13 +552,8 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
   const r = resolutionFor(url, resolved, worker);
   const rm = r?.resolution.multimodal_tensor_transport;
   const rt = r?.resolution.multimodal_shm_min_bytes;
-  const router = (k: 'multimodal_tensor_transport' | 'multimodal_shm_min_bytes') =>
-    rm && rt
-      ? ((k === 'multimodal_tensor_transport' ? rm : rt).layers.find((l) => l.state === 'won' && l.layer !== 'worker') ??
-        (k === 'multimodal_tensor_transport' ? rm : rt).layers.filter((l) => l.layer !== 'worker' && l.value !== null)[0])
-      : undefined;
-  const inhMode = router('multimodal_tensor_transport');
-  const inhThr = router('multimodal_shm_min_bytes');
+  const inhMode = rm && rt ? inheritedLayer(rm) : undefined;
+  const inhThr = rm && rt ? inheritedLayer(rt) : undefined;
 
   return (
     <Panel

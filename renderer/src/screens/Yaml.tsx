@@ -3,7 +3,7 @@
 // revision check; export the applied configuration (download as router.yaml, or copy); and
 // export for the gateway (its own command line plus one POST /workers body per worker).
 import { Fragment, useEffect, useMemo, useRef, useState } from 'react';
-import type { CommandOutput, ConfigIssue } from '../../../core/console/contract.ts';
+import type { CommandOutput, ConfigDraft, ConfigIssue } from '../../../core/console/contract.ts';
 import { CopyButton, ErrorNote, Panel, Prose, ScreenHeader, Badge } from '../components/ui.tsx';
 import { DiffList } from '../components/DiffList.tsx';
 import { client, describeError } from '../stores/client.ts';
@@ -135,12 +135,12 @@ function ImportPanel() {
     const expectedRevision = view.revision;
     const yaml = text;
     const keep = restartChanges.map((d) => d.path);
-    const draft = { ...check.draft } as Record<string, unknown>;
-    for (const k of keep) draft[k] = (view.config as Record<string, unknown>)[k];
+    const running: Record<string, unknown> = view.config;
+    const draft: ConfigDraft = { ...check.draft, ...Object.fromEntries(keep.map((k) => [k, running[k]])) };
     useUi.getState().requestReview({
       title: 'Apply imported YAML',
       intro: `The imported configuration replaces revision ${expectedRevision} as a whole.${keep.length ? ` The running ${keep.join(', ')} ${keep.length === 1 ? 'is' : 'are'} kept: only a restart changes ${keep.length === 1 ? 'it' : 'them'}.` : ''}`,
-      ...(keep.length ? { proposed: draft as never } : { proposed: { yaml } }),
+      ...(keep.length ? { proposed: draft } : { proposed: { yaml } }),
       confirmLabel: 'Apply YAML',
       run: () => (keep.length ? client().call('config.apply', { draft, expectedRevision }) : client().call('config.apply', { yaml, expectedRevision })),
       undo: { toRevision: expectedRevision, config: view.config },

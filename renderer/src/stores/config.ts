@@ -24,7 +24,11 @@ export type Resolution = CommandOutput<'config.resolve'>['workers'][number];
 interface ConfigState {
   view: ConfigView | null;
   error: string | null;
-  /** The draft and what it was based on; null when the operator has no pending edit. */
+  /**
+   * The draft and what it was based on; null when the operator has no pending edit. The draft is
+   * the applied configuration with the operator's edits, every setting present: a ConfigDraft,
+   * which the config.* commands take as it is (they name what is wrong with it).
+   */
   draft: RouterConfig | null;
   base: { revision: number; config: RouterConfig } | null;
   diff: DiffEntry[];
@@ -66,11 +70,14 @@ export const useConfig = create<ConfigState>((set, get) => {
     const localIssues: ConfigIssue[] = local.success ? [] : issuesFromZod(local.error, { input: subject }).map(({ path, message }) => ({ path, message }));
     try {
       const [resolved, diff] = await Promise.all([
-        client().call('config.resolve', { draft: subject as unknown as Record<string, unknown> }),
+        client().call('config.resolve', { draft: subject }),
         draft && local.success
           ? client()
-              .call('config.diff', { draft: draft as unknown as Record<string, unknown> })
+              .call('config.diff', { draft })
               .then((d) => d.diff)
+              // No diff to show: config.diff refuses a draft whose problems config.resolve names
+              // (its issues are shown instead), and fails with resolve when the console cannot
+              // be reached (the catch below says so).
               .catch(() => [] as DiffEntry[])
           : Promise.resolve([] as DiffEntry[]),
       ]);
@@ -150,7 +157,7 @@ export const useConfig = create<ConfigState>((set, get) => {
         intro: `These changes apply on top of revision ${expectedRevision}. The router uses them from its next request.`,
         proposed: draft,
         confirmLabel: 'Apply',
-        run: () => client().call('config.apply', { draft: draft as unknown as Record<string, unknown>, expectedRevision }),
+        run: () => client().call('config.apply', { draft, expectedRevision }),
         onApplied: () => set({ draft: null, base: null, diff: [] }),
         onRebase: () => get().rebase(),
         undo: { toRevision: expectedRevision, config: base.config },

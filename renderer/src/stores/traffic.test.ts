@@ -1,5 +1,10 @@
-import { describe, expect, it } from 'vitest';
-import type { TensorEvent } from '../../../core/console/contract.ts';
+// The traffic store as plain functions (the filters, the per-second window) and its feed
+// outside React: one table update per frame however many batches arrive, pause and a hidden
+// page holding the table still, the catch-up from the server after either, the dropped count.
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { ContractError, type TensorEvent } from '../../../core/console/contract.ts';
+import { fakeConsole } from '../test/fake-console.ts';
+import { secondAggregate, tensorEvent } from '../test/samples.ts';
 import { filterRows, mergeSeconds } from './traffic.ts';
 
 const ev = (over: Partial<TensorEvent>): TensorEvent => ({
@@ -60,29 +65,139 @@ describe('traffic store logic', () => {
 });
 
 describe('the traffic feed', () => {
-  it('an event the catch-up snapshot already showed is not shown again when its stream batch arrives after it', async () => {
-    const { vi } = await import('vitest');
-    const { setClient } = await import('./client.ts');
-    const { startTrafficFeed, useTraffic } = await import('./traffic.ts');
-    vi.stubGlobal('document', { visibilityState: 'visible', addEventListener() {}, removeEventListener() {} });
-    vi.stubGlobal('requestAnimationFrame', (cb: () => void) => setTimeout(cb, 0));
-    const e1 = ev({ requestId: 'chatcmpl-1', time: 10 });
-    const e2 = ev({ requestId: 'chatcmpl-2', time: 20 });
-    let listener: ((batch: { events: TensorEvent[]; seconds: never[]; dropped: number }) => void) | undefined;
-    setClient({
-      // The snapshot already holds e1, which the stream sends only in its next batch.
-      call: (async () => ({ events: [e1], seconds: [] })) as never,
-      subscribe: ((_stream: string, l: typeof listener) => {
-        listener = l;
-        return () => {};
-      }) as never,
+  /** The page around the feed: animation frames run when the test says, and a document whose visibility the test sets. */
+  async function page() {
+    vi.resetModules();
+    const frames: Array<() => void> = [];
+    const visibility: { state: 'visible' | 'hidden'; listeners: Array<() => void> } = { state: 'visible', listeners: [] };
+    vi.stubGlobal('requestAnimationFrame', (cb: () => void) => frames.push(cb));
+    vi.stubGlobal('document', {
+      get visibilityState() {
+        return visibility.state;
+      },
+      addEventListener: (_: string, l: () => void) => visibility.listeners.push(l),
+      removeEventListener: (_: string, l: () => void) => visibility.listeners.splice(visibility.listeners.indexOf(l), 1),
     });
-    const stop = startTrafficFeed();
-    await vi.waitFor(() => expect(useTraffic.getState().rows.map((r) => r.requestId)).toEqual(['chatcmpl-1']));
-    listener!({ events: [e1, e2], seconds: [], dropped: 0 });
-    await new Promise((r) => setTimeout(r, 10));
-    expect(useTraffic.getState().rows.map((r) => r.requestId)).toEqual(['chatcmpl-2', 'chatcmpl-1']);
-    stop();
+    const fake = fakeConsole({ 'traffic.snapshot': () => ({ events: [], seconds: [] }) });
+    const { setClient } = await import('./client.ts');
+    const traffic = await import('./traffic.ts');
+    setClient(fake.client);
+    const updates = { count: 0 };
+    traffic.useTraffic.subscribe(() => updates.count++);
+    return {
+      fake,
+      traffic,
+      updates,
+      state: () => traffic.useTraffic.getState(),
+      rows: () => traffic.useTraffic.getState().rows.map((r) => r.requestId),
+      /** Run the animation frames asked for so far. */
+      frame: () => frames.splice(0).forEach((f) => f()),
+      setVisibility(state: 'visible' | 'hidden') {
+        visibility.state = state;
+        for (const l of [...visibility.listeners]) l();
+      },
+    };
+  }
+  const settled = () => new Promise((r) => setTimeout(r, 10));
+  const batch = (events: TensorEvent[], dropped = 0, seconds: ReturnType<typeof secondAggregate>[] = []) => ({ events, seconds, dropped });
+
+  afterEach(() => {
     vi.unstubAllGlobals();
+  });
+
+  it('batches arriving between two frames reach the table in one update at the next frame, newest first', async () => {
+    const p = await page();
+    const stop = p.traffic.startTrafficFeed();
+    await settled();
+    const before = p.updates.count;
+    p.fake.emit('traffic', batch([tensorEvent({ requestId: 'chatcmpl-1' }), tensorEvent({ requestId: 'chatcmpl-2' })]));
+    p.fake.emit('traffic', batch([tensorEvent({ requestId: 'chatcmpl-3' })]));
+    expect(p.rows()).toEqual([]);
+    p.frame();
+    expect(p.rows()).toEqual(['chatcmpl-3', 'chatcmpl-2', 'chatcmpl-1']);
+    expect(p.updates.count - before).toBe(1);
+    stop();
+  });
+
+  it('paused: the table holds still and counts what it does not show; resume catches up from the server, not from a backlog', async () => {
+    const p = await page();
+    const stop = p.traffic.startTrafficFeed();
+    await settled();
+    p.fake.emit('traffic', batch([tensorEvent({ requestId: 'chatcmpl-1' })]));
+    p.frame();
+    p.state().setPaused(true);
+    p.fake.emit('traffic', batch([tensorEvent({ requestId: 'chatcmpl-2' }), tensorEvent({ requestId: 'chatcmpl-3' })], 0, [secondAggregate(1_700_000_000, 2)]));
+    p.frame();
+    expect(p.rows()).toEqual(['chatcmpl-1']);
+    expect(p.state().skipped).toBe(2);
+    // The per-second charts keep moving while the table is paused.
+    expect(p.state().seconds.map((s) => [s.second, s.tensors.inline])).toEqual([[1_700_000_000, 2]]);
+
+    p.fake.answer('traffic.snapshot', () => ({
+      events: ['chatcmpl-1', 'chatcmpl-2', 'chatcmpl-3'].map((requestId, i) => tensorEvent({ requestId, time: 1_700_000_000_000 + i })),
+      seconds: [],
+    }));
+    p.state().setPaused(false);
+    await settled();
+    expect(p.rows()).toEqual(['chatcmpl-3', 'chatcmpl-2', 'chatcmpl-1']);
+    expect(p.state().skipped).toBe(0);
+    expect(p.fake.inputsOf('traffic.snapshot').at(-1)).toEqual({ limit: p.traffic.MAX_ROWS });
+    stop();
+  });
+
+  it('a hidden page queues nothing and catches up when it is shown again', async () => {
+    const p = await page();
+    const stop = p.traffic.startTrafficFeed();
+    await settled();
+    const snapshots = p.fake.inputsOf('traffic.snapshot').length;
+    p.setVisibility('hidden');
+    p.fake.emit('traffic', batch([tensorEvent({ requestId: 'chatcmpl-1' })]));
+    p.frame();
+    expect(p.rows()).toEqual([]);
+    p.fake.answer('traffic.snapshot', () => ({ events: [tensorEvent({ requestId: 'chatcmpl-1' })], seconds: [] }));
+    p.setVisibility('visible');
+    await settled();
+    expect(p.fake.inputsOf('traffic.snapshot')).toHaveLength(snapshots + 1);
+    expect(p.rows()).toEqual(['chatcmpl-1']);
+    stop();
+    expect(p.fake.listening('traffic')).toBe(0);
+  });
+
+  it("the server's dropped count adds up across reconnects (each subscription counts from zero)", async () => {
+    const p = await page();
+    const stop = p.traffic.startTrafficFeed();
+    await settled();
+    p.fake.emit('traffic', batch([], 3));
+    p.fake.emit('traffic', batch([], 5));
+    expect(p.state().dropped).toBe(5);
+    p.fake.emit('traffic', batch([], 1));
+    expect(p.state().dropped).toBe(6);
+    stop();
+  });
+
+  it("a catch-up that fails shows the backend's words", async () => {
+    const p = await page();
+    p.fake.answer('traffic.snapshot', () => {
+      throw new ContractError('unauthorized', 'missing or wrong console token: open the URL mmtc serve printed (it ends with #token=…)');
+    });
+    const stop = p.traffic.startTrafficFeed();
+    await settled();
+    expect(p.state().error).toBe('missing or wrong console token: open the URL mmtc serve printed (it ends with #token=…)');
+    expect(p.state().catchingUp).toBe(false);
+    stop();
+  });
+
+  it('an event the catch-up snapshot already showed is not shown again when its stream batch arrives after it', async () => {
+    const p = await page();
+    const e1 = tensorEvent({ requestId: 'chatcmpl-1', time: 10 });
+    const e2 = tensorEvent({ requestId: 'chatcmpl-2', time: 20 });
+    // The snapshot already holds e1, which the stream sends only in its next batch.
+    p.fake.answer('traffic.snapshot', () => ({ events: [e1], seconds: [] }));
+    const stop = p.traffic.startTrafficFeed();
+    await vi.waitFor(() => expect(p.rows()).toEqual(['chatcmpl-1']));
+    p.fake.emit('traffic', batch([e1, e2]));
+    p.frame();
+    expect(p.rows()).toEqual(['chatcmpl-2', 'chatcmpl-1']);
+    stop();
   });
 });

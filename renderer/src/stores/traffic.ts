@@ -1,7 +1,7 @@
 // Live tensor traffic. The traffic stream arrives in batches (about ten a second from the
 // server); batches are queued outside React and appended once per animation frame, newest
 // first, capped at MAX_ROWS, so a burst of thousands of events a second costs one store
-// update per frame (STYLE.md, "Live data"). While the operator pauses the table, or the
+// update per frame (docs/console.md, "Live data"). While the operator pauses the table, or the
 // document is hidden (no frames to draw), nothing is queued; on resume or return the table
 // catches up from traffic.snapshot instead of replaying a backlog. The server's dropped
 // count (events this client missed because it fell behind) is kept and shown.

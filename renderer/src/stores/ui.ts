@@ -1,9 +1,10 @@
 // Navigation, toasts and the one review dialog. Every change to the router goes through
 // requestReview: the dialog shows what the change will do (the diff from config.diff, or
 // the diff the caller already has), applies only on confirmation, and then a toast names
-// the new revision with an Undo that is itself a reviewed rollback (STYLE.md).
+// the new revision with an Undo that is itself a reviewed rollback (docs/console.md, "Every
+// change is reviewed, Undo too").
 import { create } from 'zustand';
-import type { ApplyResult, DiffEntry, RouterConfig, WorkerWarning } from '../../../core/console/contract.ts';
+import type { ApplyResult, ConfigDraft, DiffEntry, RouterConfig, WorkerWarning } from '../../../core/console/contract.ts';
 
 export const SCREENS = ['overview', 'router', 'workers', 'precedence', 'traffic', 'doctor', 'yaml', 'history'] as const;
 export type Screen = (typeof SCREENS)[number];
@@ -37,7 +38,7 @@ export interface ReviewRequest {
   /** One line on what is about to happen. */
   intro: string;
   /** The config the change leads to: the dialog asks config.diff for the preview. */
-  proposed?: RouterConfig | { yaml: string };
+  proposed?: ConfigDraft | { yaml: string };
   /** A diff the caller already has (drift reload, rollback). */
   diff?: DiffEntry[];
   /** What the caller already knows the change causes beyond the diff (a reload's warnings); with `proposed`, config.diff says. */

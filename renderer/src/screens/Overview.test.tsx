@@ -1,0 +1,58 @@
+// The Overview's states the end-to-end tests do not reach (e2e/two-workers.spec.ts watches a
+// live overview turn from "All clear" to a warning): before the first overview, a first load
+// that failed, a refresh that failed over an overview on screen, and an overview gone old
+// while the connection is down, which says "Not live" and "Checking…", never "All clear".
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { render, withState } from '../test/render.tsx';
+import { overview } from '../test/samples.ts';
+import { useOverview } from '../stores/overview.ts';
+import { useUi } from '../stores/ui.ts';
+import { OverviewScreen } from './Overview.tsx';
+
+const NOW = 1_700_000_000_000;
+beforeEach(() => {
+  vi.useFakeTimers();
+  vi.setSystemTime(NOW);
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('Overview screen', () => {
+  it('before the first overview: Loading…', () => {
+    expect(render(<OverviewScreen />).text).toBe('Loading…');
+  });
+
+  it('a first load that failed: the reason alone, in the backend’s words', () => {
+    const { text } = render(<OverviewScreen />, withState(useOverview, { error: 'the console client is not connected yet' }));
+    expect(text).toBe('✕ the console client is not connected yet');
+  });
+
+  it('fresh and without warnings: All clear', () => {
+    const { text } = render(<OverviewScreen />, withState(useOverview, { data: overview(), loadedAt: NOW - 500 }), withState(useUi, { connection: 'open' }));
+    expect(text).toContain('All clear no deprecated or invalid environment values');
+    expect(text).not.toContain('Not live');
+  });
+
+  it('a refresh that failed over an overview on screen says so above it', () => {
+    const { text } = render(<OverviewScreen />, withState(useOverview, { data: overview(), loadedAt: NOW - 500, error: 'socket closed' }));
+    expect(text).toContain('✕ Refresh failed: socket closed');
+    expect(text).toContain('Router http://127.0.0.1:30000 · model demo-vl · pid 4242 · revision 1');
+  });
+
+  it('an old overview while the connection is down: Not live, with its age, and Checking… instead of All clear', () => {
+    const { text } = render(
+      <OverviewScreen />,
+      withState(useOverview, { data: overview(), loadedAt: NOW - 7000 }),
+      withState(useUi, { connection: 'reconnecting' }),
+    );
+    expect(text).toContain('Not live: this overview is 7 s old (the connection to the console is down; reconnecting). What it shows may have changed since.');
+    expect(text).toContain('Checking… (the last overview is 7 s old)');
+    expect(text).not.toContain('All clear');
+  });
+
+  it('an old overview while connected: waiting for the next update', () => {
+    const { text } = render(<OverviewScreen />, withState(useOverview, { data: overview(), loadedAt: NOW - 4000 }), withState(useUi, { connection: 'open' }));
+    expect(text).toContain('Not live: this overview is 4 s old (waiting for the next update).');
+  });
+});

@@ -1,0 +1,56 @@
+// The Workers screen's states the end-to-end tests do not reach (e2e/workers.spec.ts and
+// override.spec.ts add, edit and remove workers on a running router): no workers at all, a
+// list that could not be fetched again (the last one stays, with the reason), and a draft with
+// a problem (the values shown are from before it).
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { render, withState } from '../test/render.tsx';
+import { configView, workerView, WORKER_A, WORKER_B } from '../test/samples.ts';
+import { useConfig } from '../stores/config.ts';
+import { useWorkers } from '../stores/workers.ts';
+import { WorkersScreen } from './Workers.tsx';
+
+beforeEach(() => {
+  vi.useFakeTimers();
+  vi.setSystemTime(1_700_000_060_000);
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('Workers screen', () => {
+  it('no workers: says so and what a worker URL looks like', () => {
+    const { text } = render(<WorkersScreen />, withState(useWorkers, { loaded: true, workers: [] }));
+    expect(text).toContain('No workers Add a worker (grpc://host:port or unix:///path) to send requests to it.');
+  });
+
+  it('before the list arrives: no "No workers" yet', () => {
+    expect(render(<WorkersScreen />).text).not.toContain('No workers');
+  });
+
+  it('a list that could not be fetched again: the reason above the list it had', () => {
+    const { text } = render(
+      <WorkersScreen />,
+      withState(useWorkers, {
+        loaded: true,
+        workers: [workerView(WORKER_A), workerView(WORKER_B, { health: 'unhealthy', lastError: 'connection refused' })],
+        error: 'the console backend did not start: EADDRINUSE',
+      }),
+      withState(useConfig, { view: configView() }),
+    );
+    expect(text).toContain('✕ the console backend did not start: EADDRINUSE');
+    expect(text).toContain(WORKER_A);
+    expect(text).toContain(WORKER_B);
+    expect(text).toContain(`${WORKER_B} tokenspeed · regular · router.yaml:3:5 ladder doctor ✕ unhealthy`);
+  });
+
+  it('a draft with a problem: the values shown are from before it', () => {
+    const { text } = render(
+      <WorkersScreen />,
+      withState(useWorkers, { loaded: true, workers: [workerView(WORKER_A)] }),
+      withState(useConfig, { view: configView(), resolvedFor: 'invalid' }),
+    );
+    expect(text).toContain(
+      'The draft has a problem (named in the bar below): the mode, threshold and next request shown are from before it, until it is fixed or discarded.',
+    );
+  });
+});
