@@ -92,6 +92,8 @@ export default tseslint.config(
     plugins: { mmtc: { rules: { 'disable-needs-reason': disableNeedsReason, 'catch-says-why': catchSaysWhy } } },
     rules: {
       'mmtc/disable-needs-reason': 'error',
+      // A dropped error (an empty .catch() or 'error' handler) says why, as an empty catch block must.
+      'mmtc/catch-says-why': 'error',
       '@typescript-eslint/no-unused-vars': [
         'error',
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none', destructuredArrayIgnorePattern: '^_' },
@@ -100,26 +102,6 @@ export default tseslint.config(
       'no-empty': ['error', { allowEmptyCatch: false }],
       eqeqeq: ['error', 'always', { null: 'ignore' }],
     },
-  },
-  // A dropped error says why. On for these parts of the tree so far; the rest is to follow
-  // (issue 31), then this applies everywhere.
-  {
-    files: [
-      'core/router/**',
-      'core/refworker/**',
-      'core/cli/**',
-      'core/engines/**',
-      'core/config/**',
-      'core/workers/**',
-      'core/telemetry/**',
-      'core/test/**',
-      'bin/**',
-      'scripts/**',
-      'reliability/**',
-      'bench/**',
-      'e2e/**',
-    ],
-    rules: { 'mmtc/catch-says-why': 'error' },
   },
   // The console's UI, in the browser: React's rules of hooks.
   {

@@ -86,6 +86,13 @@ else {
   failures.push('format: prettier --check . (npm run format writes it)');
 }
 
+// 1c. Every docs heading the sources cite (a file under docs/ and a heading in quotes) exists.
+if (run('doc citations', process.execPath, [path.join(root, 'scripts', 'check-doc-citations.mjs')]) === 0) totals.passed += 1;
+else {
+  totals.failed += 1;
+  failures.push('doc citations: node scripts/check-doc-citations.mjs');
+}
+
 // 2. vitest (unit and integration).
 const vitestJson = path.join(results, 'vitest.json');
 const vitestStatus = run('vitest', bin('vitest'), ['run', '--reporter=default', '--reporter=json', `--outputFile.json=${vitestJson}`]);

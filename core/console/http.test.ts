@@ -60,6 +60,7 @@ function wsStatus(protocols: string[], headers: Record<string, string> = {}): Pr
       resolve('open');
     });
     ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+    // A refused upgrade also emits 'error' after 'unexpected-response' has answered.
     ws.on('error', () => {});
   });
 }

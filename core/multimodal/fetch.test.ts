@@ -86,6 +86,7 @@ beforeAll(async () => {
     res.writeHead(404).end();
   });
   base = `http://127.0.0.1:${main.port}`;
+  // A machine without IPv6 on loopback: the opt-in IPv6 cases skip themselves (v6 undefined).
   v6 = await listen(servePng, '::1').catch(() => undefined);
 });
 
