@@ -53,6 +53,8 @@ test('add a worker (reviewed), undo it from the toast, remove it', async ({ page
   await undo.getByRole('button', { name: `Roll back to revision ${start}` }).click();
   await expect(page.getByRole('status').filter({ hasText: `Applied revision ${start + 2}` })).toBeVisible();
   await expect(table).not.toContainText(worker.url);
+  // The revision it went back to configured no worker: the embedded worker stands in again, as itself.
+  await expect(table.locator(`tr[data-worker="${embedded.url}"]`)).toContainText('embedded reference worker');
 
   // Add again through the API, remove through the console.
   const view = await serve.call<{ revision: number }>('config.get');
@@ -64,6 +66,8 @@ test('add a worker (reviewed), undo it from the toast, remove it', async ({ page
   await remove.getByRole('button', { name: 'Remove worker' }).click();
   await expect(page.getByRole('status').filter({ hasText: `Applied revision ${view.revision + 2}` })).toBeVisible();
   await expect(table).not.toContainText(worker.url);
+  // The last configured worker removed: the embedded worker stands in again, as at start.
+  await expect(table.locator(`tr[data-worker="${embedded.url}"]`)).toContainText('embedded reference worker');
 });
 
 test('traffic: pause holds the table, resume catches up from the server', async ({ page }) => {

@@ -3,7 +3,7 @@ import { readTransportEnvironment } from './env.ts';
 import { ConfigError } from './errors.ts';
 import { RouterConfigSchema } from './schema.ts';
 import { carryOrigins } from './origins.ts';
-import { ConfigConflictError, ConfigStore, RestartRequiredError } from './store.ts';
+import { ConfigConflictError, ConfigStore, configuredOnly, EMBEDDED_DEFAULT_ORIGIN, embeddedWorkerUrls, RestartRequiredError } from './store.ts';
 
 const env = readTransportEnvironment({});
 const base = RouterConfigSchema.parse({
@@ -126,5 +126,24 @@ describe('origins across revisions', () => {
   it('a value set back to what it was keeps no stale origin when it was only a default', () => {
     const origins = carryOrigins(base, {}, { ...base, policy: 'round_robin' }, 'createRouter()');
     expect(origins.policy).toBeUndefined();
+  });
+
+  it('the embedded worker joins the start revision (no revision, nobody told), keeps its origin when a rollback brings it back, and is left out of what is recorded', () => {
+    const s = new ConfigStore({ config: RouterConfigSchema.parse({ port: 0 }), env });
+    const told: number[] = [];
+    s.subscribe((next) => told.push(next.revision));
+    const embedded = RouterConfigSchema.parse({ workers: [{ url: 'grpc://127.0.0.1:40001', runtime: 'tokenspeed' }] }).workers[0]!;
+    const started = s.startEmbeddedWorker(embedded);
+    expect(started).toMatchObject({ revision: 1, client: 'start', origins: { 'workers[0]': EMBEDDED_DEFAULT_ORIGIN } });
+    expect(told).toEqual([]);
+    expect(configuredOnly(started).workers).toEqual([]);
+    expect(() => s.startEmbeddedWorker(embedded)).toThrow(/only a start revision with no worker configured/);
+    // Replaced by a configured worker, then back (an Undo): the embedded worker again, not the console's.
+    const replaced = s.apply({ ...started.config, workers: [{ url: 'grpc://a:1' }] }, 1, by);
+    expect(embeddedWorkerUrls(replaced).size).toBe(0);
+    const back = s.apply({ ...replaced.config, workers: [embedded] }, 2, { ...by, rollbackOf: 1 });
+    expect(back).toMatchObject({ revision: 3, rollbackOf: 1, origins: { 'workers[0]': EMBEDDED_DEFAULT_ORIGIN } });
+    expect([...embeddedWorkerUrls(back)]).toEqual(['grpc://127.0.0.1:40001']);
+    expect(s.embeddedWorker()).toEqual(embedded);
   });
 });

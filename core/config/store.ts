@@ -23,6 +23,17 @@ export type ConfigClient = (typeof CONFIG_CLIENTS)[number];
 /** The origin of the embedded reference worker's entry (started when no worker is configured). */
 export const EMBEDDED_DEFAULT_ORIGIN = 'embedded default';
 
+/** The URLs of the snapshot's embedded reference worker (none, or the one started when no worker is configured). */
+export function embeddedWorkerUrls(snapshot: Pick<ConfigSnapshot, 'config' | 'origins'>): Set<string> {
+  return new Set(snapshot.config.workers.filter((_, i) => snapshot.origins[`workers[${i}]`] === EMBEDDED_DEFAULT_ORIGIN).map((w) => w.url));
+}
+
+/** The snapshot's configuration without the embedded reference worker: what the file and the history hold (its per-launch URL is no configuration). */
+export function configuredOnly(snapshot: Pick<ConfigSnapshot, 'config' | 'origins'>): RouterConfig {
+  const embedded = embeddedWorkerUrls(snapshot);
+  return embedded.size === 0 ? snapshot.config : { ...snapshot.config, workers: snapshot.config.workers.filter((w) => !embedded.has(w.url)) };
+}
+
 /** Settings the running server read once at start; changing them means a restart. */
 export const RESTART_ONLY_KEYS = ['host', 'port', 'model_path'] as const;
 
@@ -35,6 +46,8 @@ export interface ConfigSnapshot {
   /** Unix milliseconds when this revision was applied. */
   readonly appliedAt: number;
   readonly client: ConfigClient;
+  /** The earlier revision whose configuration this one applied again (a rollback, an Undo). */
+  readonly rollbackOf?: number;
   /** The YAML file the router was started with, if any. */
   readonly file?: string;
 }
@@ -62,6 +75,8 @@ export interface ApplyOptions {
   /** How this change's values are labelled in provenance: 'createRouter()', 'console (HTTP)', … */
   origin: string;
   client: ConfigClient;
+  /** The revision a rollback applies again. */
+  rollbackOf?: number;
 }
 
 type Listener = (next: ConfigSnapshot, previous: ConfigSnapshot) => void;
@@ -79,6 +94,8 @@ function restartIssues(current: RouterConfig, next: RouterConfig): ConfigIssue[]
 
 export class ConfigStore {
   private snapshot: ConfigSnapshot;
+  /** The embedded reference worker of this launch, once started: its entry keeps its origin whenever it is in the configuration. */
+  private embedded: RouterConfig['workers'][number] | undefined;
   private readonly listeners = new Set<Listener>();
 
   constructor(initial: { config: RouterConfig; origins?: ConfigOrigins; env: TransportEnvironment; file?: string; client?: ConfigClient; revision?: number }) {
@@ -110,10 +127,11 @@ export class ConfigStore {
     const snapshot: ConfigSnapshot = Object.freeze({
       revision: current.revision + 1,
       config,
-      origins: Object.freeze(carryOrigins(current.config, current.origins, config, options.origin)),
+      origins: Object.freeze(this.markEmbedded(config, carryOrigins(current.config, current.origins, config, options.origin))),
       env: current.env,
       appliedAt: Date.now(),
       client: options.client,
+      ...(options.rollbackOf !== undefined ? { rollbackOf: options.rollbackOf } : {}),
       ...(current.file !== undefined ? { file: current.file } : {}),
     });
     this.snapshot = snapshot;
@@ -125,6 +143,43 @@ export class ConfigStore {
       }
     }
     return snapshot;
+  }
+
+  /**
+   * The embedded reference worker joins the start's revision, before anyone has read it: its
+   * per-launch URL is no configuration (never written to the file, never recorded in the
+   * history), so it makes no revision of its own. Refused once the start's revision has been
+   * replaced or when workers are configured. Listeners are not told: nothing was applied.
+   */
+  startEmbeddedWorker(worker: RouterConfig['workers'][number]): ConfigSnapshot {
+    const current = this.snapshot;
+    if (current.client !== 'start' || current.config.workers.length > 0)
+      throw new Error('the embedded reference worker joins only a start revision with no worker configured');
+    const config = parseRouterConfig({ ...current.config, workers: [worker] }, 'invalid embedded worker:');
+    this.embedded = config.workers[0];
+    this.snapshot = Object.freeze({
+      ...current,
+      config,
+      origins: Object.freeze(carryOrigins(current.config, current.origins, config, EMBEDDED_DEFAULT_ORIGIN)),
+    });
+    return this.snapshot;
+  }
+
+  /** The embedded reference worker this launch started (whether or not the configuration has it now), if any. */
+  embeddedWorker(): RouterConfig['workers'][number] | undefined {
+    return this.embedded;
+  }
+
+  /** The embedded worker's entry, back after a change that had removed it (a rollback, an undo), is still the embedded worker: its origin says so. */
+  private markEmbedded(config: RouterConfig, origins: ConfigOrigins): ConfigOrigins {
+    const url = this.embedded?.url;
+    if (url === undefined) return origins;
+    config.workers.forEach((w, i) => {
+      const at = `workers[${i}]`;
+      if (w.url !== url || origins[at] === EMBEDDED_DEFAULT_ORIGIN) return;
+      for (const key of Object.keys(origins)) if (key === at || key.startsWith(`${at}.`)) origins[key] = EMBEDDED_DEFAULT_ORIGIN;
+    });
+    return origins;
   }
 
   /** Everything apply() checks, without applying: the validated config, or the error apply() would throw. */

@@ -11,7 +11,7 @@
 import { ConfigError } from '../config/errors.ts';
 import type { ConfigFlags } from '../config/load.ts';
 import { RouterConfigSchema, type RouterConfig } from '../config/schema.ts';
-import { ConfigConflictError, EMBEDDED_DEFAULT_ORIGIN, type ConfigStore } from '../config/store.ts';
+import { ConfigConflictError, type ConfigStore } from '../config/store.ts';
 import type { RunningRouter } from '../router/server.ts';
 import type { ConfigFile, ConfigHistory } from './config-file.ts';
 import { ContractError, settingOf, type DiffEntry } from './contract.ts';
@@ -19,7 +19,7 @@ import { diffConfigs } from './diff.ts';
 import { configForFile, restartChanges, restartConfig, type StartFlag } from './restart.ts';
 import { originLabel, type ConsoleState } from './state.ts';
 
-type Applier = Pick<ConsoleState, 'apply' | 'untilRestart' | 'restartChangesNow' | 'asReloaded' | 'embeddedUrls'> & {
+type Applier = Pick<ConsoleState, 'apply' | 'untilRestart' | 'restartChangesNow' | 'asReloaded' | 'keepEmbedded' | 'embeddedUrls'> & {
   /** Settles when every apply queued so far has finished. */
   idle(): Promise<void>;
 };
@@ -40,9 +40,11 @@ export function createApplier(deps: {
   const changedKeys = (from: RouterConfig, to: RouterConfig) => new Set(diffConfigs(from, to).map((d) => settingOf(d.path)));
   let queue: Promise<unknown> = Promise.resolve();
 
+  // This launch's embedded worker, whether or not the configuration lists it now: its URL is
+  // never written, also by the apply that brings it back.
   const embeddedUrls = () => {
-    const s = store.current();
-    return new Set(s.config.workers.filter((_, i) => s.origins[`workers[${i}]`] === EMBEDDED_DEFAULT_ORIGIN).map((w) => w.url));
+    const embedded = store.embeddedWorker();
+    return new Set(embedded ? [embedded.url] : []);
   };
 
   const onDisk = async (): Promise<RouterConfig | undefined> => {
@@ -69,11 +71,14 @@ export function createApplier(deps: {
 
   const applier: Applier = {
     embeddedUrls,
+    keepEmbedded(config) {
+      // With no worker configured, the embedded reference worker of this launch serves (it is
+      // never written out), also after a change had replaced it.
+      const embedded = store.embeddedWorker();
+      return config.workers.length > 0 || embedded === undefined ? config : { ...config, workers: [embedded] };
+    },
     asReloaded(fromFile) {
-      const restarted = restartConfig(fromFile, flags);
-      const current = store.current().config;
-      // With no worker in the file, the embedded reference worker stays (it is never written out).
-      return restarted.workers.length === 0 ? { ...restarted, workers: current.workers.filter((w) => embeddedUrls().has(w.url)) } : restarted;
+      return applier.keepEmbedded(restartConfig(fromFile, flags));
     },
     async untilRestart(config) {
       const embedded = embeddedUrls();
@@ -95,7 +100,8 @@ export function createApplier(deps: {
         // event loop answers what waits (/health), so no apply holds it for their sum.
         await nextTask();
         const current = store.current();
-        const config = store.check(next, expectedRevision);
+        // No worker configured: the embedded worker stands in, as at start (a removal of the last worker, a rollback).
+        const config = applier.keepEmbedded(store.check(next, expectedRevision));
         const drift = await file.drift();
         const reload = options.reloadOf !== undefined && drift.text === options.reloadOf.text;
         if (drift.drifted && !reload) throw driftError(file, drift.text, current.config, applier.asReloaded);
@@ -107,7 +113,11 @@ export function createApplier(deps: {
         await nextTask();
         await file.save(written, reload ? { over: drift.text } : undefined);
         await nextTask();
-        const applied = store.apply(config, expectedRevision, { origin: originLabel(client), client });
+        const applied = store.apply(config, expectedRevision, {
+          origin: originLabel(client),
+          client,
+          ...(options.rollbackOf !== undefined ? { rollbackOf: options.rollbackOf } : {}),
+        });
         operatorKeys.clear();
         for (const k of keys) operatorKeys.add(k);
         return {

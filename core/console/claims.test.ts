@@ -251,14 +251,22 @@ describe.skipIf(!isRoot)('mode shm forced on a worker in another /dev/shm (root:
       expect(failing).toEqual(['same_st_dev', 'probe_file_read']);
       expect(refused.message).toMatch(/^not reset: same \/dev\/shm \(st_dev\)/);
       expect((await c.backend.invoke('workers.list', {}, meta)).workers.find((w) => w.url === b)!.shmLane).not.toBeNull();
-      // Once its next request would not attempt /dev/shm (mode inline for it), the reset is not refused.
+      // Following the warning's advice (mode auto for it): the lane is judged afresh under auto, which checks the
+      // token first: inline because the worker has another /dev/shm, no broken lane left, no warning of one.
+      expect(refused.details.failing.length).toBeGreaterThan(0);
       const now = await c.backend.invoke('config.get', {}, meta);
-      const inline = { ...now.config, workers: now.config.workers.map((w) => (w.url === b ? { ...w, multimodal_tensor_transport: 'inline' as const } : w)) };
-      await c.backend.invoke('config.apply', { draft: inline, expectedRevision: now.revision }, meta);
-      const reset = await c.backend.invoke('workers.resetShmLane', { url: b! }, meta);
-      expect(reset.wasBroken).toBe(true);
-      expect(reset.steps.find((st) => st.id === 'probe_file_read')!.ok).toBe(false);
-      expect((await c.backend.invoke('workers.list', {}, meta)).workers.find((w) => w.url === b)!.shmLane).toBeNull();
+      const auto = { ...now.config, workers: now.config.workers.map((w) => (w.url === b ? { ...w, multimodal_tensor_transport: 'auto' as const } : w)) };
+      await c.backend.invoke('config.apply', { draft: auto, expectedRevision: now.revision }, meta);
+      const followed = (await c.backend.invoke('workers.list', {}, meta)).workers.find((w) => w.url === b)!;
+      expect(followed.shmLane).toBeNull();
+      expect(followed.decision).toMatchObject({ outcome: 'inline', reason: 'auto_different_shm' });
+      expect((await c.backend.invoke('overview', {}, meta)).warnings.map((w) => w.kind)).not.toContain('shm_read_failed');
+      // Its next request goes inline at once: nothing attempted through /dev/shm, nothing to retry.
+      const again = await c.backend.invoke('traffic.sendTestRequest', { url: b!, width: 448, height: 448, format: 'png' }, meta);
+      expect(again.status).toBe(200);
+      expect(again.events.filter((e) => e.tensor === 'pixel_values').map((e) => [e.path, e.reason, e.attempt])).toEqual([
+        ['inline', 'auto_different_shm', undefined],
+      ]);
       expect(ourFiles()).toEqual([]);
     } finally {
       await c.close();

@@ -186,6 +186,8 @@ export interface HistoryRecord {
   revision: number;
   appliedAt: number;
   client: ConfigClient;
+  /** The earlier revision this one applied again (a rollback). */
+  rollbackOf?: number;
   diff: DiffEntry[];
   /** The whole configuration of this revision (normalized), for rollback. */
   config: Record<string, unknown>;

@@ -9,7 +9,7 @@ import type { TransportEnvironment } from '../config/env-schema.ts';
 import { applyConfigFlags, type ConfigFlags } from '../config/load.ts';
 import type { ConfigOrigins } from '../config/origins.ts';
 import { RouterConfigSchema, type RouterConfig } from '../config/schema.ts';
-import { ConfigStore, RESTART_ONLY_KEYS, type ConfigSnapshot } from '../config/store.ts';
+import { ConfigStore, configuredOnly, RESTART_ONLY_KEYS, type ConfigSnapshot } from '../config/store.ts';
 import { parseRouterConfig } from '../config/validate.ts';
 import { normalizeConfig } from '../config/yaml.ts';
 import { startRouter, type RunningRouter } from '../router/server.ts';
@@ -29,7 +29,8 @@ import {
   type TrafficBatch,
 } from './contract.ts';
 import { diffConfigs } from './diff.ts';
-import { OverviewFeed, TrafficFeed } from './feeds.ts';
+import { failureOf, OverviewFeed, TrafficFeed } from './feeds.ts';
+import { requestFailed } from '../telemetry/requests.ts';
 import { createHandlers } from './handlers.ts';
 import { startFlagsOf } from './restart.ts';
 import { toContractError, type ConsoleState } from './state.ts';
@@ -80,14 +81,17 @@ async function startHistory(file: ConfigFile, store: (revision: number) => Confi
   const history = await ConfigHistory.open(file.path);
   const previous = history.last();
   const s = store((previous?.revision ?? 0) + 1);
+  // The embedded reference worker is recorded nowhere: its URL is new at every launch, so a
+  // record of it would be a dead worker to roll back to (its start makes no revision either).
   const record = (snapshot: ConfigSnapshot, before: RouterConfig | undefined) =>
     history
       .append({
         revision: snapshot.revision,
         appliedAt: snapshot.appliedAt,
         client: snapshot.client,
-        diff: diffConfigs(before, snapshot.config),
-        config: normalizeConfig(snapshot.config),
+        ...(snapshot.rollbackOf !== undefined ? { rollbackOf: snapshot.rollbackOf } : {}),
+        diff: diffConfigs(before, configuredOnly(snapshot)),
+        config: normalizeConfig(configuredOnly(snapshot)),
       })
       .catch((err: Error) => log(`warning: cannot write the config history ${history.path}: ${err.message}`));
   // The first revision of a start says what differs from the last one before the restart
@@ -130,7 +134,7 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
   );
   const plain = streamListeners();
   const unsubscribeHistory = store.subscribe((next, prev) => {
-    void record(next, prev.config);
+    void record(next, configuredOnly(prev));
     plain.emit('config', { revision: next.revision, client: next.client, appliedAt: next.appliedAt });
   });
   const running = await startRouter({
@@ -152,6 +156,10 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
   const trafficFeeds = new Set<TrafficFeed>();
   const unsubscribeBus = running.context.events.subscribe((batch) => {
     for (const feed of trafficFeeds) feed.push(batch);
+  });
+  const unsubscribeRequests = running.context.requests?.subscribe((s) => {
+    if (!requestFailed(s)) return;
+    for (const feed of trafficFeeds) feed.pushFailed(failureOf(s));
   });
 
   const backend: ConsoleBackend = {
@@ -185,6 +193,7 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
     },
     async close() {
       unsubscribeBus();
+      unsubscribeRequests?.();
       unsubscribeHistory();
       unwatchWorkers();
       unwatchStore();

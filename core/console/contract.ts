@@ -15,7 +15,7 @@ import { PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerTypeSchema, WorkerUrlSchema, type RouterConfigInput } from '../config/schema.ts';
 import { SecondAggregateSchema, TensorEventSchema } from '../transport/event-schema.ts';
 import { ResolvedWorkerTransportSchema } from '../transport/resolution-schema.ts';
-import { DECISION_OUTCOMES, DECISION_REASON_NAMES } from '../transport/vocabulary.ts';
+import { DECISION_OUTCOMES, DECISION_REASON_NAMES, ENCODER_DTYPES } from '../transport/vocabulary.ts';
 import { WIRE_RUNTIMES } from '../config/schema.ts';
 import { KV_HANDOFF_MODES } from '../engines/engine.ts';
 
@@ -143,11 +143,13 @@ export const HistoryEntrySchema = z.object({
   revision: Revision,
   appliedAt: z.number(),
   client: z.enum(CONFIG_CLIENT_NAMES),
+  /** The earlier revision whose configuration this one applied again (a rollback, an Undo). */
+  rollbackOf: z.number().int().positive().optional(),
   /** What this revision changed against the one before it. */
   diff: z.array(DiffEntrySchema),
   /** This revision can be rolled back to (its configuration is kept). */
   restorable: z.boolean(),
-  /** The whole configuration of this revision, when restorable (to preview a rollback). */
+  /** The whole configuration of this revision, when restorable, as a rollback would apply it now (to preview one): a revision that configures no worker keeps the running embedded reference worker, which no revision records. */
   config: RouterConfigSchema.optional(),
 });
 
@@ -186,6 +188,12 @@ export const WorkerViewSchema = z.object({
    * null: it publishes none.
    */
   samplingDefaults: z.object({ values: z.record(z.string(), z.number()), warning: z.string().nullable() }).nullable(),
+  /**
+   * The dtype this worker's encoder input travels in and what decided it (an env variable, the
+   * label multimodal_encoder_dtype, the default, the runtime's rule); `warning` when that input
+   * is not a dtype (then float32 is sent). null until its runtime is known.
+   */
+  encoderDtype: z.object({ dtype: z.enum(ENCODER_DTYPES), source: z.string(), warning: z.string().nullable() }).nullable(),
   /** A vLLM prefill worker under PD: how its KV reaches the decode worker, by its KV connector (KvHandoff). null otherwise. */
   kvHandoff: z.object({ mode: z.enum(KV_HANDOFF_MODES), connector: z.string().nullable(), says: z.string() }).nullable(),
 });
@@ -228,6 +236,7 @@ export const WarningSchema = z.object({
     'shm_will_fail',
     'until_restart',
     'encode_shm_split',
+    'encoder_dtype_unknown',
   ]),
   message: z.string(),
   remedy: z.string(),
@@ -280,12 +289,16 @@ export const OverviewSchema = z.object({
     shmTotalBytes: z.number().nullable(),
   }),
   files: z.object({
-    /** Tensor files (the pixel cache's entries not among them). */
+    /** This router's tensor files (its pixel cache's entries not among them). */
     count: z.int(),
     bytes: z.number(),
-    /** Pixel-cache entries in the directory (of every router whose files it holds), and their bytes. */
+    /** This router's pixel-cache entries, and their bytes. */
     cacheFiles: z.int(),
     cacheBytes: z.number(),
+    /** Files under our names of every other owner (other routers on the host, orphans among them), and their bytes. */
+    otherFiles: z.int(),
+    otherBytes: z.number(),
+    /** Orphans and entries that are not regular files, of every owner: the sweep's and the host's concern. */
     orphans: z.int(),
     orphanBytes: z.number(),
     suspicious: z.int(),
@@ -322,8 +335,14 @@ export const OverviewSchema = z.object({
 });
 export type Overview = z.infer<typeof OverviewSchema>;
 
+/** A request that ended in failure (an error status, or a stream cut short), for the rows of its tensors. */
+export const RequestFailureSchema = z.object({ requestId: z.string(), status: z.int(), error: z.string().nullable() });
+export type RequestFailure = z.infer<typeof RequestFailureSchema>;
+
 export const TrafficBatchSchema = z.object({
   events: z.array(TensorEventSchema),
+  /** Requests that ended in failure since the last batch (their tensors' events came before, in this batch or an earlier one). */
+  failed: z.array(RequestFailureSchema),
   /** Per-second aggregates that changed since the last batch (the current second included). */
   seconds: z.array(SecondAggregateSchema),
   /** Events this client did not receive because it fell behind (since it subscribed). */
@@ -454,7 +473,8 @@ export const commands = {
   'workers.diagnose': { input: WorkerTarget, output: z.object({ url: z.string(), steps: z.array(DiagnosisStepSchema), verdict: DecisionSchema }) },
   'traffic.snapshot': {
     input: z.strictObject({ limit: z.int().min(1).max(10_000).optional() }),
-    output: z.object({ events: z.array(TensorEventSchema), seconds: z.array(SecondAggregateSchema) }),
+    /** `failed`: those of the events' requests that ended in failure (the router keeps the last 10,000 requests' outcomes). */
+    output: z.object({ events: z.array(TensorEventSchema), seconds: z.array(SecondAggregateSchema), failed: z.array(RequestFailureSchema) }),
   },
   /** One recent request's summary (the last 10,000 are kept): its status, the sampling its worker was sent, its KV handoff; null once forgotten. */
   'traffic.request': { input: z.strictObject({ requestId: z.string().min(1).max(200) }), output: RequestSummarySchema.nullable() },

@@ -56,9 +56,7 @@ export function yamlAsDraft(state: ConsoleState, text: string): RouterConfig | u
     throw err;
   }
   const running = state.store.current().config;
-  const embedded = state.embeddedUrls();
-  const next: Record<string, unknown> = { ...parsed.config };
-  if (parsed.config.workers.length === 0) next.workers = running.workers.filter((w) => embedded.has(w.url));
+  const next: Record<string, unknown> = { ...state.keepEmbedded(parsed.config) };
   for (const f of state.startFlags) {
     if (f.key !== 'workers' && !parsed.positions.has(f.key)) next[f.key] = (running as Record<string, unknown>)[f.key];
   }

@@ -1,8 +1,14 @@
 // The console's two computed streams. traffic: each subscriber's batches from the router's event
 // bus, merged while it cannot take them, with a bounded backlog whose overflow is counted.
 // overview: one computation per tick for every listener, and one soon after a worker's change.
+import type { RequestSummary } from '../telemetry/requests.ts';
 import type { TensorEvent } from '../transport/event-schema.ts';
-import type { StreamPayload, TrafficBatch } from './contract.ts';
+import type { RequestFailure, StreamPayload, TrafficBatch } from './contract.ts';
+
+/** How the traffic views name a failed request: its id, status and error. */
+export function failureOf(s: RequestSummary): RequestFailure {
+  return { requestId: s.id, status: s.status, error: s.error ?? null };
+}
 
 /** Events one subscriber may have waiting while it cannot take them; older ones are dropped and counted. */
 export const TRAFFIC_BACKLOG = 5_000;
@@ -14,6 +20,7 @@ const RETRY_MS = 100;
  */
 export class TrafficFeed {
   private pending: TensorEvent[] = [];
+  private failed: RequestFailure[] = [];
   private dropped = 0;
   private timer: NodeJS.Timeout | undefined;
   private closed = false;
@@ -34,8 +41,16 @@ export class TrafficFeed {
     this.flush();
   }
 
+  /** A request that ended in failure: its rows are marked (bounded like the events: the oldest go first). */
+  pushFailed(failure: RequestFailure): void {
+    if (this.closed) return;
+    this.failed.push(failure);
+    if (this.failed.length > TRAFFIC_BACKLOG) this.failed.splice(0, this.failed.length - TRAFFIC_BACKLOG);
+    this.flush();
+  }
+
   private flush(): void {
-    if (this.closed || this.pending.length === 0) return;
+    if (this.closed || (this.pending.length === 0 && this.failed.length === 0)) return;
     if (this.canSend && !this.canSend()) {
       this.timer ??= setTimeout(() => {
         this.timer = undefined;
@@ -44,10 +59,13 @@ export class TrafficFeed {
       return;
     }
     const events = this.pending;
+    const failed = this.failed;
     this.pending = [];
+    this.failed = [];
     try {
       this.listener({
         events,
+        failed,
         seconds: this.seconds()
           .slice(-2)
           .map((s) => ({ ...s, tensors: { ...s.tensors }, bytes: { ...s.bytes } })),

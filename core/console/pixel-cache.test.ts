@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readTransportEnvironment } from '../config/env.ts';
 import type { ConfigFlags } from '../config/load.ts';
 import { startMmtc } from '../test/cli.ts';
+import { formatShmName, ourPidNamespace, shmStampNanos } from '../transport/shm-names.ts';
 import { startConsole, type RunningConsole } from './console.ts';
 import { ContractError } from './contract.ts';
 
@@ -84,6 +85,23 @@ describe('the pixel cache on the overview', () => {
       await c.backend.invoke('pixelCache.flush', {}, meta);
       expect((await c.backend.invoke('overview', {}, meta)).files).toMatchObject({ cacheFiles: 0, cacheBytes: 0 });
     });
+  });
+
+  it("Our tensor files counts this router's files only: another router's in the same directory are counted apart", async () => {
+    const shmDir = mkdtempSync(path.join(dir, 'shm-shared-'));
+    // Another router, alive (pid 1 stands for it), wrote a tensor and a pixel-cache entry a moment ago.
+    const stampNanos = shmStampNanos();
+    const theirs = [
+      formatShmName({ kind: 'tensor', pid: 1, stampNanos, seq: 1 }),
+      formatShmName({ kind: 'cache-entry', pidNamespace: ourPidNamespace(), pid: 1, stampNanos, seq: 1 }),
+    ];
+    for (const name of theirs) writeFileSync(path.join(shmDir, name), Buffer.alloc(4096));
+    await withConsole({ yaml: 'multimodal_tensor_transport: inline\n', shmDir }, async (c) => {
+      await c.backend.invoke('traffic.sendTestRequest', { url, width: 96, height: 96, format: 'png' }, meta);
+      const overview = await c.backend.invoke('overview', {}, meta);
+      expect(overview.files).toMatchObject({ count: 0, bytes: 0, cacheFiles: 1, cacheBytes: overview.pixelCache!.heldBytes, otherFiles: 2, otherBytes: 8192 });
+    });
+    for (const name of theirs) rmSync(path.join(shmDir, name), { force: true });
   });
 
   it('off by multimodal_pixel_cache_mb: 0 in the file, naming the key and its line; an apply from the console turns it on at once', async () => {

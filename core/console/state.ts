@@ -15,6 +15,8 @@ import type { StartFlag } from './restart.ts';
 export interface ApplyOptions {
   /** A reload: the file's text on disk (drifted) that this revision takes; the drift check accepts exactly this text. */
   reloadOf?: { text: string | undefined };
+  /** A rollback: the earlier revision whose configuration this one applies again (History says so). */
+  rollbackOf?: number;
 }
 
 export interface ConsoleState {
@@ -39,7 +41,9 @@ export interface ConsoleState {
   restartChangesNow(): Promise<DiffEntry[] | null>;
   /** The file's configuration as the running router takes it on a reload: what a restart runs (the start flags over the file), the embedded worker kept when the file has none. */
   asReloaded(fromFile: RouterConfig): RouterConfig;
-  /** Workers whose entry is the embedded reference worker (never written to the file). */
+  /** `config` as it runs here: with no worker configured, the running embedded reference worker kept (a rollback, a reload). */
+  keepEmbedded(config: RouterConfig): RouterConfig;
+  /** This launch's embedded reference worker's URL (never written to the file), whether or not the configuration lists it now. */
   embeddedUrls(): Set<string>;
   emit<S extends StreamName>(stream: S, payload: StreamPayload<S>): void;
   /** Long commands running now (one calibration at a time). */

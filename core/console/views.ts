@@ -6,7 +6,7 @@ import { ConfigError } from '../config/errors.ts';
 import { bootstrapAddress, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
 import { SAMPLING_DEFAULTS_LABEL, samplingDefaultsOf } from '../engines/sampling.ts';
 import { EMBEDDED_DEFAULT_ORIGIN, type ConfigSnapshot } from '../config/store.ts';
-import { declaredRuntime, engineFor, laneFacts } from '../engines/table.ts';
+import { capabilitiesOf, declaredRuntime, engineFor, laneFacts } from '../engines/table.ts';
 import { compareNamespaceTokens } from '../transport/namespace.ts';
 import { transportForWorker } from '../transport/resolve.ts';
 import type { WorkerState } from '../workers/registry.ts';
@@ -84,6 +84,7 @@ export function workerView(state: ConsoleState, snapshot: ConfigSnapshot, w: Wor
     decision: decisionView(decision),
     shmLane: w.shmLane ?? null,
     samplingDefaults: samplingDefaultsView(w.labels),
+    encoderDtype: encoderDtypeView(state, w),
     kvHandoff: kvHandoffView(snapshot.config, spec, w),
   };
 }
@@ -92,6 +93,13 @@ function samplingDefaultsView(labels: Readonly<Record<string, string>>): WorkerV
   if (labels[SAMPLING_DEFAULTS_LABEL] === undefined) return null;
   const { defaults, warning } = samplingDefaultsOf(labels);
   return { values: defaults, warning: warning ?? null };
+}
+
+/** The encoder input's dtype as the router chooses it for this worker's next image (core/router/prepare.ts asks the same rule). */
+function encoderDtypeView(state: ConsoleState, w: WorkerState): WorkerView['encoderDtype'] {
+  if (w.runtime === undefined) return null;
+  const choice = capabilitiesOf(w.runtime).encoderDtype('image', state.running.context.processEnv, w.labels);
+  return { dtype: choice.dtype, source: choice.source, warning: choice.warning ?? null };
 }
 
 /** How a vLLM prefill worker's KV reaches the decode worker under PD (its engine's rule, from its labels). */

@@ -14,7 +14,7 @@ import vm from 'node:vm';
 import type { TransportEnvironment } from '../config/env-schema.ts';
 import type { ConfigOrigins } from '../config/origins.ts';
 import type { RouterConfig } from '../config/schema.ts';
-import { ConfigStore, EMBEDDED_DEFAULT_ORIGIN } from '../config/store.ts';
+import { ConfigStore, type ConfigSnapshot } from '../config/store.ts';
 import { memTrim } from '../multimodal/memory-release.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
@@ -22,14 +22,14 @@ import { TensorEventBus } from '../telemetry/events.ts';
 import { RequestLog } from '../telemetry/requests.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
 import { readNamespaceToken, SHM_DIR, type NamespaceTokenReading } from '../transport/namespace.ts';
-import { transportForWorker } from '../transport/resolve.ts';
+import { resolveWorkerTransport, transportForWorker } from '../transport/resolve.ts';
 import { PixelCache } from '../transport/pixel-cache.ts';
 import { shmFreeBytes, ShmWriter, type ShmProbeResult } from '../transport/shm-writer.ts';
 import { pixelCacheBudget } from '../config/pixel-cache-setting.ts';
 import { DECISION_REASONS } from '../transport/vocabulary.ts';
 import { embeddedWorkerSpec, startEmbeddedWorker, type EmbeddedWorker } from '../refworker/embedded.ts';
 import { WorkerRegistry } from '../workers/registry.ts';
-import { laneFacts } from '../engines/table.ts';
+import { capabilitiesOf, laneFacts } from '../engines/table.ts';
 import type { RouterContext } from './context.ts';
 import { ApiError } from './openai.ts';
 import { route, sendJson } from './routes.ts';
@@ -74,8 +74,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   let embedded: EmbeddedWorker | undefined;
   if (store.current().config.workers.length === 0) {
     embedded = await startEmbeddedWorker(model.path, processEnv);
-    const current = store.current();
-    store.apply({ ...current.config, workers: [embeddedWorkerSpec(embedded.url)] }, current.revision, { origin: EMBEDDED_DEFAULT_ORIGIN, client: 'router' });
+    store.startEmbeddedWorker(embeddedWorkerSpec(embedded.url));
   }
   const config = store.current().config;
   // A live router keeps a tensor file at most for its request timeout: older ones of routers
@@ -107,12 +106,21 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
   await registry.discoverAll();
   registry.start();
   let reconciling: Promise<void> = Promise.resolve();
-  const unsubscribe = store.subscribe((next) => {
+  const unsubscribe = store.subscribe((next, previous) => {
     reconciling = registry.reconcile(next.config.workers);
+    // A broken lane was judged under the worker's mode: a revision that changes that mode (the
+    // advice "use mode auto") judges it afresh, as the new mode decides (auto checks the token first).
+    for (const w of registry.list()) if (w.shmLane && modeOf(previous, w.spec.url) !== modeOf(next, w.spec.url)) registry.resetShmLane(w);
     context.pool.setMemoryBudget(next.config.preprocess_memory_bytes);
     pixelCache.setBudget(cacheBudget());
     registry.setHealthInterval(next.config.health_check_interval_secs * 1000);
   });
+  /** The transport mode a revision resolves for the worker at `url` (its override, the router's setting, the environment, the default). */
+  function modeOf(snapshot: ConfigSnapshot, url: string): string {
+    const worker = snapshot.config.workers.find((w) => w.url === url);
+    return resolveWorkerTransport({ ...(worker ? { worker } : {}), workers: snapshot.config.workers, router: snapshot.config, env: snapshot.env })
+      .multimodal_tensor_transport.value;
+  }
   const ns = readNamespaceToken();
   const context: RouterContext = {
     store,
@@ -163,6 +171,8 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     const who = `${w.spec.worker_type !== 'regular' ? `, ${w.spec.worker_type} worker` : ''}${embedded && w.spec.url === embedded.url ? ', embedded reference worker' : ''}`;
     log(`worker ${w.spec.url} (${w.runtime ?? 'runtime unknown'}${who}): ${w.healthy ? 'healthy' : `DOWN: ${w.lastError}`}`);
     log(`  transport ${mode.value} (from ${mode.source}), shm_min_bytes ${resolved.multimodal_shm_min_bytes.value}: ${DECISION_REASONS[decision.reason]}`);
+    const dtype = w.runtime === undefined ? undefined : capabilitiesOf(w.runtime).encoderDtype('image', processEnv, w.labels);
+    if (dtype?.warning) log(`  warning: ${dtype.warning}`);
   }
 
   let closed = false;

@@ -15,8 +15,12 @@ export interface RequestSummary {
   error?: string;
 }
 
+/** A request that did not succeed: an error status, or an error after its answer had begun (a stream cut short). */
+export const requestFailed = (s: RequestSummary): boolean => s.status >= 400 || s.error !== undefined;
+
 export class RequestLog {
   private readonly byId = new Map<string, RequestSummary>();
+  private readonly listeners = new Set<(summary: RequestSummary) => void>();
 
   constructor(private readonly capacity = 10_000) {}
 
@@ -24,9 +28,22 @@ export class RequestLog {
     this.byId.delete(summary.id);
     this.byId.set(summary.id, summary);
     if (this.byId.size > this.capacity) this.byId.delete(this.byId.keys().next().value!);
+    for (const listener of this.listeners) {
+      try {
+        listener(summary);
+      } catch {
+        /* a listener's failure is its own; the request is kept */
+      }
+    }
   }
 
   get(id: string): RequestSummary | undefined {
     return this.byId.get(id);
+  }
+
+  /** Hear of every request as it ends; returns the unsubscribe function. */
+  subscribe(listener: (summary: RequestSummary) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
   }
 }

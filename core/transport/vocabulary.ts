@@ -30,7 +30,7 @@ export const DECISION_REASONS = {
   shm_worker_other_host:
     'mode shm, but this worker advertises another host (boot_id differs): SHM will be attempted, the worker will not find the files, and the request goes again inline (then its lane stays inline)',
   shm_worker_read_failed:
-    "mode shm, but the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered or the lane is reset",
+    "mode shm, but the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered, its mode changes or the lane is reset",
   shm_not_writable: 'mode shm but /dev/shm is not writable by the router: inline',
   auto_tokens_equal: "auto: the worker shares the router's /dev/shm (namespace tokens equal)",
   auto_shm_not_writable: 'auto but /dev/shm is not writable by the router: inline',
@@ -40,7 +40,7 @@ export const DECISION_REASONS = {
   auto_different_shm: 'auto but the worker is on the same host with a different /dev/shm (st_dev differs: a container without a shared /dev/shm): inline',
   auto_worker_unreachable: 'auto but the worker could not be reached to read its namespace token: inline',
   auto_worker_read_failed:
-    "auto, but the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered or the lane is reset",
+    "auto, but the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered, its mode changes or the lane is reset",
 } as const;
 export type DecisionReason = keyof typeof DECISION_REASONS;
 export const DECISION_REASON_NAMES = Object.keys(DECISION_REASONS) as [DecisionReason, ...DecisionReason[]];

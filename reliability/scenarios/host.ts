@@ -307,7 +307,8 @@ async function shmForeignFiles(t: T, files: number, sweeps: number): Promise<voi
       for (let i = 0; polling && i < 400; i++) {
         const r = await consoleCall(serve.consoleUrl, serve.token, 'overview', {});
         overviewMs.push(r.ms);
-        if (r.status === 200) counts.push(r.json.files.count);
+        // Another router's files: counted apart from this router's own (Overview's "Not ours").
+        if (r.status === 200) counts.push(r.json.files.otherFiles);
         await sleep(2000);
       }
     })();
@@ -339,7 +340,7 @@ async function shmForeignFiles(t: T, files: number, sweeps: number): Promise<voi
     t.check(lines[0] !== 'NO SWEEP LINE' && !existsSync(orphan), 'the minute sweep must run (and remove the planted orphan) while /health is probed');
     t.check(p99 < HEALTH_P99_MS, `/health p99 ${fmt(p99)} ms while /dev/shm holds ${files} foreign files (bound ${HEALTH_P99_MS} ms)`);
     t.check(stats.unanswered === 0, `/health went unanswered ${stats.unanswered} times`);
-    t.check(counts.length > 0 && counts.every((c) => c >= files), `the Overview must answer and count the files: ${counts.slice(0, 5)}`);
+    t.check(counts.length > 0 && counts.every((c) => c >= files), `the Overview must answer and count the files as another router's: ${counts.slice(0, 5)}`);
     t.check(serve.proc.alive() && uncaught === 0, `serve alive ${serve.proc.alive()}, guard count ${uncaught}`);
     t.note('files', made);
     t.note('plant_s', fmt(plantS, 1));

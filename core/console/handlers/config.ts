@@ -53,7 +53,7 @@ export function configHandlers(state: ConsoleState): HandlerGroup<ConfigCommand>
 
     async 'config.diff'(input: Draft) {
       const s = store.current();
-      const next = draftConfig(asRunningDraft(state, input));
+      const next = state.keepEmbedded(draftConfig(asRunningDraft(state, input)));
       return {
         revision: s.revision,
         diff: diffConfigs(s.config, next),
@@ -97,9 +97,12 @@ export function configHandlers(state: ConsoleState): HandlerGroup<ConfigCommand>
           revision: r.revision,
           appliedAt: r.appliedAt,
           client: r.client,
+          // A line of the file edited by hand may carry anything there: only a revision number is one.
+          ...(Number.isInteger(r.rollbackOf) && r.rollbackOf! > 0 ? { rollbackOf: r.rollbackOf } : {}),
           diff: r.diff,
           restorable: kept.success,
-          ...(kept.success ? { config: kept.data } : {}),
+          // As a rollback would apply it here (the running embedded worker kept), so its preview is the rollback's.
+          ...(kept.success ? { config: state.keepEmbedded(kept.data) } : {}),
         };
       });
       return { entries: entries.reverse() };
@@ -120,7 +123,7 @@ export function configHandlers(state: ConsoleState): HandlerGroup<ConfigCommand>
           `revision ${input.revision}'s configuration is no longer valid: ${parsed.error.issues[0]?.message}`,
           'revision',
         );
-      return state.apply(parsed.data, input.expectedRevision, meta.client);
+      return state.apply(parsed.data, input.expectedRevision, meta.client, { rollbackOf: input.revision });
     },
 
     async 'config.reloadFile'(input: { expectedRevision: number }, meta: CallMeta) {

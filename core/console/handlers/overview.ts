@@ -101,6 +101,15 @@ function workerWarnings(state: ConsoleState, views: readonly WorkerView[]): Warn
         message: `worker ${v.url} could not read the router's /dev/shm files (${v.shmLane.error}); its requests go inline`,
         remedy: DECISION_ADVICE[readFailedReason(v.resolution.multimodal_tensor_transport.value)]!,
       });
+    if (v.encoderDtype?.warning)
+      warnings.push({
+        kind: 'encoder_dtype_unknown',
+        message: `worker ${v.url}: ${v.encoderDtype.warning}`,
+        remedy:
+          v.encoderDtype.source === 'label multimodal_encoder_dtype'
+            ? "set the worker's label multimodal_encoder_dtype (on Workers, or its GetModelInfo) to float32, bfloat16 or float16"
+            : `set ${v.encoderDtype.source} to float32, bfloat16 or float16 (or unset it) and restart the router`,
+      });
   }
   for (const v of views) {
     if (v.decision.outcome === 'shm_then_inline')
@@ -159,6 +168,10 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
       } catch {
         files = []; // /dev/shm cannot be listed: the host panel says it is not writable
       }
+      // This router's rows (its pid in its own pid namespace) apart from every other owner's.
+      const isOurs = (f: TensorFilesOfPid) => f.pid === process.pid && f.pidNamespace === null;
+      const ours = files.filter(isOurs);
+      const others = files.filter((f) => !isOurs(f));
       const space = await shmFreeBytes(ctx.writer.dir);
       const workers = ctx.registry.list();
       const health = workers.map(workerHealth);
@@ -188,10 +201,12 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
           shmTotalBytes: space?.total ?? null,
         },
         files: {
-          count: files.reduce((n, f) => n + f.files - f.cacheFiles, 0),
-          bytes: files.reduce((n, f) => n + f.bytes - f.cacheBytes, 0),
-          cacheFiles: files.reduce((n, f) => n + f.cacheFiles, 0),
-          cacheBytes: files.reduce((n, f) => n + f.cacheBytes, 0),
+          count: ours.reduce((n, f) => n + f.files - f.cacheFiles, 0),
+          bytes: ours.reduce((n, f) => n + f.bytes - f.cacheBytes, 0),
+          cacheFiles: ours.reduce((n, f) => n + f.cacheFiles, 0),
+          cacheBytes: ours.reduce((n, f) => n + f.cacheBytes, 0),
+          otherFiles: others.reduce((n, f) => n + f.files, 0),
+          otherBytes: others.reduce((n, f) => n + f.bytes, 0),
           orphans: files.reduce((n, f) => n + f.orphans, 0),
           orphanBytes: files.reduce((n, f) => n + f.orphanBytes, 0),
           suspicious: files.reduce((n, f) => n + f.suspicious, 0),

@@ -3,7 +3,9 @@
 // its plan, and the router's Prometheus text.
 import { runChatInMemory } from '../../router/chat.ts';
 import { calibrateWorker, calibrationPlan, DEFAULT_CALIBRATION_SAMPLES, minSamplesForWinner } from '../calibrate.ts';
-import { ContractError } from '../contract.ts';
+import { ContractError, type RequestFailure } from '../contract.ts';
+import { failureOf } from '../feeds.ts';
+import { requestFailed } from '../../telemetry/requests.ts';
 import { findWorker, type ConsoleState, type HandlerGroup } from '../state.ts';
 import { syntheticChat } from '../test-image.ts';
 
@@ -14,7 +16,13 @@ export function trafficHandlers(state: ConsoleState): HandlerGroup<TrafficComman
   const ctx = state.running.context;
   const handlers = {
     async 'traffic.snapshot'(input: { limit?: number }) {
-      return { events: ctx.events.recent(input.limit ?? 1000), seconds: [...ctx.events.perSecond()] };
+      const events = ctx.events.recent(input.limit ?? 1000);
+      const failed: RequestFailure[] = [];
+      for (const id of new Set(events.map((e) => e.requestId))) {
+        const s = ctx.requests?.get(id);
+        if (s && requestFailed(s)) failed.push(failureOf(s));
+      }
+      return { events, seconds: [...ctx.events.perSecond()], failed };
     },
 
     async 'traffic.request'(input: { requestId: string }) {

@@ -9,7 +9,25 @@ import { Badge, Prose } from './ui.tsx';
 export type Decision = WorkerView['decision'];
 
 /** `compact` for table cells: the same outcome in fewer words. */
-export function VerdictBadge({ decision, threshold, compact = false }: { decision: Decision; threshold: number; compact?: boolean }) {
+export function VerdictBadge({
+  decision,
+  threshold,
+  compact = false,
+  readsPixels = true,
+}: {
+  decision: Decision;
+  threshold: number;
+  compact?: boolean;
+  /** false: a prefill or decode worker under disaggregation, whose own tensors are the images' metadata (readsPixelTensors). */
+  readsPixels?: boolean;
+}) {
+  // No green "SHM ≥" for a worker that never gets a pixel tensor: its few bytes of metadata go inline below the threshold.
+  if (!readsPixels && decision.outcome === 'shm')
+    return (
+      <Badge tone="neutral" title={`its own tensors, the images' metadata: ${decision.explanation}`}>
+        no pixel tensors
+      </Badge>
+    );
   if (decision.outcome === 'shm')
     return (
       <Badge tone="ok">

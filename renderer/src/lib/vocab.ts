@@ -64,6 +64,7 @@ const WARNING_TONE: Record<WarningKind, Tone> = {
   shm_will_fail: 'warn',
   until_restart: 'warn',
   encode_shm_split: 'warn',
+  encoder_dtype_unknown: 'warn',
 };
 const WARNING_WORD: Record<WarningKind, string> = {
   unhealthy_worker: 'Unhealthy worker',
@@ -79,6 +80,7 @@ const WARNING_WORD: Record<WarningKind, string> = {
   shm_will_fail: 'SHM will fail',
   until_restart: 'Lost on restart',
   encode_shm_split: 'Encode workers split',
+  encoder_dtype_unknown: 'Encoder dtype',
 };
 export const warningTone = (kind: string): Tone => (WARNING_TONE as Record<string, Tone>)[kind] ?? 'warn';
 export const warningWord = (kind: string): string => (WARNING_WORD as Record<string, string>)[kind] ?? kind.replaceAll('_', ' ');

@@ -60,4 +60,14 @@ describe('History screen', () => {
     expect(html.match(/Roll back to this…/g)).toHaveLength(1);
     expect(html).toContain('aria-label="Roll back to revision 2"');
   });
+
+  it('a rollback says which revision it applied again; an ordinary change says nothing of the kind', () => {
+    const { text } = render(
+      <HistoryScreen />,
+      withState(useHistory, { loaded: true, entries: [entry(3, { rollbackOf: 1 }), entry(2)] }),
+      withState(useConfig, { view: configView({ revision: 3 }) }),
+    );
+    expect(text).toContain('browser console rollback to revision 1');
+    expect(text.match(/rollback to revision/g)).toHaveLength(1);
+  });
 });

@@ -107,7 +107,10 @@ function HistoryRow({
         <td>
           <span className="num">{formatDateTime(e.appliedAt)}</span> <span className="muted small">{formatAgo(e.appliedAt)}</span>
         </td>
-        <td>{CLIENT_WORD[e.client] ?? e.client}</td>
+        <td>
+          {CLIENT_WORD[e.client] ?? e.client}
+          {e.rollbackOf !== undefined && <div className="muted small">rollback to revision {e.rollbackOf}</div>}
+        </td>
         <td>
           <button
             type="button"

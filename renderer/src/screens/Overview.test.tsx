@@ -4,7 +4,7 @@
 // while the connection is down, which says "Not live" and "Checking…", never "All clear".
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { render, withState } from '../test/render.tsx';
-import { overview } from '../test/samples.ts';
+import { decision, overview, verdict, WORKER_A, WORKER_B } from '../test/samples.ts';
 import { useOverview } from '../stores/overview.ts';
 import { useUi } from '../stores/ui.ts';
 import { OverviewScreen } from './Overview.tsx';
@@ -54,5 +54,25 @@ describe('Overview screen', () => {
   it('an old overview while connected: waiting for the next update', () => {
     const { text } = render(<OverviewScreen />, withState(useOverview, { data: overview(), loadedAt: NOW - 4000 }), withState(useUi, { connection: 'open' }));
     expect(text).toContain('Not live: this overview is 4 s old (waiting for the next update).');
+  });
+
+  it('under EPD a prefill worker that shares /dev/shm gets no green SHM badge: it never gets a pixel tensor', () => {
+    const shm = decision('auto_tokens_equal', 'shm');
+    const data = overview({
+      verdicts: [
+        verdict(WORKER_A, { role: 'encode', readsPixels: true, mode: 'auto', decision: shm }),
+        verdict(WORKER_B, { role: 'prefill', readsPixels: false, mode: 'auto', decision: shm }),
+      ],
+    });
+    const { text } = render(<OverviewScreen />, withState(useOverview, { data, loadedAt: NOW - 500 }), withState(useUi, { connection: 'open' }));
+    expect(text.match(/SHM ≥/g)).toHaveLength(1); // the encode worker's
+    expect(text).toContain('no pixel tensors no pixel tensors: its own are the images');
+  });
+
+  it("Our tensor files: another router's files in the directory are named apart, not counted as ours", () => {
+    const base = overview();
+    const data = overview({ files: { ...base.files, count: 1, bytes: 2048, otherFiles: 3, otherBytes: 3 * 1024 * 1024 } });
+    const { text } = render(<OverviewScreen />, withState(useOverview, { data, loadedAt: NOW - 500 }), withState(useUi, { connection: 'open' }));
+    expect(text).toContain('Not ours: 3 files (3.00 MiB) of other routers under the same names (Doctor lists them by process).');
   });
 });

@@ -94,7 +94,7 @@ function NextRequests({ verdicts }: { verdicts: Overview['verdicts'] }) {
                     <Badge tone={HEALTH_TONE[v.health]}>{v.health}</Badge>
                   </td>
                   <td>
-                    <VerdictBadge decision={v.decision} threshold={v.minBytes} compact />
+                    <VerdictBadge decision={v.decision} threshold={v.minBytes} readsPixels={v.readsPixels} compact />
                     {!v.readsPixels && <NoPixelTensorsNote />}
                   </td>
                   <td className="small">
@@ -262,12 +262,20 @@ export function OverviewScreen() {
           </div>
           <OutstandingGauge bytes={files.outstandingBytes} max={files.maxOutstandingBytes} />
           <p className="muted small">
-            Files in {host.shmDir} named smg-tokenspeed-&lt;pid&gt;-…; workers unlink what they read.
+            This router&apos;s files in {host.shmDir} (smg-tokenspeed-{router.pid}-…); workers unlink what they read. Orphans and suspicious entries are of
+            every owner.
             {files.cacheFiles > 0 && (
               <span data-testid="cache-files">
                 {' '}
-                Not counted: {formatInt(files.cacheFiles)} pixel-cache file{files.cacheFiles === 1 ? '' : 's'} ({formatBytes(files.cacheBytes)}),
-                smg-tokenspeed-cache-…, kept while their router runs.
+                Not counted: {formatInt(files.cacheFiles)} pixel-cache file{files.cacheFiles === 1 ? '' : 's'} of this router ({formatBytes(files.cacheBytes)}),
+                smg-tokenspeed-cache-…, kept while it runs.
+              </span>
+            )}
+            {files.otherFiles > 0 && (
+              <span data-testid="other-files">
+                {' '}
+                Not ours: {formatInt(files.otherFiles)} file{files.otherFiles === 1 ? '' : 's'} ({formatBytes(files.otherBytes)}) of other routers under the
+                same names (Doctor lists them by process).
               </span>
             )}
           </p>

@@ -9,7 +9,15 @@ import { useVirtualizer } from '@tanstack/react-virtual';
 import { memo, useCallback, useEffect, useMemo, useRef, useState } from 'react';
 import type uPlot from 'uplot';
 import uPlotLib from 'uplot';
-import { describeReason, REASON_WORDS, TENSOR_CACHE_ANSWERS, TENSOR_PATHS, type RequestSummaryView, type TensorEvent } from '../../../core/console/contract.ts';
+import {
+  describeReason,
+  REASON_WORDS,
+  TENSOR_CACHE_ANSWERS,
+  TENSOR_PATHS,
+  type RequestFailure,
+  type RequestSummaryView,
+  type TensorEvent,
+} from '../../../core/console/contract.ts';
 import { client } from '../stores/client.ts';
 import { NoPixelTensorsNote, VerdictBadge } from '../components/Verdict.tsx';
 import { disaggregatedLeg, retriedRequests, retryKey } from '../lib/attempts.ts';
@@ -238,12 +246,21 @@ function attemptOf(e: TensorEvent, retried: ReadonlyMap<string, string>): { n: 1
   return retried.has(retryKey(e)) ? { n: 1, of: 2 } : { n: 1, of: 1 };
 }
 
-function ReasonCell({ e, attempt }: { e: TensorEvent; attempt: { n: 1 | 2; of: 1 | 2 } }) {
+function ReasonCell({ e, attempt, failure }: { e: TensorEvent; attempt: { n: 1 | 2; of: 1 | 2 }; failure: RequestFailure | undefined }) {
   // Of a first attempt the worker could not read, only the tensors in /dev/shm were written and not read.
   const words = attempt.of === 2 && attempt.n === 1 && e.path === 'shm' ? 'written, not read: sent again' : REASON_WORDS[e.reason];
   const title = `${e.reason}: ${describeReason(e.reason)}${e.detail ? ` (${e.detail})` : ''}`;
   return (
     <span role="cell" className={`ellipsis ${FALLBACK_REASONS.has(e.reason) || attempt.of === 2 ? 'reason-fallback' : ''}`} title={title}>
+      {failure && (
+        <span
+          className="tag-failed"
+          data-testid="request-failed"
+          title={`its request failed: HTTP ${failure.status}${failure.error ? `, ${failure.error}` : ''}`}
+        >
+          failed {failure.status}
+        </span>
+      )}
       {attempt.of === 2 && (
         <span className="tag-attempt" data-attempt={attempt.n}>
           attempt {attempt.n}/2
@@ -265,6 +282,7 @@ const Row = memo(function Row({
   index,
   start,
   attempt,
+  failure,
   selected,
   onSelect,
 }: {
@@ -272,6 +290,8 @@ const Row = memo(function Row({
   index: number;
   start: number;
   attempt: { n: 1 | 2; of: 1 | 2 };
+  /** The request this tensor belongs to ended in failure. */
+  failure: RequestFailure | undefined;
   selected: boolean;
   onSelect: (e: TensorEvent) => void;
 }) {
@@ -281,7 +301,7 @@ const Row = memo(function Row({
       role="row"
       aria-rowindex={index + 2}
       aria-selected={selected}
-      className={`trow ${e.source === 'console' ? 'trow-console' : ''} ${selected ? 'trow-selected' : ''}`}
+      className={`trow ${e.source === 'console' ? 'trow-console' : ''} ${failure ? 'trow-failed' : ''} ${selected ? 'trow-selected' : ''}`}
       style={{ transform: `translateY(${start}px)` }}
       onClick={() => onSelect(e)}
       data-attempt={attempt.of === 2 ? attempt.n : undefined}
@@ -333,7 +353,7 @@ const Row = memo(function Row({
       <span role="cell" data-path={e.path}>
         <span className={`path path-${e.path}`}>{e.path === 'shm' ? 'SHM' : e.path}</span>
       </span>
-      <ReasonCell e={e} attempt={attempt} />
+      <ReasonCell e={e} attempt={attempt} failure={failure} />
       <span role="cell" className="r num col-secondary">
         {e.path === 'shm' ? formatMicros(e.writeMicros) : '–'}
       </span>
@@ -355,6 +375,7 @@ function EventTable({
   onSelect: (e: TensorEvent) => void;
 }) {
   const scroller = useRef<HTMLDivElement>(null);
+  const failed = useTraffic((s) => s.failed);
   const v = useVirtualizer({ count: rows.length, getScrollElement: () => scroller.current, estimateSize: () => ROW_HEIGHT, overscan: 8 });
   return (
     <div role="table" aria-label="Tensor events, newest first" aria-rowcount={rows.length + 1} className="ttable" data-testid="event-table">
@@ -388,6 +409,7 @@ function EventTable({
                   index={item.index}
                   start={item.start}
                   attempt={attemptOf(e, retried)}
+                  failure={failed.get(e.requestId)}
                   selected={selected === eventKey(e)}
                   onSelect={onSelect}
                 />
@@ -558,7 +580,7 @@ function NextRequestStrip() {
               {v.role !== 'regular' && <LegTag leg={v.role} />}
               {v.url.replace(/^grpc:\/\//, '')}
             </span>{' '}
-            <VerdictBadge decision={v.decision} threshold={v.minBytes} />{' '}
+            <VerdictBadge decision={v.decision} threshold={v.minBytes} readsPixels={v.readsPixels} />{' '}
             <span className="small">
               {v.decision.explanation}
               {!v.readsPixels && <NoPixelTensorsNote />}

@@ -53,4 +53,19 @@ describe('Workers screen', () => {
       'The draft has a problem (named in the bar below): the mode, threshold and next request shown are from before it, until it is fixed or discarded.',
     );
   });
+
+  it('an encoder dtype the router cannot read: the worker’s row says so and that float32 goes instead', () => {
+    const warning =
+      "unknown encoder dtype 'int8' from label multimodal_encoder_dtype: expected float32|fp32|f32, bfloat16|bf16 or float16|fp16|f16|half; using float32";
+    const { text } = render(
+      <WorkersScreen />,
+      withState(useWorkers, {
+        loaded: true,
+        workers: [workerView(WORKER_A, { encoderDtype: { dtype: 'float32', source: 'label multimodal_encoder_dtype', warning } }), workerView(WORKER_B)],
+      }),
+      withState(useConfig, { view: configView() }),
+    );
+    expect(text).toContain(`encoder input: ${warning}`);
+    expect(text.match(/encoder input: /g)).toHaveLength(1);
+  });
 });

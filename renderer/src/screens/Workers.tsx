@@ -80,6 +80,17 @@ function SamplingDefaults({ w }: { w: WorkerView }) {
   );
 }
 
+/** An encoder dtype the router cannot read (an env variable or the worker's label): it says so, and that float32 goes instead. */
+function EncoderDtypeWarning({ w }: { w: WorkerView }) {
+  const warning = w.encoderDtype?.warning;
+  if (!warning) return null;
+  return (
+    <div className="small field-error" data-testid="encoder-dtype-warning">
+      encoder input: {warning}
+    </div>
+  );
+}
+
 const ROLE_ORDER = ['encode', 'prefill', 'decode'] as const;
 const ROLE_DOES: Record<(typeof ROLE_ORDER)[number], string> = {
   encode: "reads each image's tensors (by its own transport), one Encode call per image",
@@ -228,6 +239,7 @@ export function WorkersScreen() {
                             </div>
                           )}
                           <SamplingDefaults w={w} />
+                          <EncoderDtypeWarning w={w} />
                           {w.kvHandoff && (
                             <div className="small" data-testid="kv-handoff" title={w.kvHandoff.says}>
                               KV handoff: <span className="mono">{w.kvHandoff.connector ?? 'no connector'}</span> · {KV_HANDOFF_WORDS[w.kvHandoff.mode]}
@@ -285,7 +297,12 @@ export function WorkersScreen() {
                           </div>
                         </td>
                         <td data-testid="next-request" data-outcome={r.decision.outcome} className="next-cell">
-                          <VerdictBadge decision={r.decision} threshold={thr.value} compact />
+                          <VerdictBadge
+                            decision={r.decision}
+                            threshold={thr.value}
+                            readsPixels={!view || readsPixelTensors(view.config.disaggregation, w.spec.worker_type)}
+                            compact
+                          />
                           <div className="small reason" title={`${r.decision.reason}: ${r.decision.explanation}`}>
                             {REASON_WORDS[r.decision.reason]}
                           </div>

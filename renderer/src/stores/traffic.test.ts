@@ -2,10 +2,10 @@
 // outside React: one table update per frame however many batches arrive, pause and a hidden
 // page holding the table still, the catch-up from the server after either, the dropped count.
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ContractError, type TensorEvent } from '../../../core/console/contract.ts';
+import { ContractError, type RequestFailure, type TensorEvent } from '../../../core/console/contract.ts';
 import { fakeConsole } from '../test/fake-console.ts';
 import { secondAggregate, tensorEvent } from '../test/samples.ts';
-import { filterRows, mergeSeconds } from './traffic.ts';
+import { filterRows, mergeFailures, mergeSeconds } from './traffic.ts';
 
 const ev = (over: Partial<TensorEvent>): TensorEvent => ({
   time: 1,
@@ -78,7 +78,7 @@ describe('the traffic feed', () => {
       addEventListener: (_: string, l: () => void) => visibility.listeners.push(l),
       removeEventListener: (_: string, l: () => void) => visibility.listeners.splice(visibility.listeners.indexOf(l), 1),
     });
-    const fake = fakeConsole({ 'traffic.snapshot': () => ({ events: [], seconds: [] }) });
+    const fake = fakeConsole({ 'traffic.snapshot': () => ({ events: [], seconds: [], failed: [] }) });
     const { setClient } = await import('./client.ts');
     const traffic = await import('./traffic.ts');
     setClient(fake.client);
@@ -99,7 +99,12 @@ describe('the traffic feed', () => {
     };
   }
   const settled = () => new Promise((r) => setTimeout(r, 10));
-  const batch = (events: TensorEvent[], dropped = 0, seconds: ReturnType<typeof secondAggregate>[] = []) => ({ events, seconds, dropped });
+  const batch = (events: TensorEvent[], dropped = 0, seconds: ReturnType<typeof secondAggregate>[] = [], failed: RequestFailure[] = []) => ({
+    events,
+    seconds,
+    dropped,
+    failed,
+  });
 
   afterEach(() => {
     vi.unstubAllGlobals();
@@ -136,6 +141,7 @@ describe('the traffic feed', () => {
     p.fake.answer('traffic.snapshot', () => ({
       events: ['chatcmpl-1', 'chatcmpl-2', 'chatcmpl-3'].map((requestId, i) => tensorEvent({ requestId, time: 1_700_000_000_000 + i })),
       seconds: [],
+      failed: [],
     }));
     p.state().setPaused(false);
     await settled();
@@ -154,7 +160,7 @@ describe('the traffic feed', () => {
     p.fake.emit('traffic', batch([tensorEvent({ requestId: 'chatcmpl-1' })]));
     p.frame();
     expect(p.rows()).toEqual([]);
-    p.fake.answer('traffic.snapshot', () => ({ events: [tensorEvent({ requestId: 'chatcmpl-1' })], seconds: [] }));
+    p.fake.answer('traffic.snapshot', () => ({ events: [tensorEvent({ requestId: 'chatcmpl-1' })], seconds: [], failed: [] }));
     p.setVisibility('visible');
     await settled();
     expect(p.fake.inputsOf('traffic.snapshot')).toHaveLength(snapshots + 1);
@@ -192,12 +198,40 @@ describe('the traffic feed', () => {
     const e1 = tensorEvent({ requestId: 'chatcmpl-1', time: 10 });
     const e2 = tensorEvent({ requestId: 'chatcmpl-2', time: 20 });
     // The snapshot already holds e1, which the stream sends only in its next batch.
-    p.fake.answer('traffic.snapshot', () => ({ events: [e1], seconds: [] }));
+    p.fake.answer('traffic.snapshot', () => ({ events: [e1], seconds: [], failed: [] }));
     const stop = p.traffic.startTrafficFeed();
     await vi.waitFor(() => expect(p.rows()).toEqual(['chatcmpl-1']));
     p.fake.emit('traffic', batch([e1, e2]));
     p.frame();
     expect(p.rows()).toEqual(['chatcmpl-2', 'chatcmpl-1']);
     stop();
+  });
+
+  it('a failed request: its rows are known as failed from the batch that says so, also while paused, and from the catch-up snapshot', async () => {
+    const p = await page();
+    p.fake.answer('traffic.snapshot', () => ({
+      events: [tensorEvent({ requestId: 'chatcmpl-old' })],
+      seconds: [],
+      failed: [{ requestId: 'chatcmpl-old', status: 503, error: 'no healthy worker' }],
+    }));
+    const stop = p.traffic.startTrafficFeed();
+    await vi.waitFor(() => expect(p.rows()).toEqual(['chatcmpl-old']));
+    expect(p.state().failed.get('chatcmpl-old')).toEqual({ requestId: 'chatcmpl-old', status: 503, error: 'no healthy worker' });
+    p.state().setPaused(true);
+    p.fake.emit('traffic', batch([tensorEvent({ requestId: 'chatcmpl-9' })], 0, [], [{ requestId: 'chatcmpl-9', status: 502, error: 'worker unavailable' }]));
+    expect(p.state().failed.get('chatcmpl-9')?.status).toBe(502);
+    expect(p.state().failed.has('chatcmpl-old')).toBe(true);
+    stop();
+  });
+});
+
+describe('mergeFailures', () => {
+  it('keeps the newest up to its cap, a repeated id moved to the newest', () => {
+    const f = (id: string, status = 502) => ({ requestId: id, status, error: null });
+    let kept = mergeFailures(new Map(), [f('a'), f('b'), f('c')], 3);
+    kept = mergeFailures(kept, [f('a', 504), f('d')], 3);
+    expect([...kept.keys()]).toEqual(['c', 'a', 'd']);
+    expect(kept.get('a')?.status).toBe(504);
+    expect(mergeFailures(kept, [], 3)).toBe(kept);
   });
 });

@@ -6,7 +6,7 @@
 // catches up from traffic.snapshot instead of replaying a backlog. The server's dropped
 // count (events this client missed because it fell behind) is kept and shown.
 import { create } from 'zustand';
-import type { SecondAggregate, StreamPayload, TensorEvent } from '../../../core/console/contract.ts';
+import type { RequestFailure, SecondAggregate, StreamPayload, TensorEvent } from '../../../core/console/contract.ts';
 import { createFrameBatcher, prependCapped, type FrameBatcher } from '../lib/batcher.ts';
 import { client, describeError } from './client.ts';
 
@@ -31,6 +31,8 @@ export interface TrafficFilters {
 
 interface TrafficState {
   rows: TensorEvent[];
+  /** Requests that ended in failure, by id (at most MAX_ROWS, the newest kept): their rows are marked failed. */
+  failed: ReadonlyMap<string, RequestFailure>;
   seconds: SecondAggregate[];
   /** Events the server could not deliver to this page (it fell behind), over this session. */
   dropped: number;
@@ -46,6 +48,7 @@ interface TrafficState {
 
 export const useTraffic = create<TrafficState>((set) => ({
   rows: [],
+  failed: new Map(),
   seconds: [],
   dropped: 0,
   skipped: 0,
@@ -59,6 +62,25 @@ export const useTraffic = create<TrafficState>((set) => ({
     if (!paused) void catchUp();
   },
 }));
+
+/** Add failed requests to those kept, the oldest going first past `cap`. */
+export function mergeFailures(
+  kept: ReadonlyMap<string, RequestFailure>,
+  added: readonly RequestFailure[],
+  cap = MAX_ROWS,
+): ReadonlyMap<string, RequestFailure> {
+  if (added.length === 0) return kept;
+  const next = new Map(kept);
+  for (const f of added) {
+    next.delete(f.requestId);
+    next.set(f.requestId, f);
+  }
+  for (const id of next.keys()) {
+    if (next.size <= cap) break;
+    next.delete(id);
+  }
+  return next;
+}
 
 /** Merge changed per-second aggregates into the kept window (sorted by second). */
 export function mergeSeconds(kept: readonly SecondAggregate[], changed: readonly SecondAggregate[], keep = KEEP_SECONDS): SecondAggregate[] {
@@ -98,6 +120,8 @@ function onBatch(batch: StreamPayload<'traffic'>): void {
   lastDropped = batch.dropped;
   const dropped = droppedBase + batch.dropped;
   if (dropped !== useTraffic.getState().dropped) useTraffic.setState({ dropped });
+  // A few per second at most, and true whatever the table shows: kept even while paused.
+  if (batch.failed.length) useTraffic.setState((s) => ({ failed: mergeFailures(s.failed, batch.failed) }));
   for (const s of batch.seconds) pendingSeconds.push(s);
   if (catchingUp) {
     heldDuringCatchUp.push(...batch.events);
@@ -148,7 +172,7 @@ export async function catchUp(): Promise<void> {
     const rows = prependCapped([], [...snap.events, ...later], MAX_ROWS);
     const seconds = mergeSeconds(mergeSeconds([], snap.seconds), pendingSeconds);
     pendingSeconds = [];
-    useTraffic.setState({ rows, seconds, error: null, skipped: 0 });
+    useTraffic.setState((s) => ({ rows, seconds, failed: mergeFailures(s.failed, snap.failed), error: null, skipped: 0 }));
   } catch (err) {
     useTraffic.setState({ error: describeError(err) });
   } finally {

@@ -146,6 +146,7 @@ export function workerView(url: string = WORKER_A, over: Partial<WorkerView> = {
     decision: decision(),
     shmLane: null,
     samplingDefaults: null,
+    encoderDtype: { dtype: 'bfloat16', source: 'default', warning: null },
     kvHandoff: null,
     ...over,
   });
@@ -179,6 +180,8 @@ export function overview(over: Partial<Overview> = {}): Overview {
       bytes: 0,
       cacheFiles: 0,
       cacheBytes: 0,
+      otherFiles: 0,
+      otherBytes: 0,
       orphans: 0,
       orphanBytes: 0,
       suspicious: 0,
