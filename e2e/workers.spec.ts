@@ -70,6 +70,17 @@ test('add a worker (reviewed), undo it from the toast, remove it', async ({ page
   await expect(table.locator(`tr[data-worker="${embedded.url}"]`)).toContainText('embedded reference worker');
 });
 
+test("the worker editor's sentence reads as written to assistive technology: no space before its commas and full stop", async ({ page }) => {
+  await openConsole(page, serve, 'workers');
+  const embedded = (await serve.call<{ workers: Array<{ url: string; embedded: boolean }> }>('workers.list')).workers.find((w) => w.embedded)!;
+  await page.getByRole('button', { name: `Edit ${embedded.url}` }).click();
+  const sentence = page.locator('p', { hasText: 'With the applied config: mode' });
+  // What a screen reader is given: before, "… from built-in default , threshold … from built-in default ."
+  const read = await sentence.ariaSnapshot();
+  expect(read).toMatch(/from [a-z-]+(?: [a-z-]+)*, threshold/);
+  expect(read).not.toMatch(/ [,.]/);
+});
+
 test('traffic: pause holds the table, resume catches up from the server', async ({ page }) => {
   await openConsole(page, serve, 'traffic');
   const table = page.getByRole('table', { name: 'Tensor events, newest first' });

@@ -6,7 +6,16 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import { ENTRY_PATH, EXIT_DESKTOP_UNAVAILABLE, displayProblem, electronEnvironment, launchDesktop, locateElectronBinary, preloadIsStale } from './launch.ts';
+import {
+  ELECTRON_INSTALL_HINT,
+  ENTRY_PATH,
+  EXIT_DESKTOP_UNAVAILABLE,
+  displayProblem,
+  electronEnvironment,
+  launchDesktop,
+  locateElectronBinary,
+  preloadIsStale,
+} from './launch.ts';
 
 let dir: string;
 let binDir: string;
@@ -50,7 +59,11 @@ describe('locateElectronBinary', () => {
 
   it('says where it looked when the binary is missing', () => {
     vi.stubEnv('ELECTRON_OVERRIDE_DIST_PATH', emptyDir);
-    expect(locateElectronBinary()).toEqual({ found: false, reason: `the Electron binary is missing at ${path.join(emptyDir, 'electron')}` });
+    expect(locateElectronBinary()).toEqual({
+      found: false,
+      reason: `the Electron binary is missing at ${path.join(emptyDir, 'electron')}; ${ELECTRON_INSTALL_HINT}`,
+    });
+    expect(ELECTRON_INSTALL_HINT).toContain('node node_modules/electron/install.js');
   });
 });
 

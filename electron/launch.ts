@@ -1,8 +1,9 @@
 // `mmtc desktop`: start the Electron app from the development tree (the packaged app starts
 // itself). It decides whether the desktop app can open here at all, and says why not in a
 // form the caller can act on (scripts/start.mjs then opens the console in the browser): the
-// Electron binary may be missing (CI and this repo's `allowScripts` skip its download), or
-// there may be no display (a headless GPU host over SSH).
+// Electron binary may be missing (CI and this repo's `allowScripts` skip its download, and
+// nothing here downloads it: ELECTRON_INSTALL_HINT says how), or there may be no display (a
+// headless GPU host over SSH).
 //
 // Electron runs as a child with this process's stdio and environment, which bin/mmtc.js has
 // already given the malloc settings; glibc cuts GLIBC_TUNABLES down in a process's own
@@ -28,6 +29,13 @@ export const EXIT_DESKTOP_UNAVAILABLE = 69;
 export type ElectronBinary = { found: true; path: string } | { found: false; reason: string };
 
 /**
+ * What the operator does about a missing Electron binary. Nothing here downloads it: a start
+ * that tried would stall where Electron's downloads cannot be reached (an air-gapped box).
+ */
+export const ELECTRON_INSTALL_HINT =
+  'for the desktop app, download it once with `node node_modules/electron/install.js` where github.com (or your ELECTRON_MIRROR) is reachable, without ELECTRON_SKIP_BINARY_DOWNLOAD set (air-gapped: electron/README.md)';
+
+/**
  * Where the Electron executable is. The `electron` package's export is that path, read from
  * the path.txt its install script writes; without the script's download there is none.
  */
@@ -47,11 +55,11 @@ export function locateElectronBinary(): ElectronBinary {
   } catch {
     return {
       found: false,
-      reason: "electron's install script has not downloaded the binary (ELECTRON_SKIP_BINARY_DOWNLOAD, or the script was not allowed to run)",
+      reason: `Electron's binary is not installed (npm install does not run its download here: allowScripts in package.json, or ELECTRON_SKIP_BINARY_DOWNLOAD); ${ELECTRON_INSTALL_HINT}`,
     };
   }
   if (typeof binary !== 'string') return { found: false, reason: `the electron package exported ${typeof binary}, not the path of its binary` };
-  if (!existsSync(binary)) return { found: false, reason: `the Electron binary is missing at ${binary}` };
+  if (!existsSync(binary)) return { found: false, reason: `the Electron binary is missing at ${binary}; ${ELECTRON_INSTALL_HINT}` };
   return { found: true, path: binary };
 }
 

@@ -23,7 +23,7 @@ describe('mmtc doctor and mmtc worker as processes', () => {
       expect(text.stdout).toContain(`namespace token   ${token}`);
       expect(text.stdout).toContain(`reachable         yes (vllm)`);
       expect(text.stdout).toContain(
-        'auto verdict      inline: auto but the worker is on the same host with a different /dev/shm (st_dev differs: a container without a shared /dev/shm): inline',
+        'auto verdict      inline\n  why               auto but the worker is on the same host with a different /dev/shm (st_dev differs: a container without a shared /dev/shm): inline\n',
       );
       expect(text.stdout).toContain("what to do        run the worker container with --ipc=host or mount the host's /dev/shm into it");
       const json = JSON.parse(runMmtc(['doctor', '--worker', url, '--json']).stdout);
@@ -39,7 +39,8 @@ describe('mmtc doctor and mmtc worker as processes', () => {
       const url = worker.line.match(/grpc:\/\/\S+/)![0];
       const text = runMmtc(['doctor', '--worker', url]);
       expect(text.stdout).toContain('reachable         yes (sglang)');
-      expect(text.stdout).toContain("auto verdict      inline: this worker's protocol carries tensors inline only");
+      expect(text.stdout).toContain("auto verdict      inline\n  why               this worker's protocol carries tensors inline only");
+      expect(text.stdout).not.toMatch(/inline: .*: inline/);
       const json = JSON.parse(runMmtc(['doctor', '--worker', url, '--json']).stdout);
       expect(json.worker).toMatchObject({ runtime: 'sglang', reason: 'runtime_inline_only', auto_uses_shm: false, token: null });
     } finally {

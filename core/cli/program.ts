@@ -24,6 +24,7 @@ import { resolveConfiguredWorkers } from '../transport/resolve.ts';
 import { DEFAULT_BOOTSTRAP_PORT, type WireRuntime } from '../config/schema.ts';
 import { runPreprocessCommand, type PreprocessCommandOptions } from './preprocess.ts';
 import { formatDoctorReport, formatResolutionTable } from './reports.ts';
+import { untilStopSignal } from './stop-signals.ts';
 
 const EXIT_USAGE = 2;
 
@@ -134,10 +135,7 @@ function addRunCommands(program: Command, shells: Shells): void {
       const { startRouter } = await import('../router/server.ts');
       const store = new ConfigStore({ config: loaded.config, origins: loaded.origins, env, ...(loaded.file !== undefined ? { file: loaded.file } : {}) });
       const router = await startRouter({ store });
-      await new Promise<void>((resolve) => {
-        process.once('SIGINT', () => resolve());
-        process.once('SIGTERM', () => resolve());
-      });
+      await untilStopSignal();
       await router.close();
     });
 
@@ -157,10 +155,7 @@ function addRunCommands(program: Command, shells: Shells): void {
         throw new ConfigError([{ path: '--console-host', message: "invalid value '' for --console-host: expected a host name or address" }]);
       const { serveConsole } = await import('./serve.ts');
       const stop = await serveConsole({ flags: opts, consolePort, consoleHost });
-      await new Promise<void>((resolve) => {
-        process.once('SIGINT', () => resolve());
-        process.once('SIGTERM', () => resolve());
-      });
+      await untilStopSignal();
       await stop();
     });
 
@@ -394,11 +389,7 @@ function addToolCommands(program: Command): void {
           process.stdout.write(`  bootstrap server on http://${opts.host.includes(':') ? `[${opts.host}]` : opts.host}:${worker.bootstrapPort}\n`);
         process.stdout.write(`  /dev/shm namespace token: ${worker.token ?? 'none advertised'}\n`);
         if (tamperShm) process.stdout.write('  tamper-shm: every /dev/shm tensor file given is written into before it is read (fault injection)\n');
-        await new Promise<void>((resolve) => {
-          const stop = () => resolve();
-          process.once('SIGINT', stop);
-          process.once('SIGTERM', stop);
-        });
+        await untilStopSignal();
         await worker.close();
       },
     );

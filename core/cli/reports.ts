@@ -114,7 +114,10 @@ export function formatDoctorReport(r: DoctorReport): string {
     lines.push(`  reachable         ${W.reachable ? `yes (${W.runtime ?? 'runtime unknown'}${W.healthy === false ? ', reports unhealthy' : ''})` : 'no'}`);
     if (W.error) lines.push(`  error             ${W.error}`);
     lines.push(`  namespace token   ${W.token ?? 'none advertised'}`);
-    lines.push(`  auto verdict      ${W.auto_uses_shm ? 'SHM' : 'inline'}: ${W.explanation}`);
+    // The verdict, then its reason on a line of its own (as the console shows a badge and the
+    // sentence): most reasons end with their verdict, which one line would then say twice.
+    lines.push(`  auto verdict      ${W.auto_uses_shm ? 'SHM' : 'inline'}`);
+    lines.push(`  why               ${W.explanation}`);
     if (W.advice) lines.push(`  what to do        ${W.advice}`);
   }
   return `${lines.join('\n')}\n`;

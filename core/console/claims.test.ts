@@ -68,7 +68,9 @@ describe('a setting a flag gave at start, changed in the console', () => {
       expect(readFileSync(file, 'utf8')).toContain('multimodal_tensor_transport: shm'); // the change is in the file
       overview = await first.backend.invoke('overview', {}, meta);
       expect(overview.config.restartChanges).toEqual(preview.untilRestart);
-      expect(overview.warnings.find((w) => w.kind === 'until_restart')?.message).toContain('--multimodal-tensor-transport auto');
+      expect(overview.warnings.find((w) => w.kind === 'until_restart')?.message).toBe(
+        '1 running setting would be set back by a restart with the flags the router started with (--multimodal-tensor-transport auto): multimodal_tensor_transport: "shm" now, "auto" after a restart',
+      );
       await first.close();
       c = undefined;
 
@@ -183,6 +185,11 @@ describe('a setting a flag gave at start, changed in the console', () => {
       };
       const preview = await c.backend.invoke('config.diff', { draft }, meta);
       expect(preview.untilRestart).toEqual([expect.objectContaining({ path: 'workers["grpc://127.0.0.1:9"]', kind: 'removed' })]);
+      // Applied, Overview says it in words: the worker is dropped, not set "to undefined".
+      await c.backend.invoke('config.apply', { draft, expectedRevision: view.revision }, meta);
+      const warning = (await c.backend.invoke('overview', {}, meta)).warnings.find((w) => w.kind === 'until_restart')?.message;
+      expect(warning).toContain(': worker grpc://127.0.0.1:9: configured now, dropped by a restart');
+      expect(warning).not.toContain('undefined');
     } finally {
       await c.close();
     }

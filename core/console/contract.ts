@@ -101,6 +101,22 @@ export function startFlagFor<F extends { key: string }>(startFlags: readonly F[]
   return startFlags.find((f) => f.key === setting);
 }
 
+/**
+ * What a restart with the start flags would do to one running setting, in words: the one
+ * wording of the toast after an apply, Overview's sync state and its until_restart warning.
+ * A side a setting does not have (a worker only one of them lists, an optional key left out)
+ * is said as such, never as `undefined`.
+ */
+export function restartChangeText(d: DiffEntry): string {
+  const worker = /^workers\[("(?:[^"\\]|\\.)*")\]$/.exec(d.path);
+  if (worker && d.kind !== 'changed') {
+    const url = JSON.parse(worker[1]!) as string;
+    return d.kind === 'removed' ? `worker ${url}: configured now, dropped by a restart` : `worker ${url}: not configured now, back after a restart`;
+  }
+  const side = (v: unknown) => (v === undefined ? 'unset' : JSON.stringify(v));
+  return `${d.path}: ${side(d.before)} now, ${side(d.after)} after a restart`;
+}
+
 export const ConfigViewSchema = z.object({
   revision: Revision,
   config: RouterConfigSchema,

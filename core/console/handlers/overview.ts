@@ -8,7 +8,7 @@ import type { ConfigSnapshot } from '../../config/store.ts';
 import { TensorFileListing, type TensorFilesOfPid } from '../../transport/orphans.ts';
 import { SHM_PREFIX, shmFreeBytes } from '../../transport/shm-writer.ts';
 import { DECISION_ADVICE, readFailedReason } from '../../transport/vocabulary.ts';
-import type { CommandOutput, DiffEntry, WorkerView } from '../contract.ts';
+import { restartChangeText, type CommandOutput, type DiffEntry, type WorkerView } from '../contract.ts';
 import { flagCausedChanges } from '../restart.ts';
 import type { ConsoleState, HandlerGroup } from '../state.ts';
 import { fileView, workerHealth, workerView } from '../views.ts';
@@ -148,7 +148,7 @@ function untilRestartWarning(state: ConsoleState, restartChanges: readonly DiffE
   return [
     {
       kind: 'until_restart',
-      message: `${changes.length} running setting${changes.length === 1 ? '' : 's'} would be set back by a restart with the flags the router started with (${flags.join(' ')}): ${changes.map((d) => `${d.path} ${JSON.stringify(d.before)} → ${JSON.stringify(d.after)}`).join(', ')}`,
+      message: `${changes.length} running setting${changes.length === 1 ? '' : 's'} would be set back by a restart with the flags the router started with (${flags.join(' ')}): ${changes.map(restartChangeText).join('; ')}`,
       remedy: 'the file has your change; restart the router without those flags to keep it, or apply the flag values again',
     },
   ];

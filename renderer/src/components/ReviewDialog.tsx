@@ -5,7 +5,7 @@
 // a conflict shows what someone else changed meanwhile (details.changedMeanwhile) and can
 // carry the change onto the current revision.
 import { useEffect, useRef, useState } from 'react';
-import { ContractError, startFlagFor, type CommandOutput, type DiffEntry } from '../../../core/console/contract.ts';
+import { ContractError, restartChangeText, startFlagFor, type CommandOutput, type DiffEntry } from '../../../core/console/contract.ts';
 import { client, describeError } from '../stores/client.ts';
 import { useConfig } from '../stores/config.ts';
 import { useUi, type ReviewRequest } from '../stores/ui.ts';
@@ -86,7 +86,7 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
       const undo = review.undo;
       const restart =
         result.untilRestart.length > 0
-          ? ` Until the next restart only: a restart with the flags the router started with sets ${result.untilRestart.map((d) => `${d.path} to ${show(d.after)}`).join(', ')} again (the change is in the file; the flags win at start).`
+          ? ` Until the next restart only (the change is in the file; the flags the router started with win at start): ${result.untilRestart.map(restartChangeText).join('; ')}.`
           : '';
       ui.toast(
         {
@@ -212,10 +212,6 @@ function ReviewBody({ review, onClose }: { review: ReviewRequest; onClose: () =>
       </div>
     </div>
   );
-}
-
-function show(v: unknown): string {
-  return typeof v === 'string' ? v : JSON.stringify(v);
 }
 
 /** The start flags behind changes a restart would undo, as the operator typed them (from config.get's startFlags). */

@@ -51,6 +51,27 @@ describe('Overview screen', () => {
     expect(text).not.toContain('All clear');
   });
 
+  it('what a restart would change, each in words: a worker the start flags lack is dropped, an optional setting left out is unset, never "undefined"', () => {
+    const restartChanges = [
+      { path: 'multimodal_tensor_transport', kind: 'changed' as const, before: 'inline', after: 'auto' },
+      { path: 'workers["grpc://127.0.0.1:9"]', kind: 'removed' as const, before: { url: 'grpc://127.0.0.1:9', priority: 50 } },
+      { path: 'workers["grpc://10.0.0.2:7"]', kind: 'added' as const, after: { url: 'grpc://10.0.0.2:7', priority: 50 } },
+      { path: 'multimodal_pixel_cache_mb', kind: 'removed' as const, before: 512 },
+    ];
+    const { text } = render(
+      <OverviewScreen />,
+      withState(useOverview, {
+        data: overview({ config: { file: '/home/op/.config/mmtc/router.yaml', revision: 2, drifted: false, restartChanges } }),
+        loadedAt: NOW - 500,
+      }),
+      withState(useUi, { connection: 'open' }),
+    );
+    expect(text).toContain(
+      'a restart changes 4 settings multimodal_tensor_transport: "inline" now, "auto" after a restart; worker grpc://127.0.0.1:9: configured now, dropped by a restart; worker grpc://10.0.0.2:7: not configured now, back after a restart; multimodal_pixel_cache_mb: 512 now, unset after a restart',
+    );
+    expect(text).not.toContain('undefined');
+  });
+
   it('an old overview while connected: waiting for the next update', () => {
     const { text } = render(<OverviewScreen />, withState(useOverview, { data: overview(), loadedAt: NOW - 4000 }), withState(useUi, { connection: 'open' }));
     expect(text).toContain('Not live: this overview is 4 s old (waiting for the next update).');

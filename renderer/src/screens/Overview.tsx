@@ -1,7 +1,7 @@
 // Overview: is this box ready to move tensors through /dev/shm, who serves, what flows now,
 // what the pixel cache holds, and what needs the operator's attention (each warning with its remedy).
 import { useEffect, useMemo } from 'react';
-import type { Overview } from '../../../core/console/contract.ts';
+import { restartChangeText, type Overview } from '../../../core/console/contract.ts';
 import { NoPixelTensorsNote, VerdictBadge } from '../components/Verdict.tsx';
 import { DriftPanel } from '../components/DriftPanel.tsx';
 import { PixelCachePanel } from '../components/PixelCachePanel.tsx';
@@ -125,9 +125,7 @@ function SyncState({ config }: { config: Overview['config'] }) {
         <Badge tone="warn">
           a restart changes {config.restartChanges.length} setting{config.restartChanges.length === 1 ? '' : 's'}
         </Badge>{' '}
-        <span className="small">
-          {config.restartChanges.map((d) => `${d.path}: ${JSON.stringify(d.before)} now, ${JSON.stringify(d.after)} after a restart`).join('; ')}
-        </span>
+        <span className="small">{config.restartChanges.map(restartChangeText).join('; ')}</span>
       </span>
     );
   }
