@@ -70,6 +70,21 @@ export function firstZodIssue(error: z.core.$ZodError): { path: string; message:
   return { path, message };
 }
 
+/**
+ * What is wrong with one field's value, as the operator reads it under the field: the same
+ * sentence a whole configuration's check gives (`invalid value 0 for max_request_image_pixels:
+ * expected …`), the value quoted and the field named by `where`; null when `schema` takes it.
+ */
+export function fieldProblem(schema: z.ZodType, where: string, value: unknown): string | null {
+  const result = schema.safeParse(value);
+  if (result.success) return null;
+  const [first] = issuesFromZod(result.error, {
+    input: value,
+    describePath: (p) => `${where}${p.length ? (typeof p[0] === 'number' ? '' : '.') + formatPath(p) : ''}`,
+  });
+  return first?.message ?? `invalid value ${formatValue(value)} for ${where}`;
+}
+
 export function invalidValueMessage(where: string, value: unknown, expected: string): string {
   return `invalid value ${formatValue(value)} for ${where}: ${expected}`;
 }
@@ -167,6 +182,20 @@ export function issuesFromZod(
       continue;
     }
     if (listed()) return out;
+    if (issue.code === 'invalid_key' && path.length > 0) {
+      // A map's key is what is wrong (a label name of 70 characters): quote the key, not the
+      // value under it, and say what the key must be (the key schema's words, not the map's).
+      const key = path.at(-1)!;
+      const mapPath = path.slice(0, -1);
+      const expected = issue.issues[0]?.message ?? issue.message;
+      const length = typeof key === 'string' ? ` (${key.length} characters)` : '';
+      out.push({
+        path: describe(mapPath),
+        keyPath: path,
+        message: `invalid key ${formatValue(key)}${length} in ${describe(mapPath) || 'the configuration'}: ${expected}`,
+      });
+      continue;
+    }
     const { present, value } = valueAt(ctx.input, path);
     const where = describe(path);
     out.push({

@@ -4,7 +4,7 @@
 // what is accepted, and never by holding the process (docs/configuration.md, "Limits of a configuration").
 import { describe, expect, it } from 'vitest';
 import { ConfigError } from './errors.ts';
-import { DURATION_RANGES, MAX_LABELS, MAX_WORKERS, type DurationKey } from './schema.ts';
+import { DURATION_RANGES, MAX_LABELS, MAX_WORKERS, MIN_LIMIT_BYTES, type DurationKey } from './schema.ts';
 import { parseRouterConfig } from './validate.ts';
 import { MAX_CONFIG_YAML_BYTES, parseConfigYaml } from './yaml.ts';
 
@@ -41,6 +41,35 @@ describe('durations', () => {
     expect(issuesOf(() => parseConfigYaml('port: 1\nhealth_check_interval_secs: 1e-300\n', 'r.yaml'))[0]!.message).toBe(
       'r.yaml:2:29: invalid value 1e-300 for health_check_interval_secs: expected a number of seconds from 0.1 to 3600',
     );
+  });
+});
+
+describe('request limits', () => {
+  const what = { max_body_bytes: 'request', max_image_bytes: 'image', max_request_image_bytes: 'request with an image' } as const;
+
+  it.each(Object.entries(what).flatMap(([key, refused]) => [5, 0, MIN_LIMIT_BYTES - 1].map((v) => [key, v, refused] as const)))(
+    '%s = %d is refused: a limit that small refuses every %s',
+    (key, value, refused) => {
+      expect(issuesOf(() => parseRouterConfig({ [key]: value }))).toEqual([
+        {
+          path: key,
+          message: `invalid value ${value} for ${key}: expected an integer number of bytes of at least 1024 (1 KiB): a smaller limit refuses every ${refused}`,
+        },
+      ]);
+    },
+  );
+
+  it.each(Object.keys(what))('%s takes 1 KiB', (key) => {
+    expect(parseRouterConfig({ [key]: MIN_LIMIT_BYTES })[key as keyof typeof what]).toBe(MIN_LIMIT_BYTES);
+  });
+
+  it('max_request_image_pixels counts pixels, and says so', () => {
+    expect(issuesOf(() => parseRouterConfig({ max_request_image_pixels: 0 }))).toEqual([
+      {
+        path: 'max_request_image_pixels',
+        message: 'invalid value 0 for max_request_image_pixels: expected a positive integer number of pixels (width × height, e.g. 64000000)',
+      },
+    ]);
   });
 });
 
@@ -93,6 +122,16 @@ describe('workers', () => {
     expect(issuesOf(() => parseRouterConfig({ workers: [{ url: 'grpc://a:1', labels: { zone: 'x'.repeat(257) } }] }))[0]!.message).toMatch(
       /^invalid value 'x{120}… \(257 characters\)' for workers\[0\]\.labels\.zone: expected a string label value of at most 256 characters/,
     );
+  });
+
+  it('a label name too long is quoted as the name, with its length, not as the value under it', () => {
+    const name = 'n'.repeat(70);
+    expect(issuesOf(() => parseRouterConfig({ workers: [{ url: 'grpc://a:1', labels: { [name]: '1' } }] }))).toEqual([
+      {
+        path: 'workers[0].labels',
+        message: `invalid key '${name}' (70 characters) in workers[0].labels: expected a string label name of 1 to 63 characters`,
+      },
+    ]);
   });
 
   it('quotes a label nested 100,000 deep without overflowing the stack', () => {

@@ -82,14 +82,14 @@ export const LIMIT_FLAGS: ReadonlyArray<{
     kind: 'integer',
     description: "most pixels (width × height from the images' headers) one request's images may have in all (default 64000000)",
   },
-  { flag: '--max-image-bytes <n>', key: 'max_image_bytes', kind: 'integer', description: 'largest encoded image, in bytes (default 20 MiB)' },
+  { flag: '--max-image-bytes <n>', key: 'max_image_bytes', kind: 'integer', description: 'largest encoded image, in bytes (default 20 MiB, at least 1 KiB)' },
   {
     flag: '--max-request-image-bytes <n>',
     key: 'max_request_image_bytes',
     kind: 'integer',
-    description: 'most encoded image bytes one request may bring, all its images together (default 64 MiB)',
+    description: 'most encoded image bytes one request may bring, all its images together (default 64 MiB, at least 1 KiB)',
   },
-  { flag: '--max-body-bytes <n>', key: 'max_body_bytes', kind: 'integer', description: 'largest request body, in bytes (default 64 MiB)' },
+  { flag: '--max-body-bytes <n>', key: 'max_body_bytes', kind: 'integer', description: 'largest request body, in bytes (default 64 MiB, at least 1 KiB)' },
   {
     flag: '--body-timeout-secs <s>',
     key: 'body_timeout_secs',

@@ -152,6 +152,22 @@ export const MAX_WORKERS_EXPECTED = `expected at most ${MAX_WORKERS} workers (MA
 const BYTES_EXPECTED = 'expected a positive integer number of bytes';
 const bytes = () => z.int({ error: BYTES_EXPECTED }).positive({ error: BYTES_EXPECTED });
 
+/**
+ * The smallest a request limit in bytes may be: 1 KiB. The smallest chat request that names a
+ * model and carries one short message with one image reference is a few hundred bytes
+ * (`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://…"}}]}]}`),
+ * and the smallest real image file is about as large; a limit under that (`max_body_bytes: 5`)
+ * refuses every request with a 413 that names a meaningless limit.
+ */
+export const MIN_LIMIT_BYTES = 1024;
+const limitBytes = (what: string) => {
+  const expected = `expected an integer number of bytes of at least ${MIN_LIMIT_BYTES} (1 KiB): a smaller limit refuses every ${what}`;
+  return z.int({ error: expected }).min(MIN_LIMIT_BYTES, { error: expected });
+};
+
+const PIXELS_EXPECTED = 'expected a positive integer number of pixels (width × height, e.g. 64000000)';
+const pixels = () => z.int({ error: PIXELS_EXPECTED }).positive({ error: PIXELS_EXPECTED });
+
 const MEDIA_DOMAIN_EXPECTED = 'expected a host name such as images.example.com (no scheme, port, path or wildcard)';
 /** A host name (or IP literal) as an allowlist entry: what the URL's host must equal. */
 export const MediaDomainSchema = z
@@ -297,10 +313,10 @@ export const RouterConfigSchema = z
     health_check_interval_secs: seconds('health_check_interval_secs').default(10),
     limit_mm_per_prompt: LimitMmPerPromptSchema.default({ ...DEFAULT_LIMITS.limit_mm_per_prompt }),
     /** Width × height summed over a request's images, read from their headers before decoding. */
-    max_request_image_pixels: bytes().default(DEFAULT_LIMITS.max_request_image_pixels),
-    max_image_bytes: bytes().default(DEFAULT_LIMITS.max_image_bytes),
-    max_request_image_bytes: bytes().default(DEFAULT_LIMITS.max_request_image_bytes),
-    max_body_bytes: bytes().default(DEFAULT_LIMITS.max_body_bytes),
+    max_request_image_pixels: pixels().default(DEFAULT_LIMITS.max_request_image_pixels),
+    max_image_bytes: limitBytes('image').default(DEFAULT_LIMITS.max_image_bytes),
+    max_request_image_bytes: limitBytes('request with an image').default(DEFAULT_LIMITS.max_request_image_bytes),
+    max_body_bytes: limitBytes('request').default(DEFAULT_LIMITS.max_body_bytes),
     body_timeout_secs: seconds('body_timeout_secs').default(DEFAULT_LIMITS.body_timeout_secs),
     media_fetch_timeout_secs: seconds('media_fetch_timeout_secs').default(DEFAULT_LIMITS.media_fetch_timeout_secs),
     /** When non-empty, image URLs may only name these hosts (vLLM's --allowed-media-domains). */

@@ -10,7 +10,7 @@
 // only zod and schema modules (no `node:`), so the renderer imports it as is.
 import { z } from 'zod';
 import { TransportEnvironmentSchema } from '../config/env-schema.ts';
-import { firstZodIssue, issuesFromZod } from '../config/errors.ts';
+import { fieldProblem, firstZodIssue, formatValue, issuesFromZod } from '../config/errors.ts';
 import { PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerTypeSchema, WorkerUrlSchema, type RouterConfigInput } from '../config/schema.ts';
 import { SecondAggregateSchema, TensorEventSchema } from '../transport/event-schema.ts';
@@ -701,6 +701,7 @@ export {
   DISAGGREGATION_MODES,
   ENCODE_POLICIES,
   hasBootstrapServer,
+  LabelsSchema,
   POLICIES,
   readsPixelTensors,
   ROLES_ROUTED,
@@ -716,7 +717,7 @@ export {
 } from '../config/schema.ts';
 export { DEFAULT_PIXEL_CACHE_MB, PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 export { DECISION_ADVICE, DECISION_REASONS, describeReason, REASON_WORDS, TENSOR_PATHS, TENSOR_REASONS } from '../transport/vocabulary.ts';
-export { firstZodIssue, issuesFromZod };
+export { fieldProblem, firstZodIssue, formatValue, issuesFromZod };
 export { bytesParts, formatBytes, formatMiB, threeDigits, type Quantity } from '../util/bytes.ts';
 export type { TensorEvent, SecondAggregate } from '../transport/event-schema.ts';
 export type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';

@@ -4,7 +4,7 @@
 // its unit, so an invalid entry stands in the draft (named there by the schema, Review & apply
 // off) instead of the last valid size typed on the way to it.
 import { useEffect, useId, useState } from 'react';
-import { firstZodIssue, ShmMinBytesSchema } from '../../../core/console/contract.ts';
+import { fieldProblem, formatValue, ShmMinBytesSchema } from '../../../core/console/contract.ts';
 import { BYTE_UNITS, formatBytes, naturalUnit, parseByteInput, type ByteUnit } from '../lib/format.ts';
 
 /** What the draft holds for an entry that does not parse: the text and its unit ("1.5 B"). */
@@ -23,12 +23,15 @@ function shown(value: number | string | undefined, factor: (u: ByteUnit) => numb
 
 export function ByteField({
   label,
+  field = 'multimodal_shm_min_bytes',
   value,
   onChange,
   disabled,
   describedBy,
 }: {
   label: string;
+  /** The setting it edits, as its errors name it. */
+  field?: string;
   value: number | string | undefined;
   onChange: (bytes: number | string) => void;
   disabled?: boolean;
@@ -58,15 +61,13 @@ export function ByteField({
     if (parsed.bytes !== value) onChange(parsed.bytes);
   };
 
+  // Named as every field names its problem: the setting, the value typed, what was expected.
   const parsed = parseByteInput(text, unit);
-  const checked = parsed.ok ? ShmMinBytesSchema.safeParse(parsed.bytes) : undefined;
   const error = !parsed.ok
     ? text.trim() === '' && value === undefined
       ? null
-      : parsed.message
-    : checked && !checked.success
-      ? firstZodIssue(checked.error).message
-      : null;
+      : `invalid value ${formatValue(typedBytes(text, unit))} for ${field}: ${parsed.message}`
+    : fieldProblem(ShmMinBytesSchema, field, parsed.bytes);
   return (
     <div className="field bytefield">
       <label htmlFor={id}>{label}</label>

@@ -4,17 +4,17 @@
 // with its default and origin without a UI change.
 import { useId } from 'react';
 import type { z } from 'zod';
-import { useTypedText } from '../lib/useTypedText.ts';
+import { useDraftText, useTypedText } from '../lib/useTypedText.ts';
 import { StartFlagNote } from './StartFlagNote.tsx';
 import {
   DEFAULT_PIXEL_CACHE_MB,
-  firstZodIssue,
+  fieldProblem,
   PIXEL_CACHE_ENV,
   RouterConfigSchema,
   type ConfigView,
   type RouterConfig,
 } from '../../../core/console/contract.ts';
-import { setRouterField, typedNumber } from '../lib/draft.ts';
+import { mayBeUnset, setRouterField, typedNumber } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
 
 const HANDLED = new Set([
@@ -52,13 +52,6 @@ function choicesOf(key: string): readonly string[] | undefined {
   return undefined;
 }
 
-function check(key: string, v: unknown): string | null {
-  const s = shape[key];
-  if (!s) return null;
-  const r = s.safeParse(v);
-  return r.success ? null : firstZodIssue(r.error).message;
-}
-
 function unitOf(key: string): 'bytes' | 's' | 'px' | '' {
   if (key.endsWith('_bytes')) return 'bytes';
   if (key.endsWith('_secs')) return 's';
@@ -66,28 +59,36 @@ function unitOf(key: string): 'bytes' | 's' | 'px' | '' {
   return '';
 }
 
-function hint(key: string, v: unknown): string {
-  if (typeof v !== 'number') return '';
-  if (unitOf(key) === 'bytes') return formatBytes(v);
-  if (unitOf(key) === 'px') return `${(v / 1e6).toFixed(1)} Mpx`;
+function hintOf(unit: ReturnType<typeof unitOf>, v: number): string {
+  if (unit === 'bytes') return formatBytes(v);
+  if (unit === 'px') return `${(v / 1e6).toFixed(1)} Mpx`;
   return '';
 }
 
+/**
+ * A number typed into the draft by typedNumber's rule (blank unsets only a setting without a
+ * default), with the schema's own sentence under it: `problemOf` checks the value as the
+ * setting will hold it (for a field of a map, the whole map), naming the field and the value.
+ */
 function NumberInput({
   id,
-  keyName,
+  unit,
+  optional,
   value,
+  problemOf,
   onChange,
 }: {
   id: string;
-  keyName: string;
+  unit: ReturnType<typeof unitOf>;
+  optional: boolean;
   value: number | string | undefined;
+  problemOf: (typed: number | string | undefined) => string | null;
   onChange: (n: number | string | undefined) => void;
 }) {
-  const [text, setText] = useTypedText(value, { decimal: true });
-  const optional = shape[keyName]?.safeParse(undefined).success ?? false;
-  const typed = typedNumber(text, { decimal: true });
-  const err = typed === undefined ? (optional ? null : 'enter a number') : typeof typed === 'string' ? `'${typed}' is not a number` : check(keyName, typed);
+  const [text, setText] = useTypedText(value, { optional });
+  const typed = typedNumber(text, { optional });
+  const err = problemOf(typed);
+  const shown = typeof typed === 'number' ? hintOf(unit, typed) : '';
   return (
     <>
       <input
@@ -102,12 +103,44 @@ function NumberInput({
           // What is typed goes into the draft as typed (typedNumber): an invalid value is named
           // there by the schema and keeps Review & apply off, never the last valid one.
           setText(e.target.value);
-          onChange(typedNumber(e.target.value, { decimal: true }));
+          onChange(typedNumber(e.target.value, { optional }));
         }}
       />
       <span id={`${id}-msg`} className={err ? 'field-error small' : 'field-hint small'}>
-        {err ?? (unitOf(keyName) ? `${unitOf(keyName)}${text.trim() && hint(keyName, Number(text)) ? ` · ${hint(keyName, Number(text))}` : ''}` : '')}
+        {err ?? (unit ? `${unit}${shown ? ` · ${shown}` : ''}` : '')}
       </span>
+    </>
+  );
+}
+
+/** A list of strings typed comma-separated, into the draft as typed and checked by its schema; the text follows the draft (Discard empties it again). */
+function ListInput({ id, keyName, value, onChange }: { id: string; keyName: string; value: string[] | undefined; onChange: (list: string[]) => void }) {
+  const read = (t: string) =>
+    t
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean);
+  const [text, setText] = useDraftText(value ?? [], (v) => v.join(', '), read);
+  const err = fieldProblem(shape[keyName]!, keyName, read(text));
+  return (
+    <>
+      <input
+        id={id}
+        className={`input mono ${err ? 'invalid' : ''}`}
+        value={text}
+        placeholder="none (comma-separated)"
+        aria-invalid={err ? true : undefined}
+        aria-describedby={err ? `${id}-msg` : undefined}
+        onChange={(e) => {
+          setText(e.target.value);
+          onChange(read(e.target.value));
+        }}
+      />
+      {err && (
+        <span id={`${id}-msg`} className="field-error small">
+          {err}
+        </span>
+      )}
     </>
   );
 }
@@ -167,37 +200,38 @@ export function GenericSettings({
           } else if (typeof sample === 'boolean') {
             control = <input id={fid} type="checkbox" checked={Boolean(v)} onChange={(e) => set(k, e.target.checked)} />;
           } else if (Array.isArray(sample)) {
-            control = (
-              <input
-                id={fid}
-                className="input mono"
-                defaultValue={(v as string[] | undefined)?.join(', ') ?? ''}
-                placeholder="none (comma-separated)"
-                onChange={(e) => {
-                  set(
-                    k,
-                    e.target.value
-                      .split(',')
-                      .map((x) => x.trim())
-                      .filter(Boolean),
-                  );
-                }}
-              />
-            );
+            control = <ListInput id={fid} keyName={k} value={v as string[] | undefined} onChange={(list) => set(k, list)} />;
           } else if (sample && typeof sample === 'object') {
-            const obj = (v ?? d) as Record<string, number>;
+            const obj = (v ?? d) as Record<string, number | string>;
             control = (
               <span className="subfields">
                 {Object.entries(obj).map(([sub, n]) => (
                   <span key={sub} className="subfield">
                     <label htmlFor={`${fid}-${sub}`}>{sub}</label>
-                    <NumberInput id={`${fid}-${sub}`} keyName="__none" value={n} onChange={(x) => set(k, { ...obj, [sub]: x ?? '' })} />
+                    <NumberInput
+                      id={`${fid}-${sub}`}
+                      unit=""
+                      optional={false}
+                      value={n}
+                      problemOf={(x) => fieldProblem(shape[k]!, k, { ...obj, [sub]: x })}
+                      onChange={(x) => set(k, { ...obj, [sub]: x })}
+                    />
                   </span>
                 ))}
               </span>
             );
           } else {
-            control = <NumberInput id={fid} keyName={k} value={v as number | string | undefined} onChange={(n) => set(k, n)} />;
+            const optional = mayBeUnset(shape[k]!);
+            control = (
+              <NumberInput
+                id={fid}
+                unit={unitOf(k)}
+                optional={optional}
+                value={v as number | string | undefined}
+                problemOf={(x) => fieldProblem(shape[k]!, k, x)}
+                onChange={(n) => set(k, n)}
+              />
+            );
           }
           return (
             <tr key={k}>
@@ -230,7 +264,7 @@ export function GenericSettings({
                     .map(([a, b]) => `${a}=${String(b)}`)
                     .join(', ')
                 ) : (
-                  `${String(d)}${hint(k, d) ? ` (${hint(k, d)})` : ''}`
+                  `${String(d)}${typeof d === 'number' && hintOf(unitOf(k), d) ? ` (${hintOf(unitOf(k), d)})` : ''}`
                 )}
               </td>
               <td className="muted small">

@@ -20,10 +20,17 @@ export function PendingBar() {
         </strong>{' '}
         <span className="muted">based on revision {base.revision}</span>
         {issues.length > 0 && (
-          <span className="pending-issue">
+          // Every problem the count counts is named (each message names its field and value):
+          // "2 problems" over one sentence left the other to be guessed.
+          <div className="pending-issue">
             <span aria-hidden="true">✕ </span>
-            {issues.length} problem{issues.length === 1 ? '' : 's'}: {issues[0]!.path ? <code>{issues[0]!.path}</code> : null} {issues[0]!.message}
-          </span>
+            {issues.length} problem{issues.length === 1 ? '' : 's'}:
+            <ul className="pending-issues" data-testid="pending-issues">
+              {issues.map((issue, i) => (
+                <li key={`${i}-${issue.path}`}>{issue.message}</li>
+              ))}
+            </ul>
+          </div>
         )}
         {stale && (
           <span className="pending-issue warn">

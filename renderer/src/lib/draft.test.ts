@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { RouterConfigSchema, type RouterConfig } from '../../../core/console/contract.ts';
-import { addWorker, configsDiffer, parseDiffPath, patchWorker, rebaseDraft, setRouterField } from './draft.ts';
+import { addWorker, configsDiffer, mayBeUnset, parseDiffPath, patchWorker, rebaseDraft, setRouterField, typedNumber } from './draft.ts';
 
 const A = 'grpc://127.0.0.1:1';
 const B = 'grpc://127.0.0.1:2';
@@ -52,5 +52,27 @@ describe('diff paths and worker lists', () => {
     const embedded = RouterConfigSchema.parse({ port: 0, workers: [worker('grpc://127.0.0.1:9')] });
     const next = addWorker(embedded, worker(A), { replaceUrls: new Set(['grpc://127.0.0.1:9']) });
     expect(next.workers.map((w) => w.url)).toEqual([A]);
+  });
+});
+
+// One rule for every number field, on every form (Router, Limits, Workers' Add and Edit).
+describe('typedNumber', () => {
+  it('a plain decimal number, signed or with a fraction, is that number; the schema says whether it fits', () => {
+    expect(['50', ' 1.5 ', '-1', '0'].map((t) => typedNumber(t))).toEqual([50, 1.5, -1, 0]);
+  });
+
+  it('anything else stays the text, on every field alike: an exponent, a unit, a separator', () => {
+    expect(['1e2', '1e3', '30x', '1,000', '0x10'].map((t) => typedNumber(t))).toEqual(['1e2', '1e3', '30x', '1,000', '0x10']);
+  });
+
+  it("blank unsets only a setting that may be unset; one with a default keeps '' for its schema to refuse", () => {
+    expect(typedNumber('  ')).toBe('');
+    expect(typedNumber('  ', { optional: true })).toBeUndefined();
+    expect(RouterConfigSchema.shape.body_timeout_secs.safeParse(typedNumber('')).success).toBe(false);
+  });
+
+  it('mayBeUnset: an optional setting yes, one with a default no', () => {
+    expect(mayBeUnset(RouterConfigSchema.shape.multimodal_shm_max_outstanding_bytes)).toBe(true);
+    expect(mayBeUnset(RouterConfigSchema.shape.body_timeout_secs)).toBe(false);
   });
 });

@@ -16,15 +16,26 @@ const clone = <T>(v: T): T => structuredClone(v);
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
 
 /**
- * A number field's text as the draft holds it: blank is unset, a plain number (digits, and for
- * `decimal` a sign and a fraction) is that number, anything else stays the text. An invalid
- * entry therefore stands in the draft, where its schema names it in the pending bar and Review
- * & apply stays off, instead of the last valid value typed on the way to it (7000 of 70000).
+ * The one rule of every number field (Router, Limits, Workers' Add and Edit, Precedence): its
+ * text as the draft holds it. A plain decimal number (digits with an optional sign and
+ * fraction: `-1`, `0.5`; no exponent, unit or separator, as the flags take them) is that
+ * number, and the setting's schema then says whether it is whole and in range (`1.5` as a
+ * priority, `-1` as a threshold). Blank is unset where the setting may be left unset
+ * (`optional`: it has no default, see mayBeUnset) and otherwise stays '', which its schema
+ * refuses by name, as it does any other text (`1e3`, `30x`). So what a field shows is what the
+ * draft holds: never a blank field over a default that applies, nor the last valid value
+ * typed on the way to an invalid one (7000 of 70000).
  */
-export function typedNumber(text: string, options: { decimal?: boolean } = {}): number | string | undefined {
+export function typedNumber(text: string, options: { optional?: boolean } = {}): number | string | undefined {
   const t = text.trim();
-  if (t === '') return undefined;
-  return (options.decimal ? /^-?\d+(\.\d+)?$/ : /^\d+$/).test(t) ? Number(t) : t;
+  if (t === '') return options.optional ? undefined : '';
+  return /^-?\d+(\.\d+)?$/.test(t) ? Number(t) : t;
+}
+
+/** Whether a setting's schema lets it be left unset with nothing in its place (`.optional()`), as opposed to a default that then applies. */
+export function mayBeUnset(schema: { safeParse(v: unknown): { success: boolean; data?: unknown } }): boolean {
+  const r = schema.safeParse(undefined);
+  return r.success && r.data === undefined;
 }
 
 /** Set a router-level setting; undefined removes the key (unset). */

@@ -5,6 +5,7 @@
 // separately too, so tables can right-align digits and keep the unit in its own column.
 
 import { bytesParts, formatBytes, formatMiB, threeDigits, type Quantity } from '../../../core/console/contract.ts';
+import { typedNumber } from './draft.ts';
 
 export { bytesParts, formatBytes, formatMiB, threeDigits, type Quantity };
 
@@ -107,15 +108,17 @@ export function naturalUnit(bytes: number): ByteUnit {
 
 /**
  * Parse what the operator typed in a threshold field with the chosen unit: the byte count,
- * or why it is refused. Only whole numbers of bytes are valid (the schema takes integers),
- * so 1.5 KiB is fine (1536) but 0.3 KiB is not.
+ * or what was expected instead. A number is typedNumber's (digits with an optional sign and
+ * fraction), and its count of bytes must be whole, so 1.5 KiB is fine (1536) but 0.3 KiB is
+ * not; whether the count is in range (-1) is the schema's to say, in its words.
  */
 export function parseByteInput(text: string, unit: ByteUnit): { ok: true; bytes: number } | { ok: false; message: string } {
   const t = text.trim();
-  if (t === '') return { ok: false, message: 'enter a size' };
-  if (!/^\d+(\.\d+)?$/.test(t)) return { ok: false, message: `'${t}' is not a number: enter digits (e.g. 64) and pick the unit` };
+  if (t === '') return { ok: false, message: 'expected a size' };
+  const n = typedNumber(t);
+  if (typeof n !== 'number') return { ok: false, message: 'expected a number (e.g. 64) with its unit picked beside it' };
   const factor = BYTE_UNITS.find((u) => u.unit === unit)!.factor;
-  const bytes = Number(t) * factor;
-  if (!Number.isSafeInteger(bytes)) return { ok: false, message: `${t} ${unit} is not a whole number of bytes (${bytes})` };
+  const bytes = n * factor;
+  if (!Number.isSafeInteger(bytes)) return { ok: false, message: `expected a whole number of bytes; ${t} ${unit} is ${bytes} bytes` };
   return { ok: true, bytes };
 }

@@ -7,7 +7,7 @@
 // match → per-tensor size against the threshold → verdict and reason (docs/transport.md).
 import { useId, useMemo, useState } from 'react';
 import { useTypedText } from '../lib/useTypedText.ts';
-import type { TensorEvent } from '../../../core/console/contract.ts';
+import { fieldProblem, ShmMinBytesSchema, type TensorEvent } from '../../../core/console/contract.ts';
 import { VerdictBadge } from '../components/Verdict.tsx';
 import { Badge, Breakable, Empty, Panel, Prose, ScreenHeader } from '../components/ui.tsx';
 import { patchWorker, setRouterField, typedNumber } from '../lib/draft.ts';
@@ -149,10 +149,9 @@ function ThresholdQuickEdit({
 }) {
   // In bytes: what is typed goes into the draft as typed (digits a number, anything else the
   // text, named there by the schema), and the field follows Discard.
-  const [text, setText] = useTypedText(value);
+  const [text, setText] = useTypedText(value, { optional: true });
   const id = useId();
-  const parsed = text.trim() === '' ? undefined : parseByteInput(text, 'B');
-  const err = parsed && !parsed.ok ? parsed.message : null;
+  const err = fieldProblem(ShmMinBytesSchema.optional(), 'multimodal_shm_min_bytes', typedNumber(text, { optional: true }));
   return (
     <span className="quick">
       <input
@@ -163,7 +162,7 @@ function ThresholdQuickEdit({
         value={text}
         onChange={(e) => {
           setText(e.target.value);
-          onChange(typedNumber(e.target.value));
+          onChange(typedNumber(e.target.value, { optional: true }));
         }}
       />
       {err && (

@@ -15,7 +15,7 @@ import { ModeChoice, ThresholdChoice } from '../components/TransportChoices.tsx'
 import { StartFlagNote } from '../components/StartFlagNote.tsx';
 import { useConfig } from '../stores/config.ts';
 import { useOverview } from '../stores/overview.ts';
-import { RouterConfigSchema, type ConfigView } from '../../../core/console/contract.ts';
+import { fieldProblem, RouterConfigSchema, type ConfigView } from '../../../core/console/contract.ts';
 
 function Origin({ origin, unset = 'built-in default' }: { origin: string | undefined; unset?: string }) {
   return <span className="origin">from {origin ?? unset}</span>;
@@ -40,7 +40,7 @@ function inheritedValue(view: ConfigView, knob: keyof typeof TRANSPORT_KNOBS): {
   return { value: String(d), from: 'built-in default' };
 }
 
-/** A number of seconds, into the draft as typed (typedNumber; blank stays blank), checked by the schema as typed, following Discard. */
+/** A number of seconds, into the draft as typed (typedNumber's rule), checked by the schema as typed, following Discard. */
 function NumberSetting({
   label,
   keyName,
@@ -52,22 +52,13 @@ function NumberSetting({
   label: string;
   keyName: 'request_timeout_secs' | 'health_check_interval_secs';
   value: number | string;
-  onChange: (n: number | string) => void;
+  onChange: (n: number | string | undefined) => void;
   origin: string | undefined;
   unit: string;
 }) {
   const id = useId();
-  const [text, setText] = useTypedText(value, { decimal: true });
-  const typed = typedNumber(text, { decimal: true });
-  const checked = typeof typed === 'number' ? RouterConfigSchema.shape[keyName].safeParse(typed) : undefined;
-  const err =
-    typed === undefined
-      ? 'enter a number'
-      : typeof typed === 'string'
-        ? `'${typed}' is not a number`
-        : checked && !checked.success
-          ? (checked.error.issues[0]?.message ?? 'invalid')
-          : null;
+  const [text, setText] = useTypedText(value);
+  const err = fieldProblem(RouterConfigSchema.shape[keyName], keyName, typedNumber(text));
   return (
     <div className="field">
       <label htmlFor={id}>{label}</label>
@@ -81,13 +72,13 @@ function NumberSetting({
           aria-describedby={`${id}-hint`}
           onChange={(e) => {
             setText(e.target.value);
-            onChange(typedNumber(e.target.value, { decimal: true }) ?? e.target.value.trim());
+            onChange(typedNumber(e.target.value));
           }}
         />
         <span className="unit-label">{unit}</span>
       </div>
       <div id={`${id}-hint`} className={err ? 'field-error' : 'field-hint'}>
-        {err ? `${keyName}: ${err}` : <Origin origin={origin} />}
+        {err ?? <Origin origin={origin} />}
       </div>
     </div>
   );

@@ -3,9 +3,12 @@
 // workers.add / workers.remove with the revision it was based on), and the per-worker
 // editor whose changes go into the draft, with "inherit" (no override: router, env or
 // default decides) as a first-class choice for both knobs.
-import { Fragment, useId, useMemo, useState } from 'react';
+import { Fragment, useId, useState } from 'react';
 import {
   DEFAULT_BOOTSTRAP_PORT,
+  fieldProblem,
+  formatValue,
+  LabelsSchema,
   hasBootstrapServer,
   readsPixelTensors,
   REASON_WORDS,
@@ -21,7 +24,7 @@ import { VerdictBadge, VerdictText } from '../components/Verdict.tsx';
 import { Badge, Empty, ErrorNote, Panel, ScreenHeader } from '../components/ui.tsx';
 import { addWorker, patchWorker, removeWorker, typedNumber } from '../lib/draft.ts';
 import { inheritedLayer } from '../lib/inherited.ts';
-import { useTypedText } from '../lib/useTypedText.ts';
+import { useDraftText, useTypedText } from '../lib/useTypedText.ts';
 import { formatBytes, formatPercent } from '../lib/format.ts';
 import { HEALTH_TONE, LAYER_LABEL, TOKEN_WORDS } from '../lib/vocab.ts';
 import { client } from '../stores/client.ts';
@@ -368,7 +371,7 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
   const [url, setUrl] = useState('grpc://127.0.0.1:');
   const [runtime, setRuntime] = useState<(typeof RUNTIMES)[number]>('unspecified');
   const [type, setType] = useState<(typeof WORKER_TYPES)[number]>('regular');
-  const [priority, setPriority] = useState('50');
+  const [priority, setPriority] = useState<number | string>(50);
   const [bootstrapPort, setBootstrapPort] = useState<number | string | undefined>(undefined);
   const hasBootstrap = hasBootstrapServer(type);
   const urlCheck = WorkerUrlSchema.safeParse(url.trim());
@@ -377,15 +380,16 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
     url: url.trim(),
     runtime,
     worker_type: type,
-    priority: Number(priority),
+    priority,
     ...(hasBootstrap && bootstrapPort !== undefined ? { bootstrap_port: bootstrapPort } : {}),
   });
   const urlProblem = !urlCheck.success ? urlCheck.error.issues[0]?.message : dup ? `${url.trim()} is already configured; edit it instead` : null;
   const portProblem = hasBootstrap ? workerFieldProblem('bootstrap_port', bootstrapPort) : null;
+  const priorityProblem = workerFieldProblem('priority', priority);
   const specIssue = spec.success ? undefined : spec.error.issues[0];
-  // The URL's and the port's problems show under their fields; any other (the priority) beside the button.
-  const otherProblem = urlProblem || portProblem || !specIssue ? null : `${specIssue.path.join('.')}: ${specIssue.message}`;
-  const problem = urlProblem ?? portProblem ?? otherProblem;
+  // The URL's, the port's and the priority's problems show under their fields; any other beside the button.
+  const otherProblem = urlProblem || portProblem || priorityProblem || !specIssue ? null : `${specIssue.path.join('.')}: ${specIssue.message}`;
+  const problem = urlProblem ?? portProblem ?? priorityProblem ?? otherProblem;
   const embedded = new Set(existing.filter(isEmbedded).map((w) => w.url));
 
   const review = () => {
@@ -459,10 +463,7 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
             ))}
           </select>
         </div>
-        <div className="field">
-          <label htmlFor={`${id}-prio`}>Priority</label>
-          <input id={`${id}-prio`} className="input num" type="number" min={0} max={100} value={priority} onChange={(e) => setPriority(e.target.value)} />
-        </div>
+        <PriorityField id={`${id}-prio`} value={priority} onChange={setPriority} />
         {hasBootstrap && <BootstrapPortField id={`${id}-bootstrap`} value={bootstrapPort} onChange={setBootstrapPort} />}
         <div className="field form-submit">
           <button type="submit" className="btn btn-primary" disabled={!!problem}>
@@ -480,11 +481,40 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
   );
 }
 
-/** The schema's objection to a worker field's typed value (blank is '' unless the field may be left unset), or null when it accepts it. */
+/** The schema's objection to a worker field's typed value (typedNumber's: blank is '' unless the field may be left unset), naming field and value; null when it accepts it. */
 function workerFieldProblem(key: 'bootstrap_port' | 'priority', value: number | string | undefined): string | null {
-  if (value === undefined && key === 'bootstrap_port') return null; // unset: the gateway's default port
-  const r = WorkerSpecSchema.shape[key].safeParse(value ?? '');
-  return r.success ? null : `${key}: ${r.error.issues[0]?.message ?? 'invalid'}, got '${value ?? ''}'`;
+  return fieldProblem(WorkerSpecSchema.shape[key], key, value);
+}
+
+/**
+ * A worker's priority, the same field in Add and Edit: typed by typedNumber's rule, so blank
+ * is refused by the schema in both (never a silent 0), and `1e2` is text in both.
+ */
+function PriorityField({ id, value, onChange }: { id: string; value: number | string | undefined; onChange: (priority: number | string) => void }) {
+  const [text, setText] = useTypedText(value);
+  const problem = workerFieldProblem('priority', typedNumber(text));
+  return (
+    <div className="field">
+      <label htmlFor={id}>Priority (0–100)</label>
+      <input
+        id={id}
+        className={`input num ${problem ? 'invalid' : ''}`}
+        inputMode="numeric"
+        value={text}
+        aria-invalid={problem ? true : undefined}
+        aria-describedby={problem ? `${id}-hint` : undefined}
+        onChange={(e) => {
+          setText(e.target.value);
+          onChange(typedNumber(e.target.value) ?? '');
+        }}
+      />
+      {problem && (
+        <div id={`${id}-hint`} className="field-error">
+          {problem}
+        </div>
+      )}
+    </div>
+  );
 }
 
 /**
@@ -501,8 +531,8 @@ function BootstrapPortField({
   value: number | string | undefined;
   onChange: (port: number | string | undefined) => void;
 }) {
-  const [text, setText] = useTypedText(value);
-  const err = workerFieldProblem('bootstrap_port', typedNumber(text));
+  const [text, setText] = useTypedText(value, { optional: true });
+  const err = workerFieldProblem('bootstrap_port', typedNumber(text, { optional: true }));
   return (
     <div className="field">
       <label htmlFor={id}>Bootstrap port</label>
@@ -516,7 +546,7 @@ function BootstrapPortField({
         aria-describedby={`${id}-hint`}
         onChange={(e) => {
           setText(e.target.value);
-          onChange(typedNumber(e.target.value));
+          onChange(typedNumber(e.target.value, { optional: true }));
         }}
       />
       <div id={`${id}-hint`} className={err ? 'field-error' : 'field-hint'}>
@@ -533,11 +563,23 @@ function parseLabels(text: string): { ok: true; labels: Record<string, string> }
     const line = lines[i]!.trim();
     if (!line) continue;
     const eq = line.indexOf('=');
-    if (eq <= 0) return { ok: false, message: `line ${i + 1}: expected name=value, got '${line}'` };
+    if (eq <= 0) return { ok: false, message: `invalid value ${formatValue(line)} for labels (line ${i + 1}): expected name=value` };
     labels[line.slice(0, eq).trim()] = line.slice(eq + 1).trim();
   }
   return { ok: true, labels };
 }
+
+/** The labels a text stands for, or the text itself when it does not parse: it then stands in the draft, where the schema refuses it (Review & apply off), never the labels typed before it. */
+const readLabels = (text: string): Record<string, string> | string => {
+  const p = parseLabels(text);
+  return p.ok ? p.labels : text;
+};
+const showLabels = (labels: Record<string, string> | string | undefined): string =>
+  typeof labels === 'string'
+    ? labels
+    : Object.entries(labels ?? {})
+        .map(([k, v]) => `${k}=${v}`)
+        .join('\n');
 
 export function WorkerEditor({ url, onClose }: { url: string; onClose: () => void }) {
   const id = useId();
@@ -549,17 +591,10 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
   const worker = useWorkers((s) => s.workers.find((w) => w.url === url));
   const cfg = draft ?? view?.config;
   const spec = cfg?.workers.find((w) => w.url === url);
-  const labelText = useMemo(
-    () =>
-      Object.entries(spec?.labels ?? {})
-        .map(([k, v]) => `${k}=${v}`)
-        .join('\n'),
-    [spec?.labels],
-  );
-  const [labelsDraft, setLabelsDraft] = useState<string | null>(null);
-  const [labelError, setLabelError] = useState<string | null>(null);
-  const [priorityText, setPriorityText] = useTypedText(spec?.priority);
-  const priorityProblem = workerFieldProblem('priority', typedNumber(priorityText));
+  // The labels field follows the draft like every field (Discard resets it): its text is the draft's labels, or the unparsed text the draft holds.
+  const [labelText, setLabelText] = useDraftText(spec?.labels as Record<string, string> | string | undefined, showLabels, readLabels);
+  const parsedLabels = parseLabels(labelText);
+  const labelError = parsedLabels.ok ? fieldProblem(LabelsSchema, 'labels', parsedLabels.labels) : parsedLabels.message;
   if (!view || !spec)
     return (
       <Panel title={`Edit ${url}`}>
@@ -664,26 +699,7 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
             ))}
           </select>
         </div>
-        <div className="field">
-          <label htmlFor={`${id}-prio`}>Priority (0–100)</label>
-          <input
-            id={`${id}-prio`}
-            className={`input num ${priorityProblem ? 'invalid' : ''}`}
-            inputMode="numeric"
-            value={priorityText}
-            aria-invalid={priorityProblem ? true : undefined}
-            aria-describedby={`${id}-prio-hint`}
-            onChange={(e) => {
-              setPriorityText(e.target.value);
-              edit((d) => patchWorker(d, url, { priority: typedNumber(e.target.value) ?? '' }));
-            }}
-          />
-          {priorityProblem && (
-            <div id={`${id}-prio-hint`} className="field-error">
-              {priorityProblem}
-            </div>
-          )}
-        </div>
+        <PriorityField id={`${id}-prio`} value={spec.priority} onChange={(priority) => edit((d) => patchWorker(d, url, { priority }))} />
         {hasBootstrapServer(spec.worker_type) && (
           <BootstrapPortField
             id={`${id}-bootstrap`}
@@ -697,14 +713,13 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
             id={`${id}-labels`}
             className={`input mono ${labelError ? 'invalid' : ''}`}
             rows={3}
-            value={labelsDraft ?? labelText}
+            value={labelText}
+            aria-invalid={labelError ? true : undefined}
             aria-describedby={`${id}-labels-hint`}
             onChange={(e) => {
-              setLabelsDraft(e.target.value);
-              const p = parseLabels(e.target.value);
-              if (!p.ok) return setLabelError(p.message);
-              setLabelError(null);
-              edit((d) => patchWorker(d, url, { labels: p.labels }));
+              setLabelText(e.target.value);
+              const labels = readLabels(e.target.value);
+              edit((d) => patchWorker(d, url, { labels }));
             }}
           />
           <div id={`${id}-labels-hint`} className={labelError ? 'field-error' : 'field-hint'}>
