@@ -11,6 +11,9 @@ const results = path.join(root, '.test-results');
 rmSync(results, { recursive: true, force: true });
 mkdirSync(results, { recursive: true });
 
+// eslint-disable-next-line no-control-regex -- the escape sequences of a terminal's colours, taken out of a failure's first line
+const TERMINAL_COLOURS = /\x1b\[[0-9;]*m/g;
+
 const totals = { passed: 0, failed: 0, skipped: 0 };
 // What failed, by runner and name, printed just above the closing line so that the tail of a
 // CI log (often all that is kept) says which test to look at.
@@ -148,9 +151,6 @@ if (existsSync(playwrightConfig)) {
     }
   }
 }
-
-// eslint-disable-next-line no-control-regex -- the escape sequences of a terminal's colours, taken out of a failure's first line
-const TERMINAL_COLOURS = /\x1b\[[0-9;]*m/g;
 
 /** ": <the first line of a failure message>", without colour codes and cut to 240 characters. */
 function because(message) {
