@@ -23,17 +23,6 @@ export type ConfigClient = (typeof CONFIG_CLIENTS)[number];
 /** The origin of the embedded reference worker's entry (started when no worker is configured). */
 export const EMBEDDED_DEFAULT_ORIGIN = 'embedded default';
 
-/** The URLs of the snapshot's embedded reference worker (none, or the one started when no worker is configured). */
-export function embeddedWorkerUrls(snapshot: Pick<ConfigSnapshot, 'config' | 'origins'>): Set<string> {
-  return new Set(snapshot.config.workers.filter((_, i) => snapshot.origins[`workers[${i}]`] === EMBEDDED_DEFAULT_ORIGIN).map((w) => w.url));
-}
-
-/** The snapshot's configuration without the embedded reference worker: what the file and the history hold (its per-launch URL is no configuration). */
-export function configuredOnly(snapshot: Pick<ConfigSnapshot, 'config' | 'origins'>): RouterConfig {
-  const embedded = embeddedWorkerUrls(snapshot);
-  return embedded.size === 0 ? snapshot.config : { ...snapshot.config, workers: snapshot.config.workers.filter((w) => !embedded.has(w.url)) };
-}
-
 /** Settings the running server read once at start; changing them means a restart. */
 export const RESTART_ONLY_KEYS = ['host', 'port', 'model_path'] as const;
 
@@ -168,6 +157,12 @@ export class ConfigStore {
   /** The embedded reference worker this launch started (whether or not the configuration has it now), if any. */
   embeddedWorker(): RouterConfig['workers'][number] | undefined {
     return this.embedded;
+  }
+
+  /** `config` without this launch's embedded reference worker: what the file and the history hold (its per-launch URL is no configuration). */
+  configuredOnly(config: RouterConfig): RouterConfig {
+    const url = this.embedded?.url;
+    return url === undefined || !config.workers.some((w) => w.url === url) ? config : { ...config, workers: config.workers.filter((w) => w.url !== url) };
   }
 
   /** The embedded worker's entry, back after a change that had removed it (a rollback, an undo), is still the embedded worker: its origin says so. */

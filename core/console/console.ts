@@ -9,7 +9,7 @@ import type { TransportEnvironment } from '../config/env-schema.ts';
 import { applyConfigFlags, type ConfigFlags } from '../config/load.ts';
 import type { ConfigOrigins } from '../config/origins.ts';
 import { RouterConfigSchema, type RouterConfig } from '../config/schema.ts';
-import { ConfigStore, configuredOnly, RESTART_ONLY_KEYS, type ConfigSnapshot } from '../config/store.ts';
+import { ConfigStore, RESTART_ONLY_KEYS, type ConfigSnapshot } from '../config/store.ts';
 import { parseRouterConfig } from '../config/validate.ts';
 import { normalizeConfig } from '../config/yaml.ts';
 import { startRouter, type RunningRouter } from '../router/server.ts';
@@ -90,8 +90,8 @@ async function startHistory(file: ConfigFile, store: (revision: number) => Confi
         appliedAt: snapshot.appliedAt,
         client: snapshot.client,
         ...(snapshot.rollbackOf !== undefined ? { rollbackOf: snapshot.rollbackOf } : {}),
-        diff: diffConfigs(before, configuredOnly(snapshot)),
-        config: normalizeConfig(configuredOnly(snapshot)),
+        diff: diffConfigs(before, s.configuredOnly(snapshot.config)),
+        config: normalizeConfig(s.configuredOnly(snapshot.config)),
       })
       .catch((err: Error) => log(`warning: cannot write the config history ${history.path}: ${err.message}`));
   // The first revision of a start says what differs from the last one before the restart
@@ -134,7 +134,7 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
   );
   const plain = streamListeners();
   const unsubscribeHistory = store.subscribe((next, prev) => {
-    void record(next, configuredOnly(prev));
+    void record(next, store.configuredOnly(prev.config));
     plain.emit('config', { revision: next.revision, client: next.client, appliedAt: next.appliedAt });
   });
   const running = await startRouter({

@@ -168,8 +168,8 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
       } catch {
         files = []; // /dev/shm cannot be listed: the host panel says it is not writable
       }
-      // This router's rows (its pid in its own pid namespace) apart from every other owner's.
-      const isOurs = (f: TensorFilesOfPid) => f.pid === process.pid && f.pidNamespace === null;
+      // This router's rows (the pid its writer names files with, in its own pid namespace) apart from every other owner's.
+      const isOurs = (f: TensorFilesOfPid) => f.pid === ctx.writer.pid && f.pidNamespace === null;
       const ours = files.filter(isOurs);
       const others = files.filter((f) => !isOurs(f));
       const space = await shmFreeBytes(ctx.writer.dir);
