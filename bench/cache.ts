@@ -34,7 +34,7 @@ import { mediaHash } from '../core/multimodal/media-hash.ts';
 import { patchGeometry, QWEN_VL_DEFAULTS } from '../core/multimodal/qwen-vl.ts';
 import { RequestCacheUses } from '../core/router/cached-images.ts';
 import { pythonWithPillow } from '../core/test/python.ts';
-import { CACHE_NAME, TENSOR_NAME } from '../core/transport/orphans.ts';
+import { parseShmName } from '../core/transport/shm-names.ts';
 import { PixelCache, pixelFingerprint } from '../core/transport/pixel-cache.ts';
 import { ShmWriter } from '../core/transport/shm-writer.ts';
 import { renderBarChart } from './chart.ts';
@@ -165,11 +165,10 @@ function rssOf(pid: number): number {
 function shmFilesOf(pids: Set<number>): Array<{ name: string; size: number; cache: boolean }> {
   const out: Array<{ name: string; size: number; cache: boolean }> = [];
   for (const name of readdirSync(SHM)) {
-    const c = CACHE_NAME.exec(name);
-    const m = c ? c[2] : (TENSOR_NAME.exec(name) ?? /^smg-tokenspeed-probe-(\d+)(?:-|$)/.exec(name))?.[1];
-    if (m === undefined || !pids.has(Number(m))) continue;
+    const parsed = parseShmName(name);
+    if (!parsed || !pids.has(parsed.pid)) continue;
     try {
-      out.push({ name, size: lstatSync(path.join(SHM, name)).size, cache: c !== null });
+      out.push({ name, size: lstatSync(path.join(SHM, name)).size, cache: parsed.kind === 'cache-entry' || parsed.kind === 'cache-heartbeat' });
     } catch {
       /* unlinked meanwhile */
     }

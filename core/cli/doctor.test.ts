@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { runMmtc, startMmtc } from '../test/cli.ts';
 import { deadPid, makeShmTestDir, setMtime } from '../test/shm-dir.ts';
 import { readNamespaceToken } from '../transport/namespace.ts';
-import { CACHE_PREFIX } from '../transport/orphans.ts';
+import { CACHE_PREFIX } from '../transport/shm-names.ts';
 import { runDoctor } from './doctor.ts';
 import { formatDoctorReport } from './reports.ts';
 

@@ -83,9 +83,10 @@ interface SizePlan {
 /** Square images whose encoder tensor is nearest each target, one per distinct size. */
 export function calibrationSizes(config: Parameters<typeof patchGeometry>[2], elementBytes: number, targets = CALIBRATION_TARGETS): SizePlan[] {
   const factor = mergeBlockSide(config);
+  const patchBytes = patchFeatures(config) * elementBytes;
   const plans: SizePlan[] = [];
   for (const target of targets) {
-    const patches = target / (patchFeatures(config) * elementBytes);
+    const patches = target / patchBytes;
     // A square grid of merge blocks: side in blocks, at least one block.
     const blocks = Math.max(1, Math.round(Math.sqrt(patches) / config.merge_size));
     const side = blocks * factor;

@@ -36,12 +36,10 @@ try {
 }
 
 register();
-const { runPreprocessTask: runImage } = await import('./preprocess-task.ts');
+const { runPreprocessTask } = await import('./preprocess-task.ts');
 const { runPostedPreprocessBand } = await import('./qwen-vl.ts');
 const { errorFromThread, threadErrorOf } = await import('./thread-error.ts');
 const { prewriteSink } = await import('../transport/prewrite-file.ts');
-/** An image, and its /dev/shm file (when the task has one) as the sink the image library writes into: the transport opens and closes it. */
-const runPreprocessTask = (task, helper) => runImage(task, helper, task.shm ? prewriteSink(task.shm) : undefined);
 
 /**
  * How long a helper polls its port for its band before it sleeps on it: the lead posts the
@@ -114,7 +112,8 @@ parentPort.on('message', async ({ id, task, helper, help, trim }) => {
   if (help) return helpWith(help);
   let used = false;
   try {
-    const result = await runPreprocessTask(task, helper ? bandHelper(helper, () => (used = true)) : undefined);
+    // The image's /dev/shm file, when the task has one, is the sink the image library writes into: the transport opens and closes it.
+    const result = await runPreprocessTask(task, helper ? bandHelper(helper, () => (used = true)) : undefined, task.shm ? prewriteSink(task.shm) : undefined);
     // Outputs in shared memory travel by reference; our own allocations by transfer.
     const transfer = [result.pixelValues?.buffer, result.bf16?.buffer].filter((b) => b instanceof ArrayBuffer);
     parentPort.postMessage({ id, result }, transfer);

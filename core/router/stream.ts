@@ -11,7 +11,8 @@
 // is a ShmReadFailure: the dispatcher sends the request again inline.
 import type { EngineEvent, EngineFailure, WireRequest } from '../engines/engine.ts';
 import { routerLabels } from '../telemetry/metrics.ts';
-import { SHM_PREFIX, type ShmRequestScope } from '../transport/shm-writer.ts';
+import { SHM_PREFIX } from '../transport/shm-names.ts';
+import type { ShmRequestScope } from '../transport/shm-writer.ts';
 import type { WorkerState } from '../workers/registry.ts';
 import type { RouterContext } from './context.ts';
 import { IncrementalDetokenizer } from './detokenizer.ts';

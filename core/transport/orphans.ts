@@ -77,10 +77,6 @@ import { ourPidNamespace, parseShmName, SHM_PREFIX, stampMs } from './shm-names.
 import { errnoText } from '../util/errno.ts';
 import { formatBytes } from '../util/bytes.ts';
 
-// The names' owner is shm-names.ts; these are re-exported for the benchmarks and the reliability
-// suite, which import them from here.
-export { CACHE_NAME, CACHE_PREFIX, ourPidNamespace, TENSOR_NAME } from './shm-names.ts';
-
 /** A cache-writing router touches its heartbeat (its cache name with seq 0) this often... */
 export const CACHE_HEARTBEAT_MS = 60_000;
 /** ...and one untouched this long is a dead router's, as are its entries, for a router in another pid namespace. */

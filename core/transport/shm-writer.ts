@@ -34,9 +34,6 @@ import {
 import { formatShmName, isOurTensorName, shmStampNanos } from './shm-names.ts';
 import { errnoText } from '../util/errno.ts';
 import { pwrite, pwriteSync, writeAll, writeAllSync } from '../util/write-all.ts';
-
-// The names' owner is shm-names.ts; the prefix is re-exported for the router and the console, which import it from here.
-export { SHM_PREFIX } from './shm-names.ts';
 export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
 const SYNC_WRITE_LIMIT = 1 << 20;
 

@@ -38,7 +38,7 @@ import {
 } from 'node:fs';
 import path from 'node:path';
 import WebSocket from 'ws';
-import { CACHE_NAME, ourPidNamespace } from '../../core/transport/orphans.ts';
+import { CACHE_NAME, ourPidNamespace } from '../../core/transport/shm-names.ts';
 import { chatBody, replyId, requestLines } from '../lib/chat.ts';
 import {
   compareTensors,

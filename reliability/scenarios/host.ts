@@ -25,7 +25,7 @@ import path from 'node:path';
 import { WORKER_REPLY_MAX_BYTES } from '../../core/engines/grpc.ts';
 import { startBootstrapServer } from '../../core/refworker/bootstrap.ts';
 import { rawRequest } from '../../core/test/raw-wire.ts';
-import { CACHE_PREFIX } from '../../core/transport/orphans.ts';
+import { CACHE_PREFIX } from '../../core/transport/shm-names.ts';
 import { chatBody } from '../lib/chat.ts';
 import { makeCorpus, type CorpusImage } from '../lib/images.ts';
 import { startOversizedWorkerProcess } from '../lib/oversized-worker.ts';

@@ -6,7 +6,8 @@
 import { readsPixelTensors } from '../../config/schema.ts';
 import type { ConfigSnapshot } from '../../config/store.ts';
 import { TensorFileListing, type TensorFilesOfPid } from '../../transport/orphans.ts';
-import { SHM_PREFIX, shmFreeBytes } from '../../transport/shm-writer.ts';
+import { SHM_PREFIX } from '../../transport/shm-names.ts';
+import { shmFreeBytes } from '../../transport/shm-writer.ts';
 import { DECISION_ADVICE, readFailedReason } from '../../transport/vocabulary.ts';
 import { restartChangeText, type CommandOutput, type DiffEntry, type WorkerView } from '../contract.ts';
 import { flagCausedChanges } from '../restart.ts';
