@@ -2,12 +2,33 @@
 // is made from, kept for the console (a request's details: the sampling its worker was sent,
 // how its KV went under sequential PD). A bounded map in arrival order: the oldest goes when
 // it is full.
+import type { LegName } from '../transport/event-schema.ts';
+
+/** One worker call of a request: a regular request's one call, or under disaggregation an image's encode, the prefill, the decode. */
+export interface RequestLeg {
+  leg: LegName;
+  worker: string;
+  /** Milliseconds from the request's arrival to the leg's start. */
+  startMs: number;
+  /** Milliseconds the leg took: to its last message, or to its failure. */
+  durationMs: number;
+  /** Milliseconds from the leg's start to the worker's first token (legs that stream tokens). */
+  firstTokenMs?: number;
+  /** What went wrong, in words, when this leg failed. */
+  error?: string;
+}
+
 export interface RequestSummary {
   id: string;
   /** Unix milliseconds, when it ended. */
   time: number;
   status: number;
+  /** Milliseconds from arrival to the end of its response. */
+  durationMs?: number;
+  model?: string;
   worker?: string;
+  /** Every worker call it made, in the order they started (empty when it failed before reaching a worker). */
+  legs?: RequestLeg[];
   /** The sampling the worker that samples was sent (engines/sampling.ts samplingSummary). */
   sampling?: Record<string, unknown>;
   /** Sequential PD: the KV handoff, and why the decode recomputed when it did. */
