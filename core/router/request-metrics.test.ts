@@ -46,7 +46,8 @@ describe('per-worker request metrics', () => {
     const text = await res.text();
     expect(sample(text, `smg_worker_cb_outcomes_total{worker="${worker}",outcome="success"}`)).toBe(3);
     expect(sample(text, `smg_worker_cb_outcomes_total{worker="${worker}",outcome="failure"}`)).toBe(1);
-    expect(sample(text, `mmtc_worker_leg_errors_total{worker="${worker}",leg="regular"}`)).toBe(1);
+    expect(sample(text, `mmtc_worker_leg_requests_total{worker="${worker}",leg="regular",outcome="success"}`)).toBe(3);
+    expect(sample(text, `mmtc_worker_leg_requests_total{worker="${worker}",leg="regular",outcome="failure"}`)).toBe(1);
     expect(sample(text, `smg_worker_health{worker="${worker}"}`)).toBe(1);
     expect(sample(text, `smg_worker_requests_active{worker="${worker}"}`)).toBe(0);
 

@@ -30,8 +30,9 @@ describe('TransportMetrics.observeRequest', () => {
     const text = await m.text();
     expect(line(text, 'smg_worker_cb_outcomes_total{worker="grpc://e:0",outcome="failure"}')).toBe('1');
     expect(line(text, 'smg_worker_cb_outcomes_total{worker="grpc://d:2",outcome="success"}')).toBe('1');
-    expect(line(text, 'mmtc_worker_leg_errors_total{worker="grpc://e:0",leg="encode"}')).toBe('1');
-    expect(line(text, 'mmtc_worker_leg_errors_total{worker="grpc://p:1",leg="prefill"}')).toBe('0');
+    expect(line(text, 'mmtc_worker_leg_requests_total{worker="grpc://e:0",leg="encode",outcome="failure"}')).toBe('1');
+    expect(line(text, 'mmtc_worker_leg_requests_total{worker="grpc://p:1",leg="prefill",outcome="success"}')).toBe('1');
+    expect(line(text, 'mmtc_worker_leg_requests_total{worker="grpc://p:1",leg="prefill",outcome="failure"}')).toBeUndefined();
     expect(line(text, 'mmtc_worker_leg_duration_seconds_sum{worker="grpc://p:1",leg="prefill"}')).toBe('0.12');
     expect(line(text, 'mmtc_worker_leg_ttft_seconds_sum{worker="grpc://d:2",leg="decode"}')).toBe('0.038');
     expect(line(text, 'smg_pd_prefill_duration_seconds_sum{backend_type="pd",model="qwen2-vl-mini",runtime="vllm"}')).toBe('0.12');

@@ -157,10 +157,10 @@ export class TransportMetrics {
     buckets: REQUEST_BUCKETS,
     registers: [this.registry],
   });
-  readonly legErrors = new Counter({
-    name: 'mmtc_worker_leg_errors_total',
-    help: 'Worker calls that failed, by worker and leg',
-    labelNames: ['worker', 'leg'] as const,
+  readonly legRequests = new Counter({
+    name: 'mmtc_worker_leg_requests_total',
+    help: 'Worker calls by worker, leg and outcome (success/failure)',
+    labelNames: ['worker', 'leg', 'outcome'] as const,
     registers: [this.registry],
   });
 
@@ -199,9 +199,9 @@ export class TransportMetrics {
       const leg = legs[i]!;
       const failed = legFailed(summary, legs, i);
       const labels = { worker: leg.worker, leg: leg.leg };
-      this.workerOutcomes.inc({ worker: leg.worker, outcome: failed ? 'failure' : 'success' });
-      if (failed) this.legErrors.inc(labels);
-      else this.legErrors.inc(labels, 0); // the series exists from the first call, so rate() of it is 0, not absent
+      const outcome = failed ? 'failure' : 'success';
+      this.workerOutcomes.inc({ worker: leg.worker, outcome });
+      this.legRequests.inc({ ...labels, outcome });
       if (Number.isFinite(leg.durationMs)) this.legDuration.observe(labels, leg.durationMs / 1000);
       if (leg.firstTokenMs !== undefined) this.legTtft.observe(labels, leg.firstTokenMs / 1000);
     }
