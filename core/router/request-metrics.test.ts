@@ -48,6 +48,8 @@ describe('per-worker request metrics', () => {
     expect(sample(text, `smg_worker_cb_outcomes_total{worker="${worker}",outcome="failure"}`)).toBe(1);
     expect(sample(text, `mmtc_worker_leg_requests_total{worker="${worker}",leg="regular",outcome="success"}`)).toBe(3);
     expect(sample(text, `mmtc_worker_leg_requests_total{worker="${worker}",leg="regular",outcome="failure"}`)).toBe(1);
+    // The four requests that reached the worker, timed as the HTTP API's requests are.
+    expect(text).toMatch(/^smg_router_request_duration_seconds_count\{router_type="grpc",backend_type="regular",[^}]*\} 4$/m);
     expect(sample(text, `smg_worker_health{worker="${worker}"}`)).toBe(1);
     expect(sample(text, `smg_worker_requests_active{worker="${worker}"}`)).toBe(0);
 

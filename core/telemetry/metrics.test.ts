@@ -38,11 +38,5 @@ describe('TransportMetrics.observeRequest', () => {
     expect(line(text, 'smg_pd_prefill_duration_seconds_sum{backend_type="pd",model="qwen2-vl-mini",runtime="vllm"}')).toBe('0.12');
     // From the prefill's start (42 ms) to the decode's first token (162 + 38 ms).
     expect(line(text, 'smg_pd_ttft_seconds_sum{backend_type="pd",model="qwen2-vl-mini",runtime="sglang"}')).toBe('0.158');
-    expect(
-      line(
-        text,
-        'smg_router_request_duration_seconds_sum{router_type="grpc",backend_type="regular",connection_mode="grpc",model="qwen2-vl-mini",endpoint="chat"}',
-      ),
-    ).toBe('0.7');
   });
 });

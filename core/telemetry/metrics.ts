@@ -114,8 +114,7 @@ export class TransportMetrics {
     registers: [this.registry],
   });
 
-  // Per request, worker and leg, from the request log's one subscription (server.ts), as the
-  // rates are (docs/router.md, "Metrics").
+  /** Counted with routerRequests (routes.ts): requests of the HTTP API. */
   readonly routerDuration = new Histogram({
     name: 'smg_router_request_duration_seconds',
     help: 'Routed request duration, from arrival to the end of the response',
@@ -123,6 +122,9 @@ export class TransportMetrics {
     buckets: REQUEST_BUCKETS,
     registers: [this.registry],
   });
+
+  // Per worker call (and leg), from the request log's one subscription (server.ts), as the
+  // rates are (docs/router.md, "Metrics"): the API's requests and the console's own.
   readonly workerOutcomes = new Counter({
     name: 'smg_worker_cb_outcomes_total',
     help: 'Worker calls by worker and outcome (success/failure)',
@@ -193,7 +195,6 @@ export class TransportMetrics {
    */
   observeRequest(summary: RequestSummary, defaultModel: string, runtimeOf: (worker: string) => string | undefined): void {
     const model = summary.model ?? defaultModel;
-    if (summary.worker && summary.durationMs !== undefined) this.routerDuration.observe(routerLabels(model), summary.durationMs / 1000);
     const legs = legsOf(summary);
     for (let i = 0; i < legs.length; i++) {
       const leg = legs[i]!;
