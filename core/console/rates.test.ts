@@ -1,6 +1,7 @@
 // The console's rates (metrics.rates; docs/console.md, "Rates and latency") in this process over
-// a real reference worker: requests through the router's API, then the rates per worker over a
-// window, and a window the contract does not know refused naming the field.
+// a real reference worker: requests through the router's API and a test request of the console's,
+// then the rates per worker over a window, and a window the contract does not know refused
+// naming the field.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -50,12 +51,14 @@ describe('metrics.rates', () => {
       expect((await post(chat())).status).toBe(200);
       // TokenSpeed's engine refuses top_k 200: the worker's call fails.
       expect((await post(chat({ top_k: 200 }))).status).toBe(502);
+      // The console's own test request is a call to the worker too.
+      expect((await c.backend.invoke('traffic.sendTestRequest', { url, width: 32, height: 32, format: 'png' }, meta)).status).toBe(200);
 
       const minute = await c.backend.invoke('metrics.rates', { window: '1m' }, meta);
       expect(minute).toMatchObject({ window: '1m', bucketMs: 1000 });
-      expect(minute.series.map((s) => [s.worker, s.leg, s.requests, s.errors, s.errorRate])).toEqual([[url, 'regular', 3, 1, 1 / 3]]);
+      expect(minute.series.map((s) => [s.worker, s.leg, s.requests, s.errors, s.errorRate])).toEqual([[url, 'regular', 4, 1, 1 / 4]]);
       expect(minute.series[0]!.points).toHaveLength(60);
-      expect(minute.series[0]!.points.reduce((n, p) => n + p.requests, 0)).toBe(3);
+      expect(minute.series[0]!.points.reduce((n, p) => n + p.requests, 0)).toBe(4);
       const hour = await c.backend.invoke('metrics.rates', { window: '1h' }, meta);
       expect(hour).toMatchObject({ window: '1h', bucketMs: 60_000 });
       expect(hour.series[0]!.points).toHaveLength(60);

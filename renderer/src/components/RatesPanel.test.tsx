@@ -52,7 +52,7 @@ describe('RatesPanel', () => {
     const { text } = render(<RatesPanel />, withState(useRates, { window: '15m', data: rates([], '15m') }));
     expect(text).toContain('No requests to a worker in the last 15 minutes');
     expect(text).toContain(
-      "Each request through the router's API that reaches a worker is counted here, per worker and leg (the console's test requests are not).",
+      "Each request that reaches a worker is counted here, per worker and leg: the router's API's and the console's own (test requests, calibration).",
     );
   });
 

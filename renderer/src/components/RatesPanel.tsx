@@ -115,7 +115,8 @@ export function RatesPanel() {
         !error && <p className="muted small">Loading…</p>
       ) : data.series.length === 0 ? (
         <Empty title={`No requests to a worker in ${WINDOW_WORDS[window]}`}>
-          Each request through the router&apos;s API that reaches a worker is counted here, per worker and leg (the console&apos;s test requests are not).
+          Each request that reaches a worker is counted here, per worker and leg: the router&apos;s API&apos;s and the console&apos;s own (test requests,
+          calibration).
         </Empty>
       ) : (
         <>
