@@ -30,7 +30,7 @@ export const RateSeriesSchema = z.object({
   leg: z.enum(LEGS),
   requests: z.int().nonnegative(),
   errors: z.int().nonnegative(),
-  /** Requests per second over the part of the window the router has been counting. */
+  /** Requests over the time from the window's first bucket (or the series' own first, when it is younger) to `now`, per second. */
   perSecond: z.number().nonnegative(),
   /** errors / requests; 0 with no request. */
   errorRate: z.number().min(0).max(1),
