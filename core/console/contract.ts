@@ -14,6 +14,7 @@ import { fieldProblem, firstZodIssue, formatValue, issuesFromZod } from '../conf
 import { PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerTypeSchema, WorkerUrlSchema, type RouterConfigInput } from '../config/schema.ts';
 import { SecondAggregateSchema, TensorEventSchema } from '../transport/event-schema.ts';
+import { RatesSchema, RateWindowSchema } from '../telemetry/rates-schema.ts';
 import { ResolvedWorkerTransportSchema } from '../transport/resolution-schema.ts';
 import { DECISION_OUTCOMES, DECISION_REASON_NAMES, ENCODER_DTYPES } from '../transport/vocabulary.ts';
 import { WIRE_RUNTIMES } from '../config/schema.ts';
@@ -515,6 +516,8 @@ export const commands = {
     output: CalibrationResultSchema,
   },
   'metrics.text': { input: Empty, output: z.object({ text: z.string() }) },
+  /** Requests/s, error rate and p50/p99 latency per worker and leg over the last `window` (1m, 15m, 1h), with every bucket of it for a chart (docs/console.md, "Rates and latency"). */
+  'metrics.rates': { input: z.strictObject({ window: RateWindowSchema }), output: RatesSchema },
   /** Drop every entry of the pixel cache (requests in flight keep the files they hold); the next request with each image computes it again. */
   'pixelCache.flush': { input: Empty, output: z.object({ dropped: z.int(), pixelCache: PixelCacheViewSchema }) },
 } as const;
@@ -720,5 +723,6 @@ export { DECISION_ADVICE, DECISION_REASONS, describeReason, REASON_WORDS, TENSOR
 export { fieldProblem, firstZodIssue, formatValue, issuesFromZod };
 export { bytesParts, formatBytes, formatMiB, threeDigits, type Quantity } from '../util/bytes.ts';
 export type { TensorEvent, SecondAggregate } from '../transport/event-schema.ts';
+export { RATE_WINDOWS, type RatePoint, type Rates, type RateSeries, type RateWindow } from '../telemetry/rates-schema.ts';
 export type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
 export type { RouterConfig, WorkerSpec } from '../config/schema.ts';

@@ -8,10 +8,18 @@ import type { CommandName } from './contract.ts';
 import { configHandlers } from './handlers/config.ts';
 import { overviewHandlers } from './handlers/overview.ts';
 import { pixelCacheHandlers } from './handlers/pixel-cache.ts';
+import { ratesHandlers } from './handlers/rates.ts';
 import { trafficHandlers } from './handlers/traffic.ts';
 import { workersHandlers } from './handlers/workers.ts';
 import type { ConsoleState, HandlerGroup } from './state.ts';
 
 export function createHandlers(state: ConsoleState): HandlerGroup<CommandName> {
-  return { ...overviewHandlers(state), ...configHandlers(state), ...workersHandlers(state), ...trafficHandlers(state), ...pixelCacheHandlers(state) };
+  return {
+    ...overviewHandlers(state),
+    ...configHandlers(state),
+    ...workersHandlers(state),
+    ...trafficHandlers(state),
+    ...pixelCacheHandlers(state),
+    ...ratesHandlers(state),
+  };
 }

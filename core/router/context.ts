@@ -8,6 +8,7 @@ import type { PreprocessPool } from '../multimodal/pool.ts';
 import type { TrafficSource } from '../transport/event-schema.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
 import type { RequestLog } from '../telemetry/requests.ts';
+import type { RequestRates } from '../telemetry/rates.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
 import type { ShmHostFacts } from '../transport/resolve.ts';
 import type { PixelCache } from '../transport/pixel-cache.ts';
@@ -30,6 +31,8 @@ export interface RouterContext {
   registry: WorkerRegistry;
   /** The recent requests' summaries, for the console (absent in contexts built without one). */
   requests?: RequestLog;
+  /** Requests/s, error rate and latency per worker and leg, fed by `requests` (absent in contexts built without one). */
+  rates?: RequestRates;
 }
 
 /** The header every chat response carries: which config revision the request used. */

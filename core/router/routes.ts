@@ -171,6 +171,7 @@ export async function route(ctx: RouterContext, req: IncomingMessage, res: Serve
   if (record.worker) {
     const labels = routerLabels(record.model ?? ctx.modelName);
     m.routerRequests.inc(labels);
+    m.routerDuration.observe(labels, timing.elapsedMs() / 1000);
     if (status >= 400) m.routerErrors.inc({ ...labels, error_type: record.errorCode ?? (status === 499 ? 'client_disconnected' : String(status)) });
   }
   if (status >= 400 || !QUIET_POLLS.has(url.pathname)) log(requestLogLine(req, url.pathname, status, timing.elapsedMs(), record, error));

@@ -20,6 +20,7 @@ import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
 import { TensorEventBus } from '../telemetry/events.ts';
 import { RequestLog } from '../telemetry/requests.ts';
+import { RequestRates } from '../telemetry/rates.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
 import { readNamespaceToken, SHM_DIR, type NamespaceTokenReading } from '../transport/namespace.ts';
 import { resolveWorkerTransport, transportForWorker } from '../transport/resolve.ts';
@@ -121,6 +122,14 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     return resolveWorkerTransport({ ...(worker ? { worker } : {}), workers: snapshot.config.workers, router: snapshot.config, env: snapshot.env })
       .multimodal_tensor_transport.value;
   }
+  metrics.watchWorkers(() => registry.list().map((w) => ({ url: w.spec.url, healthy: w.healthy, inFlight: w.inFlight })));
+  // One subscription feeds the rates and the per-worker metrics, so the two never disagree.
+  const requests = new RequestLog();
+  const rates = new RequestRates();
+  requests.subscribe((summary) => {
+    rates.add(summary);
+    metrics.observeRequest(summary, context.modelName, (url) => registry.get(url)?.runtime);
+  });
   const ns = readNamespaceToken();
   const context: RouterContext = {
     store,
@@ -134,7 +143,8 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     metrics,
     events,
     registry,
-    requests: new RequestLog(),
+    requests,
+    rates,
   };
 
   const server: Server = createServer((req, res) => {

@@ -6,6 +6,8 @@ import type { PixelCacheStats } from '../transport/pixel-cache.ts';
 import type { TensorPath } from '../transport/vocabulary.ts';
 import { type WireRuntime } from '../config/schema.ts';
 import { UNCAUGHT_KINDS, uncaughtErrorCounts } from './process-guard.ts';
+import { legFailed, legsOf } from './rates.ts';
+import type { RequestSummary } from './requests.ts';
 
 /** 5 ms .. 10 min: a chat request with images takes tens of ms to minutes. */
 const REQUEST_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
@@ -111,6 +113,110 @@ export class TransportMetrics {
     buckets: REQUEST_BUCKETS,
     registers: [this.registry],
   });
+
+  /** Counted with routerRequests (routes.ts): requests of the HTTP API. */
+  readonly routerDuration = new Histogram({
+    name: 'smg_router_request_duration_seconds',
+    help: 'Routed request duration, from arrival to the end of the response',
+    labelNames: ROUTER_LABELS,
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  });
+
+  // Per worker call (and leg), from the request log's one subscription (server.ts), as the
+  // rates are (docs/router.md, "Metrics"): the API's requests and the console's own.
+  readonly workerOutcomes = new Counter({
+    name: 'smg_worker_cb_outcomes_total',
+    help: 'Worker calls by worker and outcome (success/failure)',
+    labelNames: ['worker', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  readonly pdPrefillDuration = new Histogram({
+    name: 'smg_pd_prefill_duration_seconds',
+    help: 'Prefill-leg RPC duration by backend_type, model, runtime',
+    labelNames: ['backend_type', 'model', 'runtime'] as const,
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly pdTtft = new Histogram({
+    name: 'smg_pd_ttft_seconds',
+    help: 'End-to-end TTFT under disaggregation (prefill start to first decode token) by backend_type, model, runtime',
+    labelNames: ['backend_type', 'model', 'runtime'] as const,
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly legDuration = new Histogram({
+    name: 'mmtc_worker_leg_duration_seconds',
+    help: "A worker call's duration (a regular request's one call; an encode, prefill or decode leg), by worker and leg",
+    labelNames: ['worker', 'leg'] as const,
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly legTtft = new Histogram({
+    name: 'mmtc_worker_leg_ttft_seconds',
+    help: "Time from a worker call's start to the worker's first token, by worker and leg",
+    labelNames: ['worker', 'leg'] as const,
+    buckets: REQUEST_BUCKETS,
+    registers: [this.registry],
+  });
+  readonly legRequests = new Counter({
+    name: 'mmtc_worker_leg_requests_total',
+    help: 'Worker calls by worker, leg and outcome (success/failure)',
+    labelNames: ['worker', 'leg', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  // Each worker's state, read from the registry at each scrape.
+  private workerStates: (() => readonly { url: string; healthy: boolean; inFlight: number }[]) | undefined;
+  private readonly workerGauge = (name: string, help: string, value: (w: { healthy: boolean; inFlight: number }) => number) => {
+    const states = () => this.workerStates?.() ?? [];
+    return new Gauge({
+      name,
+      help,
+      labelNames: ['worker'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const w of states()) this.set({ worker: w.url }, value(w));
+      },
+    });
+  };
+  readonly workerRequestsActive = this.workerGauge('smg_worker_requests_active', 'Currently running requests per worker', (w) => w.inFlight);
+  readonly workerHealth = this.workerGauge('smg_worker_health', 'Worker health status (1=healthy, 0=unhealthy)', (w) => (w.healthy ? 1 : 0));
+
+  /** Export these workers' in-flight counts and health at every scrape. */
+  watchWorkers(states: () => readonly { url: string; healthy: boolean; inFlight: number }[]): void {
+    this.workerStates = states;
+  }
+
+  /**
+   * Count one finished request: its duration, and each worker call's outcome, duration and first
+   * token; `runtimeOf` names a worker's runtime for the gateway's PD metrics.
+   */
+  observeRequest(summary: RequestSummary, defaultModel: string, runtimeOf: (worker: string) => string | undefined): void {
+    const model = summary.model ?? defaultModel;
+    const legs = legsOf(summary);
+    for (let i = 0; i < legs.length; i++) {
+      const leg = legs[i]!;
+      const failed = legFailed(summary, legs, i);
+      const labels = { worker: leg.worker, leg: leg.leg };
+      const outcome = failed ? 'failure' : 'success';
+      this.workerOutcomes.inc({ worker: leg.worker, outcome });
+      this.legRequests.inc({ ...labels, outcome });
+      if (Number.isFinite(leg.durationMs)) this.legDuration.observe(labels, leg.durationMs / 1000);
+      if (leg.firstTokenMs !== undefined) this.legTtft.observe(labels, leg.firstTokenMs / 1000);
+    }
+    const prefill = legs.find((l) => l.leg === 'prefill');
+    const decode = legs.find((l) => l.leg === 'decode');
+    if (prefill && !prefill.error) {
+      this.pdPrefillDuration.observe({ backend_type: 'pd', model, runtime: runtimeOf(prefill.worker) ?? 'unknown' }, prefill.durationMs / 1000);
+      if (decode?.firstTokenMs !== undefined) {
+        const ttftMs = decode.startMs + decode.firstTokenMs - prefill.startMs;
+        this.pdTtft.observe({ backend_type: 'pd', model, runtime: runtimeOf(decode.worker) ?? 'unknown' }, ttftMs / 1000);
+      }
+    }
+  }
+
   /** The process guard's count (process-guard.ts): read at each scrape, as the guard is per process. */
   readonly uncaughtErrors = new Counter({
     name: 'mmtc_uncaught_errors_total',

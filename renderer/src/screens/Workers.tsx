@@ -34,6 +34,7 @@ import { isEmbedded, useWorkers } from '../stores/workers.ts';
 import { ShmLaneNote } from '../components/ShmLane.tsx';
 import { ModeChoice, ThresholdChoice } from '../components/TransportChoices.tsx';
 import { StartFlagNote } from '../components/StartFlagNote.tsx';
+import { RatesPanel } from '../components/RatesPanel.tsx';
 
 const COLUMNS = 5;
 
@@ -362,6 +363,7 @@ export function WorkersScreen() {
         )}
       </Panel>
       {editing && <WorkerEditor key={editing} url={editing} onClose={() => setEditing(null)} />}
+      <RatesPanel />
     </>
   );
 }
