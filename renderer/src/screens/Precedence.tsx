@@ -12,6 +12,7 @@ import { VerdictBadge } from '../components/Verdict.tsx';
 import { Badge, Breakable, Empty, Panel, Prose, ScreenHeader } from '../components/ui.tsx';
 import { patchWorker, setRouterField, typedNumber } from '../lib/draft.ts';
 import { formatBytes, parseByteInput } from '../lib/format.ts';
+import { lastRequestTensors } from '../lib/last-request.ts';
 import { KNOB_LABEL, LAYER_LABEL, TOKEN_WORDS, TRANSPORT_MODES, type Mode } from '../lib/vocab.ts';
 import { useConfig, type Resolution } from '../stores/config.ts';
 import { useOverview } from '../stores/overview.ts';
@@ -206,11 +207,7 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
   const threshold = r.resolution.multimodal_shm_min_bytes.value;
   const writable = overview?.host.shmWritable ?? null;
   const [probe, setProbe] = useState('');
-  const lastRequest = useMemo(() => {
-    const first = rows.find((e) => e.worker === url);
-    return first ? rows.filter((e) => e.requestId === first.requestId).slice(0, 8) : [];
-  }, [rows, url]);
-  const sample: Array<Pick<TensorEvent, 'tensor' | 'nbytes'>> = lastRequest.length ? lastRequest : [];
+  const sample: Array<Pick<TensorEvent, 'tensor' | 'nbytes'>> = useMemo(() => lastRequestTensors(rows, url), [rows, url]);
   const probeBytes = parseByteInput(probe, 'B');
 
   const modeStops = mode === 'inline' || mode === 'rdma';
