@@ -8,6 +8,7 @@ import type { PreprocessPool } from '../multimodal/pool.ts';
 import type { TrafficSource } from '../transport/event-schema.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
 import type { RequestLog } from '../telemetry/requests.ts';
+import type { RecentOutcomes } from './critical.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
 import type { ShmHostFacts } from '../transport/resolve.ts';
 import type { PixelCache } from '../transport/pixel-cache.ts';
@@ -30,6 +31,8 @@ export interface RouterContext {
   registry: WorkerRegistry;
   /** The recent requests' summaries, for the console (absent in contexts built without one). */
   requests?: RequestLog;
+  /** The last requests' outcomes, for "every recent request fails" (critical.ts; absent in contexts built without one). */
+  outcomes?: RecentOutcomes;
 }
 
 /** The header every chat response carries: which config revision the request used. */

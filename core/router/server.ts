@@ -20,6 +20,7 @@ import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
 import { TensorEventBus } from '../telemetry/events.ts';
 import { RequestLog } from '../telemetry/requests.ts';
+import { RecentOutcomes } from './critical.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
 import { readNamespaceToken, SHM_DIR, type NamespaceTokenReading } from '../transport/namespace.ts';
 import { resolveWorkerTransport, transportForWorker } from '../transport/resolve.ts';
@@ -122,6 +123,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
       .multimodal_tensor_transport.value;
   }
   const ns = readNamespaceToken();
+  const requests = new RequestLog();
   const context: RouterContext = {
     store,
     processEnv,
@@ -134,7 +136,8 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     metrics,
     events,
     registry,
-    requests: new RequestLog(),
+    requests,
+    outcomes: new RecentOutcomes(requests),
   };
 
   const server: Server = createServer((req, res) => {
