@@ -8,7 +8,7 @@
 import { useId, useMemo, useState } from 'react';
 import { useTypedText } from '../lib/useTypedText.ts';
 import { fieldProblem, ShmMinBytesSchema, type TensorEvent } from '../../../core/console/contract.ts';
-import { VerdictBadge } from '../components/Verdict.tsx';
+import { VerdictBadge, verdictClass } from '../components/Verdict.tsx';
 import { Badge, Breakable, Empty, Panel, Prose, ScreenHeader } from '../components/ui.tsx';
 import { patchWorker, setRouterField, typedNumber } from '../lib/draft.ts';
 import { formatBytes, parseByteInput } from '../lib/format.ts';
@@ -329,16 +329,14 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
                 <p className="muted small">No traffic to this worker yet: Doctor → Send test tensor shows real sizes.</p>
               )}
             </>
+          ) : r.decision.outcome === 'no_request' ? (
+            'not reached: no request reaches this worker now (see the verdict).'
           ) : (
             'not reached: the request goes inline whatever the size.'
           )}
         </Step>
       </ol>
-      <div
-        className={`verdict verdict-${r.decision.outcome === 'shm' ? 'shm' : r.decision.outcome === 'shm_then_inline' ? 'warn' : 'inline'}`}
-        data-testid="verdict"
-        data-outcome={r.decision.outcome}
-      >
+      <div className={verdictClass(r.decision.outcome)} data-testid="verdict" data-outcome={r.decision.outcome}>
         <div>
           <span className="verdict-label">Verdict</span> <VerdictBadge decision={r.decision} threshold={threshold} /> <code>{r.decision.reason}</code>
         </div>
