@@ -1,8 +1,10 @@
 // Precedence's "last request to this worker": the tensors that worker received, and no other's.
 import { describe, expect, it } from 'vitest';
 import { render, withState } from '../test/render.tsx';
-import { configView, decision, resolution, routerConfig, tensorEvent, WORKER_A, WORKER_B } from '../test/samples.ts';
+import { configView, decision, overview, resolution, routerConfig, tensorEvent, workerView, WORKER_A, WORKER_B } from '../test/samples.ts';
 import { useConfig } from '../stores/config.ts';
+import { useOverview } from '../stores/overview.ts';
+import { useWorkers } from '../stores/workers.ts';
 import { useTraffic } from '../stores/traffic.ts';
 import { PrecedenceScreen } from './Precedence.tsx';
 
@@ -51,5 +53,24 @@ describe('Precedence screen', () => {
       withState(useTraffic, { rows: [...sent].reverse() }),
     );
     expect(lastRequestRows(html)).toEqual(['encoder_input 2.30 MiB', 'encoder_input 1.15 MiB']);
+  });
+
+  it('a worker that is down: its verdict is that no request reaches it, and the chain does not blame its token', () => {
+    const down = decision('worker_not_healthy', 'no_request');
+    const { html, text } = render(
+      <PrecedenceScreen worker={WORKER_A} />,
+      withState(useConfig, {
+        view: configView(),
+        resolved: [{ url: WORKER_A, resolution: resolution(WORKER_A, { router: 'auto' }), decision: { ...down, shmEnabled: false } }],
+        resolvedFor: 'applied',
+      }),
+      withState(useWorkers, { loaded: true, workers: [workerView(WORKER_A, { health: 'unhealthy', decision: { ...down, shmEnabled: false } })] }),
+      withState(useOverview, { data: overview() }),
+    );
+    expect(text).toContain('Verdict ✕ no request reaches it worker_not_healthy');
+    expect(text).toContain('not reached: no request reaches this worker now (see the verdict).');
+    expect(html).toContain('class="verdict verdict-bad"');
+    // Its token matches: the token step passes; what stops it is its health, which the verdict says.
+    expect(html).toMatch(/Namespace token matches <span class="badge badge-ok"><span class="badge-icon" aria-hidden="true">✓<\/span>pass<\/span>/);
   });
 });

@@ -223,7 +223,7 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
         ? doomed
           ? 'warn'
           : 'skip'
-        : r.decision.reason === 'auto_tokens_equal'
+        : r.decision.reason === 'auto_tokens_equal' || (r.decision.outcome === 'no_request' && worker?.tokenMatch === 'equal')
           ? 'pass'
           : 'fail';
   const enabled = r.decision.shmEnabled;
