@@ -108,20 +108,30 @@ export function startWorkerInPrivateShm(runtime: WireRuntime): Promise<Worker> {
 /** A reference worker of disaggregated serving (`--role`), with its bootstrap server's port for an encode or prefill worker; `privateShm`: in a /dev/shm of its own, as above. */
 export async function startRoleWorker(
   role: 'encode' | 'prefill' | 'decode',
-  options: { privateShm?: boolean } = {},
-): Promise<Worker & { bootstrapPort: number | undefined }> {
+  options: { privateShm?: boolean; port?: number; bootstrapPort?: number } = {},
+): Promise<Worker & { bootstrapPort: number | undefined; kill(): void }> {
   const served = role !== 'decode';
   const prefix = options.privateShm
     ? ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', 'mount -t tmpfs -o size=64m mmtc-e2e /dev/shm && exec "$0" "$@"']
     : [];
   const s = await startProcess(
-    ['worker', '--runtime', 'tokenspeed', '--port', '0', '--role', role, ...(served ? ['--bootstrap-port', '0'] : [])],
+    [
+      'worker',
+      '--runtime',
+      'tokenspeed',
+      '--port',
+      String(options.port ?? 0),
+      '--role',
+      role,
+      ...(served ? ['--bootstrap-port', String(options.bootstrapPort ?? 0)] : []),
+    ],
     served ? /listening on (grpc:\/\/\S+)\n[\s\S]*?bootstrap server on http:\/\/\S+:(\d+)/ : /listening on (grpc:\/\/\S+)/,
     baseEnv(),
     45_000,
     prefix,
   );
-  return { url: s.match[1]!, bootstrapPort: served ? Number(s.match[2]) : undefined, stop: () => stopProcess(s.child) };
+  // kill(): kill -9, a crash (no shutdown, no goodbye to the router).
+  return { url: s.match[1]!, bootstrapPort: served ? Number(s.match[2]) : undefined, stop: () => stopProcess(s.child), kill: () => s.child.kill('SIGKILL') };
 }
 
 /** This process (and so every serve it starts) runs as root: its /dev/shm files (0600) are unreadable to another uid. */

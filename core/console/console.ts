@@ -152,6 +152,8 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
     log,
   );
   const unwatchWorkers = running.context.registry.watch(() => overviewFeed.soon());
+  // "Every recent request failed" turning on or off reaches the banner as soon as a worker's change does.
+  const unwatchOutcomes = running.context.outcomes?.onChange(() => overviewFeed.soon());
   const unwatchStore = store.subscribe(() => overviewFeed.soon());
   const trafficFeeds = new Set<TrafficFeed>();
   const unsubscribeBus = running.context.events.subscribe((batch) => {
@@ -196,6 +198,7 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
       unsubscribeRequests?.();
       unsubscribeHistory();
       unwatchWorkers();
+      unwatchOutcomes?.();
       unwatchStore();
       overviewFeed.close();
       for (const feed of trafficFeeds) feed.close();

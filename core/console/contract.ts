@@ -13,6 +13,7 @@ import { TransportEnvironmentSchema } from '../config/env-schema.ts';
 import { fieldProblem, firstZodIssue, formatValue, issuesFromZod } from '../config/errors.ts';
 import { PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerTypeSchema, WorkerUrlSchema, type RouterConfigInput } from '../config/schema.ts';
+import { CriticalStateSchema, HEALTH_STATUSES } from '../router/critical-schema.ts';
 import { SecondAggregateSchema, TensorEventSchema } from '../transport/event-schema.ts';
 import { RatesSchema, RateWindowSchema } from '../telemetry/rates-schema.ts';
 import { ResolvedWorkerTransportSchema } from '../transport/resolution-schema.ts';
@@ -349,8 +350,12 @@ export const OverviewSchema = z.object({
   /** The pixel cache, live (null: this router runs without one). */
   pixelCache: PixelCacheViewSchema.nullable(),
   warnings: z.array(WarningSchema),
+  /** Whether requests can succeed now, as /health says it (core/router/critical.ts), and the critical states that make it so: the banner every screen shows. */
+  health: z.enum(HEALTH_STATUSES),
+  critical: z.array(CriticalStateSchema),
 });
 export type Overview = z.infer<typeof OverviewSchema>;
+export type CriticalState = z.infer<typeof CriticalStateSchema>;
 
 /** A request that ended in failure (an error status, or a stream cut short), for the rows of its tensors. */
 export const RequestFailureSchema = z.object({ requestId: z.string(), status: z.int(), error: z.string().nullable() });

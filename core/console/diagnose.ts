@@ -11,7 +11,11 @@ import { runChatInMemory } from '../router/chat.ts';
 import { compareNamespaceTokens } from '../transport/namespace.ts';
 import { ShmWriter } from '../transport/shm-writer.ts';
 import { DECISION_ADVICE } from '../transport/vocabulary.ts';
+import { criticalStates } from '../router/critical.ts';
+import type { CriticalState } from '../router/critical-schema.ts';
+import type { TransportDecision } from '../transport/decision.ts';
 import { probeWorker } from '../workers/discovery.ts';
+import { isSelectable } from '../workers/registry.ts';
 import type { CommandOutput } from './contract.ts';
 import { decisionView } from './decision-view.ts';
 import type { ConsoleState } from './state.ts';
@@ -69,8 +73,12 @@ function tokenSteps(state: ConsoleState, reachable: boolean, theirs: string | un
   return steps;
 }
 
-/** The proof: one small request with SHM forced; its encoder tensor must arrive through /dev/shm. */
-async function probeFileRead(state: ConsoleState, url: string): Promise<Step> {
+/**
+ * The proof: one small request with SHM forced; its encoder tensor must arrive through /dev/shm.
+ * `down`: the roles with no healthy worker now (critical.ts): a probe refused for one of them
+ * failed for that reason, not for /dev/shm, and its remedy is theirs.
+ */
+async function probeFileRead(state: ConsoleState, url: string, down: readonly CriticalState[]): Promise<{ step: Step; refusedByRole: boolean }> {
   const ctx = state.running.context;
   const chat = await runChatInMemory(ctx, await syntheticChat(64, 64, 'png'), {
     source: 'console',
@@ -85,7 +93,8 @@ async function probeFileRead(state: ConsoleState, url: string): Promise<Step> {
     chat.status === 200
       ? (encoder?.detail ?? `the tensor went ${encoder?.path ?? 'nowhere'}`)
       : ((JSON.parse(chat.body || '{}') as { error?: { message?: string } }).error?.message ?? `HTTP ${chat.status}`);
-  return {
+  const refusedByRole = !viaShm && chat.status === 503 && down.length > 0;
+  const step: Step = {
     id: 'probe_file_read',
     label: 'the worker reads a file the router writes',
     ok: viaShm,
@@ -93,10 +102,12 @@ async function probeFileRead(state: ConsoleState, url: string): Promise<Step> {
     ...(viaShm
       ? {}
       : {
-          remedy:
-            "the worker must see the same /dev/shm (run it with --ipc=host or mount the host's /dev/shm) and be allowed to open the router's files; see the error",
+          remedy: refusedByRole
+            ? down.map((c) => c.remedy).join('; ')
+            : "the worker must see the same /dev/shm (run it with --ipc=host or mount the host's /dev/shm) and be allowed to open the router's files; see the error",
         }),
   };
+  return { step, refusedByRole };
 }
 
 export async function diagnoseWorker(state: ConsoleState, url: string): Promise<Diagnosis> {
@@ -105,6 +116,8 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
   const spec = snapshot.config.workers.find((w) => w.url === url)!;
   const worker = ctx.registry.get(url);
   const steps: Step[] = [];
+  const down = criticalStates(ctx).filter((c) => c.kind === 'no_healthy_worker');
+  let refusedByRole = false;
 
   const declared = declaredRuntime(spec.runtime);
   const probe = await probeWorker(url, declared ? { runtime: declared } : {});
@@ -158,7 +171,7 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
       detail: writable.writable ? 'a probe file was created and removed' : writable.error!,
       ...(writable.writable ? {} : { remedy: DECISION_ADVICE.shm_not_writable! }),
     });
-    if (!reachable || !writable.writable || !worker?.healthy) {
+    if (!reachable || !writable.writable || !isSelectable(worker)) {
       steps.push(
         skip(
           'probe_file_read',
@@ -167,10 +180,14 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
             ? 'the worker was not reached'
             : !writable.writable
               ? '/dev/shm is not writable'
-              : 'the router has not discovered the worker as healthy yet',
+              : `the router takes no request to it now (${worker?.lastError ?? 'not yet discovered'})`,
         ),
       );
-    } else steps.push(await probeFileRead(state, url));
+    } else {
+      const proof = await probeFileRead(state, url, down);
+      steps.push(proof.step);
+      refusedByRole = proof.refusedByRole;
+    }
   }
 
   if (worker?.shmLane) {
@@ -182,6 +199,13 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
       remedy: DECISION_ADVICE.auto_worker_read_failed!,
     });
   }
-  const { decision } = workerTransport(state, spec, snapshot.config, snapshot, snapshot.origins, worker);
+  // The verdict follows the steps: a worker the router does not reach (now, or by its registry)
+  // gets no request; one whose probe a role with no healthy worker refused gets none that way.
+  const decision: Pick<TransportDecision, 'shmEnabled' | 'reason'> =
+    !reachable || !isSelectable(worker)
+      ? { shmEnabled: false, reason: 'worker_not_healthy' }
+      : refusedByRole
+        ? { shmEnabled: false, reason: 'route_not_healthy' }
+        : workerTransport(state, spec, snapshot.config, snapshot, snapshot.origins, worker).decision;
   return { url, steps, verdict: decisionView(decision) };
 }

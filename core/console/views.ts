@@ -9,7 +9,7 @@ import { EMBEDDED_DEFAULT_ORIGIN, type ConfigSnapshot } from '../config/store.ts
 import { capabilitiesOf, declaredRuntime, engineFor, laneFacts } from '../engines/table.ts';
 import { compareNamespaceTokens } from '../transport/namespace.ts';
 import { transportForWorker } from '../transport/resolve.ts';
-import type { WorkerState } from '../workers/registry.ts';
+import { isSelectable, type WorkerState } from '../workers/registry.ts';
 import type { ConfigView, WorkerView, WorkerWarning } from './contract.ts';
 import { decisionView } from './decision-view.ts';
 import { diffConfigs } from './diff.ts';
@@ -35,7 +35,13 @@ export function trafficShares(events: readonly { time: number; worker: string; s
   return new Map([...counts].map(([url, n]) => [url, total ? n / total : 0]));
 }
 
-/** The worker's transport for its next request under `config` (the running one, or a draft's); `laneReset`: as if its broken lane were reset. */
+/**
+ * The worker's transport for its next request under `config` (the running one, or a draft's);
+ * `laneReset`: as if its broken lane were reset. A known worker that takes no request now (not
+ * healthy, not yet discovered, removed: the registry's isSelectable, the rule the router picks
+ * by) gets no_request (worker_not_healthy), never the verdict its last advertised token would
+ * give: its next request does not exist until it is back.
+ */
 export function workerTransport(
   state: ConsoleState,
   spec: WorkerSpec,
@@ -46,7 +52,7 @@ export function workerTransport(
   laneReset = false,
 ) {
   const ctx = state.running.context;
-  return transportForWorker({
+  const transport = transportForWorker({
     spec,
     config,
     env: s.env,
@@ -58,6 +64,8 @@ export function workerTransport(
     runtime: laneFacts(w?.runtime ?? declaredRuntime(spec.runtime)),
     shmLaneBroken: laneReset ? undefined : w?.shmLane?.error,
   });
+  if (w && !isSelectable(w)) return { ...transport, decision: { shmEnabled: false, reason: 'worker_not_healthy' as const } };
+  return transport;
 }
 
 export function workerView(state: ConsoleState, snapshot: ConfigSnapshot, w: WorkerState, shares: ReadonlyMap<string, number>): WorkerView {

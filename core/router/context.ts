@@ -9,6 +9,7 @@ import type { TrafficSource } from '../transport/event-schema.ts';
 import type { TensorEventBus } from '../telemetry/events.ts';
 import type { RequestLog } from '../telemetry/requests.ts';
 import type { RequestRates } from '../telemetry/rates.ts';
+import type { RecentOutcomes } from './critical.ts';
 import type { TransportMetrics } from '../telemetry/metrics.ts';
 import type { ShmHostFacts } from '../transport/resolve.ts';
 import type { PixelCache } from '../transport/pixel-cache.ts';
@@ -33,6 +34,8 @@ export interface RouterContext {
   requests?: RequestLog;
   /** Requests/s, error rate and latency per worker and leg, fed by `requests` (absent in contexts built without one). */
   rates?: RequestRates;
+  /** The last requests' outcomes, for "every recent request fails" (critical.ts; absent in contexts built without one). */
+  outcomes?: RecentOutcomes;
 }
 
 /** The header every chat response carries: which config revision the request used. */

@@ -14,7 +14,7 @@ import { blake3, tokenSpeedContentHash } from '../multimodal/media-hash.ts';
 import type { RouterConfig, WorkerSpec, WorkerType } from '../config/schema.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
 import { capabilitiesOf, runtimesWhere } from '../engines/table.ts';
-import type { WorkerState } from '../workers/registry.ts';
+import { isSelectable, type WorkerState } from '../workers/registry.ts';
 import type { RouterContext } from './context.ts';
 import { ApiError } from './openai.ts';
 
@@ -51,7 +51,7 @@ function ringOf(config: RouterConfig): Array<{ point: bigint; url: string }> {
 
 function healthy(ctx: RouterContext, spec: WorkerSpec): RoleTarget | undefined {
   const state = ctx.registry.get(spec.url);
-  return state && !state.removed && state.healthy && state.connection ? { state, spec } : undefined;
+  return isSelectable(state) ? { state, spec } : undefined;
 }
 
 function noneHealthy(ctx: RouterContext, role: WorkerType, specs: readonly WorkerSpec[]): ApiError {

@@ -9,6 +9,7 @@ import { ContextLengthError } from '../multimodal/prompt.ts';
 import { routerLabels } from '../telemetry/metrics.ts';
 import { parseBody } from './body-json.ts';
 import { handleChatCompletion } from './chat.ts';
+import { criticalStates, healthStatus } from './critical.ts';
 import { keepRequest, newRequestRecord, REVISION_HEADER, type RequestRecord, type RouterContext } from './context.ts';
 import { contextLengthApiError, toApiError } from './errors.ts';
 import { answerThenClose, requestTarget } from './http-request.ts';
@@ -140,8 +141,9 @@ export async function route(ctx: RouterContext, req: IncomingMessage, res: Serve
         in_flight: w.inFlight,
         ...(w.lastError ? { error: w.lastError } : {}),
       }));
-      const healthy = workers.some((w) => w.healthy);
-      sendJson(res, healthy ? 200 : 503, { status: healthy ? 'ok' : 'no healthy worker', revision: ctx.store.current().revision, workers });
+      const critical = criticalStates(ctx);
+      const { status, httpStatus } = healthStatus(critical);
+      sendJson(res, httpStatus, { status, revision: ctx.store.current().revision, critical, workers });
     } else if (req.method === 'GET' && url.pathname === '/metrics') {
       ctx.metrics.preprocessMemoryBytes.set(ctx.pool.memory().resident);
       ctx.metrics.shmOutstandingBytes.set(ctx.writer.outstanding);

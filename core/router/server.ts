@@ -21,6 +21,7 @@ import { PreprocessPool } from '../multimodal/pool.ts';
 import { TensorEventBus } from '../telemetry/events.ts';
 import { RequestLog } from '../telemetry/requests.ts';
 import { RequestRates } from '../telemetry/rates.ts';
+import { RecentOutcomes } from './critical.ts';
 import { TransportMetrics } from '../telemetry/metrics.ts';
 import { readNamespaceToken, SHM_DIR, type NamespaceTokenReading } from '../transport/namespace.ts';
 import { resolveWorkerTransport, transportForWorker } from '../transport/resolve.ts';
@@ -145,6 +146,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     registry,
     requests,
     rates,
+    outcomes: new RecentOutcomes(requests),
   };
 
   const server: Server = createServer((req, res) => {

@@ -44,6 +44,9 @@ describe('decideTransport: every reason', () => {
     expect(at('shm', undefined)).toBe('shm');
     expect(at('auto', 'boot-a:27')).toBe('inline');
     expect(at('auto', ROUTER)).toBe('shm');
+    // A worker no request reaches now: no transport outcome at all.
+    expect(decisionOutcome({ shmEnabled: false, reason: 'worker_not_healthy' })).toBe('no_request');
+    expect(decisionOutcome({ shmEnabled: false, reason: 'route_not_healthy' })).toBe('no_request');
   });
 
   it('a protocol without a /dev/shm lane is inline under shm and auto, with its own reason, never an error', () => {

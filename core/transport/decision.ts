@@ -16,7 +16,7 @@
 // request will be sent again inline. No screen may promise SHM for such a worker.
 import type { TransportMode, WorkerType } from '../config/schema.ts';
 import { compareNamespaceTokens } from './namespace.ts';
-import { SHM_ATTEMPT_FAILS, type DecisionOutcome, type DecisionReason } from './vocabulary.ts';
+import { NO_REQUEST, SHM_ATTEMPT_FAILS, type DecisionOutcome, type DecisionReason } from './vocabulary.ts';
 
 export interface TransportDecision {
   shmEnabled: boolean;
@@ -95,6 +95,7 @@ export function decideTransport(input: DecisionInput): TransportDecision {
 
 /** What the decision does to the next request (docs/transport.md, "Decision reasons"). */
 export function decisionOutcome(decision: Pick<TransportDecision, 'shmEnabled' | 'reason'>): DecisionOutcome {
+  if (NO_REQUEST.has(decision.reason)) return 'no_request';
   if (!decision.shmEnabled) return 'inline';
   return SHM_ATTEMPT_FAILS.has(decision.reason) ? 'shm_then_inline' : 'shm';
 }

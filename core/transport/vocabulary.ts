@@ -41,6 +41,10 @@ export const DECISION_REASONS = {
   auto_worker_unreachable: 'auto but the worker could not be reached to read its namespace token: inline',
   auto_worker_read_failed:
     "auto, but the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered, its mode changes or the lane is reset",
+  worker_not_healthy:
+    'the worker is not healthy (down, not yet discovered, or removed): no request will reach it until it answers its health check again, whatever the mode',
+  route_not_healthy:
+    'another role its requests need has no healthy worker (the critical banner and /health name it): its next request with an image fails with 503 before it reaches this worker',
 } as const;
 export type DecisionReason = keyof typeof DECISION_REASONS;
 export const DECISION_REASON_NAMES = Object.keys(DECISION_REASONS) as [DecisionReason, ...DecisionReason[]];
@@ -48,10 +52,13 @@ export const DECISION_REASON_NAMES = Object.keys(DECISION_REASONS) as [DecisionR
 /**
  * What a decision will do to the worker's next request: SHM, inline, or SHM attempted when
  * the worker is known not to share /dev/shm (mode shm asserts it does), so its read fails and
- * the request is sent again inline.
+ * the request is sent again inline; no_request: the worker is not healthy, so no request goes to it.
  */
-export const DECISION_OUTCOMES = ['shm', 'inline', 'shm_then_inline'] as const;
+export const DECISION_OUTCOMES = ['shm', 'inline', 'shm_then_inline', 'no_request'] as const;
 export type DecisionOutcome = (typeof DECISION_OUTCOMES)[number];
+
+/** Reasons under which no request reaches the worker now (outcome no_request): it is not healthy, or a role its requests need has no healthy worker. */
+export const NO_REQUEST: ReadonlySet<DecisionReason> = new Set(['worker_not_healthy', 'route_not_healthy']);
 
 /** Reasons whose SHM attempt is known in advance to fail over to inline. */
 export const SHM_ATTEMPT_FAILS: ReadonlySet<DecisionReason> = new Set(['shm_worker_other_shm', 'shm_worker_other_host']);
@@ -91,6 +98,8 @@ export const REASON_WORDS: Record<TensorReason, string> = {
   auto_different_shm: 'auto: worker has another /dev/shm',
   auto_worker_unreachable: 'auto: worker unreachable',
   auto_worker_read_failed: 'worker cannot read /dev/shm',
+  worker_not_healthy: 'worker not healthy: no request',
+  route_not_healthy: 'a role it needs has no healthy worker',
   below_threshold: 'below the threshold',
   shm_write_failed: '/dev/shm write failed',
   shm_budget_exceeded: '/dev/shm budget full',
@@ -119,5 +128,7 @@ export const DECISION_ADVICE: Partial<Record<TensorReason, string>> = {
     "run the worker container with --ipc=host or mount the host's /dev/shm into it; or set this worker's mode to auto (it would go inline at once) or inline",
   shm_worker_other_host: 'this worker cannot share /dev/shm: set its mode to inline (or auto, which goes inline at once)',
   runtime_inline_only: 'nothing to do: this protocol has no /dev/shm lane, so its tensors always travel inline (set the mode to inline to say so)',
+  worker_not_healthy: 'restart or bring back the worker (Doctor shows why it is out); its verdict comes back once it answers its health check',
+  route_not_healthy: 'restart or bring back the workers the critical banner names; this worker needs nothing',
   shm_budget_exceeded: 'raise multimodal_shm_max_outstanding_bytes or /dev/shm itself (docker --shm-size), or check that workers read (and unlink) their files',
 };

@@ -79,6 +79,11 @@ export function withAnswerClock(connection: EngineConnection, onAnswer: () => vo
   };
 }
 
+/** Whether a request may be sent to the worker now: configured, healthy, connected (what select() and the roles pick among). */
+export function isSelectable(state: WorkerState | undefined): state is WorkerState & { connection: EngineConnection } {
+  return state !== undefined && !state.removed && state.healthy && state.connection !== undefined;
+}
+
 /** Discoveries and health checks in flight at once. */
 export const MAX_CONCURRENT_PROBES = 16;
 
@@ -308,7 +313,7 @@ export class WorkerRegistry {
     const candidates: Array<{ state: WorkerState; spec: WorkerSpec }> = [];
     for (const spec of eligible) {
       const state = this.get(spec.url);
-      if (state && !state.removed && state.healthy && state.connection) candidates.push({ state, spec });
+      if (isSelectable(state)) candidates.push({ state, spec });
     }
     if (candidates.length === 0) return undefined;
     if (policy === 'least_load') {

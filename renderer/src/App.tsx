@@ -1,7 +1,8 @@
-// The shell: left navigation, the pending-draft bar, the current screen, the review dialog
+// The shell: left navigation, the critical-states banner, the pending-draft bar, the current screen, the review dialog
 // and toasts. Starts the live feeds once (traffic, config revisions, calibration progress)
 // and keeps the route in the URL fragment (#/traffic), never the token.
 import { useEffect } from 'react';
+import { CriticalBanner } from './components/CriticalBanner.tsx';
 import { PendingBar } from './components/PendingBar.tsx';
 import { ReviewDialog } from './components/ReviewDialog.tsx';
 import { Toasts } from './components/Toasts.tsx';
@@ -132,6 +133,7 @@ export function App() {
         <ConnectionBadge />
       </nav>
       <div className="content">
+        <CriticalBanner />
         <PendingBar />
         <main id="main" tabIndex={-1} className="main">
           {screen === 'overview' && <OverviewScreen />}

@@ -1,9 +1,10 @@
 // The overview: the host's /dev/shm (token, writability, space, our files), the router, the
 // configuration's sync state (drift, what a restart would change), every worker's verdict for
 // its next request, counts of workers by health, the pixel cache (handlers/pixel-cache.ts),
-// and the warnings an operator must act on,
+// the warnings an operator must act on, and the critical states (core/router/critical.ts: /health's),
 // each with its remedy. The overview stream (feeds.ts) pushes the same computation.
 import { readsPixelTensors } from '../../config/schema.ts';
+import { criticalStates, healthStatus } from '../../router/critical.ts';
 import type { ConfigSnapshot } from '../../config/store.ts';
 import { TensorFileListing, type TensorFilesOfPid } from '../../transport/orphans.ts';
 import { SHM_PREFIX } from '../../transport/shm-names.ts';
@@ -179,6 +180,7 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
       const drift = await fileView(state);
       const views = workers.map((w) => workerView(state, s, w, new Map()));
       const restartChanges = await state.restartChangesNow();
+      const critical = criticalStates(ctx);
       const warnings = [
         ...environmentWarnings(s),
         ...shmWarnings(state, files),
@@ -235,6 +237,8 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
         },
         pixelCache: pixelCacheView(state),
         warnings,
+        health: healthStatus(critical).status,
+        critical,
       };
     },
   };

@@ -4,7 +4,7 @@
 // check (the note with its reset above the checklist), and a worker asked for by URL.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { render, withState } from '../test/render.tsx';
-import { workerView, WORKER_A, WORKER_B } from '../test/samples.ts';
+import { decision, diagnosisStep, workerView, WORKER_A, WORKER_B } from '../test/samples.ts';
 import { useDoctor } from '../stores/doctor.ts';
 import { useWorkers } from '../stores/workers.ts';
 import { DoctorScreen } from './Doctor.tsx';
@@ -53,6 +53,33 @@ describe('Doctor screen', () => {
     const diagnoses = { [WORKER_B]: { running: true, result: null, error: null } };
     expect(render(<DoctorScreen worker={WORKER_B} />, workers, withState(useDoctor, { diagnoses })).text).toContain('Checking…');
     expect(render(<DoctorScreen worker="grpc://gone:1" />, workers, withState(useDoctor, { diagnoses })).text).toContain('Not checked yet');
+  });
+
+  it('a worker the router cannot reach: the failed step and a verdict that is not green, in one panel, with what to do', () => {
+    const down = workerView(WORKER_A, {
+      health: 'unhealthy',
+      lastError: 'HealthCheck failed: 14 UNAVAILABLE',
+      decision: decision('worker_not_healthy', 'no_request'),
+    });
+    const result = {
+      url: WORKER_A,
+      steps: [diagnosisStep('reachable', false, '14 UNAVAILABLE: No connection established', 'check the worker URL and that the worker is running')],
+      verdict: {
+        ...decision('worker_not_healthy', 'no_request'),
+        shmEnabled: false,
+        advice: 'restart or bring back the worker (Doctor shows why it is out); its verdict comes back once it answers its health check',
+      },
+    };
+    const { text, html } = render(
+      <DoctorScreen worker={WORKER_A} />,
+      withState(useWorkers, { loaded: true, workers: [down] }),
+      withState(useDoctor, { diagnoses: { [WORKER_A]: { running: false, result, error: null } } }),
+    );
+    expect(text).toContain(
+      'Next request ✕ no request reaches it worker_not_healthy the worker is not healthy (down, not yet discovered, or removed): no request will reach it until it answers its health check again, whatever the mode What to do: restart or bring back the worker',
+    );
+    expect(html).toContain('class="verdict verdict-bad"');
+    expect(text).not.toContain('SHM for tensors');
   });
 
   it('a broken lane before any check: the note, its error and the reset, above the checklist', () => {

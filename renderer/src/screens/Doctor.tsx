@@ -6,7 +6,7 @@
 import { useCallback, useEffect, useId, useMemo, useState } from 'react';
 import type uPlot from 'uplot';
 import { MAX_CALIBRATION_SAMPLES, REASON_WORDS, type CalibrationResult } from '../../../core/console/contract.ts';
-import { VerdictBadge } from '../components/Verdict.tsx';
+import { VerdictBadge, verdictClass } from '../components/Verdict.tsx';
 import { cssVar, themedAxis, UChart } from '../components/Chart.tsx';
 import { Badge, Empty, ErrorNote, LegTag, Panel, PathTag, Prose, ScreenHeader } from '../components/ui.tsx';
 import { patchWorker } from '../lib/draft.ts';
@@ -68,11 +68,7 @@ function Checklist({ url }: { url: string }) {
               </li>
             ))}
           </ol>
-          <div
-            className={`verdict verdict-${d.result.verdict.outcome === 'shm' ? 'shm' : d.result.verdict.outcome === 'shm_then_inline' ? 'warn' : 'inline'}`}
-            data-testid="diagnose-verdict"
-            data-outcome={d.result.verdict.outcome}
-          >
+          <div className={verdictClass(d.result.verdict.outcome)} data-testid="diagnose-verdict" data-outcome={d.result.verdict.outcome}>
             <div>
               <span className="verdict-label">Next request</span>{' '}
               <VerdictBadge decision={d.result.verdict} threshold={worker?.resolution.multimodal_shm_min_bytes.value ?? 0} />{' '}

@@ -34,6 +34,25 @@ describe('Overview screen', () => {
     expect(text).not.toContain('Not live');
   });
 
+  it('every recent request failing, with no warning: never "All clear" under the critical banner', () => {
+    const failing = overview({
+      health: 'degraded',
+      critical: [
+        {
+          kind: 'requests_failing',
+          role: null,
+          fails: 'every_request',
+          workers: [],
+          message: 'every recent request failed: the last 5, within 60 s; the latest with 502: worker grpc://a:1 failed: INTERNAL',
+          remedy: "see the latest request's error",
+        },
+      ],
+    });
+    const { text } = render(<OverviewScreen />, withState(useOverview, { data: failing, loadedAt: NOW - 500 }), withState(useUi, { connection: 'open' }));
+    expect(text).not.toContain('All clear');
+    expect(text).toContain('Warnings (0) No warning here, but requests are failing: the critical states are in the banner above.');
+  });
+
   it('a refresh that failed over an overview on screen says so above it', () => {
     const { text } = render(<OverviewScreen />, withState(useOverview, { data: overview(), loadedAt: NOW - 500, error: 'socket closed' }));
     expect(text).toContain('✕ Refresh failed: socket closed');

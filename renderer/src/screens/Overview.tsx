@@ -185,6 +185,10 @@ export function OverviewScreen() {
           <p className="muted" aria-live="polite">
             Checking… (the last overview is {loadedAt ? `${Math.round((Date.now() - loadedAt) / 1000)} s` : 'too'} old)
           </p>
+        ) : warnings.length === 0 && data.critical.length > 0 ? (
+          <p className="muted" data-testid="warnings-critical">
+            No warning here, but requests are failing: the critical states are in the banner above.
+          </p>
         ) : warnings.length === 0 ? (
           <p className="okline">
             <Badge tone="ok">All clear</Badge> no deprecated or invalid environment values, orphan files, unhealthy workers, broken SHM lanes, settings a

@@ -8,10 +8,11 @@
 import { useId, useMemo, useState } from 'react';
 import { useTypedText } from '../lib/useTypedText.ts';
 import { fieldProblem, ShmMinBytesSchema, type TensorEvent } from '../../../core/console/contract.ts';
-import { VerdictBadge } from '../components/Verdict.tsx';
+import { VerdictBadge, verdictClass } from '../components/Verdict.tsx';
 import { Badge, Breakable, Empty, Panel, Prose, ScreenHeader } from '../components/ui.tsx';
 import { patchWorker, setRouterField, typedNumber } from '../lib/draft.ts';
 import { formatBytes, parseByteInput } from '../lib/format.ts';
+import { lastRequestTensors } from '../lib/last-request.ts';
 import { KNOB_LABEL, LAYER_LABEL, TOKEN_WORDS, TRANSPORT_MODES, type Mode } from '../lib/vocab.ts';
 import { useConfig, type Resolution } from '../stores/config.ts';
 import { useOverview } from '../stores/overview.ts';
@@ -206,11 +207,7 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
   const threshold = r.resolution.multimodal_shm_min_bytes.value;
   const writable = overview?.host.shmWritable ?? null;
   const [probe, setProbe] = useState('');
-  const lastRequest = useMemo(() => {
-    const first = rows.find((e) => e.worker === url);
-    return first ? rows.filter((e) => e.requestId === first.requestId).slice(0, 8) : [];
-  }, [rows, url]);
-  const sample: Array<Pick<TensorEvent, 'tensor' | 'nbytes'>> = lastRequest.length ? lastRequest : [];
+  const sample: Array<Pick<TensorEvent, 'tensor' | 'nbytes'>> = useMemo(() => lastRequestTensors(rows, url), [rows, url]);
   const probeBytes = parseByteInput(probe, 'B');
 
   const modeStops = mode === 'inline' || mode === 'rdma';
@@ -226,7 +223,7 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
         ? doomed
           ? 'warn'
           : 'skip'
-        : r.decision.reason === 'auto_tokens_equal'
+        : r.decision.reason === 'auto_tokens_equal' || (r.decision.outcome === 'no_request' && worker?.tokenMatch === 'equal')
           ? 'pass'
           : 'fail';
   const enabled = r.decision.shmEnabled;
@@ -332,16 +329,14 @@ function DecisionChain({ r, url }: { r: Resolution; url: string }) {
                 <p className="muted small">No traffic to this worker yet: Doctor → Send test tensor shows real sizes.</p>
               )}
             </>
+          ) : r.decision.outcome === 'no_request' ? (
+            'not reached: no request reaches this worker now (see the verdict).'
           ) : (
             'not reached: the request goes inline whatever the size.'
           )}
         </Step>
       </ol>
-      <div
-        className={`verdict verdict-${r.decision.outcome === 'shm' ? 'shm' : r.decision.outcome === 'shm_then_inline' ? 'warn' : 'inline'}`}
-        data-testid="verdict"
-        data-outcome={r.decision.outcome}
-      >
+      <div className={verdictClass(r.decision.outcome)} data-testid="verdict" data-outcome={r.decision.outcome}>
         <div>
           <span className="verdict-label">Verdict</span> <VerdictBadge decision={r.decision} threshold={threshold} /> <code>{r.decision.reason}</code>
         </div>

@@ -646,7 +646,11 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
           role={r.decision.outcome === 'shm_then_inline' ? 'alert' : undefined}
         >
           <span className="field-label">Its next request{draft ? ' with the draft' : ''}:</span>{' '}
-          <VerdictText decision={r.decision} threshold={r.resolution.multimodal_shm_min_bytes.value} advice={r.decision.outcome === 'shm_then_inline'} />
+          <VerdictText
+            decision={r.decision}
+            threshold={r.resolution.multimodal_shm_min_bytes.value}
+            advice={r.decision.outcome === 'shm_then_inline' || r.decision.outcome === 'no_request'}
+          />
         </div>
       )}
       <div className="grid grid-2">

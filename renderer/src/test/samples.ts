@@ -194,6 +194,8 @@ export function overview(over: Partial<Overview> = {}): Overview {
     workers: { total: 1, healthy: 1, unhealthy: 0, discovering: 0, draining: 0 },
     pixelCache: null,
     warnings: [],
+    health: 'ok',
+    critical: [],
     ...over,
   });
 }
