@@ -26,7 +26,16 @@
 //   (posted labels are merged over the labels the worker advertises).
 import { DEFAULT_PIXEL_CACHE_MB, PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 import type { z } from 'zod';
-import { DEFAULT_BOOTSTRAP_PORT, DEFAULT_TRANSPORT_MODE, RouterConfigSchema, TRANSPORT_KNOBS, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
+import {
+  DEFAULT_BOOTSTRAP_PORT,
+  DEFAULT_TRANSPORT_MODE,
+  knownRuntime,
+  RouterConfigSchema,
+  TRANSPORT_KNOBS,
+  type RouterConfig,
+  type WireRuntime,
+  type WorkerSpec,
+} from '../config/schema.ts';
 import { capabilitiesOf, declaredRuntime, runtimesWhere } from '../engines/table.ts';
 import type { GatewayExportSchema } from './contract.ts';
 
@@ -35,6 +44,8 @@ export type GatewayExport = z.output<typeof GatewayExportSchema>;
 export interface GatewayExportOptions {
   /** Worker urls never exported (the router's embedded reference worker). */
   excludeUrls?: ReadonlySet<string>;
+  /** The runtime this router detected on each worker it reached (by url): a worker whose entry leaves it `unspecified` is exported with it. */
+  detectedRuntimes?: ReadonlyMap<string, WireRuntime>;
 }
 
 // SMG's own default: the CLI refuses port 0, so a "pick a free port" config falls back to it.
@@ -88,14 +99,16 @@ function list(urls: readonly string[]): string {
 }
 
 /** The JSON SMG's POST /workers deserializes into its WorkerSpec, carrying this worker's own settings. */
-function workerBody(worker: WorkerSpec): Record<string, unknown> {
+function workerBody(worker: WorkerSpec, detected: WireRuntime | undefined): Record<string, unknown> {
   const body: Record<string, unknown> = {
     url: worker.url,
     worker_type: worker.worker_type,
     // SMG's WorkerSpec defaults connection_mode to http; our workers always speak gRPC.
     connection_mode: 'grpc',
-    // SMG's canonical field name (it also accepts `runtime` as an alias); our names are its lowercase enum values.
-    runtime_type: worker.runtime,
+    // SMG's canonical field name (it also accepts `runtime` as an alias).
+    // A known runtime (its entry's, else the one detected here) by its SMG name: SMG's RuntimeType
+    // is serde lowercase (tokenspeed, vllm, sglang, as ours); `unspecified` has SMG detect it.
+    runtime_type: knownRuntime(worker.runtime, detected),
     priority: worker.priority,
   };
   const labelKeys = Object.keys(worker.labels).sort();
@@ -227,16 +240,24 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
     if (config.decode_policy !== undefined) argv.push('--decode-policy', config.decode_policy);
   }
 
-  const exported = workerExports(workers, config, port, argv, notes);
+  const exported = workerExports(workers, config, port, argv, notes, options.detectedRuntimes ?? new Map());
 
   return { command: argv.map(shellQuote).join(' '), argv, workers: exported, usage: usageOf(workers, argv), notes };
 }
 
 /** Each worker's POST /workers body and curl line, and the notes on what the gateway does with its settings. */
-function workerExports(workers: readonly WorkerSpec[], config: RouterConfig, port: number, argv: readonly string[], notes: string[]): GatewayExport['workers'] {
+function workerExports(
+  workers: readonly WorkerSpec[],
+  config: RouterConfig,
+  port: number,
+  argv: readonly string[],
+  notes: string[],
+  detectedRuntimes: ReadonlyMap<string, WireRuntime>,
+): GatewayExport['workers'] {
   const gateway = `http://${reachableHost(config.host)}:${port}/workers`;
   return workers.map((worker, i) => {
-    const body = workerBody(worker);
+    const detected = detectedRuntimes.get(worker.url);
+    const body = workerBody(worker, detected);
     const curl = [
       'curl',
       '-sS',
@@ -252,6 +273,10 @@ function workerExports(workers: readonly WorkerSpec[], config: RouterConfig, por
       .map(shellQuote)
       .join(' ');
     const which = `workers[${i}] (${worker.url})`;
+    if (worker.runtime === 'unspecified' && detected !== undefined)
+      notes.push(
+        `${which} runtime is unspecified in the configuration: its body says runtime_type '${detected}', the runtime this router detected on it (registered by url, the gateway detects it too).`,
+      );
 
     if (worker.url.startsWith('unix://')) {
       notes.push(

@@ -153,6 +153,13 @@ export class WorkerRegistry {
     return [...this.draining];
   }
 
+  /** The runtime discovery found on each configured worker it reached, by url. */
+  detectedRuntimes(): Map<string, WireRuntime> {
+    const out = new Map<string, WireRuntime>();
+    for (const w of this.workers) if (w.runtime !== undefined) out.set(w.spec.url, w.runtime);
+    return out;
+  }
+
   get(url: string): WorkerState | undefined {
     return this.byUrl.get(url);
   }

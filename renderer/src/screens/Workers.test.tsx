@@ -4,10 +4,10 @@
 // a problem (the values shown are from before it).
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { render, withState } from '../test/render.tsx';
-import { configView, workerView, WORKER_A, WORKER_B } from '../test/samples.ts';
+import { configView, routerConfig, workerView, WORKER_A, WORKER_B } from '../test/samples.ts';
 import { useConfig } from '../stores/config.ts';
 import { useWorkers } from '../stores/workers.ts';
-import { WorkersScreen } from './Workers.tsx';
+import { WorkerEditor, WorkersScreen } from './Workers.tsx';
 
 beforeEach(() => {
   vi.useFakeTimers();
@@ -67,5 +67,25 @@ describe('Workers screen', () => {
     );
     expect(text).toContain(`encoder input: ${warning}`);
     expect(text.match(/encoder input: /g)).toHaveLength(1);
+  });
+
+  it('the Edit form of a worker left to detection names the runtime detected on it, not "unspecified"', () => {
+    const { html } = render(
+      <WorkerEditor url={WORKER_A} onClose={() => {}} />,
+      withState(useWorkers, {
+        loaded: true,
+        workers: [workerView(WORKER_A, { spec: { url: WORKER_A, runtime: 'unspecified', worker_type: 'regular', labels: {}, priority: 50 }, runtime: 'vllm' })],
+      }),
+      withState(useConfig, { view: configView({ config: routerConfig({ workers: [{ url: WORKER_A }] }) }) }),
+    );
+    const options = [...html.matchAll(/<option value="([^"]+)"( selected="")?>([^<]*)<\/option>/g)].filter((m) =>
+      ['tokenspeed', 'vllm', 'sglang', 'unspecified'].includes(m[1]!),
+    );
+    expect(options.map((m) => [m[1], m[3], m[2] !== undefined])).toEqual([
+      ['tokenspeed', 'tokenspeed', false],
+      ['vllm', 'vllm', false],
+      ['sglang', 'sglang', false],
+      ['unspecified', 'detect (found vllm)', true],
+    ]);
   });
 });

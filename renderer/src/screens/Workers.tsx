@@ -366,6 +366,12 @@ export function WorkersScreen() {
   );
 }
 
+/** A runtime choice as the forms list it: `unspecified` is detection, and once a worker is reached, what was detected (by the name the gateway uses). */
+export function runtimeChoice(runtime: (typeof RUNTIMES)[number], detected?: string | null): string {
+  if (runtime !== 'unspecified') return runtime;
+  return detected ? `detect (found ${detected})` : 'detect (unspecified)';
+}
+
 function AddWorker({ config, revision, existing, onClose }: { config: RouterConfig; revision: number; existing: WorkerView[]; onClose: () => void }) {
   const id = useId();
   const [url, setUrl] = useState('grpc://127.0.0.1:');
@@ -448,7 +454,7 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
           <select id={`${id}-rt`} className="select" value={runtime} onChange={(e) => setRuntime(e.target.value as typeof runtime)}>
             {RUNTIMES.map((r) => (
               <option key={r} value={r}>
-                {r === 'unspecified' ? 'detect (unspecified)' : r}
+                {runtimeChoice(r)}
               </option>
             ))}
           </select>
@@ -672,7 +678,7 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
           <select id={`${id}-rt`} className="select" value={spec.runtime} onChange={(e) => edit((d) => patchWorker(d, url, { runtime: e.target.value }))}>
             {RUNTIMES.map((x) => (
               <option key={x} value={x}>
-                {x}
+                {runtimeChoice(x, worker?.runtime)}
               </option>
             ))}
           </select>
