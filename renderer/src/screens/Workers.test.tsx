@@ -88,4 +88,18 @@ describe('Workers screen', () => {
       ['unspecified', 'detect (found vllm)', true],
     ]);
   });
+
+  it('the traffic share reads as a share of the tensors sent, not as busy time', () => {
+    const { text } = render(
+      <WorkersScreen />,
+      withState(useWorkers, {
+        loaded: true,
+        workers: [workerView(WORKER_A, { trafficShare: 1 / 3, inFlight: 2 }), workerView(WORKER_B, { trafficShare: 2 / 3 })],
+      }),
+      withState(useConfig, { view: configView() }),
+    );
+    expect(text).toContain('2 in flight · 33 % of tensors (last 60 s)');
+    expect(text).toContain('0 in flight · 67 % of tensors (last 60 s)');
+    expect(text).not.toContain('of 60 s');
+  });
 });

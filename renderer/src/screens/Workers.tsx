@@ -282,7 +282,9 @@ export function WorkersScreen() {
                           </div>
                           <div className="muted small num load" data-testid="load">
                             <span title="requests in flight">{w.inFlight} in flight</span> ·{' '}
-                            <span title="share of the tensors sent in the last 60 s">{formatPercent(w.trafficShare)} of 60 s</span>
+                            <span title="this worker's share of the tensors the router sent to all workers in the last 60 s (API requests)">
+                              {formatPercent(w.trafficShare)} of tensors (last 60 s)
+                            </span>
                           </div>
                         </td>
                         <td>
