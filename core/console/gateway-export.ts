@@ -24,6 +24,10 @@
 //   v1.11.0 ("does not copy them onto registered workers, so per-worker values have no effect").
 // - lightseekorg/smg model_gateway/src/core/steps/worker/local/create_worker.rs at 13a74d6
 //   (posted labels are merged over the labels the worker advertises).
+// - lightseekorg/smg crates/protocols/src/worker.rs and model_gateway/src/workflow/steps/local/
+//   drain_workers.rs at 73da68c (`WorkerStatus::Draining`, shown as status "draining" by GET
+//   /workers, is entered only by the worker removal workflow, for drain_settle_secs, default 5,
+//   before the worker is removed; `RuntimeType` is serde lowercase).
 import { DEFAULT_PIXEL_CACHE_MB, PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 import type { z } from 'zod';
 import {
@@ -46,6 +50,8 @@ export interface GatewayExportOptions {
   excludeUrls?: ReadonlySet<string>;
   /** The runtime this router detected on each worker it reached (by url): a worker whose entry leaves it `unspecified` is exported with it. */
   detectedRuntimes?: ReadonlyMap<string, WireRuntime>;
+  /** Workers the operator drained on this router (operator state of this run): each gets a note on the gateway's nearest equivalent. */
+  drainedUrls?: ReadonlySet<string>;
 }
 
 // SMG's own default: the CLI refuses port 0, so a "pick a free port" config falls back to it.
@@ -240,7 +246,7 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
     if (config.decode_policy !== undefined) argv.push('--decode-policy', config.decode_policy);
   }
 
-  const exported = workerExports(workers, config, port, argv, notes, options.detectedRuntimes ?? new Map());
+  const exported = workerExports(workers, config, port, argv, notes, options.detectedRuntimes ?? new Map(), options.drainedUrls ?? new Set());
 
   return { command: argv.map(shellQuote).join(' '), argv, workers: exported, usage: usageOf(workers, argv), notes };
 }
@@ -253,6 +259,7 @@ function workerExports(
   argv: readonly string[],
   notes: string[],
   detectedRuntimes: ReadonlyMap<string, WireRuntime>,
+  drainedUrls: ReadonlySet<string>,
 ): GatewayExport['workers'] {
   const gateway = `http://${reachableHost(config.host)}:${port}/workers`;
   return workers.map((worker, i) => {
@@ -278,6 +285,11 @@ function workerExports(
         `${which} runtime is unspecified in the configuration: its body says runtime_type '${detected}', the runtime this router detected on it (registered by url, the gateway detects it too).`,
       );
 
+    if (drainedUrls.has(worker.url)) {
+      notes.push(
+        `${which} is drained on this router (out of rotation until returned; state of this run, not configuration), but the command line and its body register it in rotation: SMG has no drain that returns a worker to rotation. Its status "draining" (GET /workers) is entered only on the way out: DELETE /workers/{worker_id} drains the worker for drain_settle_secs (default 5 s) and then removes it, and registering it again (its curl line) returns it.`,
+      );
+    }
     if (worker.url.startsWith('unix://')) {
       notes.push(
         `${which} url = '${worker.url}' is a unix socket: SMG dials only http(s)://, grpc(s):// and ipc:// (ZMQ) workers, so the url is listed as is but the gateway cannot reach this worker until it also listens on grpc://host:port.`,

@@ -79,6 +79,7 @@ export function workerView(state: ConsoleState, snapshot: ConfigSnapshot, w: Wor
     token: w.labels.shm_namespace_id ?? null,
     tokenMatch: compareNamespaceTokens(state.running.context.host.routerToken, w.labels.shm_namespace_id).match,
     inFlight: w.inFlight,
+    drainedAt: w.drainedAt ?? null,
     trafficShare: shares.get(spec.url) ?? 0,
     resolution: resolved,
     decision: decisionView(decision),

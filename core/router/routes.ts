@@ -16,6 +16,7 @@ import { ApiError } from './openai.ts';
 import { sendError } from './responder.ts';
 import { RequestTiming } from './timing.ts';
 import { formatBytes } from '../util/bytes.ts';
+import { inRotation } from '../workers/registry.ts';
 
 /** A body the router will not read further: answered, then the connection is closed. */
 class BodyRefused extends ApiError {}
@@ -138,10 +139,13 @@ export async function route(ctx: RouterContext, req: IncomingMessage, res: Serve
         runtime: w.runtime ?? null,
         healthy: w.healthy,
         in_flight: w.inFlight,
+        // Drained by the operator: healthy or not, it takes no new request, so it is no serving capacity.
+        ...(w.drainedAt !== undefined ? { drained: true } : {}),
         ...(w.lastError ? { error: w.lastError } : {}),
       }));
-      const healthy = workers.some((w) => w.healthy);
-      sendJson(res, healthy ? 200 : 503, { status: healthy ? 'ok' : 'no healthy worker', revision: ctx.store.current().revision, workers });
+      const serving = ctx.registry.list().some(inRotation);
+      const status = serving ? 'ok' : workers.some((w) => w.healthy) ? 'no worker in rotation (every healthy worker is drained)' : 'no healthy worker';
+      sendJson(res, serving ? 200 : 503, { status, revision: ctx.store.current().revision, workers });
     } else if (req.method === 'GET' && url.pathname === '/metrics') {
       ctx.metrics.preprocessMemoryBytes.set(ctx.pool.memory().resident);
       ctx.metrics.shmOutstandingBytes.set(ctx.writer.outstanding);

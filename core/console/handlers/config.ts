@@ -96,6 +96,12 @@ export function configHandlers(state: ConsoleState): HandlerGroup<ConfigCommand>
       return exportForGateway(store.current().config, {
         excludeUrls: state.embeddedUrls(),
         detectedRuntimes: state.running.context.registry.detectedRuntimes(),
+        drainedUrls: new Set(
+          state.running.context.registry
+            .list()
+            .filter((w) => w.drainedAt !== undefined)
+            .map((w) => w.spec.url),
+        ),
       });
     },
 

@@ -8,6 +8,7 @@ import { configView, routerConfig, workerView, WORKER_A, WORKER_B } from '../tes
 import { useConfig } from '../stores/config.ts';
 import { useWorkers } from '../stores/workers.ts';
 import { WorkerEditor, WorkersScreen } from './Workers.tsx';
+import { formatClock } from '../lib/format.ts';
 
 beforeEach(() => {
   vi.useFakeTimers();
@@ -101,5 +102,19 @@ describe('Workers screen', () => {
     expect(text).toContain('2 in flight · 33 % of tensors (last 60 s)');
     expect(text).toContain('0 in flight · 67 % of tensors (last 60 s)');
     expect(text).not.toContain('of 60 s');
+  });
+
+  it('a drained worker: its row says drained since when and what is still finishing, and offers Return to rotation; the other offers Drain', () => {
+    const drainedAt = 1_700_000_030_000;
+    const { text, html } = render(
+      <WorkersScreen />,
+      withState(useWorkers, { loaded: true, workers: [workerView(WORKER_A, { drainedAt, inFlight: 2 }), workerView(WORKER_B)] }),
+      withState(useConfig, { view: configView() }),
+    );
+    expect(text).toContain(`drained since ${formatClock(drainedAt)}, 2 still finishing 2 in flight`);
+    expect(text.match(/drained since/g)).toHaveLength(1);
+    expect(html).toContain(`aria-label="Return to rotation ${WORKER_A}"`);
+    expect(html).toContain(`aria-label="Drain ${WORKER_B}"`);
+    expect(html).not.toContain(`aria-label="Drain ${WORKER_A}"`);
   });
 });

@@ -25,12 +25,12 @@ import { Badge, Empty, ErrorNote, Panel, ScreenHeader } from '../components/ui.t
 import { addWorker, patchWorker, removeWorker, typedNumber } from '../lib/draft.ts';
 import { inheritedLayer } from '../lib/inherited.ts';
 import { useDraftText, useTypedText } from '../lib/useTypedText.ts';
-import { formatBytes, formatPercent } from '../lib/format.ts';
+import { formatBytes, formatClock, formatPercent } from '../lib/format.ts';
 import { HEALTH_TONE, LAYER_LABEL, TOKEN_WORDS } from '../lib/vocab.ts';
-import { client } from '../stores/client.ts';
+import { client, describeError } from '../stores/client.ts';
 import { useConfig, type Resolution } from '../stores/config.ts';
 import { routeHref, useUi } from '../stores/ui.ts';
-import { isEmbedded, useWorkers } from '../stores/workers.ts';
+import { isEmbedded, setRotation, useWorkers } from '../stores/workers.ts';
 import { ShmLaneNote } from '../components/ShmLane.tsx';
 import { ModeChoice, ThresholdChoice } from '../components/TransportChoices.tsx';
 import { StartFlagNote } from '../components/StartFlagNote.tsx';
@@ -159,6 +159,20 @@ export function WorkersScreen() {
   const [editing, setEditing] = useState<string | null>(null);
   const [adding, setAdding] = useState(false);
   const [laneOpen, setLaneOpen] = useState<ReadonlySet<string>>(new Set());
+  const [rotationError, setRotationError] = useState<string | null>(null);
+  const [rotating, setRotating] = useState<string | null>(null);
+  const toggleRotation = async (w: WorkerView) => {
+    setRotating(w.url);
+    setRotationError(null);
+    try {
+      await setRotation(w.url, w.drainedAt === null);
+    } catch (err) {
+      // Shown above the table: the router said no (the worker was removed meanwhile, the console is gone).
+      setRotationError(`${w.drainedAt === null ? 'Drain' : 'Return to rotation'} of ${w.url}: ${describeError(err)}`);
+    } finally {
+      setRotating(null);
+    }
+  };
   const toggleLane = (url: string) =>
     setLaneOpen((open) => {
       const next = new Set(open);
@@ -180,6 +194,7 @@ export function WorkersScreen() {
         }
       />
       {error && <ErrorNote>{error}</ErrorNote>}
+      {rotationError && <ErrorNote>{rotationError}</ErrorNote>}
       {view && <StartFlagNote view={view} setting="workers" />}
       {view && <Topology mode={view.config.disaggregation} workers={workers} />}
       {adding && view && <AddWorker config={view.config} revision={view.revision} existing={workers} onClose={() => setAdding(false)} />}
@@ -280,6 +295,20 @@ export function WorkersScreen() {
                               </button>
                             )}
                           </div>
+                          {w.drainedAt !== null && (
+                            <div className="small" data-testid="drained">
+                              <Badge
+                                tone="warn"
+                                title="Drained: the router sends it no new request and its requests in flight finish. Operator state of this run: Return to rotation, or a restart of the router, puts it back."
+                              >
+                                drained
+                              </Badge>{' '}
+                              <span className="muted">
+                                since {formatClock(w.drainedAt)}
+                                {w.inFlight > 0 ? `, ${w.inFlight} still finishing` : ', nothing in flight'}
+                              </span>
+                            </div>
+                          )}
                           <div className="muted small num load" data-testid="load">
                             <span title="requests in flight">{w.inFlight} in flight</span> ·{' '}
                             <span title="this worker's share of the tensors the router sent to all workers in the last 60 s (API requests)">
@@ -328,6 +357,20 @@ export function WorkersScreen() {
                               aria-label={`Edit ${w.url}`}
                             >
                               Edit
+                            </button>
+                            <button
+                              type="button"
+                              className="btn btn-small"
+                              disabled={rotating === w.url}
+                              onClick={() => void toggleRotation(w)}
+                              aria-label={`${w.drainedAt === null ? 'Drain' : 'Return to rotation'} ${w.url}`}
+                              title={
+                                w.drainedAt === null
+                                  ? 'No new request goes to it (nor a leg of one); its requests in flight finish. Until you return it, or the router restarts.'
+                                  : 'Send it requests again, from the next one on (when healthy).'
+                              }
+                            >
+                              {w.drainedAt === null ? 'Drain' : 'Return to rotation'}
                             </button>
                             <button type="button" className="btn btn-small btn-danger" onClick={() => reviewRemove(w)} aria-label={`Remove ${w.url}`}>
                               Remove
