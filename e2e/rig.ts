@@ -376,7 +376,7 @@ export async function layoutProblems(page: Page): Promise<string[]> {
     for (const t of m.querySelectorAll<HTMLElement>('table')) {
       if (!shown(t) || !t.parentElement) continue;
       const holder = t.parentElement;
-      const right = holder.getBoundingClientRect().right - parseFloat(getComputedStyle(holder).paddingRight) - holder.clientLeft;
+      const right = holder.getBoundingClientRect().left + holder.clientLeft + holder.clientWidth - parseFloat(getComputedStyle(holder).paddingRight);
       if (holder.scrollWidth <= holder.clientWidth + 1 && t.getBoundingClientRect().right > right + 1)
         out.push(
           `table "${text(t.querySelector('th') ?? t)}…" runs out of its box (right ${Math.round(t.getBoundingClientRect().right)} > ${Math.round(right)})`,
@@ -407,7 +407,9 @@ export async function layoutProblems(page: Page): Promise<string[]> {
       const range = document.createRange();
       range.selectNodeContents(n);
       const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top))).size;
-      if (lines >= 3 && t.length / lines < 6) out.push(`"${t.slice(0, 30)}" is broken into ${lines} lines of a few characters`);
+      // More lines than words: words themselves were broken ("within the noise" on three lines is not).
+      const words = t.split(/\s+/).length;
+      if (lines >= 3 && lines > words && t.length / lines < 6) out.push(`"${t.slice(0, 30)}" is broken into ${lines} lines of a few characters`);
     }
     // Chart labels drawn over each other: a uPlot chart's x axis (drawn on its canvas, so the
     // chart notes where: data-x-labels), and an SVG's text.

@@ -62,7 +62,7 @@ test.afterAll(async () => {
 });
 
 test('every screen passes axe in light and dark, with a screenshot of each', async ({ page }, testInfo) => {
-  test.setTimeout(240_000);
+  test.setTimeout(480_000);
   // The page runs under the console's strict CSP: no violation, no page error, anywhere.
   const pageErrors: string[] = [];
   page.on('pageerror', (e) => pageErrors.push(e.message));
