@@ -348,30 +348,97 @@ export function serveWithWorker(options: {
 
 /**
  * What is clipped on the screen shown: the page or the content column wider than the window,
- * a table region that scrolls sideways, a column header cut short or off screen, a button
- * outside its panel. Empty when the layout holds.
+ * a table region that scrolls sideways, a column header or cell whose text is cut (wider than
+ * its box, cut by the box that holds it, or covered by the next cell: a sticky column over
+ * another), a button outside its cell, table or panel, a text broken into lines of a few
+ * characters, and chart labels drawn over each other. Empty when the layout holds.
  */
 export async function layoutProblems(page: Page): Promise<string[]> {
   return page.evaluate(() => {
     const out: string[] = [];
     const m = document.getElementById('main')!;
+    const shown = (e: Element) => (e as HTMLElement).offsetParent !== null || e instanceof SVGElement;
+    const text = (e: Element) => (e.textContent ?? '').replace(/\s+/g, ' ').trim().slice(0, 40);
     if (document.documentElement.scrollWidth > window.innerWidth)
       out.push(`the page is wider than the window (${document.documentElement.scrollWidth} > ${window.innerWidth})`);
     if (m.scrollWidth > m.clientWidth + 1) out.push(`the content column scrolls sideways (${m.scrollWidth} > ${m.clientWidth})`);
     for (const r of document.querySelectorAll<HTMLElement>('.table-scroll, .ttable'))
       if (r.scrollWidth > r.clientWidth + 1) out.push(`${r.getAttribute('aria-label') ?? r.className} scrolls sideways (${r.scrollWidth} > ${r.clientWidth})`);
-    for (const h of document.querySelectorAll<HTMLElement>('th, [role="columnheader"]')) {
-      if (h.offsetParent === null) continue;
-      if (h.scrollWidth > h.clientWidth + 1) out.push(`column ${h.textContent} is cut (${h.scrollWidth} > ${h.clientWidth})`);
+    /** The nearest ancestor that clips what overflows it sideways. */
+    const clipper = (e: Element): HTMLElement | null => {
+      for (let a = e.parentElement; a && a !== document.body; a = a.parentElement) if (getComputedStyle(a).overflowX !== 'visible') return a;
+      return null;
+    };
+    for (const h of m.querySelectorAll<HTMLElement>('th, td, [role="columnheader"], [role="cell"]')) {
+      if (!shown(h) || text(h) === '') continue;
+      const kind = h.tagName === 'TH' || h.getAttribute('role') === 'columnheader' ? 'column' : 'cell';
+      // A cell that ends its text with an ellipsis and carries the whole of it in its title is cut on purpose (Traffic's request ids); a header never is.
+      const onPurpose = kind === 'cell' && getComputedStyle(h).textOverflow === 'ellipsis' && h.title !== '';
+      if (h.scrollWidth > h.clientWidth + 1 && !onPurpose) out.push(`${kind} "${text(h)}" is cut (${h.scrollWidth} > ${h.clientWidth})`);
       const box = h.getBoundingClientRect();
-      if (box.right > window.innerWidth + 0.5) out.push(`column ${h.textContent} is off screen (right ${Math.round(box.right)})`);
+      if (box.right > window.innerWidth + 0.5) out.push(`${kind} "${text(h)}" is off screen (right ${Math.round(box.right)})`);
+      const clip = clipper(h);
+      // A scroll region that scrolls is reported above; here, a box that hides what sticks out.
+      if (clip && clip.scrollWidth <= clip.clientWidth + 1 && box.right > clip.getBoundingClientRect().right + 1)
+        out.push(`${kind} "${text(h)}" is cut by its container (right ${Math.round(box.right)} > ${Math.round(clip.getBoundingClientRect().right)})`);
     }
-    for (const b of document.querySelectorAll<HTMLElement>('#main button')) {
-      if (b.offsetParent === null) continue;
+    // A table wider than the box it sits in (it runs over the panel's padding or edge: Router's Limits "From").
+    for (const t of m.querySelectorAll<HTMLElement>('table')) {
+      if (!shown(t) || !t.parentElement) continue;
+      const holder = t.parentElement;
+      const right = holder.getBoundingClientRect().left + holder.clientLeft + holder.clientWidth - parseFloat(getComputedStyle(holder).paddingRight);
+      if (holder.scrollWidth <= holder.clientWidth + 1 && t.getBoundingClientRect().right > right + 1)
+        out.push(
+          `table "${text(t.querySelector('th') ?? t)}…" runs out of its box (right ${Math.round(t.getBoundingClientRect().right)} > ${Math.round(right)})`,
+        );
+    }
+    // Cells of one row side by side: one drawn over the next (a sticky column over the others) hides its text.
+    for (const row of m.querySelectorAll<HTMLElement>('tr, [role="row"]')) {
+      if (!shown(row)) continue;
+      const cells = [...row.children].filter((c) => shown(c) && getComputedStyle(c).display !== 'none').map((c) => ({ c, box: c.getBoundingClientRect() }));
+      for (let i = 0; i + 1 < cells.length; i++) {
+        const [a, b] = [cells[i]!, cells[i + 1]!];
+        if (a.box.width > 0 && b.box.width > 0 && a.box.right > b.box.left + 1)
+          out.push(`"${text(a.c) || a.c.tagName}" and "${text(b.c) || b.c.tagName}" overlap in a row (${Math.round(a.box.right)} > ${Math.round(b.box.left)})`);
+      }
+    }
+    for (const b of m.querySelectorAll<HTMLElement>('button')) {
+      if (!shown(b)) continue;
       const box = b.getBoundingClientRect();
-      const panel = b.closest('.panel')?.getBoundingClientRect();
-      if (box.right > window.innerWidth + 0.5 || (panel && box.right > panel.right + 0.5))
-        out.push(`button "${b.textContent}" is clipped (right ${Math.round(box.right)})`);
+      const holders = [b.closest('td, th'), b.closest('table'), b.closest('.panel')].filter((h): h is Element => h !== null);
+      if (box.right > window.innerWidth + 0.5 || holders.some((h) => box.right > h.getBoundingClientRect().right + 0.5))
+        out.push(`button "${text(b)}" is clipped or sticks out of its box (right ${Math.round(box.right)})`);
+    }
+    // A text broken into lines of a few characters (a column squeezed to nothing).
+    const walker = document.createTreeWalker(m, NodeFilter.SHOW_TEXT);
+    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+      const t = (n.textContent ?? '').trim();
+      if (t.length < 6 || !shown(n.parentElement!)) continue;
+      const range = document.createRange();
+      range.selectNodeContents(n);
+      const lines = new Set([...range.getClientRects()].filter((r) => r.width > 0).map((r) => Math.round(r.top))).size;
+      // More lines than words: words themselves were broken ("within the noise" on three lines is not).
+      const words = t.split(/\s+/).length;
+      if (lines >= 3 && lines > words && t.length / lines < 6) out.push(`"${t.slice(0, 30)}" is broken into ${lines} lines of a few characters`);
+    }
+    // Chart labels drawn over each other: a uPlot chart's x axis (drawn on its canvas, so the
+    // chart notes where: data-x-labels), and an SVG's text.
+    for (const chart of m.querySelectorAll<HTMLElement>('.chart[data-x-labels]')) {
+      if (!shown(chart)) continue;
+      const boxes = JSON.parse(chart.dataset.xLabels!) as Array<[number, number, string, number]>;
+      for (const a of boxes)
+        for (const b of boxes)
+          if (a !== b && a[3] === b[3] && a[0] <= b[0] && a[1] > b[0] - 2)
+            out.push(`chart "${chart.getAttribute('aria-label')}": axis labels "${a[2]}" and "${b[2]}" overlap`);
+    }
+    for (const svg of m.querySelectorAll('svg')) {
+      const labels = [...svg.querySelectorAll('text')].filter((t) => (t.textContent ?? '').trim() !== '').map((t) => ({ t, box: t.getBoundingClientRect() }));
+      for (let i = 0; i < labels.length; i++)
+        for (let j = i + 1; j < labels.length; j++) {
+          const [a, b] = [labels[i]!.box, labels[j]!.box];
+          if (a.width > 0 && b.width > 0 && a.left < b.right - 1 && b.left < a.right - 1 && a.top < b.bottom - 1 && b.top < a.bottom - 1)
+            out.push(`chart labels "${labels[i]!.t.textContent}" and "${labels[j]!.t.textContent}" overlap`);
+        }
     }
     return out;
   });

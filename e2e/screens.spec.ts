@@ -1,15 +1,36 @@
 // Every screen, light and dark, with realistic data (two workers — one sharing our
 // /dev/shm, one advertising another — API traffic, a test request, a calibration, a few
 // revisions, a file changed on disk): an accessibility check with axe (no serious or
-// critical violation) and a screenshot as a test artifact. With MMTC_UPDATE_SCREENSHOTS=1
-// the screenshots also replace docs/screenshots/<screen>-<scheme>.png.
+// critical violation), the layout check (layoutProblems in rig.ts) and a screenshot at 1440
+// and 1024 px as test artifacts. With MMTC_UPDATE_SCREENSHOTS=1 the screenshots also replace
+// docs/screenshots/<screen>-<width>-<scheme>.png.
 import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import AxeBuilder from '@axe-core/playwright';
-import { expect, test } from '@playwright/test';
+import { expect, test, type Page } from '@playwright/test';
 import { apiChat, goTo, layoutProblems, openConsole, otherShmToken, ROOT, shot, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
 
 const SCREENS = ['overview', 'router', 'workers', 'precedence', 'traffic', 'doctor', 'yaml', 'history'] as const;
+/** The window sizes of the screenshots: the usual desktop, and the narrowest the console is laid out for. */
+const SHOT_SIZES = [
+  [1440, 900],
+  [1024, 700],
+] as const;
+
+/** Go to `screen` and open what the screenshots and the layout check show of it: History's newest changes, the Traffic threshold moved, the drift notes. */
+async function showScreen(page: Page, screen: (typeof SCREENS)[number]): Promise<void> {
+  await goTo(page, screen);
+  if (screen === 'overview') await expect(page.getByText('File drift')).toBeVisible();
+  if (screen === 'traffic') {
+    await page.getByRole('slider', { name: /What if the threshold were/ }).focus();
+    for (let i = 0; i < 12; i++) await page.keyboard.press('PageDown');
+  }
+  if (screen === 'yaml') await expect(page.getByText('The configuration file changed on disk')).toBeVisible();
+  if (screen === 'history') {
+    const show = page.getByRole('button', { name: /Show the \d+ changes? of revision/ }).first();
+    if (await show.isVisible()) await show.click();
+  }
+}
 const update = process.env.MMTC_UPDATE_SCREENSHOTS === '1';
 
 let same: Worker;
@@ -41,7 +62,7 @@ test.afterAll(async () => {
 });
 
 test('every screen passes axe in light and dark, with a screenshot of each', async ({ page }, testInfo) => {
-  test.setTimeout(240_000);
+  test.setTimeout(480_000);
   // The page runs under the console's strict CSP: no violation, no page error, anywhere.
   const pageErrors: string[] = [];
   page.on('pageerror', (e) => pageErrors.push(e.message));
@@ -90,39 +111,35 @@ test('every screen passes axe in light and dark, with a screenshot of each', asy
   const problems: string[] = [];
   for (const scheme of ['light', 'dark'] as const) {
     await page.emulateMedia({ colorScheme: scheme });
-    for (const screen of SCREENS) {
-      await goTo(page, screen);
-      if (screen === 'overview') await expect(page.getByText('File drift')).toBeVisible();
-      if (screen === 'traffic') {
-        await page.getByRole('slider', { name: /What if the threshold were/ }).focus();
-        for (let i = 0; i < 12; i++) await page.keyboard.press('PageDown');
+    for (const [width, height] of SHOT_SIZES) {
+      await page.setViewportSize({ width, height });
+      for (const screen of SCREENS) {
+        await showScreen(page, screen);
+        await page.waitForTimeout(700);
+        if (width === 1440) {
+          const results = await new AxeBuilder({ page }).analyze();
+          for (const v of results.violations) {
+            if (v.impact === 'serious' || v.impact === 'critical')
+              problems.push(
+                `${screen} (${scheme}): ${v.id} ${v.help} — ${v.nodes
+                  .slice(0, 3)
+                  .map((n) => n.target.join(' '))
+                  .join(' | ')}`,
+              );
+          }
+        }
+        for (const p of await layoutProblems(page)) problems.push(`${screen} at ${width} px (${scheme}): ${p}`);
+        // The shell scrolls inside <main>: grow the window to the content so the shot shows all of it.
+        const full = await page.evaluate(() => Math.ceil(document.getElementById('main')!.scrollHeight));
+        await page.setViewportSize({ width, height: Math.min(4000, Math.max(height, full)) });
+        await page.waitForTimeout(300);
+        const name = `${screen}-${width}-${scheme}`;
+        const file = testInfo.outputPath(`${name}.png`);
+        await page.screenshot({ path: file });
+        await page.setViewportSize({ width, height });
+        await testInfo.attach(name, { path: file, contentType: 'image/png' });
+        if (update) copyFileSync(file, path.join(ROOT, 'docs', 'screenshots', `${name}.png`));
       }
-      if (screen === 'yaml') await expect(page.getByText('The configuration file changed on disk')).toBeVisible();
-      if (screen === 'history')
-        await page
-          .getByRole('button', { name: /Show the \d+ changes of revision/ })
-          .first()
-          .click();
-      await page.waitForTimeout(700);
-      const results = await new AxeBuilder({ page }).analyze();
-      for (const v of results.violations) {
-        if (v.impact === 'serious' || v.impact === 'critical')
-          problems.push(
-            `${screen} (${scheme}): ${v.id} ${v.help} — ${v.nodes
-              .slice(0, 3)
-              .map((n) => n.target.join(' '))
-              .join(' | ')}`,
-          );
-      }
-      // The shell scrolls inside <main>: grow the window to the content so the shot shows all of it.
-      const height = await page.evaluate(() => Math.ceil(document.getElementById('main')!.scrollHeight));
-      await page.setViewportSize({ width: 1440, height: Math.min(4000, Math.max(900, height)) });
-      await page.waitForTimeout(300);
-      const file = testInfo.outputPath(`${screen}-${scheme}.png`);
-      await page.screenshot({ path: file });
-      await page.setViewportSize({ width: 1440, height: 900 });
-      await testInfo.attach(`${screen}-${scheme}`, { path: file, contentType: 'image/png' });
-      if (update) copyFileSync(file, path.join(ROOT, 'docs', 'screenshots', `${screen}-${scheme}.png`));
     }
   }
   expect(problems).toEqual([]);
@@ -131,9 +148,18 @@ test('every screen passes axe in light and dark, with a screenshot of each', asy
 });
 
 test('layout at 1440, 1280 and 1024 px: nothing clipped on any screen, every column and action in view', async ({ page }, testInfo) => {
-  test.setTimeout(120_000);
+  test.setTimeout(180_000);
+  // Traffic for the charts' time axes, over both workers.
+  for (const [w, h] of [
+    [448, 448],
+    [640, 480],
+    [224, 224],
+  ] as const)
+    expect(await apiChat(serve, w, h)).toBe(200);
   await openConsole(page, serve);
   await page.getByRole('navigation', { name: 'Screens' }).waitFor();
+  // Every screen at every width is looked at before the verdict: the list names all that is cut.
+  const problems: string[] = [];
   for (const [width, height] of [
     [1440, 900],
     [1280, 900],
@@ -143,9 +169,24 @@ test('layout at 1440, 1280 and 1024 px: nothing clipped on any screen, every col
     for (const screen of SCREENS) {
       await goTo(page, screen);
       if (screen === 'traffic') await page.getByRole('checkbox', { name: /show console traffic/ }).check();
+      // A YAML import that parses: its diff against what runs, in a table.
+      if (screen === 'yaml') {
+        await page
+          .getByRole('textbox', { name: 'YAML to import' })
+          .fill(
+            `multimodal_tensor_transport: shm\nmultimodal_shm_min_bytes: 1048576\nrequest_timeout_secs: 120\nworkers:\n  - url: ${same.url}\n    runtime: tokenspeed\n`,
+          );
+        await expect(page.getByTestId('yaml-issues')).toHaveCount(0);
+        await expect(page.getByText('multimodal_shm_min_bytes').first()).toBeVisible();
+      }
+      if (screen === 'history')
+        await page
+          .getByRole('button', { name: /Show the \d+ changes? of revision/ })
+          .first()
+          .click();
       await page.waitForTimeout(300);
-      expect(await layoutProblems(page), `${screen} at ${width} px`).toEqual([]);
-      if (width !== 1440) await shot(page, testInfo, `${screen}-${width}`, { docs: width === 1024 });
+      for (const p of await layoutProblems(page)) problems.push(`${screen} at ${width} px: ${p}`);
+      if (width !== 1440) await shot(page, testInfo, `${screen}-${width}`);
     }
     // The Traffic table keeps its key columns at every width.
     await goTo(page, 'traffic');
@@ -155,4 +196,5 @@ test('layout at 1440, 1280 and 1024 px: nothing clipped on any screen, every col
       await expect(header, `the ${name} column at ${width} px`).toBeInViewport({ ratio: 1 });
     }
   }
+  expect(problems).toEqual([]);
 });

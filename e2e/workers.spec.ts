@@ -1,8 +1,8 @@
 // Workers added and removed from the console (workers.add / workers.remove, each reviewed),
-// undo from the toast (a reviewed rollback), the traffic table's pause/resume catching up
-// from the server, and the keyboard path into the page.
+// undo from the toast (a reviewed rollback), a worker drained and returned to rotation, the
+// traffic table's pause/resume catching up from the server, and the keyboard path into the page.
 import { expect, test } from '@playwright/test';
-import { apiChatRequest, goTo, openConsole, shot, startServe, startWorker, type Serve, type Worker } from './rig.ts';
+import { apiChatRequest, goTo, openConsole, shot, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
 
 let worker: Worker;
 let serve: Serve;
@@ -148,4 +148,42 @@ test("a worker's sampling defaults on Workers; a request's tensor details show t
 
   const now = await serve.call<{ revision: number }>('config.get');
   await serve.call('workers.remove', { url: worker.url, expectedRevision: now.revision });
+});
+
+test('drain one of two workers from its row: every request goes to the other, until it is returned to rotation', async ({ page }) => {
+  const second = await startWorker('tokenspeed');
+  try {
+    const view = await serve.call<{ revision: number; config: Record<string, unknown> }>('config.get');
+    const applied = await serve.call<{ revision: number }>('config.apply', {
+      draft: { ...view.config, workers: [{ url: worker.url, runtime: 'vllm' }, { url: second.url }] },
+      expectedRevision: view.revision,
+    });
+    await waitHealthy(serve, 2);
+    await openConsole(page, serve, 'workers');
+    const table = page.getByTestId('workers-table');
+    const drainedRow = table.locator(`tr[data-worker="${worker.url}"]`);
+    await page.getByRole('button', { name: `Drain ${worker.url}` }).click();
+    await expect(drainedRow.getByTestId('drained')).toContainText(/drained since \d\d:\d\d:\d\d\.\d{3}, nothing in flight$/);
+    await expect(page.getByRole('button', { name: `Return to rotation ${worker.url}` })).toBeVisible();
+    await expect(table.locator(`tr[data-worker="${second.url}"]`).getByTestId('drained')).toHaveCount(0);
+
+    const servedBy = async () => {
+      const sent = await apiChatRequest(serve, 64, 64);
+      expect(sent.status).toBe(200);
+      return (await serve.call<{ worker?: string } | null>('traffic.request', { requestId: sent.id }))?.worker;
+    };
+    const during: Array<string | undefined> = [];
+    for (let i = 0; i < 4; i++) during.push(await servedBy());
+    expect(during).toEqual([second.url, second.url, second.url, second.url]);
+
+    await page.getByRole('button', { name: `Return to rotation ${worker.url}` }).click();
+    await expect(drainedRow.getByTestId('drained')).toHaveCount(0);
+    await expect(page.getByRole('button', { name: `Drain ${worker.url}` })).toBeVisible();
+    const after = new Set([await servedBy(), await servedBy()]);
+    expect(after).toEqual(new Set([worker.url, second.url]));
+
+    await serve.call('config.apply', { draft: view.config, expectedRevision: applied.revision });
+  } finally {
+    await second.stop();
+  }
 });

@@ -36,6 +36,15 @@ export const RUNTIMES = [...WIRE_RUNTIMES, 'unspecified'] as const;
 export const RuntimeSchema = z.enum(RUNTIMES, { error: `expected ${RUNTIMES.slice(0, -1).join(', ')} or ${RUNTIMES.at(-1)}` });
 export type Runtime = z.infer<typeof RuntimeSchema>;
 
+/**
+ * A worker's runtime as far as it is known: its entry's, else the one the router detected on it
+ * (discovery), else `unspecified`. What exports write (the YAML, the gateway's runtime_type), so
+ * a detected worker is not exported as `unspecified`.
+ */
+export function knownRuntime(runtime: Runtime, detected: WireRuntime | undefined): Runtime {
+  return runtime === 'unspecified' ? (detected ?? 'unspecified') : runtime;
+}
+
 export const WORKER_TYPES = ['regular', 'prefill', 'decode', 'encode'] as const;
 export const WorkerTypeSchema = z.enum(WORKER_TYPES, { error: 'expected regular, prefill, decode or encode' });
 export type WorkerType = z.infer<typeof WorkerTypeSchema>;

@@ -12,7 +12,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { Document, isMap, isScalar, isSeq, LineCounter, parseDocument, type Node, type ParsedNode } from 'yaml';
 import { ConfigError, type ConfigIssue, type PathSegment } from './errors.ts';
-import { MAX_WORKERS, RouterConfigSchema, WorkerSpecSchema, type RouterConfig } from './schema.ts';
+import { knownRuntime, MAX_WORKERS, RouterConfigSchema, WorkerSpecSchema, type RouterConfig, type WireRuntime } from './schema.ts';
 import { checkRouterConfig } from './validate.ts';
 
 export interface ParsedConfigFile {
@@ -245,9 +245,22 @@ export function normalizeConfig(config: RouterConfig): Record<string, unknown> {
 
 const EXPORT_HEADER = 'mmtc router configuration (docs/configuration.md lists every key)';
 
-export function exportConfigYaml(config: RouterConfig): string {
-  const doc = new Document(normalizeConfig(config));
+/** What a router knows of its workers beyond the configuration: the runtime it detected on each (by url). */
+export interface ExportFacts {
+  detectedRuntimes?: ReadonlyMap<string, WireRuntime>;
+}
+
+/** The configuration as a YAML file; a worker whose entry leaves its runtime unspecified is written with the runtime detected on it, said in a comment. */
+export function exportConfigYaml(config: RouterConfig, facts: ExportFacts = {}): string {
+  const detected = facts.detectedRuntimes ?? new Map<string, WireRuntime>();
+  const workers = config.workers.map((w) => ({ ...w, runtime: knownRuntime(w.runtime, detected.get(w.url)) }));
+  const doc = new Document(normalizeConfig({ ...config, workers }));
   doc.commentBefore = ` ${EXPORT_HEADER}`;
+  config.workers.forEach((w, i) => {
+    if (w.runtime !== 'unspecified' || !detected.has(w.url)) return;
+    const node = doc.getIn(['workers', i, 'runtime'], true);
+    if (isScalar(node)) node.comment = ' detected by the router (the applied configuration leaves it unspecified)';
+  });
   return doc.toString({ lineWidth: 0 });
 }
 

@@ -69,6 +69,22 @@ describe('the console backend', () => {
     }
   });
 
+  it('a worker left to detection is exported with the runtime detected on it: the YAML and the gateway body name tokenspeed, not unspecified', async () => {
+    const c = await start();
+    try {
+      const listed = await c.backend.invoke('workers.list', {}, { client: 'http' });
+      expect(listed.workers.map((w) => [w.spec.runtime, w.runtime])).toEqual([['unspecified', 'tokenspeed']]);
+      const { yaml } = await c.backend.invoke('config.exportYaml', {}, { client: 'http' });
+      expect(yaml).toContain('    runtime: tokenspeed # detected by the router (the applied configuration leaves it unspecified)\n');
+      expect(yaml).not.toContain('unspecified\n');
+      const gateway = await c.backend.invoke('config.exportForGateway', {}, { client: 'http' });
+      expect(gateway.workers.map((w) => w.body.runtime_type)).toEqual(['tokenspeed']);
+      expect(gateway.workers[0]!.curl).toContain('"runtime_type":"tokenspeed"');
+    } finally {
+      await c.close();
+    }
+  });
+
   it('with no worker configured, the embedded worker is marked and an exported YAML imports with no change', async () => {
     const file = path.join(dir, 'embedded.yaml');
     const c = await startConsole({ flags: { config: file, port: '0' }, env, processEnv: {}, log: () => {} });

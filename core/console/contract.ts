@@ -192,6 +192,12 @@ export const WorkerViewSchema = z.object({
   token: z.string().nullable(),
   tokenMatch: z.enum(TOKEN_MATCH),
   inFlight: z.int(),
+  /**
+   * Drained by the operator (workers.drain), since when (ms since the epoch): no new request is
+   * routed to it, its in-flight ones finish. State of this run, not configuration: a restart
+   * puts it back in rotation. null: in rotation.
+   */
+  drainedAt: z.number().nullable(),
   /** This worker's share of the tensors sent in the last 60 s (0-1). */
   trafficShare: z.number(),
   resolution: ResolvedWorkerTransportSchema,
@@ -492,6 +498,15 @@ export const commands = {
     input: z.strictObject({ url: WorkerUrlSchema, force: z.boolean().optional() }),
     output: z.object({ url: z.string(), wasBroken: z.boolean(), steps: z.array(DiagnosisStepSchema) }),
   },
+  /**
+   * Take a worker out of rotation (maintenance): no new request (nor, under disaggregation, a
+   * leg of one) goes to it; its in-flight requests finish (`inFlight` counts them down). Not
+   * written to the configuration: a restart puts it back. Draining a drained worker keeps its
+   * first `drainedAt`.
+   */
+  'workers.drain': { input: WorkerTarget, output: z.object({ url: z.string(), drainedAt: z.number(), inFlight: z.int() }) },
+  /** Put a drained worker back in rotation: it is selected again from the next request on (when healthy). */
+  'workers.returnToRotation': { input: WorkerTarget, output: z.object({ url: z.string(), wasDrained: z.boolean(), inFlight: z.int() }) },
   'workers.diagnose': { input: WorkerTarget, output: z.object({ url: z.string(), steps: z.array(DiagnosisStepSchema), verdict: DecisionSchema }) },
   'traffic.snapshot': {
     input: z.strictObject({ limit: z.int().min(1).max(10_000).optional() }),

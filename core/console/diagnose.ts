@@ -15,7 +15,7 @@ import { criticalStates } from '../router/critical.ts';
 import type { CriticalState } from '../router/critical-schema.ts';
 import type { TransportDecision } from '../transport/decision.ts';
 import { probeWorker } from '../workers/discovery.ts';
-import { isSelectable } from '../workers/registry.ts';
+import { inRotation } from '../workers/registry.ts';
 import type { CommandOutput } from './contract.ts';
 import { decisionView } from './decision-view.ts';
 import type { ConsoleState } from './state.ts';
@@ -171,7 +171,7 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
       detail: writable.writable ? 'a probe file was created and removed' : writable.error!,
       ...(writable.writable ? {} : { remedy: DECISION_ADVICE.shm_not_writable! }),
     });
-    if (!reachable || !writable.writable || !isSelectable(worker)) {
+    if (!reachable || !writable.writable || !inRotation(worker)) {
       steps.push(
         skip(
           'probe_file_read',
@@ -202,7 +202,7 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
   // The verdict follows the steps: a worker the router does not reach (now, or by its registry)
   // gets no request; one whose probe a role with no healthy worker refused gets none that way.
   const decision: Pick<TransportDecision, 'shmEnabled' | 'reason'> =
-    !reachable || !isSelectable(worker)
+    !reachable || !inRotation(worker)
       ? { shmEnabled: false, reason: 'worker_not_healthy' }
       : refusedByRole
         ? { shmEnabled: false, reason: 'route_not_healthy' }

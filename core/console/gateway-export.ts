@@ -24,9 +24,22 @@
 //   v1.11.0 ("does not copy them onto registered workers, so per-worker values have no effect").
 // - lightseekorg/smg model_gateway/src/core/steps/worker/local/create_worker.rs at 13a74d6
 //   (posted labels are merged over the labels the worker advertises).
+// - lightseekorg/smg crates/protocols/src/worker.rs and model_gateway/src/workflow/steps/local/
+//   drain_workers.rs at 73da68c (`WorkerStatus::Draining`, shown as status "draining" by GET
+//   /workers, is entered only by the worker removal workflow, for drain_settle_secs, default 5,
+//   before the worker is removed; `RuntimeType` is serde lowercase).
 import { DEFAULT_PIXEL_CACHE_MB, PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 import type { z } from 'zod';
-import { DEFAULT_BOOTSTRAP_PORT, DEFAULT_TRANSPORT_MODE, RouterConfigSchema, TRANSPORT_KNOBS, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
+import {
+  DEFAULT_BOOTSTRAP_PORT,
+  DEFAULT_TRANSPORT_MODE,
+  knownRuntime,
+  RouterConfigSchema,
+  TRANSPORT_KNOBS,
+  type RouterConfig,
+  type WireRuntime,
+  type WorkerSpec,
+} from '../config/schema.ts';
 import { capabilitiesOf, declaredRuntime, runtimesWhere } from '../engines/table.ts';
 import type { GatewayExportSchema } from './contract.ts';
 
@@ -35,6 +48,10 @@ export type GatewayExport = z.output<typeof GatewayExportSchema>;
 export interface GatewayExportOptions {
   /** Worker urls never exported (the router's embedded reference worker). */
   excludeUrls?: ReadonlySet<string>;
+  /** The runtime this router detected on each worker it reached (by url): a worker whose entry leaves it `unspecified` is exported with it. */
+  detectedRuntimes?: ReadonlyMap<string, WireRuntime>;
+  /** Workers the operator drained on this router (operator state of this run): each gets a note on the gateway's nearest equivalent. */
+  drainedUrls?: ReadonlySet<string>;
 }
 
 // SMG's own default: the CLI refuses port 0, so a "pick a free port" config falls back to it.
@@ -88,14 +105,16 @@ function list(urls: readonly string[]): string {
 }
 
 /** The JSON SMG's POST /workers deserializes into its WorkerSpec, carrying this worker's own settings. */
-function workerBody(worker: WorkerSpec): Record<string, unknown> {
+function workerBody(worker: WorkerSpec, detected: WireRuntime | undefined): Record<string, unknown> {
   const body: Record<string, unknown> = {
     url: worker.url,
     worker_type: worker.worker_type,
     // SMG's WorkerSpec defaults connection_mode to http; our workers always speak gRPC.
     connection_mode: 'grpc',
-    // SMG's canonical field name (it also accepts `runtime` as an alias); our names are its lowercase enum values.
-    runtime_type: worker.runtime,
+    // SMG's canonical field name (it also accepts `runtime` as an alias).
+    // A known runtime (its entry's, else the one detected here) by its SMG name: SMG's RuntimeType
+    // is serde lowercase (tokenspeed, vllm, sglang, as ours); `unspecified` has SMG detect it.
+    runtime_type: knownRuntime(worker.runtime, detected),
     priority: worker.priority,
   };
   const labelKeys = Object.keys(worker.labels).sort();
@@ -227,16 +246,25 @@ export function exportForGateway(config: RouterConfig, options: GatewayExportOpt
     if (config.decode_policy !== undefined) argv.push('--decode-policy', config.decode_policy);
   }
 
-  const exported = workerExports(workers, config, port, argv, notes);
+  const exported = workerExports(workers, config, port, argv, notes, options.detectedRuntimes ?? new Map(), options.drainedUrls ?? new Set());
 
   return { command: argv.map(shellQuote).join(' '), argv, workers: exported, usage: usageOf(workers, argv), notes };
 }
 
 /** Each worker's POST /workers body and curl line, and the notes on what the gateway does with its settings. */
-function workerExports(workers: readonly WorkerSpec[], config: RouterConfig, port: number, argv: readonly string[], notes: string[]): GatewayExport['workers'] {
+function workerExports(
+  workers: readonly WorkerSpec[],
+  config: RouterConfig,
+  port: number,
+  argv: readonly string[],
+  notes: string[],
+  detectedRuntimes: ReadonlyMap<string, WireRuntime>,
+  drainedUrls: ReadonlySet<string>,
+): GatewayExport['workers'] {
   const gateway = `http://${reachableHost(config.host)}:${port}/workers`;
   return workers.map((worker, i) => {
-    const body = workerBody(worker);
+    const detected = detectedRuntimes.get(worker.url);
+    const body = workerBody(worker, detected);
     const curl = [
       'curl',
       '-sS',
@@ -252,7 +280,16 @@ function workerExports(workers: readonly WorkerSpec[], config: RouterConfig, por
       .map(shellQuote)
       .join(' ');
     const which = `workers[${i}] (${worker.url})`;
+    if (worker.runtime === 'unspecified' && detected !== undefined)
+      notes.push(
+        `${which} runtime is unspecified in the configuration: its body says runtime_type '${detected}', the runtime this router detected on it (registered by url, the gateway detects it too).`,
+      );
 
+    if (drainedUrls.has(worker.url)) {
+      notes.push(
+        `${which} is drained on this router (out of rotation until returned; state of this run, not configuration), but the command line and its body register it in rotation: SMG has no drain that returns a worker to rotation. Its status "draining" (GET /workers) is entered only on the way out: DELETE /workers/{worker_id} drains the worker for drain_settle_secs (default 5 s) and then removes it, and registering it again (its curl line) returns it.`,
+      );
+    }
     if (worker.url.startsWith('unix://')) {
       notes.push(
         `${which} url = '${worker.url}' is a unix socket: SMG dials only http(s)://, grpc(s):// and ipc:// (ZMQ) workers, so the url is listed as is but the gateway cannot reach this worker until it also listens on grpc://host:port.`,

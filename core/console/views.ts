@@ -9,7 +9,7 @@ import { EMBEDDED_DEFAULT_ORIGIN, type ConfigSnapshot } from '../config/store.ts
 import { capabilitiesOf, declaredRuntime, engineFor, laneFacts } from '../engines/table.ts';
 import { compareNamespaceTokens } from '../transport/namespace.ts';
 import { transportForWorker } from '../transport/resolve.ts';
-import { isSelectable, type WorkerState } from '../workers/registry.ts';
+import { inRotation, type WorkerState } from '../workers/registry.ts';
 import type { ConfigView, WorkerView, WorkerWarning } from './contract.ts';
 import { decisionView } from './decision-view.ts';
 import { diffConfigs } from './diff.ts';
@@ -38,8 +38,8 @@ export function trafficShares(events: readonly { time: number; worker: string; s
 /**
  * The worker's transport for its next request under `config` (the running one, or a draft's);
  * `laneReset`: as if its broken lane were reset. A known worker that takes no request now (not
- * healthy, not yet discovered, removed: the registry's isSelectable, the rule the router picks
- * by) gets no_request (worker_not_healthy), never the verdict its last advertised token would
+ * healthy, not yet discovered, removed, drained: the registry's inRotation, the rule the router picks
+ * by) gets no_request (worker_not_healthy, or worker_drained), never the verdict its last advertised token would
  * give: its next request does not exist until it is back.
  */
 export function workerTransport(
@@ -64,7 +64,14 @@ export function workerTransport(
     runtime: laneFacts(w?.runtime ?? declaredRuntime(spec.runtime)),
     shmLaneBroken: laneReset ? undefined : w?.shmLane?.error,
   });
-  if (w && !isSelectable(w)) return { ...transport, decision: { shmEnabled: false, reason: 'worker_not_healthy' as const } };
+  if (w && !inRotation(w))
+    return {
+      ...transport,
+      decision: {
+        shmEnabled: false,
+        reason: w.drainedAt !== undefined && w.healthy && !w.removed ? ('worker_drained' as const) : ('worker_not_healthy' as const),
+      },
+    };
   return transport;
 }
 
@@ -87,6 +94,7 @@ export function workerView(state: ConsoleState, snapshot: ConfigSnapshot, w: Wor
     token: w.labels.shm_namespace_id ?? null,
     tokenMatch: compareNamespaceTokens(state.running.context.host.routerToken, w.labels.shm_namespace_id).match,
     inFlight: w.inFlight,
+    drainedAt: w.drainedAt ?? null,
     trafficShare: shares.get(spec.url) ?? 0,
     resolution: resolved,
     decision: decisionView(decision),

@@ -11,7 +11,7 @@ import { loadImageBytes, RequestImageBudget } from '../multimodal/fetch.ts';
 import { mediaHash } from '../multimodal/media-hash.ts';
 import { createMediaPolicy, type MediaPolicy } from '../multimodal/media-policy.ts';
 import { ContextLengthError } from '../multimodal/prompt.ts';
-import type { WorkerState } from '../workers/registry.ts';
+import { outOfRotationReason, type WorkerState } from '../workers/registry.ts';
 import type { RouterContext } from './context.ts';
 import { contextLengthApiError, toApiError } from './errors.ts';
 import { ApiError, parseChatRequest, type ChatCompletionRequest } from './openai.ts';
@@ -157,6 +157,6 @@ export function selectWorker(ctx: RouterContext, snapshot: ConfigSnapshot, pinne
   if (eligible.length === 0 && snapshot.config.workers.length > 0) throw noRegularWorker(snapshot);
   const picked = ctx.registry.select(snapshot.config.policy, eligible);
   if (picked) return picked;
-  const reasons = eligible.map((spec) => `${spec.url}: ${ctx.registry.get(spec.url)?.lastError ?? 'not yet discovered'}`);
+  const reasons = eligible.map((spec) => `${spec.url}: ${outOfRotationReason(ctx.registry.get(spec.url)) ?? 'not yet discovered'}`);
   throw new ApiError(503, `no healthy worker (${reasons.join('; ') || 'none configured'})`, 'service_unavailable');
 }

@@ -1,23 +1,15 @@
 // Can requests succeed now? The one owner of the router's critical states (docs/router.md,
 // "Health and critical states"), computed from the state that decides: for the serving mode of
 // the running revision, each role a request needs whose workers are all out of selection
-// (the registry's rule, isSelectable: the router would answer 503 "no healthy <role> worker"),
+// (the registry's rule, inRotation: the router would answer 503 "no healthy <role> worker"),
 // and the recent requests all failing (the last FAILING_REQUESTS, all within
 // FAILING_WINDOW_MS, failed on the router's side: 5xx, or a stream cut short). /health reports
 // them (O(workers), no I/O), the console's overview carries them to the banner every screen
 // shows, and the console's verdicts and Doctor's advice follow from the same registry state.
 import { ROLES_ROUTED, type RouterConfig, type WorkerSpec, type WorkerType } from '../config/schema.ts';
 import type { RequestLog, RequestSummary } from '../telemetry/requests.ts';
-import { isSelectable, type WorkerRegistry } from '../workers/registry.ts';
+import { inRotation, outOfRotationReason, type WorkerRegistry } from '../workers/registry.ts';
 import { FAILING_REQUESTS, FAILING_WINDOW_MS, type CriticalState, type HealthStatus } from './critical-schema.ts';
-
-/** Why a configured worker takes no request now, in the words the router's 503 uses. */
-export function whyOut(registry: WorkerRegistry, url: string): string {
-  const w = registry.get(url);
-  if (!w) return 'not yet discovered';
-  if (w.removed) return 'removed from the configuration';
-  return w.lastError ?? (w.healthy ? 'no connection yet' : 'not yet discovered');
-}
 
 /** A failure on the router's side (not the client's): a 5xx, or an answer cut short after it began. 499 (the client went away) and 4xx are the client's. */
 export function failedOnOurSide(s: Pick<RequestSummary, 'status' | 'error'>): boolean {
@@ -89,11 +81,13 @@ const ROLE_WORDS: Record<WorkerType, string> = { regular: 'worker', encode: 'enc
 /** A role of `config`'s serving mode with no worker a request can be sent to. */
 function roleDown(registry: WorkerRegistry, config: RouterConfig, role: WorkerType): CriticalState | undefined {
   const specs: WorkerSpec[] = config.workers.filter((w) => w.worker_type === role);
-  if (specs.some((spec) => isSelectable(registry.get(spec.url)))) return undefined;
+  if (specs.some((spec) => inRotation(registry.get(spec.url)))) return undefined;
   const images = role === 'encode';
   const fails = images ? 'every request with an image fails with 503' : 'every request fails with 503';
-  const workers = specs.map((spec) => ({ url: spec.url, error: whyOut(registry, spec.url) }));
+  const workers = specs.map((spec) => ({ url: spec.url, error: outOfRotationReason(registry.get(spec.url)) ?? 'in rotation' }));
   const none = specs.length === 0;
+  // Out of rotation only because the operator drained them: the remedy is to return one.
+  const drained = !none && specs.every((spec) => registry.get(spec.url)?.drainedAt !== undefined && registry.get(spec.url)?.healthy);
   return {
     kind: 'no_healthy_worker',
     role,
@@ -101,10 +95,12 @@ function roleDown(registry: WorkerRegistry, config: RouterConfig, role: WorkerTy
     workers,
     message: none
       ? `no ${role === 'regular' ? 'regular worker' : ROLE_WORDS[role]} is configured: ${fails}`
-      : `no healthy ${ROLE_WORDS[role]}: ${fails} (${workers.map((w) => `${w.url}: ${w.error}`).join('; ')})`,
-    remedy: none
-      ? `add a${role === 'encode' ? 'n' : ''} ${ROLE_WORDS[role]} (Workers), or change the serving mode (disaggregation)`
-      : `restart or bring back the ${ROLE_WORDS[role]}${specs.length === 1 ? '' : 's'} (Doctor shows each one's checks); requests succeed again as soon as one answers its health check`,
+      : `no ${drained ? `${ROLE_WORDS[role]} in rotation (every one is drained)` : `healthy ${ROLE_WORDS[role]}`}: ${fails} (${workers.map((w) => `${w.url}: ${w.error}`).join('; ')})`,
+    remedy: drained
+      ? `return a drained ${ROLE_WORDS[role]} to rotation (Workers)`
+      : none
+        ? `add a${role === 'encode' ? 'n' : ''} ${ROLE_WORDS[role]} (Workers), or change the serving mode (disaggregation)`
+        : `restart or bring back the ${ROLE_WORDS[role]}${specs.length === 1 ? '' : 's'} (Doctor shows each one's checks); requests succeed again as soon as one answers its health check`,
   };
 }
 

@@ -14,7 +14,7 @@ import { blake3, tokenSpeedContentHash } from '../multimodal/media-hash.ts';
 import type { RouterConfig, WorkerSpec, WorkerType } from '../config/schema.ts';
 import type { ConfigSnapshot } from '../config/store.ts';
 import { capabilitiesOf, runtimesWhere } from '../engines/table.ts';
-import { isSelectable, type WorkerState } from '../workers/registry.ts';
+import { inRotation, outOfRotationReason, type WorkerState } from '../workers/registry.ts';
 import type { RouterContext } from './context.ts';
 import { ApiError } from './openai.ts';
 
@@ -51,11 +51,11 @@ function ringOf(config: RouterConfig): Array<{ point: bigint; url: string }> {
 
 function healthy(ctx: RouterContext, spec: WorkerSpec): RoleTarget | undefined {
   const state = ctx.registry.get(spec.url);
-  return isSelectable(state) ? { state, spec } : undefined;
+  return inRotation(state) ? { state, spec } : undefined;
 }
 
 function noneHealthy(ctx: RouterContext, role: WorkerType, specs: readonly WorkerSpec[]): ApiError {
-  const reasons = specs.map((spec) => `${spec.url}: ${ctx.registry.get(spec.url)?.lastError ?? 'not yet discovered'}`);
+  const reasons = specs.map((spec) => `${spec.url}: ${outOfRotationReason(ctx.registry.get(spec.url)) ?? 'not yet discovered'}`);
   return new ApiError(503, `no healthy ${role} worker (${reasons.join('; ')})`, 'service_unavailable');
 }
 

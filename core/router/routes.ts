@@ -139,6 +139,8 @@ export async function route(ctx: RouterContext, req: IncomingMessage, res: Serve
         runtime: w.runtime ?? null,
         healthy: w.healthy,
         in_flight: w.inFlight,
+        // Drained by the operator: healthy or not, it takes no new request, so it is no serving capacity.
+        ...(w.drainedAt !== undefined ? { drained: true } : {}),
         ...(w.lastError ? { error: w.lastError } : {}),
       }));
       const critical = criticalStates(ctx);

@@ -43,6 +43,7 @@ export const DECISION_REASONS = {
     "auto, but the worker could not read the router's /dev/shm files (the error is kept): inline until the worker is rediscovered, its mode changes or the lane is reset",
   worker_not_healthy:
     'the worker is not healthy (down, not yet discovered, or removed): no request will reach it until it answers its health check again, whatever the mode',
+  worker_drained: 'the operator drained the worker (Workers: Drain): no new request will reach it until it is returned to rotation, whatever the mode',
   route_not_healthy:
     'another role its requests need has no healthy worker (the critical banner and /health name it): its next request with an image fails with 503 before it reaches this worker',
 } as const;
@@ -58,7 +59,7 @@ export const DECISION_OUTCOMES = ['shm', 'inline', 'shm_then_inline', 'no_reques
 export type DecisionOutcome = (typeof DECISION_OUTCOMES)[number];
 
 /** Reasons under which no request reaches the worker now (outcome no_request): it is not healthy, or a role its requests need has no healthy worker. */
-export const NO_REQUEST: ReadonlySet<DecisionReason> = new Set(['worker_not_healthy', 'route_not_healthy']);
+export const NO_REQUEST: ReadonlySet<DecisionReason> = new Set(['worker_not_healthy', 'worker_drained', 'route_not_healthy']);
 
 /** Reasons whose SHM attempt is known in advance to fail over to inline. */
 export const SHM_ATTEMPT_FAILS: ReadonlySet<DecisionReason> = new Set(['shm_worker_other_shm', 'shm_worker_other_host']);
@@ -99,6 +100,7 @@ export const REASON_WORDS: Record<TensorReason, string> = {
   auto_worker_unreachable: 'auto: worker unreachable',
   auto_worker_read_failed: 'worker cannot read /dev/shm',
   worker_not_healthy: 'worker not healthy: no request',
+  worker_drained: 'worker drained: no request',
   route_not_healthy: 'a role it needs has no healthy worker',
   below_threshold: 'below the threshold',
   shm_write_failed: '/dev/shm write failed',
@@ -129,6 +131,7 @@ export const DECISION_ADVICE: Partial<Record<TensorReason, string>> = {
   shm_worker_other_host: 'this worker cannot share /dev/shm: set its mode to inline (or auto, which goes inline at once)',
   runtime_inline_only: 'nothing to do: this protocol has no /dev/shm lane, so its tensors always travel inline (set the mode to inline to say so)',
   worker_not_healthy: 'restart or bring back the worker (Doctor shows why it is out); its verdict comes back once it answers its health check',
+  worker_drained: 'return it to rotation on Workers when its maintenance is done; its verdict comes back at once',
   route_not_healthy: 'restart or bring back the workers the critical banner names; this worker needs nothing',
   shm_budget_exceeded: 'raise multimodal_shm_max_outstanding_bytes or /dev/shm itself (docker --shm-size), or check that workers read (and unlink) their files',
 };

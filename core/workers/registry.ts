@@ -11,6 +11,12 @@
 // picks a worker its revision does not have: round_robin, or least_load (fewest in flight,
 // then the higher priority).
 //
+// An operator can drain a worker (drain()): it takes no new request, under disaggregation no
+// leg of one, and is not counted as serving capacity (/health), while its in-flight requests
+// finish; returnToRotation() undoes it. Draining is state of this run, not configuration: it
+// is not written anywhere, so a restart, or removing the url and adding it again, puts the
+// worker back in rotation (docs/console.md, "Draining a worker").
+//
 // At most MAX_CONCURRENT_PROBES discoveries and health checks run at once: each opens
 // channels (one per runtime of the engine table for a worker whose runtime is not declared),
 // and a list applied in one go must not open them all.
@@ -37,8 +43,28 @@ export interface WorkerState {
   removed: boolean;
   /** The worker could not read our /dev/shm files: what it said, and when. Cleared on rediscovery or by the operator. */
   shmLane?: { error: string; since: number };
+  /** Drained by the operator (when, Date.now()): no new request is routed to it; its in-flight ones finish. Until returnToRotation(), or the end of this run. */
+  drainedAt?: number;
   /** When (performance.now()) the worker last answered a call of a request (a Generate message, an Encode reply): proof it is alive when a HealthCheck is not answered in time. */
   lastAnsweredAt?: number;
+}
+
+/**
+ * The one rule of who may be given a new request (or a leg of one): known, configured, healthy,
+ * connected and not drained by the operator. Selection, the roles of disaggregation, the
+ * critical states and the console's verdicts all ask this.
+ */
+export function inRotation(w: WorkerState | undefined): w is WorkerState & { connection: EngineConnection } {
+  return w !== undefined && !w.removed && w.healthy && w.connection !== undefined && w.drainedAt === undefined;
+}
+
+/** Why a worker is not given requests, in the words of a 503's reasons (undefined: it is in rotation). */
+export function outOfRotationReason(w: WorkerState | undefined): string | undefined {
+  if (w === undefined) return 'not yet discovered';
+  if (inRotation(w)) return undefined;
+  if (w.removed) return 'removed from the configuration';
+  if (w.drainedAt !== undefined) return 'drained by the operator (out of rotation)';
+  return w.lastError ?? (w.healthy ? 'no connection yet' : 'not yet discovered');
 }
 
 export interface RegistryOptions {
@@ -77,11 +103,6 @@ export function withAnswerClock(connection: EngineConnection, onAnswer: () => vo
         }
       : {}),
   };
-}
-
-/** Whether a request may be sent to the worker now: configured, healthy, connected (what select() and the roles pick among). */
-export function isSelectable(state: WorkerState | undefined): state is WorkerState & { connection: EngineConnection } {
-  return state !== undefined && !state.removed && state.healthy && state.connection !== undefined;
 }
 
 /** Discoveries and health checks in flight at once. */
@@ -156,6 +177,13 @@ export class WorkerRegistry {
   /** Removed workers whose in-flight requests have not finished yet. */
   drainingWorkers(): readonly WorkerState[] {
     return [...this.draining];
+  }
+
+  /** The runtime discovery found on each configured worker it reached, by url. */
+  detectedRuntimes(): Map<string, WireRuntime> {
+    const out = new Map<string, WireRuntime>();
+    for (const w of this.workers) if (w.runtime !== undefined) out.set(w.spec.url, w.runtime);
+    return out;
   }
 
   get(url: string): WorkerState | undefined {
@@ -313,7 +341,7 @@ export class WorkerRegistry {
     const candidates: Array<{ state: WorkerState; spec: WorkerSpec }> = [];
     for (const spec of eligible) {
       const state = this.get(spec.url);
-      if (isSelectable(state)) candidates.push({ state, spec });
+      if (inRotation(state)) candidates.push({ state, spec });
     }
     if (candidates.length === 0) return undefined;
     if (policy === 'least_load') {
@@ -326,6 +354,20 @@ export class WorkerRegistry {
     const pick = candidates[cursor % candidates.length]!;
     this.cursors.set(role, (cursor + 1) % candidates.length);
     return pick;
+  }
+
+  /** The operator takes `w` out of rotation: no new request from now on, its in-flight ones finish. Draining a drained worker keeps its first time. */
+  drain(w: WorkerState): void {
+    if (w.drainedAt !== undefined) return;
+    w.drainedAt = Date.now();
+    this.changed(w);
+  }
+
+  /** The operator puts `w` back in rotation: from the next request on it is selected again (when healthy). */
+  returnToRotation(w: WorkerState): void {
+    if (w.drainedAt === undefined) return;
+    delete w.drainedAt;
+    this.changed(w);
   }
 
   /** A request starts on `w`. */

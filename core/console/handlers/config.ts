@@ -83,11 +83,26 @@ export function configHandlers(state: ConsoleState): HandlerGroup<ConfigCommand>
     async 'config.exportYaml'() {
       const s = store.current();
       const embedded = state.embeddedUrls();
-      return { yaml: exportConfigYaml({ ...s.config, workers: s.config.workers.filter((w) => !embedded.has(w.url)) }), revision: s.revision };
+      return {
+        yaml: exportConfigYaml(
+          { ...s.config, workers: s.config.workers.filter((w) => !embedded.has(w.url)) },
+          { detectedRuntimes: state.running.context.registry.detectedRuntimes() },
+        ),
+        revision: s.revision,
+      };
     },
 
     async 'config.exportForGateway'() {
-      return exportForGateway(store.current().config, { excludeUrls: state.embeddedUrls() });
+      return exportForGateway(store.current().config, {
+        excludeUrls: state.embeddedUrls(),
+        detectedRuntimes: state.running.context.registry.detectedRuntimes(),
+        drainedUrls: new Set(
+          state.running.context.registry
+            .list()
+            .filter((w) => w.drainedAt !== undefined)
+            .map((w) => w.spec.url),
+        ),
+      });
     },
 
     async 'config.history'() {

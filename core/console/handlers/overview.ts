@@ -230,10 +230,11 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
         })),
         workers: {
           total: workers.length,
-          healthy: health.filter((h) => h === 'healthy').length,
+          // A worker the operator drained is no serving capacity: counted with the draining ones.
+          healthy: workers.filter((w, i) => health[i] === 'healthy' && w.drainedAt === undefined).length,
           unhealthy: health.filter((h) => h === 'unhealthy').length,
           discovering: health.filter((h) => h === 'discovering').length,
-          draining: ctx.registry.drainingWorkers().length,
+          draining: ctx.registry.drainingWorkers().length + workers.filter((w) => w.drainedAt !== undefined).length,
         },
         pixelCache: pixelCacheView(state),
         warnings,

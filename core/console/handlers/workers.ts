@@ -1,7 +1,8 @@
 // The workers commands: the list with each worker's health, token, traffic share, resolved
 // transport and verdict; add, update and remove (each an apply of the whole configuration);
 // the `auto` checklist (diagnose.ts); and the reset of a broken SHM lane, refused while the
-// checklist shows the next request would break it again.
+// checklist shows the next request would break it again; drain and return to rotation (operator
+// state of this run, not an apply: docs/console.md, "Draining a worker").
 import { WorkerSpecSchema, type RouterConfig, type WorkerSpec } from '../../config/schema.ts';
 import type { CallMeta } from '../backend.ts';
 import { ContractError } from '../contract.ts';
@@ -9,12 +10,27 @@ import { diagnoseWorker } from '../diagnose.ts';
 import { findWorker, type ConsoleState, type HandlerGroup } from '../state.ts';
 import { trafficShares, workerTransport, workerView } from '../views.ts';
 
-type WorkersCommand = 'workers.list' | 'workers.add' | 'workers.update' | 'workers.remove' | 'workers.resetShmLane' | 'workers.diagnose';
+type WorkersCommand =
+  | 'workers.list'
+  | 'workers.add'
+  | 'workers.update'
+  | 'workers.remove'
+  | 'workers.resetShmLane'
+  | 'workers.diagnose'
+  | 'workers.drain'
+  | 'workers.returnToRotation';
 
 export function workersHandlers(state: ConsoleState): HandlerGroup<WorkersCommand> {
   const { store } = state;
   const ctx = state.running.context;
   const withWorkers = (workers: WorkerSpec[]): RouterConfig => ({ ...store.current().config, workers });
+  /** The registry's entry of a worker of the running configuration (a removed one still finishing requests is not one). */
+  const configuredWorker = (url: string) => {
+    findWorker(store.current(), url);
+    const w = ctx.registry.get(url);
+    if (!w) throw new ContractError('not_found', `no worker ${url} in the registry`, 'url');
+    return w;
+  };
 
   const handlers = {
     async 'workers.list'() {
@@ -74,6 +90,19 @@ export function workersHandlers(state: ConsoleState): HandlerGroup<WorkersComman
       }
       ctx.registry.resetShmLane(w);
       return { url: input.url, wasBroken: true, steps };
+    },
+
+    async 'workers.drain'(input: { url: string }) {
+      const w = configuredWorker(input.url);
+      ctx.registry.drain(w);
+      return { url: input.url, drainedAt: w.drainedAt!, inFlight: w.inFlight };
+    },
+
+    async 'workers.returnToRotation'(input: { url: string }) {
+      const w = configuredWorker(input.url);
+      const wasDrained = w.drainedAt !== undefined;
+      ctx.registry.returnToRotation(w);
+      return { url: input.url, wasDrained, inFlight: w.inFlight };
     },
 
     async 'workers.diagnose'(input: { url: string }) {

@@ -180,6 +180,32 @@ export function describeContract(name: string, setup: () => ContractEnv): void {
       expect(missing.code).toBe('not_found');
     });
 
+    it('workers.drain takes a worker out of rotation (listed with when, and in the gateway export notes) until workers.returnToRotation', async () => {
+      const { client, workers } = env();
+      const drained = await client.call('workers.drain', { url: workers.sameShm });
+      expect(drained).toMatchObject({ url: workers.sameShm, inFlight: 0 });
+      expect((await client.call('workers.drain', { url: workers.sameShm })).drainedAt).toBe(drained.drainedAt); // again: the first time stands
+      const listed = (await client.call('workers.list', {})).workers.find((w) => w.url === workers.sameShm)!;
+      expect([listed.drainedAt, listed.health]).toEqual([drained.drainedAt, 'healthy']);
+      // Its verdict says why no request reaches it: drained, not down.
+      expect(listed.decision).toMatchObject({ shmEnabled: false, reason: 'worker_drained' });
+      const overview = await client.call('overview', {});
+      expect(overview.workers).toMatchObject({ healthy: 0, draining: 1 });
+      const gateway = await client.call('config.exportForGateway', {});
+      expect(gateway.notes.filter((n) => n.includes('is drained on this router'))).toEqual([
+        expect.stringMatching(
+          /^workers\[0\] \(grpc:\/\/\S+\) is drained on this router .* DELETE \/workers\/\{worker_id\} drains the worker for drain_settle_secs/,
+        ),
+      ]);
+      const back = await client.call('workers.returnToRotation', { url: workers.sameShm });
+      expect(back).toEqual({ url: workers.sameShm, wasDrained: true, inFlight: 0 });
+      expect((await client.call('workers.list', {})).workers.find((w) => w.url === workers.sameShm)!.drainedAt).toBeNull();
+      expect((await client.call('workers.returnToRotation', { url: workers.sameShm })).wasDrained).toBe(false);
+      const missing = await rejection(client.call('workers.drain', { url: workers.otherShm }));
+      expect([missing.code, missing.path]).toEqual(['not_found', 'url']);
+      expect(missing.message).toMatch(new RegExp(`^no worker ${workers.otherShm.replace(/[/.]/g, '\\$&')} in configuration revision \\d+$`));
+    });
+
     it("the traffic stream delivers the console's own test traffic in batches, marked as its own", async () => {
       const { client, workers } = env();
       const batches: Array<StreamPayload<'traffic'>> = [];

@@ -21,15 +21,68 @@ export function useColorScheme(): 'light' | 'dark' {
   return scheme;
 }
 
+const AXIS_FONT = '11px system-ui, sans-serif';
+
 /** Axis styling from the theme. */
 export function themedAxis(extra: uPlot.Axis = {}): uPlot.Axis {
   return {
     stroke: cssVar('--text-muted'),
     grid: { stroke: cssVar('--grid'), width: 1 },
     ticks: { stroke: cssVar('--grid'), width: 1 },
-    font: '11px system-ui, sans-serif',
+    font: AXIS_FONT,
     ...extra,
   };
+}
+
+let measurer: CanvasRenderingContext2D | null | undefined;
+
+const pad2 = (n: number) => String(n).padStart(2, '0');
+
+/**
+ * A time axis (seconds) of one line of labels: `:35` for a tick, the whole local time
+ * (`14:03:00`) at the first tick and at each minute. uPlot's own puts the date and hour on a
+ * second line at the first tick and at each minute, and in a narrow chart (1024 px) a minute
+ * next to the first tick drew the two over each other.
+ */
+export function timeAxis(extra: uPlot.Axis = {}): uPlot.Axis {
+  return themedAxis({
+    space: 60,
+    values: (_u, splits) =>
+      splits.map((s, i) => {
+        const d = new Date(s * 1000);
+        const seconds = `:${pad2(d.getSeconds())}`;
+        return i === 0 || d.getSeconds() === 0 ? `${pad2(d.getHours())}:${pad2(d.getMinutes())}${seconds}` : seconds;
+      }),
+    ...extra,
+  });
+}
+
+/**
+ * Where the x axis's labels were drawn, in CSS px from the chart's left edge: [left, right, text,
+ * line] for each line of each label. The canvas cannot be read, so the layout check reads this
+ * to find labels drawn over each other.
+ */
+function xLabelBoxes(u: uPlot): Array<[number, number, string, number]> {
+  const axis = u.axes[0] as uPlot.Axis & { _splits?: number[] | null; _values?: Array<string | number | null> | null };
+  if (!axis?._splits || !axis._values) return [];
+  measurer ??= document.createElement('canvas').getContext('2d');
+  if (!measurer) return [];
+  measurer.font = AXIS_FONT;
+  const left = u.over.offsetLeft;
+  const boxes: Array<[number, number, string, number]> = [];
+  axis._splits.forEach((split, i) => {
+    const value = axis._values![i];
+    if (value === null || value === undefined || value === '') return;
+    // A split is a value of the scale (an index on an ordinal one, as its positions are).
+    const x = left + u.valToPos(split, 'x');
+    String(value)
+      .split('\n')
+      .forEach((line, n) => {
+        const width = measurer!.measureText(line).width;
+        if (line !== '') boxes.push([Math.round(x - width / 2), Math.round(x + width / 2), line, n]);
+      });
+  });
+  return boxes;
 }
 
 export function UChart({
@@ -53,7 +106,12 @@ export function UChart({
     const el = wrap.current;
     if (!el) return;
     const width = Math.max(200, el.clientWidth);
-    const u = new uPlot({ ...options(width), width, height }, dataRef.current, el);
+    const built = options(width);
+    const noteLabels = (self: uPlot) => {
+      el.dataset.xLabels = JSON.stringify(xLabelBoxes(self));
+    };
+    const hooks = { ...built.hooks, draw: [...(built.hooks?.draw ?? []), noteLabels] };
+    const u = new uPlot({ ...built, hooks, width, height }, dataRef.current, el);
     plot.current = u;
     const ro = new ResizeObserver(() => {
       const w = Math.max(200, el.clientWidth);

@@ -3,6 +3,7 @@
 import type { DiffEntry } from '../../../core/console/contract.ts';
 import { parseDiffPath } from '../lib/draft.ts';
 import { formatBytes } from '../lib/format.ts';
+import { Breakable } from './ui.tsx';
 
 function scalar(key: string, v: unknown): string {
   if (v === undefined) return 'unset';
@@ -21,7 +22,9 @@ function Value({ path, v }: { path: string; v: unknown }) {
       <dl className="kv">
         {entries.map(([k, x]) => (
           <div key={k}>
-            <dt>{k}</dt>
+            <dt>
+              <Breakable text={k} />
+            </dt>
             <dd>
               {x && typeof x === 'object'
                 ? Object.entries(x as Record<string, unknown>)

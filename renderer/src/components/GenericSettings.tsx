@@ -6,6 +6,7 @@ import { useId } from 'react';
 import type { z } from 'zod';
 import { useDraftText, useTypedText } from '../lib/useTypedText.ts';
 import { StartFlagNote } from './StartFlagNote.tsx';
+import { Breakable } from './ui.tsx';
 import {
   DEFAULT_PIXEL_CACHE_MB,
   fieldProblem,
@@ -237,7 +238,7 @@ export function GenericSettings({
             <tr key={k}>
               <td>
                 <label htmlFor={typeof sample === 'object' && sample && !Array.isArray(sample) ? undefined : fid} className="mono">
-                  {k}
+                  <Breakable text={k} />
                 </label>
               </td>
               <td className="setting-control">{control}</td>

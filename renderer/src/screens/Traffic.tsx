@@ -22,7 +22,7 @@ import { client } from '../stores/client.ts';
 import { NoPixelTensorsNote, VerdictBadge } from '../components/Verdict.tsx';
 import { disaggregatedLeg, retriedRequests, retryKey } from '../lib/attempts.ts';
 import { useOverview } from '../stores/overview.ts';
-import { cssVar, themedAxis, UChart } from '../components/Chart.tsx';
+import { cssVar, themedAxis, timeAxis, UChart } from '../components/Chart.tsx';
 import { Badge, LegTag, Panel, ScreenHeader } from '../components/ui.tsx';
 import { formatBytes, formatClock, formatCountRate, formatInt, formatMicros, formatRate } from '../lib/format.ts';
 import { perSecondSeries } from '../lib/series.ts';
@@ -43,7 +43,7 @@ function rateOptions(kind: 'bytes' | 'tensors') {
     cursor: { drag: { x: false, y: false } },
     legend: { live: true },
     scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, Math.max(kind === 'bytes' ? 1024 : 1, max * 1.1)] } },
-    axes: [themedAxis(), themedAxis({ size: 70, values: (_u, vals) => vals.map((v) => (kind === 'bytes' ? formatRate(v) : formatCountRate(v))) })],
+    axes: [timeAxis(), themedAxis({ size: 70, values: (_u, vals) => vals.map((v) => (kind === 'bytes' ? formatRate(v) : formatCountRate(v))) })],
     series: [
       { label: 'time' },
       ...(['inline', 'shm'] as const).map((p) => ({

@@ -4,10 +4,11 @@
 // a problem (the values shown are from before it).
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { render, withState } from '../test/render.tsx';
-import { configView, workerView, WORKER_A, WORKER_B } from '../test/samples.ts';
+import { configView, routerConfig, workerView, WORKER_A, WORKER_B } from '../test/samples.ts';
 import { useConfig } from '../stores/config.ts';
 import { useWorkers } from '../stores/workers.ts';
-import { WorkersScreen } from './Workers.tsx';
+import { WorkerEditor, WorkersScreen } from './Workers.tsx';
+import { formatClock } from '../lib/format.ts';
 
 beforeEach(() => {
   vi.useFakeTimers();
@@ -67,5 +68,53 @@ describe('Workers screen', () => {
     );
     expect(text).toContain(`encoder input: ${warning}`);
     expect(text.match(/encoder input: /g)).toHaveLength(1);
+  });
+
+  it('the Edit form of a worker left to detection names the runtime detected on it, not "unspecified"', () => {
+    const { html } = render(
+      <WorkerEditor url={WORKER_A} onClose={() => {}} />,
+      withState(useWorkers, {
+        loaded: true,
+        workers: [workerView(WORKER_A, { spec: { url: WORKER_A, runtime: 'unspecified', worker_type: 'regular', labels: {}, priority: 50 }, runtime: 'vllm' })],
+      }),
+      withState(useConfig, { view: configView({ config: routerConfig({ workers: [{ url: WORKER_A }] }) }) }),
+    );
+    const options = [...html.matchAll(/<option value="([^"]+)"( selected="")?>([^<]*)<\/option>/g)].filter((m) =>
+      ['tokenspeed', 'vllm', 'sglang', 'unspecified'].includes(m[1]!),
+    );
+    expect(options.map((m) => [m[1], m[3], m[2] !== undefined])).toEqual([
+      ['tokenspeed', 'tokenspeed', false],
+      ['vllm', 'vllm', false],
+      ['sglang', 'sglang', false],
+      ['unspecified', 'detect (found vllm)', true],
+    ]);
+  });
+
+  it('the traffic share reads as a share of the tensors sent, not as busy time', () => {
+    const { text } = render(
+      <WorkersScreen />,
+      withState(useWorkers, {
+        loaded: true,
+        workers: [workerView(WORKER_A, { trafficShare: 1 / 3, inFlight: 2 }), workerView(WORKER_B, { trafficShare: 2 / 3 })],
+      }),
+      withState(useConfig, { view: configView() }),
+    );
+    expect(text).toContain('2 in flight · 33 % of tensors (last 60 s)');
+    expect(text).toContain('0 in flight · 67 % of tensors (last 60 s)');
+    expect(text).not.toContain('of 60 s');
+  });
+
+  it('a drained worker: its row says drained since when and what is still finishing, and offers Return to rotation; the other offers Drain', () => {
+    const drainedAt = 1_700_000_030_000;
+    const { text, html } = render(
+      <WorkersScreen />,
+      withState(useWorkers, { loaded: true, workers: [workerView(WORKER_A, { drainedAt, inFlight: 2 }), workerView(WORKER_B)] }),
+      withState(useConfig, { view: configView() }),
+    );
+    expect(text).toContain(`drained since ${formatClock(drainedAt)}, 2 still finishing 2 in flight`);
+    expect(text.match(/drained since/g)).toHaveLength(1);
+    expect(html).toContain(`aria-label="Return to rotation ${WORKER_A}"`);
+    expect(html).toContain(`aria-label="Drain ${WORKER_B}"`);
+    expect(html).not.toContain(`aria-label="Drain ${WORKER_A}"`);
   });
 });

@@ -25,12 +25,12 @@ import { Badge, Empty, ErrorNote, Panel, ScreenHeader } from '../components/ui.t
 import { addWorker, patchWorker, removeWorker, typedNumber } from '../lib/draft.ts';
 import { inheritedLayer } from '../lib/inherited.ts';
 import { useDraftText, useTypedText } from '../lib/useTypedText.ts';
-import { formatBytes, formatPercent } from '../lib/format.ts';
+import { formatBytes, formatClock, formatPercent } from '../lib/format.ts';
 import { HEALTH_TONE, LAYER_LABEL, TOKEN_WORDS } from '../lib/vocab.ts';
-import { client } from '../stores/client.ts';
+import { client, describeError } from '../stores/client.ts';
 import { useConfig, type Resolution } from '../stores/config.ts';
 import { routeHref, useUi } from '../stores/ui.ts';
-import { isEmbedded, useWorkers } from '../stores/workers.ts';
+import { isEmbedded, setRotation, useWorkers } from '../stores/workers.ts';
 import { ShmLaneNote } from '../components/ShmLane.tsx';
 import { ModeChoice, ThresholdChoice } from '../components/TransportChoices.tsx';
 import { StartFlagNote } from '../components/StartFlagNote.tsx';
@@ -160,6 +160,20 @@ export function WorkersScreen() {
   const [editing, setEditing] = useState<string | null>(null);
   const [adding, setAdding] = useState(false);
   const [laneOpen, setLaneOpen] = useState<ReadonlySet<string>>(new Set());
+  const [rotationError, setRotationError] = useState<string | null>(null);
+  const [rotating, setRotating] = useState<string | null>(null);
+  const toggleRotation = async (w: WorkerView) => {
+    setRotating(w.url);
+    setRotationError(null);
+    try {
+      await setRotation(w.url, w.drainedAt === null);
+    } catch (err) {
+      // Shown above the table: the router said no (the worker was removed meanwhile, the console is gone).
+      setRotationError(`${w.drainedAt === null ? 'Drain' : 'Return to rotation'} of ${w.url}: ${describeError(err)}`);
+    } finally {
+      setRotating(null);
+    }
+  };
   const toggleLane = (url: string) =>
     setLaneOpen((open) => {
       const next = new Set(open);
@@ -181,6 +195,7 @@ export function WorkersScreen() {
         }
       />
       {error && <ErrorNote>{error}</ErrorNote>}
+      {rotationError && <ErrorNote>{rotationError}</ErrorNote>}
       {view && <StartFlagNote view={view} setting="workers" />}
       {view && <Topology mode={view.config.disaggregation} workers={workers} />}
       {adding && view && <AddWorker config={view.config} revision={view.revision} existing={workers} onClose={() => setAdding(false)} />}
@@ -281,9 +296,25 @@ export function WorkersScreen() {
                               </button>
                             )}
                           </div>
+                          {w.drainedAt !== null && (
+                            <div className="small" data-testid="drained">
+                              <Badge
+                                tone="warn"
+                                title="Drained: the router sends it no new request and its requests in flight finish. Operator state of this run: Return to rotation, or a restart of the router, puts it back."
+                              >
+                                drained
+                              </Badge>{' '}
+                              <span className="muted">
+                                since {formatClock(w.drainedAt)}
+                                {w.inFlight > 0 ? `, ${w.inFlight} still finishing` : ', nothing in flight'}
+                              </span>
+                            </div>
+                          )}
                           <div className="muted small num load" data-testid="load">
                             <span title="requests in flight">{w.inFlight} in flight</span> ·{' '}
-                            <span title="share of the tensors sent in the last 60 s">{formatPercent(w.trafficShare)} of 60 s</span>
+                            <span title="this worker's share of the tensors the router sent to all workers in the last 60 s (API requests)">
+                              {formatPercent(w.trafficShare)} of tensors (last 60 s)
+                            </span>
                           </div>
                         </td>
                         <td>
@@ -328,6 +359,20 @@ export function WorkersScreen() {
                             >
                               Edit
                             </button>
+                            <button
+                              type="button"
+                              className="btn btn-small"
+                              disabled={rotating === w.url}
+                              onClick={() => void toggleRotation(w)}
+                              aria-label={`${w.drainedAt === null ? 'Drain' : 'Return to rotation'} ${w.url}`}
+                              title={
+                                w.drainedAt === null
+                                  ? 'No new request goes to it (nor a leg of one); its requests in flight finish. Until you return it, or the router restarts.'
+                                  : 'Send it requests again, from the next one on (when healthy).'
+                              }
+                            >
+                              {w.drainedAt === null ? 'Drain' : 'Return to rotation'}
+                            </button>
                             <button type="button" className="btn btn-small btn-danger" onClick={() => reviewRemove(w)} aria-label={`Remove ${w.url}`}>
                               Remove
                             </button>
@@ -366,6 +411,12 @@ export function WorkersScreen() {
       <RatesPanel />
     </>
   );
+}
+
+/** A runtime choice as the forms list it: `unspecified` is detection, and once a worker is reached, what was detected (by the name the gateway uses). */
+export function runtimeChoice(runtime: (typeof RUNTIMES)[number], detected?: string | null): string {
+  if (runtime !== 'unspecified') return runtime;
+  return detected ? `detect (found ${detected})` : 'detect (unspecified)';
 }
 
 function AddWorker({ config, revision, existing, onClose }: { config: RouterConfig; revision: number; existing: WorkerView[]; onClose: () => void }) {
@@ -450,7 +501,7 @@ function AddWorker({ config, revision, existing, onClose }: { config: RouterConf
           <select id={`${id}-rt`} className="select" value={runtime} onChange={(e) => setRuntime(e.target.value as typeof runtime)}>
             {RUNTIMES.map((r) => (
               <option key={r} value={r}>
-                {r === 'unspecified' ? 'detect (unspecified)' : r}
+                {runtimeChoice(r)}
               </option>
             ))}
           </select>
@@ -678,7 +729,7 @@ export function WorkerEditor({ url, onClose }: { url: string; onClose: () => voi
           <select id={`${id}-rt`} className="select" value={spec.runtime} onChange={(e) => edit((d) => patchWorker(d, url, { runtime: e.target.value }))}>
             {RUNTIMES.map((x) => (
               <option key={x} value={x}>
-                {x}
+                {runtimeChoice(x, worker?.runtime)}
               </option>
             ))}
           </select>

@@ -44,3 +44,17 @@ export async function resetShmLane(url: string, force = false): Promise<CommandO
     await useWorkers.getState().load();
   }
 }
+
+/**
+ * Take a worker out of rotation (workers.drain: no new request, its in-flight ones finish) or put
+ * it back (workers.returnToRotation), then refresh the table. Operator state of the running
+ * router, not configuration: a restart puts every worker back in rotation.
+ */
+export async function setRotation(url: string, drained: boolean): Promise<void> {
+  try {
+    if (drained) await client().call('workers.drain', { url });
+    else await client().call('workers.returnToRotation', { url });
+  } finally {
+    await useWorkers.getState().load();
+  }
+}

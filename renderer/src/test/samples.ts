@@ -141,6 +141,7 @@ export function workerView(url: string = WORKER_A, over: Partial<WorkerView> = {
     token: 'boot-1:dev-1',
     tokenMatch: 'equal',
     inFlight: 0,
+    drainedAt: null,
     trafficShare: 0,
     resolution: resolution(url),
     decision: decision(),
