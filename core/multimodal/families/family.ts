@@ -7,7 +7,7 @@
 // image with their field layouts on the wire.
 import type { PatchGeometry, QwenVlImageConfig } from '../qwen-vl.ts';
 
-export type FamilyId = 'qwen2_vl' | 'qwen3_vl';
+export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni';
 
 /**
  * One model-specific tensor of one image, as the engines place it: int64 values, this image's

@@ -1,14 +1,16 @@
 // The vision families mmtc serves, in the gateway registry's order of detection
-// (crates/multimodal/src/registry/mod.rs: Qwen3-VL, then Qwen-VL),
+// (crates/multimodal/src/registry/mod.rs: Qwen3-Omni, then Qwen3-VL with Qwen3.5, then Qwen-VL),
 // and how a model directory's config.json is matched to one (docs/preprocessing.md,
 // "Model families").
 import type { FamilyId, VisionFamily } from './family.ts';
 import { QWEN2_VL } from './qwen2-vl.ts';
+import { QWEN3_5 } from './qwen3-5.ts';
+import { QWEN3_OMNI } from './qwen3-omni.ts';
 import { QWEN3_VL } from './qwen3-vl.ts';
 
 export type { FamilyId, ImageModelTensor, ImageProcessor, VisionFamily } from './family.ts';
 
-export const FAMILIES: readonly VisionFamily[] = [QWEN3_VL, QWEN2_VL];
+export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL];
 
 export const FAMILY_IDS = FAMILIES.map((f) => f.id) as readonly FamilyId[];
 
