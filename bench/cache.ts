@@ -30,6 +30,7 @@ import { execFileSync } from 'node:child_process';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { QWEN2_VL } from '../core/multimodal/families/qwen2-vl.ts';
 import { mediaHash } from '../core/multimodal/media-hash.ts';
 import { patchGeometry, QWEN_VL_DEFAULTS } from '../core/multimodal/qwen-vl.ts';
 import { RequestCacheUses } from '../core/router/cached-images.ts';
@@ -210,7 +211,7 @@ async function hitCost(
     const first = await cache.lookup(key);
     if (first.kind !== 'miss') throw new Error(`an empty pixel cache answered ${first.kind}`);
     const stored = await first.miss.store(
-      { kind: 'float32', nbytes, patches: g.patches, features: g.features, gridThw: [g.gridT, g.gridH, g.gridW], tokens: g.tokens, mediaHash: hash },
+      { kind: 'float32', nbytes, patches: g.patches, features: g.features, modelTensors: QWEN2_VL.imageTensors(g), tokens: g.tokens, mediaHash: hash },
       { kind: 'memory', bytes: tensor },
     );
     if (!stored) throw new Error(`the pixel cache did not store the entry: ${JSON.stringify(cache.stats())}`);

@@ -6,11 +6,12 @@ import { loadImageBytes, ImageInputError } from '../multimodal/fetch.ts';
 import { createMediaPolicy } from '../multimodal/media-policy.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
-import { encoderFingerprint, QWEN_VL_DEFAULTS, type QwenVlFamily, type QwenVlImageConfig } from '../multimodal/qwen-vl.ts';
+import { familyById, type FamilyId } from '../multimodal/families/index.ts';
+import { encoderFingerprint, type QwenVlImageConfig } from '../multimodal/qwen-vl.ts';
 import { formatPreprocessReport, type PreprocessReport } from './reports.ts';
 
 export interface PreprocessCommandOptions {
-  model?: QwenVlFamily;
+  model?: FamilyId;
   modelPath?: string;
   normalize: boolean;
   dtype: 'float32' | 'bfloat16';
@@ -31,7 +32,7 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
     }
     config = model.imageConfig;
   } else {
-    config = QWEN_VL_DEFAULTS[opts.model ?? 'qwen2_vl'];
+    config = familyById(opts.model ?? 'qwen2_vl').defaults;
   }
   if (!opts.normalize) config = { ...config, do_normalize: false };
   const pool = new PreprocessPool();

@@ -25,6 +25,7 @@ import { DEFAULT_BOOTSTRAP_PORT, type WireRuntime } from '../config/schema.ts';
 import { runPreprocessCommand, type PreprocessCommandOptions } from './preprocess.ts';
 import { formatDoctorReport, formatResolutionTable } from './reports.ts';
 import { untilStopSignal } from './stop-signals.ts';
+import { FAMILY_IDS } from '../multimodal/families/index.ts';
 
 const EXIT_USAGE = 2;
 
@@ -195,8 +196,8 @@ function addToolCommands(program: Command): void {
 
   program
     .command('preprocess')
-    .description('run Qwen-VL image preprocessing on local images and print sizes, grid, tokens, bytes, timings and a fingerprint')
-    .addOption(new Option('--model <family>', "image processor family (default: the model directory's, else qwen2_vl)").choices(['qwen2_vl', 'qwen3_vl']))
+    .description("run a vision family's image preprocessing on local images and print sizes, grid, tokens, bytes, timings and a fingerprint")
+    .addOption(new Option('--model <family>', "vision family (default: the model directory's, else qwen2_vl)").choices([...FAMILY_IDS]))
     .option('--model-path <dir>', 'model directory whose preprocessor_config.json overrides the defaults')
     .option('--no-normalize', 'skip normalization (the fingerprint then identifies the resized pixels)')
     .addOption(new Option('--dtype <dtype>', 'encoder input dtype to report bytes for').choices(['float32', 'bfloat16']).default('float32'))

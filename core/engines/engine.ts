@@ -12,6 +12,7 @@ import type { PlacementContext } from '../transport/placement.ts';
 import type { EncoderDtype } from '../transport/vocabulary.ts';
 import type { WireRuntime } from '../config/schema.ts';
 import type { SamplingOptions } from './sampling.ts';
+import type { ImageModelTensor } from '../multimodal/families/index.ts';
 
 /** Which input decided a worker's encoder-input dtype, and any warning about it. */
 export interface EncoderDtypeChoice {
@@ -69,7 +70,8 @@ export interface PreparedImage {
   bf16?: Uint16Array;
   patches: number;
   features: number;
-  gridThw: [number, number, number];
+  /** The family's model-specific tensors of this image (image_grid_thw, patches_per_image for Qwen), with their field layouts. */
+  modelTensors: ImageModelTensor[];
   /** Where the image's placeholder tokens sit in inputIds. */
   placeholder: { offset: number; length: number };
   /** BLAKE3 of the image's encoded bytes, as the gateway hashes an image (core/multimodal/media-hash.ts). */

@@ -24,7 +24,7 @@ import type { Engine, EngineCapabilities, EngineRequest, WireRequest } from './e
 import { ABORT_DEADLINE_MS, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, unary } from './grpc.ts';
 import { modelLabels, setLabel } from './labels.ts';
 import { everyValueSet } from './sampling.ts';
-import { concatenatedPixels, int64Bytes } from './tensors.ts';
+import { concatenatedPixels, stackedImageTensors } from './tensors.ts';
 
 const capabilities: EngineCapabilities = {
   label: 'SGLang',
@@ -59,21 +59,12 @@ async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<
       dtype: 'float32',
       bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength),
     });
-    const grid = await placeTensor(ctx, {
-      name: 'image_grid_thw',
-      shape: [req.images.length, 3],
-      dtype: 'int64',
-      bytes: int64Bytes(req.images.flatMap((im) => im.gridThw)),
-    });
-    const patches = await placeTensor(ctx, {
-      name: 'patches_per_image',
-      shape: [req.images.length],
-      dtype: 'int64',
-      bytes: int64Bytes(req.images.map((im) => im.patches)),
-    });
+    const modelSpecificTensors: Record<string, sg.TensorData> = {};
+    for (const t of stackedImageTensors(req.images))
+      modelSpecificTensors[t.name] = inlineTensorData(await placeTensor(ctx, { name: t.name, shape: t.shape, dtype: t.dtype, bytes: t.bytes }), t.name);
     mmInputs = sg.MultimodalInputs.fromPartial({
       pixelValues: inlineTensorData(pixelValues, 'pixel_values'),
-      modelSpecificTensors: { image_grid_thw: inlineTensorData(grid, 'image_grid_thw'), patches_per_image: inlineTensorData(patches, 'patches_per_image') },
+      modelSpecificTensors,
       imageData: req.images.map((im, i) => {
         if (!im.encoded) throw new Error(`image ${i} has no encoded bytes; the sglang protocol sends them with its tensors`);
         return Buffer.from(im.encoded.buffer, im.encoded.byteOffset, im.encoded.byteLength);

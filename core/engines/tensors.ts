@@ -36,3 +36,37 @@ export function concatenatedPixels(images: readonly PreparedImage[]): { pixels: 
   }
   return { pixels, rows, features };
 }
+
+/** One model-specific tensor of a request: every image's stacked (their FieldLayout batched), with its layout's keys. */
+export interface StackedTensor {
+  name: string;
+  dtype: 'int64';
+  shape: number[];
+  bytes: Uint8Array;
+  keepOnCpu: boolean;
+  splitsPixels: boolean;
+}
+
+/**
+ * The images' model-specific tensors (the family's, PreparedImage.modelTensors) stacked along
+ * their leading dimension in prompt order, for an engine with one tensor per request. Every
+ * image of a request comes from the same family, so carries the same tensors in the same order.
+ */
+export function stackedImageTensors(images: readonly PreparedImage[]): StackedTensor[] {
+  return images[0]!.modelTensors.map((first, k) => {
+    const parts = images.map((im, i) => {
+      const t = im.modelTensors[k];
+      if (t?.name !== first.name) throw new Error(`image ${i} has no ${first.name} tensor where image 0 has it: images of one request come from one family`);
+      return t;
+    });
+    const rows = parts.reduce((n, t) => n + t.shape[0]!, 0);
+    return {
+      name: first.name,
+      dtype: first.dtype,
+      shape: [rows, ...first.shape.slice(1)],
+      bytes: int64Bytes(parts.flatMap((t) => t.values)),
+      keepOnCpu: first.keepOnCpu,
+      splitsPixels: first.splitsPixels === true,
+    };
+  });
+}

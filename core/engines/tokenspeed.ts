@@ -96,13 +96,17 @@ async function itemOf(
   const encoder = pixels
     ? await placeTensor(ctx, { name: `encoder_input${suffix}`, shape: [image.patches, image.features], dtype, bytes: encoderBytes(image, dtype), readWrite })
     : undefined;
-  const grid = await placeTensor(ctx, { name: `image_grid_thw${suffix}`, shape: [1, 3], dtype: 'int64', bytes: int64Bytes(image.gridThw) });
-  const patches = await placeTensor(ctx, { name: `patches_per_image${suffix}`, shape: [1], dtype: 'int64', bytes: int64Bytes([image.patches]) });
+  // The family's tensors of this image (image_grid_thw, patches_per_image), each placed under its name.
+  const modelSpecificTensors: Record<string, ts.TensorData> = {};
+  for (const t of image.modelTensors)
+    modelSpecificTensors[t.name] = tensorDataFromPlaced(
+      await placeTensor(ctx, { name: `${t.name}${suffix}`, shape: t.shape, dtype: t.dtype, bytes: int64Bytes(t.values) }),
+    );
   return ts.MultimodalItem.fromPartial({
     modality: 1,
     contentHash: tokenSpeedContentHash(image.mediaHash),
     ...(encoder ? { encoderInput: tensorDataFromPlaced(encoder) } : {}),
-    modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(grid), patches_per_image: tensorDataFromPlaced(patches) },
+    modelSpecificTensors,
     placeholders: [image.placeholder],
     placeholderTokenId: imageTokenId,
   });

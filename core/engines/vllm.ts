@@ -20,7 +20,7 @@ import { ABORT_DEADLINE_MS, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, un
 import { modelLabels, setLabel } from './labels.ts';
 import type { SamplingOptions } from './sampling.ts';
 import { tensorDataFromPlaced } from './tensor-data.ts';
-import { concatenatedPixels, int64Bytes } from './tensors.ts';
+import { concatenatedPixels, stackedImageTensors } from './tensors.ts';
 
 const capabilities: EngineCapabilities = {
   label: 'vLLM',
@@ -142,9 +142,10 @@ function samplingParams(s: SamplingOptions, prefillOnly: boolean): vllm.Sampling
 }
 
 /**
- * The batched MultimodalInputs of Qwen-VL as the gateway lays it out (registry/qwen_vl.rs):
- * pixel_values flat, split into images by patches_per_image; image_grid_thw and
- * patches_per_image batched (one row per image), the grid kept on the CPU; one hash and one
+ * The batched MultimodalInputs as the gateway lays out the family's fields (for Qwen,
+ * registry/qwen_vl.rs): pixel_values flat, split into images by the tensor the family names
+ * (patches_per_image); the family's batched tensors one row per image (image_grid_thw,
+ * patches_per_image), those it keeps on the CPU named so (the grid); one hash and one
  * placeholder range per image.
  */
 async function mmInputsOf(req: EngineRequest, ctx: PlacementContext): Promise<vllm.MultimodalInputs> {
@@ -155,27 +156,20 @@ async function mmInputsOf(req: EngineRequest, ctx: PlacementContext): Promise<vl
     dtype: 'float32',
     bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength),
   });
-  const grid = await placeTensor(ctx, {
-    name: 'image_grid_thw',
-    shape: [req.images.length, 3],
-    dtype: 'int64',
-    bytes: int64Bytes(req.images.flatMap((im) => im.gridThw)),
-  });
-  const patches = await placeTensor(ctx, {
-    name: 'patches_per_image',
-    shape: [req.images.length],
-    dtype: 'int64',
-    bytes: int64Bytes(req.images.map((im) => im.patches)),
-  });
+  const stacked = stackedImageTensors(req.images);
+  const modelSpecificTensors: Record<string, vllm.TensorData> = {};
+  for (const t of stacked)
+    modelSpecificTensors[t.name] = tensorDataFromPlaced(await placeTensor(ctx, { name: t.name, shape: t.shape, dtype: t.dtype, bytes: t.bytes }));
+  const sizes = stacked.find((t) => t.splitsPixels);
   return vllm.MultimodalInputs.fromPartial({
     pixelValues: tensorDataFromPlaced(pixelValues),
-    modelSpecificTensors: { image_grid_thw: tensorDataFromPlaced(grid), patches_per_image: tensorDataFromPlaced(patches) },
+    modelSpecificTensors,
     imTokenId: req.imageTokenId,
     mmPlaceholders: req.images.map((im) => im.placeholder),
     mmHashes: req.images.map((im) => mediaHashHex(im.mediaHash)),
-    batchedKeys: ['image_grid_thw', 'patches_per_image'],
-    flatKeys: { pixel_values: 'patches_per_image' },
-    keepOnCpuKeys: ['image_grid_thw'],
+    batchedKeys: stacked.map((t) => t.name),
+    flatKeys: sizes ? { pixel_values: sizes.name } : {},
+    keepOnCpuKeys: stacked.filter((t) => t.keepOnCpu).map((t) => t.name),
     modality: 1,
   });
 }

@@ -1,14 +1,15 @@
-// A model directory as the router needs it: which Qwen-VL family, the special token ids,
+// A model directory as the router needs it: which vision family (families/index.ts), the special token ids,
 // the tokenizer (tokenizer.json via @huggingface/tokenizers), the chat template (from
 // tokenizer_config.json, chat_template.json or chat_template.jinja, rendered with
 // @huggingface/jinja) and the image processor settings (preprocessor_config.json over the
-// family's defaults). Works on real Qwen2-VL / Qwen2.5-VL / Qwen3-VL checkpoints and on the
+// family's defaults). Works on real checkpoints of every family and on the
 // bundled demo directory alike; every missing or malformed file is an error naming it.
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
-import { QWEN_VL_DEFAULTS, type QwenVlFamily, type QwenVlImageConfig } from './qwen-vl.ts';
+import { familyById, familyOfModelType, SUPPORTED_MODEL_TYPES, type FamilyId, type VisionFamily } from './families/index.ts';
+import type { QwenVlImageConfig } from './qwen-vl.ts';
 
 export const BUNDLED_MODEL_PATH = path.resolve(import.meta.dirname, '../../models/qwen2-vl-mini');
 
@@ -16,17 +17,11 @@ export class ModelDirectoryError extends Error {
   override readonly name = 'ModelDirectoryError';
 }
 
-const FAMILY_BY_MODEL_TYPE: Record<string, QwenVlFamily> = {
-  qwen2_vl: 'qwen2_vl',
-  qwen2_5_vl: 'qwen2_vl',
-  qwen3_vl: 'qwen3_vl',
-  qwen3_vl_moe: 'qwen3_vl',
-};
-
 export interface ModelDirectory {
   path: string;
   modelType: string;
-  family: QwenVlFamily;
+  /** The vision family (families/index.ts) its config.json's model_type is detected as. */
+  family: FamilyId;
   architectures: string[];
   imageTokenId: number;
   visionStartTokenId: number;
@@ -77,12 +72,19 @@ async function readJson(dir: string, name: string, required: boolean): Promise<R
   }
 }
 
-function tokenId(config: Record<string, unknown>, key: string, file: string): number {
+/** The part of config.json holding the family's token ids and text model (thinker_config for Qwen3-Omni), and its name for errors. */
+function configRoot(config: Record<string, unknown>, family: VisionFamily): { root: Record<string, unknown>; at: string } {
+  const section = family.configSection ? config[family.configSection] : undefined;
+  if (section && typeof section === 'object' && !Array.isArray(section)) return { root: section as Record<string, unknown>, at: `${family.configSection}.` };
+  return { root: config, at: '' };
+}
+
+function tokenId(config: Record<string, unknown>, at: string, key: string, file: string, fallback?: number): number {
   const direct = config[key];
   const nested = (config.text_config as Record<string, unknown> | undefined)?.[key];
-  const value = direct ?? nested;
+  const value = direct ?? nested ?? fallback;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
-    throw new ModelDirectoryError(`${file}: ${key} must be a non-negative integer token id, got ${JSON.stringify(value)}`);
+    throw new ModelDirectoryError(`${file}: ${at}${key} must be a non-negative integer token id, got ${JSON.stringify(value)}`);
   }
   return value;
 }
@@ -101,7 +103,7 @@ function maxTokenBytes(tokenizer: Tokenizer, json: Record<string, unknown>): num
   return byteLevel ? longest : longest * 4;
 }
 
-/** Qwen-VL's context window; 32768 (the Qwen2-VL checkpoints' value) when config.json omits it. */
+/** The context window when config.json does not say: 32768 (the Qwen2-VL checkpoints' value) when config.json omits it. */
 export const DEFAULT_CONTEXT_LENGTH = 32768;
 
 function contextLength(config: Record<string, unknown>, file: string): number {
@@ -138,8 +140,8 @@ function flag(pre: Record<string, unknown>, key: string, file: string, fallback:
 }
 
 /** preprocessor_config.json over the family defaults (min/max_pixels or size.shortest/longest_edge). */
-export function imageConfigFrom(family: QwenVlFamily, pre: Record<string, unknown> | undefined, file = 'preprocessor_config.json'): QwenVlImageConfig {
-  const d = QWEN_VL_DEFAULTS[family];
+export function imageConfigFrom(family: FamilyId, pre: Record<string, unknown> | undefined, file = 'preprocessor_config.json'): QwenVlImageConfig {
+  const d = familyById(family).defaults;
   if (!pre) return d;
   const size = (pre.size ?? {}) as Record<string, unknown>;
   const cfg: QwenVlImageConfig = {
@@ -194,12 +196,19 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
   ]);
   const configFile = path.join(abs, 'config.json');
   const modelType = String(config!.model_type ?? '');
-  const family = FAMILY_BY_MODEL_TYPE[modelType];
-  if (!family) {
+  const vision = familyOfModelType(modelType);
+  if (!vision) {
     throw new ModelDirectoryError(
-      `${configFile}: model_type '${modelType}' is not a supported vision-language model (expected ${Object.keys(FAMILY_BY_MODEL_TYPE).join(', ')})`,
+      `${configFile}: model_type '${modelType}' is not a supported vision-language model (expected ${SUPPORTED_MODEL_TYPES.join(', ')})`,
     );
   }
+  const family = vision.id;
+  const { root, at } = configRoot(config!, vision);
+  /** A token id config.json may leave out, by its text in the tokenizer (the family's tokenFallbacks). */
+  const fallbackId = (key: string) => {
+    const text = vision.tokenFallbacks?.[key];
+    return text === undefined ? undefined : tokenizer.token_to_id(text);
+  };
   let tokenizer: Tokenizer;
   try {
     tokenizer = new Tokenizer(tokenizerJson!, tokenizerConfig!);
@@ -213,7 +222,7 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
   } catch (err) {
     throw new ModelDirectoryError(`chat template of ${abs} does not parse: ${(err as Error).message}`);
   }
-  const eos = config!.eos_token_id ?? (config!.text_config as Record<string, unknown> | undefined)?.eos_token_id;
+  const eos = root.eos_token_id ?? (root.text_config as Record<string, unknown> | undefined)?.eos_token_id ?? config!.eos_token_id;
   const eosTokenIds = (Array.isArray(eos) ? eos : eos === undefined ? [] : [eos]).filter((x): x is number => typeof x === 'number');
   const templateTokens: Record<string, string> = {};
   for (const key of ['bos_token', 'eos_token', 'pad_token', 'unk_token']) {
@@ -225,12 +234,12 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
     modelType,
     family,
     architectures: Array.isArray(config!.architectures) ? (config!.architectures as string[]) : [],
-    imageTokenId: tokenId(config!, 'image_token_id', configFile),
-    visionStartTokenId: tokenId(config!, 'vision_start_token_id', configFile),
-    visionEndTokenId: tokenId(config!, 'vision_end_token_id', configFile),
+    imageTokenId: tokenId(root, at, 'image_token_id', configFile),
+    visionStartTokenId: tokenId(root, at, 'vision_start_token_id', configFile, fallbackId('vision_start_token_id')),
+    visionEndTokenId: tokenId(root, at, 'vision_end_token_id', configFile, fallbackId('vision_end_token_id')),
     eosTokenIds,
     vocabSize: typeof config!.vocab_size === 'number' ? config!.vocab_size : tokenizer.get_vocab(true).size,
-    maxContextLength: contextLength(config!, configFile),
+    maxContextLength: contextLength(root, configFile),
     maxTokenBytes: maxTokenBytes(tokenizer, tokenizerJson!),
     imageConfig: imageConfigFrom(family, pre, path.join(abs, 'preprocessor_config.json')),
     tokenizer,

@@ -14,6 +14,7 @@ import { TensorReadError, type TensorReader, type WireTensor } from '../transpor
 import { type WireRuntime } from '../config/schema.ts';
 import { CallRefused, type BootstrapServer } from './bootstrap.ts';
 import type { StopRules } from './sampling-rules.ts';
+import { tokensOfGrid } from '../multimodal/families/index.ts';
 
 export interface NamedTensor {
   name: string;
@@ -94,7 +95,7 @@ function validateImages(
   grids: Map<string, number[]>,
   rows: Map<string, number> | undefined,
   inputIds: readonly number[],
-  mergeSize: number,
+  tokensOf: (thw: readonly number[]) => number,
 ): void {
   const rowsUsed = new Map<string, number>();
   // Every image has its place in the prompt, and every grid row is an image with one.
@@ -115,7 +116,7 @@ function validateImages(
     if (thw.length !== 3) throw new RequestInvalid(`${c.label}: ${c.grid} has no row ${c.gridRow}`);
     const patches = thw[0]! * thw[1]! * thw[2]!;
     rowsUsed.set(c.encoder, (rowsUsed.get(c.encoder) ?? 0) + patches);
-    const tokens = patches / (mergeSize * mergeSize);
+    const tokens = tokensOf(thw);
     for (const p of c.placeholders) {
       if (p.offset + p.length > inputIds.length)
         throw new RequestInvalid(`${c.label}: placeholder range [${p.offset}, ${p.offset + p.length}) is outside the ${inputIds.length} input ids`);
@@ -189,10 +190,10 @@ export function receive(
   job: GenerateJob,
   reader: TensorReader,
   fingerprint: boolean,
-  mergeSize: number,
+  tokensOf: (thw: readonly number[]) => number,
   metrics?: TransportMetrics,
 ): string {
-  const tensors = receiveTensors(runtime, job, reader, fingerprint, mergeSize, metrics);
+  const tensors = receiveTensors(runtime, job, reader, fingerprint, tokensOf, metrics);
   const head = imagesPhrase(job.images);
   return tensors ? `${head}: ${tensors}` : `${head}.`;
 }
@@ -203,14 +204,14 @@ export function receiveTensors(
   job: GenerateJob,
   reader: TensorReader,
   fingerprint: boolean,
-  mergeSize: number,
+  tokensOf: (thw: readonly number[]) => number,
   metrics?: TransportMetrics,
   encoderRows = true,
 ): string {
   const { received, grids, rows } = readTensors(runtime, job, reader, fingerprint, metrics);
   if (job.checks.length === 0 && received.length > 0) throw new RequestInvalid('multimodal tensors but no image placed in the prompt (no placeholder range)');
   job.layout?.({ grids, rows });
-  validateImages(job.checks, grids, encoderRows ? rows : undefined, job.inputIds, mergeSize);
+  validateImages(job.checks, grids, encoderRows ? rows : undefined, job.inputIds, tokensOf);
   return describeTensors(received);
 }
 
@@ -361,7 +362,7 @@ export function serveGenerate<Res>(
       const j = job();
       requestId = j.requestId;
       s.active.add(j.requestId);
-      answer(s, call, j, receive(s.runtime, j, s.reader, s.fingerprint, s.model.imageConfig.merge_size, s.metrics), build);
+      answer(s, call, j, receive(s.runtime, j, s.reader, s.fingerprint, tokensOfGrid(s.model), s.metrics), build);
     } catch (err) {
       failCall(call, err);
     } finally {

@@ -28,6 +28,7 @@ import {
 } from './receive.ts';
 import { judgeTokenSpeedSampling } from './sampling-rules.ts';
 import { checkTokenized, tensorsOf } from './tokenspeed-items.ts';
+import { tokensOfGrid } from '../multimodal/families/index.ts';
 
 /** What an encode worker keeps under an image's room. */
 interface EmbeddingRecord {
@@ -129,7 +130,7 @@ async function prefill<Res>(s: GenerateServing, role: RoleServing, call: grpc.Se
   const epd = entries.length > 0;
   const parts = tensorsOf(req, { pixels: !epd, modelDtype: s.modelDtype });
   const job = { requestId: req.requestId, stream: false, inputIds, maxTokens: undefined, ...parts };
-  const description = receiveTensors(s.runtime, job, s.reader, s.fingerprint, s.model.imageConfig.merge_size, s.metrics, !epd);
+  const description = receiveTensors(s.runtime, job, s.reader, s.fingerprint, tokensOfGrid(s.model), s.metrics, !epd);
   const record: KvRecord = { mode: epd ? 'epd' : 'pd', prefillWorker: role.url, kvRoom: kv.room, images: parts.images };
   if (epd) {
     for (const e of entries)

@@ -7,15 +7,16 @@ import type { CachedEntry, CacheMiss, CachedKind, PixelCache } from '../transpor
 import { pixelFingerprint } from '../transport/pixel-cache.ts';
 import type { CachedTensor, CachedTensors } from '../transport/placement.ts';
 import type { ModelDirectory } from '../multimodal/model-dir.ts';
+import type { ImageModelTensor } from '../multimodal/families/index.ts';
 
 interface Use {
   bytes: Uint8Array;
   tensor: CachedTensor;
 }
 
-/** The key's second half: what changes an image's tensor besides its bytes. */
+/** The key's second half: what changes an image's tensor besides its bytes (the family's processor and settings among them). */
 export function imageFingerprint(model: ModelDirectory, imageConfig: ModelDirectory['imageConfig'], kind: CachedKind): string {
-  return pixelFingerprint({ model: model.path, modelType: model.modelType, imageConfig, kind });
+  return pixelFingerprint({ model: model.path, modelType: model.modelType, family: model.family, imageConfig, kind });
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
@@ -96,7 +97,7 @@ export class RequestCacheUses implements CachedTensors {
         : { bf16: new Uint16Array(view.buffer, view.byteOffset, n / 2) }),
       patches: shape.patches,
       features: shape.features,
-      gridThw: shape.gridThw,
+      modelTensors: shape.modelTensors,
       placeholder: { offset: 0, length: shape.tokens },
       mediaHash: shape.mediaHash,
       ...(encoded ? { encoded } : {}),
@@ -117,6 +118,7 @@ export class RequestCacheUses implements CachedTensors {
     cache: PixelCache,
     miss: CacheMiss,
     r: PooledPreprocessResult,
+    modelTensors: ImageModelTensor[],
     kind: CachedKind,
     mediaHash: Buffer,
     file: string | undefined,
@@ -130,7 +132,7 @@ export class RequestCacheUses implements CachedTensors {
     }
     const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
     this.noteMiss(bytes);
-    const shape = { kind, nbytes: bytes.byteLength, patches: r.patches, features: r.features, gridThw: r.gridThw, tokens: r.tokens, mediaHash };
+    const shape = { kind, nbytes: bytes.byteLength, patches: r.patches, features: r.features, modelTensors, tokens: r.tokens, mediaHash };
     // The request's file becomes the entry unless every hit is to get a copy, the worker
     // attaches it read-write, or this worker was caught writing into its files: then the entry
     // is a file of its own, written from memory.

@@ -8,6 +8,7 @@
 import type { EngineRequest, PreparedImage } from '../engines/engine.ts';
 import { resolveSampling, samplingDefaultsOf, type ClientSampling } from '../engines/sampling.ts';
 import { capabilitiesOf } from '../engines/table.ts';
+import { familyById } from '../multimodal/families/index.ts';
 import type { ImageHeader } from '../multimodal/pool.ts';
 import { PREWRITE_HEADER_MISMATCH, type ShmPrewriteTask } from '../multimodal/preprocess-task.ts';
 import { buildPromptWithin, type BuiltPrompt } from '../multimodal/prompt.ts';
@@ -216,8 +217,20 @@ export async function prepare(
           if (r.shm && !r.shm.written && r.shm.error !== PREWRITE_HEADER_MISMATCH) record.prewriteFailed ??= r.shm.error;
         }
       }
+      // The family's model-specific tensors of the image (for Qwen: its grid and patch count).
+      const modelTensors = familyById(ctx.model.family).imageTensors(r);
       if (miss) {
-        const kept = await cached.keep(cache!, miss, r, kindOf(i), a.hashes[i]!, written ? file!.task.path : undefined, receivers[i]!.spec.url, readWrite[i]!);
+        const kept = await cached.keep(
+          cache!,
+          miss,
+          r,
+          modelTensors,
+          kindOf(i),
+          a.hashes[i]!,
+          written ? file!.task.path : undefined,
+          receivers[i]!.spec.url,
+          readWrite[i]!,
+        );
         // The cache now counts the file's bytes (the inode has its name too): once, not twice.
         if (kept.stored && written) scope.uncount(file!.name);
         releases.push(kept.release);
@@ -227,7 +240,7 @@ export async function prepare(
         ...(r.bf16 ? { bf16: r.bf16 } : {}),
         patches: r.patches,
         features: r.features,
-        gridThw: r.gridThw,
+        modelTensors,
         placeholder: { offset: 0, length: r.tokens },
         mediaHash: a.hashes[i]!,
         ...(encoded ? { encoded: encoded[i]! } : {}),

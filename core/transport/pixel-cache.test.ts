@@ -11,6 +11,7 @@ import { describeSweep, listTensorFiles, sweepOrphanFiles } from './orphans.ts';
 import { CACHE_PREFIX, ourPidNamespace } from './shm-names.ts';
 import { PixelCache, type CachedImageShape } from './pixel-cache.ts';
 import { ShmWriter } from './shm-writer.ts';
+import { QWEN2_VL } from '../multimodal/families/qwen2-vl.ts';
 
 const shm = makeShmTestDir();
 /** Our directory's files but a live cache's heartbeat (its name with seq 0). */
@@ -23,7 +24,7 @@ const shapeOf = (nbytes: number): CachedImageShape => ({
   nbytes,
   patches: nbytes / 16,
   features: 4,
-  gridThw: [1, 2, 2],
+  modelTensors: QWEN2_VL.imageTensors({ gridT: 1, gridH: 2, gridW: 2, patches: 4 }),
   tokens: 1,
   mediaHash: Buffer.alloc(32),
 });

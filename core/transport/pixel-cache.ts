@@ -41,6 +41,7 @@ import { CACHE_HEARTBEAT_MS } from './orphans.ts';
 import { formatShmName, ourPidNamespace, shmStampNanos } from './shm-names.ts';
 import type { ShmHandleData, ShmRequestScope, ShmWriter } from './shm-writer.ts';
 import { writeAllAt } from '../util/write-all.ts';
+import type { ImageModelTensor } from '../multimodal/families/index.ts';
 
 /** The encoder-input kinds preprocessing produces: the bytes an entry holds. */
 export type CachedKind = 'float32' | 'bf16';
@@ -51,7 +52,8 @@ export interface CachedImageShape {
   nbytes: number;
   patches: number;
   features: number;
-  gridThw: [number, number, number];
+  /** The family's model-specific tensors of the image (image_grid_thw, patches_per_image for Qwen). */
+  modelTensors: ImageModelTensor[];
   tokens: number;
   /** The image's media hash (BLAKE3 of its encoded bytes). */
   mediaHash: Buffer;

@@ -13,6 +13,7 @@ import type { EngineFailure, EngineRequest, PreparedImage } from '../../core/eng
 import { resolveSampling } from '../../core/engines/sampling.ts';
 import { engineFor } from '../../core/engines/table.ts';
 import { decodeToRgb } from '../../core/multimodal/decode.ts';
+import { familyById } from '../../core/multimodal/families/index.ts';
 import { loadModelDirectory } from '../../core/multimodal/model-dir.ts';
 import { buildPrompt } from '../../core/multimodal/prompt.ts';
 import { preprocessRgb } from '../../core/multimodal/qwen-vl.ts';
@@ -365,7 +366,7 @@ async function generateFuzz(t: T, workers: Worker[], cases: number, seconds: num
       bf16: p.bf16!,
       patches: p.patches,
       features: p.features,
-      gridThw: p.gridThw,
+      modelTensors: familyById(model.family).imageTensors(p),
       placeholder: { offset: 0, length: p.tokens },
       mediaHash: Buffer.alloc(32, 1),
     });

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Independent reference for Qwen-VL image preprocessing: Pillow + numpy, written from
+"""Independent reference for Qwen-VL image preprocessing (Qwen2-VL, Qwen2.5-VL, Qwen3-VL,
+Qwen3.5/3.6, Qwen3-Omni's vision): Pillow + numpy, written from
 SPEC section 9 (and the way a Python gateway does it), never from our TypeScript.
 
 Used by the tests (bit-exact comparison of the encoder input) and by the preprocessing
@@ -24,6 +25,12 @@ FAMILIES = {
     "qwen3_vl": dict(patch=16, merge=2, temporal=2, min_pixels=65536, max_pixels=16777216,
                      mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)),
 }
+# Qwen3.5 / Qwen3.6: Hugging Face's Qwen3.5 processor is the Qwen3-VL one, with the Qwen3-VL
+# checkpoints' preprocessor_config.json values (size shortest_edge 65536, longest_edge 16777216).
+FAMILIES["qwen3_5"] = dict(FAMILIES["qwen3_vl"])
+# Qwen3-Omni's vision: Qwen2VLImageProcessor under the checkpoints' preprocessor_config.json
+# (patch_size 16, merge_size 2, min_pixels 3136, max_pixels 12845056), mean and std 0.5.
+FAMILIES["qwen3_omni"] = dict(FAMILIES["qwen3_vl"], min_pixels=3136, max_pixels=12845056)
 
 
 def smart_resize(height, width, factor, min_pixels, max_pixels):

@@ -1,0 +1,170 @@
+// The vision families (docs/preprocessing.md, "Model families"): each detected from a model
+// directory's config.json as the gateway's registry detects it, with its real token ids and
+// processor settings, and each family's encoder input equal, bit for bit, to the independent
+// Pillow + numpy reference (scripts/reference/qwen_vl_reference.py) under its own settings.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { makeFamilyModel, type TestFamilyModel } from '../../test/family-models.ts';
+import { makeTestImages } from '../../test/images.ts';
+import { runPython, runPythonScript } from '../../test/python.ts';
+import { decodeToRgb } from '../decode.ts';
+import { loadModelDirectory, ModelDirectoryError } from '../model-dir.ts';
+import { buildPrompt } from '../prompt.ts';
+import { encoderFingerprint, preprocessRgb } from '../qwen-vl.ts';
+import { FAMILIES, familyById, familyOfModelType, tokensOfGrid, type FamilyId } from './index.ts';
+
+const REFERENCE = path.resolve(import.meta.dirname, '../../../scripts/reference/qwen_vl_reference.py');
+const scratch = mkdtempSync(path.join(tmpdir(), 'mmtc-families-'));
+const images = makeTestImages();
+afterAll(() => {
+  rmSync(scratch, { recursive: true, force: true });
+  images.remove();
+});
+
+// A 90x60 image (5400 pixels): below Qwen3-VL's 65536-pixel floor, above Qwen3-Omni's 3136.
+const SMALL = path.join(scratch, 'small.png');
+runPython(
+  `import sys, numpy as np
+from PIL import Image
+y, x = np.mgrid[0:60, 0:90]
+Image.fromarray(np.dstack([(x * 3) % 256, (y * 5) % 256, (x + y) % 256]).astype(np.uint8)).save(sys.argv[1])`,
+  [SMALL],
+);
+
+const model = (kind: TestFamilyModel) => loadModelDirectory(makeFamilyModel(path.join(scratch, `${kind}-${Math.random().toString(36).slice(2)}`), kind));
+
+describe('detection from config.json, as the gateway registry does it by model_type', () => {
+  it.each([
+    ['qwen2_vl', 'qwen2_vl', 'qwen_vl'],
+    ['qwen2_5_vl', 'qwen2_vl', 'qwen_vl'],
+    ['qwen3_vl', 'qwen3_vl', 'qwen3_vl'],
+    ['qwen3_vl_moe', 'qwen3_vl', 'qwen3_vl'],
+    ['qwen3_5', 'qwen3_5', 'qwen3_vl'],
+    ['qwen3_5_moe', 'qwen3_5', 'qwen3_vl'],
+    ['qwen3_omni_moe', 'qwen3_omni', 'qwen3_omni'],
+    ['qwen3_omni_moe_thinker', 'qwen3_omni', 'qwen3_omni'],
+  ])('model_type %s is the %s family (the gateway spec %s)', (modelType, family, spec) => {
+    expect(familyOfModelType(modelType)?.id).toBe(family);
+    expect(familyOfModelType(modelType)?.gatewaySpec).toBe(spec);
+  });
+
+  it('a model_type no family takes is refused, naming every one that is', async () => {
+    const dir = makeFamilyModel(path.join(scratch, 'llava'), 'qwen3_5');
+    writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'llava', image_token_id: 32000 }));
+    await expect(loadModelDirectory(dir)).rejects.toThrow(
+      new ModelDirectoryError(
+        `${path.join(dir, 'config.json')}: model_type 'llava' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl)`,
+      ),
+    );
+  });
+});
+
+describe('Qwen3.5 / Qwen3.6 model directories', () => {
+  it.each(['qwen3_5', 'qwen3_5_moe'] as const)('%s: the Qwen3-VL processor, its own token ids and context', async (kind) => {
+    const m = await model(kind);
+    expect(m).toMatchObject({
+      modelType: kind,
+      family: 'qwen3_5',
+      imageTokenId: 248056,
+      visionStartTokenId: 248053,
+      visionEndTokenId: 248054,
+      eosTokenIds: [248046],
+    });
+    expect(m.maxContextLength).toBe(262144);
+    expect(m.imageConfig).toEqual(familyById('qwen3_vl').defaults);
+    expect(m.tokenizer.id_to_token(248056)).toBe('<|image_pad|>');
+  });
+
+  it('an image becomes <|vision_start|>, N x 248056, <|vision_end|>; N is the grid over merge²', async () => {
+    const m = await model('qwen3_5');
+    const img = await decodeToRgb(images.bytes('photo.jpg'));
+    const g = familyById(m.family).processor.geometry(img.height, img.width, m.imageConfig);
+    const p = buildPrompt(
+      m,
+      [
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url: 'x' } },
+            { type: 'text', text: 'What is this?' },
+          ],
+        },
+      ],
+      [g.tokens],
+    );
+    const [range] = p.placeholders;
+    expect(g.tokens).toBe(tokensOfGrid(m)([g.gridT, g.gridH, g.gridW]));
+    expect(range!.length).toBe(g.tokens);
+    expect(p.inputIds[range!.offset - 1]).toBe(248053);
+    expect(p.inputIds.slice(range!.offset, range!.offset + g.tokens).every((id) => id === 248056)).toBe(true);
+    expect(p.inputIds[range!.offset + g.tokens]).toBe(248054);
+  });
+});
+
+describe('Qwen3-Omni model directories (vision)', () => {
+  it("the thinker_config's token ids, <|vision_end|> from the tokenizer, and Omni's pixel range", async () => {
+    const m = await model('qwen3_omni_moe');
+    expect(m).toMatchObject({
+      modelType: 'qwen3_omni_moe',
+      family: 'qwen3_omni',
+      imageTokenId: 151655,
+      visionStartTokenId: 151652,
+      visionEndTokenId: 151653,
+      eosTokenIds: [151645],
+    });
+    expect(m.maxContextLength).toBe(65536);
+    expect(m.imageConfig).toMatchObject({ patch_size: 16, merge_size: 2, min_pixels: 3136, max_pixels: 12845056, image_mean: [0.5, 0.5, 0.5] });
+    expect(m.imageConfig).toEqual(familyById('qwen3_omni').defaults);
+  });
+
+  it('a thinker_config without image_token_id is refused, naming it', async () => {
+    const dir = makeFamilyModel(path.join(scratch, 'omni-no-image'), 'qwen3_omni_moe');
+    const config = JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8'));
+    delete config.thinker_config.image_token_id;
+    writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config));
+    await expect(loadModelDirectory(dir)).rejects.toThrow(
+      `${path.join(dir, 'config.json')}: thinker_config.image_token_id must be a non-negative integer token id, got undefined`,
+    );
+  });
+});
+
+describe("each family's encoder input agrees exactly with the Pillow + numpy reference", () => {
+  const cases: Array<[FamilyId, string, string]> = [
+    ['qwen3_5', 'photo', 'photo.jpg'],
+    ['qwen3_5', 'small', SMALL],
+    ['qwen3_omni', 'photo', 'photo.jpg'],
+    ['qwen3_omni', 'small', SMALL],
+  ];
+  it.each(cases)('%s, the %s image', async (family, label, file) => {
+    const imagePath = path.isAbsolute(file) ? file : images.file(file);
+    const out = path.join(scratch, `${family}-${label}.f32`);
+    const info = JSON.parse(runPythonScript(REFERENCE, [family, imagePath, '--out', out]));
+    const cfg = familyById(family).defaults;
+    const img = await decodeToRgb(readFileSync(imagePath));
+    const ours = preprocessRgb(img.rgb, img.width, img.height, cfg);
+    expect([ours.resizedHeight, ours.resizedWidth]).toEqual(info.resized);
+    expect([ours.patches, ours.features]).toEqual(info.shape);
+    expect(ours.gridThw).toEqual(info.grid_thw);
+    expect(ours.tokens).toBe(info.tokens);
+    expect(Buffer.from(ours.pixelValues!.buffer, ours.pixelValues!.byteOffset, ours.pixelValues!.byteLength).equals(readFileSync(out))).toBe(true);
+    expect(encoderFingerprint(ours.pixelValues!)).toBe(info.fingerprint);
+  });
+
+  it("Omni's own pixel range: a 90x60 image stays small under Omni, where Qwen3-VL scales it up to 65536 pixels", () => {
+    const omni = familyById('qwen3_omni').processor.geometry(60, 90, familyById('qwen3_omni').defaults);
+    const q3 = familyById('qwen3_vl').processor.geometry(60, 90, familyById('qwen3_vl').defaults);
+    expect([omni.resizedHeight, omni.resizedWidth, omni.tokens]).toEqual([64, 96, 6]);
+    expect([q3.resizedHeight, q3.resizedWidth]).toEqual([224, 320]);
+  });
+});
+
+describe('every family names the tensors the gateway sends for it', () => {
+  it.each(FAMILIES.map((f) => [f.id, f] as const))('%s: image_grid_thw (kept on the CPU) and patches_per_image (splits pixel_values), both batched', (_, f) => {
+    expect(f.imageTensors({ gridT: 1, gridH: 4, gridW: 6, patches: 24 })).toEqual([
+      { name: 'image_grid_thw', dtype: 'int64', shape: [1, 3], values: [1, 4, 6], layout: 'batched', keepOnCpu: true },
+      { name: 'patches_per_image', dtype: 'int64', shape: [1], values: [24], layout: 'batched', keepOnCpu: false, splitsPixels: true },
+    ]);
+  });
+});

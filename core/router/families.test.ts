@@ -1,0 +1,117 @@
+// Qwen3.5 and Qwen3-Omni model directories end to end (docs/preprocessing.md, "Model
+// families"): a request with two images of different aspect ratios reaches a TokenSpeed and a
+// vLLM reference worker, loaded from the same directory, with the family's encoder input (its
+// processor settings, bit for bit), its tensors (image_grid_thw, patches_per_image) and each
+// image's placeholder range as long as the worker's model computes from the grid it receives;
+// a length that did not match would be refused by the worker (core/refworker/receive.ts).
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { decodeToRgb } from '../multimodal/decode.ts';
+import { loadModelDirectory } from '../multimodal/model-dir.ts';
+import { buildPrompt, type ChatMessage } from '../multimodal/prompt.ts';
+import { preprocessRgb } from '../multimodal/qwen-vl.ts';
+import { encodeFloat32As } from '../transport/dtype.ts';
+import { fnv1a64Hex } from '../util/fnv.ts';
+import { makeFamilyModel, type TestFamilyModel } from '../test/family-models.ts';
+import { makeTestImages } from '../test/images.ts';
+import { runPython } from '../test/python.ts';
+import { useRouterRig } from '../test/router-rig.ts';
+
+const images = makeTestImages();
+const scratch = mkdtempSync(path.join(tmpdir(), 'mmtc-family-router-'));
+const { startWorker, router } = useRouterRig();
+afterAll(() => {
+  images.remove();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+// A tall 150x420 image next to the 400x300 photo: two aspect ratios, two grids.
+const TALL = path.join(scratch, 'tall.png');
+runPython(
+  `import sys, numpy as np
+from PIL import Image
+y, x = np.mgrid[0:420, 0:150]
+Image.fromarray(np.dstack([(x * 7) % 256, (y * 3) % 256, (x * y) % 256]).astype(np.uint8)).save(sys.argv[1])`,
+  [TALL],
+);
+const IMAGES = [
+  { bytes: images.bytes('photo.jpg'), mime: 'image/jpeg' },
+  { bytes: readFileSync(TALL), mime: 'image/png' },
+];
+
+const messages = (): ChatMessage[] => [
+  {
+    role: 'user',
+    content: [
+      { type: 'image_url', image_url: { url: `data:${IMAGES[0]!.mime};base64,${IMAGES[0]!.bytes.toString('base64')}` } },
+      { type: 'text', text: 'and' },
+      { type: 'image_url', image_url: { url: `data:${IMAGES[1]!.mime};base64,${IMAGES[1]!.bytes.toString('base64')}` } },
+      { type: 'text', text: 'What differs?' },
+    ],
+  },
+];
+
+describe.each<[TestFamilyModel, string]>([
+  ['qwen3_5', 'qwen3_5'],
+  ['qwen3_omni_moe', 'qwen3_omni'],
+])('a %s model directory', (kind, family) => {
+  const dir = makeFamilyModel(path.join(scratch, kind), kind);
+
+  it.each(['tokenspeed', 'vllm'] as const)(
+    "%s: two images of different aspect ratios arrive with the family's tensors and token counts",
+    async (runtime) => {
+      const model = await loadModelDirectory(dir);
+      expect(model.family).toBe(family);
+      const expected = await Promise.all(
+        IMAGES.map(async ({ bytes }) => {
+          const img = await decodeToRgb(bytes);
+          return preprocessRgb(img.rgb, img.width, img.height, model.imageConfig);
+        }),
+      );
+      // Two aspect ratios: two different grids (landscape, portrait).
+      expect(expected[0]!.gridW).toBeGreaterThan(expected[0]!.gridH);
+      expect(expected[1]!.gridH).toBeGreaterThan(expected[1]!.gridW);
+      const worker = await startWorker(runtime, ['--model-path', dir]);
+      const r = await router(worker, 'inline', { model_path: dir });
+      const res = await fetch(`${r.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: kind, messages: messages() }),
+      });
+      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown; usage?: { prompt_tokens: number } };
+      expect(res.status, JSON.stringify(body.error)).toBe(200);
+      const content = body.choices![0]!.message.content;
+      const F = expected[0]!.features;
+      expect(F).toBe(1536); // 3 x 2 x 16 x 16: the Qwen3-VL processor's patches
+      if (runtime === 'tokenspeed') {
+        for (const [i, e] of expected.entries()) {
+          const bf16 = encodeFloat32As('bfloat16', e.pixelValues!);
+          expect(content).toContain(`encoder_input[${i}] [${e.patches},${F}] bfloat16 via inline, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`);
+          expect(content).toContain(`image_grid_thw[${i}] [1,3] int64 via inline, 24 bytes`);
+          expect(content).toContain(`patches_per_image[${i}] [1] int64 via inline, 8 bytes`);
+        }
+      } else {
+        const joined = new Float32Array(expected.reduce((n, e) => n + e.pixelValues!.length, 0));
+        joined.set(expected[0]!.pixelValues!);
+        joined.set(expected[1]!.pixelValues!, expected[0]!.pixelValues!.length);
+        const rows = expected[0]!.patches + expected[1]!.patches;
+        expect(content).toContain(
+          `pixel_values [${rows},${F}] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`,
+        );
+        expect(content).toContain('image_grid_thw [2,3] int64 via inline, 48 bytes');
+        expect(content).toContain('patches_per_image [2] int64 via inline, 16 bytes');
+      }
+      // The prompt the worker got: each image's placeholder as many tokens as its grid over merge².
+      const prompt = buildPrompt(
+        model,
+        messages(),
+        expected.map((e) => e.tokens),
+      );
+      expect(body.usage?.prompt_tokens).toBe(prompt.inputIds.length);
+      expect(prompt.inputIds.filter((id) => id === model.imageTokenId)).toHaveLength(expected[0]!.tokens + expected[1]!.tokens);
+    },
+    60_000,
+  ); // two worker processes and a router start from cold
+});
