@@ -2,7 +2,8 @@
 // is made from, kept for the console (a request's details: the sampling its worker was sent,
 // how its KV went under sequential PD). A bounded map in arrival order: the oldest goes when
 // it is full.
-import type { LegName } from '../transport/event-schema.ts';
+import type { LegName, TensorEvent, TrafficSource } from '../transport/event-schema.ts';
+import type { TensorPath } from '../transport/vocabulary.ts';
 
 /** One worker call of a request: a regular request's one call, or under disaggregation an image's encode, the prefill, the decode. */
 export interface RequestLeg {
@@ -16,6 +17,22 @@ export interface RequestLeg {
   firstTokenMs?: number;
   /** What went wrong, in words, when this leg failed. */
   error?: string;
+  /** Milliseconds from the leg's start to its request built and sent (its tensors placed). */
+  placeMs?: number;
+  /** An encode leg's image (its index in the request). */
+  image?: number;
+  /** 2: the inline retry after the worker could not read attempt 1's /dev/shm files. */
+  attempt?: number;
+  /** Why the leg was ended before it finished, when that was not its own failure (another leg failed, the client went away). */
+  stopped?: string;
+}
+
+/** One span of the request's own time (core/router/timing.ts names them: body, fetch, preprocess, prompt, place, worker). */
+export interface RequestPhase {
+  name: string;
+  /** Milliseconds from the request's arrival. */
+  startMs: number;
+  durationMs: number;
 }
 
 export interface RequestSummary {
@@ -34,10 +51,44 @@ export interface RequestSummary {
   /** Sequential PD: the KV handoff, and why the decode recomputed when it did. */
   kvHandoff?: string;
   error?: string;
+  /** The OpenAI error code or type it ended with. */
+  errorCode?: string;
+  /** A client of the router's API, or the console's own traffic. */
+  source?: TrafficSource;
+  /** The request's own phases before and between its legs, in order. */
+  phases?: RequestPhase[];
+  /** Its tensors by path (the last attempt's, as its log line counts them). */
+  paths?: Record<TensorPath, number>;
+  /** Every tensor it placed, as the traffic stream reported it. */
+  tensors?: TensorEvent[];
+  /** Tensors the pixel cache answered. */
+  cacheHits?: number;
 }
 
 /** A request that did not succeed: an error status, or an error after its answer had begun (a stream cut short). */
 export const requestFailed = (s: RequestSummary): boolean => s.status >= 400 || s.error !== undefined;
+
+/** What the Requests screen filters by; every field given must match. */
+export interface RequestFilter {
+  status?: 'ok' | 'failed';
+  /** A worker any of its legs ran on. */
+  worker?: string;
+  /** A leg it had. */
+  leg?: LegName;
+  model?: string;
+  /** Only requests with an error: failed ones, or a leg that failed while the request still answered. */
+  errorsOnly?: boolean;
+}
+
+/** Whether a request passes the filter. */
+export function passes(s: RequestSummary, f: RequestFilter): boolean {
+  if (f.status !== undefined && requestFailed(s) !== (f.status === 'failed')) return false;
+  if (f.model !== undefined && s.model !== f.model) return false;
+  if (f.worker !== undefined && s.worker !== f.worker && !s.legs?.some((l) => l.worker === f.worker)) return false;
+  if (f.leg !== undefined && !s.legs?.some((l) => l.leg === f.leg)) return false;
+  if (f.errorsOnly && !requestFailed(s) && !s.legs?.some((l) => l.error !== undefined)) return false;
+  return true;
+}
 
 export class RequestLog {
   private readonly byId = new Map<string, RequestSummary>();
@@ -56,6 +107,25 @@ export class RequestLog {
         /* a listener's failure is its own; the request is kept */
       }
     }
+  }
+
+  /**
+   * The kept requests that pass `filter`, newest first, at most `limit` of them (from before
+   * `before`, an id, when given: the next page), and how many in all pass it.
+   */
+  query(filter: RequestFilter, limit: number, before?: string): { requests: RequestSummary[]; matched: number } {
+    const all = [...this.byId.values()];
+    const requests: RequestSummary[] = [];
+    let matched = 0;
+    let taking = before === undefined;
+    for (let i = all.length - 1; i >= 0; i--) {
+      const s = all[i]!;
+      if (!passes(s, filter)) continue;
+      matched += 1;
+      if (taking && requests.length < limit) requests.push(s);
+      else if (s.id === before) taking = true;
+    }
+    return { requests, matched };
   }
 
   get(id: string): RequestSummary | undefined {
