@@ -66,7 +66,7 @@ export interface RequestSummary {
 }
 
 /** A request that did not succeed: an error status, or an error after its answer had begun (a stream cut short). */
-export const requestFailed = (s: RequestSummary): boolean => s.status >= 400 || s.error !== undefined;
+export const requestFailed = (s: Pick<RequestSummary, 'status' | 'error'>): boolean => s.status >= 400 || s.error !== undefined;
 
 /** What the Requests screen filters by; every field given must match. */
 export interface RequestFilter {
@@ -80,8 +80,8 @@ export interface RequestFilter {
   errorsOnly?: boolean;
 }
 
-/** Whether a request passes the filter. */
-export function passes(s: RequestSummary, f: RequestFilter): boolean {
+/** Whether a request passes the filter (the Requests screen's rule, here and in the renderer). */
+export function requestPasses(s: Pick<RequestSummary, 'status' | 'error' | 'model' | 'worker' | 'legs'>, f: RequestFilter): boolean {
   if (f.status !== undefined && requestFailed(s) !== (f.status === 'failed')) return false;
   if (f.model !== undefined && s.model !== f.model) return false;
   if (f.worker !== undefined && s.worker !== f.worker && !s.legs?.some((l) => l.worker === f.worker)) return false;
@@ -94,7 +94,24 @@ export class RequestLog {
   private readonly byId = new Map<string, RequestSummary>();
   private readonly listeners = new Set<(summary: RequestSummary) => void>();
 
-  constructor(private readonly capacity = 10_000) {}
+  constructor(readonly capacity = 10_000) {}
+
+  /** How many requests are kept now. */
+  get size(): number {
+    return this.byId.size;
+  }
+
+  /** Every worker (of any leg) and model the kept requests name, sorted. */
+  facets(): { workers: string[]; models: string[] } {
+    const workers = new Set<string>();
+    const models = new Set<string>();
+    for (const s of this.byId.values()) {
+      if (s.model) models.add(s.model);
+      if (s.worker) workers.add(s.worker);
+      for (const l of s.legs ?? []) workers.add(l.worker);
+    }
+    return { workers: [...workers].sort(), models: [...models].sort() };
+  }
 
   add(summary: RequestSummary): void {
     this.byId.delete(summary.id);
@@ -120,7 +137,7 @@ export class RequestLog {
     let taking = before === undefined;
     for (let i = all.length - 1; i >= 0; i--) {
       const s = all[i]!;
-      if (!passes(s, filter)) continue;
+      if (!requestPasses(s, filter)) continue;
       matched += 1;
       if (taking && requests.length < limit) requests.push(s);
       else if (s.id === before) taking = true;
