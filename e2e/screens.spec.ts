@@ -9,7 +9,7 @@ import AxeBuilder from '@axe-core/playwright';
 import { expect, test } from '@playwright/test';
 import { apiChat, goTo, layoutProblems, openConsole, otherShmToken, ROOT, shot, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
 
-const SCREENS = ['overview', 'router', 'workers', 'precedence', 'traffic', 'doctor', 'yaml', 'history'] as const;
+const SCREENS = ['overview', 'router', 'workers', 'precedence', 'traffic', 'requests', 'doctor', 'yaml', 'history'] as const;
 const update = process.env.MMTC_UPDATE_SCREENSHOTS === '1';
 
 let same: Worker;
@@ -41,7 +41,8 @@ test.afterAll(async () => {
 });
 
 test('every screen passes axe in light and dark, with a screenshot of each', async ({ page }, testInfo) => {
-  test.setTimeout(240_000);
+  // Nine screens in two schemes on a loaded 2-core box.
+  test.setTimeout(300_000);
   // The page runs under the console's strict CSP: no violation, no page error, anywhere.
   const pageErrors: string[] = [];
   page.on('pageerror', (e) => pageErrors.push(e.message));

@@ -176,10 +176,6 @@ function LegBar({ l, total }: { l: RequestLegView; total: number }) {
     <li className={`wf-row ${l.error ? 'wf-failed' : l.stopped ? 'wf-stopped' : ''}`} data-testid="waterfall-leg" data-leg={l.leg}>
       <div className="wf-label">
         <LegTag leg={l.leg} /> <span className="small">{legLabel(l).slice(l.leg.length)}</span>
-        <span className="mono small ellipsis" title={l.worker}>
-          {' '}
-          {hostOf(l.worker)}
-        </span>
       </div>
       <div className="wf-track" title={`${legLabel(l)} on ${l.worker}: ${timing}; ${outcome}`}>
         <div className="wf-bar" style={{ left: pct(l.startMs, total), width: pct(end, total) }}>
@@ -189,7 +185,10 @@ function LegBar({ l, total }: { l: RequestLegView; total: number }) {
         </div>
       </div>
       <div className="wf-outcome small">
-        <span className="num">{timing}</span> ·{' '}
+        <span className="mono" title={l.worker}>
+          {hostOf(l.worker)}
+        </span>{' '}
+        · <span className="num">{timing}</span> ·{' '}
         <span className={l.error ? 'bad' : l.stopped ? 'muted' : undefined} data-testid="leg-outcome">
           {outcome}
         </span>
