@@ -6,7 +6,10 @@
 //
 // Usage: tsx bench/console-server.ts --events-per-second N [--config FILE]
 // Prints one JSON line: {"console": url, "token": …, "router": url, "worker": url}; then a line
-// per second with the events published so far. Stops on SIGTERM/SIGINT.
+// per second with the events published so far. Stops on SIGTERM/SIGINT. Lines on stdin:
+// `records on` / `records off` turn the router's request records on and off (the internal
+// RouterContext.recordRequests, bench:console's baseline), `events off` stops the synthetic
+// events; each is answered with the same line on stdout.
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -62,6 +65,18 @@ const timer =
         }
       }, 10)
     : undefined;
+let stdinBuf = '';
+process.stdin.on('data', (d: Buffer) => {
+  stdinBuf += d.toString();
+  for (const line of stdinBuf.split('\n').slice(0, -1)) {
+    const command = line.trim();
+    if (command === 'records on' || command === 'records off') running.router.context.recordRequests = command === 'records on';
+    else if (command === 'events off') clearInterval(timer);
+    else continue;
+    process.stdout.write(`${command}\n`);
+  }
+  stdinBuf = stdinBuf.slice(stdinBuf.lastIndexOf('\n') + 1);
+});
 const report = setInterval(() => process.stdout.write(`published ${published}\n`), 1000);
 
 const stop = async () => {

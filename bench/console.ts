@@ -3,6 +3,10 @@
 // requests go through the router. It reports what the slow client got (batches, their sizes,
 // the dropped count the stream tells it) and the router's request latency with the client
 // connected against the same run without it (phases interleaved); target: ≤ 10 % slower.
+// Then the request records (docs/console.md, "Requests"): text-only chat offered at 5,000
+// requests/s to the router (its embedded worker), the records on and off in alternating phases
+// of the same run (the internal RouterContext.recordRequests); it reports the throughput each
+// way and the ratio; target: records cost ≤ 5 % of the throughput.
 //
 // Usage: npm run bench:console [-- --quick]
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -13,6 +17,11 @@ import { syntheticChat } from '../core/console/test-image.ts';
 import { root, runBench, track } from './procs.ts';
 
 const quick = process.argv.includes('--quick');
+const OFFERED = 5_000;
+const RECORD_PHASE_MS = quick ? 2_000 : 4_000;
+const RECORD_ROUNDS = quick ? 3 : 6; // phases each way, alternating
+/** Requests in flight at most: beyond it the offered load is not sent (counted). */
+const MAX_IN_FLIGHT = 256;
 const RATE = 20_000;
 const PHASE_MS = quick ? 3_000 : 5_000;
 const ROUNDS = quick ? 1 : 2; // with-client time per run: ROUNDS * PHASE_MS
@@ -54,6 +63,84 @@ async function requestsFor(ms: number, url: string, body: Buffer): Promise<numbe
   const end = performance.now() + ms;
   while (performance.now() < end) out.push(await chat(url, body));
   return out;
+}
+
+const recordsAgent = new http.Agent({ keepAlive: true, maxSockets: MAX_IN_FLIGHT });
+
+/** One text-only chat request; whether it answered 200. */
+function textChat(url: URL, body: Buffer): Promise<boolean> {
+  return new Promise((resolve) => {
+    const req = http.request(
+      {
+        host: url.hostname,
+        port: url.port,
+        path: url.pathname,
+        method: 'POST',
+        agent: recordsAgent,
+        headers: { 'content-type': 'application/json', 'content-length': body.byteLength },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode === 200));
+      },
+    );
+    req.on('error', () => resolve(false));
+    req.end(body);
+  });
+}
+
+/** OFFERED requests a second for `ms` (open loop, at most MAX_IN_FLIGHT in flight), then wait for those in flight: how many answered 200, failed, and were not sent. */
+async function offer(router: string, body: Buffer, ms: number): Promise<{ ok: number; failed: number; notSent: number; seconds: number }> {
+  const url = new URL(`${router}/v1/chat/completions`);
+  const counts = { ok: 0, failed: 0, notSent: 0 };
+  let inFlight = 0;
+  let sent = 0;
+  const started = performance.now();
+  const pending = new Set<Promise<void>>();
+  await new Promise<void>((resolve) => {
+    const tick = setInterval(() => {
+      const elapsed = performance.now() - started;
+      const due = Math.floor((Math.min(elapsed, ms) / 1000) * OFFERED);
+      for (; sent < due; sent++) {
+        if (inFlight >= MAX_IN_FLIGHT) {
+          counts.notSent += 1;
+          continue;
+        }
+        inFlight += 1;
+        const p = textChat(url, body).then((ok) => {
+          inFlight -= 1;
+          if (ok) counts.ok += 1;
+          else counts.failed += 1;
+          pending.delete(p);
+        });
+        pending.add(p);
+      }
+      if (elapsed >= ms) {
+        clearInterval(tick);
+        resolve();
+      }
+    }, 5);
+  });
+  await Promise.all(pending);
+  return { ...counts, seconds: (performance.now() - started) / 1000 };
+}
+
+/** Send `line` to the console server and wait for its answer (the same line). */
+function command(child: ChildProcess, lines: string[], line: string): Promise<void> {
+  const seen = lines.length;
+  child.stdin!.write(`${line}\n`);
+  return new Promise((resolve, reject) => {
+    const end = performance.now() + 10_000;
+    const poll = setInterval(() => {
+      if (lines.slice(seen).includes(line)) {
+        clearInterval(poll);
+        resolve();
+      } else if (performance.now() > end) {
+        clearInterval(poll);
+        reject(new Error(`console-server did not answer '${line}'`));
+      }
+    }, 5);
+  });
 }
 
 /** A client that reads its socket for 100 ms out of every 3 s: far behind by design (loopback socket buffers hold megabytes, so a mildly slow reader never makes the server wait). */
@@ -98,10 +185,11 @@ async function main() {
   const child: ChildProcess = track(
     spawn(process.execPath, ['--import', 'tsx', path.join(root, 'bench', 'console-server.ts'), '--events-per-second', String(RATE)], {
       cwd: root,
-      stdio: ['ignore', 'pipe', 'inherit'],
+      stdio: ['pipe', 'pipe', 'inherit'],
     }),
   );
   let published = 0;
+  const answered: string[] = [];
   const info = await new Promise<{ console: string; token: string; router: string }>((resolve, reject) => {
     let buf = '';
     child.stdout!.on('data', (d: Buffer) => {
@@ -110,6 +198,7 @@ async function main() {
         if (line.startsWith('{')) resolve(JSON.parse(line));
         const m = /^published (\d+)/.exec(line);
         if (m) published = Number(m[1]);
+        else answered.push(line);
       }
       buf = buf.slice(buf.lastIndexOf('\n') + 1);
     });
@@ -151,8 +240,37 @@ async function main() {
       `${bounded ? 'PASS' : 'MISS'}  batches bounded (largest ${client.stats.maxBatch} ≤ 5000 events) and drops reported (${client.stats.dropped})\n`,
     );
     process.stdout.write(`${ratio <= 1.1 ? 'PASS' : 'MISS'}  router p50 with the slow client ${ratio.toFixed(3)}× without (target ≤ 1.10×)\n`);
+
+    // The request records: the same router, no synthetic events, text-only chat at OFFERED/s.
+    await command(child, answered, 'events off');
+    const text = Buffer.from(JSON.stringify({ max_tokens: 1, messages: [{ role: 'user', content: 'hi' }] }));
+    await offer(info.router, text, 1_000); // warm-up (records on: the log fills)
+    const totals = { on: { ok: 0, failed: 0, notSent: 0, seconds: 0 }, off: { ok: 0, failed: 0, notSent: 0, seconds: 0 } };
+    for (let round = 0; round < RECORD_ROUNDS * 2; round++) {
+      // off, on, on, off, off, on, …: each way as often first as second.
+      const way = round % 4 === 0 || round % 4 === 3 ? 'off' : 'on';
+      await command(child, answered, `records ${way}`);
+      const r = await offer(info.router, text, RECORD_PHASE_MS);
+      for (const k of ['ok', 'failed', 'notSent', 'seconds'] as const) totals[way][k] += r[k];
+    }
+    await command(child, answered, 'records on');
+    const rate = (t: typeof totals.on) => t.ok / t.seconds;
+    const recordsRatio = rate(totals.on) / rate(totals.off);
+    process.stdout.write(
+      `\nrequest records: text-only chat offered at ${OFFERED}/s (at most ${MAX_IN_FLIGHT} in flight), ${RECORD_ROUNDS} x ${RECORD_PHASE_MS / 1000} s each way, alternating\n\n`,
+    );
+    process.stdout.write('| records | answered 200 | per second | failed | not sent (in-flight cap) |\n|---|---:|---:|---:|---:|\n');
+    for (const way of ['off', 'on'] as const) {
+      const t = totals[way];
+      process.stdout.write(`| ${way} | ${t.ok} | ${rate(t).toFixed(0)} | ${t.failed} | ${t.notSent} |\n`);
+    }
+    const cost = 1 - recordsRatio;
+    process.stdout.write(
+      `\n${cost <= 0.05 ? 'PASS' : 'MISS'}  router throughput with records ${recordsRatio.toFixed(3)}× without (cost ${(cost * 100).toFixed(1)} %, target ≤ 5 %)\n`,
+    );
   } finally {
     agent.destroy();
+    recordsAgent.destroy();
   }
 }
 

@@ -230,6 +230,7 @@ const NAV_LABEL: Record<string, string> = {
   workers: 'Workers',
   precedence: 'Precedence',
   traffic: 'Traffic',
+  requests: 'Requests',
   doctor: 'Doctor',
   yaml: 'YAML',
   history: 'History',

@@ -10,7 +10,7 @@ import AxeBuilder from '@axe-core/playwright';
 import { expect, test, type Page } from '@playwright/test';
 import { apiChat, goTo, layoutProblems, openConsole, otherShmToken, ROOT, shot, startServe, startWorker, waitHealthy, type Serve, type Worker } from './rig.ts';
 
-const SCREENS = ['overview', 'router', 'workers', 'precedence', 'traffic', 'doctor', 'yaml', 'history'] as const;
+const SCREENS = ['overview', 'router', 'workers', 'precedence', 'traffic', 'requests', 'doctor', 'yaml', 'history'] as const;
 /** The window sizes of the screenshots: the usual desktop, and the narrowest the console is laid out for. */
 const SHOT_SIZES = [
   [1440, 900],

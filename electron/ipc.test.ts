@@ -264,7 +264,7 @@ describe('streams', () => {
     for (const name of ['logs', '__proto__', 42, undefined]) {
       const answer = await call(STREAM_SUBSCRIBE_CHANNEL, eventFrom(ours), name);
       expect(answer).toMatchObject({ ok: false, error: { code: 'invalid_input' } });
-      expect(answer.error?.message).toMatch(/the streams are traffic, config, overview, calibration/);
+      expect(answer.error?.message).toMatch(/the streams are traffic, config, overview, requests, calibration/);
     }
     expect(backend.subscribe).not.toHaveBeenCalled();
   });

@@ -26,10 +26,11 @@ import {
   type CommandOutput,
   type StreamName,
   type StreamPayload,
+  type RequestsBatch,
   type TrafficBatch,
 } from './contract.ts';
 import { diffConfigs } from './diff.ts';
-import { failureOf, OverviewFeed, TrafficFeed } from './feeds.ts';
+import { failureOf, OverviewFeed, RequestsFeed, TrafficFeed } from './feeds.ts';
 import { requestFailed } from '../telemetry/requests.ts';
 import { createHandlers } from './handlers.ts';
 import { startFlagsOf } from './restart.ts';
@@ -159,7 +160,9 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
   const unsubscribeBus = running.context.events.subscribe((batch) => {
     for (const feed of trafficFeeds) feed.push(batch);
   });
+  const requestsFeeds = new Set<RequestsFeed>();
   const unsubscribeRequests = running.context.requests?.subscribe((s) => {
+    for (const feed of requestsFeeds) feed.push(s);
     if (!requestFailed(s)) return;
     for (const feed of trafficFeeds) feed.pushFailed(failureOf(s));
   });
@@ -191,6 +194,14 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
           trafficFeeds.delete(feed);
         };
       }
+      if (stream === 'requests') {
+        const feed = new RequestsFeed(listener as (p: RequestsBatch) => void, subscribeOptions.canSend);
+        requestsFeeds.add(feed);
+        return () => {
+          feed.close();
+          requestsFeeds.delete(feed);
+        };
+      }
       return plain.add(stream, listener);
     },
     async close() {
@@ -203,6 +214,8 @@ export async function startConsole(options: StartConsoleOptions): Promise<Runnin
       overviewFeed.close();
       for (const feed of trafficFeeds) feed.close();
       trafficFeeds.clear();
+      for (const feed of requestsFeeds) feed.close();
+      requestsFeeds.clear();
       await applier.idle().catch(() => {}); // an apply's failure was answered to its caller; closing only waits for it
       await running.close();
     },

@@ -14,7 +14,7 @@ import { fieldProblem, firstZodIssue, formatValue, issuesFromZod } from '../conf
 import { PIXEL_CACHE_ENV } from '../config/pixel-cache-setting.ts';
 import { RouterConfigSchema, TransportModeSchema, WorkerSpecSchema, WorkerTypeSchema, WorkerUrlSchema, type RouterConfigInput } from '../config/schema.ts';
 import { CriticalStateSchema, HEALTH_STATUSES } from '../router/critical-schema.ts';
-import { SecondAggregateSchema, TensorEventSchema } from '../transport/event-schema.ts';
+import { LEGS, SecondAggregateSchema, TensorEventSchema, TrafficSourceSchema } from '../transport/event-schema.ts';
 import { RatesSchema, RateWindowSchema } from '../telemetry/rates-schema.ts';
 import { ResolvedWorkerTransportSchema } from '../transport/resolution-schema.ts';
 import { DECISION_OUTCOMES, DECISION_REASON_NAMES, ENCODER_DTYPES } from '../transport/vocabulary.ts';
@@ -223,18 +223,76 @@ export const WorkerViewSchema = z.object({
 });
 export type WorkerView = z.infer<typeof WorkerViewSchema>;
 
+/** One worker call of a request (core/telemetry/requests.ts RequestLeg): times in milliseconds, from the request's arrival (startMs) or the leg's start. */
+export const RequestLegSchema = z.object({
+  leg: z.enum(LEGS),
+  worker: z.string(),
+  startMs: z.number(),
+  durationMs: z.number(),
+  firstTokenMs: z.number().optional(),
+  /** What went wrong, in words, when this leg failed. */
+  error: z.string().optional(),
+  placeMs: z.number().optional(),
+  image: z.int().optional(),
+  attempt: z.int().optional(),
+  /** Why the leg was ended early when that was not its own failure. */
+  stopped: z.string().optional(),
+});
+export type RequestLegView = z.infer<typeof RequestLegSchema>;
+
+/** A span of the request's own time (body, fetch, preprocess, prompt, place, worker), from its arrival. */
+export const RequestPhaseSchema = z.object({ name: z.string(), startMs: z.number(), durationMs: z.number() });
+
 /** A finished request as the router keeps it (core/telemetry/requests.ts). */
 export const RequestSummarySchema = z.object({
   id: z.string(),
   time: z.number(),
   status: z.int(),
+  durationMs: z.number().optional(),
+  model: z.string().optional(),
   worker: z.string().optional(),
+  legs: z.array(RequestLegSchema).optional(),
   /** The sampling the worker that samples was sent, by the gateway's names, and which of them the model's defaults gave (from_model_defaults). */
   sampling: z.record(z.string(), z.unknown()).optional(),
   kvHandoff: z.string().optional(),
   error: z.string().optional(),
+  errorCode: z.string().optional(),
+  source: TrafficSourceSchema.optional(),
+  phases: z.array(RequestPhaseSchema).optional(),
+  paths: z.object({ inline: z.int(), shm: z.int(), remote: z.int() }).optional(),
+  /** Every tensor it placed, as Traffic listed it. */
+  tensors: z.array(TensorEventSchema).optional(),
+  cacheHits: z.int().optional(),
 });
 export type RequestSummaryView = z.infer<typeof RequestSummarySchema>;
+
+/** A request as the Requests list shows it: its summary without the tensors themselves (their count) or its sampling. */
+export const RequestRowSchema = RequestSummarySchema.omit({ tensors: true, sampling: true, phases: true }).extend({ tensorCount: z.int() });
+export type RequestRow = z.infer<typeof RequestRowSchema>;
+
+/** What the Requests list filters by (core/telemetry/requests.ts requestPasses); every field given must match. */
+export const RequestFilterSchema = z.strictObject({
+  status: z.enum(['ok', 'failed']).optional(),
+  /** A worker any of its legs ran on. */
+  worker: z.string().min(1).max(2000).optional(),
+  /** A leg it had. */
+  leg: z.enum(LEGS).optional(),
+  model: z.string().min(1).max(500).optional(),
+  /** Failed requests, and those with a leg that failed while the request still answered. */
+  errorsOnly: z.boolean().optional(),
+});
+export type RequestFilterInput = z.infer<typeof RequestFilterSchema>;
+
+/** The most rows one requests.list call returns. */
+export const MAX_REQUEST_PAGE = 5_000;
+
+/** A batch of the requests stream: requests that ended since the last batch, oldest first. */
+export const RequestsBatchSchema = z.object({
+  requests: z.array(RequestRowSchema),
+  /** Requests this client did not receive because it fell behind (since it subscribed). */
+  dropped: z.int(),
+});
+export type RequestsBatch = z.infer<typeof RequestsBatchSchema>;
 
 export const DiagnosisStepSchema = z.object({
   id: z.enum(['reachable', 'protocol_lane', 'token_advertised', 'same_boot_id', 'same_st_dev', 'shm_writable', 'probe_file_read', 'shm_lane']),
@@ -513,8 +571,24 @@ export const commands = {
     /** `failed`: those of the events' requests that ended in failure (the router keeps the last 10,000 requests' outcomes). */
     output: z.object({ events: z.array(TensorEventSchema), seconds: z.array(SecondAggregateSchema), failed: z.array(RequestFailureSchema) }),
   },
-  /** One recent request's summary (the last 10,000 are kept): its status, the sampling its worker was sent, its KV handoff; null once forgotten. */
+  /** One recent request's record (the last 10,000 are kept): its status, error, legs, phases, tensors, the sampling its worker was sent, its KV handoff; null once forgotten. */
   'traffic.request': { input: z.strictObject({ requestId: z.string().min(1).max(200) }), output: RequestSummarySchema.nullable() },
+  /**
+   * The kept requests that pass the filter, newest first, at most `limit` (default and most
+   * MAX_REQUEST_PAGE), after the request `before` when given (the next page); `matched`: how
+   * many pass in all; `workers` and `models`: every one the kept requests name, for the filters.
+   */
+  'requests.list': {
+    input: RequestFilterSchema.extend({ limit: z.int().min(1).max(MAX_REQUEST_PAGE).optional(), before: z.string().min(1).max(200).optional() }),
+    output: z.object({
+      requests: z.array(RequestRowSchema),
+      matched: z.int(),
+      kept: z.int(),
+      capacity: z.int(),
+      workers: z.array(z.string()),
+      models: z.array(z.string()),
+    }),
+  },
   'traffic.sendTestRequest': {
     input: z.strictObject({ url: WorkerUrlSchema, width: z.int().min(16).max(4096), height: z.int().min(16).max(4096), format: z.enum(TEST_IMAGE_FORMATS) }),
     output: TestRequestResultSchema,
@@ -549,6 +623,8 @@ export const streams = {
   config: z.object({ revision: Revision, client: z.enum(CONFIG_CLIENT_NAMES), appliedAt: z.number() }),
   /** The overview, about once a second while anyone listens, and within a few hundred milliseconds of a worker's change (health, lane). */
   overview: OverviewSchema,
+  /** Requests as they end, about ten batches a second while there are any. */
+  requests: RequestsBatchSchema,
   /** Progress of a running calibration. */
   calibration: z.object({ url: z.string(), done: z.int(), total: z.int(), phase: z.string() }),
 } as const;
@@ -744,5 +820,7 @@ export { fieldProblem, firstZodIssue, formatValue, issuesFromZod };
 export { bytesParts, formatBytes, formatMiB, threeDigits, type Quantity } from '../util/bytes.ts';
 export type { TensorEvent, SecondAggregate } from '../transport/event-schema.ts';
 export { RATE_WINDOWS, type RatePoint, type Rates, type RateSeries, type RateWindow } from '../telemetry/rates-schema.ts';
+export { LEGS } from '../transport/event-schema.ts';
+export { requestFailed, requestPasses } from '../telemetry/requests.ts';
 export type { ResolvedWorkerTransport } from '../transport/resolution-schema.ts';
 export type { RouterConfig, WorkerSpec } from '../config/schema.ts';

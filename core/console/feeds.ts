@@ -3,11 +3,69 @@
 // overview: one computation per tick for every listener, and one soon after a worker's change.
 import type { RequestSummary } from '../telemetry/requests.ts';
 import type { TensorEvent } from '../transport/event-schema.ts';
-import type { RequestFailure, StreamPayload, TrafficBatch } from './contract.ts';
+import type { RequestFailure, RequestRow, RequestsBatch, StreamPayload, TrafficBatch } from './contract.ts';
 
 /** How the traffic views name a failed request: its id, status and error. */
 export function failureOf(s: RequestSummary): RequestFailure {
   return { requestId: s.id, status: s.status, error: s.error ?? null };
+}
+
+/** How the Requests list shows a request: its record without its tensors (their count), sampling or phases. */
+export function rowOf(s: RequestSummary): RequestRow {
+  const { tensors, sampling: _sampling, phases: _phases, ...rest } = s;
+  return { ...rest, tensorCount: tensors?.length ?? 0 };
+}
+
+/** Requests one subscriber of the requests stream may have waiting; older ones are dropped and counted. */
+export const REQUESTS_BACKLOG = 5_000;
+const REQUESTS_BATCH_MS = 100;
+
+/**
+ * One subscriber's requests stream: each request as it ends, sent in batches about ten times
+ * a second (never one message per request), held while the subscriber cannot take them,
+ * capped at REQUESTS_BACKLOG (the oldest go, and are counted).
+ */
+export class RequestsFeed {
+  private pending: RequestSummary[] = [];
+  private dropped = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly listener: (batch: RequestsBatch) => void,
+    private readonly canSend: (() => boolean) | undefined,
+  ) {}
+
+  push(summary: RequestSummary): void {
+    if (this.closed) return;
+    this.pending.push(summary);
+    if (this.pending.length > REQUESTS_BACKLOG) {
+      this.dropped += this.pending.length - REQUESTS_BACKLOG;
+      this.pending.splice(0, this.pending.length - REQUESTS_BACKLOG);
+    }
+    this.timer ??= setTimeout(() => this.flush(), REQUESTS_BATCH_MS);
+  }
+
+  private flush(): void {
+    this.timer = undefined;
+    if (this.closed || this.pending.length === 0) return;
+    if (this.canSend && !this.canSend()) {
+      this.timer = setTimeout(() => this.flush(), RETRY_MS);
+      return;
+    }
+    const batch = this.pending;
+    this.pending = [];
+    try {
+      this.listener({ requests: batch.map(rowOf), dropped: this.dropped });
+    } catch {
+      /* a subscriber's failure is its own */
+    }
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+  }
 }
 
 /** Events one subscriber may have waiting while it cannot take them; older ones are dropped and counted. */

@@ -13,7 +13,7 @@
 // write, and a client that goes away, unlinks every file of the request; a client that goes
 // away also cancels the call and sends Abort.
 import { admit, selectWorker } from './admit.ts';
-import { keepRequest, newRequestRecord, type ChatOptions, type RequestRecord, type RouterContext } from './context.ts';
+import { keepRequest, newRequestRecord, recordChat, type ChatOptions, type RequestRecord, type RouterContext } from './context.ts';
 import { serveDisaggregated } from './disaggregated.ts';
 import { dispatch } from './dispatch.ts';
 import { toApiError } from './errors.ts';
@@ -30,6 +30,7 @@ export async function handleChatCompletion(
   record: RequestRecord,
   options: ChatOptions = {},
 ): Promise<void> {
+  recordChat(ctx, record, options.source ?? 'api');
   let clientGone = false;
   res.on('close', () => {
     if (!res.writableFinished) clientGone = true;
@@ -89,6 +90,6 @@ export async function runChatInMemory(ctx: RouterContext, body: unknown, options
     error = apiError.message;
     sendError(res, apiError);
   }
-  keepRequest(ctx, record, res.statusCode, error);
+  keepRequest(ctx, record, res.statusCode, error, timing);
   return { status: res.statusCode, body: res.body, requestId: record.id, revision: record.revision, timing };
 }

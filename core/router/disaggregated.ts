@@ -127,6 +127,7 @@ async function runLegs(
     a,
     p,
     record: d.record,
+    timing: d.timing,
     options: d.options,
     deadline: Date.now() + timeoutSecs * 1000,
     fail(error) {

@@ -15,7 +15,8 @@ import type { ShmRequestScope } from '../transport/shm-writer.ts';
 import { readFailedReason, type TensorPath } from '../transport/vocabulary.ts';
 import type { WorkerState } from '../workers/registry.ts';
 import type { AdmittedRequest } from './admit.ts';
-import { REVISION_HEADER, type ChatOptions, type RequestRecord, type RouterContext } from './context.ts';
+import { LegClock, REVISION_HEADER, STOPPED_CLIENT_GONE, type ChatOptions, type RequestRecord, type RouterContext } from './context.ts';
+import { toApiError } from './errors.ts';
 import { laneFor } from './lane.ts';
 import { ApiError } from './openai.ts';
 import { engineRequestOf, type PreparedRequest } from './prepare.ts';
@@ -62,14 +63,18 @@ export async function dispatch(ctx: RouterContext, a: AdmittedRequest, p: Prepar
     metrics: ctx.metrics,
     events: ctx.events,
     tally: d.record.paths,
+    ...(d.record.tensors ? { kept: d.record.tensors } : {}),
     prewritten: p.prewritten,
     cached: p.cached,
   };
   const engineRequest = engineRequestOf(ctx, a, p, d.target);
   d.record.sampling = samplingSummary(engineRequest.sampling);
   const responder = chatResponder(a, d.res);
+  let clock = LegClock.begin(d.record, d.timing, 'regular', spec.url);
   const stream = (wire: WireRequest, scope: ShmRequestScope) =>
     streamFromWorker(ctx, worker, wire, {
+      clock,
+      record: d.record,
       requestId: a.requestId,
       model: a.model,
       scope,
@@ -87,7 +92,9 @@ export async function dispatch(ctx: RouterContext, a: AdmittedRequest, p: Prepar
     // Written files the request did not send (the lane changed since): gone before the call.
     for (const w of placement.prewritten?.splice(0) ?? []) p.scope.discard(w.name);
     d.timing.mark('place');
+    clock.sent();
     if (d.isGone()) {
+      clock.stop(STOPPED_CLIENT_GONE);
       p.scope.cleanup();
       return;
     }
@@ -105,6 +112,7 @@ export async function dispatch(ctx: RouterContext, a: AdmittedRequest, p: Prepar
       d.record.shmFallback = err.details;
       for (const path of Object.keys(d.record.paths) as TensorPath[]) d.record.paths[path] = 0;
       current = ctx.writer.newScope();
+      clock = LegClock.begin(d.record, d.timing, 'regular', spec.url, { attempt: 2 });
       const inline: PlacementContext = {
         ...placement,
         scope: current,
@@ -112,10 +120,13 @@ export async function dispatch(ctx: RouterContext, a: AdmittedRequest, p: Prepar
         prewritten: [],
         decision: { shmEnabled: false, reason: readFailedReason(resolved.multimodal_tensor_transport.value), worker: spec.url, detail: err.details },
       };
-      await stream(await engine.buildRequest(engineRequest, inline), current);
+      const retry = await engine.buildRequest(engineRequest, inline);
+      clock.sent();
+      await stream(retry, current);
     }
   } catch (err) {
     current.cleanup();
+    clock.end(toApiError(err).message);
     throw err;
   }
 }

@@ -9,7 +9,7 @@ import type { ShmRequestScope } from '../transport/shm-writer.ts';
 import type { LegName } from '../transport/event-schema.ts';
 import { readFailedReason } from '../transport/vocabulary.ts';
 import type { AdmittedRequest } from './admit.ts';
-import type { ChatOptions, RequestRecord, RouterContext } from './context.ts';
+import { LegClock, STOPPED_BY_OTHER_LEG, STOPPED_CLIENT_GONE, type ChatOptions, type RequestRecord, type RouterContext } from './context.ts';
 import { chatResponder } from './dispatch.ts';
 import { EngineFailureError, toApiError } from './errors.ts';
 import { laneFor } from './lane.ts';
@@ -25,6 +25,8 @@ export interface Legs {
   a: AdmittedRequest;
   p: PreparedRequest;
   record: RequestRecord;
+  /** The request's timing, from its arrival (each leg's record is timed by it). */
+  timing: RequestTiming;
   options: ChatOptions;
   deadline: number;
   /**
@@ -57,6 +59,12 @@ export function waitingLegOf(error: ApiError): string | undefined {
   return waitFailures.get(error);
 }
 
+/** Why a leg was ended before it finished: the request's failure elsewhere, the client gone, or the answer already complete. */
+function whyStopped(l: Legs): string {
+  if (!l.failed()) return 'the request had its answer';
+  return l.failure().status === 499 ? STOPPED_CLIENT_GONE : STOPPED_BY_OTHER_LEG;
+}
+
 function legError(failure: EngineFailure, who: string, url: string, l: Legs): ApiError {
   const error = toApiError(new EngineFailureError(failure, url, l.a.snapshot.config.request_timeout_secs, { who, deadline: l.deadline }));
   if (failure.kind === 'unavailable') workerGoneErrors.add(error);
@@ -86,6 +94,7 @@ function placementFor(
     metrics: l.ctx.metrics,
     events: l.ctx.events,
     tally: l.record.paths,
+    ...(l.record.tensors ? { kept: l.record.tensors } : {}),
     prewritten,
     cached: l.p.cached,
     leg,
@@ -129,11 +138,13 @@ export async function encodeImage(l: Legs, target: RoleTarget, index: number, ro
   const first = placementFor(l, target, l.ctx.writer.newScope(), 'encode', room, []);
   first.prewritten = takeImageFiles(l.p, image, first.scope);
   let placement = first;
+  let clock = LegClock.begin(l.record, l.timing, 'encode', target.spec.url, { image: index });
   try {
     for (let attempt = 1; attempt <= 2; attempt++) {
       const wire = await engine.buildEncodeRequest!(request, placement);
       for (const w of placement.prewritten?.splice(0) ?? []) placement.scope.discard(w.name);
-      if (l.failed()) return;
+      clock.sent();
+      if (l.failed()) return clock.stop(whyStopped(l));
       const call = target.state.connection!.encode!(wire, { deadline: l.deadline });
       // Another leg's failure (or the client leaving) ends this call too.
       let stopped = false;
@@ -142,21 +153,27 @@ export async function encodeImage(l: Legs, target: RoleTarget, index: number, ro
         call.cancel();
       });
       const answer = await call.done;
-      if (stopped || l.failed()) return;
+      if (stopped || l.failed()) return clock.stop(whyStopped(l));
       if ('accepted' in answer) {
         if (!answer.accepted) throw new ApiError(502, `${who} did not accept the image (EncodeResponse.accepted is false)`, 'server_error');
         placement.scope.complete();
+        clock.end();
         succeeded();
         return;
       }
       if (answer.failure.kind === 'unavailable') l.ctx.registry.markDown(target.state, `${answer.failure.status}: ${answer.failure.details}`);
       if (attempt === 1 && !l.options.probe && placement.scope.pending.length > 0 && isShmReadFailure(answer.failure)) {
+        clock.end(`could not read the request's /dev/shm files: ${answer.failure.status}: ${answer.failure.details}`);
         placement.scope.cleanup();
         placement = inlineRetry(l, target, first, `${answer.failure.status}: ${answer.failure.details}`);
+        clock = LegClock.begin(l.record, l.timing, 'encode', target.spec.url, { image: index, attempt: 2 });
         continue;
       }
       throw legError(answer.failure, who, target.spec.url, l);
     }
+  } catch (err) {
+    clock.end(toApiError(err).message);
+    throw err;
   } finally {
     placement.scope.cleanup();
     first.scope.cleanup();
@@ -210,31 +227,43 @@ export async function runPrefill(l: Legs, target: RoleTarget, request: EngineReq
   // Under PD the pixels are the prefill worker's, in the request's scope (prewritten there).
   const first = placementFor(l, target, l.p.scope, 'prefill', room, l.p.prewritten);
   let placement = first;
-  for (let attempt = 1; ; attempt++) {
-    const wire = await engine.buildRequest(request, placement);
-    for (const w of placement.prewritten?.splice(0) ?? []) placement.scope.discard(w.name);
-    if (l.failed()) {
+  let clock = LegClock.begin(l.record, l.timing, 'prefill', target.spec.url);
+  try {
+    for (let attempt = 1; ; attempt++) {
+      const wire = await engine.buildRequest(request, placement);
+      for (const w of placement.prewritten?.splice(0) ?? []) placement.scope.discard(w.name);
+      clock.sent();
+      if (l.failed()) {
+        clock.stop(whyStopped(l));
+        placement.scope.cleanup();
+        return undefined;
+      }
+      const outcome = await prefillOnce(l, target, wire);
+      if (l.failed()) {
+        clock.stop(whyStopped(l));
+        placement.scope.cleanup();
+        return undefined;
+      }
+      if (!('failure' in outcome)) {
+        placement.scope.complete();
+        clock.end();
+        succeeded();
+        return outcome.kvTransferParamsJson;
+      }
+      const { failure } = outcome;
+      const unreadFiles = placement.scope.pending.length > 0;
       placement.scope.cleanup();
-      return undefined;
+      if (attempt === 1 && !l.options.probe && unreadFiles && isShmReadFailure(failure)) {
+        clock.end(`could not read the request's /dev/shm files: ${failure.status}: ${failure.details}`);
+        placement = inlineRetry(l, target, first, `${failure.status}: ${failure.details}`);
+        clock = LegClock.begin(l.record, l.timing, 'prefill', target.spec.url, { attempt: 2 });
+        continue;
+      }
+      throw legError(failure, who, target.spec.url, l);
     }
-    const outcome = await prefillOnce(l, target, wire);
-    if (l.failed()) {
-      placement.scope.cleanup();
-      return undefined;
-    }
-    if (!('failure' in outcome)) {
-      placement.scope.complete();
-      succeeded();
-      return outcome.kvTransferParamsJson;
-    }
-    const { failure } = outcome;
-    const unreadFiles = placement.scope.pending.length > 0;
-    placement.scope.cleanup();
-    if (attempt === 1 && !l.options.probe && unreadFiles && isShmReadFailure(failure)) {
-      placement = inlineRetry(l, target, first, `${failure.status}: ${failure.details}`);
-      continue;
-    }
-    throw legError(failure, who, target.spec.url, l);
+  } catch (err) {
+    clock.end(toApiError(err).message);
+    throw err;
   }
 }
 
@@ -262,12 +291,25 @@ export async function streamDecode(
   const first = placementFor(l, target, l.ctx.writer.newScope(), 'decode', room, []);
   scopes.push(first.scope);
   let placement = first;
+  let clock = LegClock.begin(l.record, l.timing, 'decode', target.spec.url);
   for (let attempt = 1; ; attempt++) {
-    const wire = await engine.buildRequest(request, placement);
+    let wire: WireRequest;
+    try {
+      wire = await engine.buildRequest(request, placement);
+    } catch (err) {
+      clock.end(toApiError(err).message);
+      throw err;
+    }
     if (attempt === 1) d.timing.mark('place');
-    if (l.failed()) throw l.failure();
+    clock.sent();
+    if (l.failed()) {
+      clock.stop(whyStopped(l));
+      throw l.failure();
+    }
     try {
       await streamFromWorker(l.ctx, target.state, wire, {
+        clock,
+        record: l.record,
         requestId: l.a.requestId,
         model: l.a.model,
         scope: placement.scope,
@@ -288,6 +330,7 @@ export async function streamDecode(
         throw err instanceof ShmReadFailure ? new ApiError(502, `${who} could not read the request's /dev/shm files: ${err.details}`, 'server_error') : err;
       placement.scope.cleanup();
       placement = inlineRetry(l, target, first, err.details);
+      clock = LegClock.begin(l.record, l.timing, 'decode', target.spec.url, { attempt: 2 });
       scopes.push(placement.scope);
     }
   }

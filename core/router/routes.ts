@@ -171,7 +171,7 @@ export async function route(ctx: RouterContext, req: IncomingMessage, res: Serve
   m.httpRequests.inc({ method: req.method ?? 'GET', path: pathLabel });
   m.httpResponses.inc({ status_code: String(status), error_code: record.errorCode ?? '' });
   m.httpDuration.observe({ method: req.method ?? 'GET', path: pathLabel }, timing.elapsedMs() / 1000);
-  if (pathLabel === '/v1/chat/completions') keepRequest(ctx, record, status, error);
+  if (pathLabel === '/v1/chat/completions') keepRequest(ctx, record, status, error, timing);
   if (record.worker) {
     const labels = routerLabels(record.model ?? ctx.modelName);
     m.routerRequests.inc(labels);

@@ -14,7 +14,7 @@ import { routerLabels } from '../telemetry/metrics.ts';
 import { SHM_PREFIX } from '../transport/shm-names.ts';
 import type { ShmRequestScope } from '../transport/shm-writer.ts';
 import type { WorkerState } from '../workers/registry.ts';
-import type { RouterContext } from './context.ts';
+import { STOPPED_BY_OTHER_LEG, STOPPED_CLIENT_GONE, type LegClock, type RequestRecord, type RouterContext } from './context.ts';
 import { IncrementalDetokenizer } from './detokenizer.ts';
 import { StopMatcher } from './stop-matcher.ts';
 import { EngineFailureError, toApiError } from './errors.ts';
@@ -58,6 +58,10 @@ export interface StreamOptions {
   deadline?: number;
   /** Disaggregated serving: the worker as its leg names it, and the router's deadline (a DEADLINE_EXCEEDED before it is the worker's own). */
   leg?: { who: string; deadline: number };
+  /** This call's leg in the request's record: its first token, its end. */
+  clock?: LegClock;
+  /** The request's record: an error after the answer began is noted there. */
+  record?: RequestRecord;
 }
 
 /** Resolves when the response is complete (or the client left); rejects only before anything was written. */
@@ -74,21 +78,25 @@ export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: 
       if (settled) return;
       settled = true;
       o.res.off('close', onClose);
+      o.clock?.end(error?.message);
       if (!error) return resolve();
       o.scope.cleanup();
       if (!o.responder.streaming) return reject(error);
+      if (o.record) o.record.streamError = error.message;
       o.responder.fail(error);
       resolve();
     };
     const onClose = () => {
       if (complete || o.res.writableFinished || settled) return;
       settled = true;
+      o.clock?.stop(STOPPED_CLIENT_GONE);
       call.cancel();
       connection.abort(o.requestId, 'client disconnected');
       o.scope.cleanup();
       resolve();
     };
     if (o.isGone()) {
+      o.clock?.stop(STOPPED_CLIENT_GONE);
       o.scope.cleanup();
       return resolve();
     }
@@ -102,6 +110,7 @@ export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: 
         event(ev) {
           if (firstToken && ev.tokenIds.length > 0) {
             firstToken = false;
+            o.clock?.firstToken();
             ctx.metrics.routerTtft.observe(routerLabels(o.model), o.timing.elapsedMs() / 1000);
           }
           const bad = ev.tokenIds.find((id) => !Number.isInteger(id) || id < 0 || id >= ctx.model.vocabSize);
@@ -130,6 +139,7 @@ export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: 
           if (!o.responder.streaming && o.scope.pending.length > 0 && isShmReadFailure(failure) && !settled) {
             settled = true;
             o.res.off('close', onClose);
+            o.clock?.end(`could not read the request's /dev/shm files: ${failure.status}: ${failure.details}`);
             return reject(new ShmReadFailure(`${failure.status}: ${failure.details}`));
           }
           settle(toApiError(new EngineFailureError(failure, worker.spec.url, o.timeoutSecs, o.leg)));
@@ -153,6 +163,7 @@ export function streamFromWorker(ctx: RouterContext, worker: WorkerState, wire: 
     );
     o.stopWith?.((error) => {
       if (settled || complete) return;
+      o.clock?.stop(STOPPED_BY_OTHER_LEG);
       call.cancel();
       connection.abort(o.requestId, 'another leg of the request failed');
       settle(error);

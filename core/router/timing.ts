@@ -23,6 +23,16 @@ export class RequestTiming {
     return this.spans.find(([n]) => n === name)?.[1] ?? 0;
   }
 
+  /** The marked spans, each from where the one before it ended (for the request's record). */
+  phases(): Array<{ name: string; startMs: number; durationMs: number }> {
+    let at = 0;
+    return this.spans.map(([name, durationMs]) => {
+      const phase = { name, startMs: at, durationMs };
+      at += durationMs;
+      return phase;
+    });
+  }
+
   header(): string {
     const total = performance.now() - this.start;
     return [...this.spans, ['total', total] as [string, number]].map(([n, d]) => `${n};dur=${d.toFixed(2)}`).join(', ');

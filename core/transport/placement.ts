@@ -47,6 +47,8 @@ export interface PlacementContext {
   events?: PlacementEvents;
   /** Counts of tensors by path, for the request's log line. */
   tally?: Record<TensorPath, number>;
+  /** The request's record of its tensors: each event published is also added here. */
+  kept?: TensorEvent[];
   /** Which sending of the request this is: 2 when the worker could not read the first's /dev/shm files and it goes again inline. */
   attempt?: number;
   /** Tensors already in their /dev/shm files; placeTensor takes the one whose bytes it is given. */
@@ -157,7 +159,7 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
   const path = placed.payload.kind;
   ctx.metrics?.countTensor(ctx.runtime, path, nbytes);
   if (ctx.tally) ctx.tally[path] += 1;
-  ctx.events?.publish({
+  const event: TensorEvent = {
     time: Date.now(),
     revision: ctx.revision,
     requestId: ctx.requestId,
@@ -177,6 +179,8 @@ export async function placeTensor(ctx: PlacementContext, tensor: TensorToPlace):
     ...(ctx.room !== undefined ? { room: ctx.room.toString() } : {}),
     ...(cached ? { cache: cached.status } : {}),
     ...(link ? { cachePlaced: link.copied ? ('copy' as const) : ('link' as const) } : {}),
-  });
+  };
+  ctx.events?.publish(event);
+  ctx.kept?.push(event);
   return placed;
 }

@@ -10,6 +10,7 @@ import { DoctorScreen } from './screens/Doctor.tsx';
 import { HistoryScreen } from './screens/History.tsx';
 import { OverviewScreen } from './screens/Overview.tsx';
 import { PrecedenceScreen } from './screens/Precedence.tsx';
+import { RequestsScreen } from './screens/Requests.tsx';
 import { RouterScreen } from './screens/Router.tsx';
 import { TrafficScreen } from './screens/Traffic.tsx';
 import { WorkersScreen } from './screens/Workers.tsx';
@@ -19,6 +20,7 @@ import { useConfig } from './stores/config.ts';
 import { useDoctor } from './stores/doctor.ts';
 import { useHistory } from './stores/history.ts';
 import { useOverview } from './stores/overview.ts';
+import { startRequestsFeed } from './stores/requests.ts';
 import { startTrafficFeed } from './stores/traffic.ts';
 import { parseRoute, routeHref, useUi, type Screen } from './stores/ui.ts';
 import { useWorkers } from './stores/workers.ts';
@@ -29,6 +31,7 @@ const NAV: Array<{ screen: Screen; label: string; hint: string }> = [
   { screen: 'workers', label: 'Workers', hint: 'table and overrides' },
   { screen: 'precedence', label: 'Precedence', hint: 'which layer decides' },
   { screen: 'traffic', label: 'Traffic', hint: 'live tensors' },
+  { screen: 'requests', label: 'Requests', hint: 'outcomes, legs, waterfall' },
   { screen: 'doctor', label: 'Doctor', hint: 'auto checklist, calibrate' },
   { screen: 'yaml', label: 'YAML', hint: 'import, export, gateway' },
   { screen: 'history', label: 'History', hint: 'revisions, rollback' },
@@ -40,6 +43,7 @@ function useLiveFeeds() {
     void useWorkers.getState().load();
     void useOverview.getState().load();
     const offTraffic = startTrafficFeed();
+    const offRequests = startRequestsFeed();
     const offConfig = client().subscribe('config', () => {
       void useConfig.getState().load();
       void useWorkers.getState().load();
@@ -69,6 +73,7 @@ function useLiveFeeds() {
     }, 3000);
     return () => {
       offTraffic();
+      offRequests();
       offConfig();
       offCalibration();
       offOverview();
@@ -141,6 +146,7 @@ export function App() {
           {screen === 'workers' && <WorkersScreen />}
           {screen === 'precedence' && <PrecedenceScreen worker={route.params.worker} />}
           {screen === 'traffic' && <TrafficScreen />}
+          {screen === 'requests' && <RequestsScreen />}
           {screen === 'doctor' && <DoctorScreen worker={route.params.worker} />}
           {screen === 'yaml' && <YamlScreen />}
           {screen === 'history' && <HistoryScreen />}

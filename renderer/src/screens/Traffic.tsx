@@ -31,9 +31,11 @@ import { useThrottled } from '../lib/useThrottled.ts';
 import { bytesToSlider, histogram, sliderToBytes, SLIDER_MAX, whatIf } from '../lib/whatif.ts';
 import { FALLBACK_REASONS } from '../lib/vocab.ts';
 import { filterRows, MAX_ROWS, useTraffic, type CacheFilter, type PathFilter } from '../stores/traffic.ts';
+import { routeHref } from '../stores/ui.ts';
 import { useWorkers } from '../stores/workers.ts';
 
 const ROW_HEIGHT = 28;
+const TABLE_HEIGHT = 440;
 const PATH_COLOR: Record<string, string> = { inline: '--c-inline', shm: '--c-shm', remote: '--c-remote' };
 
 function rateOptions(kind: 'bytes' | 'tensors') {
@@ -329,7 +331,14 @@ const Row = memo(function Row({
       </span>
       <span role="cell" className="mono ellipsis col-secondary" title={e.requestId}>
         {e.source === 'console' && <span className="tag-console">console</span>}
-        {e.requestId}
+        <a
+          className="linklike mono request-link"
+          href={routeHref('requests', { id: e.requestId })}
+          onClick={(ev) => ev.stopPropagation()}
+          aria-label={`Request ${e.requestId} in Requests`}
+        >
+          {e.requestId}
+        </a>
       </span>
       <span role="cell" className="mono cell-worker" title={leg ? `${leg} worker ${e.worker}` : e.worker}>
         {leg && <LegTag leg={leg} />}
@@ -376,7 +385,14 @@ function EventTable({
 }) {
   const scroller = useRef<HTMLDivElement>(null);
   const failed = useTraffic((s) => s.failed);
-  const v = useVirtualizer({ count: rows.length, getScrollElement: () => scroller.current, estimateSize: () => ROW_HEIGHT, overscan: 8 });
+  const v = useVirtualizer({
+    count: rows.length,
+    getScrollElement: () => scroller.current,
+    estimateSize: () => ROW_HEIGHT,
+    overscan: 8,
+    // The scroll body's height (app.css .tbody-scroll): the first render, before it is measured, has the rows in view.
+    initialRect: { width: 0, height: TABLE_HEIGHT },
+  });
   return (
     <div role="table" aria-label="Tensor events, newest first" aria-rowcount={rows.length + 1} className="ttable" data-testid="event-table">
       <div role="rowgroup" className="thead">
@@ -455,7 +471,10 @@ function RequestSent({ requestId }: { requestId: string }) {
         <dt>Request</dt>
         <dd className="num">
           HTTP {summary.status}
-          {summary.error && <span className="small"> · {summary.error}</span>}
+          {summary.error && <span className="small"> · {summary.error}</span>} ·{' '}
+          <a className="linklike" href={routeHref('requests', { id: requestId })}>
+            its legs and waterfall in Requests
+          </a>
         </dd>
       </div>
       {s && (

@@ -6,7 +6,7 @@
 import { create } from 'zustand';
 import type { ApplyResult, ConfigDraft, DiffEntry, RouterConfig, WorkerWarning } from '../../../core/console/contract.ts';
 
-export const SCREENS = ['overview', 'router', 'workers', 'precedence', 'traffic', 'doctor', 'yaml', 'history'] as const;
+export const SCREENS = ['overview', 'router', 'workers', 'precedence', 'traffic', 'doctor', 'yaml', 'history', 'requests'] as const;
 export type Screen = (typeof SCREENS)[number];
 
 export interface Route {
