@@ -15,7 +15,7 @@ import { criticalStates } from '../router/critical.ts';
 import type { CriticalState } from '../router/critical-schema.ts';
 import type { TransportDecision } from '../transport/decision.ts';
 import { probeWorker } from '../workers/discovery.ts';
-import { inRotation } from '../workers/registry.ts';
+import { inRotation, outOfRotationReason } from '../workers/registry.ts';
 import type { CommandOutput } from './contract.ts';
 import { decisionView } from './decision-view.ts';
 import type { ConsoleState } from './state.ts';
@@ -180,7 +180,7 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
             ? 'the worker was not reached'
             : !writable.writable
               ? '/dev/shm is not writable'
-              : `the router takes no request to it now (${worker?.lastError ?? 'not yet discovered'})`,
+              : `the router takes no request to it now (${outOfRotationReason(worker) ?? 'not yet discovered'})`,
         ),
       );
     } else {
@@ -199,11 +199,13 @@ export async function diagnoseWorker(state: ConsoleState, url: string): Promise<
       remedy: DECISION_ADVICE.auto_worker_read_failed!,
     });
   }
-  // The verdict follows the steps: a worker the router does not reach (now, or by its registry)
-  // gets no request; one whose probe a role with no healthy worker refused gets none that way.
-  const decision: Pick<TransportDecision, 'shmEnabled' | 'reason'> =
-    !reachable || !inRotation(worker)
-      ? { shmEnabled: false, reason: 'worker_not_healthy' }
+  // The verdict follows the steps: a worker the router does not reach gets no request; one out
+  // of rotation by its registry gets the verdict every screen gives it (not healthy, or drained:
+  // views.ts workerTransport); one whose probe a role with no healthy worker refused gets none that way.
+  const decision: Pick<TransportDecision, 'shmEnabled' | 'reason'> = !reachable
+    ? { shmEnabled: false, reason: 'worker_not_healthy' }
+    : !inRotation(worker)
+      ? workerTransport(state, spec, snapshot.config, snapshot, snapshot.origins, worker).decision
       : refusedByRole
         ? { shmEnabled: false, reason: 'route_not_healthy' }
         : workerTransport(state, spec, snapshot.config, snapshot, snapshot.origins, worker).decision;

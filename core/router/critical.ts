@@ -38,7 +38,10 @@ export class RecentOutcomes {
     log: RequestLog | undefined,
     private readonly now: () => number = Date.now,
   ) {
-    log?.subscribe((s) => this.add(s));
+    // The console's own requests (a test tensor to a drained worker, calibration) say nothing of the API's.
+    log?.subscribe((s) => {
+      if (s.source !== 'console') this.add(s);
+    });
   }
 
   add(s: RequestSummary): void {
@@ -86,8 +89,12 @@ function roleDown(registry: WorkerRegistry, config: RouterConfig, role: WorkerTy
   const fails = images ? 'every request with an image fails with 503' : 'every request fails with 503';
   const workers = specs.map((spec) => ({ url: spec.url, error: outOfRotationReason(registry.get(spec.url)) ?? 'in rotation' }));
   const none = specs.length === 0;
-  // Out of rotation only because the operator drained them: the remedy is to return one.
-  const drained = !none && specs.every((spec) => registry.get(spec.url)?.drainedAt !== undefined && registry.get(spec.url)?.healthy);
+  // Drained by the operator while healthy: returning one is the quickest remedy.
+  const drainedHealthy = specs.filter((spec) => {
+    const w = registry.get(spec.url);
+    return w !== undefined && !w.removed && w.healthy && w.drainedAt !== undefined;
+  }).length;
+  const drained = !none && drainedHealthy === specs.length;
   return {
     kind: 'no_healthy_worker',
     role,
@@ -98,9 +105,11 @@ function roleDown(registry: WorkerRegistry, config: RouterConfig, role: WorkerTy
       : `no ${drained ? `${ROLE_WORDS[role]} in rotation (every one is drained)` : `healthy ${ROLE_WORDS[role]}`}: ${fails} (${workers.map((w) => `${w.url}: ${w.error}`).join('; ')})`,
     remedy: drained
       ? `return a drained ${ROLE_WORDS[role]} to rotation (Workers)`
-      : none
-        ? `add a${role === 'encode' ? 'n' : ''} ${ROLE_WORDS[role]} (Workers), or change the serving mode (disaggregation)`
-        : `restart or bring back the ${ROLE_WORDS[role]}${specs.length === 1 ? '' : 's'} (Doctor shows each one's checks); requests succeed again as soon as one answers its health check`,
+      : drainedHealthy > 0
+        ? `return the drained ${ROLE_WORDS[role]} to rotation (Workers), or restart or bring back the others (Doctor shows each one's checks)`
+        : none
+          ? `add a${role === 'encode' ? 'n' : ''} ${ROLE_WORDS[role]} (Workers), or change the serving mode (disaggregation)`
+          : `restart or bring back the ${ROLE_WORDS[role]}${specs.length === 1 ? '' : 's'} (Doctor shows each one's checks); requests succeed again as soon as one answers its health check`,
   };
 }
 

@@ -30,7 +30,7 @@ import { shmFreeBytes, ShmWriter, type ShmProbeResult } from '../transport/shm-w
 import { pixelCacheBudget } from '../config/pixel-cache-setting.ts';
 import { DECISION_REASONS } from '../transport/vocabulary.ts';
 import { embeddedWorkerSpec, startEmbeddedWorker, type EmbeddedWorker } from '../refworker/embedded.ts';
-import { WorkerRegistry } from '../workers/registry.ts';
+import { inRotation, WorkerRegistry } from '../workers/registry.ts';
 import { capabilitiesOf, laneFacts } from '../engines/table.ts';
 import type { RouterContext } from './context.ts';
 import { ApiError } from './openai.ts';
@@ -123,7 +123,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     return resolveWorkerTransport({ ...(worker ? { worker } : {}), workers: snapshot.config.workers, router: snapshot.config, env: snapshot.env })
       .multimodal_tensor_transport.value;
   }
-  metrics.watchWorkers(() => registry.list().map((w) => ({ url: w.spec.url, healthy: w.healthy, inFlight: w.inFlight })));
+  metrics.watchWorkers(() => registry.list().map((w) => ({ url: w.spec.url, ready: inRotation(w), inFlight: w.inFlight })));
   // One subscription feeds the rates and the per-worker metrics, so the two never disagree.
   const requests = new RequestLog();
   const rates = new RequestRates();

@@ -39,4 +39,32 @@ describe('TransportMetrics.observeRequest', () => {
     // From the prefill's start (42 ms) to the decode's first token (162 + 38 ms).
     expect(line(text, 'smg_pd_ttft_seconds_sum{backend_type="pd",model="qwen2-vl-mini",runtime="sglang"}')).toBe('0.158');
   });
+
+  it('as the gateway, the PD metrics are success-only: a request whose decode failed records no prefill duration; smg_worker_health is 0 for a worker out of rotation', async () => {
+    const m = new TransportMetrics();
+    m.watchWorkers(() => [
+      { url: 'grpc://p:1', ready: true, inFlight: 0 },
+      { url: 'grpc://d:2', ready: false, inFlight: 1 },
+    ]);
+    m.observeRequest(
+      {
+        id: 'b',
+        time: 1,
+        status: 502,
+        durationMs: 300,
+        worker: 'grpc://d:2',
+        error: 'decode worker failed',
+        legs: [
+          { leg: 'prefill', worker: 'grpc://p:1', startMs: 1, durationMs: 100 },
+          { leg: 'decode', worker: 'grpc://d:2', startMs: 101, durationMs: 20, error: 'decode worker failed' },
+        ],
+      },
+      'qwen2-vl-mini',
+      () => 'vllm',
+    );
+    const text = await m.text();
+    expect(line(text, 'smg_pd_prefill_duration_seconds_count{backend_type="pd",model="qwen2-vl-mini",runtime="vllm"}')).toBeUndefined();
+    expect(line(text, 'smg_worker_health{worker="grpc://p:1"}')).toBe('1');
+    expect(line(text, 'smg_worker_health{worker="grpc://d:2"}')).toBe('0');
+  });
 });

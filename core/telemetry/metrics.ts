@@ -167,8 +167,8 @@ export class TransportMetrics {
   });
 
   // Each worker's state, read from the registry at each scrape.
-  private workerStates: (() => readonly { url: string; healthy: boolean; inFlight: number }[]) | undefined;
-  private readonly workerGauge = (name: string, help: string, value: (w: { healthy: boolean; inFlight: number }) => number) => {
+  private workerStates: (() => readonly { url: string; ready: boolean; inFlight: number }[]) | undefined;
+  private readonly workerGauge = (name: string, help: string, value: (w: { ready: boolean; inFlight: number }) => number) => {
     const states = () => this.workerStates?.() ?? [];
     return new Gauge({
       name,
@@ -182,10 +182,10 @@ export class TransportMetrics {
     });
   };
   readonly workerRequestsActive = this.workerGauge('smg_worker_requests_active', 'Currently running requests per worker', (w) => w.inFlight);
-  readonly workerHealth = this.workerGauge('smg_worker_health', 'Worker health status (1=healthy, 0=unhealthy)', (w) => (w.healthy ? 1 : 0));
+  readonly workerHealth = this.workerGauge('smg_worker_health', 'Worker health status (1=healthy, 0=unhealthy)', (w) => (w.ready ? 1 : 0));
 
-  /** Export these workers' in-flight counts and health at every scrape. */
-  watchWorkers(states: () => readonly { url: string; healthy: boolean; inFlight: number }[]): void {
+  /** Export these workers' in-flight counts and health at every scrape (`ready`: in rotation, as the gateway's Ready status: a drained worker is 0). */
+  watchWorkers(states: () => readonly { url: string; ready: boolean; inFlight: number }[]): void {
     this.workerStates = states;
   }
 
@@ -208,7 +208,8 @@ export class TransportMetrics {
     }
     const prefill = legs.find((l) => l.leg === 'prefill');
     const decode = legs.find((l) => l.leg === 'decode');
-    if (prefill && !prefill.error) {
+    // As the gateway: the PD metrics are success-only, recorded once the decode has gone well.
+    if (prefill && !prefill.error && decode && !decode.error) {
       this.pdPrefillDuration.observe({ backend_type: 'pd', model, runtime: runtimeOf(prefill.worker) ?? 'unknown' }, prefill.durationMs / 1000);
       if (decode?.firstTokenMs !== undefined) {
         const ttftMs = decode.startMs + decode.firstTokenMs - prefill.startMs;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { WorkerSpecSchema, type WorkerSpec } from '../config/schema.ts';
 import type { EngineConnection, GenerateSink } from '../engines/engine.ts';
-import { MAX_CONCURRENT_PROBES, withAnswerClock, WorkerRegistry, type WorkerState } from './registry.ts';
+import { inRotation, MAX_CONCURRENT_PROBES, withAnswerClock, WorkerRegistry, type WorkerState } from './registry.ts';
 
 // Selection and reconciliation only look at health, load, priority and urls; the gRPC side is
 // exercised against real workers in router.test.ts and live-config.test.ts, so a connection
@@ -94,6 +94,20 @@ describe('reconcile', () => {
     r.release(w1);
     expect(connection.closed).toBe(true);
     expect(r.drainingWorkers()).toEqual([]);
+  });
+
+  it('a drained worker removed and added again while its request finishes is back in rotation, as a worker added anew', async () => {
+    const { r, specs } = registry(50, 50);
+    const w1 = r.list()[1]!;
+    r.drain(w1);
+    r.acquire(w1);
+    await r.reconcile([specs[0]!]);
+    expect(r.drainingWorkers()).toEqual([w1]);
+    await r.reconcile(specs);
+    expect(r.get(specs[1]!.url)!.drainedAt).toBeUndefined();
+    expect(inRotation(r.get(specs[1]!.url))).toBe(true);
+    r.release(w1);
+    r.close();
   });
 
   it('an added worker is not selectable before discovery says it is healthy', async () => {

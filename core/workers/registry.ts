@@ -406,6 +406,8 @@ export class WorkerRegistry {
       byUrl.delete(spec.url);
       if (existing.removed) {
         existing.removed = false;
+        // Removed and added again: back in rotation, as a worker added anew is (its drain was of the removed entry).
+        delete existing.drainedAt;
         this.draining.delete(existing);
       }
       const runtimeChanged =

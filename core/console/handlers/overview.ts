@@ -231,10 +231,11 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
         workers: {
           total: workers.length,
           // A worker the operator drained is no serving capacity: counted with the draining ones.
+          // Each worker counted once: a drained worker that is down is unhealthy (its health is what needs fixing).
           healthy: workers.filter((w, i) => health[i] === 'healthy' && w.drainedAt === undefined).length,
           unhealthy: health.filter((h) => h === 'unhealthy').length,
           discovering: health.filter((h) => h === 'discovering').length,
-          draining: ctx.registry.drainingWorkers().length + workers.filter((w) => w.drainedAt !== undefined).length,
+          draining: ctx.registry.drainingWorkers().length + workers.filter((w, i) => w.drainedAt !== undefined && health[i] === 'healthy').length,
         },
         pixelCache: pixelCacheView(state),
         warnings,

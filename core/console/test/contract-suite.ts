@@ -187,8 +187,13 @@ export function describeContract(name: string, setup: () => ContractEnv): void {
       expect((await client.call('workers.drain', { url: workers.sameShm })).drainedAt).toBe(drained.drainedAt); // again: the first time stands
       const listed = (await client.call('workers.list', {})).workers.find((w) => w.url === workers.sameShm)!;
       expect([listed.drainedAt, listed.health]).toEqual([drained.drainedAt, 'healthy']);
-      // Its verdict says why no request reaches it: drained, not down.
+      // Its verdict says why no request reaches it: drained, not down; Doctor says the same.
       expect(listed.decision).toMatchObject({ shmEnabled: false, reason: 'worker_drained' });
+      const doctor = await client.call('workers.diagnose', { url: workers.sameShm });
+      expect(doctor.verdict).toMatchObject({ outcome: 'no_request', reason: 'worker_drained' });
+      expect(doctor.steps.find((s) => s.id === 'probe_file_read')?.detail).toBe(
+        'not checked: the router takes no request to it now (drained by the operator (out of rotation))',
+      );
       const overview = await client.call('overview', {});
       expect(overview.workers).toMatchObject({ healthy: 0, draining: 1 });
       const gateway = await client.call('config.exportForGateway', {});
