@@ -133,5 +133,5 @@ export function UChart({
   // What the chart plots, summed over its series (a test reads it; the canvas cannot be read).
   let sum = 0;
   for (const series of data.slice(1) as Array<ArrayLike<number | null | undefined>>) for (let i = 0; i < series.length; i++) sum += series[i] ?? 0;
-  return <div ref={wrap} className="chart" role="img" aria-label={label} data-sum={sum} style={{ height: height + 34 }} />;
+  return <div ref={wrap} className="chart" role="img" aria-label={label} data-sum={sum} style={{ minHeight: height + 34 }} />;
 }

@@ -6,7 +6,7 @@ import type uPlot from 'uplot';
 import { RATE_WINDOWS, type Rates, type RateSeries, type RateWindow } from '../../../core/console/contract.ts';
 import { formatCountRate, formatInt, formatMs, formatPercent } from '../lib/format.ts';
 import { refreshMs, useRates } from '../stores/rates.ts';
-import { cssVar, themedAxis, UChart } from './Chart.tsx';
+import { cssVar, themedAxis, timeAxis, UChart } from './Chart.tsx';
 import { Empty, ErrorNote, LegTag, Panel } from './ui.tsx';
 
 export const WINDOW_WORDS: Record<RateWindow, string> = { '1m': 'the last minute', '15m': 'the last 15 minutes', '1h': 'the last hour' };
@@ -27,7 +27,7 @@ function chartOptions(kind: Kind, names: string[]) {
     cursor: { drag: { x: false, y: false } },
     legend: { live: true },
     scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, kind === 'errors' ? 1 : Math.max(kind === 'rate' ? 1 : 10, max * 1.1)] } },
-    axes: [themedAxis(), themedAxis({ size: 70, values: (_u, vals) => vals.map(format) })],
+    axes: [timeAxis(), themedAxis({ size: 70, values: (_u, vals) => vals.map(format) })],
     series: [
       { label: 'time' },
       ...names.flatMap((name, i) => {
