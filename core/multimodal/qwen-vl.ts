@@ -156,7 +156,7 @@ export function patchGeometry(height: number, width: number, cfg: QwenVlImageCon
 }
 
 /** Per channel, the encoder value of each 8-bit level: rescale then normalize, in float32. */
-export function levelTable(cfg: QwenVlImageConfig): Float32Array[] {
+export function levelTable(cfg: Pick<QwenVlImageConfig, 'image_mean' | 'image_std' | 'rescale_factor' | 'do_rescale' | 'do_normalize'>): Float32Array[] {
   return [0, 1, 2].map((c) => {
     const table = new Float32Array(256);
     const mean = Math.fround(cfg.image_mean[c]!);

@@ -1,0 +1,127 @@
+// CLIP image preprocessing, as LLaVA-1.5's processor runs it (Hugging Face's CLIPImageProcessor,
+// docs/preprocessing.md, "CLIP crop (LLaVA-1.5)"), from 8-bit RGB pixels to the encoder input:
+//
+//   resize       the shortest edge to `shortest_edge`, the aspect ratio kept; the long side is
+//                int(shortest_edge · long / short), truncated as Hugging Face's
+//                get_resize_output_image_size does (the gateway rounds it: see the docs);
+//                Pillow-exact bicubic (resize.ts)
+//   center crop  crop_height × crop_width from top (h − crop) // 2, left (w − crop) // 2
+//   rescale      × rescale_factor in float64 then float32; normalize (x − mean) / std in
+//                float32: the lookup table of qwen-vl.ts (the same arithmetic)
+//   layout       channel first, [3, crop_height, crop_width]: one image's slice of the
+//                batched pixel_values [images, 3, crop_height, crop_width]
+//
+// Rows the crop does not keep are resized (Pillow resizes the whole image before the crop)
+// and dropped as they come; the kept ones are normalized straight into the output.
+import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
+import { ImageSizeError, levelTable } from './qwen-vl.ts';
+import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
+
+export interface ClipImageConfig {
+  /** size.shortest_edge: the side the shorter edge is resized to. */
+  shortest_edge: number;
+  crop_height: number;
+  crop_width: number;
+  image_mean: [number, number, number];
+  image_std: [number, number, number];
+  rescale_factor: number;
+  do_resize: boolean;
+  do_center_crop: boolean;
+  do_rescale: boolean;
+  do_normalize: boolean;
+}
+
+export const CLIP_MEAN: [number, number, number] = [0.48145466, 0.4578275, 0.40821073];
+export const CLIP_STD: [number, number, number] = [0.26862954, 0.26130258, 0.27577711];
+
+/** LLaVA-1.5's preprocessor_config.json (llava-hf/llava-1.5-7b-hf): CLIP ViT-L/14 at 336 pixels. */
+export const CLIP_336_DEFAULTS: ClipImageConfig = {
+  shortest_edge: 336,
+  crop_height: 336,
+  crop_width: 336,
+  image_mean: CLIP_MEAN,
+  image_std: CLIP_STD,
+  rescale_factor: 1 / 255,
+  do_resize: true,
+  do_center_crop: true,
+  do_rescale: true,
+  do_normalize: true,
+};
+
+export interface ClipGeometry {
+  resizedHeight: number;
+  resizedWidth: number;
+  /** Where the crop starts in the resized image. */
+  top: number;
+  left: number;
+  /** The encoder input's height and width: the crop (or the resized image without one). */
+  height: number;
+  width: number;
+}
+
+/** Hugging Face's get_resize_output_image_size(default_to_square=False): the short side to `size`, the long one truncated. */
+export function clipResizeSize(height: number, width: number, size: number): { height: number; width: number } {
+  if (height <= 0 || width <= 0) throw new ImageSizeError(`image of ${width}x${height} pixels has a zero side`);
+  const [short, long] = width <= height ? [width, height] : [height, width];
+  const newLong = Math.trunc((size * long) / short);
+  return width <= height ? { height: newLong, width: size } : { height: size, width: newLong };
+}
+
+export function clipGeometry(height: number, width: number, cfg: ClipImageConfig): ClipGeometry {
+  const resized = cfg.do_resize ? clipResizeSize(height, width, cfg.shortest_edge) : { height, width };
+  if (!cfg.do_center_crop) return { resizedHeight: resized.height, resizedWidth: resized.width, top: 0, left: 0, height: resized.height, width: resized.width };
+  if (resized.height < cfg.crop_height || resized.width < cfg.crop_width) {
+    throw new ImageSizeError(
+      `image of ${width}x${height} pixels is ${resized.width}x${resized.height} after its resize, smaller than the ${cfg.crop_width}x${cfg.crop_height} crop`,
+    );
+  }
+  return {
+    resizedHeight: resized.height,
+    resizedWidth: resized.width,
+    top: Math.floor((resized.height - cfg.crop_height) / 2),
+    left: Math.floor((resized.width - cfg.crop_width) / 2),
+    height: cfg.crop_height,
+    width: cfg.crop_width,
+  };
+}
+
+/**
+ * Resize, crop, rescale and normalize packed RGB into a channel-first [3, height, width]
+ * encoder input: float32 unless `float32: false`, bfloat16 bits too with `bf16: true`.
+ * `javascript` forces the JavaScript resize (the second implementation the tests hold the
+ * kernels to).
+ */
+export function preprocessClipRgb(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: ClipImageConfig,
+  options: { bf16?: boolean; float32?: boolean; javascript?: boolean } = {},
+): ClipGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array } {
+  if (options.float32 === false && !options.bf16) throw new RangeError('preprocessClipRgb: asked for neither float32 nor bfloat16 output');
+  const g = clipGeometry(height, width, cfg);
+  const plane = g.height * g.width;
+  const out = options.float32 !== false ? new Float32Array(3 * plane) : undefined;
+  const bf = options.bf16 ? new Uint16Array(3 * plane) : undefined;
+  const levels = levelTable(cfg);
+  const f32Bits = new Uint32Array(1);
+  const f32 = new Float32Array(f32Bits.buffer);
+  const row = (y: number, line: Uint8Array) => {
+    const r = y - g.top;
+    if (r < 0 || r >= g.height) return;
+    for (let c = 0; c < 3; c++) {
+      const table = levels[c]!;
+      const at = c * plane + r * g.width;
+      for (let x = 0; x < g.width; x++) {
+        const v = table[line[(x + g.left) * 3 + c]!]!;
+        if (out) out[at + x] = v;
+        if (bf) {
+          f32[0] = v;
+          bf[at + x] = bf16BitsFromF32Bits(f32Bits[0]!);
+        }
+      }
+    }
+  };
+  (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, g.resizedWidth, g.resizedHeight, row);
+  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}) };
+}
