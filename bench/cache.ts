@@ -211,7 +211,16 @@ async function hitCost(
     const first = await cache.lookup(key);
     if (first.kind !== 'miss') throw new Error(`an empty pixel cache answered ${first.kind}`);
     const stored = await first.miss.store(
-      { kind: 'float32', nbytes, patches: g.patches, features: g.features, modelTensors: QWEN2_VL.imageTensors(g), tokens: g.tokens, mediaHash: hash },
+      {
+        kind: 'float32',
+        nbytes,
+        patches: g.patches,
+        features: g.features,
+        encoderShape: QWEN2_VL.encoderShape(g, QWEN2_VL.defaults),
+        modelTensors: QWEN2_VL.imageTensors(g),
+        tokens: g.tokens,
+        mediaHash: hash,
+      },
       { kind: 'memory', bytes: tensor },
     );
     if (!stored) throw new Error(`the pixel cache did not store the entry: ${JSON.stringify(cache.stats())}`);

@@ -45,7 +45,17 @@ describe('mmtc preprocess', () => {
     expect(r.stdout).toContain('shape       [4888, 1176]  grid_thw [1, 52, 94]  1222 tokens');
     expect(r.stdout).toContain(`encoder     bfloat16, ${4888 * 1176 * 2} bytes`);
     // A lone image is split between two pool threads (the pool has one per core).
-    expect(r.stdout).toMatch(os.availableParallelism() > 1 ? /resize\+normalize\+patchify [\d.]+ ms \(2 threads\)/ : /\(1 thread\)/);
+    expect(r.stdout).toMatch(os.availableParallelism() > 1 ? /resize\+normalize\+layout [\d.]+ ms \(2 threads\)/ : /\(1 thread\)/);
+  });
+
+  it('--model llava: a 336-pixel CLIP crop of any image, [1, 3, 336, 336], 576 tokens, no grid', () => {
+    const r = runMmtc(['preprocess', '--model', 'llava', images.file('hd.jpg')]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('family      llava');
+    expect(r.stdout).toContain('resized     597x336');
+    expect(r.stdout).toContain('shape       [1, 3, 336, 336]  576 tokens');
+    expect(r.stdout).toContain(`encoder     float32, ${3 * 336 * 336 * 4} bytes`);
+    expect(r.stdout).toMatch(/\(1 thread\)/);
   });
 
   it('a missing image fails with its index and the cause, exit 1', () => {

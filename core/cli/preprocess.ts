@@ -6,8 +6,8 @@ import { loadImageBytes, ImageInputError } from '../multimodal/fetch.ts';
 import { createMediaPolicy } from '../multimodal/media-policy.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
-import { familyById, type FamilyId } from '../multimodal/families/index.ts';
-import { encoderFingerprint, type QwenVlImageConfig } from '../multimodal/qwen-vl.ts';
+import { familyById, type FamilyId, type ImageConfig } from '../multimodal/families/index.ts';
+import { encoderFingerprint } from '../multimodal/qwen-vl.ts';
 import { formatPreprocessReport, type PreprocessReport } from './reports.ts';
 
 export interface PreprocessCommandOptions {
@@ -22,17 +22,19 @@ export interface PreprocessCommandOptions {
 const OPERATOR_MEDIA_POLICY = createMediaPolicy({ allowPrivateHosts: true });
 
 export async function runPreprocessCommand(images: string[], opts: PreprocessCommandOptions): Promise<number> {
-  let config: QwenVlImageConfig;
+  let config: ImageConfig;
+  let family: FamilyId = opts.model ?? 'qwen2_vl';
   if (opts.modelPath) {
     const model = await loadModelDirectory(opts.modelPath);
     if (opts.model && opts.model !== model.family) {
       process.stderr.write(
-        `warning: --model ${opts.model} differs from ${model.path}'s model_type ${formatValue(model.modelType)}; using ${opts.model} with its preprocessor_config.json\n`,
+        `warning: --model ${opts.model} differs from ${model.path}'s model_type ${formatValue(model.modelType)} (the ${model.family} family); using ${model.family} with the directory's preprocessor_config.json\n`,
       );
     }
     config = model.imageConfig;
+    family = model.family;
   } else {
-    config = familyById(opts.model ?? 'qwen2_vl').defaults;
+    config = familyById(family).defaults;
   }
   if (!opts.normalize) config = { ...config, do_normalize: false };
   const pool = new PreprocessPool();
@@ -50,9 +52,12 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
           image,
           width: r.width,
           height: r.height,
+          family,
           resized: [r.resizedHeight, r.resizedWidth],
-          shape: [r.patches, r.features],
-          grid_thw: r.gridThw,
+          shape: familyById(family).encoderShape(r, config),
+          ...(r.gridT !== undefined && r.gridH !== undefined && r.gridW !== undefined
+            ? { grid_thw: [r.gridT, r.gridH, r.gridW] as [number, number, number] }
+            : {}),
           tokens: r.tokens,
           dtype: opts.dtype,
           nbytes: r.patches * r.features * elem,

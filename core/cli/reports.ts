@@ -12,10 +12,14 @@ export interface PreprocessReport {
   image: string;
   width: number;
   height: number;
-  /** [height, width] after smart_resize. */
+  /** The model family (families/index.ts) whose processor ran. */
+  family: string;
+  /** [height, width] after the processor's resize (smart_resize; CLIP's shortest edge, before its crop). */
   resized: [number, number];
-  shape: [number, number];
-  grid_thw: [number, number, number];
+  /** The image's encoder input, as the gateway slices it per item (Qwen [patches, features]; CLIP [1, 3, H, W]). */
+  shape: number[];
+  /** Qwen's grid (absent for a family without one). */
+  grid_thw?: [number, number, number];
   tokens: number;
   dtype: string;
   nbytes: number;
@@ -128,9 +132,10 @@ export function formatPreprocessReport(r: PreprocessReport): string {
     `${r.image}`,
     `  input       ${r.width}x${r.height}`,
     `  resized     ${r.resized[1]}x${r.resized[0]}`,
-    `  shape       [${r.shape.join(', ')}]  grid_thw [${r.grid_thw.join(', ')}]  ${r.tokens} tokens`,
+    `  family      ${r.family}`,
+    `  shape       [${r.shape.join(', ')}]${r.grid_thw ? `  grid_thw [${r.grid_thw.join(', ')}]` : ''}  ${r.tokens} tokens`,
     `  encoder     ${r.dtype}, ${r.nbytes} bytes (${(r.nbytes / 1e6).toFixed(1)} MB)`,
-    `  time        read ${r.ms.read} ms, decode ${r.ms.decode} ms, resize+normalize+patchify ${r.ms.preprocess} ms (${r.threads} thread${r.threads === 1 ? '' : 's'})`,
+    `  time        read ${r.ms.read} ms, decode ${r.ms.decode} ms, resize+normalize+layout ${r.ms.preprocess} ms (${r.threads} thread${r.threads === 1 ? '' : 's'})`,
     `  fingerprint ${r.fingerprint}`,
     '',
   ].join('\n');

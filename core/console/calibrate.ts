@@ -18,9 +18,7 @@
 // multimodal_shm_min_bytes is the geometric midpoint between it and the size below it (or the
 // smallest size when SHM wins from there), rounded to KiB. When SHM clearly wins nowhere there
 // is no clear crossover, and nothing is recommended.
-import { familyById, type ImageProcessor } from '../multimodal/families/index.ts';
-import { QWEN_PATCH_PROCESSOR } from '../multimodal/families/qwen-patches.ts';
-import type { QwenVlImageConfig } from '../multimodal/qwen-vl.ts';
+import { processorOf, type ImageConfig } from '../multimodal/families/index.ts';
 import { runChatInMemory } from '../router/chat.ts';
 import { capabilitiesOf } from '../engines/table.ts';
 import { findWorker, type ConsoleState } from './state.ts';
@@ -82,26 +80,9 @@ interface SizePlan {
   nbytes: number;
 }
 
-/** Square images whose encoder tensor is nearest each target, one per distinct size. */
-export function calibrationSizes(
-  config: QwenVlImageConfig,
-  elementBytes: number,
-  targets = CALIBRATION_TARGETS,
-  processor: ImageProcessor = QWEN_PATCH_PROCESSOR,
-): SizePlan[] {
-  const factor = processor.blockSide(config);
-  const patchBytes = processor.rowFeatures(config) * elementBytes;
-  const plans: SizePlan[] = [];
-  for (const target of targets) {
-    const patches = target / patchBytes;
-    // A square grid of merge blocks: side in blocks, at least one block.
-    const blocks = Math.max(1, Math.round(Math.sqrt(patches) / config.merge_size));
-    const side = blocks * factor;
-    const g = processor.geometry(side, side, { ...config, min_pixels: factor * factor, max_pixels: side * side });
-    const nbytes = g.patches * g.features * elementBytes;
-    if (!plans.some((p) => p.nbytes === nbytes)) plans.push({ width: side, height: side, nbytes });
-  }
-  return plans;
+/** Square images whose encoder tensor is nearest each target, one per distinct size (the processor of `config` chooses them). */
+export function calibrationSizes(config: ImageConfig, elementBytes: number, targets = CALIBRATION_TARGETS): SizePlan[] {
+  return processorOf(config).sizesNear(targets, elementBytes);
 }
 
 /** The crossover of measured points (sizes ascending), by the rule in the header. */
@@ -181,7 +162,7 @@ export function calibrationPlan(state: ConsoleState, url: string): { dtype: stri
     );
   const dtype = capabilities.encoderDtype('image', ctx.processEnv, worker.labels).dtype;
   // The image sizes are the model family's processor's (its encoder input per image size).
-  return { dtype, sizes: calibrationSizes(ctx.model.imageConfig, dtype === 'float32' ? 4 : 2, CALIBRATION_TARGETS, familyById(ctx.model.family).processor) };
+  return { dtype, sizes: calibrationSizes(ctx.model.imageConfig, dtype === 'float32' ? 4 : 2) };
 }
 
 export async function calibrateWorker(state: ConsoleState, url: string, samples: number): Promise<CalibrationResult> {

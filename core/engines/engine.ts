@@ -68,8 +68,11 @@ export interface PreparedImage {
   pixelValues?: Float32Array;
   /** The same values as bfloat16 bits, when the wire dtype is bfloat16. */
   bf16?: Uint16Array;
+  /** Rows along the encoder input's first axis, and the values in each (patches and 3·T·P·P for Qwen). */
   patches: number;
   features: number;
+  /** This image's encoder input shape as the gateway slices it per item (VisionFamily.encoderShape): its first axis is `patches`. */
+  encoderShape: number[];
   /** The family's model-specific tensors of this image (image_grid_thw, patches_per_image for Qwen), with their field layouts. */
   modelTensors: ImageModelTensor[];
   /** Where the image's placeholder tokens sit in inputIds. */

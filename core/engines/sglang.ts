@@ -52,10 +52,10 @@ function inlineTensorData(placed: PlacedTensor, name: string): sg.TensorData {
 async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
   let mmInputs: sg.MultimodalInputs | undefined;
   if (req.images.length > 0) {
-    const { pixels, rows, features } = concatenatedPixels(req.images);
+    const { pixels, shape } = concatenatedPixels(req.images);
     const pixelValues = await placeTensor(ctx, {
       name: 'pixel_values',
-      shape: [rows, features],
+      shape,
       dtype: 'float32',
       bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength),
     });

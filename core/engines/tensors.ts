@@ -23,18 +23,23 @@ export function int64Bytes(values: readonly number[]): Uint8Array {
   return new Uint8Array(BigInt64Array.from(values.map((v) => BigInt(v))).buffer);
 }
 
-/** Every image's float32 rows in prompt order, as one [rows, features] tensor (one image's own buffer when it is alone). */
-export function concatenatedPixels(images: readonly PreparedImage[]): { pixels: Float32Array; rows: number; features: number } {
+/**
+ * Every image's float32 encoder input in prompt order, concatenated along the first axis as
+ * the gateway's batch is (flat or batched alike): [rows, features] for Qwen, [images, 3, H, W]
+ * for a batched family. One image's own buffer when it is alone.
+ */
+export function concatenatedPixels(images: readonly PreparedImage[]): { pixels: Float32Array; shape: number[] } {
   const features = images[0]!.features;
   const rows = images.reduce((n, im) => n + im.patches, 0);
-  if (images.length === 1) return { pixels: float32Values(images[0]!), rows, features };
+  const shape = [rows, ...images[0]!.encoderShape.slice(1)];
+  if (images.length === 1) return { pixels: float32Values(images[0]!), shape };
   const pixels = new Float32Array(rows * features);
   let at = 0;
   for (const im of images) {
     pixels.set(float32Values(im), at);
     at += im.patches * im.features;
   }
-  return { pixels, rows, features };
+  return { pixels, shape };
 }
 
 /** One model-specific tensor of a request: every image's stacked (their FieldLayout batched), with its layout's keys. */

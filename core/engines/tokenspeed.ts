@@ -94,7 +94,7 @@ async function itemOf(
   readWrite: boolean,
 ): Promise<ts.MultimodalItem> {
   const encoder = pixels
-    ? await placeTensor(ctx, { name: `encoder_input${suffix}`, shape: [image.patches, image.features], dtype, bytes: encoderBytes(image, dtype), readWrite })
+    ? await placeTensor(ctx, { name: `encoder_input${suffix}`, shape: image.encoderShape, dtype, bytes: encoderBytes(image, dtype), readWrite })
     : undefined;
   // The family's tensors of this image (image_grid_thw, patches_per_image), each placed under its name.
   const modelSpecificTensors: Record<string, ts.TensorData> = {};

@@ -149,10 +149,10 @@ function samplingParams(s: SamplingOptions, prefillOnly: boolean): vllm.Sampling
  * placeholder range per image.
  */
 async function mmInputsOf(req: EngineRequest, ctx: PlacementContext): Promise<vllm.MultimodalInputs> {
-  const { pixels, rows, features } = concatenatedPixels(req.images);
+  const { pixels, shape } = concatenatedPixels(req.images);
   const pixelValues = await placeTensor(ctx, {
     name: 'pixel_values',
-    shape: [rows, features],
+    shape,
     dtype: 'float32',
     bytes: new Uint8Array(pixels.buffer, pixels.byteOffset, pixels.byteLength),
   });
@@ -167,7 +167,8 @@ async function mmInputsOf(req: EngineRequest, ctx: PlacementContext): Promise<vl
     imTokenId: req.imageTokenId,
     mmPlaceholders: req.images.map((im) => im.placeholder),
     mmHashes: req.images.map((im) => mediaHashHex(im.mediaHash)),
-    batchedKeys: stacked.map((t) => t.name),
+    // pixel_values flat by the family's sizes tensor, or batched (the gateway's vllm_field_layout_keys).
+    batchedKeys: [...stacked.map((t) => t.name), ...(sizes ? [] : ['pixel_values'])],
     flatKeys: sizes ? { pixel_values: sizes.name } : {},
     keepOnCpuKeys: stacked.filter((t) => t.keepOnCpu).map((t) => t.name),
     modality: 1,

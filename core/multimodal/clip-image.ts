@@ -29,6 +29,10 @@ export interface ClipImageConfig {
   do_center_crop: boolean;
   do_rescale: boolean;
   do_normalize: boolean;
+  /** The vision tower's patch side (config.json vision_config.patch_size): the crop is (crop / patch)² patches. */
+  patch_size: number;
+  /** The CLS token's feature is kept too (vision_feature_select_strategy "full"): one token more per image. */
+  keep_cls: boolean;
 }
 
 export const CLIP_MEAN: [number, number, number] = [0.48145466, 0.4578275, 0.40821073];
@@ -46,6 +50,8 @@ export const CLIP_336_DEFAULTS: ClipImageConfig = {
   do_center_crop: true,
   do_rescale: true,
   do_normalize: true,
+  patch_size: 14,
+  keep_cls: false,
 };
 
 export interface ClipGeometry {
@@ -65,6 +71,11 @@ export function clipResizeSize(height: number, width: number, size: number): { h
   const [short, long] = width <= height ? [width, height] : [height, width];
   const newLong = Math.trunc((size * long) / short);
   return width <= height ? { height: newLong, width: size } : { height: size, width: newLong };
+}
+
+/** Placeholder tokens of a crop of `height` × `width`: its patches, and the CLS token when the model keeps it. */
+export function clipTokens(height: number, width: number, cfg: Pick<ClipImageConfig, 'patch_size' | 'keep_cls'>): number {
+  return Math.floor(height / cfg.patch_size) * Math.floor(width / cfg.patch_size) + (cfg.keep_cls ? 1 : 0);
 }
 
 export function clipGeometry(height: number, width: number, cfg: ClipImageConfig): ClipGeometry {
@@ -96,13 +107,15 @@ export function preprocessClipRgb(
   width: number,
   height: number,
   cfg: ClipImageConfig,
-  options: { bf16?: boolean; float32?: boolean; javascript?: boolean } = {},
+  options: { bf16?: boolean; float32?: boolean; javascript?: boolean; into?: { pixelValues?: Float32Array; bf16?: Uint16Array } } = {},
 ): ClipGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array } {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessClipRgb: asked for neither float32 nor bfloat16 output');
   const g = clipGeometry(height, width, cfg);
   const plane = g.height * g.width;
-  const out = options.float32 !== false ? new Float32Array(3 * plane) : undefined;
-  const bf = options.bf16 ? new Uint16Array(3 * plane) : undefined;
+  // Into the caller's memory (the pool's) when it holds exactly this image's values.
+  const fits = (a: Float32Array | Uint16Array | undefined) => a !== undefined && a.length === 3 * plane;
+  const out = options.float32 !== false ? (fits(options.into?.pixelValues) ? options.into!.pixelValues! : new Float32Array(3 * plane)) : undefined;
+  const bf = options.bf16 ? (fits(options.into?.bf16) ? options.into!.bf16! : new Uint16Array(3 * plane)) : undefined;
   const levels = levelTable(cfg);
   const f32Bits = new Uint32Array(1);
   const f32 = new Float32Array(f32Bits.buffer);

@@ -1,3 +1,4 @@
+import { asQwenConfig } from './families/index.ts';
 import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { tmpdir } from 'node:os';
@@ -53,7 +54,7 @@ describe('the bundled model directory', () => {
   it('small images make small tensors, as with a Qwen2-VL checkpoint, so a threshold sorts them from large ones', async () => {
     const m = await loadModelDirectory();
     const bf16Bytes = (w: number, h: number) => {
-      const g = patchGeometry(h, w, m.imageConfig);
+      const g = patchGeometry(h, w, asQwenConfig(m.imageConfig));
       return g.patches * g.features * 2;
     };
     expect(bf16Bytes(128, 96)).toBe(60 * 1176 * 2); // 140x84: 138 KiB, not the 2.39 MiB a 200,704-pixel floor made of it

@@ -8,7 +8,8 @@ import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
-import { familyById, familyOfModelType, SUPPORTED_MODEL_TYPES, type FamilyId, type VisionFamily } from './families/index.ts';
+import type { ClipImageConfig } from './clip-image.ts';
+import { familyById, familyOfModelType, isClipConfig, SUPPORTED_MODEL_TYPES, type FamilyId, type ImageConfig, type VisionFamily } from './families/index.ts';
 import type { QwenVlImageConfig } from './qwen-vl.ts';
 
 export const BUNDLED_MODEL_PATH = path.resolve(import.meta.dirname, '../../models/qwen2-vl-mini');
@@ -24,8 +25,9 @@ export interface ModelDirectory {
   family: FamilyId;
   architectures: string[];
   imageTokenId: number;
-  visionStartTokenId: number;
-  visionEndTokenId: number;
+  /** Qwen's <|vision_start|> and <|vision_end|> (undefined for a family without them: VisionFamily.visionMarkers). */
+  visionStartTokenId: number | undefined;
+  visionEndTokenId: number | undefined;
   eosTokenIds: number[];
   vocabSize: number;
   /** Longest prompt plus completion, in tokens (config.json max_position_embeddings). */
@@ -35,7 +37,7 @@ export interface ModelDirectory {
    * tokens, so a prompt too long for the context is refused before it is tokenized.
    */
   maxTokenBytes: number;
-  imageConfig: QwenVlImageConfig;
+  imageConfig: ImageConfig;
   tokenizer: Tokenizer;
   chatTemplate: Template;
   /** Special tokens the template may reference (bos_token, eos_token, …). */
@@ -139,9 +141,56 @@ function flag(pre: Record<string, unknown>, key: string, file: string, fallback:
   return v;
 }
 
-/** preprocessor_config.json over the family defaults (min/max_pixels or size.shortest/longest_edge). */
-export function imageConfigFrom(family: FamilyId, pre: Record<string, unknown> | undefined, file = 'preprocessor_config.json'): QwenVlImageConfig {
-  const d = familyById(family).defaults;
+/** A size in preprocessor_config.json: a number, or {height, width} (crop_size) / {shortest_edge} (size). */
+function sideField(pre: Record<string, unknown>, key: string, side: 'height' | 'width' | 'shortest_edge', file: string, fallback: number): number {
+  const v = pre[key];
+  if (v === undefined || v === null) return fallback;
+  const n = typeof v === 'number' ? v : typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>)[side] : undefined;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n <= 0)
+    throw new ModelDirectoryError(`${file}: ${key} must be a positive integer or an object with a positive integer ${side}, got ${JSON.stringify(v)}`);
+  return n;
+}
+
+/**
+ * A CLIP crop's settings: preprocessor_config.json's size.shortest_edge and crop_size over the
+ * family defaults, and from config.json the vision tower's patch size and whether its
+ * features keep the CLS token (vision_feature_select_strategy "full").
+ */
+function clipConfigFrom(d: ClipImageConfig, pre: Record<string, unknown>, file: string, config: Record<string, unknown>, configFile: string): ClipImageConfig {
+  const vision = (config.vision_config ?? {}) as Record<string, unknown>;
+  const strategy = config.vision_feature_select_strategy ?? 'default';
+  if (strategy !== 'default' && strategy !== 'full')
+    throw new ModelDirectoryError(`${configFile}: vision_feature_select_strategy must be "default" or "full", got ${JSON.stringify(strategy)}`);
+  const patch = vision.patch_size ?? d.patch_size;
+  if (typeof patch !== 'number' || !Number.isInteger(patch) || patch <= 0)
+    throw new ModelDirectoryError(`${configFile}: vision_config.patch_size must be a positive integer, got ${JSON.stringify(patch)}`);
+  return {
+    shortest_edge: sideField(pre, 'size', 'shortest_edge', file, d.shortest_edge),
+    crop_height: sideField(pre, 'crop_size', 'height', file, d.crop_height),
+    crop_width: sideField(pre, 'crop_size', 'width', file, d.crop_width),
+    image_mean: triple(pre, 'image_mean', file, d.image_mean),
+    image_std: triple(pre, 'image_std', file, d.image_std),
+    rescale_factor: numberField(pre, 'rescale_factor', file, d.rescale_factor),
+    do_resize: flag(pre, 'do_resize', file, d.do_resize),
+    do_center_crop: flag(pre, 'do_center_crop', file, d.do_center_crop),
+    do_rescale: flag(pre, 'do_rescale', file, d.do_rescale),
+    do_normalize: flag(pre, 'do_normalize', file, d.do_normalize),
+    patch_size: patch,
+    keep_cls: strategy === 'full',
+  };
+}
+
+/** preprocessor_config.json over the family defaults (Qwen: min/max_pixels or size.shortest/longest_edge; CLIP: size and crop_size, with config.json's vision tower). */
+export function imageConfigFrom(
+  family: FamilyId,
+  pre: Record<string, unknown> | undefined,
+  file = 'preprocessor_config.json',
+  config: Record<string, unknown> = {},
+  configFile = 'config.json',
+): ImageConfig {
+  const defaults = familyById(family).defaults;
+  if (isClipConfig(defaults)) return clipConfigFrom(defaults, pre ?? {}, file, config, configFile);
+  const d: QwenVlImageConfig = defaults;
   if (!pre) return d;
   const size = (pre.size ?? {}) as Record<string, unknown>;
   const cfg: QwenVlImageConfig = {
@@ -234,14 +283,14 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
     modelType,
     family,
     architectures: Array.isArray(config!.architectures) ? (config!.architectures as string[]) : [],
-    imageTokenId: tokenId(root, at, 'image_token_id', configFile),
-    visionStartTokenId: tokenId(root, at, 'vision_start_token_id', configFile, fallbackId('vision_start_token_id')),
-    visionEndTokenId: tokenId(root, at, 'vision_end_token_id', configFile, fallbackId('vision_end_token_id')),
+    imageTokenId: tokenId(root, at, vision.imageTokenKey ?? 'image_token_id', configFile, fallbackId(vision.imageTokenKey ?? 'image_token_id')),
+    visionStartTokenId: vision.visionMarkers ? tokenId(root, at, 'vision_start_token_id', configFile, fallbackId('vision_start_token_id')) : undefined,
+    visionEndTokenId: vision.visionMarkers ? tokenId(root, at, 'vision_end_token_id', configFile, fallbackId('vision_end_token_id')) : undefined,
     eosTokenIds,
     vocabSize: typeof config!.vocab_size === 'number' ? config!.vocab_size : tokenizer.get_vocab(true).size,
     maxContextLength: contextLength(root, configFile),
     maxTokenBytes: maxTokenBytes(tokenizer, tokenizerJson!),
-    imageConfig: imageConfigFrom(family, pre, path.join(abs, 'preprocessor_config.json')),
+    imageConfig: imageConfigFrom(family, pre, path.join(abs, 'preprocessor_config.json'), config, configFile),
     tokenizer,
     chatTemplate,
     templateTokens,
@@ -250,6 +299,8 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
   };
   const padText = tokenizer.id_to_token(model.imageTokenId);
   if (padText === undefined)
-    throw new ModelDirectoryError(`${path.join(abs, 'tokenizer.json')}: image_token_id ${model.imageTokenId} from config.json is not in the vocabulary`);
+    throw new ModelDirectoryError(
+      `${path.join(abs, 'tokenizer.json')}: ${vision.imageTokenKey ?? 'image_token_id'} ${model.imageTokenId} from config.json is not in the vocabulary`,
+    );
   return model;
 }

@@ -27,7 +27,7 @@ describe('PreprocessPool', () => {
       expect(view(r.bf16!).equals(view(local.bf16!))).toBe(true);
       expect(r.pixelValues!.buffer).toBeInstanceOf(SharedArrayBuffer); // pooled output memory
       r.release();
-      expect(r).toMatchObject({ width: 400, height: 300, gridThw: [1, 28, 38], tokens: 266 });
+      expect(r).toMatchObject({ width: 400, height: 300, gridT: 1, gridH: 28, gridW: 38, tokens: 266 });
       expect(r.timings.decode).toBeGreaterThan(0);
     }
   });
@@ -57,7 +57,7 @@ describe('PreprocessPool', () => {
       .toBuffer();
     const cfg = { ...QWEN_VL_DEFAULTS.qwen2_vl, min_pixels: 28 * 28 };
     const one = await pool.run({ bytes: strip, config: cfg, bf16: false });
-    expect([one.gridThw, one.threads]).toEqual([[1, 2, 86], 1]);
+    expect([[one.gridT, one.gridH, one.gridW], one.threads]).toEqual([[1, 2, 86], 1]);
     one.release();
     // No thread was kept waiting to help with it: the next lone image gets two.
     const next = await pool.run({ bytes: images.bytes('photo.jpg'), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: false });

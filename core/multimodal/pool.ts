@@ -30,7 +30,8 @@ import sharp, { type Metadata } from 'sharp';
 import { headerSize } from './decode.ts';
 import { MemoryLedger, type MemoryCost, type MemoryUse } from './memory-ledger.ts';
 import type { PreprocessResult, PreprocessTask } from './preprocess-task.ts';
-import { bandStarts, encoderMemoryBytes, encoderMemoryIn, patchGeometry, type EncoderMemory, type PatchGeometry } from './qwen-vl.ts';
+import { processorOf, type EncoderGeometry } from './families/index.ts';
+import { encoderMemoryIn, type EncoderMemory } from './qwen-vl.ts';
 import { MAX_KERNEL_BYTES, type SharedWasmMemory } from './resize-simd.ts';
 import { SharedMemoryArena } from './shared-memory-arena.ts';
 import { errorFromThread, type ThreadError } from './thread-error.ts';
@@ -73,7 +74,7 @@ const THREAD_TRIM_GRACE_MS = 1000;
 export interface ImageHeader {
   width: number;
   height: number;
-  geometry: PatchGeometry;
+  geometry: EncoderGeometry;
 }
 
 /** How a thread's work on an image ended: its result, or the error its caller gets. */
@@ -245,7 +246,7 @@ export class PreprocessPool {
       // Nothing waiting behind this image, its output is shared and its header promises at
       // least two merge-block rows (the bands are whole block rows): let a free thread help.
       // (A helper polls while it waits: one the image could not use would spin for nothing.)
-      const splittable = job.header !== undefined && bandStarts(job.header.geometry, task.config, 2).length > 0;
+      const splittable = job.header !== undefined && processorOf(task.config).bandStarts(job.header.geometry, 2).length > 0;
       const helper = this.ledger.waiting === 0 && task.output && splittable ? this.freeThread() : undefined;
       let port: MessagePort | undefined;
       if (helper) {
@@ -282,14 +283,14 @@ export class PreprocessPool {
       if (!meta.width || !height) return undefined;
       size = { width: meta.width, height };
     }
-    return { ...size, geometry: patchGeometry(size.height, size.width, config) }; // ImageSizeError for bad sizes
+    return { ...size, geometry: processorOf(config).geometry(size.height, size.width) }; // ImageSizeError for bad sizes
   }
 
   /** What processing this image takes from the budget, from its header. */
   memoryCost(task: PreprocessTask, h: ImageHeader | undefined): MemoryCost {
     // Without a header the decoder will refuse it; a few times its bytes covers that attempt.
     if (!h) return { shared: 0, transient: task.bytes.byteLength * 4 };
-    const bytes = encoderMemoryBytes(h.width, h.height, task.config, outputKinds(task));
+    const bytes = processorOf(task.config).memoryBytes(h.width, h.height, outputKinds(task));
     return {
       shared: SharedMemoryArena.sizeClass(bytes),
       // The decoder's RGB output and libvips' own buffers for it, freed when the thread is done.
@@ -308,7 +309,7 @@ export class PreprocessPool {
   start(
     task: PreprocessTask,
     known?: Promise<ImageHeader | undefined>,
-  ): { header: Promise<PatchGeometry | undefined>; result: Promise<PooledPreprocessResult> } {
+  ): { header: Promise<EncoderGeometry | undefined>; result: Promise<PooledPreprocessResult> } {
     if (this.closed) {
       const closed = Promise.reject(closedError());
       closed.catch(() => {}); // the caller gets this rejection through header or result; this one only keeps it from counting as unhandled

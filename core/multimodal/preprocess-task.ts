@@ -1,18 +1,11 @@
-// One image's preprocessing, as run inside a pool thread: decode, then the fused Qwen-VL
-// pipeline, with the time of each stage; and, when the caller gives a sink, the encoder input
-// written into it as it is computed (this module never opens a file: the sink's owner does).
+// One image's preprocessing, as run inside a pool thread: decode, then the family's processor
+// (the fused Qwen-VL pipeline, or the CLIP crop), with the time of each stage; and, when the
+// caller gives a sink, the encoder input written into it as it is computed (this module never
+// opens a file: the sink's owner does).
+import { preprocessClipRgb } from './clip-image.ts';
 import { decodeToRgb } from './decode.ts';
-import {
-  patchGeometry,
-  preprocessRgb,
-  preprocessRgbInBands,
-  writeTimed,
-  type BandHelper,
-  type EncoderMemory,
-  type PatchGeometry,
-  type QwenVlImageConfig,
-  type TensorFileWrite,
-} from './qwen-vl.ts';
+import { isClipConfig, processorOf, type EncoderGeometry, type ImageConfig } from './families/index.ts';
+import { outputViews, preprocessRgb, preprocessRgbInBands, writeTimed, type BandHelper, type EncoderMemory, type TensorFileWrite } from './qwen-vl.ts';
 import { errnoText } from '../util/errno.ts';
 
 /**
@@ -64,7 +57,7 @@ export interface EncoderInputSink {
 /** An image for a pool thread, as the pool posts it. */
 export interface PreprocessTask {
   bytes: Uint8Array;
-  config: QwenVlImageConfig;
+  config: ImageConfig;
   bf16: boolean;
   /** Produce float32 values too (default true); false when only bfloat16 travels. */
   float32?: boolean;
@@ -76,14 +69,13 @@ export interface PreprocessTask {
   shm?: ShmPrewriteTask;
 }
 
-export interface PreprocessResult extends PatchGeometry {
+export interface PreprocessResult extends EncoderGeometry {
   width: number;
   height: number;
   format: string;
   pixelValues?: Float32Array;
   bf16?: Uint16Array;
-  gridThw: [number, number, number];
-  /** Milliseconds: decode, and resize+rescale+normalize+patchify (fused). */
+  /** Milliseconds: decode, and the processor's resize, rescale, normalize and layout (fused). */
   timings: { decode: number; preprocess: number };
   /** Threads that resized and scattered the image: 2 when a helper thread took half. */
   threads: number;
@@ -112,12 +104,12 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     if ('fd' in opened) file = { fd: opened.fd, kind: sink.kind };
     else shm = { written: false, error: opened.error };
   }
-  let out: ReturnType<typeof preprocessRgb>;
-  let split: Awaited<ReturnType<typeof preprocessRgbInBands>>;
+  let out: EncoderGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; memory?: EncoderMemory['memory']; written?: unknown; gridThw?: unknown };
+  let split: Awaited<ReturnType<typeof preprocessRgbInBands>> = null;
   try {
     // The sink takes exactly the encoder input of the decoded image, in its wire encoding.
     if (file && sink) {
-      const g = patchGeometry(image.height, image.width, task.config);
+      const g = processorOf(task.config).geometry(image.height, image.width);
       if (g.patches * g.features * (sink.kind === 'float32' ? 4 : 2) !== sink.nbytes || (sink.kind === 'bf16' ? !task.bf16 : task.float32 === false))
         end({ kind: 'not-written', reason: PREWRITE_HEADER_MISMATCH });
     }
@@ -126,12 +118,27 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     // memory made here would reach the main thread with the result, and V8 never frees those
     // once two threads have held them (shared-memory-arena.ts).
     const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
-    // With a helper and pooled memory, two threads take half of the image each (and each writes its half).
-    split =
-      helper && task.output
-        ? await preprocessRgbInBands(image.rgb, image.width, image.height, task.config, task.output, { ...options, ...(write ? { write } : {}) }, helper)
-        : null;
-    out = split ?? preprocessRgb(image.rgb, image.width, image.height, task.config, { ...options, ...(task.output ? { into: task.output } : {}) });
+    const cfg = task.config;
+    if (isClipConfig(cfg)) {
+      // One thread, into the pool's memory when it has it (the outputs alone: the resize runs row by row).
+      const g = processorOf(cfg).geometry(image.height, image.width);
+      const into = task.output ? outputViews(task.output, { float32: options.float32, bf16: options.bf16 }) : undefined;
+      const clip = preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...(into ? { into } : {}) });
+      const inPool = into !== undefined && (clip.pixelValues ?? clip.bf16) === (into.pixelValues ?? into.bf16);
+      out = {
+        ...g,
+        ...(clip.pixelValues ? { pixelValues: clip.pixelValues } : {}),
+        ...(clip.bf16 ? { bf16: clip.bf16 } : {}),
+        ...(inPool ? { memory: task.output!.memory } : {}),
+      };
+    } else {
+      // With a helper and pooled memory, two threads take half of the image each (and each writes its half).
+      split =
+        helper && task.output
+          ? await preprocessRgbInBands(image.rgb, image.width, image.height, cfg, task.output, { ...options, ...(write ? { write } : {}) }, helper)
+          : null;
+      out = split ?? preprocessRgb(image.rgb, image.width, image.height, cfg, { ...options, ...(task.output ? { into: task.output } : {}) });
+    }
   } catch (err) {
     end({ kind: 'not-written', reason: 'preprocessing failed' });
     throw err;
@@ -153,7 +160,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     }
     end(how);
   }
-  const { memory, written: _written, ...rest } = out;
+  const { memory, written: _written, gridThw: _gridThw, ...rest } = out;
   const t2 = performance.now();
   return {
     ...rest,

@@ -224,6 +224,11 @@ export function encoderMemoryBytes(width: number, height: number, cfg: QwenVlIma
   return base + resizeBytes(width, height, g.resizedWidth, g.resizedHeight, bandStarts(g, cfg, bands), base);
 }
 
+/** Bytes of the outputs alone for `elements` values (a processor whose resize does not run in this memory needs no more). */
+export function encoderOutputBytes(elements: number, kinds: OutputKinds): number {
+  return encoderLayout(elements, kinds).scratchAt;
+}
+
 /** Lay out `elements` of encoder input in `memory` (which the resize then grows as needed). */
 export function encoderMemoryIn(memory: SharedWasmMemory, elements: number, kinds: OutputKinds): EncoderMemory {
   return { memory, ...encoderLayout(elements, kinds) };
@@ -238,7 +243,7 @@ function outputKinds(options: { bf16?: boolean; float32?: boolean }): OutputKind
 const fits = (into: EncoderMemory | undefined, elements: number, kinds: OutputKinds): into is EncoderMemory =>
   into !== undefined && into.elements === elements && (!kinds.float32 || into.f32At !== undefined) && (!kinds.bf16 || into.bf16At !== undefined);
 
-function outputViews(mem: EncoderMemory, kinds: OutputKinds): { pixelValues?: Float32Array; bf16?: Uint16Array } {
+export function outputViews(mem: EncoderMemory, kinds: OutputKinds): { pixelValues?: Float32Array; bf16?: Uint16Array } {
   const buffer = mem.memory.buffer;
   return {
     ...(kinds.float32 ? { pixelValues: new Float32Array(buffer, mem.f32At, mem.elements) } : {}),

@@ -14,7 +14,13 @@ import { TensorReadError, type TensorReader, type WireTensor } from '../transpor
 import { type WireRuntime } from '../config/schema.ts';
 import { CallRefused, type BootstrapServer } from './bootstrap.ts';
 import type { StopRules } from './sampling-rules.ts';
-import { tokensOfGrid } from '../multimodal/families/index.ts';
+import { processorOf, type ConfiguredProcessor } from '../multimodal/families/index.ts';
+
+/** Placeholder tokens of one image from what arrived, as the worker's model computes them (the model's processor). */
+export type TokensOf = ConfiguredProcessor['tokensOf'];
+
+/** The model's rule for an image's tokens. */
+export const tokensOfModel = (model: Pick<ModelDirectory, 'imageConfig'>): TokensOf => processorOf(model.imageConfig).tokensOf;
 
 export interface NamedTensor {
   name: string;
@@ -39,8 +45,12 @@ export interface ImageCheck {
   label: string;
   /** Name of the encoder-input tensor and the rows of it this image owns. */
   encoder: string;
-  /** Name of the int64 grid tensor and which of its rows is this image's. */
-  grid: string;
+  /**
+   * Name of the int64 grid tensor and which of its rows is this image's, when the request
+   * carries one (Qwen's image_grid_thw); without one the image's tokens follow from its slice
+   * of the encoder input (a batched family's [1, 3, H, W]).
+   */
+  grid: string | undefined;
   gridRow: number;
   placeholders: Array<{ offset: number; length: number }>;
   placeholderTokenId: number | undefined;
@@ -66,10 +76,11 @@ export interface GenerateJob {
   layout?: (read: TensorsRead) => void;
 }
 
-/** What reading a job's tensors gives its checks: each small int64 tensor's values, and each 2-D tensor's rows. */
+/** What reading a job's tensors gives its checks: each small int64 tensor's values, and each tensor's rows (first dimension) and shape. */
 export interface TensorsRead {
   grids: ReadonlyMap<string, readonly number[]>;
   rows: ReadonlyMap<string, number>;
+  shapes: ReadonlyMap<string, readonly number[]>;
 }
 
 /** What ended a generation on a stop condition: a stop token or a stop string (GenerateComplete.matched_stop). */
@@ -90,19 +101,25 @@ interface ReceivedTensor {
   fnv1a?: string;
 }
 
-function validateImages(
-  checks: ImageCheck[],
-  grids: Map<string, number[]>,
-  rows: Map<string, number> | undefined,
-  inputIds: readonly number[],
-  tokensOf: (thw: readonly number[]) => number,
-): void {
+/** The model's tokens of an image, a shape or grid it refuses said as the request's fault. */
+function tokensFor(c: ImageCheck, tokensOf: TokensOf, received: Parameters<TokensOf>[0]): number {
+  try {
+    return tokensOf(received);
+  } catch (err) {
+    if (err instanceof RangeError || err instanceof TypeError) throw new RequestInvalid(`${c.label}: ${err.message}`);
+    throw err;
+  }
+}
+
+function validateImages(checks: ImageCheck[], read: TensorsRead, encoderRows: boolean, inputIds: readonly number[], tokensOf: TokensOf): void {
+  const { grids, shapes } = read;
+  const rows = encoderRows ? read.rows : undefined;
   const rowsUsed = new Map<string, number>();
   // Every image has its place in the prompt, and every grid row is an image with one.
   const imagesOfGrid = new Map<string, number>();
   for (const c of checks) {
     if (c.placeholders.length === 0) throw new RequestInvalid(`${c.label}: no placeholder range (where the image's tokens go in the prompt)`);
-    imagesOfGrid.set(c.grid, (imagesOfGrid.get(c.grid) ?? 0) + 1);
+    if (c.grid !== undefined) imagesOfGrid.set(c.grid, (imagesOfGrid.get(c.grid) ?? 0) + 1);
   }
   for (const [name, images] of imagesOfGrid) {
     const grid = grids.get(name);
@@ -110,17 +127,32 @@ function validateImages(
       throw new RequestInvalid(`${name} has ${grid.length / 3} rows but the request places ${images} image${images === 1 ? '' : 's'} in the prompt`);
   }
   for (const c of checks) {
-    const grid = grids.get(c.grid);
-    if (!grid) throw new RequestInvalid(`${c.label}: ${c.grid} is missing or not int64`);
-    const thw = grid.slice(c.gridRow * 3, c.gridRow * 3 + 3);
-    if (thw.length !== 3) throw new RequestInvalid(`${c.label}: ${c.grid} has no row ${c.gridRow}`);
-    const patches = thw[0]! * thw[1]! * thw[2]!;
-    rowsUsed.set(c.encoder, (rowsUsed.get(c.encoder) ?? 0) + patches);
-    const tokens = tokensOf(thw);
+    // The image's tokens: from its grid row (Qwen), else from its slice of the encoder input; a
+    // prefill under EPD without either (its encode workers had the pixels) is not judged by count.
+    let tokens: number | undefined;
+    let from = '';
+    if (c.grid !== undefined) {
+      const grid = grids.get(c.grid);
+      if (!grid) throw new RequestInvalid(`${c.label}: ${c.grid} is missing or not int64`);
+      const thw = grid.slice(c.gridRow * 3, c.gridRow * 3 + 3);
+      if (thw.length !== 3) throw new RequestInvalid(`${c.label}: ${c.grid} has no row ${c.gridRow}`);
+      rowsUsed.set(c.encoder, (rowsUsed.get(c.encoder) ?? 0) + thw[0]! * thw[1]! * thw[2]!);
+      tokens = tokensFor(c, tokensOf, { encoderShape: [], grid: thw });
+      from = `grid ${thw.join('x')}`;
+    } else {
+      const shape = shapes.get(c.encoder);
+      if (shape) {
+        const slice = [1, ...shape.slice(1)];
+        rowsUsed.set(c.encoder, (rowsUsed.get(c.encoder) ?? 0) + 1);
+        tokens = tokensFor(c, tokensOf, { encoderShape: slice });
+        from = `its pixel values [${slice.join(', ')}]`;
+      } else if (rows) tokens = tokensFor(c, tokensOf, { encoderShape: [] });
+    }
     for (const p of c.placeholders) {
       if (p.offset + p.length > inputIds.length)
         throw new RequestInvalid(`${c.label}: placeholder range [${p.offset}, ${p.offset + p.length}) is outside the ${inputIds.length} input ids`);
-      if (p.length !== tokens) throw new RequestInvalid(`${c.label}: placeholder length ${p.length} does not match grid ${thw.join('x')} (${tokens} tokens)`);
+      if (tokens !== undefined && p.length !== tokens)
+        throw new RequestInvalid(`${c.label}: placeholder length ${p.length} does not match ${from} (${tokens} tokens)`);
       if (c.placeholderTokenId !== undefined && inputIds.slice(p.offset, p.offset + p.length).some((id) => id !== c.placeholderTokenId)) {
         throw new RequestInvalid(`${c.label}: placeholder range holds ids other than ${c.placeholderTokenId}`);
       }
@@ -130,7 +162,12 @@ function validateImages(
   if (!rows) return;
   for (const [name, used] of rowsUsed) {
     const have = rows.get(name);
-    if (have !== used) throw new RequestInvalid(`${name} has ${have} rows but the grids describe ${used} patches`);
+    if (have !== used)
+      throw new RequestInvalid(
+        checks.some((c) => c.encoder === name && c.grid !== undefined)
+          ? `${name} has ${have} rows but the grids describe ${used} patches`
+          : `${name} has ${have} rows but the request places ${used} image${used === 1 ? '' : 's'} in the prompt`,
+      );
   }
 }
 
@@ -141,10 +178,11 @@ function readTensors(
   reader: TensorReader,
   fingerprint: boolean,
   metrics?: TransportMetrics,
-): { received: ReceivedTensor[]; grids: Map<string, number[]>; rows: Map<string, number> } {
+): { received: ReceivedTensor[] } & TensorsRead {
   const received: ReceivedTensor[] = [];
   const grids = new Map<string, number[]>();
   const rows = new Map<string, number>();
+  const shapes = new Map<string, number[]>();
   for (const { name, tensor, dtypes, attach } of job.tensors) {
     if (job.dtypeRule && !job.dtypeRule.allowed.has(tensor.dtype)) {
       throw new TensorReadError('unknown_dtype', `${job.dtypeRule.says}; ${name} is ${tensor.dtype || 'missing a dtype'}`);
@@ -156,7 +194,10 @@ function readTensors(
       if (tensor.dtype === 'int64' && read.bytes.byteLength <= 4096) {
         grids.set(name, Array.from(new BigInt64Array(Uint8Array.from(read.bytes).buffer), Number));
       }
-      if (tensor.shape.length === 2) rows.set(name, tensor.shape[0]!);
+      if (tensor.shape.length >= 2) {
+        rows.set(name, tensor.shape[0]!);
+        shapes.set(name, [...tensor.shape]);
+      }
       received.push({
         name,
         shape: [...tensor.shape],
@@ -169,7 +210,7 @@ function readTensors(
       read.release();
     }
   }
-  return { received, grids, rows };
+  return { received, grids, rows, shapes };
 }
 
 function describeTensors(received: readonly ReceivedTensor[]): string {
@@ -190,7 +231,7 @@ export function receive(
   job: GenerateJob,
   reader: TensorReader,
   fingerprint: boolean,
-  tokensOf: (thw: readonly number[]) => number,
+  tokensOf: TokensOf,
   metrics?: TransportMetrics,
 ): string {
   const tensors = receiveTensors(runtime, job, reader, fingerprint, tokensOf, metrics);
@@ -204,21 +245,33 @@ export function receiveTensors(
   job: GenerateJob,
   reader: TensorReader,
   fingerprint: boolean,
-  tokensOf: (thw: readonly number[]) => number,
+  tokensOf: TokensOf,
   metrics?: TransportMetrics,
   encoderRows = true,
 ): string {
-  const { received, grids, rows } = readTensors(runtime, job, reader, fingerprint, metrics);
+  const { received, ...read } = readTensors(runtime, job, reader, fingerprint, metrics);
   if (job.checks.length === 0 && received.length > 0) throw new RequestInvalid('multimodal tensors but no image placed in the prompt (no placeholder range)');
-  job.layout?.({ grids, rows });
-  validateImages(job.checks, grids, encoderRows ? rows : undefined, job.inputIds, tokensOf);
+  job.layout?.(read);
+  validateImages(job.checks, read, encoderRows, job.inputIds, tokensOf);
   return describeTensors(received);
 }
 
 /** An encode worker's reading of one image's tensors (no prompt: the prefill worker has it), described as a regular worker describes them. */
-export function receiveItem(runtime: WireRuntime, job: GenerateJob, reader: TensorReader, fingerprint: boolean, metrics?: TransportMetrics): string {
-  const { received, grids, rows } = readTensors(runtime, job, reader, fingerprint, metrics);
+export function receiveItem(
+  runtime: WireRuntime,
+  job: GenerateJob,
+  reader: TensorReader,
+  fingerprint: boolean,
+  tokensOf: TokensOf,
+  metrics?: TransportMetrics,
+): string {
+  const { received, grids, rows, shapes } = readTensors(runtime, job, reader, fingerprint, metrics);
   for (const c of job.checks) {
+    if (c.grid === undefined) {
+      // A batched family's image: its encoder input is the model's one shape (the tokens' rule refuses another).
+      tokensFor(c, tokensOf, { encoderShape: shapes.get(c.encoder) ?? [] });
+      continue;
+    }
     const thw = grids.get(c.grid)?.slice(0, 3);
     if (!thw || thw.length !== 3) throw new RequestInvalid(`${c.label}: ${c.grid} is missing or not int64`);
     const patches = thw[0]! * thw[1]! * thw[2]!;
@@ -362,7 +415,7 @@ export function serveGenerate<Res>(
       const j = job();
       requestId = j.requestId;
       s.active.add(j.requestId);
-      answer(s, call, j, receive(s.runtime, j, s.reader, s.fingerprint, tokensOfGrid(s.model), s.metrics), build);
+      answer(s, call, j, receive(s.runtime, j, s.reader, s.fingerprint, tokensOfModel(s.model), s.metrics), build);
     } catch (err) {
       failCall(call, err);
     } finally {

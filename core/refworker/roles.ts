@@ -25,10 +25,10 @@ import {
   type GenerateServing,
   type ResponseBuilder,
   type RoleServing,
+  tokensOfModel,
 } from './receive.ts';
 import { judgeTokenSpeedSampling } from './sampling-rules.ts';
 import { checkTokenized, tensorsOf } from './tokenspeed-items.ts';
-import { tokensOfGrid } from '../multimodal/families/index.ts';
 
 /** What an encode worker keeps under an image's room. */
 interface EmbeddingRecord {
@@ -71,7 +71,7 @@ export function serveEncode(s: GenerateServing, call: grpc.ServerUnaryCall<Encod
       if (!role.encodeAccept) return cb(null, { accepted: false });
       const room = String(req.items[0]!.bootstrapRoom);
       const job = { requestId: req.requestId, stream: false, inputIds: [], maxTokens: undefined, ...tensorsOf(req, { encode: true }) };
-      const description = receiveItem(s.runtime, job, s.reader, s.fingerprint, s.metrics);
+      const description = receiveItem(s.runtime, job, s.reader, s.fingerprint, tokensOfModel(s.model), s.metrics);
       if (!role.encodeDrop) role.bootstrap!.put('embedding', room, { room, encodeWorker: role.url, description } satisfies EmbeddingRecord);
       cb(null, { accepted: true });
     } catch (err) {
@@ -130,7 +130,7 @@ async function prefill<Res>(s: GenerateServing, role: RoleServing, call: grpc.Se
   const epd = entries.length > 0;
   const parts = tensorsOf(req, { pixels: !epd, modelDtype: s.modelDtype });
   const job = { requestId: req.requestId, stream: false, inputIds, maxTokens: undefined, ...parts };
-  const description = receiveTensors(s.runtime, job, s.reader, s.fingerprint, tokensOfGrid(s.model), s.metrics, !epd);
+  const description = receiveTensors(s.runtime, job, s.reader, s.fingerprint, tokensOfModel(s.model), s.metrics, !epd);
   const record: KvRecord = { mode: epd ? 'epd' : 'pd', prefillWorker: role.url, kvRoom: kv.room, images: parts.images };
   if (epd) {
     for (const e of entries)

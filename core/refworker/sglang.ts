@@ -34,7 +34,6 @@ function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor
   const mm = req.mmInputs;
   if (!mm) return { images: 0, tensors: [], checks: [] };
   if (!mm.pixelValues) throw new RequestInvalid('mm_inputs has no pixel_values');
-  if (!mm.modelSpecificTensors.image_grid_thw) throw new RequestInvalid('mm_inputs has no image_grid_thw tensor');
   const images = mm.mmPlaceholders.length;
   if (mm.imageData.length !== images)
     throw new RequestInvalid(`mm_inputs has ${mm.imageData.length} image_data entries for ${images} image${images === 1 ? '' : 's'} in the prompt`);
@@ -48,7 +47,8 @@ function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor
   const checks = mm.mmPlaceholders.map((p, i) => ({
     label: `image ${i}`,
     encoder: 'pixel_values',
-    grid: 'image_grid_thw',
+    // Qwen's grid when the request has one; else the model's rule takes the image's pixel values (tokensOf).
+    grid: mm.modelSpecificTensors.image_grid_thw ? 'image_grid_thw' : undefined,
     gridRow: i,
     placeholders: [p],
     placeholderTokenId: mm.imTokenId,

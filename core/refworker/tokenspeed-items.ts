@@ -41,7 +41,6 @@ export function tensorsOf(
     if (pixels && !item.encoderInput) throw new RequestInvalid(`item ${i} has no encoder_input`);
     if (!pixels && item.encoderInput) throw new RequestInvalid(`item ${i} carries pixel tensors: under EPD they go to the encode workers`);
     if (modality === 'IMAGE' && item.modelSpecificTensors.video_grid_thw) throw new RequestInvalid('IMAGE MultimodalItem must not carry video_grid_thw');
-    if (!item.modelSpecificTensors.image_grid_thw) throw new RequestInvalid(`item ${i} has no image_grid_thw tensor`);
     if (item.placeholders.length === 0) throw new RequestInvalid('MultimodalItem carried no placeholders');
     if (item.placeholders.some((p) => p.length <= 0)) throw new RequestInvalid('MultimodalItem.placeholders.length must be > 0');
     if (item.placeholderTokenId !== undefined) {
@@ -85,7 +84,8 @@ export function tensorsOf(
     checks.push({
       label: `item ${i}`,
       encoder: `encoder_input${suffix}`,
-      grid: `image_grid_thw${suffix}`,
+      // Qwen's grid when the item has one; else the model's rule takes the item's encoder input (tokensOf).
+      grid: item.modelSpecificTensors.image_grid_thw ? `image_grid_thw${suffix}` : undefined,
       gridRow: 0,
       placeholders: item.placeholders,
       placeholderTokenId: item.placeholderTokenId,

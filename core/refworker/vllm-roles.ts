@@ -33,9 +33,9 @@ import {
   type GenerateServing,
   type ResponseBuilder,
   type RoleServing,
+  tokensOfModel,
 } from './receive.ts';
 import { withPixelsForImageTokens } from './vllm.ts';
-import { tokensOfGrid } from '../multimodal/families/index.ts';
 
 /** The KV connectors the reference worker emulates (`--kv-connector`), by the names vLLM reports. */
 export const KV_CONNECTORS = { nixl: 'NixlConnector', mooncake: 'MooncakeConnector', none: '' } as const;
@@ -109,7 +109,7 @@ async function prefill(
   if (req.samplingParams?.maxTokens !== 1)
     throw new RequestInvalid(`a prefill worker generates one token: sampling_params.max_tokens must be 1, got ${req.samplingParams?.maxTokens ?? 'none'}`);
   const j = withPixelsForImageTokens(job(), s.model.imageTokenId);
-  const description = receiveTensors(s.runtime, j, s.reader, s.fingerprint, tokensOfGrid(s.model), s.metrics);
+  const description = receiveTensors(s.runtime, j, s.reader, s.fingerprint, tokensOfModel(s.model), s.metrics);
   const keep = (transfer: string) =>
     role.bootstrap!.put('kv', transferRoom(transfer), {
       prefillWorker: role.url,
@@ -177,7 +177,7 @@ async function decode<Res>(
   if (!source) {
     // No handoff: the prompt is computed here, from its own pixels.
     const j = withPixelsForImageTokens(job(), s.model.imageTokenId);
-    const description = receiveTensors(s.runtime, j, s.reader, s.fingerprint, tokensOfGrid(s.model), s.metrics);
+    const description = receiveTensors(s.runtime, j, s.reader, s.fingerprint, tokensOfModel(s.model), s.metrics);
     const head = `${imagesPhrase(j.images)} via pd, recomputed (no KV handoff)`;
     return { text: description ? `${head}: ${description}` : head, params: undefined, j };
   }

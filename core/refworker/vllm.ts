@@ -25,7 +25,7 @@ import {
 import { judgeVllmSampling } from './sampling-rules.ts';
 import { serveVllmRoleGenerate } from './vllm-roles.ts';
 
-// What the router sends as the encoder input (vLLM's Qwen-VL takes its pixel_values as float32).
+// What the router sends as the encoder input (vLLM's vision models take their pixel_values as float32).
 const PIXEL_DTYPES = { allowed: new Set(['float32']), says: 'float32' };
 const VLLM_DTYPES = { allowed: new Set(['float32', 'int64', 'uint32']), says: 'vLLM accepts float32, int64 and uint32 tensors' };
 
@@ -42,6 +42,11 @@ const VLLM_DTYPES = { allowed: new Set(['float32', 'int64', 'uint32']), says: 'v
 function fieldLayout(mm: MultimodalInputs, keys: readonly string[]): (read: TensorsRead) => void {
   return ({ grids, rows }) => {
     const batched = new Set(mm.batchedKeys);
+    // Neither batched nor flat, the servicer takes pixel_values as shared: every image would get all of them.
+    if (!batched.has('pixel_values') && !Object.hasOwn(mm.flatKeys, 'pixel_values') && mm.mmPlaceholders.length > 0)
+      throw new RequestInvalid(
+        "pixel_values is in neither batched_keys nor flat_keys: the servicer would take it as shared, every image handed every image's pixels (the gateway lays it out batched or flat)",
+      );
     const counts: Array<[string, number]> = [];
     const splits: Array<{ key: string; sizesKey: string; sizes: readonly number[] }> = [];
     for (const key of keys) {
@@ -94,7 +99,6 @@ function fieldLayout(mm: MultimodalInputs, keys: readonly string[]): (read: Tens
 export function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[]; layout?: (read: TensorsRead) => void } {
   const mm = req.mmInputs;
   if (!mm?.pixelValues || req.input?.$case !== 'tokenized') return { images: 0, tensors: [], checks: [] };
-  if (!mm.modelSpecificTensors.image_grid_thw) throw new RequestInvalid('mm_inputs has no image_grid_thw tensor');
   const tensors: NamedTensor[] = [{ name: 'pixel_values', tensor: wireTensorFromTensorData(mm.pixelValues), dtypes: PIXEL_DTYPES }];
   for (const [key, t] of Object.entries(mm.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
     tensors.push({
@@ -106,7 +110,8 @@ export function tensorsOf(req: GenerateRequest): { images: number; tensors: Name
   const checks = mm.mmPlaceholders.map((p, i) => ({
     label: `image ${i}`,
     encoder: 'pixel_values',
-    grid: 'image_grid_thw',
+    // Qwen's grid when the request has one; else the model's rule takes the image's pixel values (tokensOf).
+    grid: mm.modelSpecificTensors.image_grid_thw ? 'image_grid_thw' : undefined,
     gridRow: i,
     placeholders: [p],
     placeholderTokenId: mm.imTokenId,

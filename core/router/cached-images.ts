@@ -97,6 +97,7 @@ export class RequestCacheUses implements CachedTensors {
         : { bf16: new Uint16Array(view.buffer, view.byteOffset, n / 2) }),
       patches: shape.patches,
       features: shape.features,
+      encoderShape: shape.encoderShape,
       modelTensors: shape.modelTensors,
       placeholder: { offset: 0, length: shape.tokens },
       mediaHash: shape.mediaHash,
@@ -119,6 +120,7 @@ export class RequestCacheUses implements CachedTensors {
     miss: CacheMiss,
     r: PooledPreprocessResult,
     modelTensors: ImageModelTensor[],
+    encoderShape: number[],
     kind: CachedKind,
     mediaHash: Buffer,
     file: string | undefined,
@@ -132,7 +134,7 @@ export class RequestCacheUses implements CachedTensors {
     }
     const bytes = new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
     this.noteMiss(bytes);
-    const shape = { kind, nbytes: bytes.byteLength, patches: r.patches, features: r.features, modelTensors, tokens: r.tokens, mediaHash };
+    const shape = { kind, nbytes: bytes.byteLength, patches: r.patches, features: r.features, encoderShape, modelTensors, tokens: r.tokens, mediaHash };
     // The request's file becomes the entry unless every hit is to get a copy, the worker
     // attaches it read-write, or this worker was caught writing into its files: then the entry
     // is a file of its own, written from memory.

@@ -4,7 +4,8 @@
 // processor settings, bit for bit), its tensors (image_grid_thw, patches_per_image) and each
 // image's placeholder range as long as the worker's model computes from the grid it receives;
 // a length that did not match would be refused by the worker (core/refworker/receive.ts).
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { asQwenConfig } from '../multimodal/families/index.ts';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -16,7 +17,7 @@ import { encodeFloat32As } from '../transport/dtype.ts';
 import { fnv1a64Hex } from '../util/fnv.ts';
 import { makeFamilyModel, type TestFamilyModel } from '../test/family-models.ts';
 import { makeTestImages } from '../test/images.ts';
-import { runPython } from '../test/python.ts';
+import { runPython, runPythonScript } from '../test/python.ts';
 import { useRouterRig } from '../test/router-rig.ts';
 
 const images = makeTestImages();
@@ -67,7 +68,7 @@ describe.each<[TestFamilyModel, string]>([
       const expected = await Promise.all(
         IMAGES.map(async ({ bytes }) => {
           const img = await decodeToRgb(bytes);
-          return preprocessRgb(img.rgb, img.width, img.height, model.imageConfig);
+          return preprocessRgb(img.rgb, img.width, img.height, asQwenConfig(model.imageConfig));
         }),
       );
       // Two aspect ratios: two different grids (landscape, portrait).
@@ -114,4 +115,83 @@ describe.each<[TestFamilyModel, string]>([
     },
     60_000,
   ); // two worker processes and a router start from cold
+});
+
+// LLaVA-1.5 (docs/preprocessing.md, "LLaVA-1.5"): every image becomes one [1, 3, 336, 336] CLIP
+// crop, bit for bit the Pillow + numpy reference written from Hugging Face's CLIPImageProcessor;
+// vLLM gets them batched ([2, 3, 336, 336], pixel_values in batched_keys: no grid, no sizes),
+// TokenSpeed one per item; each image is 576 <image> tokens, what the worker's model takes
+// from a 336-pixel crop of 14-pixel patches (the worker refuses another count).
+describe('a llava model directory', () => {
+  const dir = makeFamilyModel(path.join(scratch, 'llava'), 'llava');
+  const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/clip_reference.py');
+  const reference = IMAGES.map((_, i) => {
+    const file = path.join(scratch, `llava-${i}.f32`);
+    const source = path.join(scratch, `llava-source-${i}`);
+    writeFileSync(source, IMAGES[i]!.bytes);
+    runPythonScript(REFERENCE, [source, '--out', file]);
+    return new Float32Array(Uint8Array.from(readFileSync(file)).buffer);
+  });
+
+  it.each(['tokenspeed', 'vllm', 'sglang'] as const)(
+    '%s: two images of different aspect ratios arrive as 336-pixel crops, 576 tokens each',
+    async (runtime) => {
+      const model = await loadModelDirectory(dir);
+      expect(model.family).toBe('llava');
+      const worker = await startWorker(runtime, ['--model-path', dir]);
+      const r = await router(worker, 'inline', { model_path: dir });
+      const res = await fetch(`${r.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'llava', messages: messages() }),
+      });
+      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown; usage?: { prompt_tokens: number } };
+      expect(res.status, JSON.stringify(body.error)).toBe(200);
+      const content = body.choices![0]!.message.content;
+      if (runtime === 'tokenspeed') {
+        // The checkpoint's weights are float16 (config.json torch_dtype): the worker's encoder dtype, as TokenSpeed's rule gives it.
+        for (const [i, values] of reference.entries()) {
+          const f16 = encodeFloat32As('float16', values);
+          expect(content).toContain(`encoder_input[${i}] [1,3,336,336] float16 via inline, ${f16.byteLength} bytes, fnv1a ${fnv1a64Hex(f16)}`);
+        }
+        expect(content).not.toContain('image_grid_thw');
+      } else {
+        // vLLM and SGLang: one batched pixel_values (SGLang with the encoded images beside it).
+        const joined = new Float32Array(2 * 3 * 336 * 336);
+        joined.set(reference[0]!);
+        joined.set(reference[1]!, reference[0]!.length);
+        expect(content).toContain(
+          `pixel_values [2,3,336,336] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`,
+        );
+        expect(content).not.toContain('image_grid_thw');
+      }
+      const prompt = buildPrompt(model, messages(), [576, 576]);
+      expect(prompt.text).toBe('USER: <image>\n<image>\nand What differs? ASSISTANT:');
+      expect(body.usage?.prompt_tokens).toBe(prompt.inputIds.length);
+      expect(prompt.inputIds.filter((id) => id === 32000)).toHaveLength(2 * 576);
+    },
+    60_000,
+  );
+
+  it('TokenSpeed over /dev/shm: each crop written while it is preprocessed, read by the worker, the same bytes; again from the pixel cache', async () => {
+    const worker = await startWorker('tokenspeed', ['--model-path', dir]);
+    const r = await router(worker, 'shm', { model_path: dir });
+    for (const round of ['computed', 'cached']) {
+      const res = await fetch(`${r.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'llava', messages: messages() }),
+      });
+      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown };
+      expect(res.status, `${round}: ${JSON.stringify(body.error)}`).toBe(200);
+      for (const [i, values] of reference.entries()) {
+        const f16 = encodeFloat32As('float16', values);
+        expect(body.choices![0]!.message.content, round).toContain(
+          `encoder_input[${i}] [1,3,336,336] float16 via shm, ${f16.byteLength} bytes, fnv1a ${fnv1a64Hex(f16)}`,
+        );
+      }
+    }
+    // The second request's crops came from the pixel cache (a link to the kept file), not the pool.
+    expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 2, misses: 2 });
+  }, 60_000);
 });

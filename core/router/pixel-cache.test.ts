@@ -4,6 +4,7 @@
 // and inline from the cached bytes; a live change of what the tensor depends on never serves
 // the old tensor; concurrent requests compute a new image once; a file changed under the cache
 // is caught and the image computed again; the budget evicts; nothing is left in /dev/shm.
+import { asQwenConfig } from '../multimodal/families/index.ts';
 import { chmodSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
@@ -44,7 +45,7 @@ async function ask(r: RunningRouter, names: string[]): Promise<{ id: string; con
 
 async function fingerprint(name: string, dtype: 'float32' | 'bfloat16' | 'float16'): Promise<string> {
   const img = await decodeToRgb(images.bytes(name));
-  return fnv1a64Hex(encodeFloat32As(dtype, preprocessRgb(img.rgb, img.width, img.height, model.imageConfig).pixelValues!));
+  return fnv1a64Hex(encodeFloat32As(dtype, preprocessRgb(img.rgb, img.width, img.height, asQwenConfig(model.imageConfig)).pixelValues!));
 }
 const encoderEvents = (r: RunningRouter, id: string) =>
   r.context.events.recent().filter((e) => e.requestId === id && /^(encoder_input|pixel_values)/.test(e.tensor));
@@ -185,7 +186,7 @@ describe('a worker that attaches its encoder input read-write (TokenSpeed, in it
   it("gets a file of the request's own, miss and hit: a write through its shared map (mtime kept) never reaches the cached entry or the next hit", async () => {
     const r = await router(await startWorker('tokenspeed', ['--tamper-shm', 'map']), 'shm');
     const img = await decodeToRgb(images.bytes('photo.jpg'));
-    const original = encodeFloat32As('bfloat16', preprocessRgb(img.rgb, img.width, img.height, model.imageConfig).pixelValues!);
+    const original = encodeFloat32As('bfloat16', preprocessRgb(img.rgb, img.width, img.height, asQwenConfig(model.imageConfig)).pixelValues!);
     const changed = Uint8Array.from(original);
     changed[0] = changed[0]! ^ 0xff;
     const said = `encoder_input [616,1176] bfloat16 via shm, ${original.byteLength} bytes, fnv1a ${fnv1a64Hex(changed)}`;

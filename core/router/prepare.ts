@@ -8,7 +8,7 @@
 import type { EngineRequest, PreparedImage } from '../engines/engine.ts';
 import { resolveSampling, samplingDefaultsOf, type ClientSampling } from '../engines/sampling.ts';
 import { capabilitiesOf } from '../engines/table.ts';
-import { familyById } from '../multimodal/families/index.ts';
+import { familyById, isClipConfig } from '../multimodal/families/index.ts';
 import type { ImageHeader } from '../multimodal/pool.ts';
 import { PREWRITE_HEADER_MISMATCH, type ShmPrewriteTask } from '../multimodal/preprocess-task.ts';
 import { buildPromptWithin, type BuiltPrompt } from '../multimodal/prompt.ts';
@@ -138,7 +138,9 @@ export async function prepare(
   const dtype = dtypeOf(target);
   const receivers = a.bytes.map((_, i) => imageTargets?.[i] ?? target);
   const imageDtypes = receivers.map(dtypeOf);
-  const imageConfig = options.pixelBounds ? { ...ctx.model.imageConfig, ...options.pixelBounds } : ctx.model.imageConfig;
+  // Pixel bounds (calibration's sizes) apply to a processor that has them: Qwen's smart resize; a CLIP crop's size is fixed.
+  const imageConfig =
+    options.pixelBounds && !isClipConfig(ctx.model.imageConfig) ? { ...ctx.model.imageConfig, ...options.pixelBounds } : ctx.model.imageConfig;
   const headers = await readHeaders(ctx, a, imageConfig);
 
   // Pooled output memory goes back when the request is over, whatever its outcome.
@@ -218,13 +220,16 @@ export async function prepare(
         }
       }
       // The family's model-specific tensors of the image (for Qwen: its grid and patch count).
-      const modelTensors = familyById(ctx.model.family).imageTensors(r);
+      const family = familyById(ctx.model.family);
+      const modelTensors = family.imageTensors(r);
+      const encoderShape = family.encoderShape(r, imageConfig);
       if (miss) {
         const kept = await cached.keep(
           cache!,
           miss,
           r,
           modelTensors,
+          encoderShape,
           kindOf(i),
           a.hashes[i]!,
           written ? file!.task.path : undefined,
@@ -240,6 +245,7 @@ export async function prepare(
         ...(r.bf16 ? { bf16: r.bf16 } : {}),
         patches: r.patches,
         features: r.features,
+        encoderShape,
         modelTensors,
         placeholder: { offset: 0, length: r.tokens },
         mediaHash: a.hashes[i]!,

@@ -4,6 +4,7 @@
 // with a PNG and a JPEG goes through; we check the bytes the worker read (fingerprints)
 // against the bytes the router produced, the path each tensor took, that /dev/shm holds
 // none of our files afterwards, and /metrics.
+import { asQwenConfig } from '../multimodal/families/index.ts';
 import { createServer } from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { TransportMode } from '../config/schema.ts';
@@ -57,7 +58,7 @@ async function expectedFingerprints(dtype: 'float32' | 'bfloat16') {
   const all: Float32Array[] = [];
   for (const name of ['rgb.png', 'photo.jpg']) {
     const img = await decodeToRgb(images.bytes(name));
-    const p = preprocessRgb(img.rgb, img.width, img.height, model.imageConfig);
+    const p = preprocessRgb(img.rgb, img.width, img.height, asQwenConfig(model.imageConfig));
     all.push(p.pixelValues!);
     out.push(fnv1a64Hex(encodeFloat32As(dtype, p.pixelValues!)));
   }

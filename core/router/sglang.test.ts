@@ -3,6 +3,7 @@
 // image's encoded bytes, always inline (SGLang's TensorData has no /dev/shm handle). Under shm
 // and auto that is said, per tensor, as runtime_inline_only: in the traffic events, the
 // decision, the metrics; no file is ever written to /dev/shm for it.
+import { asQwenConfig } from '../multimodal/families/index.ts';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { TransportMode } from '../config/schema.ts';
 import { decodeToRgb } from '../multimodal/decode.ts';
@@ -37,7 +38,7 @@ async function expected(n: number) {
   const parts: Float32Array[] = [];
   for (const [name] of IMAGES.slice(0, n)) {
     const img = await decodeToRgb(images.bytes(name));
-    parts.push(preprocessRgb(img.rgb, img.width, img.height, model.imageConfig).pixelValues!);
+    parts.push(preprocessRgb(img.rgb, img.width, img.height, asQwenConfig(model.imageConfig)).pixelValues!);
   }
   const rows = parts.reduce((s, p) => s + p.length / 1176, 0);
   const joined = new Float32Array(rows * 1176);

@@ -3,6 +3,7 @@
 // router's exact bytes from a file the pool threads wrote, placement writes nothing more, the
 // file counts against the budget while it exists, and nothing of ours stays in /dev/shm
 // whatever the outcome.
+import { asQwenConfig } from '../multimodal/families/index.ts';
 import { readFileSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { decodeToRgb } from '../multimodal/decode.ts';
@@ -45,7 +46,7 @@ const post = (r: RunningRouter, body: unknown, signal?: AbortSignal) =>
 
 async function fingerprint(name: string, dtype: 'float32' | 'bfloat16'): Promise<string> {
   const img = await decodeToRgb(images.bytes(name));
-  return fnv1a64Hex(encodeFloat32As(dtype, preprocessRgb(img.rgb, img.width, img.height, model.imageConfig).pixelValues!));
+  return fnv1a64Hex(encodeFloat32As(dtype, preprocessRgb(img.rgb, img.width, img.height, asQwenConfig(model.imageConfig)).pixelValues!));
 }
 
 describe('encoder input written while it is computed', () => {

@@ -1,7 +1,8 @@
 // Small model directories of each vision family for tests (docs/preprocessing.md, "Model
-// families"): the bundled demo directory's tokenizer and chat template (Qwen's), with the
-// family's real config.json and preprocessor_config.json values and its special tokens moved
-// to their real ids, so a directory loads through the same code path as the real checkpoint.
+// families"): the bundled demo directory's tokenizer and chat template (Qwen's; LLaVA's own
+// template and LLaMA's special tokens for LLaVA), with the family's real config.json and
+// preprocessor_config.json values and its special tokens at their real ids, so a directory
+// loads through the same code path as the real checkpoint.
 import { cpSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { BUNDLED_MODEL_PATH } from '../multimodal/model-dir.ts';
@@ -82,7 +83,109 @@ const QWEN3_OMNI_PREPROCESSOR = {
   processor_class: 'Qwen3OmniMoeProcessor',
 };
 
-export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe';
+/** config.json of llava-hf/llava-1.5-7b-hf: <image> at image_token_index 32000, the CLIP ViT-L/14-336 tower, the LLaMA text model. */
+const LLAVA_CONFIG = {
+  architectures: ['LlavaForConditionalGeneration'],
+  ignore_index: -100,
+  image_token_index: 32000,
+  model_type: 'llava',
+  pad_token_id: 32001,
+  projector_hidden_act: 'gelu',
+  text_config: {
+    architectures: ['LlamaForCausalLM'],
+    max_position_embeddings: 4096,
+    model_type: 'llama',
+    rms_norm_eps: 1e-5,
+    torch_dtype: 'float16',
+    vocab_size: 32064,
+  },
+  tie_word_embeddings: false,
+  torch_dtype: 'float16',
+  vision_config: {
+    hidden_size: 1024,
+    image_size: 336,
+    intermediate_size: 4096,
+    model_type: 'clip_vision_model',
+    num_attention_heads: 16,
+    num_hidden_layers: 24,
+    patch_size: 14,
+    projection_dim: 768,
+    vocab_size: 32000,
+  },
+  vision_feature_layer: -2,
+  vision_feature_select_strategy: 'default',
+  vocab_size: 32064,
+};
+
+/** preprocessor_config.json of llava-hf/llava-1.5-7b-hf: Hugging Face's CLIPImageProcessor at 336 pixels. */
+const LLAVA_PREPROCESSOR = {
+  crop_size: { height: 336, width: 336 },
+  do_center_crop: true,
+  do_convert_rgb: true,
+  do_normalize: true,
+  do_rescale: true,
+  do_resize: true,
+  image_mean: [0.48145466, 0.4578275, 0.40821073],
+  image_processor_type: 'CLIPImageProcessor',
+  image_std: [0.26862954, 0.26130258, 0.27577711],
+  processor_class: 'LlavaProcessor',
+  resample: 3,
+  rescale_factor: 0.00392156862745098,
+  size: { shortest_edge: 336 },
+};
+
+/**
+ * llava-hf's chat template, written without its {% generation %} tag (for training only):
+ * `USER: <image>\n<image>\nWhat differs? ASSISTANT:` (each message's images first, then its text).
+ */
+const LLAVA_CHAT_TEMPLATE =
+  "{% for message in messages %}{% if message['role'] != 'system' %}{{ message['role'].upper() + ': ' }}{% endif %}" +
+  "{% if message['content'] is string %}{{ message['content'] + ' ' }}{% else %}" +
+  "{% for content in message['content'] %}{% if content['type'] == 'image' %}{{ '<image>\n' }}{% endif %}{% endfor %}" +
+  "{% for content in message['content'] %}{% if content['type'] == 'text' %}{{ content['text'] + ' ' }}{% endif %}{% endfor %}" +
+  "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}";
+
+/** LLaMA's special tokens at their ids (<unk> 0, <s> 1, </s> 2, llava-hf's <image> 32000 and <pad> 32001). */
+const LLAVA_SPECIALS: Array<[number, string]> = [
+  [0, '<unk>'],
+  [1, '<s>'],
+  [2, '</s>'],
+  [32000, '<image>'],
+  [32001, '<pad>'],
+];
+
+/**
+ * A small tokenizer with LLaVA-1.5's special tokens at their real ids: the bundled byte-level
+ * BPE (its vocabulary moved 3 ids up, past <unk>, <s> and </s>) with LLaMA's added tokens in
+ * place of Qwen's. No npm package carries LLaMA's 32000-token vocabulary as a tokenizer.json.
+ */
+function llavaTokenizer(dir: string): void {
+  const file = path.join(dir, 'tokenizer.json');
+  const tokenizer = JSON.parse(readFileSync(file, 'utf8')) as { added_tokens: unknown[]; model: { vocab: Record<string, number> } };
+  tokenizer.model.vocab = Object.fromEntries(Object.entries(tokenizer.model.vocab).map(([t, id]) => [t, id + 3]));
+  const added = (id: number, content: string) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+  tokenizer.added_tokens = LLAVA_SPECIALS.map(([id, content]) => added(id, content));
+  writeJson(dir, 'tokenizer.json', tokenizer);
+  writeJson(dir, 'tokenizer_config.json', {
+    add_bos_token: false,
+    add_eos_token: false,
+    added_tokens_decoder: Object.fromEntries(
+      LLAVA_SPECIALS.map(([id, content]) => [String(id), { content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true }]),
+    ),
+    bos_token: '<s>',
+    chat_template: LLAVA_CHAT_TEMPLATE,
+    clean_up_tokenization_spaces: false,
+    eos_token: '</s>',
+    model_max_length: 4096,
+    pad_token: '<pad>',
+    processor_class: 'LlavaProcessor',
+    tokenizer_class: 'LlamaTokenizer',
+    unk_token: '<unk>',
+  });
+  writeJson(dir, 'generation_config.json', { bos_token_id: 1, eos_token_id: 2, pad_token_id: 32001 });
+}
+
+export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava';
 
 function writeJson(dir: string, name: string, value: unknown): void {
   writeFileSync(path.join(dir, name), `${JSON.stringify(value, null, 2)}\n`);
@@ -103,7 +206,11 @@ function shiftSpecialTokens(dir: string, shift: number): void {
 /** Write a small model directory of `kind` at `dir` (which must not exist). */
 export function makeFamilyModel(dir: string, kind: TestFamilyModel): string {
   cpSync(BUNDLED_MODEL_PATH, dir, { recursive: true });
-  if (kind === 'qwen3_omni_moe') {
+  if (kind === 'llava') {
+    writeJson(dir, 'config.json', LLAVA_CONFIG);
+    writeJson(dir, 'preprocessor_config.json', LLAVA_PREPROCESSOR);
+    llavaTokenizer(dir);
+  } else if (kind === 'qwen3_omni_moe') {
     writeJson(dir, 'config.json', QWEN3_OMNI_CONFIG);
     writeJson(dir, 'preprocessor_config.json', QWEN3_OMNI_PREPROCESSOR);
   } else {

@@ -24,6 +24,7 @@ const shapeOf = (nbytes: number): CachedImageShape => ({
   nbytes,
   patches: nbytes / 16,
   features: 4,
+  encoderShape: [nbytes / 16, 4],
   modelTensors: QWEN2_VL.imageTensors({ gridT: 1, gridH: 2, gridW: 2, patches: 4 }),
   tokens: 1,
   mediaHash: Buffer.alloc(32),

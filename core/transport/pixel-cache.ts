@@ -52,6 +52,8 @@ export interface CachedImageShape {
   nbytes: number;
   patches: number;
   features: number;
+  /** The image's encoder input shape, as the gateway slices it per item (PreparedImage.encoderShape). */
+  encoderShape: number[];
   /** The family's model-specific tensors of the image (image_grid_thw, patches_per_image for Qwen). */
   modelTensors: ImageModelTensor[];
   tokens: number;

@@ -4,6 +4,7 @@
 // suite runs the same Qwen-VL preprocessing the router runs (decode, smart_resize, bicubic,
 // normalize, patchify) in this process and keeps the FNV-1a of every tensor in each wire
 // dtype: the fingerprints the reference worker must report for that image, byte for byte.
+import { asQwenConfig } from '../../core/multimodal/families/index.ts';
 import sharp, { type Sharp } from 'sharp';
 import { decodeToRgb } from '../../core/multimodal/decode.ts';
 import { loadModelDirectory } from '../../core/multimodal/model-dir.ts';
@@ -106,7 +107,7 @@ export async function photoBytes(spec: ImageSpec, seed: number): Promise<Buffer>
 export async function describeImage(spec: ImageSpec, bytes: Buffer): Promise<CorpusImage> {
   const model = await (bundled ??= loadModelDirectory());
   const rgb = await decodeToRgb(bytes);
-  const p = preprocessRgb(rgb.rgb, rgb.width, rgb.height, model.imageConfig, { float32: true, bf16: false });
+  const p = preprocessRgb(rgb.rgb, rgb.width, rgb.height, asQwenConfig(model.imageConfig), { float32: true, bf16: false });
   const pv = p.pixelValues!;
   const f32Bytes = new Uint8Array(pv.buffer, pv.byteOffset, pv.byteLength);
   const bf16Bytes = encodeFloat32As('bfloat16', pv);

@@ -13,7 +13,7 @@ import type { EngineFailure, EngineRequest, PreparedImage } from '../../core/eng
 import { resolveSampling } from '../../core/engines/sampling.ts';
 import { engineFor } from '../../core/engines/table.ts';
 import { decodeToRgb } from '../../core/multimodal/decode.ts';
-import { familyById } from '../../core/multimodal/families/index.ts';
+import { familyById, asQwenConfig } from '../../core/multimodal/families/index.ts';
 import { loadModelDirectory } from '../../core/multimodal/model-dir.ts';
 import { buildPrompt } from '../../core/multimodal/prompt.ts';
 import { preprocessRgb } from '../../core/multimodal/qwen-vl.ts';
@@ -35,7 +35,7 @@ const model = await loadModelDirectory();
 async function expectedEncoder(bytes: Buffer): Promise<{ bf16: string; f32: string } | { error: string }> {
   try {
     const rgb = await decodeToRgb(bytes);
-    const p = preprocessRgb(rgb.rgb, rgb.width, rgb.height, model.imageConfig, { float32: true, bf16: false });
+    const p = preprocessRgb(rgb.rgb, rgb.width, rgb.height, asQwenConfig(model.imageConfig), { float32: true, bf16: false });
     const pv = p.pixelValues!;
     return { f32: fnv1a64Hex(new Uint8Array(pv.buffer, pv.byteOffset, pv.byteLength)), bf16: fnv1a64Hex(encodeFloat32As('bfloat16', pv)) };
   } catch (err) {
@@ -360,12 +360,13 @@ async function generateFuzz(t: T, workers: Worker[], cases: number, seconds: num
   const prepared: PreparedImage[] = [];
   for (const b of imgs) {
     const rgb = await decodeToRgb(b);
-    const p = preprocessRgb(rgb.rgb, rgb.width, rgb.height, model.imageConfig, { float32: true, bf16: true });
+    const p = preprocessRgb(rgb.rgb, rgb.width, rgb.height, asQwenConfig(model.imageConfig), { float32: true, bf16: true });
     prepared.push({
       pixelValues: p.pixelValues!,
       bf16: p.bf16!,
       patches: p.patches,
       features: p.features,
+      encoderShape: familyById(model.family).encoderShape(p, model.imageConfig),
       modelTensors: familyById(model.family).imageTensors(p),
       placeholder: { offset: 0, length: p.tokens },
       mediaHash: Buffer.alloc(32, 1),

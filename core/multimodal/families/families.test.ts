@@ -13,7 +13,7 @@ import { decodeToRgb } from '../decode.ts';
 import { loadModelDirectory, ModelDirectoryError } from '../model-dir.ts';
 import { buildPrompt } from '../prompt.ts';
 import { encoderFingerprint, preprocessRgb } from '../qwen-vl.ts';
-import { FAMILIES, familyById, familyOfModelType, tokensOfGrid, type FamilyId } from './index.ts';
+import { asQwenConfig, FAMILIES, familyById, familyOfModelType, processorOf, type FamilyId } from './index.ts';
 
 const REFERENCE = path.resolve(import.meta.dirname, '../../../scripts/reference/qwen_vl_reference.py');
 const scratch = mkdtempSync(path.join(tmpdir(), 'mmtc-families-'));
@@ -45,17 +45,18 @@ describe('detection from config.json, as the gateway registry does it by model_t
     ['qwen3_5_moe', 'qwen3_5', 'qwen3_vl'],
     ['qwen3_omni_moe', 'qwen3_omni', 'qwen3_omni'],
     ['qwen3_omni_moe_thinker', 'qwen3_omni', 'qwen3_omni'],
+    ['llava', 'llava', 'llava'],
   ])('model_type %s is the %s family (the gateway spec %s)', (modelType, family, spec) => {
     expect(familyOfModelType(modelType)?.id).toBe(family);
     expect(familyOfModelType(modelType)?.gatewaySpec).toBe(spec);
   });
 
   it('a model_type no family takes is refused, naming every one that is', async () => {
-    const dir = makeFamilyModel(path.join(scratch, 'llava'), 'qwen3_5');
-    writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'llava', image_token_id: 32000 }));
+    const dir = makeFamilyModel(path.join(scratch, 'llama4'), 'qwen3_5');
+    writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'llama4', image_token_index: 200092 }));
     await expect(loadModelDirectory(dir)).rejects.toThrow(
       new ModelDirectoryError(
-        `${path.join(dir, 'config.json')}: model_type 'llava' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl)`,
+        `${path.join(dir, 'config.json')}: model_type 'llama4' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava)`,
       ),
     );
   });
@@ -80,7 +81,7 @@ describe('Qwen3.5 / Qwen3.6 model directories', () => {
   it('an image becomes <|vision_start|>, N x 248056, <|vision_end|>; N is the grid over merge²', async () => {
     const m = await model('qwen3_5');
     const img = await decodeToRgb(images.bytes('photo.jpg'));
-    const g = familyById(m.family).processor.geometry(img.height, img.width, m.imageConfig);
+    const g = processorOf(m.imageConfig).geometry(img.height, img.width);
     const p = buildPrompt(
       m,
       [
@@ -95,7 +96,8 @@ describe('Qwen3.5 / Qwen3.6 model directories', () => {
       [g.tokens],
     );
     const [range] = p.placeholders;
-    expect(g.tokens).toBe(tokensOfGrid(m)([g.gridT, g.gridH, g.gridW]));
+    // What the worker's model computes from the grid it receives: the same count.
+    expect(g.tokens).toBe(processorOf(m.imageConfig).tokensOf({ encoderShape: [g.patches, g.features], grid: [g.gridT!, g.gridH!, g.gridW!] }));
     expect(range!.length).toBe(g.tokens);
     expect(p.inputIds[range!.offset - 1]).toBe(248053);
     expect(p.inputIds.slice(range!.offset, range!.offset + g.tokens).every((id) => id === 248056)).toBe(true);
@@ -130,6 +132,68 @@ describe('Qwen3-Omni model directories (vision)', () => {
   });
 });
 
+describe('LLaVA-1.5 model directories', () => {
+  it("config.json's image_token_index (32000), no vision markers, CLIP at 336 with the tower's 14-pixel patches", async () => {
+    const m = await model('llava');
+    expect(m).toMatchObject({ modelType: 'llava', family: 'llava', imageTokenId: 32000, visionStartTokenId: undefined, visionEndTokenId: undefined });
+    expect(m.maxContextLength).toBe(4096);
+    expect(m.imageConfig).toEqual(familyById('llava').defaults);
+    expect(m.tokenizer.id_to_token(32000)).toBe('<image>');
+  });
+
+  it('an image of any size is one <image> expanded to 576 tokens: (336 / 14)²; "full" keeps the CLS token (577)', async () => {
+    const m = await model('llava');
+    for (const [h, w] of [
+      [300, 400],
+      [1080, 1920],
+      [457, 300],
+    ])
+      expect(processorOf(m.imageConfig).geometry(h!, w!)).toMatchObject({ patches: 1, features: 3 * 336 * 336, tokens: 576 });
+    const p = buildPrompt(
+      m,
+      [
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url: 'x' } },
+            { type: 'text', text: 'What is this?' },
+          ],
+        },
+      ],
+      [576],
+    );
+    expect(p.text).toBe('USER: <image>\nWhat is this? ASSISTANT:');
+    expect(p.placeholders).toEqual([{ offset: 6, length: 576 }]);
+    expect(p.inputIds.filter((id) => id === 32000)).toHaveLength(576);
+    // What the worker's model computes from the pixel values it receives, and a shape it would refuse.
+    expect(processorOf(m.imageConfig).tokensOf({ encoderShape: [1, 3, 336, 336] })).toBe(576);
+    expect(() => processorOf(m.imageConfig).tokensOf({ encoderShape: [1, 3, 224, 224] })).toThrow(
+      "an image's pixel values are [1, 3, 224, 224], expected [1, 3, 336, 336]",
+    );
+    const dir = makeFamilyModel(path.join(scratch, 'llava-full'), 'llava');
+    const config = JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8'));
+    writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...config, vision_feature_select_strategy: 'full' }));
+    expect(processorOf((await loadModelDirectory(dir)).imageConfig).geometry(300, 400).tokens).toBe(577);
+  });
+
+  it('a preprocessor_config.json or config.json value it cannot use is refused, naming the file, the key and the value', async () => {
+    const dir = makeFamilyModel(path.join(scratch, 'llava-bad'), 'llava');
+    writeFileSync(path.join(dir, 'preprocessor_config.json'), JSON.stringify({ crop_size: { height: 0, width: 336 } }));
+    await expect(loadModelDirectory(dir)).rejects.toThrow(
+      `${path.join(dir, 'preprocessor_config.json')}: crop_size must be a positive integer or an object with a positive integer height, got {"height":0,"width":336}`,
+    );
+    writeFileSync(path.join(dir, 'preprocessor_config.json'), JSON.stringify({ crop_size: 336, size: 336 }));
+    const config = JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8'));
+    writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...config, vision_feature_select_strategy: 'cls_patch' }));
+    await expect(loadModelDirectory(dir)).rejects.toThrow(
+      `${path.join(dir, 'config.json')}: vision_feature_select_strategy must be "default" or "full", got "cls_patch"`,
+    );
+    // Older checkpoints write the sizes as plain numbers.
+    writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config));
+    expect((await loadModelDirectory(dir)).imageConfig).toMatchObject({ shortest_edge: 336, crop_height: 336, crop_width: 336 });
+  });
+});
+
 describe("each family's encoder input agrees exactly with the Pillow + numpy reference", () => {
   const cases: Array<[FamilyId, string, string]> = [
     ['qwen3_5', 'photo', 'photo.jpg'],
@@ -141,7 +205,7 @@ describe("each family's encoder input agrees exactly with the Pillow + numpy ref
     const imagePath = path.isAbsolute(file) ? file : images.file(file);
     const out = path.join(scratch, `${family}-${label}.f32`);
     const info = JSON.parse(runPythonScript(REFERENCE, [family, imagePath, '--out', out]));
-    const cfg = familyById(family).defaults;
+    const cfg = asQwenConfig(familyById(family).defaults);
     const img = await decodeToRgb(readFileSync(imagePath));
     const ours = preprocessRgb(img.rgb, img.width, img.height, cfg);
     expect([ours.resizedHeight, ours.resizedWidth]).toEqual(info.resized);
@@ -153,15 +217,16 @@ describe("each family's encoder input agrees exactly with the Pillow + numpy ref
   });
 
   it("Omni's own pixel range: a 90x60 image stays small under Omni, where Qwen3-VL scales it up to 65536 pixels", () => {
-    const omni = familyById('qwen3_omni').processor.geometry(60, 90, familyById('qwen3_omni').defaults);
-    const q3 = familyById('qwen3_vl').processor.geometry(60, 90, familyById('qwen3_vl').defaults);
+    const omni = processorOf(familyById('qwen3_omni').defaults).geometry(60, 90);
+    const q3 = processorOf(familyById('qwen3_vl').defaults).geometry(60, 90);
     expect([omni.resizedHeight, omni.resizedWidth, omni.tokens]).toEqual([64, 96, 6]);
     expect([q3.resizedHeight, q3.resizedWidth]).toEqual([224, 320]);
   });
 });
 
 describe('every family names the tensors the gateway sends for it', () => {
-  it.each(FAMILIES.map((f) => [f.id, f] as const))('%s: image_grid_thw (kept on the CPU) and patches_per_image (splits pixel_values), both batched', (_, f) => {
+  const qwen = FAMILIES.filter((f) => f.id !== 'llava');
+  it.each(qwen.map((f) => [f.id, f] as const))('%s: image_grid_thw (kept on the CPU) and patches_per_image (splits pixel_values), both batched', (_, f) => {
     expect(f.imageTensors({ gridT: 1, gridH: 4, gridW: 6, patches: 24 })).toEqual([
       { name: 'image_grid_thw', dtype: 'int64', shape: [1, 3], values: [1, 4, 6], layout: 'batched', keepOnCpu: true },
       { name: 'patches_per_image', dtype: 'int64', shape: [1], values: [24], layout: 'batched', keepOnCpu: false, splitsPixels: true },

@@ -5,9 +5,38 @@
 // detects it), where config.json keeps its special token ids, its image processor (geometry,
 // memory, preprocessing) with the processor's defaults, and the model-specific tensors of each
 // image with their field layouts on the wire.
-import type { PatchGeometry, QwenVlImageConfig } from '../qwen-vl.ts';
+import type { ClipImageConfig } from '../clip-image.ts';
+import type { OutputKinds, QwenVlImageConfig } from '../qwen-vl.ts';
 
-export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni';
+export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava';
+
+/** A family's image processor settings: Qwen's patches (qwen-vl.ts) or CLIP's crop (clip-image.ts). */
+export type ImageConfig = QwenVlImageConfig | ClipImageConfig;
+
+/** A CLIP crop configuration (its crop size is what tells it from Qwen's). */
+export const isClipConfig = (cfg: ImageConfig): cfg is ClipImageConfig => 'crop_height' in cfg;
+
+/** A configuration that must be Qwen's (a caller of Qwen's own pipeline, qwen-vl.ts). */
+export function asQwenConfig(cfg: ImageConfig): QwenVlImageConfig {
+  if (isClipConfig(cfg)) throw new TypeError("a CLIP crop configuration where Qwen's patch configuration is needed");
+  return cfg;
+}
+
+/**
+ * An image's encoder input, from its size alone: what the prompt (tokens), the pool (memory)
+ * and the /dev/shm file (bytes) need before its pixels exist. `patches` rows of `features`
+ * values along the first axis (a CLIP crop is one row of 3·H·W); Qwen's grid rides along.
+ */
+export interface EncoderGeometry {
+  resizedHeight: number;
+  resizedWidth: number;
+  patches: number;
+  features: number;
+  tokens: number;
+  gridT?: number;
+  gridH?: number;
+  gridW?: number;
+}
 
 /**
  * One model-specific tensor of one image, as the engines place it: int64 values, this image's
@@ -27,20 +56,26 @@ export interface ImageModelTensor {
 }
 
 /**
- * An image processor: from an image's size to its encoder input's shape and placeholder
- * tokens, under the processor's configuration. The pool (pool.ts, preprocess-task.ts) runs
- * the processor's preprocessing itself.
+ * An image processor: from an image's size to its encoder input's geometry and placeholder
+ * tokens under the processor's configuration, the memory its preprocessing takes, and the
+ * sizes calibration measures. The pool (pool.ts, preprocess-task.ts) runs the processor's
+ * preprocessing itself, dispatched by the configuration (processorOf, index.ts).
  */
-export interface ImageProcessor {
+export interface ImageProcessor<C extends ImageConfig> {
   /** The processor's name, as docs/preprocessing.md, "Model families" lists it. */
   name: string;
-  geometry(height: number, width: number, cfg: QwenVlImageConfig): PatchGeometry;
-  /** Values in one row of the encoder input. */
-  rowFeatures(cfg: QwenVlImageConfig): number;
-  /** The side, in pixels, that resized images are a multiple of. */
-  blockSide(cfg: QwenVlImageConfig): number;
-  /** Placeholder tokens of an image whose grid is `thw` (what the worker's model computes from the grid it receives). */
-  tokensOfGrid(thw: readonly number[], cfg: QwenVlImageConfig): number;
+  geometry(height: number, width: number, cfg: C): EncoderGeometry;
+  /** Bytes of pooled memory an image of this size takes: its outputs, and the resize's working space where the kernels run in it. */
+  memoryBytes(width: number, height: number, cfg: C, kinds: OutputKinds): number;
+  /** Output rows where the bands after the first start, for `count` threads; none: one thread does the image. */
+  bandStarts(g: EncoderGeometry, cfg: C, count: number): number[];
+  /** Square images whose encoder input is nearest each target size in bytes, one per distinct size (calibration). */
+  sizesNear(targets: readonly number[], elementBytes: number, cfg: C): Array<{ width: number; height: number; nbytes: number }>;
+  /**
+   * Placeholder tokens of one image, from what the worker received (what its model computes):
+   * the encoder input's shape as the image's slice, and its grid row where the family has one.
+   */
+  tokensOf(received: { encoderShape: readonly number[]; grid?: readonly number[] }, cfg: C): number;
 }
 
 export interface VisionFamily {
@@ -58,9 +93,19 @@ export interface VisionFamily {
    * falls back to them): Qwen3-Omni's thinker_config has no vision_end_token_id.
    */
   tokenFallbacks?: Readonly<Record<string, string>>;
-  processor: ImageProcessor;
-  /** The processor's settings when preprocessor_config.json does not say. */
-  defaults: QwenVlImageConfig;
+  /** config.json's key for the image placeholder's token id (image_token_id; LLaVA's image_token_index). */
+  imageTokenKey?: string;
+  /** Whether config.json names the vision start and end tokens (Qwen's <|vision_start|>, <|vision_end|>). */
+  visionMarkers: boolean;
+  /** The processor's settings when preprocessor_config.json does not say; their kind is the family's processor (processorOf, index.ts). */
+  defaults: ImageConfig;
   /** The model-specific tensors of one image, in the order they go on the wire. */
-  imageTensors(g: Pick<PatchGeometry, 'gridT' | 'gridH' | 'gridW' | 'patches'>): ImageModelTensor[];
+  imageTensors(g: Pick<EncoderGeometry, 'patches' | 'gridT' | 'gridH' | 'gridW'>): ImageModelTensor[];
+  /**
+   * One image's encoder input as the gateway slices it per item (assemble.rs,
+   * encoder_input_for_item): `patches` rows of `features` values along its first axis.
+   * [patches, features] for a family whose pixel values are flat (split into images by a
+   * tensor with `splitsPixels`); a batched family's is [1, ...one image's dimensions].
+   */
+  encoderShape(g: Pick<EncoderGeometry, 'patches' | 'features'>, cfg: ImageConfig): number[];
 }

@@ -1,16 +1,23 @@
 // The vision families mmtc serves, in the gateway registry's order of detection
-// (crates/multimodal/src/registry/mod.rs: Qwen3-Omni, then Qwen3-VL with Qwen3.5, then Qwen-VL),
+// (crates/multimodal/src/registry/mod.rs: Qwen3-Omni, then Qwen3-VL with Qwen3.5, then Qwen-VL,
+// then LLaVA),
 // and how a model directory's config.json is matched to one (docs/preprocessing.md,
 // "Model families").
-import type { FamilyId, VisionFamily } from './family.ts';
+import type { ClipImageConfig } from '../clip-image.ts';
+import type { QwenVlImageConfig } from '../qwen-vl.ts';
+import { CLIP_CROP_PROCESSOR } from './clip-crop.ts';
+import { isClipConfig, type EncoderGeometry, type FamilyId, type ImageConfig, type ImageProcessor, type VisionFamily } from './family.ts';
+import { LLAVA } from './llava.ts';
+import { QWEN_PATCH_PROCESSOR } from './qwen-patches.ts';
 import { QWEN2_VL } from './qwen2-vl.ts';
 import { QWEN3_5 } from './qwen3-5.ts';
 import { QWEN3_OMNI } from './qwen3-omni.ts';
 import { QWEN3_VL } from './qwen3-vl.ts';
 
-export type { FamilyId, ImageModelTensor, ImageProcessor, VisionFamily } from './family.ts';
+export { asQwenConfig, isClipConfig } from './family.ts';
+export type { EncoderGeometry, FamilyId, ImageConfig, ImageModelTensor, ImageProcessor, VisionFamily } from './family.ts';
 
-export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL];
+export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL, LLAVA];
 
 export const FAMILY_IDS = FAMILIES.map((f) => f.id) as readonly FamilyId[];
 
@@ -28,8 +35,28 @@ export function familyOfModelType(modelType: string): VisionFamily | undefined {
   return FAMILIES.find((f) => f.modelTypes.includes(modelType));
 }
 
-/** Placeholder tokens of an image whose grid is `thw`, by the model's family and its processor settings (what the worker's model computes). */
-export function tokensOfGrid(model: { family: FamilyId; imageConfig: VisionFamily['defaults'] }): (thw: readonly number[]) => number {
-  const processor = familyById(model.family).processor;
-  return (thw) => processor.tokensOfGrid(thw, model.imageConfig);
+/** An image processor bound to its configuration: what the pool, calibration and the reference worker ask of an image. */
+export interface ConfiguredProcessor {
+  name: string;
+  geometry(height: number, width: number): EncoderGeometry;
+  memoryBytes(width: number, height: number, kinds: { float32: boolean; bf16: boolean }): number;
+  bandStarts(g: EncoderGeometry, count: number): number[];
+  sizesNear(targets: readonly number[], elementBytes: number): Array<{ width: number; height: number; nbytes: number }>;
+  tokensOf(received: { encoderShape: readonly number[]; grid?: readonly number[] }): number;
+}
+
+function bind<C extends ImageConfig>(p: ImageProcessor<C>, cfg: C): ConfiguredProcessor {
+  return {
+    name: p.name,
+    geometry: (h, w) => p.geometry(h, w, cfg),
+    memoryBytes: (w, h, kinds) => p.memoryBytes(w, h, cfg, kinds),
+    bandStarts: (g, count) => p.bandStarts(g, cfg, count),
+    sizesNear: (targets, elementBytes) => p.sizesNear(targets, elementBytes, cfg),
+    tokensOf: (received) => p.tokensOf(received, cfg),
+  };
+}
+
+/** The processor a configuration is for (the one place that tells them apart): CLIP's crop, or Qwen's patches. */
+export function processorOf(cfg: ImageConfig): ConfiguredProcessor {
+  return isClipConfig(cfg) ? bind<ClipImageConfig>(CLIP_CROP_PROCESSOR, cfg) : bind<QwenVlImageConfig>(QWEN_PATCH_PROCESSOR, cfg);
 }

@@ -2,14 +2,15 @@
 // processor (CLIP mean and std, 14-pixel patches).
 import { QWEN_VL_DEFAULTS } from '../qwen-vl.ts';
 import type { VisionFamily } from './family.ts';
-import { QWEN_PATCH_PROCESSOR, qwenImageTensors } from './qwen-patches.ts';
+import { qwenEncoderShape, qwenImageTensors } from './qwen-patches.ts';
 
 export const QWEN2_VL: VisionFamily = {
   id: 'qwen2_vl',
   label: 'Qwen2-VL, Qwen2.5-VL',
   gatewaySpec: 'qwen_vl',
   modelTypes: ['qwen2_vl', 'qwen2_5_vl'],
-  processor: QWEN_PATCH_PROCESSOR,
+  visionMarkers: true,
   defaults: QWEN_VL_DEFAULTS.qwen2_vl,
   imageTensors: qwenImageTensors,
+  encoderShape: qwenEncoderShape,
 };

@@ -4,14 +4,15 @@
 // and tensors as Qwen3-VL; their own vocabulary (image_token_id 248056 in the checkpoints).
 import { QWEN_VL_DEFAULTS } from '../qwen-vl.ts';
 import type { VisionFamily } from './family.ts';
-import { QWEN_PATCH_PROCESSOR, qwenImageTensors } from './qwen-patches.ts';
+import { qwenEncoderShape, qwenImageTensors } from './qwen-patches.ts';
 
 export const QWEN3_5: VisionFamily = {
   id: 'qwen3_5',
   label: 'Qwen3.5, Qwen3.6',
   gatewaySpec: 'qwen3_vl',
   modelTypes: ['qwen3_5', 'qwen3_5_moe'],
-  processor: QWEN_PATCH_PROCESSOR,
+  visionMarkers: true,
   defaults: QWEN_VL_DEFAULTS.qwen3_vl,
   imageTensors: qwenImageTensors,
+  encoderShape: qwenEncoderShape,
 };

@@ -6,7 +6,7 @@
 // config.json's thinker_config. Audio and video are not served here.
 import { QWEN_VL_DEFAULTS } from '../qwen-vl.ts';
 import type { VisionFamily } from './family.ts';
-import { QWEN_PATCH_PROCESSOR, qwenImageTensors } from './qwen-patches.ts';
+import { qwenEncoderShape, qwenImageTensors } from './qwen-patches.ts';
 
 export const QWEN3_OMNI: VisionFamily = {
   id: 'qwen3_omni',
@@ -15,7 +15,8 @@ export const QWEN3_OMNI: VisionFamily = {
   modelTypes: ['qwen3_omni_moe', 'qwen3_omni_moe_thinker'],
   configSection: 'thinker_config',
   tokenFallbacks: { vision_start_token_id: '<|vision_start|>', vision_end_token_id: '<|vision_end|>' },
-  processor: QWEN_PATCH_PROCESSOR,
+  visionMarkers: true,
   defaults: { ...QWEN_VL_DEFAULTS.qwen3_vl, min_pixels: 3_136, max_pixels: 12_845_056 },
   imageTensors: qwenImageTensors,
+  encoderShape: qwenEncoderShape,
 };

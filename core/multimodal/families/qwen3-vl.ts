@@ -2,14 +2,15 @@
 // processor (mean and std 0.5, 16-pixel patches).
 import { QWEN_VL_DEFAULTS } from '../qwen-vl.ts';
 import type { VisionFamily } from './family.ts';
-import { QWEN_PATCH_PROCESSOR, qwenImageTensors } from './qwen-patches.ts';
+import { qwenEncoderShape, qwenImageTensors } from './qwen-patches.ts';
 
 export const QWEN3_VL: VisionFamily = {
   id: 'qwen3_vl',
   label: 'Qwen3-VL',
   gatewaySpec: 'qwen3_vl',
   modelTypes: ['qwen3_vl', 'qwen3_vl_moe'],
-  processor: QWEN_PATCH_PROCESSOR,
+  visionMarkers: true,
   defaults: QWEN_VL_DEFAULTS.qwen3_vl,
   imageTensors: qwenImageTensors,
+  encoderShape: qwenEncoderShape,
 };

@@ -1,0 +1,71 @@
+// The reference worker judges an image's tokens as the worker's model computes them, by the
+// model's family (core/multimodal/families): a Qwen image from its grid row, a LLaVA-1.5 image
+// from the pixel values it receives ([1, 3, 336, 336]: 576 tokens). A count or a shape the
+// model would not take is refused, as a vLLM request whose pixel_values the servicer would
+// hand every image whole (in neither batched_keys nor flat_keys).
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { GenerateRequest } from '../gen/vllm/grpc/engine.ts';
+import { loadModelDirectory } from '../multimodal/model-dir.ts';
+import { makeFamilyModel } from '../test/family-models.ts';
+import { TensorReader } from '../transport/shm-reader.ts';
+import { receive, RequestInvalid, tokensOfModel } from './receive.ts';
+import { tensorsOf } from './vllm.ts';
+
+const scratch = mkdtempSync(path.join(tmpdir(), 'mmtc-refworker-families-'));
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
+const llava = await loadModelDirectory(makeFamilyModel(path.join(scratch, 'llava'), 'llava'));
+const reader = new TensorReader({ unlinkAfterRead: false });
+
+/** A vLLM request of `images` LLaVA crops of `side` pixels, each placed with `tokens` placeholder tokens. */
+function llavaRequest(o: { images: number; side?: number; tokens?: number; batchedKeys?: string[] }): GenerateRequest {
+  const side = o.side ?? 336;
+  const tokens = o.tokens ?? 576;
+  const inputIds = [1, 2, ...Array.from({ length: o.images }, () => Array<number>(tokens).fill(32000)).flat(), 3];
+  return {
+    requestId: 'r',
+    input: { $case: 'tokenized', value: { originalText: 'x', inputIds } },
+    stream: false,
+    mmInputs: {
+      pixelValues: { shape: [o.images, 3, side, side], dtype: 'float32', payload: { $case: 'inline', value: Buffer.alloc(o.images * 3 * side * side * 4) } },
+      modelSpecificTensors: {},
+      imTokenId: 32000,
+      mmPlaceholders: Array.from({ length: o.images }, (_, i) => ({ offset: 2 + i * tokens, length: tokens })),
+      mmHashes: Array.from({ length: o.images }, (_, i) => `h${i}`),
+      batchedKeys: o.batchedKeys ?? ['pixel_values'],
+      flatKeys: {},
+      keepOnCpuKeys: [],
+      modality: 1,
+    },
+  } as unknown as GenerateRequest;
+}
+
+function judge(req: GenerateRequest): string {
+  const input = req.input as { value: { inputIds: number[] } };
+  const job = { requestId: 'r', stream: false, inputIds: input.value.inputIds, maxTokens: undefined, ...tensorsOf(req) };
+  return receive('vllm', job, reader, false, tokensOfModel(llava));
+}
+
+describe('a LLaVA-1.5 worker (vLLM)', () => {
+  it('takes two batched [1, 3, 336, 336] images of 576 tokens each', () => {
+    expect(judge(llavaRequest({ images: 2 }))).toMatch(/^2 images: pixel_values \[2,3,336,336\] float32 via inline, 2709504 bytes$/);
+  });
+
+  it('refuses 575 tokens for an image, naming what the model computes from its pixel values', () => {
+    expect(() => judge(llavaRequest({ images: 1, tokens: 575 }))).toThrow(
+      new RequestInvalid('image 0: placeholder length 575 does not match its pixel values [1, 3, 336, 336] (576 tokens)'),
+    );
+  });
+
+  it('refuses a crop the model does not take (224 pixels)', () => {
+    expect(() => judge(llavaRequest({ images: 1, side: 224, tokens: 256 }))).toThrow(
+      new RequestInvalid("image 0: an image's pixel values are [1, 3, 224, 224], expected [1, 3, 336, 336]"),
+    );
+  });
+
+  it('refuses pixel_values in neither batched_keys nor flat_keys (the servicer would give every image all of them)', () => {
+    expect(() => judge(llavaRequest({ images: 2, batchedKeys: [] }))).toThrow(/^pixel_values is in neither batched_keys nor flat_keys/);
+  });
+});
