@@ -388,7 +388,8 @@ export const OverviewSchema = z.object({
     outstandingBytes: z.number(),
     maxOutstandingBytes: z.number().nullable(),
   }),
-  router: z.object({ url: z.string(), model: z.string(), pid: z.int() }),
+  /** The router: its URL, its model directory, the vision family that directory is detected as (its label: "LLaVA-1.5"), its pid. */
+  router: z.object({ url: z.string(), model: z.string(), family: z.string(), pid: z.int() }),
   config: z.object({
     file: z.string().nullable(),
     revision: Revision,

@@ -117,7 +117,7 @@ describe.each<[TestFamilyModel, string]>([
   ); // two worker processes and a router start from cold
 });
 
-// LLaVA-1.5 (docs/preprocessing.md, "LLaVA-1.5"): every image becomes one [1, 3, 336, 336] CLIP
+// LLaVA-1.5 (docs/preprocessing.md, "CLIP crop (LLaVA-1.5)"): every image becomes one [1, 3, 336, 336] CLIP
 // crop, bit for bit the Pillow + numpy reference written from Hugging Face's CLIPImageProcessor;
 // vLLM gets them batched ([2, 3, 336, 336], pixel_values in batched_keys: no grid, no sizes),
 // TokenSpeed one per item; each image is 576 <image> tokens, what the worker's model takes

@@ -3,6 +3,7 @@
 // its next request, counts of workers by health, the pixel cache (handlers/pixel-cache.ts),
 // the warnings an operator must act on, and the critical states (core/router/critical.ts: /health's),
 // each with its remedy. The overview stream (feeds.ts) pushes the same computation.
+import { familyById } from '../../multimodal/families/index.ts';
 import { readsPixelTensors } from '../../config/schema.ts';
 import { criticalStates, healthStatus } from '../../router/critical.ts';
 import type { ConfigSnapshot } from '../../config/store.ts';
@@ -216,7 +217,7 @@ export function overviewHandlers(state: ConsoleState): HandlerGroup<'overview'> 
           outstandingBytes: ctx.writer.outstanding,
           maxOutstandingBytes: ctx.writer.maxOutstanding() ?? null,
         },
-        router: { url: running.url, model: ctx.model.path, pid: process.pid },
+        router: { url: running.url, model: ctx.model.path, family: familyById(ctx.model.family).label, pid: process.pid },
         config: { file: state.file.path, revision: s.revision, drifted: drift.drifted, restartChanges },
         verdicts: views.map((v) => ({
           url: v.url,

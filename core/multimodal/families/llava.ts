@@ -4,7 +4,7 @@
 // no model-specific tensors. The prompt's one `<image>` per image (config.json
 // image_token_index, 32000) becomes 576 tokens: (336 / 14)², the patches the vision tower's
 // features are taken from (vision_feature_select_strategy "default" drops the CLS token;
-// "full" keeps it: 577). Where mmtc differs from the gateway: docs/preprocessing.md, "LLaVA-1.5".
+// "full" keeps it: 577). Where mmtc differs from the gateway: docs/preprocessing.md, "CLIP crop (LLaVA-1.5)".
 import { CLIP_336_DEFAULTS } from '../clip-image.ts';
 import { isClipConfig, type VisionFamily } from './family.ts';
 

@@ -32,6 +32,8 @@ describe('Overview screen', () => {
     const { text } = render(<OverviewScreen />, withState(useOverview, { data: overview(), loadedAt: NOW - 500 }), withState(useUi, { connection: 'open' }));
     expect(text).toContain('All clear no deprecated or invalid environment values');
     expect(text).not.toContain('Not live');
+    // The model directory and the vision family it was detected as.
+    expect(text).toContain('model demo-vl (Qwen2-VL, Qwen2.5-VL)');
   });
 
   it('every recent request failing, with no warning: never "All clear" under the critical banner', () => {
@@ -56,7 +58,7 @@ describe('Overview screen', () => {
   it('a refresh that failed over an overview on screen says so above it', () => {
     const { text } = render(<OverviewScreen />, withState(useOverview, { data: overview(), loadedAt: NOW - 500, error: 'socket closed' }));
     expect(text).toContain('✕ Refresh failed: socket closed');
-    expect(text).toContain('Router http://127.0.0.1:30000 · model demo-vl · pid 4242 · revision 1');
+    expect(text).toContain('Router http://127.0.0.1:30000 · model demo-vl (Qwen2-VL, Qwen2.5-VL) · pid 4242 · revision 1');
   });
 
   it('an old overview while the connection is down: Not live, with its age, and Checking… instead of All clear', () => {

@@ -167,7 +167,8 @@ export function OverviewScreen() {
         title="Overview"
         lead={
           <>
-            Router <code>{router.url}</code> · model <code>{router.model.split('/').pop()}</code> · pid {router.pid} · revision {data.config.revision}
+            Router <code>{router.url}</code> · model <code>{router.model.split('/').pop()}</code> ({router.family}) · pid {router.pid} · revision{' '}
+            {data.config.revision}
           </>
         }
       />

@@ -189,7 +189,7 @@ export function overview(over: Partial<Overview> = {}): Overview {
       outstandingBytes: 0,
       maxOutstandingBytes: 4 * 2 ** 30,
     },
-    router: { url: 'http://127.0.0.1:30000', model: 'demo-vl', pid: 4242 },
+    router: { url: 'http://127.0.0.1:30000', model: 'demo-vl', family: 'Qwen2-VL, Qwen2.5-VL', pid: 4242 },
     config: { file: '/home/op/.config/mmtc/router.yaml', revision: 1, drifted: false, restartChanges: [] },
     verdicts: [verdict()],
     workers: { total: 1, healthy: 1, unhealthy: 0, discovering: 0, draining: 0 },
