@@ -11,7 +11,8 @@
 //                  torchvision (bench/reference_server.py), torch at the same two threads
 //   Pillow + numpy the tests' reference (scripts/reference/qwen_vl_reference.py), one thread
 //
-// for 1080p and 4K JPEGs, Qwen2-VL and Qwen3-VL, float32 and bfloat16 (HF fast: the float32
+// for 1080p and 4K JPEGs, Qwen2-VL, Qwen3-VL and LLaVA-1.5 (its CLIP crop: clip-image.ts, the
+// HF fast pipeline CLIPImageProcessorFast's, the reference clip_reference.py), float32 and bfloat16 (HF fast: the float32
 // result cast to bfloat16; Pillow + numpy: rounded to bfloat16 as the wire format rounds). Our
 // outputs are checked bit for bit against the Pillow reference's in every configuration
 // (SHA-256 of the bytes; a mismatch fails the benchmark). Times are not gated.
@@ -30,7 +31,9 @@ import { createInterface } from 'node:readline';
 import mallocTunables from '../bin/malloc-tunables.json' with { type: 'json' };
 import { decodeToRgb } from '../core/multimodal/decode.ts';
 import { PreprocessPool } from '../core/multimodal/pool.ts';
-import { encoderMemoryIn, preprocessRgb, QWEN_VL_DEFAULTS, type EncoderMemory, type QwenVlFamily } from '../core/multimodal/qwen-vl.ts';
+import { CLIP_336_DEFAULTS, preprocessClipRgb } from '../core/multimodal/clip-image.ts';
+import { isClipConfig, type ImageConfig } from '../core/multimodal/families/index.ts';
+import { encoderMemoryIn, preprocessRgb, QWEN_VL_DEFAULTS, type EncoderMemory } from '../core/multimodal/qwen-vl.ts';
 import { pythonWithPillow } from '../core/test/python.ts';
 import { renderBarChart } from './chart.ts';
 import { root, runBench, track } from './procs.ts';
@@ -138,9 +141,16 @@ async function eventLoopUnderLoad(
   return { load, idle, images };
 }
 
+/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop). */
+const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava', ImageConfig> = {
+  qwen2_vl: QWEN_VL_DEFAULTS.qwen2_vl,
+  qwen3_vl: QWEN_VL_DEFAULTS.qwen3_vl,
+  llava: CLIP_336_DEFAULTS,
+};
+
 interface Row {
   image: string;
-  family: QwenVlFamily;
+  family: keyof typeof FAMILY_CONFIGS;
   dtype: Dtype;
   shape: string;
   ms: Record<string, number>;
@@ -183,10 +193,10 @@ async function main() {
     const rows: Row[] = [];
     for (const [image, file] of Object.entries(files)) {
       const bytes = readFileSync(file);
-      for (const family of ['qwen2_vl', 'qwen3_vl'] as const) {
+      for (const family of Object.keys(FAMILY_CONFIGS) as Array<keyof typeof FAMILY_CONFIGS>) {
         for (const dtype of ['float32', 'bfloat16'] as const) {
           const bf16 = dtype === 'bfloat16';
-          const config = QWEN_VL_DEFAULTS[family];
+          const config = FAMILY_CONFIGS[family];
           // Output memory reused across images, as the router's pool does.
           let into: EncoderMemory | undefined;
           const decodes: number[] = [];
@@ -200,6 +210,13 @@ async function main() {
                 const t0 = performance.now();
                 const img = await decodeToRgb(bytes);
                 const t1 = performance.now();
+                if (isClipConfig(config)) {
+                  const out = preprocessClipRgb(img.rgb, img.width, img.height, config, { bf16, float32: !bf16 });
+                  const t2 = performance.now();
+                  decodes.push(t1 - t0);
+                  shape = `3x${out.height}x${out.width}`;
+                  return t2 - t0;
+                }
                 const out = preprocessRgb(img.rgb, img.width, img.height, config, { bf16, float32: !bf16, ...(into ? { into } : {}) });
                 const t2 = performance.now();
                 into ??= out.memory && encoderMemoryIn(out.memory, out.patches * out.features, { float32: !bf16, bf16 });

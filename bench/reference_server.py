@@ -2,7 +2,8 @@
 """The Python pipelines bench:preprocess compares against, in one long-lived process so the
 benchmark can interleave them with its own runs (one image per command, same files).
 
-  pillow  the Pillow + numpy reference of the tests (scripts/reference/qwen_vl_reference.py)
+  pillow  the Pillow + numpy reference of the tests (scripts/reference/qwen_vl_reference.py;
+          clip_reference.py for the llava family)
   torch   the pipeline of transformers' fast image processor for Qwen2-VL / Qwen3-VL
           (Qwen2VLImageProcessorFast, the default since transformers 4.5x), written out in
           torch + torchvision so it runs without transformers: decode with
@@ -10,7 +11,9 @@ benchmark can interleave them with its own runs (one image per command, same fil
           rescale fused into normalize (mean and std divided by the rescale factor, one
           float32 pass), the still image tiled T times, patchify by view/permute/reshape.
           bfloat16 is the float32 result cast with .to(torch.bfloat16), as a bfloat16
-          model's input is.
+          model's input is. For llava, CLIPImageProcessorFast's: the shortest edge to 336
+          (the long side truncated), F.resize(BICUBIC, antialias=True), F.center_crop,
+          rescale fused into normalize.
 
 Reads one JSON command per line on stdin, answers one JSON line on stdout:
   {"op": "run", "pipeline": "torch"|"pillow", "family": F, "file": PATH, "dtype": "float32"|"bfloat16"}
@@ -30,6 +33,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts", "reference"))
 
+import clip_reference as clip_ref  # noqa: E402
 import numpy as np  # noqa: E402
 import qwen_vl_reference as ref  # noqa: E402
 
@@ -48,7 +52,24 @@ except ImportError:
     torch = None
 
 
+def torch_fast_clip(path, dtype, size=336, crop=336):
+    data = read_file(path)
+    image = decode_jpeg(data, mode=ImageReadMode.RGB)  # uint8 [3, H, W]
+    height, width = image.shape[-2:]
+    rh, rw = clip_ref.resize_output_size(height, width, size)
+    stacked = TF.resize(image.unsqueeze(0), [rh, rw], interpolation=InterpolationMode.BICUBIC, antialias=True)
+    stacked = TF.center_crop(stacked, [crop, crop])
+    mean = torch.tensor(clip_ref.CLIP_MEAN) * 255.0
+    std = torch.tensor(clip_ref.CLIP_STD) * 255.0
+    pixel_values = TF.normalize(stacked.to(dtype=torch.float32), mean.tolist(), std.tolist())
+    if dtype == "bfloat16":
+        pixel_values = pixel_values.to(torch.bfloat16)
+    return list(pixel_values.shape)
+
+
 def torch_fast(path, family, dtype):
+    if family == "llava":
+        return torch_fast_clip(path, dtype)
     f = ref.FAMILIES[family]
     P, m, T = f["patch"], f["merge"], f["temporal"]
     data = read_file(path)
@@ -77,8 +98,12 @@ def torch_fast(path, family, dtype):
     return list(pixel_values.shape)
 
 
+def reference(path, family):
+    return clip_ref.preprocess(path) if family == "llava" else ref.preprocess(path, family, True)
+
+
 def pillow(path, family, dtype):
-    x, _ = ref.preprocess(path, family, True)
+    x, _ = reference(path, family)
     if dtype == "bfloat16":
         x = bf16_bits(x)
     return list(x.shape)
@@ -91,7 +116,7 @@ def bf16_bits(x):
 
 
 def digest(path, family, dtype):
-    x, _ = ref.preprocess(path, family, True)
+    x, _ = reference(path, family)
     if dtype == "bfloat16":
         x = bf16_bits(x)
     return hashlib.sha256(np.ascontiguousarray(x).astype(x.dtype.newbyteorder("<")).tobytes()).hexdigest()

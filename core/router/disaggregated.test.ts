@@ -3,12 +3,15 @@
 // checked is what the decode worker says it got (through the prefill worker, from each encode
 // worker: which worker, which room, each tensor's path and fingerprint), the files left in
 // /dev/shm, the traffic events, and the error an operator sees when a leg fails.
-import { readdirSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import http from 'node:http';
 import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { readTransportEnvironment } from '../config/env.ts';
 import { startMmtc } from '../test/cli.ts';
+import { makeFamilyModel } from '../test/family-models.ts';
 import { makeTestImages } from '../test/images.ts';
 import { createRouter } from './create.ts';
 import type { RunningRouter } from './server.ts';
@@ -21,7 +24,11 @@ afterEach(async () => {
   for (const stop of stops.splice(0).reverse()) await stop();
   expect(ourFiles()).toEqual([]);
 });
-afterAll(() => images.remove());
+const llavaScratch = mkdtempSync(path.join(tmpdir(), 'mmtc-epd-llava-'));
+afterAll(() => {
+  images.remove();
+  rmSync(llavaScratch, { recursive: true, force: true });
+});
 
 interface RoleWorker {
   url: string;
@@ -73,9 +80,9 @@ async function start(config: Record<string, unknown>): Promise<RunningRouter> {
 
 const imageUrl = (name: string) => ({ type: 'image_url', image_url: { url: `data:image/png;base64,${images.bytes(name).toString('base64')}` } });
 
-async function chat(r: RunningRouter, names: string[], stream = false): Promise<{ status: number; content: string; id: string; ms: number }> {
+async function chat(r: RunningRouter, names: string[], stream = false, maxTokens = 4000): Promise<{ status: number; content: string; id: string; ms: number }> {
   const t = performance.now();
-  const body = { stream, max_tokens: 4000, messages: [{ role: 'user', content: [...names.map(imageUrl), { type: 'text', text: 'describe' }] }] };
+  const body = { stream, max_tokens: maxTokens, messages: [{ role: 'user', content: [...names.map(imageUrl), { type: 'text', text: 'describe' }] }] };
   const res = await fetch(`${r.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   const text = await res.text();
   if (stream && res.status === 200) {
@@ -153,6 +160,21 @@ describe('EPD', () => {
       expect(events.map((e) => [e.leg, e.worker, e.room, e.path]).sort()).toEqual(items.map((it) => ['encode', it.worker, it.room, it.path]).sort());
       expect(ourFiles()).toEqual([]);
     }
+  });
+
+  it('LLaVA-1.5 (a family without a grid): each image reaches its encode worker as one [1, 3, 336, 336] CLIP crop, which that worker judges by its shape; no file is left', async () => {
+    const dir = makeFamilyModel(path.join(llavaScratch, 'llava'), 'llava');
+    const model = ['--model-path', dir];
+    const encode = await worker('encode', model);
+    const prefill = await worker('prefill', model);
+    const decode = await worker('decode', model);
+    const r = await start({ disaggregation: 'epd', model_path: dir, workers: [spec(encode, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    // LLaVA-1.5's context is 4096 tokens: two images (1152) and room for the reply.
+    const reply = await chat(r, ['rgb.png', 'photo.jpg'], false, 2000);
+    expect(reply.status, reply.content).toBe(200);
+    for (const i of [0, 1])
+      expect(reply.content).toMatch(new RegExp(`item ${i} from encode worker ${encode.url}, room \\d+: encoder_input \\[1,3,336,336\\] float16 via shm`));
+    expect(ourFiles()).toEqual([]);
   });
 
   it('an override on one encode worker changes only its items; four images in one request, each to one encode worker', async () => {
