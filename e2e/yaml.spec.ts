@@ -65,7 +65,9 @@ test('export: the downloaded router.yaml equals mmtc config export, with the run
   // it detected on a worker whose entry leaves it unspecified, written with a comment (docs/console.md).
   const offline = cliExport(serve.routerFlags);
   expect(offline).toContain('runtime: unspecified\n');
-  expect(text).toBe(offline.replace('runtime: unspecified\n', 'runtime: tokenspeed # detected by the router (the applied configuration leaves it unspecified)\n'));
+  expect(text).toBe(
+    offline.replace('runtime: unspecified\n', 'runtime: tokenspeed # detected by the router (the applied configuration leaves it unspecified)\n'),
+  );
 
   const gateway = page.getByTestId('gateway-command');
   await expect(gateway).toContainText('smg launch');
