@@ -11,8 +11,8 @@
 //   layout       channel first, [3, crop_height, crop_width]: one image's slice of the
 //                batched pixel_values [images, 3, crop_height, crop_width]
 //
-// Rows the crop does not keep are resized (Pillow resizes the whole image before the crop)
-// and dropped as they come; the kept ones are normalized straight into the output.
+// Only the crop's pixels are resized (each output pixel's taps are its own, so they are the
+// bytes Pillow's whole resize has there), and normalized straight into the output.
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
 import { ImageSizeError, levelTable } from './qwen-vl.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
@@ -116,25 +116,34 @@ export function preprocessClipRgb(
   const fits = (a: Float32Array | Uint16Array | undefined) => a !== undefined && a.length === 3 * plane;
   const out = options.float32 !== false ? (fits(options.into?.pixelValues) ? options.into!.pixelValues! : new Float32Array(3 * plane)) : undefined;
   const bf = options.bf16 ? (fits(options.into?.bf16) ? options.into!.bf16! : new Uint16Array(3 * plane)) : undefined;
+  // Rescale and normalize of an 8-bit level have 256 results per channel: a float32 table, and
+  // its bfloat16 bits (round to nearest even) beside it, so each value is one lookup.
   const levels = levelTable(cfg);
-  const f32Bits = new Uint32Array(1);
-  const f32 = new Float32Array(f32Bits.buffer);
+  const bits = new Uint32Array(1);
+  const asFloat = new Float32Array(bits.buffer);
+  const bfLevels = levels.map((t) =>
+    Uint16Array.from(t, (v) => {
+      asFloat[0] = v;
+      return bf16BitsFromF32Bits(bits[0]!);
+    }),
+  );
+  // Only the crop is resized (each output pixel's taps are its own: the same bytes as resizing the whole and cropping).
+  const window = { x0: g.left, x1: g.left + g.width, y0: g.top, y1: g.top + g.height };
   const row = (y: number, line: Uint8Array) => {
     const r = y - g.top;
-    if (r < 0 || r >= g.height) return;
     for (let c = 0; c < 3; c++) {
-      const table = levels[c]!;
       const at = c * plane + r * g.width;
-      for (let x = 0; x < g.width; x++) {
-        const v = table[line[(x + g.left) * 3 + c]!]!;
-        if (out) out[at + x] = v;
-        if (bf) {
-          f32[0] = v;
-          bf[at + x] = bf16BitsFromF32Bits(f32Bits[0]!);
-        }
+      const from = c;
+      if (out) {
+        const table = levels[c]!;
+        for (let x = 0; x < g.width; x++) out[at + x] = table[line[from + x * 3]!]!;
+      }
+      if (bf) {
+        const table = bfLevels[c]!;
+        for (let x = 0; x < g.width; x++) bf[at + x] = table[line[from + x * 3]!]!;
       }
     }
   };
-  (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, g.resizedWidth, g.resizedHeight, row);
+  (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, g.resizedWidth, g.resizedHeight, row, window);
   return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}) };
 }

@@ -75,5 +75,21 @@ export function resampleCoefficients(inSize: number, outSize: number): ResampleC
   return { ksize, start, count, weights };
 }
 
+/** The coefficients of output pixels [from, to) alone: each output pixel's taps are its own, so a window of the output is computed exactly as in the whole. */
+export function coefficientWindow(c: ResampleCoefficients, from: number, to: number): ResampleCoefficients {
+  return { ksize: c.ksize, start: c.start.subarray(from, to), count: c.count.subarray(from, to), weights: c.weights.subarray(from * c.ksize, to * c.ksize) };
+}
+
 /** Receives output row `y` as packed RGB; the buffer is reused after the call returns. */
 export type RowSink = (y: number, rgb: Uint8Array) => void;
+
+/** A window of the resized image, [x0, x1) × [y0, y1): only its pixels are computed and emitted (a crop after the resize). */
+export interface OutputWindow {
+  x0: number;
+  x1: number;
+  y0: number;
+  y1: number;
+}
+
+/** The whole output, as a window. */
+export const wholeOutput = (outW: number, outH: number): OutputWindow => ({ x0: 0, x1: outW, y0: 0, y1: outH });

@@ -11,7 +11,16 @@
 // that also holds the encoder input, so the scatter kernel writes the output in place; plain
 // resizes use this thread's own memory, grown to the largest image seen and reused.
 import { existsSync, readFileSync } from 'node:fs';
-import { kernelSize, resampleCoefficients, sourceSpan, type ResampleCoefficients, type RowSink } from './resample.ts';
+import {
+  coefficientWindow,
+  kernelSize,
+  resampleCoefficients,
+  sourceSpan,
+  wholeOutput,
+  type OutputWindow,
+  type ResampleCoefficients,
+  type RowSink,
+} from './resample.ts';
 
 const WASM_PATH = new URL('../gen/resize.wasm', import.meta.url);
 
@@ -162,6 +171,9 @@ export interface ResizePlan {
   height: number;
   outW: number;
   outH: number;
+  /** The output columns computed, [x0, x1) (all of them unless a window was asked for). */
+  x0: number;
+  x1: number;
   src: number;
   horiz: CoefficientsAt | null;
   vert: CoefficientsAt | null;
@@ -172,11 +184,21 @@ export interface ResizePlan {
  * Where every buffer of a resize goes, from sizes alone: no coefficient is computed, so the
  * pool can size an image's memory on the event loop in microseconds.
  */
-function layoutResize(width: number, height: number, outW: number, outH: number, bandStarts: number[], base: number): { plan: ResizePlan; end: number } {
+function layoutResize(
+  width: number,
+  height: number,
+  outW: number,
+  outH: number,
+  bandStarts: number[],
+  base: number,
+  window: OutputWindow = wholeOutput(outW, outH),
+): { plan: ResizePlan; end: number } {
   const needH = outW !== width;
   const needV = outH !== height;
-  const edges = [0, ...bandStarts, outH];
-  const stride = outW * 3;
+  const edges = [window.y0, ...bandStarts.filter((y) => y > window.y0 && y < window.y1), window.y1];
+  // The horizontal pass computes the window's columns; without one, rows are the source's, whole.
+  const rowWidth = needH ? window.x1 - window.x0 : width;
+  const stride = rowWidth * 3;
   let at = Math.ceil(base / 16) * 16;
   const take = (bytes: number) => {
     const offset = at;
@@ -184,7 +206,7 @@ function layoutResize(width: number, height: number, outW: number, outH: number,
     return offset;
   };
   const pairs = Math.ceil(kernelSize(width, outW) / 2);
-  const h = needH ? { ksize: pairs, starts: take(outW * 4), counts: take(outW * 4), weights: take(16 + outW * pairs * 32) } : null;
+  const h = needH ? { ksize: pairs, starts: take(rowWidth * 4), counts: take(rowWidth * 4), weights: take(16 + rowWidth * pairs * 32) } : null;
   const vk = kernelSize(height, outH);
   const v = needV ? { ksize: vk, starts: take(outH * 4), counts: take(outH * 4), weights: take(outH * vk * 4) } : null;
   const srcAt = take(width * height * 3);
@@ -200,7 +222,7 @@ function layoutResize(width: number, height: number, outW: number, outH: number,
     const dst = needV ? take(stride * (y1 - y0)) : 0;
     bands.push({ y0, y1, srcFirst, srcLast, temp, dst });
   }
-  return { plan: { width, height, outW, outH, src: srcAt, horiz: h, vert: v, bands }, end: at };
+  return { plan: { width, height, outW, outH, x0: window.x0, x1: window.x1, src: srcAt, horiz: h, vert: v, bands }, end: at };
 }
 
 /** Bytes a planned resize occupies from `base` (to size a memory before planning into it). */
@@ -223,8 +245,9 @@ export function planResize(
   outH: number,
   bandStarts: number[] = [],
   base = 0,
+  window: OutputWindow = wholeOutput(outW, outH),
 ): ResizePlan | null {
-  const { plan, end } = layoutResize(width, height, outW, outH, bandStarts, base);
+  const { plan, end } = layoutResize(width, height, outW, outH, bandStarts, base, window);
   const pages = Math.ceil(end / PAGE);
   const have = k.memory.buffer.byteLength / PAGE;
   if (pages > MAX_PAGES) return null;
@@ -236,7 +259,7 @@ export function planResize(
   const mem = k.memory.buffer;
   const copy = (at: number, a: ArrayBufferView) => new Uint8Array(mem, at, a.byteLength).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
   if (plan.horiz) {
-    const h = pairCoefficients(resampleCoefficients(width, outW));
+    const h = pairCoefficients(coefficientWindow(resampleCoefficients(width, outW), window.x0, window.x1));
     copy(plan.horiz.starts, h.start);
     copy(plan.horiz.counts, h.count);
     copy(plan.horiz.weights, h.vectors);
@@ -256,9 +279,12 @@ export function planResize(
  * given. Returns where the band's rows are: row y at `at + (y - y0) * stride`.
  */
 export function resizeBand(k: Kernels, plan: ResizePlan, index: number, emitRow?: RowSink): { at: number; stride: number } {
-  const { width, outW, horiz, vert } = plan;
+  const { width, horiz, vert } = plan;
   const band = plan.bands[index]!;
-  const stride = outW * 3;
+  // Rows of the window's columns after a horizontal pass; else the source's whole rows (cut at emit).
+  const stride = (horiz ? plan.x1 - plan.x0 : width) * 3;
+  const cut = horiz ? 0 : plan.x0 * 3;
+  const rowBytes = (plan.x1 - plan.x0) * 3;
   // Where row y of the band's result sits: the source, the horizontal output or the vertical output.
   let image = plan.src;
   let firstRow = 0;
@@ -268,7 +294,7 @@ export function resizeBand(k: Kernels, plan: ResizePlan, index: number, emitRow?
       width,
       band.srcLast - band.srcFirst,
       band.temp,
-      outW,
+      plan.x1 - plan.x0,
       horiz.ksize,
       horiz.starts,
       horiz.counts,
@@ -296,14 +322,26 @@ export function resizeBand(k: Kernels, plan: ResizePlan, index: number, emitRow?
   const at = image + (band.y0 - firstRow) * stride;
   if (emitRow) {
     const out = new Uint8Array(k.memory.buffer);
-    for (let y = band.y0; y < band.y1; y++) emitRow(y, out.subarray(at + (y - band.y0) * stride, at + (y - band.y0 + 1) * stride));
+    for (let y = band.y0; y < band.y1; y++) {
+      const rowAt = at + (y - band.y0) * stride + cut;
+      emitRow(y, out.subarray(rowAt, rowAt + rowBytes));
+    }
   }
   return { at, stride };
 }
 
 /** As resizeRgbInto, on the SIMD kernels in this thread; false when the image is too large for them. */
-export function resizeRgbIntoSimd(k: Kernels, src: Uint8Array, width: number, height: number, outW: number, outH: number, emitRow: RowSink): boolean {
-  const plan = planResize(k, src, width, height, outW, outH);
+export function resizeRgbIntoSimd(
+  k: Kernels,
+  src: Uint8Array,
+  width: number,
+  height: number,
+  outW: number,
+  outH: number,
+  emitRow: RowSink,
+  window: OutputWindow = wholeOutput(outW, outH),
+): boolean {
+  const plan = planResize(k, src, width, height, outW, outH, [], 0, window);
   if (!plan) return false;
   resizeBand(k, plan, 0, emitRow);
   return true;

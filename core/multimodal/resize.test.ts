@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { runPython } from '../test/python.ts';
 import { kernelsOn, planResize, resizeBand, simdKernels } from './resize-simd.ts';
 import { resampleCoefficients } from './resample.ts';
-import { resizeRgb } from './resize.ts';
+import { resizeRgb, resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
 
 // Each case: source w×h -> output w×h. Down- and up-scaling, odd sizes, 1-pixel sides,
 // extreme aspect ratios, one unchanged side (a skipped pass), and no change at all.
@@ -122,5 +122,30 @@ describe('Pillow-exact bicubic resize', () => {
 
   it('refuses a buffer of the wrong size', () => {
     expect(() => resizeRgb(new Uint8Array(10), 2, 2, 4, 4)).toThrow('expected 12 bytes of RGB for 2x2, got 10');
+  });
+});
+
+describe('a window of the output (a crop after the resize) is computed alone', () => {
+  // Each output pixel's taps are its own: the window's bytes are the whole resize's there, on
+  // both implementations, with one pass skipped (an unchanged side) or neither.
+  const windows: Array<[string, [number, number, number, number], { x0: number; x1: number; y0: number; y1: number }]> = [
+    ['a landscape crop, columns cut', [1920, 1080, 597, 336], { x0: 130, x1: 466, y0: 0, y1: 336 }],
+    ['a portrait crop, rows cut', [300, 457, 336, 511], { x0: 0, x1: 336, y0: 87, y1: 423 }],
+    ['an upscale', [120, 90, 448, 336], { x0: 56, x1: 392, y0: 0, y1: 336 }],
+    ['the width unchanged (no horizontal pass)', [64, 200, 64, 90], { x0: 10, x1: 50, y0: 5, y1: 80 }],
+    ['the height unchanged (no vertical pass)', [200, 64, 90, 64], { x0: 3, x1: 70, y0: 9, y1: 40 }],
+  ];
+  it.each(windows)('%s', (_, [w, h, ow, oh], win) => {
+    const src = sourceImage(w, h, 5);
+    const whole = resizeRgb(src, w, h, ow, oh, 'js');
+    const expected: number[][] = [];
+    for (let y = win.y0; y < win.y1; y++) expected.push(Array.from(whole.subarray((y * ow + win.x0) * 3, (y * ow + win.x1) * 3)));
+    for (const run of [resizeRgbInto, resizeRgbIntoJs]) {
+      const rows: number[][] = [];
+      const ys: number[] = [];
+      run(src, w, h, ow, oh, (y, rgb) => (ys.push(y), rows.push(Array.from(rgb))), win);
+      expect(ys).toEqual(Array.from({ length: win.y1 - win.y0 }, (_, i) => win.y0 + i));
+      expect(rows).toEqual(expected);
+    }
   });
 });

@@ -11,7 +11,15 @@
 // starts at 1 << 21 (rounding) and is clipped to 0..255 after an arithmetic shift by 22.
 // The double-precision steps are written in Pillow's evaluation order so that every
 // coefficient comes out bit-identical.
-import { PRECISION_BITS, resampleCoefficients, type ResampleCoefficients, type RowSink } from './resample.ts';
+import {
+  coefficientWindow,
+  PRECISION_BITS,
+  resampleCoefficients,
+  wholeOutput,
+  type OutputWindow,
+  type ResampleCoefficients,
+  type RowSink,
+} from './resample.ts';
 import { resizeRgbIntoSimd, simdKernels } from './resize-simd.ts';
 
 const HALF = 1 << (PRECISION_BITS - 1);
@@ -81,34 +89,58 @@ function resizeVertical(src: Uint8Array, width: number, outH: number, c: Resampl
  * kernels when they are available (resize-simd.ts), else on the JavaScript passes below;
  * both give the same bytes.
  */
-export function resizeRgbInto(src: Uint8Array, width: number, height: number, outW: number, outH: number, emitRow: RowSink): void {
+export function resizeRgbInto(
+  src: Uint8Array,
+  width: number,
+  height: number,
+  outW: number,
+  outH: number,
+  emitRow: RowSink,
+  window: OutputWindow = wholeOutput(outW, outH),
+): void {
   if (src.byteLength !== width * height * 3) throw new RangeError(`expected ${width * height * 3} bytes of RGB for ${width}x${height}, got ${src.byteLength}`);
   const k = simdKernels();
-  if (k && resizeRgbIntoSimd(k, src, width, height, outW, outH, emitRow)) return;
-  resizeRgbIntoJs(src, width, height, outW, outH, emitRow);
+  if (k && resizeRgbIntoSimd(k, src, width, height, outW, outH, emitRow, window)) return;
+  resizeRgbIntoJs(src, width, height, outW, outH, emitRow, window);
 }
 
-/** The JavaScript passes: the fallback, and the second implementation the tests hold the kernels to. */
-export function resizeRgbIntoJs(src: Uint8Array, width: number, height: number, outW: number, outH: number, emitRow: RowSink): void {
+/**
+ * The JavaScript passes: the fallback, and the second implementation the tests hold the
+ * kernels to. With a `window`, only its rows and columns are computed; `emitRow(y, rgb)` gets
+ * row y's pixels [x0, x1).
+ */
+export function resizeRgbIntoJs(
+  src: Uint8Array,
+  width: number,
+  height: number,
+  outW: number,
+  outH: number,
+  emitRow: RowSink,
+  window: OutputWindow = wholeOutput(outW, outH),
+): void {
   if (src.byteLength !== width * height * 3) throw new RangeError(`expected ${width * height * 3} bytes of RGB for ${width}x${height}, got ${src.byteLength}`);
+  const { x0, x1, y0, y1 } = window;
   const needH = outW !== width;
   const needV = outH !== height;
-  const vert = needV ? resampleCoefficients(height, outH) : undefined;
+  const vert = needV ? coefficientWindow(resampleCoefficients(height, outH), y0, y1) : undefined;
+  // Without a horizontal pass the rows are the source's, whole: the window's columns are cut at emit.
+  const rowWidth = needH ? x1 - x0 : width;
+  const cut = needH ? (r: Uint8Array) => r : (r: Uint8Array) => r.subarray(x0 * 3, x1 * 3);
   let rows = src;
   let rowShift = 0;
   if (needH) {
     // Only the rows the vertical pass will read, as Pillow does.
-    const first = vert ? vert.start[0]! : 0;
-    const last = vert ? vert.start[outH - 1]! + vert.count[outH - 1]! : height;
-    rows = resizeHorizontal(src, width, last - first, first, outW, resampleCoefficients(width, outW));
+    const first = vert ? vert.start[0]! : y0;
+    const last = vert ? vert.start[y1 - y0 - 1]! + vert.count[y1 - y0 - 1]! : y1;
+    rows = resizeHorizontal(src, width, last - first, first, x1 - x0, coefficientWindow(resampleCoefficients(width, outW), x0, x1));
     rowShift = first;
   }
   if (vert) {
-    resizeVertical(rows, outW, outH, vert, rowShift, emitRow);
+    resizeVertical(rows, rowWidth, y1 - y0, vert, rowShift, (yy, r) => emitRow(yy + y0, cut(r)));
     return;
   }
-  const stride = outW * 3;
-  for (let y = 0; y < outH; y++) emitRow(y, rows.subarray(y * stride, (y + 1) * stride));
+  const stride = rowWidth * 3;
+  for (let y = y0; y < y1; y++) emitRow(y, cut(rows.subarray((y - rowShift) * stride, (y - rowShift + 1) * stride)));
 }
 
 /** Resize to a new packed RGB buffer (for tests, tools and callers that want the image). */
