@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readTransportEnvironment } from '../config/env.ts';
 import type { TensorEvent } from '../transport/event-schema.ts';
 import { startMmtc } from '../test/cli.ts';
+import { makeFamilyModel } from '../test/family-models.ts';
 import { makeTestImages } from '../test/images.ts';
 import { startConsole, TRAFFIC_BACKLOG } from './console.ts';
 import type { TrafficBatch } from './contract.ts';
@@ -82,6 +83,27 @@ describe('the console backend', () => {
       expect(gateway.workers[0]!.curl).toContain('"runtime_type":"tokenspeed"');
     } finally {
       await c.close();
+    }
+  });
+
+  it("each worker's model and family: the router's own (the bundled Qwen2-VL), and a LLaVA-1.5 worker marked as another family", async () => {
+    const llavaDir = makeFamilyModel(path.join(dir, 'llava-model'), 'llava');
+    const llava = await startMmtc(['worker', '--runtime', 'vllm', '--port', '0', '--model-path', llavaDir], /listening on grpc:\/\//);
+    const llavaUrl = llava.line.match(/grpc:\/\/\S+/)![0];
+    const c = await startConsole({
+      flags: { config: path.join(dir, 'families.yaml'), port: '0', workerUrls: [url, llavaUrl] },
+      env,
+      processEnv: {},
+      log: () => {},
+    });
+    try {
+      const { workers } = await c.backend.invoke('workers.list', {}, { client: 'http' });
+      const byUrl = new Map(workers.map((w) => [w.url, w.model]));
+      expect(byUrl.get(url)).toMatchObject({ modelType: 'qwen2_vl', family: 'Qwen2-VL, Qwen2.5-VL', sameFamily: true });
+      expect(byUrl.get(llavaUrl)).toMatchObject({ modelType: 'llava', family: 'LLaVA-1.5', sameFamily: false, routerFamily: 'Qwen2-VL, Qwen2.5-VL' });
+    } finally {
+      await c.close();
+      await llava.stop();
     }
   });
 

@@ -220,6 +220,15 @@ export const WorkerViewSchema = z.object({
   encoderDtype: z.object({ dtype: z.enum(ENCODER_DTYPES), source: z.string(), warning: z.string().nullable() }).nullable(),
   /** A vLLM prefill worker under PD: how its KV reaches the decode worker, by its KV connector (KvHandoff). null otherwise. */
   kvHandoff: z.object({ mode: z.enum(KV_HANDOFF_MODES), connector: z.string().nullable(), says: z.string() }).nullable(),
+  /**
+   * The model the worker says it serves (GetModelInfo: served_model_name, else model_path; its
+   * model_type), the vision family that model_type is (its label; null when no family takes
+   * it), and whether that is the family the router preprocesses for (false: its images get
+   * another model's tensors and token counts). null until discovery has its model_type.
+   */
+  model: z
+    .object({ name: z.string().nullable(), modelType: z.string(), family: z.string().nullable(), sameFamily: z.boolean(), routerFamily: z.string() })
+    .nullable(),
 });
 export type WorkerView = z.infer<typeof WorkerViewSchema>;
 

@@ -5,6 +5,7 @@
 import { ConfigError } from '../config/errors.ts';
 import { bootstrapAddress, type RouterConfig, type WorkerSpec } from '../config/schema.ts';
 import { SAMPLING_DEFAULTS_LABEL, samplingDefaultsOf } from '../engines/sampling.ts';
+import { familyById, familyOfModelType } from '../multimodal/families/index.ts';
 import { EMBEDDED_DEFAULT_ORIGIN, type ConfigSnapshot } from '../config/store.ts';
 import { capabilitiesOf, declaredRuntime, engineFor, laneFacts } from '../engines/table.ts';
 import { compareNamespaceTokens } from '../transport/namespace.ts';
@@ -102,6 +103,22 @@ export function workerView(state: ConsoleState, snapshot: ConfigSnapshot, w: Wor
     samplingDefaults: samplingDefaultsView(w.labels),
     encoderDtype: encoderDtypeView(state, w),
     kvHandoff: kvHandoffView(snapshot.config, spec, w),
+    model: modelView(state, w.labels),
+  };
+}
+
+/** The worker's model by its discovery labels, and whether it is the router's family. */
+function modelView(state: ConsoleState, labels: Readonly<Record<string, string>>): WorkerView['model'] {
+  const modelType = labels.model_type;
+  if (modelType === undefined) return null;
+  const family = familyOfModelType(modelType);
+  const router = familyById(state.running.context.model.family);
+  return {
+    name: labels.served_model_name ?? labels.model_path ?? null,
+    modelType,
+    family: family?.label ?? null,
+    sameFamily: family?.id === router.id,
+    routerFamily: router.label,
   };
 }
 

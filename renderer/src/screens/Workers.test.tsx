@@ -24,6 +24,35 @@ describe('Workers screen', () => {
     expect(text).toContain('No workers Add a worker (grpc://host:port or unix:///path) to send requests to it.');
   });
 
+  it("each worker's model and family; a worker of another family than the router's says what it would get and what to do", () => {
+    const { text } = render(
+      <WorkersScreen />,
+      withState(useWorkers, {
+        loaded: true,
+        workers: [
+          workerView(WORKER_A, {
+            model: {
+              name: '/models/Qwen2-VL-7B-Instruct/',
+              modelType: 'qwen2_vl',
+              family: 'Qwen2-VL, Qwen2.5-VL',
+              sameFamily: true,
+              routerFamily: 'Qwen2-VL, Qwen2.5-VL',
+            },
+          }),
+          workerView(WORKER_B, {
+            model: { name: 'llava-hf/llava-1.5-7b-hf', modelType: 'llava', family: 'LLaVA-1.5', sameFamily: false, routerFamily: 'Qwen2-VL, Qwen2.5-VL' },
+          }),
+        ],
+      }),
+      withState(useConfig, { view: configView() }),
+    );
+    expect(text).toContain('model Qwen2-VL-7B-Instruct · Qwen2-VL, Qwen2.5-VL');
+    expect(text).toContain(
+      "model llava-1.5-7b-hf · LLaVA-1.5 not the router's family (Qwen2-VL, Qwen2.5-VL): its images would get Qwen2-VL, Qwen2.5-VL's tensors and token counts",
+    );
+    expect(text.match(/not the router's family/g)).toHaveLength(1);
+  });
+
   it('before the list arrives: no "No workers" yet', () => {
     expect(render(<WorkersScreen />).text).not.toContain('No workers');
   });

@@ -84,6 +84,30 @@ function SamplingDefaults({ w }: { w: WorkerView }) {
   );
 }
 
+/**
+ * The model the worker serves and its vision family; a family other than the router's is an
+ * error: the router preprocesses every image for its own model, so this worker would get
+ * another model's tensors and token counts.
+ */
+function WorkerModel({ w }: { w: WorkerView }) {
+  const m = w.model;
+  if (!m) return null;
+  const name = m.name ? m.name.replace(/\/+$/, '').replace(/^.*\//, '') : m.modelType;
+  return (
+    <div className="small" data-testid="worker-model" title={`model_type ${m.modelType}${m.name ? `, ${m.name}` : ''}`}>
+      <span className="muted">
+        model {name} · {m.family ?? `${m.modelType} (no vision family mmtc serves)`}
+      </span>
+      {!m.sameFamily && (
+        <div className="field-error">
+          not the router's family ({m.routerFamily}): its images would get {m.routerFamily}'s tensors and token counts; start the router with this worker's
+          model directory (--model-path)
+        </div>
+      )}
+    </div>
+  );
+}
+
 /** An encoder dtype the router cannot read (an env variable or the worker's label): it says so, and that float32 goes instead. */
 function EncoderDtypeWarning({ w }: { w: WorkerView }) {
   const warning = w.encoderDtype?.warning;
@@ -257,6 +281,7 @@ export function WorkersScreen() {
                               </Badge>
                             </div>
                           )}
+                          <WorkerModel w={w} />
                           <SamplingDefaults w={w} />
                           <EncoderDtypeWarning w={w} />
                           {w.kvHandoff && (

@@ -149,6 +149,7 @@ export function workerView(url: string = WORKER_A, over: Partial<WorkerView> = {
     samplingDefaults: null,
     encoderDtype: { dtype: 'bfloat16', source: 'default', warning: null },
     kvHandoff: null,
+    model: null,
     ...over,
   });
 }
