@@ -14,8 +14,10 @@
 // Only the crop's pixels are resized (each output pixel's taps are its own, so they are the
 // bytes Pillow's whole resize has there), and normalized straight into the output.
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
-import { ImageSizeError, levelTable } from './qwen-vl.ts';
+import { encoderOutputBytes, ImageSizeError, levelTable, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import type { OutputWindow } from './resample.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
+import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
 
 export interface ClipImageConfig {
   /** size.shortest_edge: the side the shorter edge is resized to. */
@@ -96,26 +98,49 @@ export function clipGeometry(height: number, width: number, cfg: ClipImageConfig
   };
 }
 
+/** The crop as a window of the resized image (the only pixels resized). */
+const cropWindow = (g: ClipGeometry): OutputWindow => ({ x0: g.left, x1: g.left + g.width, y0: g.top, y1: g.top + g.height });
+
+/**
+ * Bytes an image of this size takes in the pool's memory: its outputs, then the resize's
+ * working space (the source pixels, the crop's columns of the rows it reads, the crop).
+ */
+export function clipMemoryBytes(width: number, height: number, cfg: ClipImageConfig, kinds: OutputKinds): number {
+  const g = clipGeometry(height, width, cfg);
+  const outputs = encoderOutputBytes(3 * g.height * g.width, kinds);
+  return outputs + resizeBytes(width, height, g.resizedWidth, g.resizedHeight, [], outputs, cropWindow(g));
+}
+
 /**
  * Resize, crop, rescale and normalize packed RGB into a channel-first [3, height, width]
  * encoder input: float32 unless `float32: false`, bfloat16 bits too with `bf16: true`.
- * `javascript` forces the JavaScript resize (the second implementation the tests hold the
- * kernels to).
+ * `memory` (the pool's, laid out for this image: clipMemoryBytes) holds the outputs and the
+ * resize's working space, so the kernels run there and nothing else grows; without it the
+ * thread's own kernels resize into their memory. `javascript` forces the JavaScript resize
+ * (the second implementation the tests hold the kernels to).
  */
 export function preprocessClipRgb(
   rgb: Uint8Array,
   width: number,
   height: number,
   cfg: ClipImageConfig,
-  options: { bf16?: boolean; float32?: boolean; javascript?: boolean; into?: { pixelValues?: Float32Array; bf16?: Uint16Array } } = {},
-): ClipGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array } {
+  options: { bf16?: boolean; float32?: boolean; javascript?: boolean; memory?: EncoderMemory } = {},
+): ClipGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean } {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessClipRgb: asked for neither float32 nor bfloat16 output');
   const g = clipGeometry(height, width, cfg);
   const plane = g.height * g.width;
-  // Into the caller's memory (the pool's) when it holds exactly this image's values.
-  const fits = (a: Float32Array | Uint16Array | undefined) => a !== undefined && a.length === 3 * plane;
-  const out = options.float32 !== false ? (fits(options.into?.pixelValues) ? options.into!.pixelValues! : new Float32Array(3 * plane)) : undefined;
-  const bf = options.bf16 ? (fits(options.into?.bf16) ? options.into!.bf16! : new Uint16Array(3 * plane)) : undefined;
+  const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
+  // The pool's memory when it is laid out for exactly this image's values in these encodings.
+  const memory =
+    options.memory &&
+    options.memory.elements === 3 * plane &&
+    (!kinds.float32 || options.memory.f32At !== undefined) &&
+    (!kinds.bf16 || options.memory.bf16At !== undefined)
+      ? options.memory
+      : undefined;
+  const views = memory ? outputViews(memory, kinds) : {};
+  const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(3 * plane)) : undefined;
+  const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(3 * plane)) : undefined;
   // Rescale and normalize of an 8-bit level have 256 results per channel: a float32 table, and
   // its bfloat16 bits (round to nearest even) beside it, so each value is one lookup.
   const levels = levelTable(cfg);
@@ -128,7 +153,7 @@ export function preprocessClipRgb(
     }),
   );
   // Only the crop is resized (each output pixel's taps are its own: the same bytes as resizing the whole and cropping).
-  const window = { x0: g.left, x1: g.left + g.width, y0: g.top, y1: g.top + g.height };
+  const window = cropWindow(g);
   const row = (y: number, line: Uint8Array) => {
     const r = y - g.top;
     for (let c = 0; c < 3; c++) {
@@ -144,6 +169,9 @@ export function preprocessClipRgb(
       }
     }
   };
-  (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, g.resizedWidth, g.resizedHeight, row, window);
-  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}) };
+  const kernels = memory && !options.javascript ? kernelsOn(memory.memory) : null;
+  const plan = kernels ? planResize(kernels, rgb, width, height, g.resizedWidth, g.resizedHeight, [], memory!.scratchAt, window) : null;
+  if (kernels && plan) resizeBand(kernels, plan, 0, row);
+  else (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, g.resizedWidth, g.resizedHeight, row, window);
+  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
 }

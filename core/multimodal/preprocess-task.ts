@@ -5,7 +5,7 @@
 import { preprocessClipRgb } from './clip-image.ts';
 import { decodeToRgb } from './decode.ts';
 import { isClipConfig, processorOf, type EncoderGeometry, type ImageConfig } from './families/index.ts';
-import { outputViews, preprocessRgb, preprocessRgbInBands, writeTimed, type BandHelper, type EncoderMemory, type TensorFileWrite } from './qwen-vl.ts';
+import { preprocessRgb, preprocessRgbInBands, writeTimed, type BandHelper, type EncoderMemory, type TensorFileWrite } from './qwen-vl.ts';
 import { errnoText } from '../util/errno.ts';
 
 /**
@@ -120,16 +120,14 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
     const cfg = task.config;
     if (isClipConfig(cfg)) {
-      // One thread, into the pool's memory when it has it (the outputs alone: the resize runs row by row).
+      // One thread (the crop is too little work to split), in the pool's memory when it has it: outputs and resize.
       const g = processorOf(cfg).geometry(image.height, image.width);
-      const into = task.output ? outputViews(task.output, { float32: options.float32, bf16: options.bf16 }) : undefined;
-      const clip = preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...(into ? { into } : {}) });
-      const inPool = into !== undefined && (clip.pixelValues ?? clip.bf16) === (into.pixelValues ?? into.bf16);
+      const clip = preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...(task.output ? { memory: task.output } : {}) });
       out = {
         ...g,
         ...(clip.pixelValues ? { pixelValues: clip.pixelValues } : {}),
         ...(clip.bf16 ? { bf16: clip.bf16 } : {}),
-        ...(inPool ? { memory: task.output!.memory } : {}),
+        ...(clip.inMemory ? { memory: task.output!.memory } : {}),
       };
     } else {
       // With a helper and pooled memory, two threads take half of the image each (and each writes its half).

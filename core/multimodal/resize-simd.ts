@@ -226,8 +226,16 @@ function layoutResize(
 }
 
 /** Bytes a planned resize occupies from `base` (to size a memory before planning into it). */
-export function resizeBytes(width: number, height: number, outW: number, outH: number, bandStarts: number[] = [], base = 0): number {
-  return layoutResize(width, height, outW, outH, bandStarts, base).end - base;
+export function resizeBytes(
+  width: number,
+  height: number,
+  outW: number,
+  outH: number,
+  bandStarts: number[] = [],
+  base = 0,
+  window: OutputWindow = wholeOutput(outW, outH),
+): number {
+  return layoutResize(width, height, outW, outH, bandStarts, base, window).end - base;
 }
 
 /**

@@ -2,8 +2,7 @@
 // center-cropped to one fixed size, so every image's encoder input is the same
 // [1, 3, crop_height, crop_width] (one row of 3·H·W values along the first axis) and the same
 // number of placeholder tokens, whatever its size.
-import { clipGeometry, clipTokens, type ClipImageConfig } from '../clip-image.ts';
-import { encoderOutputBytes } from '../qwen-vl.ts';
+import { clipGeometry, clipMemoryBytes, clipTokens, type ClipImageConfig } from '../clip-image.ts';
 import type { EncoderGeometry, ImageProcessor } from './family.ts';
 
 function geometry(height: number, width: number, cfg: ClipImageConfig): EncoderGeometry {
@@ -20,8 +19,8 @@ function geometry(height: number, width: number, cfg: ClipImageConfig): EncoderG
 export const CLIP_CROP_PROCESSOR: ImageProcessor<ClipImageConfig> = {
   name: 'CLIP crop (shortest edge, center crop)',
   geometry,
-  // The outputs only: the resize runs in the thread's own memory, one output row at a time.
-  memoryBytes: (width, height, cfg, kinds) => encoderOutputBytes(geometry(height, width, cfg).features, kinds),
+  // The outputs, then the resize's working space: the kernels run in the pool's memory.
+  memoryBytes: clipMemoryBytes,
   bandStarts: () => [],
   // Every image gives the same encoder input: one size to measure.
   sizesNear: (_targets, elementBytes, cfg) => [{ width: cfg.crop_width, height: cfg.crop_height, nbytes: 3 * cfg.crop_height * cfg.crop_width * elementBytes }],
