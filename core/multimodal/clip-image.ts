@@ -14,7 +14,7 @@
 // Only the crop's pixels are resized (each output pixel's taps are its own, so they are the
 // bytes Pillow's whole resize has there), and normalized straight into the output.
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
-import { encoderOutputBytes, ImageSizeError, levelTable, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, levelTable, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 import type { OutputWindow } from './resample.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
 import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
@@ -36,9 +36,6 @@ export interface ClipImageConfig {
   /** The CLS token's feature is kept too (vision_feature_select_strategy "full"): one token more per image. */
   keep_cls: boolean;
 }
-
-export const CLIP_MEAN: [number, number, number] = [0.48145466, 0.4578275, 0.40821073];
-export const CLIP_STD: [number, number, number] = [0.26862954, 0.26130258, 0.27577711];
 
 /** LLaVA-1.5's preprocessor_config.json (llava-hf/llava-1.5-7b-hf): CLIP ViT-L/14 at 336 pixels. */
 export const CLIP_336_DEFAULTS: ClipImageConfig = {
@@ -130,13 +127,17 @@ export function preprocessClipRgb(
   const g = clipGeometry(height, width, cfg);
   const plane = g.height * g.width;
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
-  // The pool's memory when it is laid out for exactly this image's values in these encodings.
+  // The pool's memory when it is laid out for this image's values in these encodings and holds
+  // its resize without growing (a decoded image larger than its header said would need more
+  // than the budget counted: it then resizes in the thread's own memory).
+  const given = options.memory;
   const memory =
-    options.memory &&
-    options.memory.elements === 3 * plane &&
-    (!kinds.float32 || options.memory.f32At !== undefined) &&
-    (!kinds.bf16 || options.memory.bf16At !== undefined)
-      ? options.memory
+    given &&
+    given.elements === 3 * plane &&
+    (!kinds.float32 || given.f32At !== undefined) &&
+    (!kinds.bf16 || given.bf16At !== undefined) &&
+    clipMemoryBytes(width, height, cfg, kinds) <= given.memory.buffer.byteLength
+      ? given
       : undefined;
   const views = memory ? outputViews(memory, kinds) : {};
   const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(3 * plane)) : undefined;

@@ -124,6 +124,12 @@ function numberField(pre: Record<string, unknown>, key: string, file: string, fa
   return v;
 }
 
+/** Standard deviations divide: a zero would make every value of its channel infinite. */
+function nonZero(values: [number, number, number], key: string, file: string): [number, number, number] {
+  if (values.some((v) => v === 0)) throw new ModelDirectoryError(`${file}: ${key} must not hold 0 (it divides), got ${JSON.stringify(values)}`);
+  return values;
+}
+
 function triple(pre: Record<string, unknown>, key: string, file: string, fallback: [number, number, number]): [number, number, number] {
   const v = pre[key];
   if (v === undefined || v === null) return fallback;
@@ -157,19 +163,33 @@ function sideField(pre: Record<string, unknown>, key: string, side: 'height' | '
  * features keep the CLS token (vision_feature_select_strategy "full").
  */
 function clipConfigFrom(d: ClipImageConfig, pre: Record<string, unknown>, file: string, config: Record<string, unknown>, configFile: string): ClipImageConfig {
-  const vision = (config.vision_config ?? {}) as Record<string, unknown>;
+  const rawVision = config.vision_config ?? {};
+  if (typeof rawVision !== 'object' || rawVision === null || Array.isArray(rawVision))
+    throw new ModelDirectoryError(`${configFile}: vision_config must be an object, got ${JSON.stringify(rawVision)}`);
+  const vision = rawVision as Record<string, unknown>;
+  // The token count below is a CLIP tower's (its CLS token kept with "full"); another tower (SigLIP has none) counts otherwise.
+  if (vision.model_type !== undefined && vision.model_type !== 'clip_vision_model')
+    throw new ModelDirectoryError(
+      `${configFile}: vision_config.model_type ${JSON.stringify(vision.model_type)} is not served (LLaVA-1.5 with a CLIP tower, clip_vision_model, is)`,
+    );
   const strategy = config.vision_feature_select_strategy ?? 'default';
   if (strategy !== 'default' && strategy !== 'full')
     throw new ModelDirectoryError(`${configFile}: vision_feature_select_strategy must be "default" or "full", got ${JSON.stringify(strategy)}`);
   const patch = vision.patch_size ?? d.patch_size;
   if (typeof patch !== 'number' || !Number.isInteger(patch) || patch <= 0)
     throw new ModelDirectoryError(`${configFile}: vision_config.patch_size must be a positive integer, got ${JSON.stringify(patch)}`);
-  return {
+  // Bicubic (3) is what the processor resamples with; another filter would give other pixels than the model was trained on.
+  if (pre.resample !== undefined && pre.resample !== 3)
+    throw new ModelDirectoryError(`${file}: resample ${JSON.stringify(pre.resample)} is not served (3, bicubic, is)`);
+  // The worker's model takes crops of its tower's image_size, every image cropped to it.
+  if (pre.do_center_crop === false)
+    throw new ModelDirectoryError(`${file}: do_center_crop false is not served (every image must be cropped to the tower's size)`);
+  const cfg: ClipImageConfig = {
     shortest_edge: sideField(pre, 'size', 'shortest_edge', file, d.shortest_edge),
     crop_height: sideField(pre, 'crop_size', 'height', file, d.crop_height),
     crop_width: sideField(pre, 'crop_size', 'width', file, d.crop_width),
     image_mean: triple(pre, 'image_mean', file, d.image_mean),
-    image_std: triple(pre, 'image_std', file, d.image_std),
+    image_std: nonZero(triple(pre, 'image_std', file, d.image_std), 'image_std', file),
     rescale_factor: numberField(pre, 'rescale_factor', file, d.rescale_factor),
     do_resize: flag(pre, 'do_resize', file, d.do_resize),
     do_center_crop: flag(pre, 'do_center_crop', file, d.do_center_crop),
@@ -178,6 +198,16 @@ function clipConfigFrom(d: ClipImageConfig, pre: Record<string, unknown>, file: 
     patch_size: patch,
     keep_cls: strategy === 'full',
   };
+  const tower = vision.image_size;
+  if (tower !== undefined && (cfg.crop_height !== tower || cfg.crop_width !== tower))
+    throw new ModelDirectoryError(
+      `${file}: crop_size ${cfg.crop_height}x${cfg.crop_width} differs from ${configFile}'s vision_config.image_size ${JSON.stringify(tower)}, the crops the worker's model takes`,
+    );
+  if (cfg.do_resize && cfg.shortest_edge < Math.max(cfg.crop_height, cfg.crop_width))
+    throw new ModelDirectoryError(
+      `${file}: size.shortest_edge ${cfg.shortest_edge} is below the crop_size ${cfg.crop_height}x${cfg.crop_width}: no image would fill the crop`,
+    );
+  return cfg;
 }
 
 /** preprocessor_config.json over the family defaults (Qwen: min/max_pixels or size.shortest/longest_edge; CLIP: size and crop_size, with config.json's vision tower). */
@@ -200,7 +230,7 @@ export function imageConfigFrom(
     min_pixels: numberField(pre, 'min_pixels', file, numberField(size, 'shortest_edge', `${file} size`, d.min_pixels)),
     max_pixels: numberField(pre, 'max_pixels', file, numberField(size, 'longest_edge', `${file} size`, d.max_pixels)),
     image_mean: triple(pre, 'image_mean', file, d.image_mean),
-    image_std: triple(pre, 'image_std', file, d.image_std),
+    image_std: nonZero(triple(pre, 'image_std', file, d.image_std), 'image_std', file),
     rescale_factor: numberField(pre, 'rescale_factor', file, d.rescale_factor),
     do_resize: flag(pre, 'do_resize', file, d.do_resize),
     do_rescale: flag(pre, 'do_rescale', file, d.do_rescale),

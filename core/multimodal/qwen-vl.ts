@@ -49,8 +49,9 @@ export interface QwenVlImageConfig {
   do_normalize: boolean;
 }
 
-const CLIP_MEAN: [number, number, number] = [0.48145466, 0.4578275, 0.40821073];
-const CLIP_STD: [number, number, number] = [0.26862954, 0.26130258, 0.27577711];
+/** OpenAI CLIP's normalization (Qwen2-VL's processor and LLaVA-1.5's CLIP crop). */
+export const CLIP_MEAN: [number, number, number] = [0.48145466, 0.4578275, 0.40821073];
+export const CLIP_STD: [number, number, number] = [0.26862954, 0.26130258, 0.27577711];
 
 export const QWEN_VL_DEFAULTS: Record<QwenVlFamily, QwenVlImageConfig> = {
   qwen2_vl: {

@@ -48,15 +48,22 @@ export function sourceSpan(inSize: number, outSize: number, xx: number): { start
   return { start: xmin, count: xmax - xmin };
 }
 
-export function resampleCoefficients(inSize: number, outSize: number): ResampleCoefficients {
+/**
+ * The coefficients of output pixels [from, to) of a resize of inSize to outSize (all of them
+ * by default): each output pixel's taps are its own, so a window of the output (a crop after
+ * the resize) is computed, and takes memory, for its pixels alone.
+ */
+export function resampleCoefficients(inSize: number, outSize: number, from = 0, to = outSize): ResampleCoefficients {
   const { scale, filterscale } = filterScale(inSize, outSize);
   const ksize = kernelSize(inSize, outSize);
-  const start = new Int32Array(outSize);
-  const count = new Int32Array(outSize);
-  const weights = new Int32Array(outSize * ksize);
+  const n = to - from;
+  const start = new Int32Array(n);
+  const count = new Int32Array(n);
+  const weights = new Int32Array(n * ksize);
   const k = new Float64Array(ksize);
   const ss = 1.0 / filterscale;
-  for (let xx = 0; xx < outSize; xx++) {
+  for (let xx = from; xx < to; xx++) {
+    const i = xx - from;
     const center = (xx + 0.5) * scale;
     const { start: xmin, count: xmax } = sourceSpan(inSize, outSize, xx);
     let ww = 0.0;
@@ -67,17 +74,12 @@ export function resampleCoefficients(inSize: number, outSize: number): ResampleC
     }
     for (let x = 0; x < xmax; x++) {
       const v = ww !== 0.0 ? k[x]! / ww : k[x]!;
-      weights[xx * ksize + x] = v < 0 ? Math.trunc(-0.5 + v * (1 << PRECISION_BITS)) : Math.trunc(0.5 + v * (1 << PRECISION_BITS));
+      weights[i * ksize + x] = v < 0 ? Math.trunc(-0.5 + v * (1 << PRECISION_BITS)) : Math.trunc(0.5 + v * (1 << PRECISION_BITS));
     }
-    start[xx] = xmin;
-    count[xx] = xmax;
+    start[i] = xmin;
+    count[i] = xmax;
   }
   return { ksize, start, count, weights };
-}
-
-/** The coefficients of output pixels [from, to) alone: each output pixel's taps are its own, so a window of the output is computed exactly as in the whole. */
-export function coefficientWindow(c: ResampleCoefficients, from: number, to: number): ResampleCoefficients {
-  return { ksize: c.ksize, start: c.start.subarray(from, to), count: c.count.subarray(from, to), weights: c.weights.subarray(from * c.ksize, to * c.ksize) };
 }
 
 /** Receives output row `y` as packed RGB; the buffer is reused after the call returns. */

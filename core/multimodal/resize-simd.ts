@@ -11,16 +11,7 @@
 // that also holds the encoder input, so the scatter kernel writes the output in place; plain
 // resizes use this thread's own memory, grown to the largest image seen and reused.
 import { existsSync, readFileSync } from 'node:fs';
-import {
-  coefficientWindow,
-  kernelSize,
-  resampleCoefficients,
-  sourceSpan,
-  wholeOutput,
-  type OutputWindow,
-  type ResampleCoefficients,
-  type RowSink,
-} from './resample.ts';
+import { kernelSize, resampleCoefficients, sourceSpan, wholeOutput, type OutputWindow, type ResampleCoefficients, type RowSink } from './resample.ts';
 
 const WASM_PATH = new URL('../gen/resize.wasm', import.meta.url);
 
@@ -171,9 +162,10 @@ export interface ResizePlan {
   height: number;
   outW: number;
   outH: number;
-  /** The output columns computed, [x0, x1) (all of them unless a window was asked for). */
+  /** The output columns and rows computed, [x0, x1) × [y0, y1) (all of them unless a window was asked for): the coefficients are the window's. */
   x0: number;
   x1: number;
+  y0: number;
   src: number;
   horiz: CoefficientsAt | null;
   vert: CoefficientsAt | null;
@@ -208,7 +200,8 @@ function layoutResize(
   const pairs = Math.ceil(kernelSize(width, outW) / 2);
   const h = needH ? { ksize: pairs, starts: take(rowWidth * 4), counts: take(rowWidth * 4), weights: take(16 + rowWidth * pairs * 32) } : null;
   const vk = kernelSize(height, outH);
-  const v = needV ? { ksize: vk, starts: take(outH * 4), counts: take(outH * 4), weights: take(outH * vk * 4) } : null;
+  const rows = window.y1 - window.y0;
+  const v = needV ? { ksize: vk, starts: take(rows * 4), counts: take(rows * 4), weights: take(rows * vk * 4) } : null;
   const srcAt = take(width * height * 3);
   const bands: ResizeBand[] = [];
   for (let b = 0; b + 1 < edges.length; b++) {
@@ -222,7 +215,7 @@ function layoutResize(
     const dst = needV ? take(stride * (y1 - y0)) : 0;
     bands.push({ y0, y1, srcFirst, srcLast, temp, dst });
   }
-  return { plan: { width, height, outW, outH, x0: window.x0, x1: window.x1, src: srcAt, horiz: h, vert: v, bands }, end: at };
+  return { plan: { width, height, outW, outH, x0: window.x0, x1: window.x1, y0: window.y0, src: srcAt, horiz: h, vert: v, bands }, end: at };
 }
 
 /** Bytes a planned resize occupies from `base` (to size a memory before planning into it). */
@@ -267,13 +260,13 @@ export function planResize(
   const mem = k.memory.buffer;
   const copy = (at: number, a: ArrayBufferView) => new Uint8Array(mem, at, a.byteLength).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
   if (plan.horiz) {
-    const h = pairCoefficients(coefficientWindow(resampleCoefficients(width, outW), window.x0, window.x1));
+    const h = pairCoefficients(resampleCoefficients(width, outW, window.x0, window.x1));
     copy(plan.horiz.starts, h.start);
     copy(plan.horiz.counts, h.count);
     copy(plan.horiz.weights, h.vectors);
   }
   if (plan.vert) {
-    const v = resampleCoefficients(height, outH);
+    const v = resampleCoefficients(height, outH, window.y0, window.y1);
     copy(plan.vert.starts, v.start);
     copy(plan.vert.counts, v.count);
     copy(plan.vert.weights, v.weights);
@@ -319,9 +312,9 @@ export function resizeBand(k: Kernels, plan: ResizePlan, index: number, emitRow?
       rows,
       band.dst,
       vert.ksize,
-      vert.starts + band.y0 * 4,
-      vert.counts + band.y0 * 4,
-      vert.weights + band.y0 * vert.ksize * 4,
+      vert.starts + (band.y0 - plan.y0) * 4,
+      vert.counts + (band.y0 - plan.y0) * 4,
+      vert.weights + (band.y0 - plan.y0) * vert.ksize * 4,
       firstRow,
     );
     image = band.dst;

@@ -11,15 +11,7 @@
 // starts at 1 << 21 (rounding) and is clipped to 0..255 after an arithmetic shift by 22.
 // The double-precision steps are written in Pillow's evaluation order so that every
 // coefficient comes out bit-identical.
-import {
-  coefficientWindow,
-  PRECISION_BITS,
-  resampleCoefficients,
-  wholeOutput,
-  type OutputWindow,
-  type ResampleCoefficients,
-  type RowSink,
-} from './resample.ts';
+import { PRECISION_BITS, resampleCoefficients, wholeOutput, type OutputWindow, type ResampleCoefficients, type RowSink } from './resample.ts';
 import { resizeRgbIntoSimd, simdKernels } from './resize-simd.ts';
 
 const HALF = 1 << (PRECISION_BITS - 1);
@@ -122,7 +114,7 @@ export function resizeRgbIntoJs(
   const { x0, x1, y0, y1 } = window;
   const needH = outW !== width;
   const needV = outH !== height;
-  const vert = needV ? coefficientWindow(resampleCoefficients(height, outH), y0, y1) : undefined;
+  const vert = needV ? resampleCoefficients(height, outH, y0, y1) : undefined;
   // Without a horizontal pass the rows are the source's, whole: the window's columns are cut at emit.
   const rowWidth = needH ? x1 - x0 : width;
   const cut = needH ? (r: Uint8Array) => r : (r: Uint8Array) => r.subarray(x0 * 3, x1 * 3);
@@ -132,7 +124,7 @@ export function resizeRgbIntoJs(
     // Only the rows the vertical pass will read, as Pillow does.
     const first = vert ? vert.start[0]! : y0;
     const last = vert ? vert.start[y1 - y0 - 1]! + vert.count[y1 - y0 - 1]! : y1;
-    rows = resizeHorizontal(src, width, last - first, first, x1 - x0, coefficientWindow(resampleCoefficients(width, outW), x0, x1));
+    rows = resizeHorizontal(src, width, last - first, first, x1 - x0, resampleCoefficients(width, outW, x0, x1));
     rowShift = first;
   }
   if (vert) {

@@ -69,3 +69,34 @@ describe('a LLaVA-1.5 worker (vLLM)', () => {
     expect(() => judge(llavaRequest({ images: 2, batchedKeys: [] }))).toThrow(/^pixel_values is in neither batched_keys nor flat_keys/);
   });
 });
+
+describe('a Qwen worker (TokenSpeed), under EPD', () => {
+  it('refuses a prefill item without image_grid_thw even though its pixels went to the encode worker', async () => {
+    const { tensorsOf: itemsOf } = await import('./tokenspeed-items.ts');
+    const { receiveTensors } = await import('./receive.ts');
+    const qwen = await loadModelDirectory();
+    const req = {
+      mmInputs: {
+        items: [
+          {
+            modality: 1,
+            contentHash: Buffer.from('h'),
+            modelSpecificTensors: {},
+            placeholders: [{ offset: 1, length: 4 }],
+            placeholderTokenId: qwen.imageTokenId,
+          },
+        ],
+      },
+    };
+    const job = {
+      requestId: 'r',
+      stream: false,
+      inputIds: [1, ...Array<number>(4).fill(qwen.imageTokenId), 2],
+      maxTokens: undefined,
+      ...itemsOf(req as never, { pixels: false }),
+    };
+    expect(() => receiveTensors('tokenspeed', job, reader, false, tokensOfModel(qwen), undefined, false)).toThrow(
+      new RequestInvalid("item 0: no image_grid_thw tensor (the model computes an image's tokens from its grid)"),
+    );
+  });
+});

@@ -16,11 +16,15 @@ import { CallRefused, type BootstrapServer } from './bootstrap.ts';
 import type { StopRules } from './sampling-rules.ts';
 import { processorOf, type ConfiguredProcessor } from '../multimodal/families/index.ts';
 
-/** Placeholder tokens of one image from what arrived, as the worker's model computes them (the model's processor). */
-export type TokensOf = ConfiguredProcessor['tokensOf'];
+/**
+ * How the worker's model takes an image's tokens from what arrived (the model's processor):
+ * `tokensOf`, and whether it needs a grid tensor to (`gridded`: Qwen's image_grid_thw, which an
+ * item must carry even where its pixels went elsewhere).
+ */
+export type TokensOf = Pick<ConfiguredProcessor, 'tokensOf' | 'gridded'>;
 
 /** The model's rule for an image's tokens. */
-export const tokensOfModel = (model: Pick<ModelDirectory, 'imageConfig'>): TokensOf => processorOf(model.imageConfig).tokensOf;
+export const tokensOfModel = (model: Pick<ModelDirectory, 'imageConfig'>): TokensOf => processorOf(model.imageConfig);
 
 export interface NamedTensor {
   name: string;
@@ -102,9 +106,9 @@ interface ReceivedTensor {
 }
 
 /** The model's tokens of an image, a shape or grid it refuses said as the request's fault. */
-function tokensFor(c: ImageCheck, tokensOf: TokensOf, received: Parameters<TokensOf>[0]): number {
+function tokensFor(c: ImageCheck, rule: TokensOf, received: Parameters<TokensOf['tokensOf']>[0]): number {
   try {
-    return tokensOf(received);
+    return rule.tokensOf(received);
   } catch (err) {
     if (err instanceof RangeError || err instanceof TypeError) throw new RequestInvalid(`${c.label}: ${err.message}`);
     throw err;
@@ -140,6 +144,7 @@ function validateImages(checks: ImageCheck[], read: TensorsRead, encoderRows: bo
       tokens = tokensFor(c, tokensOf, { encoderShape: [], grid: thw });
       from = `grid ${thw.join('x')}`;
     } else {
+      if (tokensOf.gridded) throw new RequestInvalid(`${c.label}: no image_grid_thw tensor (the model computes an image's tokens from its grid)`);
       const shape = shapes.get(c.encoder);
       if (shape) {
         const slice = [1, ...shape.slice(1)];
@@ -268,6 +273,7 @@ export function receiveItem(
   const { received, grids, rows, shapes } = readTensors(runtime, job, reader, fingerprint, metrics);
   for (const c of job.checks) {
     if (c.grid === undefined) {
+      if (tokensOf.gridded) throw new RequestInvalid(`${c.label}: no image_grid_thw tensor (the model computes an image's tokens from its grid)`);
       // A batched family's image: its encoder input is the model's one shape (the tokens' rule refuses another).
       tokensFor(c, tokensOf, { encoderShape: shapes.get(c.encoder) ?? [] });
       continue;

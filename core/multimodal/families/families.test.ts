@@ -192,6 +192,43 @@ describe('LLaVA-1.5 model directories', () => {
     writeFileSync(path.join(dir, 'config.json'), JSON.stringify(config));
     expect((await loadModelDirectory(dir)).imageConfig).toMatchObject({ shortest_edge: 336, crop_height: 336, crop_width: 336 });
   });
+
+  it.each<[string, Record<string, unknown>, Record<string, unknown>, (dir: string) => string]>([
+    [
+      'no crop',
+      { do_center_crop: false },
+      {},
+      (d) => `${d}/preprocessor_config.json: do_center_crop false is not served (every image must be cropped to the tower's size)`,
+    ],
+    [
+      "a crop other than the tower's",
+      { crop_size: { height: 224, width: 224 }, size: { shortest_edge: 224 } },
+      {},
+      (d) =>
+        `${d}/preprocessor_config.json: crop_size 224x224 differs from ${d}/config.json's vision_config.image_size 336, the crops the worker's model takes`,
+    ],
+    [
+      'a shortest edge below the crop',
+      { size: { shortest_edge: 300 } },
+      {},
+      (d) => `${d}/preprocessor_config.json: size.shortest_edge 300 is below the crop_size 336x336: no image would fill the crop`,
+    ],
+    ['another filter', { resample: 2 }, {}, (d) => `${d}/preprocessor_config.json: resample 2 is not served (3, bicubic, is)`],
+    ['a zero std', { image_std: [0.26, 0, 0.27] }, {}, (d) => `${d}/preprocessor_config.json: image_std must not hold 0 (it divides), got [0.26,0,0.27]`],
+    ['vision_config not an object', {}, { vision_config: 'clip' }, (d) => `${d}/config.json: vision_config must be an object, got "clip"`],
+    [
+      'a SigLIP tower',
+      {},
+      { vision_config: { model_type: 'siglip_vision_model', image_size: 336, patch_size: 14 } },
+      (d) => `${d}/config.json: vision_config.model_type "siglip_vision_model" is not served (LLaVA-1.5 with a CLIP tower, clip_vision_model, is)`,
+    ],
+  ])('%s is refused at start, naming the file, the key and the value', async (label, pre, config, message) => {
+    const dir = makeFamilyModel(path.join(scratch, `llava-refused-${label.replace(/\W+/g, '-')}`), 'llava');
+    const read = (name: string) => JSON.parse(readFileSync(path.join(dir, name), 'utf8')) as Record<string, unknown>;
+    writeFileSync(path.join(dir, 'preprocessor_config.json'), JSON.stringify({ ...read('preprocessor_config.json'), ...pre }));
+    writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ ...read('config.json'), ...config }));
+    await expect(loadModelDirectory(dir)).rejects.toThrow(new ModelDirectoryError(message(dir)));
+  });
 });
 
 describe("each family's encoder input agrees exactly with the Pillow + numpy reference", () => {

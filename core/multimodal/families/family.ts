@@ -71,6 +71,8 @@ export interface ImageProcessor<C extends ImageConfig> {
   bandStarts(g: EncoderGeometry, cfg: C, count: number): number[];
   /** Square images whose encoder input is nearest each target size in bytes, one per distinct size (calibration). */
   sizesNear(targets: readonly number[], elementBytes: number, cfg: C): Array<{ width: number; height: number; nbytes: number }>;
+  /** The worker's model computes an image's tokens from a grid tensor it must receive with it (Qwen's image_grid_thw). */
+  gridded: boolean;
   /**
    * Placeholder tokens of one image, from what the worker received (what its model computes):
    * the encoder input's shape as the image's slice, and its grid row where the family has one.

@@ -43,6 +43,7 @@ export interface ConfiguredProcessor {
   bandStarts(g: EncoderGeometry, count: number): number[];
   sizesNear(targets: readonly number[], elementBytes: number): Array<{ width: number; height: number; nbytes: number }>;
   tokensOf(received: { encoderShape: readonly number[]; grid?: readonly number[] }): number;
+  gridded: boolean;
 }
 
 function bind<C extends ImageConfig>(p: ImageProcessor<C>, cfg: C): ConfiguredProcessor {
@@ -53,10 +54,11 @@ function bind<C extends ImageConfig>(p: ImageProcessor<C>, cfg: C): ConfiguredPr
     bandStarts: (g, count) => p.bandStarts(g, cfg, count),
     sizesNear: (targets, elementBytes) => p.sizesNear(targets, elementBytes, cfg),
     tokensOf: (received) => p.tokensOf(received, cfg),
+    gridded: p.gridded,
   };
 }
 
-/** The processor a configuration is for (the one place that tells them apart): CLIP's crop, or Qwen's patches. */
+/** The processor a configuration is for: CLIP's crop, or Qwen's patches (what the pool thread runs follows the same test, isClipConfig). */
 export function processorOf(cfg: ImageConfig): ConfiguredProcessor {
   return isClipConfig(cfg) ? bind<ClipImageConfig>(CLIP_CROP_PROCESSOR, cfg) : bind<QwenVlImageConfig>(QWEN_PATCH_PROCESSOR, cfg);
 }
