@@ -14,7 +14,7 @@
 // Only the crop's pixels are resized (each output pixel's taps are its own, so they are the
 // bytes Pillow's whole resize has there), and normalized straight into the output.
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
-import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, levelTable, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, fits, ImageSizeError, levelTable, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 import type { OutputWindow } from './resample.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
 import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
@@ -131,14 +131,7 @@ export function preprocessClipRgb(
   // its resize without growing (a decoded image larger than its header said would need more
   // than the budget counted: it then resizes in the thread's own memory).
   const given = options.memory;
-  const memory =
-    given &&
-    given.elements === 3 * plane &&
-    (!kinds.float32 || given.f32At !== undefined) &&
-    (!kinds.bf16 || given.bf16At !== undefined) &&
-    clipMemoryBytes(width, height, cfg, kinds) <= given.memory.buffer.byteLength
-      ? given
-      : undefined;
+  const memory = fits(given, 3 * plane, kinds) && clipMemoryBytes(width, height, cfg, kinds) <= given.memory.buffer.byteLength ? given : undefined;
   const views = memory ? outputViews(memory, kinds) : {};
   const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(3 * plane)) : undefined;
   const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(3 * plane)) : undefined;

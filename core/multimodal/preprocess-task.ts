@@ -98,6 +98,9 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     shm = sink!.end(how);
   };
   const image = await decoding;
+  // The decoded image's geometry, computed once when the sink check or the CLIP crop asks for it.
+  let known: EncoderGeometry | undefined;
+  const geometry = () => (known ??= processorOf(task.config).geometry(image.height, image.width));
   const t1 = performance.now();
   if (sink) {
     const opened = sink.open();
@@ -109,7 +112,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
   try {
     // The sink takes exactly the encoder input of the decoded image, in its wire encoding.
     if (file && sink) {
-      const g = processorOf(task.config).geometry(image.height, image.width);
+      const g = geometry();
       if (g.patches * g.features * (sink.kind === 'float32' ? 4 : 2) !== sink.nbytes || (sink.kind === 'bf16' ? !task.bf16 : task.float32 === false))
         end({ kind: 'not-written', reason: PREWRITE_HEADER_MISMATCH });
     }
@@ -121,7 +124,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     const cfg = task.config;
     if (isClipConfig(cfg)) {
       // One thread (the crop is too little work to split), in the pool's memory when it has it: outputs and resize.
-      const g = processorOf(cfg).geometry(image.height, image.width);
+      const g = geometry();
       const clip = preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...(task.output ? { memory: task.output } : {}) });
       out = {
         ...g,

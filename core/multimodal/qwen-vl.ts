@@ -241,7 +241,7 @@ function outputKinds(options: { bf16?: boolean; float32?: boolean }): OutputKind
 }
 
 /** `into` holds this many elements in (at least) these encodings. */
-const fits = (into: EncoderMemory | undefined, elements: number, kinds: OutputKinds): into is EncoderMemory =>
+export const fits = (into: EncoderMemory | undefined, elements: number, kinds: OutputKinds): into is EncoderMemory =>
   into !== undefined && into.elements === elements && (!kinds.float32 || into.f32At !== undefined) && (!kinds.bf16 || into.bf16At !== undefined);
 
 export function outputViews(mem: EncoderMemory, kinds: OutputKinds): { pixelValues?: Float32Array; bf16?: Uint16Array } {

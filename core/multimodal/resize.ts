@@ -75,6 +75,11 @@ function resizeVertical(src: Uint8Array, width: number, outH: number, c: Resampl
   }
 }
 
+/** The source is packed RGB of its stated size. */
+function checkRgbBytes(src: Uint8Array, width: number, height: number): void {
+  if (src.byteLength !== width * height * 3) throw new RangeError(`expected ${width * height * 3} bytes of RGB for ${width}x${height}, got ${src.byteLength}`);
+}
+
 /**
  * Resize packed 8-bit RGB (`width * height * 3` bytes) to outW × outH exactly as Pillow
  * does, handing every output row to `emitRow` in order. Runs on the WebAssembly SIMD
@@ -90,7 +95,7 @@ export function resizeRgbInto(
   emitRow: RowSink,
   window: OutputWindow = wholeOutput(outW, outH),
 ): void {
-  if (src.byteLength !== width * height * 3) throw new RangeError(`expected ${width * height * 3} bytes of RGB for ${width}x${height}, got ${src.byteLength}`);
+  checkRgbBytes(src, width, height);
   const k = simdKernels();
   if (k && resizeRgbIntoSimd(k, src, width, height, outW, outH, emitRow, window)) return;
   resizeRgbIntoJs(src, width, height, outW, outH, emitRow, window);
@@ -110,7 +115,7 @@ export function resizeRgbIntoJs(
   emitRow: RowSink,
   window: OutputWindow = wholeOutput(outW, outH),
 ): void {
-  if (src.byteLength !== width * height * 3) throw new RangeError(`expected ${width * height * 3} bytes of RGB for ${width}x${height}, got ${src.byteLength}`);
+  checkRgbBytes(src, width, height);
   const { x0, x1, y0, y1 } = window;
   const needH = outW !== width;
   const needV = outH !== height;
