@@ -32,7 +32,7 @@ import mallocTunables from '../bin/malloc-tunables.json' with { type: 'json' };
 import { decodeToRgb } from '../core/multimodal/decode.ts';
 import { PreprocessPool } from '../core/multimodal/pool.ts';
 import { CLIP_336_DEFAULTS, preprocessClipRgb } from '../core/multimodal/clip-image.ts';
-import { isClipConfig, type ImageConfig } from '../core/multimodal/families/index.ts';
+import { asQwenConfig, isClipConfig, type ImageConfig } from '../core/multimodal/families/index.ts';
 import { encoderMemoryIn, preprocessRgb, QWEN_VL_DEFAULTS, type EncoderMemory } from '../core/multimodal/qwen-vl.ts';
 import { pythonWithPillow } from '../core/test/python.ts';
 import { renderBarChart } from './chart.ts';
@@ -217,7 +217,7 @@ async function main() {
                   shape = `3x${out.height}x${out.width}`;
                   return t2 - t0;
                 }
-                const out = preprocessRgb(img.rgb, img.width, img.height, config, { bf16, float32: !bf16, ...(into ? { into } : {}) });
+                const out = preprocessRgb(img.rgb, img.width, img.height, asQwenConfig(config), { bf16, float32: !bf16, ...(into ? { into } : {}) });
                 const t2 = performance.now();
                 into ??= out.memory && encoderMemoryIn(out.memory, out.patches * out.features, { float32: !bf16, bf16 });
                 decodes.push(t1 - t0);

@@ -44,11 +44,11 @@ describe('the bundled model directory', () => {
       visionEndTokenId: 151653,
       eosTokenIds: [151645],
     });
-    expect(m.tokenizer.token_to_id('<|image_pad|>')).toBe(151655);
-    expect(m.tokenizer.token_to_id('<|im_start|>')).toBe(151644);
+    expect(m.tokenizer.tokenToId('<|image_pad|>')).toBe(151655);
+    expect(m.tokenizer.tokenToId('<|im_start|>')).toBe(151644);
     expect(m.imageConfig).toMatchObject({ patch_size: 14, merge_size: 2, min_pixels: 3136, max_pixels: 1003520 });
-    const ids = m.tokenizer.encode('Hello, how are you today?', { add_special_tokens: false }).ids;
-    expect(m.tokenizer.decode(ids)).toBe('Hello, how are you today?');
+    const ids = m.tokenizer.encode('Hello, how are you today?');
+    expect(m.tokenizer.decode(ids, false)).toBe('Hello, how are you today?');
   });
 
   it('small images make small tensors, as with a Qwen2-VL checkpoint, so a threshold sorts them from large ones', async () => {
@@ -137,7 +137,7 @@ describe('prompt building and placeholder expansion', () => {
     const p = buildPrompt(m, [{ role: 'user', content: 'Describe the image.' }], []);
     expect(p.text).toBe('<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nDescribe the image.<|im_end|>\n<|im_start|>assistant\n');
     expect(p.placeholders).toEqual([]);
-    expect(m.tokenizer.decode(p.inputIds)).toBe(p.text);
+    expect(m.tokenizer.decode(p.inputIds, false)).toBe(p.text);
   });
 
   it('one image becomes vision_start + N image_pad + vision_end, with its range', async () => {
@@ -149,7 +149,7 @@ describe('prompt building and placeholder expansion', () => {
     expect(p.inputIds.slice(range!.offset, range!.offset + 256).every((id) => id === 151655)).toBe(true);
     expect(p.inputIds[range!.offset + 256]).toBe(151653);
     expect(p.inputIds.filter((id) => id === 151655)).toHaveLength(256);
-    expect(m.tokenizer.decode(p.inputIds.slice(range!.offset + 257))).toBe('What is in this picture?<|im_end|>\n<|im_start|>assistant\n');
+    expect(m.tokenizer.decode(p.inputIds.slice(range!.offset + 257), false)).toBe('What is in this picture?<|im_end|>\n<|im_start|>assistant\n');
   });
 
   it('three images keep prompt order, text between them, and their own sizes', async () => {
@@ -164,7 +164,7 @@ describe('prompt building and placeholder expansion', () => {
     );
     expect(p.placeholders.map((r) => r.length)).toEqual([4, 16, 9]);
     const [a, b, c] = p.placeholders as [{ offset: number; length: number }, { offset: number; length: number }, { offset: number; length: number }];
-    expect(m.tokenizer.decode(p.inputIds.slice(a.offset + 4 + 1, b.offset - 1))).toBe('then');
+    expect(m.tokenizer.decode(p.inputIds.slice(a.offset + 4 + 1, b.offset - 1), false)).toBe('then');
     expect(c.offset).toBe(b.offset + 16 + 2); // vision_end, vision_start between consecutive images
     expect(p.text.startsWith('<|im_start|>system\nBe brief.<|im_end|>')).toBe(true);
     expect(p.inputIds.filter((id) => id === 151655)).toHaveLength(29);
@@ -183,7 +183,7 @@ describe('prompt building and placeholder expansion', () => {
     const p = buildPrompt(m, [{ role: 'user', content: 'What does <|image_pad|> mean?' }], []);
     expect(p.placeholders).toEqual([]);
     expect(p.inputIds).not.toContain(m.imageTokenId);
-    expect(m.tokenizer.decode(p.inputIds)).toBe(p.text);
+    expect(m.tokenizer.decode(p.inputIds, false)).toBe(p.text);
     expect(p.text).toContain('<|im_start|>user\nWhat does <|image_pad|> mean?<|im_end|>');
   });
 
@@ -194,7 +194,7 @@ describe('prompt building and placeholder expansion', () => {
     expect(p.placeholders).toHaveLength(1);
     expect(p.inputIds.filter((id) => id === m.imageTokenId)).toHaveLength(4);
     const [range] = p.placeholders;
-    expect(m.tokenizer.decode(p.inputIds.slice(range!.offset + 5))).toBe('x<|im_end|>\n<|im_start|>assistant\n');
+    expect(m.tokenizer.decode(p.inputIds.slice(range!.offset + 5), false)).toBe('x<|im_end|>\n<|im_start|>assistant\n');
     // The typed text is ordinary tokens: no vision markers before the image's own, and only the system turn's <|im_end|>.
     const typedIds = p.inputIds.slice(0, range!.offset - 1);
     expect(typedIds.filter((id) => id === 151652 || id === 151653)).toHaveLength(0);
@@ -204,6 +204,6 @@ describe('prompt building and placeholder expansion', () => {
   it('text without a special token tokenizes exactly as before', async () => {
     const m = await loadModelDirectory();
     const p = buildPrompt(m, [{ role: 'user', content: 'hello world, how are you?' }], []);
-    expect(p.inputIds).toEqual(m.tokenizer.encode(p.text, { add_special_tokens: false }).ids);
+    expect(p.inputIds).toEqual(m.tokenizer.encode(p.text));
   });
 });

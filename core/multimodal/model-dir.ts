@@ -1,5 +1,5 @@
 // A model directory as the router needs it: which vision family (families/index.ts), the special token ids,
-// the tokenizer (tokenizer.json via @huggingface/tokenizers), the chat template (from
+// the tokenizer (tokenizer.json via @huggingface/tokenizers, or Kimi's tiktoken.model: text-tokenizer.ts), the chat template (from
 // tokenizer_config.json, chat_template.json or chat_template.jinja, rendered with
 // @huggingface/jinja) and the image processor settings (preprocessor_config.json over the
 // family's defaults). Works on real checkpoints of every family and on the
@@ -9,8 +9,20 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { ClipImageConfig } from './clip-image.ts';
-import { familyById, familyOfModelType, isClipConfig, SUPPORTED_MODEL_TYPES, type FamilyId, type ImageConfig, type VisionFamily } from './families/index.ts';
+import type { MoonVitImageConfig } from './moonvit.ts';
+import {
+  familyById,
+  familyOfModelType,
+  isClipConfig,
+  isMoonVitConfig,
+  SUPPORTED_MODEL_TYPES,
+  type FamilyId,
+  type ImageConfig,
+  type VisionFamily,
+} from './families/index.ts';
 import type { QwenVlImageConfig } from './qwen-vl.ts';
+import { huggingFaceTokenizer, type TextTokenizer } from './text-tokenizer.ts';
+import { kimiTokenizer, parseTiktokenRanks, TiktokenError } from './tiktoken.ts';
 
 export const BUNDLED_MODEL_PATH = path.resolve(import.meta.dirname, '../../models/qwen2-vl-mini');
 
@@ -38,7 +50,7 @@ export interface ModelDirectory {
    */
   maxTokenBytes: number;
   imageConfig: ImageConfig;
-  tokenizer: Tokenizer;
+  tokenizer: TextTokenizer;
   chatTemplate: Template;
   /** Special tokens the template may reference (bos_token, eos_token, …). */
   templateTokens: Record<string, string>;
@@ -89,20 +101,6 @@ function tokenId(config: Record<string, unknown>, at: string, key: string, file:
     throw new ModelDirectoryError(`${file}: ${at}${key} must be a non-negative integer token id, got ${JSON.stringify(value)}`);
   }
   return value;
-}
-
-/**
- * The longest vocabulary entry, in the bytes of text it covers. Byte-level BPE (Qwen's
- * tokenizers) writes one character per byte; other vocabularies write characters, each up
- * to 4 UTF-8 bytes.
- */
-function maxTokenBytes(tokenizer: Tokenizer, json: Record<string, unknown>): number {
-  const vocab = tokenizer.get_vocab(true) as Map<string, number> | Record<string, number>;
-  let longest = 1;
-  // get_vocab can hold an entry without a token string (an added token's slot): skip it.
-  for (const token of vocab instanceof Map ? vocab.keys() : Object.keys(vocab)) if (typeof token === 'string' && token.length > longest) longest = token.length;
-  const byteLevel = JSON.stringify([json.pre_tokenizer, json.decoder]).includes('ByteLevel');
-  return byteLevel ? longest : longest * 4;
 }
 
 /** The context window when config.json does not say: 32768 (the Qwen2-VL checkpoints' value) when config.json omits it. */
@@ -210,7 +208,50 @@ function clipConfigFrom(d: ClipImageConfig, pre: Record<string, unknown>, file: 
   return cfg;
 }
 
-/** preprocessor_config.json over the family defaults (Qwen: min/max_pixels or size.shortest/longest_edge; CLIP: size and crop_size, with config.json's vision tower). */
+function positiveInteger(pre: Record<string, unknown>, key: string, file: string, fallback: number): number {
+  const v = numberField(pre, key, file, fallback);
+  if (!Number.isInteger(v)) throw new ModelDirectoryError(`${file}: ${key} must be a positive integer, got ${JSON.stringify(pre[key])}`);
+  return v;
+}
+
+/**
+ * MoonViT's settings (Kimi): preprocessor_config.json's media_proc_cfg (a top-level key wins,
+ * as the gateway's PreProcessorConfig reads them) over the family defaults; config.json's
+ * vision tower must take the same patches.
+ */
+function moonVitConfigFrom(
+  d: MoonVitImageConfig,
+  pre: Record<string, unknown>,
+  file: string,
+  config: Record<string, unknown>,
+  configFile: string,
+): MoonVitImageConfig {
+  const nested = pre.media_proc_cfg ?? {};
+  if (typeof nested !== 'object' || nested === null || Array.isArray(nested))
+    throw new ModelDirectoryError(`${file}: media_proc_cfg must be an object, got ${JSON.stringify(nested)}`);
+  const media = { ...(nested as Record<string, unknown>), ...pre };
+  const at = pre.media_proc_cfg ? `${file} media_proc_cfg` : file;
+  // merge_kernel_size may be written [2, 2].
+  const merge = Array.isArray(media.merge_kernel_size) ? media.merge_kernel_size[0] : (media.merge_size ?? media.merge_kernel_size);
+  if (media.fixed_output_tokens !== undefined && media.fixed_output_tokens !== null)
+    throw new ModelDirectoryError(`${at}: fixed_output_tokens ${JSON.stringify(media.fixed_output_tokens)} is not served (tokens follow each image's grid)`);
+  const cfg: MoonVitImageConfig = {
+    patch_size: positiveInteger(media, 'patch_size', at, d.patch_size),
+    merge_size: positiveInteger({ merge_kernel_size: merge }, 'merge_kernel_size', at, d.merge_size),
+    in_patch_limit: positiveInteger(media, 'in_patch_limit', at, d.in_patch_limit),
+    patch_limit_on_one_side: positiveInteger(media, 'patch_limit_on_one_side', at, d.patch_limit_on_one_side),
+    image_mean: triple(media, 'image_mean', at, d.image_mean),
+    image_std: nonZero(triple(media, 'image_std', at, d.image_std), 'image_std', at),
+  };
+  const tower = (config.vision_config as Record<string, unknown> | undefined)?.patch_size;
+  if (tower !== undefined && tower !== cfg.patch_size)
+    throw new ModelDirectoryError(
+      `${at}: patch_size ${cfg.patch_size} differs from ${configFile}'s vision_config.patch_size ${JSON.stringify(tower)}, the patches the worker's model takes`,
+    );
+  return cfg;
+}
+
+/** preprocessor_config.json over the family defaults (Qwen: min/max_pixels or size.shortest/longest_edge; CLIP: size and crop_size, with config.json's vision tower; MoonViT: media_proc_cfg). */
 export function imageConfigFrom(
   family: FamilyId,
   pre: Record<string, unknown> | undefined,
@@ -220,6 +261,7 @@ export function imageConfigFrom(
 ): ImageConfig {
   const defaults = familyById(family).defaults;
   if (isClipConfig(defaults)) return clipConfigFrom(defaults, pre ?? {}, file, config, configFile);
+  if (isMoonVitConfig(defaults)) return moonVitConfigFrom(defaults, pre ?? {}, file, config, configFile);
   const d: QwenVlImageConfig = defaults;
   if (!pre) return d;
   const size = (pre.size ?? {}) as Record<string, unknown>;
@@ -263,12 +305,44 @@ function tokenText(value: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * The directory's tokenizer: tokenizer.json (Hugging Face's), else, for a family whose
+ * checkpoints ship tiktoken's ranks (Kimi: VisionFamily.tiktoken), tiktoken.model with
+ * tokenizer_config.json's added tokens.
+ */
+async function loadTokenizer(
+  dir: string,
+  family: VisionFamily,
+  json: Record<string, unknown> | undefined,
+  tokenizerConfig: Record<string, unknown>,
+): Promise<TextTokenizer> {
+  if (json) {
+    try {
+      return huggingFaceTokenizer(new Tokenizer(json, tokenizerConfig), json);
+    } catch (err) {
+      throw new ModelDirectoryError(`${path.join(dir, 'tokenizer.json')}: cannot build the tokenizer: ${(err as Error).message}`);
+    }
+  }
+  const ranksFile = path.join(dir, 'tiktoken.model');
+  if (!family.tiktoken || !existsSync(ranksFile))
+    throw new ModelDirectoryError(
+      `cannot read ${path.join(dir, 'tokenizer.json')}: no such file${family.tiktoken ? ' (nor tiktoken.model)' : ` (${family.label} checkpoints ship one)`}`,
+    );
+  try {
+    const ranks = parseTiktokenRanks(await fs.readFile(ranksFile, 'utf8'), ranksFile);
+    return kimiTokenizer(ranks, tokenizerConfig.added_tokens_decoder, path.join(dir, 'tokenizer_config.json'));
+  } catch (err) {
+    if (err instanceof TiktokenError) throw new ModelDirectoryError(err.message);
+    throw new ModelDirectoryError(`cannot read ${ranksFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+}
+
 export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Promise<ModelDirectory> {
   const abs = path.resolve(dir);
   if (!existsSync(abs)) throw new ModelDirectoryError(`model directory ${abs} does not exist`);
   const [config, tokenizerJson, tokenizerConfig, pre, generation] = await Promise.all([
     readJson(abs, 'config.json', true),
-    readJson(abs, 'tokenizer.json', true),
+    readJson(abs, 'tokenizer.json', false),
     readJson(abs, 'tokenizer_config.json', true),
     readJson(abs, 'preprocessor_config.json', false),
     readJson(abs, 'generation_config.json', false),
@@ -286,14 +360,9 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
   /** A token id config.json may leave out, by its text in the tokenizer (the family's tokenFallbacks). */
   const fallbackId = (key: string) => {
     const text = vision.tokenFallbacks?.[key];
-    return text === undefined ? undefined : tokenizer.token_to_id(text);
+    return text === undefined ? undefined : tokenizer.tokenToId(text);
   };
-  let tokenizer: Tokenizer;
-  try {
-    tokenizer = new Tokenizer(tokenizerJson!, tokenizerConfig!);
-  } catch (err) {
-    throw new ModelDirectoryError(`${path.join(abs, 'tokenizer.json')}: cannot build the tokenizer: ${(err as Error).message}`);
-  }
+  const tokenizer = await loadTokenizer(abs, vision, tokenizerJson, tokenizerConfig!);
   const templateSource = await readChatTemplate(abs, tokenizerConfig!);
   let chatTemplate: Template;
   try {
@@ -317,9 +386,9 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
     visionStartTokenId: vision.visionMarkers ? tokenId(root, at, 'vision_start_token_id', configFile, fallbackId('vision_start_token_id')) : undefined,
     visionEndTokenId: vision.visionMarkers ? tokenId(root, at, 'vision_end_token_id', configFile, fallbackId('vision_end_token_id')) : undefined,
     eosTokenIds,
-    vocabSize: typeof config!.vocab_size === 'number' ? config!.vocab_size : tokenizer.get_vocab(true).size,
+    vocabSize: typeof config!.vocab_size === 'number' ? config!.vocab_size : tokenizer.vocabSize,
     maxContextLength: contextLength(root, configFile),
-    maxTokenBytes: maxTokenBytes(tokenizer, tokenizerJson!),
+    maxTokenBytes: tokenizer.maxTokenBytes,
     imageConfig: imageConfigFrom(family, pre, path.join(abs, 'preprocessor_config.json'), config, configFile),
     tokenizer,
     chatTemplate,
@@ -327,10 +396,10 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
     torchDtype: typeof config!.torch_dtype === 'string' ? config!.torch_dtype : undefined,
     generationDefaults: Object.fromEntries(GENERATION_DEFAULT_KEYS.flatMap((k) => (typeof generation?.[k] === 'number' ? [[k, generation[k]]] : []))),
   };
-  const padText = tokenizer.id_to_token(model.imageTokenId);
+  const padText = tokenizer.idToToken(model.imageTokenId);
   if (padText === undefined)
     throw new ModelDirectoryError(
-      `${path.join(abs, 'tokenizer.json')}: ${vision.imageTokenKey ?? 'image_token_id'} ${model.imageTokenId} from config.json is not in the vocabulary`,
+      `${path.join(abs, tokenizerJson ? 'tokenizer.json' : 'tiktoken.model')}: ${vision.imageTokenKey ?? 'image_token_id'} ${model.imageTokenId} from config.json is not in the vocabulary`,
     );
   return model;
 }

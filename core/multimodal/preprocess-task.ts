@@ -3,8 +3,9 @@
 // caller gives a sink, the encoder input written into it as it is computed (this module never
 // opens a file: the sink's owner does).
 import { preprocessClipRgb } from './clip-image.ts';
+import { preprocessMoonVitRgb } from './moonvit.ts';
 import { decodeToRgb } from './decode.ts';
-import { isClipConfig, processorOf, type EncoderGeometry, type ImageConfig } from './families/index.ts';
+import { isClipConfig, isMoonVitConfig, processorOf, type EncoderGeometry, type ImageConfig } from './families/index.ts';
 import { preprocessRgb, preprocessRgbInBands, writeTimed, type BandHelper, type EncoderMemory, type TensorFileWrite } from './qwen-vl.ts';
 import { errnoText } from '../util/errno.ts';
 
@@ -122,15 +123,18 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     // once two threads have held them (shared-memory-arena.ts).
     const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
     const cfg = task.config;
-    if (isClipConfig(cfg)) {
-      // One thread (the crop is too little work to split), in the pool's memory when it has it: outputs and resize.
+    if (isClipConfig(cfg) || isMoonVitConfig(cfg)) {
+      // One thread, in the pool's memory when it has it: outputs and resize.
       const g = geometry();
-      const clip = preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...(task.output ? { memory: task.output } : {}) });
+      const memory = task.output ? { memory: task.output } : {};
+      const done = isClipConfig(cfg)
+        ? preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
+        : preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory });
       out = {
         ...g,
-        ...(clip.pixelValues ? { pixelValues: clip.pixelValues } : {}),
-        ...(clip.bf16 ? { bf16: clip.bf16 } : {}),
-        ...(clip.inMemory ? { memory: task.output!.memory } : {}),
+        ...(done.pixelValues ? { pixelValues: done.pixelValues } : {}),
+        ...(done.bf16 ? { bf16: done.bf16 } : {}),
+        ...(done.inMemory ? { memory: task.output!.memory } : {}),
       };
     } else {
       // With a helper and pooled memory, two threads take half of the image each (and each writes its half).

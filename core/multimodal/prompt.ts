@@ -35,18 +35,6 @@ interface RenderedChat {
   segments?: Array<{ text: string; literal: boolean }>;
 }
 
-const addedTokenStrings = new WeakMap<ModelDirectory, string[]>();
-
-/** The strings the tokenizer turns into one added token (`<|image_pad|>`, `<|im_end|>`, …). */
-function addedTokens(model: ModelDirectory): string[] {
-  let found = addedTokenStrings.get(model);
-  if (!found) {
-    found = [...model.tokenizer.get_added_tokens_decoder().values()].map((t) => t.content).filter((c) => c.length > 0);
-    addedTokenStrings.set(model, found);
-  }
-  return found;
-}
-
 function messageTexts(messages: readonly ChatMessage[]): string[] {
   return messages.flatMap((m) => (typeof m.content === 'string' ? [m.content] : (m.content ?? []).flatMap((p) => (p.type === 'text' ? [p.text] : []))));
 }
@@ -73,7 +61,7 @@ function renderTemplate(model: ModelDirectory, messages: readonly ChatMessage[],
  * are put back as literal segments.
  */
 function renderChatSegments(model: ModelDirectory, messages: readonly ChatMessage[]): RenderedChat {
-  const added = addedTokens(model);
+  const added = model.tokenizer.addedTokens();
   if (!messageTexts(messages).some((t) => added.some((a) => t.includes(a)))) return { text: renderTemplate(model, messages, (t) => t) };
   const nonce = randomBytes(8).toString('hex');
   const texts: string[] = [];
@@ -100,26 +88,6 @@ export function renderChat(model: ModelDirectory, messages: readonly ChatMessage
 /** Render, tokenize and expand image placeholders; `imageTokens[i]` is image i's N. */
 export function buildPrompt(model: ModelDirectory, messages: readonly ChatMessage[], imageTokens: readonly number[]): BuiltPrompt {
   return tokenizePrompt(model, renderChatSegments(model, messages), imageTokens);
-}
-
-/** The tokenizer's parts behind encode(), which this module drives to tokenize text with no added tokens. */
-interface TokenizerParts {
-  normalizer: ((text: string) => string) | null;
-  pre_tokenizer: ((text: string, options?: { section_index?: number }) => string[]) | null;
-  model: ((pieces: string[]) => string[]) & { unk_token_id?: number };
-  token_to_id(token: string): number | undefined;
-}
-
-/**
- * Ids of `text` as plain text: what encode() does to the text between added tokens
- * (normalizer, pre-tokenizer, BPE), without first looking for added tokens in it.
- */
-function encodeLiteral(model: ModelDirectory, text: string): number[] {
-  if (text === '') return [];
-  const t = model.tokenizer as unknown as TokenizerParts;
-  const normalized = t.normalizer ? t.normalizer(text) : text;
-  const pieces = t.pre_tokenizer ? t.pre_tokenizer(normalized, { section_index: 0 }) : [normalized];
-  return t.model(pieces).map((token) => t.token_to_id(token) ?? t.model.unk_token_id ?? 0);
 }
 
 /** A prompt longer than the model's context: refused with OpenAI's context_length_exceeded. */
@@ -153,7 +121,7 @@ async function countInSlices(model: ModelDirectory, text: string, limit: number)
     let end = Math.min(text.length, at + SLICE_BYTES);
     const space = text.indexOf(' ', end);
     if (end < text.length && space > 0 && space - end < 4096) end = space;
-    tokens += model.tokenizer.encode(text.slice(at, end), { add_special_tokens: false }).ids.length;
+    tokens += model.tokenizer.encode(text.slice(at, end)).length;
     slices += 1;
     at = end;
     if (tokens > limit + slices) break;
@@ -191,8 +159,8 @@ export async function buildPromptWithin(
 }
 
 function tokenizePrompt(model: ModelDirectory, { text, segments }: RenderedChat, imageTokens: readonly number[]): BuiltPrompt {
-  const encode = (t: string) => model.tokenizer.encode(t, { add_special_tokens: false }).ids;
-  const ids = segments ? segments.flatMap((s) => (s.literal ? encodeLiteral(model, s.text) : encode(s.text))) : encode(text);
+  const { tokenizer } = model;
+  const ids = segments ? segments.flatMap((s) => (s.literal ? tokenizer.encodePlain(s.text) : tokenizer.encode(s.text))) : tokenizer.encode(text);
   const pads: number[] = [];
   ids.forEach((id, i) => id === model.imageTokenId && pads.push(i));
   if (pads.length !== imageTokens.length) {

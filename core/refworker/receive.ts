@@ -21,7 +21,23 @@ import { processorOf, type ConfiguredProcessor } from '../multimodal/families/in
  * `tokensOf`, and whether it needs a grid tensor to (`gridded`: Qwen's image_grid_thw, which an
  * item must carry even where its pixels went elsewhere).
  */
-export type TokensOf = Pick<ConfiguredProcessor, 'tokensOf' | 'gridded'>;
+export type TokensOf = Pick<ConfiguredProcessor, 'tokensOf' | 'gridded' | 'gridKey'>;
+
+/** The grid tensors a family's model reads (Qwen's image_grid_thw, Kimi's grid_thws): int64, one row per image. */
+export const GRID_KEYS: readonly string[] = ['image_grid_thw', 'grid_thws'];
+
+/** The grid key among a request's model-specific tensors, if any. */
+export const gridKeyIn = (tensors: Record<string, unknown>): string | undefined => GRID_KEYS.find((k) => tensors[k] !== undefined);
+
+/** The dtypes a model-specific tensor must have, where its role fixes them. */
+export const modelTensorDtypes = (key: string): { dtypes?: TensorDtypes } =>
+  GRID_KEYS.includes(key) || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {};
+
+/** A grid the model does not read (a Qwen grid sent to Kimi's model, or the other way): its forward pass finds no grid of its own. */
+function wrongGrid(c: ImageCheck, tokensOf: TokensOf): void {
+  if (tokensOf.gridded && c.gridKey !== undefined && c.gridKey !== tokensOf.gridKey)
+    throw new RequestInvalid(`${c.label}: its grid is ${c.gridKey}, but the model reads ${tokensOf.gridKey} (KeyError: '${tokensOf.gridKey}')`);
+}
 
 /** The model's rule for an image's tokens. */
 export const tokensOfModel = (model: Pick<ModelDirectory, 'imageConfig'>): TokensOf => processorOf(model.imageConfig);
@@ -55,6 +71,8 @@ export interface ImageCheck {
    * of the encoder input (a batched family's [1, 3, H, W]).
    */
   grid: string | undefined;
+  /** The grid's model-specific key (image_grid_thw, grid_thws): the model reads only its own. */
+  gridKey?: string;
   gridRow: number;
   placeholders: Array<{ offset: number; length: number }>;
   placeholderTokenId: number | undefined;
@@ -136,6 +154,7 @@ function validateImages(checks: ImageCheck[], read: TensorsRead, encoderRows: bo
     let tokens: number | undefined;
     let from = '';
     if (c.grid !== undefined) {
+      wrongGrid(c, tokensOf);
       const grid = grids.get(c.grid);
       if (!grid) throw new RequestInvalid(`${c.label}: ${c.grid} is missing or not int64`);
       const thw = grid.slice(c.gridRow * 3, c.gridRow * 3 + 3);
@@ -144,7 +163,7 @@ function validateImages(checks: ImageCheck[], read: TensorsRead, encoderRows: bo
       tokens = tokensFor(c, tokensOf, { encoderShape: [], grid: thw });
       from = `grid ${thw.join('x')}`;
     } else {
-      if (tokensOf.gridded) throw new RequestInvalid(`${c.label}: no image_grid_thw tensor (the model computes an image's tokens from its grid)`);
+      if (tokensOf.gridded) throw new RequestInvalid(`${c.label}: no ${tokensOf.gridKey} tensor (the model computes an image's tokens from its grid)`);
       const shape = shapes.get(c.encoder);
       if (shape) {
         const slice = [1, ...shape.slice(1)];
@@ -273,11 +292,12 @@ export function receiveItem(
   const { received, grids, rows, shapes } = readTensors(runtime, job, reader, fingerprint, metrics);
   for (const c of job.checks) {
     if (c.grid === undefined) {
-      if (tokensOf.gridded) throw new RequestInvalid(`${c.label}: no image_grid_thw tensor (the model computes an image's tokens from its grid)`);
+      if (tokensOf.gridded) throw new RequestInvalid(`${c.label}: no ${tokensOf.gridKey} tensor (the model computes an image's tokens from its grid)`);
       // A batched family's image: its encoder input is the model's one shape (the tokens' rule refuses another).
       tokensFor(c, tokensOf, { encoderShape: shapes.get(c.encoder) ?? [] });
       continue;
     }
+    wrongGrid(c, tokensOf);
     const thw = grids.get(c.grid)?.slice(0, 3);
     if (!thw || thw.length !== 3) throw new RequestInvalid(`${c.label}: ${c.grid} is missing or not int64`);
     const patches = thw[0]! * thw[1]! * thw[2]!;
@@ -369,8 +389,8 @@ export function generate(
 
 /** Answer with `text` tokenized by the model's tokenizer as the engine would generate it (generate()), four tokens a chunk when streamed. */
 export function answer<Res>(s: GenerateServing, call: grpc.ServerWritableStream<unknown, Res>, j: AnswerFor, text: string, build: ResponseBuilder<Res>): void {
-  const all = s.model.tokenizer.encode(text, { add_special_tokens: false }).ids;
-  const { ids, finish, matched } = generate(all, j, (some) => s.model.tokenizer.decode(some, { skip_special_tokens: true }));
+  const all = s.model.tokenizer.encode(text);
+  const { ids, finish, matched } = generate(all, j, (some) => s.model.tokenizer.decode(some, true));
   const promptTokens = j.inputIds.length;
   if (j.stream) for (let i = 0; i < ids.length; i += 4) call.write(build.chunk(ids.slice(i, i + 4), Math.min(ids.length, i + 4), promptTokens));
   call.write(build.complete(j.stream ? [] : ids, finish, promptTokens, ids.length, matched));

@@ -73,7 +73,7 @@ function generate(
         },
         end: () => {
           connection.close();
-          resolve({ text: ids.length ? model.tokenizer.decode(ids) : '' });
+          resolve({ text: model.tokenizer.decode(ids, false) });
         },
       },
     );

@@ -15,7 +15,16 @@ import {
   type TensorData,
 } from '../gen/sglang/grpc/scheduler.ts';
 import type { WireTensor } from '../transport/shm-reader.ts';
-import { INDEX_DTYPES, RequestInvalid, serveGenerate, type GenerateServing, type ImageCheck, type NamedTensor, type WorkerIdentity } from './receive.ts';
+import {
+  gridKeyIn,
+  modelTensorDtypes,
+  RequestInvalid,
+  serveGenerate,
+  type GenerateServing,
+  type ImageCheck,
+  type NamedTensor,
+  type WorkerIdentity,
+} from './receive.ts';
 import { judgeSglangSampling } from './sampling-rules.ts';
 
 const PIXEL_DTYPES = { allowed: new Set(['float32']), says: 'float32' };
@@ -42,13 +51,14 @@ function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor
   if (images > 0 && !mm.modalities.includes('image')) throw new RequestInvalid(`mm_inputs.modalities is [${mm.modalities.join(', ')}], without image`);
   const tensors: NamedTensor[] = [{ name: 'pixel_values', tensor: wireTensor(mm.pixelValues), dtypes: PIXEL_DTYPES }];
   for (const [key, t] of Object.entries(mm.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
-    tensors.push({ name: key, tensor: wireTensor(t), ...(key === 'image_grid_thw' || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {}) });
+    tensors.push({ name: key, tensor: wireTensor(t), ...modelTensorDtypes(key) });
   }
   const checks = mm.mmPlaceholders.map((p, i) => ({
     label: `image ${i}`,
     encoder: 'pixel_values',
-    // Qwen's grid when the request has one; else the model's rule takes the image's pixel values (tokensOf).
-    grid: mm.modelSpecificTensors.image_grid_thw ? 'image_grid_thw' : undefined,
+    // The family's grid when the request has one (Qwen's image_grid_thw, Kimi's grid_thws); else the model's rule takes the image's pixel values (tokensOf).
+    grid: gridKeyIn(mm.modelSpecificTensors),
+    gridKey: gridKeyIn(mm.modelSpecificTensors),
     gridRow: i,
     placeholders: [p],
     placeholderTokenId: mm.imTokenId,

@@ -176,7 +176,7 @@ async function waitFor(ok: () => boolean, ms = 5000): Promise<void> {
   expect(ok()).toBe(true);
 }
 
-function generate(url: string, message: ts.GenerateRequest, tokenizer: { decode(ids: number[]): string }): Promise<string> {
+function generate(url: string, message: ts.GenerateRequest, tokenizer: { decode(ids: readonly number[], skipSpecial: boolean): string }): Promise<string> {
   const connection = ENGINES.tokenspeed.connect(url);
   return new Promise((resolve, reject) => {
     const ids: number[] = [];
@@ -191,7 +191,7 @@ function generate(url: string, message: ts.GenerateRequest, tokenizer: { decode(
         },
         end: () => {
           connection.close();
-          resolve(tokenizer.decode(ids));
+          resolve(tokenizer.decode(ids, false));
         },
       },
     );

@@ -12,7 +12,7 @@ import type { GenerateRequest } from '../gen/tokenspeed/grpc/scheduler.ts';
 import { wireTensorFromTensorData } from '../engines/tensor-data.ts';
 import { elementSize } from '../transport/dtype.ts';
 import { TensorReadError, validateShmName } from '../transport/shm-reader.ts';
-import { ENCODER_DTYPES, INDEX_DTYPES, RequestInvalid, type ImageCheck, type NamedTensor } from './receive.ts';
+import { ENCODER_DTYPES, gridKeyIn, modelTensorDtypes, RequestInvalid, type ImageCheck, type NamedTensor } from './receive.ts';
 
 const SHM_FEATURE_DTYPES = new Set(['bfloat16', 'float16', 'float32']);
 const MODALITY_NAMES: Readonly<Record<number, string>> = { 1: 'IMAGE', 2: 'AUDIO', 3: 'VIDEO' };
@@ -78,14 +78,16 @@ export function tensorsOf(
       tensors.push({
         name: `${key}${suffix}`,
         tensor: wireTensorFromTensorData(t),
-        ...(key === 'image_grid_thw' || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {}),
+        ...modelTensorDtypes(key),
       });
     }
+    const gridKey = gridKeyIn(item.modelSpecificTensors);
     checks.push({
       label: `item ${i}`,
       encoder: `encoder_input${suffix}`,
-      // Qwen's grid when the item has one; else the model's rule takes the item's encoder input (tokensOf).
-      grid: item.modelSpecificTensors.image_grid_thw ? `image_grid_thw${suffix}` : undefined,
+      // The family's grid when the item has one (Qwen's image_grid_thw, Kimi's grid_thws); else the model's rule takes the item's encoder input (tokensOf).
+      grid: gridKey === undefined ? undefined : `${gridKey}${suffix}`,
+      gridKey,
       gridRow: 0,
       placeholders: item.placeholders,
       placeholderTokenId: item.placeholderTokenId,

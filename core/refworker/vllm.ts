@@ -11,7 +11,8 @@ import type * as grpc from '@grpc/grpc-js';
 import { VllmEngineService, type GenerateRequest, type GenerateResponse, type MultimodalInputs, type VllmEngineServer } from '../gen/vllm/grpc/engine.ts';
 import { wireTensorFromTensorData } from '../engines/tensor-data.ts';
 import {
-  INDEX_DTYPES,
+  gridKeyIn,
+  modelTensorDtypes,
   RequestInvalid,
   serveGenerate,
   type GenerateJob,
@@ -74,13 +75,14 @@ function fieldLayout(mm: MultimodalInputs, keys: readonly string[]): (read: Tens
         throw new RequestInvalid(
           `flat_keys splits ${key} by ${sizesKey} = [${sizes.join(', ')}], ${total} rows in all, but ${key} has ${have} rows: vLLM would hand the encoder rows that are not the images'`,
         );
-      const grid = grids.get('image_grid_thw');
+      const gridKey = gridKeyIn(mm.modelSpecificTensors);
+      const grid = gridKey === undefined ? undefined : grids.get(gridKey);
       if (key === 'pixel_values' && grid) {
         sizes.forEach((n, i) => {
           const thw = grid.slice(i * 3, i * 3 + 3);
           if (thw.length === 3 && thw[0]! * thw[1]! * thw[2]! !== n)
             throw new RequestInvalid(
-              `flat_keys gives image ${i} ${n} rows of pixel_values (${sizesKey}[${i}]), but its image_grid_thw ${thw.join('x')} has ${thw[0]! * thw[1]! * thw[2]!} patches`,
+              `flat_keys gives image ${i} ${n} rows of pixel_values (${sizesKey}[${i}]), but its ${gridKey} ${thw.join('x')} has ${thw[0]! * thw[1]! * thw[2]!} patches`,
             );
         });
       }
@@ -104,14 +106,15 @@ export function tensorsOf(req: GenerateRequest): { images: number; tensors: Name
     tensors.push({
       name: key,
       tensor: wireTensorFromTensorData(t),
-      ...(key === 'image_grid_thw' || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {}),
+      ...modelTensorDtypes(key),
     });
   }
   const checks = mm.mmPlaceholders.map((p, i) => ({
     label: `image ${i}`,
     encoder: 'pixel_values',
-    // Qwen's grid when the request has one; else the model's rule takes the image's pixel values (tokensOf).
-    grid: mm.modelSpecificTensors.image_grid_thw ? 'image_grid_thw' : undefined,
+    // The family's grid when the request has one (Qwen's image_grid_thw, Kimi's grid_thws); else the model's rule takes the image's pixel values (tokensOf).
+    grid: gridKeyIn(mm.modelSpecificTensors),
+    gridKey: gridKeyIn(mm.modelSpecificTensors),
     gridRow: i,
     placeholders: [p],
     placeholderTokenId: mm.imTokenId,

@@ -35,7 +35,6 @@ export class IncrementalDetokenizer {
 
   /** The whole text of every token so far. */
   text(): string {
-    // The tokenizer refuses an empty list; an empty completion is an empty string.
-    return this.ids.length ? this.model.tokenizer.decode(this.ids, { skip_special_tokens: true }) : '';
+    return this.model.tokenizer.decode(this.ids, true);
   }
 }

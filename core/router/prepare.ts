@@ -8,7 +8,7 @@
 import type { EngineRequest, PreparedImage } from '../engines/engine.ts';
 import { resolveSampling, samplingDefaultsOf, type ClientSampling } from '../engines/sampling.ts';
 import { capabilitiesOf } from '../engines/table.ts';
-import { familyById, isClipConfig } from '../multimodal/families/index.ts';
+import { familyById, isQwenConfig } from '../multimodal/families/index.ts';
 import type { ImageHeader } from '../multimodal/pool.ts';
 import { PREWRITE_HEADER_MISMATCH, type ShmPrewriteTask } from '../multimodal/preprocess-task.ts';
 import { buildPromptWithin, type BuiltPrompt } from '../multimodal/prompt.ts';
@@ -138,9 +138,8 @@ export async function prepare(
   const dtype = dtypeOf(target);
   const receivers = a.bytes.map((_, i) => imageTargets?.[i] ?? target);
   const imageDtypes = receivers.map(dtypeOf);
-  // Pixel bounds (calibration's sizes) apply to a processor that has them: Qwen's smart resize; a CLIP crop's size is fixed.
-  const imageConfig =
-    options.pixelBounds && !isClipConfig(ctx.model.imageConfig) ? { ...ctx.model.imageConfig, ...options.pixelBounds } : ctx.model.imageConfig;
+  // Pixel bounds (calibration's sizes) apply to a processor that has them: Qwen's smart resize; a CLIP crop's size is fixed, MoonViT keeps an image within its budget as it is.
+  const imageConfig = options.pixelBounds && isQwenConfig(ctx.model.imageConfig) ? { ...ctx.model.imageConfig, ...options.pixelBounds } : ctx.model.imageConfig;
   const headers = await readHeaders(ctx, a, imageConfig);
 
   // Pooled output memory goes back when the request is over, whatever its outcome.
@@ -295,7 +294,7 @@ export function clientSampling(a: AdmittedRequest): ClientSampling {
 
 /** The id of a stop string that is exactly one token of the model's vocabulary (encoded without special tokens), as the gateway tells them. */
 export function singleTokenStop(ctx: RouterContext, stop: string): number | undefined {
-  const ids = ctx.model.tokenizer.encode(stop, { add_special_tokens: false }).ids;
+  const ids = ctx.model.tokenizer.encode(stop);
   return ids.length === 1 ? ids[0] : undefined;
 }
 

@@ -3,7 +3,7 @@
 // template and LLaMA's special tokens for LLaVA), with the family's real config.json and
 // preprocessor_config.json values and its special tokens at their real ids, so a directory
 // loads through the same code path as the real checkpoint.
-import { cpSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { BUNDLED_MODEL_PATH } from '../multimodal/model-dir.ts';
 
@@ -185,7 +185,140 @@ function llavaTokenizer(dir: string): void {
   writeJson(dir, 'generation_config.json', { bos_token_id: 1, eos_token_id: 2, pad_token_id: 32001 });
 }
 
-export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava';
+/** config.json of moonshotai/Kimi-K2.5 (its text model under text_config, the MoonViT tower under vision_config). */
+const KIMI_K25_CONFIG = {
+  architectures: ['KimiK25ForConditionalGeneration'],
+  auto_map: { AutoConfig: 'configuration_kimi_k25.KimiK25Config', AutoModel: 'modeling_kimi_k25.KimiK25ForConditionalGeneration' },
+  bos_token_id: 163584,
+  eos_token_id: 163585,
+  ignore_index: -100,
+  media_placeholder_token_id: 163605,
+  model_type: 'kimi_k25',
+  pad_token_id: 163839,
+  tie_word_embeddings: false,
+  torch_dtype: 'bfloat16',
+  use_unified_vision_chunk: true,
+  video_placeholder: '<|kimi_k25_video_placeholder|>',
+  text_config: { architectures: ['DeepseekV3ForCausalLM'], model_type: 'deepseek_v3', max_position_embeddings: 262144, vocab_size: 163840 },
+  vision_config: { patch_size: 14, merge_kernel_size: [2, 2], init_pos_emb_height: 64, init_pos_emb_width: 64 },
+};
+
+/** preprocessor_config.json of moonshotai/Kimi-K2.5: everything under media_proc_cfg (the gateway's preprocessor_config.rs test of it). */
+const KIMI_K25_PREPROCESSOR = {
+  auto_map: { AutoProcessor: 'kimi_k25_processor.KimiK25Processor' },
+  media_proc_cfg: {
+    in_patch_limit: 16384,
+    patch_size: 14,
+    image_mean: [0.5, 0.5, 0.5],
+    image_std: [0.5, 0.5, 0.5],
+    merge_kernel_size: 2,
+    patch_limit_on_one_side: 512,
+  },
+};
+
+/**
+ * Kimi's special tokens at their ids. [BOS] to <|im_assistant|> and the four media tokens are the
+ * ids the gateway's own tests hold (crates/tokenizer/tests/tiktoken_integration.rs,
+ * registry/kimi_k3.rs, the Kimi media-token test); the others are placed where Kimi-K2's
+ * tokenizer_config.json has them as far as we know, and no test depends on their ids.
+ */
+const KIMI_SPECIALS: Array<[number, string]> = [
+  [163584, '[BOS]'],
+  [163585, '[EOS]'],
+  [163586, '<|im_end|>'],
+  [163587, '<|im_user|>'],
+  [163588, '<|im_assistant|>'],
+  [163590, '<|start_header_id|>'],
+  [163591, '<|end_header_id|>'],
+  [163593, '[EOT]'],
+  [163594, '<|im_system|>'],
+  [163601, '<|im_middle|>'],
+  [163602, '<|media_begin|>'],
+  [163603, '<|media_content|>'],
+  [163604, '<|media_end|>'],
+  [163605, '<|media_pad|>'],
+  [163838, '[UNK]'],
+  [163839, '[PAD]'],
+];
+
+/**
+ * Kimi's chat turns (`<|im_user|>user<|im_middle|>…<|im_end|>`) with each image as
+ * `<|media_begin|>image<|media_content|><|media_pad|><|media_end|>`, as the checkpoint's
+ * chat_template.jinja writes them (that template's tool, thinking and default-system parts left out).
+ */
+const KIMI_CHAT_TEMPLATE =
+  "{%- for message in messages -%}{%- if message['role'] == 'system' -%}<|im_system|>system<|im_middle|>" +
+  "{%- elif message['role'] == 'user' -%}<|im_user|>user<|im_middle|>{%- elif message['role'] == 'assistant' -%}<|im_assistant|>assistant<|im_middle|>" +
+  "{%- else -%}<|im_system|>{{ message['role'] }}<|im_middle|>{%- endif -%}" +
+  "{%- if message['content'] is string -%}{{ message['content'] }}{%- else -%}{%- for content in message['content'] -%}" +
+  "{%- if content['type'] == 'image' -%}<|media_begin|>image<|media_content|><|media_pad|><|media_end|>" +
+  "{%- elif content['type'] == 'text' -%}{{ content['text'] }}{%- endif -%}{%- endfor -%}{%- endif -%}<|im_end|>{%- endfor -%}" +
+  '{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif -%}';
+
+/** Kimi's ranks before its special tokens (len(mergeable_ranks) of its tiktoken.model). */
+export const KIMI_RANKS = 163584;
+
+/** GPT-2's bytes_to_unicode, inverted: a byte-level token's character to its byte. */
+function byteLevelDecoder(): Map<string, number> {
+  const printable = new Set<number>();
+  for (const [a, b] of [
+    [33, 126],
+    [161, 172],
+    [174, 255],
+  ] as const)
+    for (let x = a; x <= b; x++) printable.add(x);
+  let next = 256;
+  const map = new Map<string, number>();
+  for (let b = 0; b < 256; b++) map.set(String.fromCodePoint(printable.has(b) ? b : next++), b);
+  return map;
+}
+
+/**
+ * A tiktoken.model of Kimi's size from the bundled byte-level BPE: its 256 bytes, then its merges
+ * in merge order (the same tokens, ranked as tiktoken ranks them), then filler tokens no UTF-8
+ * text can hold (bytes 0xF5 to 0xFF) up to KIMI_RANKS, so Kimi's special tokens fall at their ids.
+ */
+function kimiRanks(dir: string): void {
+  const tokenizer = JSON.parse(readFileSync(path.join(BUNDLED_MODEL_PATH, 'tokenizer.json'), 'utf8')) as {
+    model: { merges: Array<string | [string, string]> };
+  };
+  const bytesOf = byteLevelDecoder();
+  const raw = (name: string) => Buffer.from(Array.from(name, (ch) => bytesOf.get(ch)!));
+  const ranked: Buffer[] = Array.from({ length: 256 }, (_, b) => Buffer.of(b));
+  for (const merge of tokenizer.model.merges) {
+    const [a, b] = typeof merge === 'string' ? (merge.split(' ') as [string, string]) : merge;
+    ranked.push(raw(a + b));
+  }
+  const filler = [0xf5, 0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff];
+  for (let i = 0; ranked.length < KIMI_RANKS; i++) {
+    const digits: number[] = [];
+    for (let n = i; digits.length < 6; n = Math.floor(n / filler.length)) digits.push(filler[n % filler.length]!);
+    ranked.push(Buffer.from(digits));
+  }
+  writeFileSync(path.join(dir, 'tiktoken.model'), ranked.map((bytes, rank) => `${bytes.toString('base64')} ${rank}`).join('\n') + '\n');
+}
+
+/** Kimi-K2.5's tokenizer files: tiktoken.model (no tokenizer.json), and tokenizer_config.json naming its special tokens. */
+function kimiTokenizer(dir: string): void {
+  rmSync(path.join(dir, 'tokenizer.json'));
+  kimiRanks(dir);
+  writeJson(dir, 'tokenizer_config.json', {
+    added_tokens_decoder: Object.fromEntries(
+      KIMI_SPECIALS.map(([id, content]) => [String(id), { content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true }]),
+    ),
+    auto_map: { AutoTokenizer: ['tokenization_kimi.TikTokenTokenizer', null] },
+    bos_token: '[BOS]',
+    eos_token: '[EOS]',
+    pad_token: '[PAD]',
+    unk_token: '[UNK]',
+    model_max_length: 1048576,
+    tokenizer_class: 'TikTokenTokenizer',
+  });
+  writeFileSync(path.join(dir, 'chat_template.jinja'), KIMI_CHAT_TEMPLATE);
+  writeJson(dir, 'generation_config.json', { eos_token_id: 163586, max_length: 262144 });
+}
+
+export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava' | 'kimi_k25';
 
 function writeJson(dir: string, name: string, value: unknown): void {
   writeFileSync(path.join(dir, name), `${JSON.stringify(value, null, 2)}\n`);
@@ -206,7 +339,11 @@ function shiftSpecialTokens(dir: string, shift: number): void {
 /** Write a small model directory of `kind` at `dir` (which must not exist). */
 export function makeFamilyModel(dir: string, kind: TestFamilyModel): string {
   cpSync(BUNDLED_MODEL_PATH, dir, { recursive: true });
-  if (kind === 'llava') {
+  if (kind === 'kimi_k25') {
+    writeJson(dir, 'config.json', KIMI_K25_CONFIG);
+    writeJson(dir, 'preprocessor_config.json', KIMI_K25_PREPROCESSOR);
+    kimiTokenizer(dir);
+  } else if (kind === 'llava') {
     writeJson(dir, 'config.json', LLAVA_CONFIG);
     writeJson(dir, 'preprocessor_config.json', LLAVA_PREPROCESSOR);
     llavaTokenizer(dir);

@@ -46,6 +46,7 @@ describe('detection from config.json, as the gateway registry does it by model_t
     ['qwen3_omni_moe', 'qwen3_omni', 'qwen3_omni'],
     ['qwen3_omni_moe_thinker', 'qwen3_omni', 'qwen3_omni'],
     ['llava', 'llava', 'llava'],
+    ['kimi_k25', 'kimi_k25', 'kimi_k25'],
   ])('model_type %s is the %s family (the gateway spec %s)', (modelType, family, spec) => {
     expect(familyOfModelType(modelType)?.id).toBe(family);
     expect(familyOfModelType(modelType)?.gatewaySpec).toBe(spec);
@@ -56,7 +57,7 @@ describe('detection from config.json, as the gateway registry does it by model_t
     writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'llama4', image_token_index: 200092 }));
     await expect(loadModelDirectory(dir)).rejects.toThrow(
       new ModelDirectoryError(
-        `${path.join(dir, 'config.json')}: model_type 'llama4' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava)`,
+        `${path.join(dir, 'config.json')}: model_type 'llama4' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava, kimi_k25)`,
       ),
     );
   });
@@ -75,7 +76,7 @@ describe('Qwen3.5 / Qwen3.6 model directories', () => {
     });
     expect(m.maxContextLength).toBe(262144);
     expect(m.imageConfig).toEqual(familyById('qwen3_vl').defaults);
-    expect(m.tokenizer.id_to_token(248056)).toBe('<|image_pad|>');
+    expect(m.tokenizer.idToToken(248056)).toBe('<|image_pad|>');
   });
 
   it('an image becomes <|vision_start|>, N x 248056, <|vision_end|>; N is the grid over merge²', async () => {
@@ -138,7 +139,7 @@ describe('LLaVA-1.5 model directories', () => {
     expect(m).toMatchObject({ modelType: 'llava', family: 'llava', imageTokenId: 32000, visionStartTokenId: undefined, visionEndTokenId: undefined });
     expect(m.maxContextLength).toBe(4096);
     expect(m.imageConfig).toEqual(familyById('llava').defaults);
-    expect(m.tokenizer.id_to_token(32000)).toBe('<image>');
+    expect(m.tokenizer.idToToken(32000)).toBe('<image>');
   });
 
   it('an image of any size is one <image> expanded to 576 tokens: (336 / 14)²; "full" keeps the CLS token (577)', async () => {
@@ -262,11 +263,116 @@ describe("each family's encoder input agrees exactly with the Pillow + numpy ref
 });
 
 describe('every family names the tensors the gateway sends for it', () => {
-  const qwen = FAMILIES.filter((f) => f.id !== 'llava');
+  const qwen = FAMILIES.filter((f) => f.id !== 'llava' && f.id !== 'kimi_k25');
   it.each(qwen.map((f) => [f.id, f] as const))('%s: image_grid_thw (kept on the CPU) and patches_per_image (splits pixel_values), both batched', (_, f) => {
     expect(f.imageTensors({ gridT: 1, gridH: 4, gridW: 6, patches: 24 })).toEqual([
       { name: 'image_grid_thw', dtype: 'int64', shape: [1, 3], values: [1, 4, 6], layout: 'batched', keepOnCpu: true },
       { name: 'patches_per_image', dtype: 'int64', shape: [1], values: [24], layout: 'batched', keepOnCpu: false, splitsPixels: true },
     ]);
+  });
+
+  it('kimi_k25: grid_thws (kept on the CPU) and patches_per_image (splits pixel_values), both batched; pixel values [patches, 3, 14, 14]', () => {
+    const f = familyById('kimi_k25');
+    expect(f.imageTensors({ gridT: 1, gridH: 4, gridW: 6, patches: 24 })).toEqual([
+      { name: 'grid_thws', dtype: 'int64', shape: [1, 3], values: [1, 4, 6], layout: 'batched', keepOnCpu: true },
+      { name: 'patches_per_image', dtype: 'int64', shape: [1], values: [24], layout: 'batched', keepOnCpu: false, splitsPixels: true },
+    ]);
+    expect(f.encoderShape({ patches: 24, features: 588 }, f.defaults)).toEqual([24, 3, 14, 14]);
+  });
+});
+
+describe('Kimi-K2.5 model directories', () => {
+  it("config.json's media_placeholder_token_id (163605), tiktoken.model's tokenizer with Kimi's special tokens, media_proc_cfg's MoonViT settings", async () => {
+    const m = await model('kimi_k25');
+    expect(m).toMatchObject({ modelType: 'kimi_k25', family: 'kimi_k25', imageTokenId: 163605, visionStartTokenId: undefined, maxContextLength: 262144 });
+    expect(m.imageConfig).toEqual({
+      patch_size: 14,
+      merge_size: 2,
+      in_patch_limit: 16384,
+      patch_limit_on_one_side: 512,
+      image_mean: [0.5, 0.5, 0.5],
+      image_std: [0.5, 0.5, 0.5],
+    });
+    expect(m.tokenizer.idToToken(163605)).toBe('<|media_pad|>');
+    expect(m.tokenizer.tokenToId('<|im_user|>')).toBe(163587);
+    // 163584 ranks, then 256 special ids (those tokenizer_config.json does not name are reserved).
+    expect(m.tokenizer.vocabSize).toBe(163840);
+    expect(m.tokenizer.idToToken(163700)).toBe('<|reserved_token_163700|>');
+  });
+
+  it('an image is <|media_begin|>image<|media_content|> and one <|media_pad|> expanded to its tokens, <|media_end|>', async () => {
+    const m = await model('kimi_k25');
+    const g = processorOf(m.imageConfig).geometry(300, 400);
+    expect([g.patches, g.tokens]).toEqual([22 * 30, 11 * 15]);
+    const p = buildPrompt(
+      m,
+      [
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url: 'x' } },
+            { type: 'text', text: 'What is this?' },
+          ],
+        },
+      ],
+      [g.tokens],
+    );
+    expect(p.text).toBe(
+      '<|im_user|>user<|im_middle|><|media_begin|>image<|media_content|><|media_pad|><|media_end|>What is this?<|im_end|><|im_assistant|>assistant<|im_middle|>',
+    );
+    expect(p.inputIds.slice(0, 3)).toEqual([163587, ...m.tokenizer.encode('user'), 163601].slice(0, 3));
+    expect(p.placeholders).toEqual([{ offset: p.inputIds.indexOf(163605), length: 165 }]);
+    expect(p.inputIds.filter((id) => id === 163605)).toHaveLength(165);
+    expect(p.inputIds[p.placeholders[0]!.offset - 1]).toBe(163603);
+    expect(p.inputIds[p.placeholders[0]!.offset + 165]).toBe(163604);
+    // What the worker's model computes from the grid it receives.
+    expect(processorOf(m.imageConfig).tokensOf({ encoderShape: [], grid: [1, 22, 30] })).toBe(165);
+  });
+
+  it.each<[string, (dir: string) => void, (dir: string) => string]>([
+    ['no tokenizer at all', (d) => rmSync(path.join(d, 'tiktoken.model')), (d) => `cannot read ${d}/tokenizer.json: no such file (nor tiktoken.model)`],
+    [
+      'a malformed tiktoken.model line',
+      (d) => writeFileSync(path.join(d, 'tiktoken.model'), 'AA== 0\nnot base64! 1\n'),
+      (d) => `${d}/tiktoken.model:2: expected "<base64 token> <rank>", got "not base64! 1"`,
+    ],
+    [
+      'an added token outside the special range',
+      (d) => {
+        const cfg = JSON.parse(readFileSync(path.join(d, 'tokenizer_config.json'), 'utf8'));
+        cfg.added_tokens_decoder['12'] = { content: '<|oops|>', special: true };
+        writeFileSync(path.join(d, 'tokenizer_config.json'), JSON.stringify(cfg));
+      },
+      (d) =>
+        `${d}/tokenizer_config.json: added_tokens_decoder id 12 (<|oops|>) is outside Kimi's special range 163584..163839 (tiktoken.model has 163584 ranks)`,
+    ],
+    [
+      'a fixed token count',
+      (d) => writeFileSync(path.join(d, 'preprocessor_config.json'), JSON.stringify({ media_proc_cfg: { fixed_output_tokens: 256 } })),
+      (d) => `${d}/preprocessor_config.json media_proc_cfg: fixed_output_tokens 256 is not served (tokens follow each image's grid)`,
+    ],
+    [
+      "a patch size other than the tower's",
+      (d) => writeFileSync(path.join(d, 'preprocessor_config.json'), JSON.stringify({ media_proc_cfg: { patch_size: 16 } })),
+      (d) =>
+        `${d}/preprocessor_config.json media_proc_cfg: patch_size 16 differs from ${d}/config.json's vision_config.patch_size 14, the patches the worker's model takes`,
+    ],
+    [
+      'a zero patch budget',
+      (d) => writeFileSync(path.join(d, 'preprocessor_config.json'), JSON.stringify({ media_proc_cfg: { in_patch_limit: 0 } })),
+      (d) => `${d}/preprocessor_config.json media_proc_cfg: in_patch_limit must be a positive number, got 0`,
+    ],
+  ])('%s is refused at start, naming the file and the value', async (label, spoil, message) => {
+    const dir = makeFamilyModel(path.join(scratch, `kimi-refused-${label.replace(/\W+/g, '-')}`), 'kimi_k25');
+    spoil(dir);
+    await expect(loadModelDirectory(dir)).rejects.toThrow(new ModelDirectoryError(message(dir)));
+  });
+
+  it('a Qwen directory without tokenizer.json is refused (only Kimi reads tiktoken.model)', async () => {
+    const dir = makeFamilyModel(path.join(scratch, 'qwen-no-tokenizer'), 'qwen3_5');
+    rmSync(path.join(dir, 'tokenizer.json'));
+    await expect(loadModelDirectory(dir)).rejects.toThrow(
+      new ModelDirectoryError(`cannot read ${dir}/tokenizer.json: no such file (Qwen3.5, Qwen3.6 checkpoints ship one)`),
+    );
   });
 });

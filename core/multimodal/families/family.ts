@@ -6,19 +6,26 @@
 // memory, preprocessing) with the processor's defaults, and the model-specific tensors of each
 // image with their field layouts on the wire.
 import type { ClipImageConfig } from '../clip-image.ts';
+import type { MoonVitImageConfig } from '../moonvit.ts';
 import type { OutputKinds, QwenVlImageConfig } from '../qwen-vl.ts';
 
-export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava';
+export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava' | 'kimi_k25';
 
-/** A family's image processor settings: Qwen's patches (qwen-vl.ts) or CLIP's crop (clip-image.ts). */
-export type ImageConfig = QwenVlImageConfig | ClipImageConfig;
+/** A family's image processor settings: Qwen's patches (qwen-vl.ts), CLIP's crop (clip-image.ts) or MoonViT's patches (moonvit.ts). */
+export type ImageConfig = QwenVlImageConfig | ClipImageConfig | MoonVitImageConfig;
 
-/** A CLIP crop configuration (its crop size is what tells it from Qwen's). */
+/** A CLIP crop configuration (its crop size is what tells it from the others). */
 export const isClipConfig = (cfg: ImageConfig): cfg is ClipImageConfig => 'crop_height' in cfg;
+
+/** A MoonViT configuration (its patch limit is what tells it from the others). */
+export const isMoonVitConfig = (cfg: ImageConfig): cfg is MoonVitImageConfig => 'in_patch_limit' in cfg;
+
+/** Qwen's patch configuration (smart resize between min_pixels and max_pixels). */
+export const isQwenConfig = (cfg: ImageConfig): cfg is QwenVlImageConfig => !isClipConfig(cfg) && !isMoonVitConfig(cfg);
 
 /** A configuration that must be Qwen's (a caller of Qwen's own pipeline, qwen-vl.ts). */
 export function asQwenConfig(cfg: ImageConfig): QwenVlImageConfig {
-  if (isClipConfig(cfg)) throw new TypeError("a CLIP crop configuration where Qwen's patch configuration is needed");
+  if (!isQwenConfig(cfg)) throw new TypeError(`a ${isClipConfig(cfg) ? 'CLIP crop' : 'MoonViT'} configuration where Qwen's patch configuration is needed`);
   return cfg;
 }
 
@@ -71,8 +78,10 @@ export interface ImageProcessor<C extends ImageConfig> {
   bandStarts(g: EncoderGeometry, cfg: C, count: number): number[];
   /** Square images whose encoder input is nearest each target size in bytes, one per distinct size (calibration). */
   sizesNear(targets: readonly number[], elementBytes: number, cfg: C): Array<{ width: number; height: number; nbytes: number }>;
-  /** The worker's model computes an image's tokens from a grid tensor it must receive with it (Qwen's image_grid_thw). */
+  /** The worker's model computes an image's tokens from a grid tensor it must receive with it (Qwen's image_grid_thw, Kimi's grid_thws). */
   gridded: boolean;
+  /** That grid tensor's name. */
+  gridKey?: string;
   /**
    * Placeholder tokens of one image, from what the worker received (what its model computes):
    * the encoder input's shape as the image's slice, and its grid row where the family has one.
@@ -99,6 +108,8 @@ export interface VisionFamily {
   imageTokenKey?: string;
   /** Whether config.json names the vision start and end tokens (Qwen's <|vision_start|>, <|vision_end|>). */
   visionMarkers: boolean;
+  /** Its checkpoints ship tiktoken's ranks (tiktoken.model) instead of tokenizer.json: Kimi's (tiktoken.ts). */
+  tiktoken?: boolean;
   /** The processor's settings when preprocessor_config.json does not say; their kind is the family's processor (processorOf, index.ts). */
   defaults: ImageConfig;
   /** The model-specific tensors of one image, in the order they go on the wire. */

@@ -1,23 +1,26 @@
 // The vision families mmtc serves, in the gateway registry's order of detection
 // (crates/multimodal/src/registry/mod.rs: Qwen3-Omni, then Qwen3-VL with Qwen3.5, then Qwen-VL,
-// then LLaVA),
+// then LLaVA, then Kimi-K2.5),
 // and how a model directory's config.json is matched to one (docs/preprocessing.md,
 // "Model families").
 import type { ClipImageConfig } from '../clip-image.ts';
 import type { QwenVlImageConfig } from '../qwen-vl.ts';
+import type { MoonVitImageConfig } from '../moonvit.ts';
 import { CLIP_CROP_PROCESSOR } from './clip-crop.ts';
-import { isClipConfig, type EncoderGeometry, type FamilyId, type ImageConfig, type ImageProcessor, type VisionFamily } from './family.ts';
+import { isClipConfig, isMoonVitConfig, type EncoderGeometry, type FamilyId, type ImageConfig, type ImageProcessor, type VisionFamily } from './family.ts';
+import { KIMI_K25 } from './kimi-k25.ts';
 import { LLAVA } from './llava.ts';
+import { MOONVIT_PATCH_PROCESSOR } from './moonvit-patches.ts';
 import { QWEN_PATCH_PROCESSOR } from './qwen-patches.ts';
 import { QWEN2_VL } from './qwen2-vl.ts';
 import { QWEN3_5 } from './qwen3-5.ts';
 import { QWEN3_OMNI } from './qwen3-omni.ts';
 import { QWEN3_VL } from './qwen3-vl.ts';
 
-export { asQwenConfig, isClipConfig } from './family.ts';
+export { asQwenConfig, isClipConfig, isMoonVitConfig, isQwenConfig } from './family.ts';
 export type { EncoderGeometry, FamilyId, ImageConfig, ImageModelTensor, ImageProcessor, VisionFamily } from './family.ts';
 
-export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL, LLAVA];
+export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL, LLAVA, KIMI_K25];
 
 export const FAMILY_IDS = FAMILIES.map((f) => f.id) as readonly FamilyId[];
 
@@ -44,6 +47,8 @@ export interface ConfiguredProcessor {
   sizesNear(targets: readonly number[], elementBytes: number): Array<{ width: number; height: number; nbytes: number }>;
   tokensOf(received: { encoderShape: readonly number[]; grid?: readonly number[] }): number;
   gridded: boolean;
+  /** The grid tensor's name where gridded (image_grid_thw, grid_thws). */
+  gridKey: string;
 }
 
 function bind<C extends ImageConfig>(p: ImageProcessor<C>, cfg: C): ConfiguredProcessor {
@@ -55,10 +60,13 @@ function bind<C extends ImageConfig>(p: ImageProcessor<C>, cfg: C): ConfiguredPr
     sizesNear: (targets, elementBytes) => p.sizesNear(targets, elementBytes, cfg),
     tokensOf: (received) => p.tokensOf(received, cfg),
     gridded: p.gridded,
+    gridKey: p.gridKey ?? 'image_grid_thw',
   };
 }
 
-/** The processor a configuration is for: CLIP's crop, or Qwen's patches (what the pool thread runs follows the same test, isClipConfig). */
+/** The processor a configuration is for: CLIP's crop, MoonViT's patches or Qwen's patches (what the pool thread runs follows the same tests). */
 export function processorOf(cfg: ImageConfig): ConfiguredProcessor {
-  return isClipConfig(cfg) ? bind<ClipImageConfig>(CLIP_CROP_PROCESSOR, cfg) : bind<QwenVlImageConfig>(QWEN_PATCH_PROCESSOR, cfg);
+  if (isClipConfig(cfg)) return bind<ClipImageConfig>(CLIP_CROP_PROCESSOR, cfg);
+  if (isMoonVitConfig(cfg)) return bind<MoonVitImageConfig>(MOONVIT_PATCH_PROCESSOR, cfg);
+  return bind<QwenVlImageConfig>(QWEN_PATCH_PROCESSOR, cfg);
 }

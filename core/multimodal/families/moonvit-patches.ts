@@ -1,0 +1,49 @@
+// The MoonViT patch processor (moonvit.ts): every image resized within a patch budget (never
+// up), zero-padded to whole merge blocks, and cut into [3, p, p] patches row by row; the
+// worker's model merges merge×merge patches into a token. Its grid (1, grid_h, grid_w) is
+// the tensor the model computes the tokens from (Kimi's grid_thws).
+import { moonVitElements, moonVitGeometry, moonVitMemoryBytes, type MoonVitImageConfig } from '../moonvit.ts';
+import type { EncoderGeometry, ImageProcessor } from './family.ts';
+
+function geometry(height: number, width: number, cfg: MoonVitImageConfig): EncoderGeometry {
+  const g = moonVitGeometry(height, width, cfg);
+  return {
+    resizedHeight: g.resizedHeight,
+    resizedWidth: g.resizedWidth,
+    patches: g.gridH * g.gridW,
+    features: 3 * cfg.patch_size * cfg.patch_size,
+    tokens: g.tokens,
+    gridT: 1,
+    gridH: g.gridH,
+    gridW: g.gridW,
+  };
+}
+
+/** Square images whose encoder input is nearest each target: a square of merge blocks, within the patch budget. */
+function sizesNear(targets: readonly number[], elementBytes: number, cfg: MoonVitImageConfig): Array<{ width: number; height: number; nbytes: number }> {
+  const factor = cfg.patch_size * cfg.merge_size;
+  const plans: Array<{ width: number; height: number; nbytes: number }> = [];
+  for (const target of targets) {
+    const patches = target / (3 * cfg.patch_size * cfg.patch_size * elementBytes);
+    const blocks = Math.max(1, Math.round(Math.sqrt(patches) / cfg.merge_size));
+    const side = blocks * factor;
+    const nbytes = moonVitElements(moonVitGeometry(side, side, cfg), cfg) * elementBytes;
+    if (!plans.some((p) => p.nbytes === nbytes)) plans.push({ width: side, height: side, nbytes });
+  }
+  return plans;
+}
+
+export const MOONVIT_PATCH_PROCESSOR: ImageProcessor<MoonVitImageConfig> = {
+  name: 'MoonViT patches (navit resize, zero pad, patchify)',
+  geometry,
+  memoryBytes: moonVitMemoryBytes,
+  // One thread does an image (the resize is most of the work, and it is Pillow's one pass).
+  bandStarts: () => [],
+  sizesNear,
+  gridded: true,
+  gridKey: 'grid_thws',
+  tokensOf: ({ grid }, cfg) => {
+    if (!grid || grid.length !== 3) throw new TypeError('no grid_thws row: a MoonViT model computes its image tokens from the grid');
+    return (grid[0]! * grid[1]! * grid[2]!) / (cfg.merge_size * cfg.merge_size);
+  },
+};

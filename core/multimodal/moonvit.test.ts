@@ -1,0 +1,121 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { f32ToBf16 } from '../transport/dtype.ts';
+import { makeTestImages } from '../test/images.ts';
+import { runPython, runPythonScript } from '../test/python.ts';
+import { decodeToRgb } from './decode.ts';
+import { KIMI_K25_DEFAULTS, moonVitGeometry, moonVitMemoryBytes, preprocessMoonVitRgb, type MoonVitImageConfig } from './moonvit.ts';
+import { PreprocessPool } from './pool.ts';
+import { ImageSizeError } from './qwen-vl.ts';
+
+const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/moonvit_reference.py');
+const images = makeTestImages();
+afterAll(() => images.remove());
+// A 1x1 image (padded to one merge block) and a 60x2000 strip the per-side limit scales down.
+runPython(
+  `
+import sys, numpy as np
+from PIL import Image
+rng = np.random.default_rng(5)
+Image.fromarray(rng.integers(0, 256, (1, 1, 3), dtype=np.uint8)).save(sys.argv[1] + '/dot.png')
+Image.fromarray(rng.integers(0, 256, (2000, 60, 3), dtype=np.uint8)).save(sys.argv[1] + '/strip.png')
+`,
+  [images.dir],
+);
+const bytesOf = (a: Float32Array | Uint16Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+
+describe('MoonViT geometry (navit_resize_image)', () => {
+  it('600x400 stays as it is, padded to 616x420: 44x30 patches, 330 tokens (the gateway and HF agree)', () => {
+    expect(moonVitGeometry(400, 600, KIMI_K25_DEFAULTS)).toEqual({
+      resizedHeight: 400,
+      resizedWidth: 600,
+      paddedHeight: 420,
+      paddedWidth: 616,
+      gridH: 30,
+      gridW: 44,
+      tokens: 330,
+    });
+  });
+
+  it('scales down (never up) to the patch budget and the per-side limit, truncating each side', () => {
+    // 4000x3000: sqrt(16384 / (285 * 214)) = 0.5183..., 2073x1554 (int truncates), padded to 2100x1568.
+    const g = moonVitGeometry(3000, 4000, KIMI_K25_DEFAULTS);
+    expect([g.resizedWidth, g.resizedHeight, g.paddedWidth, g.paddedHeight]).toEqual([2073, 1554, 2100, 1568]);
+    expect(moonVitGeometry(20, 30, KIMI_K25_DEFAULTS)).toMatchObject({ resizedHeight: 20, resizedWidth: 30, tokens: 2 });
+    // 60x20000: the long side to 512 patches of 14, the short one scaled with it.
+    expect(moonVitGeometry(20000, 60, KIMI_K25_DEFAULTS)).toMatchObject({ resizedHeight: 7168, resizedWidth: 21, paddedWidth: 28 });
+  });
+
+  it('refuses a zero side', () => {
+    expect(() => moonVitGeometry(0, 10, KIMI_K25_DEFAULTS)).toThrow(new ImageSizeError('image of 10x0 pixels has a zero side'));
+  });
+});
+
+describe('MoonViT encoder input agrees exactly with the Pillow + numpy reference', () => {
+  const cases: Array<[string, MoonVitImageConfig, string[]]> = [
+    ['photo.jpg', KIMI_K25_DEFAULTS, []],
+    ['rgba.png', KIMI_K25_DEFAULTS, []],
+    ['gray.png', KIMI_K25_DEFAULTS, []],
+    ['hd.jpg', KIMI_K25_DEFAULTS, []],
+    ['dot.png', KIMI_K25_DEFAULTS, []],
+    ['strip.png', KIMI_K25_DEFAULTS, []],
+    // A smaller budget: the 1920x1080 image scaled down to 1024 patches.
+    ['hd.jpg', { ...KIMI_K25_DEFAULTS, in_patch_limit: 1024 }, ['--limit', '1024']],
+  ];
+  it.each(cases)('%s %#', async (name, cfg, args) => {
+    const out = path.join(images.dir, `moonvit-${name}-${args.join('')}.f32`);
+    const info = JSON.parse(runPythonScript(REFERENCE, [images.file(name), ...args, '--out', out]));
+    const img = await decodeToRgb(images.bytes(name));
+    const ours = preprocessMoonVitRgb(img.rgb, img.width, img.height, cfg, { bf16: true });
+    expect([ours.resizedHeight, ours.resizedWidth]).toEqual(info.resized);
+    expect([ours.paddedHeight, ours.paddedWidth]).toEqual(info.padded);
+    expect([1, ours.gridH, ours.gridW]).toEqual(info.grid);
+    expect(ours.tokens).toBe(info.tokens);
+    expect([ours.gridH * ours.gridW, 3, 14, 14]).toEqual(info.shape);
+    const reference = readFileSync(out);
+    expect(bytesOf(ours.pixelValues!).equals(reference)).toBe(true);
+    expect(bytesOf(ours.bf16!).equals(Buffer.from(f32ToBf16(ours.pixelValues!)))).toBe(true);
+    const js = preprocessMoonVitRgb(img.rgb, img.width, img.height, cfg, { javascript: true });
+    expect(bytesOf(js.pixelValues!).equals(reference)).toBe(true);
+  });
+
+  it('a mean and std other than 0.5: the reference multiplies by 1 / std, as mmtc does', async () => {
+    const cfg: MoonVitImageConfig = { ...KIMI_K25_DEFAULTS, image_mean: [0.48145466, 0.4578275, 0.40821073], image_std: [0.26862954, 0.26130258, 0.27577711] };
+    const out = path.join(images.dir, 'moonvit-clip-norm.f32');
+    runPython(
+      `import sys, json, importlib.util
+spec = importlib.util.spec_from_file_location('ref', sys.argv[1]); ref = importlib.util.module_from_spec(spec); spec.loader.exec_module(ref)
+x, info = ref.preprocess(sys.argv[2], mean=json.loads(sys.argv[3]), std=json.loads(sys.argv[4]))
+open(sys.argv[5], 'wb').write(x.tobytes())`,
+      [REFERENCE, images.file('photo.jpg'), JSON.stringify(cfg.image_mean), JSON.stringify(cfg.image_std), out],
+    );
+    const img = await decodeToRgb(images.bytes('photo.jpg'));
+    const ours = preprocessMoonVitRgb(img.rgb, img.width, img.height, cfg);
+    expect(bytesOf(ours.pixelValues!).equals(readFileSync(out))).toBe(true);
+  });
+});
+
+describe('MoonViT in the preprocessing pool', () => {
+  it("resizes in the pool's memory (counted in its budget) and gives the reference's bytes, float32 and bfloat16", async () => {
+    const pool = new PreprocessPool(1);
+    try {
+      const out = path.join(images.dir, 'moonvit-pool-hd.f32');
+      const info = JSON.parse(runPythonScript(REFERENCE, [images.file('hd.jpg'), '--out', out]));
+      const reference = readFileSync(out);
+      const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: KIMI_K25_DEFAULTS, bf16: true });
+      expect([r.patches, r.features, r.tokens, r.gridH, r.gridW]).toEqual([info.grid[1] * info.grid[2], 3 * 14 * 14, info.tokens, info.grid[1], info.grid[2]]);
+      expect(r.inOutput).toBe(true);
+      expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
+      expect(bytesOf(r.bf16!).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer))))).toBe(true);
+      r.release();
+      const cost = pool.memoryCost(
+        { bytes: images.bytes('hd.jpg'), config: KIMI_K25_DEFAULTS, bf16: true },
+        await pool.readHeader(images.bytes('hd.jpg'), KIMI_K25_DEFAULTS),
+      );
+      expect(cost.shared).toBeGreaterThanOrEqual(moonVitMemoryBytes(1920, 1080, KIMI_K25_DEFAULTS, { float32: true, bf16: true }));
+    } finally {
+      await pool.close();
+    }
+  });
+});

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Independent reference for MoonViT image preprocessing as Kimi-K2.5 runs it: Pillow + numpy,
+written from the checkpoint's KimiK25VisionProcessor as vLLM ports it
+(vllm/.../processors/kimi_k25_vision_fused.py: navit_resize_image,
+image_to_resized_padded_np, normalize_image, patchify_image), never from our TypeScript.
+
+  navit resize  s1 = sqrt(in_patch_limit / (max(1, w // p) * max(1, h // p)));
+                s2 = side * p / w; s3 = side * p / h; scale = min(1, s1, s2, s3);
+                new = min(max(1, int(x * scale)), side * p) per side
+  resize        Pillow BICUBIC on the 8-bit RGB image
+  pad           zeros right and bottom to a multiple of p * merge
+  normalize     (x / 255.0).astype(float32); x -= mean; x *= 1.0 / std (float32)
+  patchify      (T, H, W, C) -> (T * H/p * W/p, C, p, p)
+
+  moonvit_reference.py IMAGE [--limit 16384] [--side 512] [--patch 14] [--merge 2] [--out RAW]
+
+Prints one JSON line: width, height, resized [h, w], padded [h, w], grid [t, h, w], tokens,
+shape and, with --out, writes the float32 values (native byte order) to RAW.
+"""
+import json
+import math
+import sys
+
+import numpy as np
+from PIL import Image
+
+
+def navit_resize(width, height, patch, merge, in_patch_limit, side):
+    s1 = math.sqrt(in_patch_limit / (max(1.0, width // patch) * max(1.0, height // patch)))
+    s2 = side * patch / width
+    s3 = side * patch / height
+    scale = min(1.0, s1, s2, s3)
+    new_w, new_h = max(1, int(width * scale)), max(1, int(height * scale))
+    new_w, new_h = min(new_w, side * patch), min(new_h, side * patch)
+    factor = merge * patch
+    pad_h = (factor - new_h % factor) % factor
+    pad_w = (factor - new_w % factor) % factor
+    tokens = ((new_h + pad_h) // factor) * ((new_w + pad_w) // factor)
+    return new_w, new_h, pad_w, pad_h, tokens
+
+
+def preprocess(path, limit=16384, side=512, patch=14, merge=2, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)):
+    image = Image.open(path).convert("RGB")
+    width, height = image.size
+    new_w, new_h, pad_w, pad_h, tokens = navit_resize(width, height, patch, merge, limit, side)
+    image = image.resize((new_w, new_h), resample=Image.Resampling.BICUBIC)
+    arr = np.pad(np.asarray(image), ((0, pad_h), (0, pad_w), (0, 0)), mode="constant", constant_values=0)
+    x = arr[np.newaxis, ...]
+    x = (x / 255.0).astype(np.float32)
+    x -= np.asarray(mean, dtype=np.float32)
+    x *= 1.0 / np.asarray(std, dtype=np.float32)
+    t, h, w, c = x.shape
+    x = x.reshape(t, h // patch, patch, w // patch, patch, c).transpose(0, 1, 3, 5, 2, 4).reshape(-1, c, patch, patch)
+    x = np.ascontiguousarray(x)
+    info = dict(width=width, height=height, resized=[new_h, new_w], padded=[h, w], grid=[t, h // patch, w // patch], tokens=tokens, shape=list(x.shape))
+    return x, info
+
+
+def main(argv):
+    def opt(name, default):
+        return int(argv[argv.index(name) + 1]) if name in argv else default
+
+    x, info = preprocess(argv[0], opt("--limit", 16384), opt("--side", 512), opt("--patch", 14), opt("--merge", 2))
+    if "--out" in argv:
+        with open(argv[argv.index("--out") + 1], "wb") as fh:
+            fh.write(x.tobytes())
+    print(json.dumps(info))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
