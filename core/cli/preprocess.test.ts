@@ -58,6 +58,16 @@ describe('mmtc preprocess', () => {
     expect(r.stdout).toMatch(/\(1 thread\)/);
   });
 
+  it('--model kimi_k25: MoonViT patches of the image as it is (within the budget), padded to whole merge blocks, [patches, 3, 14, 14]', () => {
+    const r = runMmtc(['preprocess', '--model', 'kimi_k25', images.file('hd.jpg')]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('family      kimi_k25');
+    expect(r.stdout).toContain('resized     1920x1080');
+    // 1920x1080 padded to 1932x1092: 138x78 patches of 14, 69x39 tokens.
+    expect(r.stdout).toContain('shape       [10764, 3, 14, 14]  grid_thw [1, 78, 138]  2691 tokens');
+    expect(r.stdout).toContain(`encoder     float32, ${10764 * 588 * 4} bytes`);
+  });
+
   it('a missing image fails with its index and the cause, exit 1', () => {
     const r = runMmtc(['preprocess', images.file('photo.jpg'), '/no/such.png']);
     expect(r.status).toBe(1);

@@ -42,11 +42,56 @@ function llavaRequest(o: { images: number; side?: number; tokens?: number; batch
   } as unknown as GenerateRequest;
 }
 
-function judge(req: GenerateRequest): string {
+function judge(req: GenerateRequest, model = llava): string {
   const input = req.input as { value: { inputIds: number[] } };
   const job = { requestId: 'r', stream: false, inputIds: input.value.inputIds, maxTokens: undefined, ...tensorsOf(req) };
-  return receive('vllm', job, reader, false, tokensOfModel(llava));
+  return receive('vllm', job, reader, false, tokensOfModel(model));
 }
+
+const kimi = await loadModelDirectory(makeFamilyModel(path.join(scratch, 'kimi'), 'kimi_k25'));
+const int64 = (values: number[], shape: number[]) => ({
+  shape,
+  dtype: 'int64',
+  payload: { $case: 'inline', value: Buffer.from(BigInt64Array.from(values.map(BigInt)).buffer) },
+});
+
+/** A vLLM request of one Kimi image of grid 1 x h x w, its grid under `gridKey`, placed with `tokens` placeholder tokens. */
+function kimiRequest(o: { h: number; w: number; tokens: number; gridKey?: string }): GenerateRequest {
+  const patches = o.h * o.w;
+  const inputIds = [1, ...Array<number>(o.tokens).fill(163605), 2];
+  const gridKey = o.gridKey ?? 'grid_thws';
+  return {
+    requestId: 'r',
+    input: { $case: 'tokenized', value: { originalText: 'x', inputIds } },
+    stream: false,
+    mmInputs: {
+      pixelValues: { shape: [patches, 3, 14, 14], dtype: 'float32', payload: { $case: 'inline', value: Buffer.alloc(patches * 588 * 4) } },
+      modelSpecificTensors: { [gridKey]: int64([1, o.h, o.w], [1, 3]), patches_per_image: int64([patches], [1]) },
+      imTokenId: 163605,
+      mmPlaceholders: [{ offset: 1, length: o.tokens }],
+      mmHashes: ['h0'],
+      batchedKeys: [gridKey, 'patches_per_image'],
+      flatKeys: { pixel_values: 'patches_per_image' },
+      keepOnCpuKeys: [gridKey],
+      modality: 1,
+    },
+  } as unknown as GenerateRequest;
+}
+
+describe('a Kimi-K2.5 worker (vLLM)', () => {
+  it('takes an image of 22x30 patches with 165 tokens (its grid_thws over 2x2)', () => {
+    expect(judge(kimiRequest({ h: 22, w: 30, tokens: 165 }), kimi)).toMatch(/^1 image: pixel_values \[660,3,14,14\] float32/);
+  });
+
+  it('refuses a count other than its grid gives, and a Qwen grid (image_grid_thw) its model does not read', () => {
+    expect(() => judge(kimiRequest({ h: 22, w: 30, tokens: 660 }), kimi)).toThrow(
+      new RequestInvalid('image 0: placeholder length 660 does not match grid 1x22x30 (165 tokens)'),
+    );
+    expect(() => judge(kimiRequest({ h: 22, w: 30, tokens: 165, gridKey: 'image_grid_thw' }), kimi)).toThrow(
+      new RequestInvalid("image 0: its grid is image_grid_thw, but the model reads grid_thws (KeyError: 'grid_thws')"),
+    );
+  });
+});
 
 describe('a LLaVA-1.5 worker (vLLM)', () => {
   it('takes two batched [1, 3, 336, 336] images of 576 tokens each', () => {

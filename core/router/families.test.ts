@@ -195,3 +195,93 @@ describe('a llava model directory', () => {
     expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 2, misses: 2 });
   }, 60_000);
 });
+
+// Kimi-K2.5 (docs/preprocessing.md, "MoonViT patches (Kimi-K2.5)"): every image resized within
+// its patch budget, zero-padded to whole 28-pixel merge blocks and cut into [3, 14, 14] patches,
+// bit for bit the Pillow + numpy reference written from the checkpoint's processor; vLLM gets
+// them flat ([patches, 3, 14, 14], split by patches_per_image) with grid_thws, TokenSpeed one
+// item each; each image's <|media_pad|> is as many tokens as its grid over 2², what the worker's
+// model computes from the grid_thws it receives (the worker refuses another count).
+describe('a kimi_k25 model directory', () => {
+  const dir = makeFamilyModel(path.join(scratch, 'kimi_k25'), 'kimi_k25');
+  const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/moonvit_reference.py');
+  const reference = IMAGES.map((_, i) => {
+    const file = path.join(scratch, `kimi-${i}.f32`);
+    const source = path.join(scratch, `kimi-source-${i}`);
+    writeFileSync(source, IMAGES[i]!.bytes);
+    const info = JSON.parse(runPythonScript(REFERENCE, [source, '--out', file])) as { grid: number[]; tokens: number };
+    return {
+      values: new Float32Array(Uint8Array.from(readFileSync(file)).buffer),
+      grid: info.grid,
+      tokens: info.tokens,
+      patches: info.grid[1]! * info.grid[2]!,
+    };
+  });
+
+  it.each(['tokenspeed', 'vllm', 'sglang'] as const)(
+    "%s: two images of different aspect ratios arrive as MoonViT patches with grid_thws, each image's tokens its grid over 4",
+    async (runtime) => {
+      // 400x300 padded to 420x308 (22x30 patches, 165 tokens); 150x420 padded to 168x420 (30x12, 90).
+      expect(reference.map((r) => [r.grid, r.tokens])).toEqual([
+        [[1, 22, 30], 165],
+        [[1, 30, 12], 90],
+      ]);
+      const model = await loadModelDirectory(dir);
+      expect(model.family).toBe('kimi_k25');
+      const worker = await startWorker(runtime, ['--model-path', dir]);
+      const r = await router(worker, 'inline', { model_path: dir });
+      const res = await fetch(`${r.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'kimi', messages: messages() }),
+      });
+      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown; usage?: { prompt_tokens: number } };
+      expect(res.status, JSON.stringify(body.error)).toBe(200);
+      const content = body.choices![0]!.message.content;
+      if (runtime === 'tokenspeed') {
+        // The checkpoint's weights are bfloat16 (config.json torch_dtype): the worker's encoder dtype.
+        for (const [i, ref] of reference.entries()) {
+          const bf16 = encodeFloat32As('bfloat16', ref.values);
+          expect(content).toContain(`encoder_input[${i}] [${ref.patches},3,14,14] bfloat16 via inline, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`);
+          expect(content).toContain(`grid_thws[${i}] [1,3] int64 via inline, 24 bytes`);
+          expect(content).toContain(`patches_per_image[${i}] [1] int64 via inline, 8 bytes`);
+        }
+      } else {
+        const joined = new Float32Array(reference[0]!.values.length + reference[1]!.values.length);
+        joined.set(reference[0]!.values);
+        joined.set(reference[1]!.values, reference[0]!.values.length);
+        expect(content).toContain(
+          `pixel_values [${reference[0]!.patches + reference[1]!.patches},3,14,14] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`,
+        );
+        expect(content).toContain('grid_thws [2,3] int64 via inline, 48 bytes');
+        expect(content).toContain('patches_per_image [2] int64 via inline, 16 bytes');
+      }
+      expect(content).not.toContain('image_grid_thw');
+      const prompt = buildPrompt(model, messages(), [165, 90]);
+      expect(body.usage?.prompt_tokens).toBe(prompt.inputIds.length);
+      expect(prompt.inputIds.filter((id) => id === 163605)).toHaveLength(165 + 90);
+    },
+    60_000,
+  );
+
+  it('TokenSpeed over /dev/shm: the patches written while they are preprocessed, read by the worker, the same bytes; again from the pixel cache', async () => {
+    const worker = await startWorker('tokenspeed', ['--model-path', dir]);
+    const r = await router(worker, 'shm', { model_path: dir });
+    for (const round of ['computed', 'cached']) {
+      const res = await fetch(`${r.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'kimi', messages: messages() }),
+      });
+      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown };
+      expect(res.status, `${round}: ${JSON.stringify(body.error)}`).toBe(200);
+      for (const [i, ref] of reference.entries()) {
+        const bf16 = encodeFloat32As('bfloat16', ref.values);
+        expect(body.choices![0]!.message.content, round).toContain(
+          `encoder_input[${i}] [${ref.patches},3,14,14] bfloat16 via shm, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`,
+        );
+      }
+    }
+    expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 2, misses: 2 });
+  }, 60_000);
+});
