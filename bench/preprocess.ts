@@ -11,8 +11,10 @@
 //                  torchvision (bench/reference_server.py), torch at the same two threads
 //   Pillow + numpy the tests' reference (scripts/reference/qwen_vl_reference.py), one thread
 //
-// for 1080p and 4K JPEGs, Qwen2-VL, Qwen3-VL and LLaVA-1.5 (its CLIP crop: clip-image.ts, the
-// HF fast pipeline CLIPImageProcessorFast's, the reference clip_reference.py), float32 and bfloat16 (HF fast: the float32
+// for 1080p and 4K JPEGs, Qwen2-VL, Qwen3-VL, LLaVA-1.5 (its CLIP crop: clip-image.ts, the
+// HF fast pipeline CLIPImageProcessorFast's, the reference clip_reference.py) and Kimi-K2.5
+// (MoonViT: moonvit.ts; its checkpoint's processor is Pillow + numpy, moonvit_reference.py; the
+// torch column runs the same steps in torch + torchvision), float32 and bfloat16 (HF fast: the float32
 // result cast to bfloat16; Pillow + numpy: rounded to bfloat16 as the wire format rounds). Our
 // outputs are checked bit for bit against the Pillow reference's in every configuration
 // (SHA-256 of the bytes; a mismatch fails the benchmark). Times are not gated.
@@ -32,7 +34,8 @@ import mallocTunables from '../bin/malloc-tunables.json' with { type: 'json' };
 import { decodeToRgb } from '../core/multimodal/decode.ts';
 import { PreprocessPool } from '../core/multimodal/pool.ts';
 import { CLIP_336_DEFAULTS, preprocessClipRgb } from '../core/multimodal/clip-image.ts';
-import { asQwenConfig, isClipConfig, type ImageConfig } from '../core/multimodal/families/index.ts';
+import { asQwenConfig, isClipConfig, isMoonVitConfig, type ImageConfig } from '../core/multimodal/families/index.ts';
+import { KIMI_K25_DEFAULTS, preprocessMoonVitRgb } from '../core/multimodal/moonvit.ts';
 import { encoderMemoryIn, preprocessRgb, QWEN_VL_DEFAULTS, type EncoderMemory } from '../core/multimodal/qwen-vl.ts';
 import { pythonWithPillow } from '../core/test/python.ts';
 import { renderBarChart } from './chart.ts';
@@ -141,11 +144,12 @@ async function eventLoopUnderLoad(
   return { load, idle, images };
 }
 
-/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop). */
-const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava', ImageConfig> = {
+/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop; Kimi-K2.5: MoonViT). */
+const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'kimi_k25', ImageConfig> = {
   qwen2_vl: QWEN_VL_DEFAULTS.qwen2_vl,
   qwen3_vl: QWEN_VL_DEFAULTS.qwen3_vl,
   llava: CLIP_336_DEFAULTS,
+  kimi_k25: KIMI_K25_DEFAULTS,
 };
 
 interface Row {
@@ -215,6 +219,13 @@ async function main() {
                   const t2 = performance.now();
                   decodes.push(t1 - t0);
                   shape = `3x${out.height}x${out.width}`;
+                  return t2 - t0;
+                }
+                if (isMoonVitConfig(config)) {
+                  const out = preprocessMoonVitRgb(img.rgb, img.width, img.height, config, { bf16, float32: !bf16 });
+                  const t2 = performance.now();
+                  decodes.push(t1 - t0);
+                  shape = `${out.gridH * out.gridW}x3x${config.patch_size}x${config.patch_size}`;
                   return t2 - t0;
                 }
                 const out = preprocessRgb(img.rgb, img.width, img.height, asQwenConfig(config), { bf16, float32: !bf16, ...(into ? { into } : {}) });

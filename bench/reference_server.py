@@ -13,7 +13,10 @@ benchmark can interleave them with its own runs (one image per command, same fil
           bfloat16 is the float32 result cast with .to(torch.bfloat16), as a bfloat16
           model's input is. For llava, CLIPImageProcessorFast's: the shortest edge to 336
           (the long side truncated), F.resize(BICUBIC, antialias=True), F.center_crop,
-          rescale fused into normalize.
+          rescale fused into normalize. For kimi_k25 (whose checkpoint's processor is Pillow +
+          numpy, the pillow column), the same steps in torch: navit_resize_image's size,
+          F.resize(BICUBIC, antialias=True), F.pad with zeros to whole merge blocks, the
+          reference's normalize ((x / 255 - mean) * (1 / std)), patchify by view/permute.
 
 Reads one JSON command per line on stdin, answers one JSON line on stdout:
   {"op": "run", "pipeline": "torch"|"pillow", "family": F, "file": PATH, "dtype": "float32"|"bfloat16"}
@@ -34,6 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts", "reference"))
 
 import clip_reference as clip_ref  # noqa: E402
+import moonvit_reference as moonvit_ref  # noqa: E402
 import numpy as np  # noqa: E402
 import qwen_vl_reference as ref  # noqa: E402
 
@@ -67,9 +71,26 @@ def torch_fast_clip(path, dtype, size=336, crop=336):
     return list(pixel_values.shape)
 
 
+def torch_moonvit(path, dtype, limit=16384, side=512, patch=14, merge=2):
+    data = read_file(path)
+    image = decode_jpeg(data, mode=ImageReadMode.RGB)  # uint8 [3, H, W]
+    height, width = image.shape[-2:]
+    new_w, new_h, pad_w, pad_h, _ = moonvit_ref.navit_resize(width, height, patch, merge, limit, side)
+    x = TF.resize(image.unsqueeze(0), [new_h, new_w], interpolation=InterpolationMode.BICUBIC, antialias=True)
+    x = torch.nn.functional.pad(x, (0, pad_w, 0, pad_h))
+    x = (x.to(torch.float32) / 255.0 - 0.5) * 2.0
+    _, c, h, w = x.shape
+    x = x.view(c, h // patch, patch, w // patch, patch).permute(1, 3, 0, 2, 4).reshape(-1, c, patch, patch)
+    if dtype == "bfloat16":
+        x = x.to(torch.bfloat16)
+    return list(x.shape)
+
+
 def torch_fast(path, family, dtype):
     if family == "llava":
         return torch_fast_clip(path, dtype)
+    if family == "kimi_k25":
+        return torch_moonvit(path, dtype)
     f = ref.FAMILIES[family]
     P, m, T = f["patch"], f["merge"], f["temporal"]
     data = read_file(path)
@@ -99,7 +120,11 @@ def torch_fast(path, family, dtype):
 
 
 def reference(path, family):
-    return clip_ref.preprocess(path) if family == "llava" else ref.preprocess(path, family, True)
+    if family == "llava":
+        return clip_ref.preprocess(path)
+    if family == "kimi_k25":
+        return moonvit_ref.preprocess(path)
+    return ref.preprocess(path, family, True)
 
 
 def pillow(path, family, dtype):
