@@ -137,15 +137,19 @@ export function preprocessMoonVitRgb(
       bf?.fill(bfLevels[c]![0]!, at, at + pp);
     }
   const rowStride = g.gridW * patchValues;
+  const w = g.resizedWidth;
+  // A row of pixels lands as one p-value run per patch and channel: sequential stores, one table lookup each.
   const row = (y: number, line: Uint8Array) => {
     const base = Math.floor(y / p) * rowStride + (y % p) * p;
-    for (let x = 0; x < g.resizedWidth; x++) {
-      const at = base + Math.floor(x / p) * patchValues + (x % p);
-      const from = x * 3;
-      for (let c = 0; c < 3; c++) {
-        const v = line[from + c]!;
-        if (out) out[at + c * pp] = levels[c]![v]!;
-        if (bf) bf[at + c * pp] = bfLevels[c]![v]!;
+    for (let c = 0; c < 3; c++) {
+      const table = levels[c]!;
+      const bfTable = bfLevels[c]!;
+      for (let x = 0, at = base + c * pp; x < w; x += p, at += patchValues) {
+        const n = Math.min(p, w - x);
+        let from = x * 3 + c;
+        if (out) for (let k = 0; k < n; k++, from += 3) out[at + k] = table[line[from]!]!;
+        from = x * 3 + c;
+        if (bf) for (let k = 0; k < n; k++, from += 3) bf[at + k] = bfTable[line[from]!]!;
       }
     }
   };
