@@ -15,7 +15,7 @@
 // merge×merge patches into one.
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
 import { encoderOutputBytes, fits, ImageSizeError, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
-import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
+import { checkRgbBytes, resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
 import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
 
 export interface MoonVitImageConfig {
@@ -84,6 +84,66 @@ export function moonVitLevels(cfg: Pick<MoonVitImageConfig, 'image_mean' | 'imag
   });
 }
 
+/**
+ * One row of patches (p pixel rows of the image, `rows` of them the image's, the rest padding)
+ * into the encoder input from `at` on, written in order: per patch, per channel, p runs of p
+ * values, each one table lookup (a zero pixel's value past the image). Two copies, one per
+ * output type, so each stays monomorphic.
+ */
+function patchRowF32(
+  dst: Float32Array,
+  at: number,
+  tables: Float32Array[],
+  src: Uint8Array,
+  start: number,
+  stride: number,
+  rows: number,
+  w: number,
+  p: number,
+  gridW: number,
+): void {
+  for (let gw = 0; gw < gridW; gw++) {
+    const x0 = gw * p;
+    const n = Math.max(0, Math.min(p, w - x0));
+    for (let c = 0; c < 3; c++) {
+      const table = tables[c]!;
+      const pad = table[0]!;
+      for (let ph = 0; ph < p; ph++) {
+        let k = 0;
+        if (ph < rows) for (let from = start + ph * stride + x0 * 3 + c; k < n; k++, from += 3) dst[at++] = table[src[from]!]!;
+        for (; k < p; k++) dst[at++] = pad;
+      }
+    }
+  }
+}
+
+function patchRowU16(
+  dst: Uint16Array,
+  at: number,
+  tables: Uint16Array[],
+  src: Uint8Array,
+  start: number,
+  stride: number,
+  rows: number,
+  w: number,
+  p: number,
+  gridW: number,
+): void {
+  for (let gw = 0; gw < gridW; gw++) {
+    const x0 = gw * p;
+    const n = Math.max(0, Math.min(p, w - x0));
+    for (let c = 0; c < 3; c++) {
+      const table = tables[c]!;
+      const pad = table[0]!;
+      for (let ph = 0; ph < p; ph++) {
+        let k = 0;
+        if (ph < rows) for (let from = start + ph * stride + x0 * 3 + c; k < n; k++, from += 3) dst[at++] = table[src[from]!]!;
+        for (; k < p; k++) dst[at++] = pad;
+      }
+    }
+  }
+}
+
 /** Values of the encoder input: the padded image's patches, 3·p·p each. */
 export const moonVitElements = (g: MoonVitGeometry, cfg: MoonVitImageConfig): number => g.gridH * g.gridW * 3 * cfg.patch_size * cfg.patch_size;
 
@@ -127,35 +187,31 @@ export function preprocessMoonVitRgb(
       return bf16BitsFromF32Bits(bits[0]!);
     }),
   );
-  const pp = p * p;
-  const patchValues = 3 * pp;
-  // The padding: every patch's blocks start as a zero pixel's value; the image's rows overwrite theirs.
-  for (let patch = 0; patch < g.gridH * g.gridW; patch++)
-    for (let c = 0; c < 3; c++) {
-      const at = patch * patchValues + c * pp;
-      out?.fill(levels[c]![0]!, at, at + pp);
-      bf?.fill(bfLevels[c]![0]!, at, at + pp);
-    }
-  const rowStride = g.gridW * patchValues;
   const w = g.resizedWidth;
-  // A row of pixels lands as one p-value run per patch and channel: sequential stores, one table lookup each.
-  const row = (y: number, line: Uint8Array) => {
-    const base = Math.floor(y / p) * rowStride + (y % p) * p;
-    for (let c = 0; c < 3; c++) {
-      const table = levels[c]!;
-      const bfTable = bfLevels[c]!;
-      for (let x = 0, at = base + c * pp; x < w; x += p, at += patchValues) {
-        const n = Math.min(p, w - x);
-        let from = x * 3 + c;
-        if (out) for (let k = 0; k < n; k++, from += 3) out[at + k] = table[line[from]!]!;
-        from = x * 3 + c;
-        if (bf) for (let k = 0; k < n; k++, from += 3) bf[at + k] = bfTable[line[from]!]!;
-      }
-    }
+  const stride = w * 3;
+  const rowValues = g.gridW * 3 * p * p;
+  /** Patch row `gh` from `rows` image rows at `src[start]` (the rest of its p rows, and every row past the image, padding). */
+  const emit = (gh: number, src: Uint8Array, start: number, rows: number) => {
+    if (out) patchRowF32(out, gh * rowValues, levels, src, start, stride, rows, w, p, g.gridW);
+    if (bf) patchRowU16(bf, gh * rowValues, bfLevels, src, start, stride, rows, w, p, g.gridW);
   };
-  const kernels = memory && !options.javascript ? kernelsOn(memory.memory) : null;
-  const plan = kernels ? planResize(kernels, rgb, width, height, g.resizedWidth, g.resizedHeight, [], memory!.scratchAt) : null;
-  if (kernels && plan) resizeBand(kernels, plan, 0, row);
-  else (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, g.resizedWidth, g.resizedHeight, row);
+  if (w === width && g.resizedHeight === height) {
+    // Not scaled: Pillow's resize to an image's own size is a copy of it, so its rows are the source's.
+    checkRgbBytes(rgb, width, height);
+    for (let gh = 0; gh < g.gridH; gh++) emit(gh, rgb, gh * p * stride, Math.max(0, Math.min(p, height - gh * p)));
+  } else {
+    // The resize gives a row at a time: p of them make a row of patches.
+    const block = new Uint8Array(p * stride);
+    const row = (y: number, line: Uint8Array) => {
+      block.set(line.subarray(0, stride), (y % p) * stride);
+      if (y % p === p - 1 || y === g.resizedHeight - 1) emit(Math.floor(y / p), block, 0, (y % p) + 1);
+    };
+    const kernels = memory && !options.javascript ? kernelsOn(memory.memory) : null;
+    const plan = kernels ? planResize(kernels, rgb, width, height, w, g.resizedHeight, [], memory!.scratchAt) : null;
+    if (kernels && plan) resizeBand(kernels, plan, 0, row);
+    else (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, w, g.resizedHeight, row);
+    // Patch rows wholly below the image.
+    for (let gh = Math.ceil(g.resizedHeight / p); gh < g.gridH; gh++) emit(gh, block, 0, 0);
+  }
   return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
 }

@@ -76,7 +76,7 @@ function resizeVertical(src: Uint8Array, width: number, outH: number, c: Resampl
 }
 
 /** The source is packed RGB of its stated size. */
-function checkRgbBytes(src: Uint8Array, width: number, height: number): void {
+export function checkRgbBytes(src: Uint8Array, width: number, height: number): void {
   if (src.byteLength !== width * height * 3) throw new RangeError(`expected ${width * height * 3} bytes of RGB for ${width}x${height}, got ${src.byteLength}`);
 }
 
