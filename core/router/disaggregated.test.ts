@@ -177,6 +177,22 @@ describe('EPD', () => {
     expect(ourFiles()).toEqual([]);
   });
 
+  it('Kimi-K2.5 (a family whose grid is grid_thws): each image reaches its encode worker as MoonViT patches with its grid_thws; the prefill worker, which refuses an item without its grid, takes the request; no file is left', async () => {
+    const dir = makeFamilyModel(path.join(llavaScratch, 'kimi'), 'kimi_k25');
+    const model = ['--model-path', dir];
+    const encode = await worker('encode', model);
+    const prefill = await worker('prefill', model);
+    const decode = await worker('decode', model);
+    const r = await start({ disaggregation: 'epd', model_path: dir, workers: [spec(encode, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const reply = await chat(r, ['rgb.png', 'photo.jpg']);
+    expect(reply.status, reply.content).toBe(200);
+    // 400x300 padded to 420x308: 22x30 patches of [3, 14, 14], bfloat16 (the checkpoint's torch_dtype).
+    for (const i of [0, 1])
+      expect(reply.content).toMatch(new RegExp(`item ${i} from encode worker ${encode.url}, room \\d+: encoder_input \\[660,3,14,14\\] bfloat16 via shm`));
+    expect(reply.content.match(/grid_thws \[1,3\] int64/g)).toHaveLength(2);
+    expect(ourFiles()).toEqual([]);
+  });
+
   it('an override on one encode worker changes only its items; four images in one request, each to one encode worker', async () => {
     const a = await worker('encode');
     const b = await worker('encode');
