@@ -12,7 +12,7 @@ import { ImageSizeError } from './qwen-vl.ts';
 const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/moonvit_reference.py');
 const images = makeTestImages();
 afterAll(() => images.remove());
-// A 1x1 image (padded to one merge block) and a 60x2000 strip the per-side limit scales down.
+// A 1x1 image (padded to one merge block) and a 60x2000 strip (within the budget: padded to 84 wide).
 runPython(
   `
 import sys, numpy as np
@@ -97,6 +97,56 @@ open(sys.argv[5], 'wb').write(x.tobytes())`,
 });
 
 describe('MoonViT in the preprocessing pool', () => {
+  it.each<[string, MoonVitImageConfig, string[], string]>([
+    // Scaled: the SIMD kernels resize in two bands (two threads) and scatter each patch row.
+    ['hd.jpg under a 1024-patch budget', { ...KIMI_K25_DEFAULTS, in_patch_limit: 1024 }, ['--limit', '1024'], 'hd.jpg'],
+    // 620x348: padded by 24 columns and 16 rows, a patch column and a patch row wholly padding.
+    ['hd.jpg under an 1100-patch budget', { ...KIMI_K25_DEFAULTS, in_patch_limit: 1100 }, ['--limit', '1100'], 'hd.jpg'],
+  ])('%s: the kernels give the reference bytes, float32 and bfloat16, the rows split between two threads', async (_, cfg, args, name) => {
+    const pool = new PreprocessPool(2);
+    try {
+      const out = path.join(images.dir, `moonvit-pool-${name}-${args.join('')}.f32`);
+      const info = JSON.parse(runPythonScript(REFERENCE, [images.file(name), ...args, '--out', out]));
+      const reference = readFileSync(out);
+      const r = await pool.run({ bytes: images.bytes(name), config: cfg, bf16: true });
+      expect([r.resizedHeight, r.resizedWidth]).toEqual(info.resized);
+      expect([r.gridH, r.gridW, r.tokens]).toEqual([info.grid[1], info.grid[2], info.tokens]);
+      expect(r.inOutput).toBe(true);
+      expect(r.threads).toBe(2);
+      expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
+      expect(bytesOf(r.bf16!).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer))))).toBe(true);
+      r.release();
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it("another mean and std (the kernel's arithmetic would differ): the pool's JavaScript scatter, the reference's bytes", async () => {
+    const cfg: MoonVitImageConfig = {
+      ...KIMI_K25_DEFAULTS,
+      in_patch_limit: 1024,
+      image_mean: [0.48145466, 0.4578275, 0.40821073],
+      image_std: [0.26862954, 0.26130258, 0.27577711],
+    };
+    const out = path.join(images.dir, 'moonvit-pool-clip-norm.f32');
+    runPython(
+      `import sys, json, importlib.util
+spec = importlib.util.spec_from_file_location('ref', sys.argv[1]); ref = importlib.util.module_from_spec(spec); spec.loader.exec_module(ref)
+x, info = ref.preprocess(sys.argv[2], limit=1024, mean=json.loads(sys.argv[3]), std=json.loads(sys.argv[4]))
+open(sys.argv[5], 'wb').write(x.tobytes())`,
+      [REFERENCE, images.file('hd.jpg'), JSON.stringify(cfg.image_mean), JSON.stringify(cfg.image_std), out],
+    );
+    const pool = new PreprocessPool(1);
+    try {
+      const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: cfg, bf16: false });
+      expect(r.threads).toBe(1);
+      expect(bytesOf(r.pixelValues!).equals(readFileSync(out))).toBe(true);
+      r.release();
+    } finally {
+      await pool.close();
+    }
+  });
+
   it("resizes in the pool's memory (counted in its budget) and gives the reference's bytes, float32 and bfloat16", async () => {
     const pool = new PreprocessPool(1);
     try {

@@ -14,9 +14,19 @@
 // Tokens are (padded height / (p·merge)) · (padded width / (p·merge)): the model merges
 // merge×merge patches into one.
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
-import { encoderOutputBytes, fits, ImageSizeError, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import {
+  encoderOutputBytes,
+  fits,
+  ImageSizeError,
+  levelTable,
+  outputViews,
+  type BandHelper,
+  type BandWrite,
+  type EncoderMemory,
+  type OutputKinds,
+} from './qwen-vl.ts';
 import { checkRgbBytes, resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
-import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
+import { kernelsOn, planResize, resizeBand, resizeBytes, simdAvailable, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
 
 export interface MoonVitImageConfig {
   patch_size: number;
@@ -147,11 +157,158 @@ function patchRowU16(
 /** Values of the encoder input: the padded image's patches, 3·p·p each. */
 export const moonVitElements = (g: MoonVitGeometry, cfg: MoonVitImageConfig): number => g.gridH * g.gridW * 3 * cfg.patch_size * cfg.patch_size;
 
-/** Bytes an image of this size takes in the pool's memory: its outputs, then the resize's working space. */
+const align16 = (n: number) => Math.ceil(n / 16) * 16;
+/** Scatter constants (float64 rescale, float32 mean[3] and std[3]), as the scatter kernel reads them. */
+const CONSTS_BYTES = 64;
+
+/**
+ * Where the kernel path keeps its working space after the outputs: the scatter constants, one
+ * block of p padded rows per band (the scatter kernel reads a patch row's pixels from it, zeros
+ * past the image), then the resize's buffers.
+ */
+function kernelLayout(g: MoonVitGeometry, cfg: MoonVitImageConfig, outputs: number) {
+  const blockStride = align16(g.gridW * cfg.patch_size * 3 + 16);
+  const blockBytes = cfg.patch_size * blockStride;
+  const consts = align16(outputs);
+  const blocks = consts + CONSTS_BYTES;
+  return { consts, blocks, blockStride, blockBytes, resizeAt: align16(blocks + 2 * blockBytes) };
+}
+
+/**
+ * The first output row of the second band: a whole patch row near the middle; none when the
+ * image has one patch row.
+ */
+export function moonVitBandStarts(g: Pick<MoonVitGeometry, 'resizedHeight'>, cfg: MoonVitImageConfig): number[] {
+  const imageRows = Math.ceil(g.resizedHeight / cfg.patch_size);
+  return imageRows < 2 ? [] : [Math.round(imageRows / 2) * cfg.patch_size];
+}
+
+/** Bytes an image of this size takes in the pool's memory: its outputs, then the kernels' working space (blocks, the resize's buffers in two bands). */
 export function moonVitMemoryBytes(width: number, height: number, cfg: MoonVitImageConfig, kinds: OutputKinds): number {
   const g = moonVitGeometry(height, width, cfg);
-  const outputs = encoderOutputBytes(moonVitElements(g, cfg), kinds);
-  return outputs + resizeBytes(width, height, g.resizedWidth, g.resizedHeight, [], outputs);
+  const l = kernelLayout(g, cfg, encoderOutputBytes(moonVitElements(g, cfg), kinds));
+  return l.resizeAt + resizeBytes(width, height, g.resizedWidth, g.resizedHeight, moonVitBandStarts(g, cfg), l.resizeAt);
+}
+
+/** The scatter kernel computes ((v · rescale) − mean) / std: Kimi's ((v / 255) − mean) · (1 / std) only where every level agrees (mean and std 0.5 do). */
+function kernelArithmeticAgrees(cfg: MoonVitImageConfig, levels: Float32Array[]): boolean {
+  if (cfg.patch_size < 4 || cfg.image_std.some((v) => Math.fround(v) === 0)) return false;
+  const kernel = levelTable({ image_mean: cfg.image_mean, image_std: cfg.image_std, rescale_factor: 1 / 255, do_rescale: true, do_normalize: true });
+  return kernel.every((t, c) => t.every((v, i) => Object.is(v, levels[c]![i])));
+}
+
+/** One band of an image on the kernel path, as a thread runs it: plain data, so it can be posted to a helper thread. */
+export interface MoonVitBandJob {
+  kind: 'moonvit';
+  memory: SharedWasmMemory;
+  plan: ResizePlan;
+  band: number;
+  geometry: MoonVitGeometry;
+  patch: number;
+  f32At?: number;
+  bf16At?: number;
+  consts: number;
+  /** This band's block of p padded rows. */
+  blockAt: number;
+  blockStride: number;
+}
+
+/**
+ * Resize one band of rows into the memory, then each of its patch rows: its p rows copied into
+ * the band's block (zeros past the image's right edge and bottom) and scattered by the kernel
+ * (merge 1, one temporal copy: Kimi's [3, p, p] patches, row by row). The last band also writes
+ * the patch rows wholly below the image.
+ */
+function runMoonVitBand(k: Kernels, job: MoonVitBandJob): undefined {
+  const { geometry: g, patch: p } = job;
+  const band = job.plan.bands[job.band]!;
+  const rows = resizeBand(k, job.plan, job.band);
+  const heap = new Uint8Array(job.memory.buffer);
+  const rowBytes = g.resizedWidth * 3;
+  const kinds = (job.f32At !== undefined ? 1 : 0) | (job.bf16At !== undefined ? 2 : 0);
+  const features = 3 * p * p;
+  heap.fill(0, job.blockAt, job.blockAt + p * job.blockStride);
+  const last = job.band === job.plan.bands.length - 1;
+  for (let gh = band.y0 / p; gh < (last ? g.gridH : band.y1 / p); gh++) {
+    for (let r = 0; r < p; r++) {
+      const y = gh * p + r;
+      const at = job.blockAt + r * job.blockStride;
+      if (y < g.resizedHeight) heap.copyWithin(at, rows.at + (y - band.y0) * rows.stride, rows.at + (y - band.y0) * rows.stride + rowBytes);
+      else heap.fill(0, at, at + rowBytes);
+    }
+    k.scatter(job.blockAt, job.blockStride, gh, 1, job.f32At ?? 0, job.bf16At ?? 0, kinds, p, 1, features, 1, g.gridW, g.gridW * features, job.consts);
+  }
+  return undefined;
+}
+
+/** Run a band another thread planned, on kernels over its memory (what a helper thread does). */
+export function runPostedMoonVitBand(job: MoonVitBandJob): BandWrite | undefined {
+  const k = kernelsOn(job.memory);
+  if (!k) throw new Error('WebAssembly SIMD kernels are unavailable in this thread');
+  return runMoonVitBand(k, job);
+}
+
+/**
+ * The kernel path in the pool's memory: the resize in two bands, this thread running the first
+ * while `helper` runs the second (one thread without a helper). Null where it does not apply
+ * (no SIMD kernels, memory not laid out for this image, arithmetic the kernel does not
+ * reproduce): the caller then runs preprocessMoonVitRgb. An image the budget does not scale
+ * has no resize pass (its rows are the source's, as Pillow's copy is) and one thread.
+ */
+export async function preprocessMoonVitWithKernels(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: MoonVitImageConfig,
+  memory: EncoderMemory,
+  options: { bf16?: boolean; float32?: boolean },
+  helper?: BandHelper,
+): Promise<(MoonVitGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; threads: number }) | null> {
+  const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
+  if (!kinds.float32 && !kinds.bf16) throw new RangeError('preprocessMoonVitWithKernels: asked for neither float32 nor bfloat16 output');
+  if (!simdAvailable()) return null;
+  const g = moonVitGeometry(height, width, cfg);
+  if (!fits(memory, moonVitElements(g, cfg), kinds) || moonVitMemoryBytes(width, height, cfg, kinds) > memory.memory.buffer.byteLength) return null;
+  if (!kernelArithmeticAgrees(cfg, moonVitLevels(cfg))) return null;
+  const k = kernelsOn(memory.memory);
+  if (!k) return null;
+  const l = kernelLayout(g, cfg, memory.scratchAt);
+  const starts = helper ? moonVitBandStarts(g, cfg) : [];
+  const plan = planResize(k, rgb, width, height, g.resizedWidth, g.resizedHeight, starts, l.resizeAt);
+  if (!plan) return null;
+  const buffer = memory.memory.buffer;
+  new Float64Array(buffer, l.consts, 1)[0] = 1 / 255;
+  new Float32Array(buffer, l.consts + 16, 3).set(cfg.image_mean);
+  new Float32Array(buffer, l.consts + 32, 3).set(cfg.image_std);
+  const job: Omit<MoonVitBandJob, 'band' | 'blockAt'> = {
+    kind: 'moonvit',
+    memory: memory.memory,
+    plan,
+    geometry: g,
+    patch: cfg.patch_size,
+    ...(kinds.float32 ? { f32At: memory.f32At! } : {}),
+    ...(kinds.bf16 ? { bf16At: memory.bf16At! } : {}),
+    consts: l.consts,
+    blockStride: l.blockStride,
+  };
+  const second = { ...job, band: 1, blockAt: l.blocks + l.blockBytes };
+  // A helper that fails has its band made up for here (after band 0, which runs at once).
+  const helped =
+    helper && plan.bands.length === 2
+      ? helper(second).then(
+          (w) => w,
+          () => runMoonVitBand(k, second),
+        )
+      : undefined;
+  try {
+    runMoonVitBand(k, { ...job, band: 0, blockAt: l.blocks });
+    helper?.pollAnswer?.(20);
+  } finally {
+    // Never return (or throw) while the other thread may still use the memory.
+    await helped?.catch(() => undefined);
+  }
+  await helped;
+  return { ...g, ...outputViews(memory, kinds), threads: helped ? 2 : 1 };
 }
 
 /**

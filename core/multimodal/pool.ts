@@ -246,7 +246,7 @@ export class PreprocessPool {
       // Nothing waiting behind this image, its output is shared and its header promises at
       // least two merge-block rows (the bands are whole block rows): let a free thread help.
       // (A helper polls while it waits: one the image could not use would spin for nothing.)
-      const splittable = job.header !== undefined && processorOf(task.config).bandStarts(job.header.geometry, 2).length > 0;
+      const splittable = job.header !== undefined && processorOf(task.config).bandStarts(job.header.geometry, 2, job.header).length > 0;
       const helper = this.ledger.waiting === 0 && task.output && splittable ? this.freeThread() : undefined;
       let port: MessagePort | undefined;
       if (helper) {

@@ -3,7 +3,7 @@
 // caller gives a sink, the encoder input written into it as it is computed (this module never
 // opens a file: the sink's owner does).
 import { preprocessClipRgb } from './clip-image.ts';
-import { preprocessMoonVitRgb } from './moonvit.ts';
+import { preprocessMoonVitRgb, preprocessMoonVitWithKernels } from './moonvit.ts';
 import { decodeToRgb } from './decode.ts';
 import { isClipConfig, isMoonVitConfig, processorOf, type EncoderGeometry, type ImageConfig } from './families/index.ts';
 import { preprocessRgb, preprocessRgbInBands, writeTimed, type BandHelper, type EncoderMemory, type TensorFileWrite } from './qwen-vl.ts';
@@ -110,6 +110,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
   }
   let out: EncoderGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; memory?: EncoderMemory['memory']; written?: unknown; gridThw?: unknown };
   let split: Awaited<ReturnType<typeof preprocessRgbInBands>> = null;
+  let moonVitThreads = 1;
   try {
     // The sink takes exactly the encoder input of the decoded image, in its wire encoding.
     if (file && sink) {
@@ -124,17 +125,24 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
     const cfg = task.config;
     if (isClipConfig(cfg) || isMoonVitConfig(cfg)) {
-      // One thread, in the pool's memory when it has it: outputs and resize.
+      // In the pool's memory when it has it: outputs and resize. MoonViT's kernels split a resized image's rows with the helper.
       const g = geometry();
       const memory = task.output ? { memory: task.output } : {};
-      const done = isClipConfig(cfg)
-        ? preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
-        : preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory });
+      const kernels =
+        isMoonVitConfig(cfg) && task.output
+          ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, options, helper)
+          : null;
+      if (kernels) moonVitThreads = kernels.threads;
+      const done =
+        kernels ??
+        (isClipConfig(cfg)
+          ? preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
+          : preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory }));
       out = {
         ...g,
         ...(done.pixelValues ? { pixelValues: done.pixelValues } : {}),
         ...(done.bf16 ? { bf16: done.bf16 } : {}),
-        ...(done.inMemory ? { memory: task.output!.memory } : {}),
+        ...(kernels || ('inMemory' in done && done.inMemory) ? { memory: task.output!.memory } : {}),
       };
     } else {
       // With a helper and pooled memory, two threads take half of the image each (and each writes its half).
@@ -173,7 +181,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     height: image.height,
     format: image.format,
     timings: { decode: t1 - t0, preprocess: t2 - t1 },
-    threads: split ? 2 : 1,
+    threads: split ? 2 : moonVitThreads,
     inOutput: memory !== undefined && memory === task.output?.memory,
     ...(shm ? { shm } : {}),
   };

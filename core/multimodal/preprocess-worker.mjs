@@ -37,7 +37,7 @@ try {
 
 register();
 const { runPreprocessTask } = await import('./preprocess-task.ts');
-const { runPostedPreprocessBand } = await import('./qwen-vl.ts');
+const { runPostedBand } = await import('./posted-band.ts');
 const { errorFromThread, threadErrorOf } = await import('./thread-error.ts');
 const { prewriteSink } = await import('../transport/prewrite-file.ts');
 
@@ -64,7 +64,7 @@ function helpWith(port) {
 function runHelp(port, job) {
   try {
     // The band's write to the tensor file, if asked for: its time, or why it failed.
-    const write = job ? runPostedPreprocessBand(job) : undefined;
+    const write = job ? runPostedBand(job) : undefined;
     port.postMessage({ done: true, write });
   } catch (err) {
     // The band failed: the lead gets why (and the band's error class), and fails the image with it.

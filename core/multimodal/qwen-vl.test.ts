@@ -17,6 +17,7 @@ import {
   runPostedPreprocessBand,
   smartResize,
 } from './qwen-vl.ts';
+import { runPostedBand } from './posted-band.ts';
 import { kernelsOn, newSharedMemory, planResize } from './resize-simd.ts';
 
 const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/qwen_vl_reference.py');
@@ -143,7 +144,7 @@ describe('the WebAssembly scatter kernel', () => {
       const bands: number[] = [];
       const out = await preprocessRgbInBands(rgbTall, w, tall, cfg, into, kinds, async (job) => {
         bands.push(job.band);
-        return runPostedPreprocessBand(job);
+        return runPostedBand(job);
       });
       expect(out, 'split in two bands').not.toBeNull();
       expect(bands).toEqual([1]);
@@ -175,7 +176,7 @@ describe('preprocessRgbInBands', () => {
     const bands: number[] = [];
     const out = await preprocessRgbInBands(rgb, w, h, cfg, into, {}, async (job) => {
       bands.push(job.band);
-      return runPostedPreprocessBand(job);
+      return runPostedBand(job);
     });
     expect(bands).toEqual([1]);
     expect(bytesOf(out!.pixelValues!).equals(expected)).toBe(true);

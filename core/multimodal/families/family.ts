@@ -74,8 +74,8 @@ export interface ImageProcessor<C extends ImageConfig> {
   geometry(height: number, width: number, cfg: C): EncoderGeometry;
   /** Bytes of pooled memory an image of this size takes: its outputs, and the resize's working space where the kernels run in it. */
   memoryBytes(width: number, height: number, cfg: C, kinds: OutputKinds): number;
-  /** Output rows where the bands after the first start, for `count` threads; none: one thread does the image. */
-  bandStarts(g: EncoderGeometry, cfg: C, count: number): number[];
+  /** Output rows where the bands after the first start, for `count` threads, for an image of `source` size; none: one thread does the image. */
+  bandStarts(g: EncoderGeometry, cfg: C, count: number, source: { width: number; height: number }): number[];
   /** Square images whose encoder input is nearest each target size in bytes, one per distinct size (calibration). */
   sizesNear(targets: readonly number[], elementBytes: number, cfg: C): Array<{ width: number; height: number; nbytes: number }>;
   /** The worker's model computes an image's tokens from a grid tensor it must receive with it (Qwen's image_grid_thw, Kimi's grid_thws). */

@@ -43,7 +43,7 @@ export interface ConfiguredProcessor {
   name: string;
   geometry(height: number, width: number): EncoderGeometry;
   memoryBytes(width: number, height: number, kinds: { float32: boolean; bf16: boolean }): number;
-  bandStarts(g: EncoderGeometry, count: number): number[];
+  bandStarts(g: EncoderGeometry, count: number, source: { width: number; height: number }): number[];
   sizesNear(targets: readonly number[], elementBytes: number): Array<{ width: number; height: number; nbytes: number }>;
   tokensOf(received: { encoderShape: readonly number[]; grid?: readonly number[] }): number;
   gridded: boolean;
@@ -56,7 +56,7 @@ function bind<C extends ImageConfig>(p: ImageProcessor<C>, cfg: C): ConfiguredPr
     name: p.name,
     geometry: (h, w) => p.geometry(h, w, cfg),
     memoryBytes: (w, h, kinds) => p.memoryBytes(w, h, cfg, kinds),
-    bandStarts: (g, count) => p.bandStarts(g, cfg, count),
+    bandStarts: (g, count, source) => p.bandStarts(g, cfg, count, source),
     sizesNear: (targets, elementBytes) => p.sizesNear(targets, elementBytes, cfg),
     tokensOf: (received) => p.tokensOf(received, cfg),
     gridded: p.gridded,

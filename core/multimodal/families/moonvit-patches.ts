@@ -2,7 +2,7 @@
 // up), zero-padded to whole merge blocks, and cut into [3, p, p] patches row by row; the
 // worker's model merges merge×merge patches into a token. Its grid (1, grid_h, grid_w) is
 // the tensor the model computes the tokens from (Kimi's grid_thws).
-import { moonVitElements, moonVitGeometry, moonVitMemoryBytes, type MoonVitImageConfig } from '../moonvit.ts';
+import { moonVitBandStarts, moonVitElements, moonVitGeometry, moonVitMemoryBytes, type MoonVitImageConfig } from '../moonvit.ts';
 import type { EncoderGeometry, ImageProcessor } from './family.ts';
 
 function geometry(height: number, width: number, cfg: MoonVitImageConfig): EncoderGeometry {
@@ -37,8 +37,8 @@ export const MOONVIT_PATCH_PROCESSOR: ImageProcessor<MoonVitImageConfig> = {
   name: 'MoonViT patches (navit resize, zero pad, patchify)',
   geometry,
   memoryBytes: moonVitMemoryBytes,
-  // One thread does an image (the resize is most of the work, and it is Pillow's one pass).
-  bandStarts: () => [],
+  // Two threads share a scaled image's resize and scatter (an image the budget keeps as it is has no resize to share).
+  bandStarts: (g, cfg, count, source) => (count < 2 || (g.resizedWidth === source.width && g.resizedHeight === source.height) ? [] : moonVitBandStarts(g, cfg)),
   sizesNear,
   gridded: true,
   gridKey: 'grid_thws',
