@@ -15,8 +15,8 @@ benchmark can interleave them with its own runs (one image per command, same fil
           (the long side truncated), F.resize(BICUBIC, antialias=True), F.center_crop,
           rescale fused into normalize. For kimi_k25 (whose checkpoint's processor is Pillow +
           numpy, the pillow column), the same steps in torch: navit_resize_image's size,
-          F.resize(BICUBIC, antialias=True), F.pad with zeros to whole merge blocks, the
-          reference's normalize ((x / 255 - mean) * (1 / std)), patchify by view/permute.
+          F.resize(BICUBIC, antialias=True), F.pad with zeros to whole merge blocks, normalize
+          in one float32 pass ((x / 255 - 0.5) * 2), patchify by view/permute.
 
 Reads one JSON command per line on stdin, answers one JSON line on stdout:
   {"op": "run", "pipeline": "torch"|"pillow", "family": F, "file": PATH, "dtype": "float32"|"bfloat16"}

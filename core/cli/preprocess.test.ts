@@ -66,6 +66,9 @@ describe('mmtc preprocess', () => {
     // 1920x1080 padded to 1932x1092: 138x78 patches of 14, 69x39 tokens.
     expect(r.stdout).toContain('shape       [10764, 3, 14, 14]  grid_thw [1, 78, 138]  2691 tokens');
     expect(r.stdout).toContain(`encoder     float32, ${10764 * 588 * 4} bytes`);
+    const raw = runMmtc(['preprocess', '--model', 'kimi_k25', '--no-normalize', images.file('hd.jpg')]);
+    expect(raw.status).toBe(2);
+    expect(raw.stderr).toContain('error: --no-normalize is not available for the kimi_k25 family (its processor always normalizes)');
   });
 
   it('a missing image fails with its index and the cause, exit 1', () => {

@@ -6,7 +6,7 @@ import { loadImageBytes, ImageInputError } from '../multimodal/fetch.ts';
 import { createMediaPolicy } from '../multimodal/media-policy.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
-import { familyById, type FamilyId, type ImageConfig } from '../multimodal/families/index.ts';
+import { familyById, isMoonVitConfig, type FamilyId, type ImageConfig } from '../multimodal/families/index.ts';
 import { encoderFingerprint } from '../multimodal/qwen-vl.ts';
 import { formatPreprocessReport, type PreprocessReport } from './reports.ts';
 
@@ -36,7 +36,14 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
   } else {
     config = familyById(family).defaults;
   }
-  if (!opts.normalize) config = { ...config, do_normalize: false };
+  if (!opts.normalize) {
+    // MoonViT's processor has no switch for it (the checkpoint's processor always normalizes).
+    if (isMoonVitConfig(config)) {
+      process.stderr.write(`error: --no-normalize is not available for the ${family} family (its processor always normalizes)\n`);
+      return 2;
+    }
+    config = { ...config, do_normalize: false };
+  }
   const pool = new PreprocessPool();
   const reports: PreprocessReport[] = [];
   let failed = 0;

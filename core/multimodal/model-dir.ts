@@ -330,7 +330,7 @@ async function loadTokenizer(
     );
   try {
     const ranks = parseTiktokenRanks(await fs.readFile(ranksFile, 'utf8'), ranksFile);
-    return kimiTokenizer(ranks, tokenizerConfig.added_tokens_decoder, path.join(dir, 'tokenizer_config.json'));
+    return kimiTokenizer(ranks, tokenizerConfig, path.join(dir, 'tokenizer_config.json'));
   } catch (err) {
     if (err instanceof TiktokenError) throw new ModelDirectoryError(err.message);
     throw new ModelDirectoryError(`cannot read ${ranksFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
@@ -400,6 +400,12 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
   if (padText === undefined)
     throw new ModelDirectoryError(
       `${path.join(abs, tokenizerJson ? 'tokenizer.json' : 'tiktoken.model')}: ${vision.imageTokenKey ?? 'image_token_id'} ${model.imageTokenId} from config.json is not in the vocabulary`,
+    );
+  // Where the family names its placeholder's spelling, the template writes that spelling: an id the tokenizer spells otherwise would never be found in a prompt.
+  const spelling = vision.tokenFallbacks?.[vision.imageTokenKey ?? 'image_token_id'];
+  if (spelling !== undefined && padText !== spelling)
+    throw new ModelDirectoryError(
+      `${path.join(abs, tokenizerJson ? 'tokenizer.json' : 'tokenizer_config.json')}: token ${model.imageTokenId} (config.json ${vision.imageTokenKey ?? 'image_token_id'}) is ${JSON.stringify(padText)}, not ${JSON.stringify(spelling)}: the chat template's ${spelling} would not be found`,
     );
   return model;
 }

@@ -147,7 +147,7 @@ open(sys.argv[5], 'wb').write(x.tobytes())`,
     }
   });
 
-  it("resizes in the pool's memory (counted in its budget) and gives the reference's bytes, float32 and bfloat16", async () => {
+  it("an image the budget keeps as it is: its rows scattered in the pool's memory (counted in its budget) on one thread, the reference's bytes, float32 and bfloat16", async () => {
     const pool = new PreprocessPool(1);
     try {
       const out = path.join(images.dir, 'moonvit-pool-hd.f32');
@@ -155,7 +155,7 @@ open(sys.argv[5], 'wb').write(x.tobytes())`,
       const reference = readFileSync(out);
       const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: KIMI_K25_DEFAULTS, bf16: true });
       expect([r.patches, r.features, r.tokens, r.gridH, r.gridW]).toEqual([info.grid[1] * info.grid[2], 3 * 14 * 14, info.tokens, info.grid[1], info.grid[2]]);
-      expect(r.inOutput).toBe(true);
+      expect([r.inOutput, r.threads]).toEqual([true, 1]);
       expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
       expect(bytesOf(r.bf16!).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer))))).toBe(true);
       r.release();

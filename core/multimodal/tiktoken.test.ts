@@ -9,14 +9,14 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { KIMI_RANKS, makeFamilyModel } from '../test/family-models.ts';
 import { BUNDLED_MODEL_PATH } from './model-dir.ts';
-import { KIMI_PATTERN, kimiTokenizer, parseTiktokenRanks, TiktokenError, tiktokenTokenizer } from './tiktoken.ts';
+import { KIMI_PATTERN, kimiChunks, kimiTokenizer, parseTiktokenRanks, TiktokenError, tiktokenTokenizer } from './tiktoken.ts';
 
 const scratch = mkdtempSync(path.join(tmpdir(), 'mmtc-tiktoken-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 const dir = makeFamilyModel(path.join(scratch, 'kimi'), 'kimi_k25');
 const ranks = parseTiktokenRanks(readFileSync(path.join(dir, 'tiktoken.model'), 'utf8'), 'tiktoken.model');
-const config = JSON.parse(readFileSync(path.join(dir, 'tokenizer_config.json'), 'utf8')) as { added_tokens_decoder: unknown };
-const kimi = kimiTokenizer(ranks, config.added_tokens_decoder, 'tokenizer_config.json');
+const config = JSON.parse(readFileSync(path.join(dir, 'tokenizer_config.json'), 'utf8')) as Record<string, unknown>;
+const kimi = kimiTokenizer(ranks, config, 'tokenizer_config.json');
 const pieces = (text: string) => [...text.matchAll(KIMI_PATTERN)].map((m) => m[0]);
 
 describe("tiktoken's byte-pair merges", () => {
@@ -36,6 +36,35 @@ describe("tiktoken's byte-pair merges", () => {
   it('a piece of no merges is its bytes; a piece the ranks hold whole is one token', () => {
     expect(kimi.encode('\u00e9')).toEqual([0xc3, 0xa9]);
     expect(kimi.encode('zq')).toEqual([0x7a, 0x71]);
+    const whole = [...ranks].find(([bytes, rank]) => rank > 255 && /^[a-z]{3,}$/.test(bytes))!;
+    expect(kimi.encode(whole[0])).toEqual([whole[1]]);
+  });
+
+  it('long pieces merge as the plain quadratic algorithm does (lowest rank first, the leftmost of equals), in n log n', () => {
+    // The textbook _byte_pair_merge, written here independently of tiktoken.ts.
+    const plain = (piece: string): number[] => {
+      let parts = Array.from(piece);
+      for (;;) {
+        let best = Infinity;
+        let at = -1;
+        for (let i = 0; i + 1 < parts.length; i++) {
+          const r = ranks.get(parts[i]! + parts[i + 1]!) ?? Infinity;
+          if (r < best) [best, at] = [r, i];
+        }
+        if (at < 0) return parts.map((p) => ranks.get(p)!);
+        parts = [...parts.slice(0, at), parts[at]! + parts[at + 1]!, ...parts.slice(at + 2)];
+      }
+    };
+    let seed = 7;
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+    for (let n = 0; n < 20; n++) {
+      const piece = Array.from({ length: 5 + Math.floor(random() * 300) }, () => 'etaoinshrdlu'[Math.floor(random() * 12)]).join('');
+      expect(kimi.encode(piece), piece).toEqual(plain(piece));
+    }
+    const long = 'hello'.repeat(20_000);
+    const t = performance.now();
+    expect(kimi.decode(kimi.encode(long), false)).toBe(long);
+    expect(performance.now() - t).toBeLessThan(20_000); // n² would take minutes
   });
 });
 
@@ -62,13 +91,26 @@ describe("Kimi's special tokens", () => {
     expect(kimi.encode('a<|im_end|>b')).toEqual([...kimi.encode('a'), 163586, ...kimi.encode('b')]);
     expect(kimi.encodePlain('<|im_end|>')).not.toContain(163586);
     expect(kimi.decode(kimi.encodePlain('<|im_end|>'), true)).toBe('<|im_end|>');
-    expect(kimi.decode([...kimi.encode('hi'), 163586], true)).toBe('hi');
+    // Skipping special tokens leaves out what Hugging Face's decode does (all_special_ids: bos, eos, unk, pad, the additional ones); the others stay.
+    expect(kimi.decode([...kimi.encode('hi'), 163586, 163585], true)).toBe('hi');
     expect(kimi.decode([...kimi.encode('hi'), 163586], false)).toBe('hi<|im_end|>');
+    expect(kimi.decode([163602, ...kimi.encode('hi'), 163700], true)).toBe('<|media_begin|>hi<|reserved_token_163700|>');
     expect(kimi.addedTokens()).toContain('<|media_begin|>');
   });
 
   it('an id in neither the ranks nor the special tokens is refused, naming it', () => {
     expect(() => kimi.decode([163840], false)).toThrow(new TiktokenError('token id 163840 is not in the vocabulary'));
+  });
+});
+
+describe("tokenization_kimi.py's cuts before tiktoken", () => {
+  it('a run of more than 25,000 non-space (or space) code points is cut; text under that is one chunk', () => {
+    expect(kimiChunks('a b')).toEqual(['a b']);
+    expect(kimiChunks('')).toEqual([]);
+    const run = 'x'.repeat(25_001);
+    expect(kimiChunks(`ab ${run}`).map((c) => c.length)).toEqual([3 + 25_000, 1]);
+    // Code points, not UTF-16 units: 25,000 emoji are one run under the limit.
+    expect(kimiChunks('\u{1F600}'.repeat(25_000))).toHaveLength(1);
   });
 });
 
@@ -78,8 +120,12 @@ describe('tiktoken.model', () => {
     expect(() => t.encode('ab')).toThrow('byte 98 has no rank (tiktoken.model must rank every single byte)');
   });
 
-  it('a duplicate token or a sparse rank is refused, naming the file and the line', () => {
+  it('a duplicate token, a repeated rank, a sparse rank or an empty added token is refused, naming the file and the line or id', () => {
     expect(() => parseTiktokenRanks('YQ== 0\nYQ== 1\n', 'f')).toThrow(new TiktokenError('f:2: token "YQ==" is listed twice'));
+    expect(() => parseTiktokenRanks('YQ== 0\nYg== 0\n', 'f')).toThrow(new TiktokenError("f:2: rank 0 is already line 1's"));
+    expect(() => kimiTokenizer(parseTiktokenRanks('YQ== 0\n', 'f'), { added_tokens_decoder: { '1': { content: '' } } }, 'cfg')).toThrow(
+      'cfg: added_tokens_decoder["1"] must be an integer id with a non-empty string content, got {"content":""}',
+    );
     expect(() => kimiTokenizer(parseTiktokenRanks('YQ== 0\nYg== 7\n', 'f'), {}, 'cfg')).toThrow(
       'cfg: tiktoken.model\'s rank 7 (of "Yg==") is not below its 2 ranks: Kimi\'s special tokens start after dense ranks',
     );

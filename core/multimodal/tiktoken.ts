@@ -18,6 +18,7 @@ export class TiktokenError extends Error {
 /** Token bytes (as a latin1 string, one character per byte) to rank, from tiktoken.model's text; errors name the file and the line. */
 export function parseTiktokenRanks(text: string, file: string): Map<string, number> {
   const ranks = new Map<string, number>();
+  const lineOfRank = new Map<number, number>();
   const lines = text.split('\n');
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!.trim();
@@ -29,6 +30,9 @@ export function parseTiktokenRanks(text: string, file: string): Map<string, numb
     const bytes = Buffer.from(token, 'base64').toString('latin1');
     if (bytes === '') throw new TiktokenError(`${file}:${i + 1}: an empty token`);
     if (ranks.has(bytes)) throw new TiktokenError(`${file}:${i + 1}: token ${JSON.stringify(token)} is listed twice`);
+    // tiktoken's CoreBPE refuses this too (its encoder and decoder would differ in length).
+    if (lineOfRank.has(value)) throw new TiktokenError(`${file}:${i + 1}: rank ${value} is already line ${lineOfRank.get(value)}'s`);
+    lineOfRank.set(value, i + 1);
     ranks.set(bytes, value);
   }
   return ranks;
@@ -47,29 +51,76 @@ const BYTE_CHARS: string[] = (() => {
   return Array.from({ length: 256 }, (_, b) => String.fromCodePoint(printable.has(b) ? b : next++));
 })();
 
-/** The ids of one piece (latin1 bytes) by byte-pair merging, as tiktoken's _byte_pair_merge. */
+/**
+ * The ids of one piece (latin1 bytes) by byte-pair merging, as tiktoken's _byte_pair_merge: the
+ * adjacent pair of lowest rank merged first, the leftmost of equal ranks. The parts are a
+ * linked list and the pairs a heap keyed (rank, position), so a long piece costs n log n, not n².
+ */
 function bytePairEncode(piece: string, ranks: Map<string, number>): number[] {
-  const starts = Array.from({ length: piece.length + 1 }, (_, i) => i);
-  const rankAt = (i: number) => (i + 2 < starts.length ? (ranks.get(piece.slice(starts[i], starts[i + 2])) ?? Infinity) : Infinity);
-  const pairRanks = starts.map((_, i) => rankAt(i));
-  for (;;) {
-    let best = Infinity;
-    let at = -1;
-    for (let i = 0; i < starts.length - 1; i++)
-      if (pairRanks[i]! < best) {
-        best = pairRanks[i]!;
-        at = i;
+  const n = piece.length;
+  const next = Int32Array.from({ length: n + 1 }, (_, i) => i + 1);
+  const prev = Int32Array.from({ length: n + 1 }, (_, i) => i - 1);
+  const alive = new Uint8Array(n + 1).fill(1);
+  /** The rank of the part at `i` merged with the one after it. */
+  const pairRank = (i: number) => {
+    const j = next[i]!;
+    return j >= n ? Infinity : (ranks.get(piece.slice(i, next[j]!)) ?? Infinity);
+  };
+  const rankAt = new Float64Array(n + 1);
+  // A binary heap of [rank, position]; entries whose rank is no longer the position's are skipped.
+  const heap: Array<[number, number]> = [];
+  const less = (a: [number, number], b: [number, number]) => a[0] < b[0] || (a[0] === b[0] && a[1] < b[1]);
+  const push = (e: [number, number]) => {
+    heap.push(e);
+    for (let k = heap.length - 1; k > 0;) {
+      const up = (k - 1) >> 1;
+      if (!less(heap[k]!, heap[up]!)) break;
+      [heap[k], heap[up]] = [heap[up]!, heap[k]!];
+      k = up;
+    }
+  };
+  const pop = (): [number, number] => {
+    const top = heap[0]!;
+    const last = heap.pop()!;
+    if (heap.length) {
+      heap[0] = last;
+      for (let k = 0; ;) {
+        const l = 2 * k + 1;
+        const r = l + 1;
+        let m = k;
+        if (l < heap.length && less(heap[l]!, heap[m]!)) m = l;
+        if (r < heap.length && less(heap[r]!, heap[m]!)) m = r;
+        if (m === k) break;
+        [heap[k], heap[m]] = [heap[m]!, heap[k]!];
+        k = m;
       }
-    if (at < 0) break;
-    starts.splice(at + 1, 1);
-    pairRanks.splice(at + 1, 1);
-    pairRanks[at] = rankAt(at);
-    if (at > 0) pairRanks[at - 1] = rankAt(at - 1);
+    }
+    return top;
+  };
+  for (let i = 0; i < n; i++) {
+    rankAt[i] = pairRank(i);
+    if (rankAt[i]! < Infinity) push([rankAt[i]!, i]);
+  }
+  while (heap.length) {
+    const [rank, i] = pop();
+    if (!alive[i] || rankAt[i] !== rank) continue;
+    // Merge the part at i with the next one.
+    const j = next[i]!;
+    alive[j] = 0;
+    next[i] = next[j]!;
+    if (next[j]! <= n) prev[next[j]!] = i;
+    rankAt[i] = pairRank(i);
+    if (rankAt[i]! < Infinity) push([rankAt[i]!, i]);
+    const before = prev[i]!;
+    if (before >= 0) {
+      rankAt[before] = pairRank(before);
+      if (rankAt[before]! < Infinity) push([rankAt[before]!, before]);
+    }
   }
   const ids: number[] = [];
-  for (let i = 0; i < starts.length - 1; i++) {
-    const id = ranks.get(piece.slice(starts[i], starts[i + 1]));
-    if (id === undefined) throw new TiktokenError(`byte ${piece.charCodeAt(starts[i]!)} has no rank (tiktoken.model must rank every single byte)`);
+  for (let i = 0; i < n; i = next[i]!) {
+    const id = ranks.get(piece.slice(i, next[i]!));
+    if (id === undefined) throw new TiktokenError(`byte ${piece.charCodeAt(i)} has no rank (tiktoken.model must rank every single byte)`);
     ids.push(id);
   }
   return ids;
@@ -77,8 +128,17 @@ function bytePairEncode(piece: string, ranks: Map<string, number>): number[] {
 
 const escapeRegExp = (s: string) => s.replace(/[.*+?^${}()|[\]\\\-/]/g, '\\$&');
 
-/** A tiktoken BPE tokenizer: its ranks, the pattern that splits text into pieces, and its special tokens by spelling. */
-export function tiktokenTokenizer(ranks: Map<string, number>, pattern: RegExp, special: ReadonlyMap<string, number>): TextTokenizer {
+/**
+ * A tiktoken BPE tokenizer: its ranks, the pattern that splits text into pieces, and its special
+ * tokens by spelling. `skipped`: the special ids a decode that skips special tokens leaves out
+ * (every special id when not given); `chunks`: how text is cut before it is encoded.
+ */
+export function tiktokenTokenizer(
+  ranks: Map<string, number>,
+  pattern: RegExp,
+  special: ReadonlyMap<string, number>,
+  options: { skipped?: ReadonlySet<number>; chunks?: (text: string) => string[] } = {},
+): TextTokenizer {
   if (!pattern.global) throw new TypeError('the split pattern must be global');
   const bytesOf: string[] = [];
   let maxBytes = 1;
@@ -94,7 +154,8 @@ export function tiktokenTokenizer(ranks: Map<string, number>, pattern: RegExp, s
   const spellings = [...special.keys()].sort((a, b) => b.length - a.length);
   const specialPattern = spellings.length ? new RegExp(spellings.map(escapeRegExp).join('|'), 'g') : undefined;
   const cache = new Map<string, number[]>();
-  const encodePlain = (text: string): number[] => {
+  const chunks = options.chunks ?? ((text: string) => [text]);
+  const encodePlainChunk = (text: string): number[] => {
     const ids: number[] = [];
     for (const m of text.matchAll(pattern)) {
       const piece = Buffer.from(m[0], 'utf8').toString('latin1');
@@ -111,26 +172,27 @@ export function tiktokenTokenizer(ranks: Map<string, number>, pattern: RegExp, s
     }
     return ids;
   };
+  const encodeChunk = (text: string): number[] => {
+    if (!specialPattern) return encodePlainChunk(text);
+    const ids: number[] = [];
+    let at = 0;
+    for (const m of text.matchAll(specialPattern)) {
+      ids.push(...encodePlainChunk(text.slice(at, m.index)), special.get(m[0])!);
+      at = m.index + m[0].length;
+    }
+    ids.push(...encodePlainChunk(text.slice(at)));
+    return ids;
+  };
   return {
-    encode: (text) => {
-      if (!specialPattern) return encodePlain(text);
-      const ids: number[] = [];
-      let at = 0;
-      for (const m of text.matchAll(specialPattern)) {
-        ids.push(...encodePlain(text.slice(at, m.index)), special.get(m[0])!);
-        at = m.index + m[0].length;
-      }
-      ids.push(...encodePlain(text.slice(at)));
-      return ids;
-    },
-    encodePlain,
+    encode: (text) => chunks(text).flatMap(encodeChunk),
+    encodePlain: (text) => chunks(text).flatMap(encodePlainChunk),
     decode: (ids, skipSpecial) => {
       const parts: Buffer[] = [];
       for (const id of ids) {
         const bytes = bytesOf[id];
         if (bytes !== undefined) parts.push(Buffer.from(bytes, 'latin1'));
         else if (specialOf.has(id)) {
-          if (!skipSpecial) parts.push(Buffer.from(specialOf.get(id)!, 'utf8'));
+          if (!skipSpecial || (options.skipped && !options.skipped.has(id))) parts.push(Buffer.from(specialOf.get(id)!, 'utf8'));
         } else throw new TiktokenError(`token id ${id} is not in the vocabulary`);
       }
       return Buffer.concat(parts).toString('utf8');
@@ -175,11 +237,60 @@ export const KIMI_PATTERN = new RegExp(
 /** Kimi reserves this many special-token ids after its ranks. */
 export const KIMI_SPECIAL_SLOTS = 256;
 
+/** Python's str.isspace(): Unicode category Zs, or bidirectional class WS, B or S. */
+const PYTHON_SPACE = /[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/u;
+
 /**
- * Kimi's tokenizer from tiktoken.model's ranks and tokenizer_config.json's added_tokens_decoder:
- * ids from the number of ranks on are special, named by the config or `<|reserved_token_{id}|>`.
+ * How tokenization_kimi.py's encode cuts text before tiktoken sees it: 400,000-character
+ * chunks, each cut where a run of whitespace or of non-whitespace would pass 25,000 characters
+ * (_split_whitespaces_or_nonwhitespaces; characters are code points, as Python counts them).
  */
-export function kimiTokenizer(ranks: Map<string, number>, addedTokensDecoder: unknown, file: string): TextTokenizer {
+export function kimiChunks(text: string): string[] {
+  const out: string[] = [];
+  const points = Array.from(text);
+  for (let c = 0; c < points.length; c += 400_000) {
+    const chunk = points.slice(c, c + 400_000);
+    let runLength = 0;
+    let runIsSpace = chunk.length > 0 && PYTHON_SPACE.test(chunk[0]!);
+    let start = 0;
+    for (let i = 0; i < chunk.length; i++) {
+      const isSpace = PYTHON_SPACE.test(chunk[i]!);
+      if (runIsSpace !== isSpace) {
+        runLength = 1;
+        runIsSpace = isSpace;
+      } else if (++runLength > 25_000) {
+        out.push(chunk.slice(start, i).join(''));
+        start = i;
+        runLength = 1;
+      }
+    }
+    out.push(chunk.slice(start).join(''));
+  }
+  return out;
+}
+
+/** The special tokens tokenization_kimi.py names when tokenizer_config.json gives no additional_special_tokens. */
+const KIMI_ADDITIONAL_SPECIAL = [
+  '<|im_end|>',
+  '<|im_user|>',
+  '<|im_assistant|>',
+  '<|start_header_id|>',
+  '<|end_header_id|>',
+  '[EOT]',
+  '<|im_system|>',
+  '<|im_middle|>',
+];
+
+const textOf = (value: unknown): string | undefined =>
+  typeof value === 'string' ? value : typeof (value as { content?: unknown } | null)?.content === 'string' ? (value as { content: string }).content : undefined;
+
+/**
+ * Kimi's tokenizer from tiktoken.model's ranks and tokenizer_config.json: ids from the number of
+ * ranks on are special, named by its added_tokens_decoder or `<|reserved_token_{id}|>`. A decode
+ * that skips special tokens leaves out what Hugging Face's does for it (all_special_ids: the
+ * bos, eos, unk and pad tokens and the additional special tokens), the others stay as text.
+ */
+export function kimiTokenizer(ranks: Map<string, number>, tokenizerConfig: Record<string, unknown>, file: string): TextTokenizer {
   const base = ranks.size;
   for (const [bytes, id] of ranks)
     if (id >= base)
@@ -187,15 +298,16 @@ export function kimiTokenizer(ranks: Map<string, number>, addedTokensDecoder: un
         `${file}: tiktoken.model's rank ${id} (of ${JSON.stringify(Buffer.from(bytes, 'latin1').toString('base64'))}) is not below its ${base} ranks: Kimi's special tokens start after dense ranks`,
       );
   const named = new Map<number, string>();
-  if (addedTokensDecoder !== undefined) {
-    if (addedTokensDecoder === null || typeof addedTokensDecoder !== 'object' || Array.isArray(addedTokensDecoder))
-      throw new TiktokenError(`${file}: added_tokens_decoder must be an object of id to {content}, got ${JSON.stringify(addedTokensDecoder).slice(0, 80)}`);
-    for (const [key, entry] of Object.entries(addedTokensDecoder as Record<string, unknown>)) {
+  const decoder = tokenizerConfig.added_tokens_decoder;
+  if (decoder !== undefined) {
+    if (decoder === null || typeof decoder !== 'object' || Array.isArray(decoder))
+      throw new TiktokenError(`${file}: added_tokens_decoder must be an object of id to {content}, got ${JSON.stringify(decoder).slice(0, 80)}`);
+    for (const [key, entry] of Object.entries(decoder as Record<string, unknown>)) {
       const id = Number(key);
       const content = (entry as { content?: unknown } | null)?.content;
-      if (!Number.isInteger(id) || typeof content !== 'string')
+      if (!Number.isInteger(id) || typeof content !== 'string' || content === '')
         throw new TiktokenError(
-          `${file}: added_tokens_decoder[${JSON.stringify(key)}] must be an integer id with a string content, got ${JSON.stringify(entry)}`,
+          `${file}: added_tokens_decoder[${JSON.stringify(key)}] must be an integer id with a non-empty string content, got ${JSON.stringify(entry)}`,
         );
       if (id < base || id >= base + KIMI_SPECIAL_SLOTS)
         throw new TiktokenError(
@@ -206,5 +318,8 @@ export function kimiTokenizer(ranks: Map<string, number>, addedTokensDecoder: un
   }
   const special = new Map<string, number>();
   for (let id = base; id < base + KIMI_SPECIAL_SLOTS; id++) special.set(named.get(id) ?? `<|reserved_token_${id}|>`, id);
-  return tiktokenTokenizer(ranks, KIMI_PATTERN, special);
+  const additional = Array.isArray(tokenizerConfig.additional_special_tokens) ? tokenizerConfig.additional_special_tokens.map(textOf) : KIMI_ADDITIONAL_SPECIAL;
+  const roles = [tokenizerConfig.bos_token ?? '[BOS]', tokenizerConfig.eos_token ?? '[EOS]', tokenizerConfig.unk_token, tokenizerConfig.pad_token].map(textOf);
+  const skipped = new Set([...roles, ...additional].flatMap((t) => (t !== undefined && special.has(t) ? [special.get(t)!] : [])));
+  return tiktokenTokenizer(ranks, KIMI_PATTERN, special, { skipped, chunks: kimiChunks });
 }

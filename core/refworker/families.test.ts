@@ -83,9 +83,12 @@ describe('a Kimi-K2.5 worker (vLLM)', () => {
     expect(judge(kimiRequest({ h: 22, w: 30, tokens: 165 }), kimi)).toMatch(/^1 image: pixel_values \[660,3,14,14\] float32/);
   });
 
-  it('refuses a count other than its grid gives, and a Qwen grid (image_grid_thw) its model does not read', () => {
+  it("refuses a count other than its grid gives, a grid that is not an image's, and a Qwen grid (image_grid_thw) its model does not read", () => {
     expect(() => judge(kimiRequest({ h: 22, w: 30, tokens: 660 }), kimi)).toThrow(
       new RequestInvalid('image 0: placeholder length 660 does not match grid 1x22x30 (165 tokens)'),
+    );
+    expect(() => judge(kimiRequest({ h: 3, w: 3, tokens: 2 }), kimi)).toThrow(
+      new RequestInvalid("image 0: grid_thws row [1, 3, 3] is not an image's grid: t must be 1 and h, w positive multiples of 2"),
     );
     expect(() => judge(kimiRequest({ h: 22, w: 30, tokens: 165, gridKey: 'image_grid_thw' }), kimi)).toThrow(
       new RequestInvalid("image 0: its grid is image_grid_thw, but the model reads grid_thws (KeyError: 'grid_thws')"),

@@ -347,6 +347,16 @@ describe('Kimi-K2.5 model directories', () => {
         `${d}/tokenizer_config.json: added_tokens_decoder id 12 (<|oops|>) is outside Kimi's special range 163584..163839 (tiktoken.model has 163584 ranks)`,
     ],
     [
+      'a tokenizer_config.json that does not name <|media_pad|>',
+      (d) => {
+        const cfg = JSON.parse(readFileSync(path.join(d, 'tokenizer_config.json'), 'utf8'));
+        delete cfg.added_tokens_decoder['163605'];
+        writeFileSync(path.join(d, 'tokenizer_config.json'), JSON.stringify(cfg));
+      },
+      (d) =>
+        `${d}/tokenizer_config.json: token 163605 (config.json media_placeholder_token_id) is "<|reserved_token_163605|>", not "<|media_pad|>": the chat template's <|media_pad|> would not be found`,
+    ],
+    [
       'a fixed token count',
       (d) => writeFileSync(path.join(d, 'preprocessor_config.json'), JSON.stringify({ media_proc_cfg: { fixed_output_tokens: 256 } })),
       (d) => `${d}/preprocessor_config.json media_proc_cfg: fixed_output_tokens 256 is not served (tokens follow each image's grid)`,

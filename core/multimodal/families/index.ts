@@ -1,6 +1,6 @@
-// The vision families mmtc serves, in the gateway registry's order of detection
-// (crates/multimodal/src/registry/mod.rs: Qwen3-Omni, then Qwen3-VL with Qwen3.5, then Qwen-VL,
-// then LLaVA, then Kimi-K2.5),
+// The vision families mmtc serves (the gateway's registry, crates/multimodal/src/registry/mod.rs,
+// tries its specs in its own order, names as well as model types; mmtc matches config.json's
+// model_type alone, which no two families share, so the order here does not decide anything),
 // and how a model directory's config.json is matched to one (docs/preprocessing.md,
 // "Model families").
 import type { ClipImageConfig } from '../clip-image.ts';

@@ -44,6 +44,10 @@ export const MOONVIT_PATCH_PROCESSOR: ImageProcessor<MoonVitImageConfig> = {
   gridKey: 'grid_thws',
   tokensOf: ({ grid }, cfg) => {
     if (!grid || grid.length !== 3) throw new TypeError('no grid_thws row: a MoonViT model computes its image tokens from the grid');
-    return (grid[0]! * grid[1]! * grid[2]!) / (cfg.merge_size * cfg.merge_size);
+    const [t, h, w] = grid as [number, number, number];
+    // An image is one frame whose sides are whole merge blocks: the model merges merge×merge patches into a token.
+    if (t !== 1 || h % cfg.merge_size !== 0 || w % cfg.merge_size !== 0 || h <= 0 || w <= 0)
+      throw new RangeError(`grid_thws row [${grid.join(', ')}] is not an image's grid: t must be 1 and h, w positive multiples of ${cfg.merge_size}`);
+    return (h * w) / (cfg.merge_size * cfg.merge_size);
   },
 };
