@@ -64,7 +64,7 @@ function bytePairEncode(piece: string, ranks: Map<string, number>): number[] {
   /** The rank of the part at `i` merged with the one after it. */
   const pairRank = (i: number) => {
     const j = next[i]!;
-    return j >= n ? Infinity : (ranks.get(piece.slice(i, next[j]!)) ?? Infinity);
+    return j >= n ? Infinity : (ranks.get(piece.slice(i, next[j])) ?? Infinity);
   };
   const rankAt = new Float64Array(n + 1);
   // A binary heap of [rank, position]; entries whose rank is no longer the position's are skipped.
@@ -110,16 +110,16 @@ function bytePairEncode(piece: string, ranks: Map<string, number>): number[] {
     next[i] = next[j]!;
     if (next[j]! <= n) prev[next[j]!] = i;
     rankAt[i] = pairRank(i);
-    if (rankAt[i]! < Infinity) push([rankAt[i]!, i]);
+    if (rankAt[i] < Infinity) push([rankAt[i], i]);
     const before = prev[i]!;
     if (before >= 0) {
       rankAt[before] = pairRank(before);
-      if (rankAt[before]! < Infinity) push([rankAt[before]!, before]);
+      if (rankAt[before] < Infinity) push([rankAt[before], before]);
     }
   }
   const ids: number[] = [];
   for (let i = 0; i < n; i = next[i]!) {
-    const id = ranks.get(piece.slice(i, next[i]!));
+    const id = ranks.get(piece.slice(i, next[i]));
     if (id === undefined) throw new TiktokenError(`byte ${piece.charCodeAt(i)} has no rank (tiktoken.model must rank every single byte)`);
     ids.push(id);
   }
@@ -237,8 +237,13 @@ export const KIMI_PATTERN = new RegExp(
 /** Kimi reserves this many special-token ids after its ranks. */
 export const KIMI_SPECIAL_SLOTS = 256;
 
-/** Python's str.isspace(): Unicode category Zs, or bidirectional class WS, B or S. */
-const PYTHON_SPACE = /[\t-\r\x1c-\x20\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]/u;
+/** Python's str.isspace(): Unicode category Zs, or bidirectional class WS, B or S (\t to \r, and the separators 0x1c to 0x1f). */
+const PYTHON_SPACES = new Set(
+  [...'\t\n\v\f\r\u001c\u001d\u001e\u001f \u0085\u00a0\u1680\u2028\u2029\u202f\u205f\u3000'].concat(
+    Array.from({ length: 11 }, (_, i) => String.fromCharCode(0x2000 + i)),
+  ),
+);
+const isPythonSpace = (ch: string) => PYTHON_SPACES.has(ch);
 
 /**
  * How tokenization_kimi.py's encode cuts text before tiktoken sees it: 400,000-character
@@ -251,10 +256,10 @@ export function kimiChunks(text: string): string[] {
   for (let c = 0; c < points.length; c += 400_000) {
     const chunk = points.slice(c, c + 400_000);
     let runLength = 0;
-    let runIsSpace = chunk.length > 0 && PYTHON_SPACE.test(chunk[0]!);
+    let runIsSpace = chunk.length > 0 && isPythonSpace(chunk[0]!);
     let start = 0;
     for (let i = 0; i < chunk.length; i++) {
-      const isSpace = PYTHON_SPACE.test(chunk[i]!);
+      const isSpace = isPythonSpace(chunk[i]!);
       if (runIsSpace !== isSpace) {
         runLength = 1;
         runIsSpace = isSpace;
