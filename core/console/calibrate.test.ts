@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { calibrationNote, calibrationSizes, comparePaths, findCrossover, minSamplesForWinner, type Winner } from './calibrate.ts';
+import { KIMI_K25_DEFAULTS } from '../multimodal/moonvit.ts';
 import { QWEN_VL_DEFAULTS } from '../multimodal/qwen-vl.ts';
 
 const KiB = 1024;
@@ -91,5 +92,10 @@ describe('calibration: the sizes it measures', () => {
       [1184, 1184, 16822272],
       [1664, 1664, 33226752],
     ]);
+    // Kimi-K2.5 (MoonViT, patches of 14 merged 2×2: sides of 28 px, within its 16384-patch budget, so no image is scaled), float32.
+    const kimi = side(calibrationSizes(KIMI_K25_DEFAULTS, 4));
+    expect(kimi.map(([w]) => w)).toEqual([28, 84, 140, 308, 588, 1176, 1680]);
+    for (const [w, h, nbytes] of kimi) expect([w % 28, h, nbytes]).toEqual([0, w, (w / 14) ** 2 * 3 * 14 * 14 * 4]);
+    expect(kimi.at(-1)![2]).toBeGreaterThan(30 * 1024 * 1024);
   });
 });
