@@ -95,7 +95,7 @@ describe('calibration: the sizes it measures', () => {
     // Kimi-K2.5 (MoonViT, patches of 14 merged 2×2: sides of 28 px, within its 16384-patch budget, so no image is scaled), float32.
     const kimi = side(calibrationSizes(KIMI_K25_DEFAULTS, 4));
     expect(kimi.map(([w]) => w)).toEqual([28, 84, 140, 308, 588, 1176, 1680]);
-    for (const [w, h, nbytes] of kimi) expect([w % 28, h, nbytes]).toEqual([0, w, (w / 14) ** 2 * 3 * 14 * 14 * 4]);
+    for (const [w, h, nbytes] of kimi) expect([w! % 28, h, nbytes]).toEqual([0, w, (w! / 14) ** 2 * 3 * 14 * 14 * 4]);
     expect(kimi.at(-1)![2]).toBeGreaterThan(30 * 1024 * 1024);
   });
 });

@@ -13,8 +13,18 @@
 //
 // Only the crop's pixels are resized (each output pixel's taps are its own, so they are the
 // bytes Pillow's whole resize has there), and normalized straight into the output.
-import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
-import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, fits, ImageSizeError, levelTable, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import {
+  bf16LevelTables,
+  CLIP_MEAN,
+  CLIP_STD,
+  encoderOutputBytes,
+  fits,
+  ImageSizeError,
+  levelTable,
+  outputViews,
+  type EncoderMemory,
+  type OutputKinds,
+} from './qwen-vl.ts';
 import type { OutputWindow } from './resample.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
 import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
@@ -138,14 +148,7 @@ export function preprocessClipRgb(
   // Rescale and normalize of an 8-bit level have 256 results per channel: a float32 table, and
   // its bfloat16 bits (round to nearest even) beside it, so each value is one lookup.
   const levels = levelTable(cfg);
-  const bits = new Uint32Array(1);
-  const asFloat = new Float32Array(bits.buffer);
-  const bfLevels = levels.map((t) =>
-    Uint16Array.from(t, (v) => {
-      asFloat[0] = v;
-      return bf16BitsFromF32Bits(bits[0]!);
-    }),
-  );
+  const bfLevels = bf16LevelTables(levels);
   // Only the crop is resized (each output pixel's taps are its own: the same bytes as resizing the whole and cropping).
   const window = cropWindow(g);
   const row = (y: number, line: Uint8Array) => {

@@ -13,8 +13,8 @@
 //
 // Tokens are (padded height / (p·merge)) · (padded width / (p·merge)): the model merges
 // merge×merge patches into one.
-import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
 import {
+  bf16LevelTables,
   encoderOutputBytes,
   fits,
   ImageSizeError,
@@ -97,40 +97,12 @@ export function moonVitLevels(cfg: Pick<MoonVitImageConfig, 'image_mean' | 'imag
 /**
  * One row of patches (p pixel rows of the image, `rows` of them the image's, the rest padding)
  * into the encoder input from `at` on, written in order: per patch, per channel, p runs of p
- * values, each one table lookup (a zero pixel's value past the image). Two copies, one per
- * output type, so each stays monomorphic.
+ * values, each one table lookup (a zero pixel's value past the image).
  */
-function patchRowF32(
-  dst: Float32Array,
+function patchRow<A extends Float32Array | Uint16Array>(
+  dst: A,
   at: number,
-  tables: Float32Array[],
-  src: Uint8Array,
-  start: number,
-  stride: number,
-  rows: number,
-  w: number,
-  p: number,
-  gridW: number,
-): void {
-  for (let gw = 0; gw < gridW; gw++) {
-    const x0 = gw * p;
-    const n = Math.max(0, Math.min(p, w - x0));
-    for (let c = 0; c < 3; c++) {
-      const table = tables[c]!;
-      const pad = table[0]!;
-      for (let ph = 0; ph < p; ph++) {
-        let k = 0;
-        if (ph < rows) for (let from = start + ph * stride + x0 * 3 + c; k < n; k++, from += 3) dst[at++] = table[src[from]!]!;
-        for (; k < p; k++) dst[at++] = pad;
-      }
-    }
-  }
-}
-
-function patchRowU16(
-  dst: Uint16Array,
-  at: number,
-  tables: Uint16Array[],
+  tables: readonly A[],
   src: Uint8Array,
   start: number,
   stride: number,
@@ -336,21 +308,14 @@ export function preprocessMoonVitRgb(
   const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(n)) : undefined;
   const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(n)) : undefined;
   const levels = moonVitLevels(cfg);
-  const bits = new Uint32Array(1);
-  const asFloat = new Float32Array(bits.buffer);
-  const bfLevels = levels.map((t) =>
-    Uint16Array.from(t, (v) => {
-      asFloat[0] = v;
-      return bf16BitsFromF32Bits(bits[0]!);
-    }),
-  );
+  const bfLevels = bf16LevelTables(levels);
   const w = g.resizedWidth;
   const stride = w * 3;
   const rowValues = g.gridW * 3 * p * p;
   /** Patch row `gh` from `rows` image rows at `src[start]` (the rest of its p rows, and every row past the image, padding). */
   const emit = (gh: number, src: Uint8Array, start: number, rows: number) => {
-    if (out) patchRowF32(out, gh * rowValues, levels, src, start, stride, rows, w, p, g.gridW);
-    if (bf) patchRowU16(bf, gh * rowValues, bfLevels, src, start, stride, rows, w, p, g.gridW);
+    if (out) patchRow(out, gh * rowValues, levels, src, start, stride, rows, w, p, g.gridW);
+    if (bf) patchRow(bf, gh * rowValues, bfLevels, src, start, stride, rows, w, p, g.gridW);
   };
   if (w === width && g.resizedHeight === height) {
     // Not scaled: Pillow's resize to an image's own size is a copy of it, so its rows are the source's.

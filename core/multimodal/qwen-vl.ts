@@ -172,6 +172,18 @@ export function levelTable(cfg: Pick<QwenVlImageConfig, 'image_mean' | 'image_st
   });
 }
 
+/** Each level table's values as bfloat16 bits (round to nearest even), for a lookup straight to the wire encoding. */
+export function bf16LevelTables(levels: readonly Float32Array[]): Uint16Array[] {
+  const bits = new Uint32Array(1);
+  const asFloat = new Float32Array(bits.buffer);
+  return levels.map((t) =>
+    Uint16Array.from(t, (v) => {
+      asFloat[0] = v;
+      return bf16BitsFromF32Bits(bits[0]!);
+    }),
+  );
+}
+
 export interface PreprocessedImage extends PatchGeometry {
   /** [patches, features] float32, row-major (absent when only bfloat16 was asked for). */
   pixelValues?: Float32Array;
@@ -330,8 +342,11 @@ function patchScatter(g: PatchGeometry, cfg: QwenVlImageConfig, out: Float32Arra
   const F = g.features;
   const PP = P * P;
   const [t0, t1, t2] = levelTable(cfg) as [Float32Array, Float32Array, Float32Array];
-  const toBf16 = (t: Float32Array) => Uint16Array.from(t, (v) => bf16BitsFromF32Bits(new Uint32Array(Float32Array.of(v).buffer)[0]!));
-  const [b0, b1, b2] = bf ? [toBf16(t0), toBf16(t1), toBf16(t2)] : [new Uint16Array(256), new Uint16Array(256), new Uint16Array(256)];
+  const [b0, b1, b2] = (bf ? bf16LevelTables([t0, t1, t2]) : [new Uint16Array(256), new Uint16Array(256), new Uint16Array(256)]) as [
+    Uint16Array,
+    Uint16Array,
+    Uint16Array,
+  ];
   const cs = T * PP; // distance between channels within a feature vector
   // The scatter walks one patch row (P pixels) at a time: its P values per channel and
   // temporal copy land in P consecutive slots, so every store stream is sequential.

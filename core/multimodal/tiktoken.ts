@@ -39,7 +39,7 @@ export function parseTiktokenRanks(text: string, file: string): Map<string, numb
 }
 
 /** GPT-2's bytes_to_unicode: the printable character a byte is written as in a token's name (the names HF's tokenizers give tiktoken's tokens). */
-const BYTE_CHARS: string[] = (() => {
+export const BYTE_CHARS: readonly string[] = (() => {
   const printable = new Set<number>();
   for (const [a, b] of [
     [33, 126],

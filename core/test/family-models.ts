@@ -6,6 +6,7 @@
 import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { BUNDLED_MODEL_PATH } from '../multimodal/model-dir.ts';
+import { BYTE_CHARS } from '../multimodal/tiktoken.ts';
 
 /** Qwen3.5 / Qwen3.6 vocabulary: the bundled (Qwen2) special tokens, each 96401 ids higher (<|endoftext|> 248044, <|image_pad|> 248056). */
 const QWEN3_5_SHIFT = 248044 - 151643;
@@ -259,19 +260,7 @@ const KIMI_CHAT_TEMPLATE =
 export const KIMI_RANKS = 163584;
 
 /** GPT-2's bytes_to_unicode, inverted: a byte-level token's character to its byte. */
-function byteLevelDecoder(): Map<string, number> {
-  const printable = new Set<number>();
-  for (const [a, b] of [
-    [33, 126],
-    [161, 172],
-    [174, 255],
-  ] as const)
-    for (let x = a; x <= b; x++) printable.add(x);
-  let next = 256;
-  const map = new Map<string, number>();
-  for (let b = 0; b < 256; b++) map.set(String.fromCodePoint(printable.has(b) ? b : next++), b);
-  return map;
-}
+const byteLevelDecoder = (): Map<string, number> => new Map(BYTE_CHARS.map((ch, b) => [ch, b]));
 
 /**
  * A tiktoken.model of Kimi's size from the bundled byte-level BPE: its 256 bytes, then its merges
