@@ -169,6 +169,9 @@ function kernelArithmeticAgrees(cfg: MoonVitImageConfig, levels: Float32Array[])
   return kernel.every((t, c) => t.every((v, i) => Object.is(v, levels[c]![i])));
 }
 
+/** An image's encoder input: in the pool's memory (`inMemory`) or its own, computed by `threads` threads. */
+export type MoonVitOutput = MoonVitGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean; threads: number };
+
 /** One band of an image on the kernel path, as a thread runs it: plain data, so it can be posted to a helper thread. */
 export interface MoonVitBandJob {
   kind: 'moonvit';
@@ -235,7 +238,7 @@ export async function preprocessMoonVitWithKernels(
   memory: EncoderMemory,
   options: { bf16?: boolean; float32?: boolean },
   helper?: BandHelper,
-): Promise<(MoonVitGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; threads: number }) | null> {
+): Promise<MoonVitOutput | null> {
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
   if (!kinds.float32 && !kinds.bf16) throw new RangeError('preprocessMoonVitWithKernels: asked for neither float32 nor bfloat16 output');
   if (!simdAvailable()) return null;
@@ -280,7 +283,7 @@ export async function preprocessMoonVitWithKernels(
     await helped?.catch(() => undefined);
   }
   await helped;
-  return { ...g, ...outputViews(memory, kinds), threads: helped ? 2 : 1 };
+  return { ...g, ...outputViews(memory, kinds), inMemory: true, threads: helped ? 2 : 1 };
 }
 
 /**
@@ -296,7 +299,7 @@ export function preprocessMoonVitRgb(
   height: number,
   cfg: MoonVitImageConfig,
   options: { bf16?: boolean; float32?: boolean; javascript?: boolean; memory?: EncoderMemory } = {},
-): MoonVitGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean } {
+): MoonVitOutput {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessMoonVitRgb: asked for neither float32 nor bfloat16 output');
   const g = moonVitGeometry(height, width, cfg);
   const p = cfg.patch_size;
@@ -335,5 +338,5 @@ export function preprocessMoonVitRgb(
     // Patch rows wholly below the image.
     for (let gh = Math.ceil(g.resizedHeight / p); gh < g.gridH; gh++) emit(gh, block, 0, 0);
   }
-  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
+  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined, threads: 1 };
 }

@@ -110,7 +110,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
   }
   let out: EncoderGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; memory?: EncoderMemory['memory']; written?: unknown; gridThw?: unknown };
   let split: Awaited<ReturnType<typeof preprocessRgbInBands>> = null;
-  let moonVitThreads = 1;
+  let threads = 1;
   try {
     // The sink takes exactly the encoder input of the decoded image, in its wire encoding.
     if (file && sink) {
@@ -125,24 +125,19 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
     const cfg = task.config;
     if (isClipConfig(cfg) || isMoonVitConfig(cfg)) {
-      // In the pool's memory when it has it: outputs and resize. MoonViT's kernels split a resized image's rows with the helper.
-      const g = geometry();
+      // In the pool's memory when it has it: outputs and resize. MoonViT runs on the SIMD kernels
+      // there (a scaled image's rows shared with the helper), else on the JavaScript passes.
       const memory = task.output ? { memory: task.output } : {};
-      const kernels =
-        isMoonVitConfig(cfg) && task.output
-          ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, options, helper)
-          : null;
-      if (kernels) moonVitThreads = kernels.threads;
-      const done =
-        kernels ??
-        (isClipConfig(cfg)
-          ? preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
-          : preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory }));
+      const done = isClipConfig(cfg)
+        ? preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
+        : ((task.output ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, options, helper) : null) ??
+          preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory }));
+      if ('threads' in done) threads = done.threads;
       out = {
-        ...g,
+        ...geometry(),
         ...(done.pixelValues ? { pixelValues: done.pixelValues } : {}),
         ...(done.bf16 ? { bf16: done.bf16 } : {}),
-        ...(kernels || ('inMemory' in done && done.inMemory) ? { memory: task.output!.memory } : {}),
+        ...(done.inMemory ? { memory: task.output!.memory } : {}),
       };
     } else {
       // With a helper and pooled memory, two threads take half of the image each (and each writes its half).
@@ -181,7 +176,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     height: image.height,
     format: image.format,
     timings: { decode: t1 - t0, preprocess: t2 - t1 },
-    threads: split ? 2 : moonVitThreads,
+    threads: split ? 2 : threads,
     inOutput: memory !== undefined && memory === task.output?.memory,
     ...(shm ? { shm } : {}),
   };

@@ -53,12 +53,13 @@ function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor
   for (const [key, t] of Object.entries(mm.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
     tensors.push({ name: key, tensor: wireTensor(t), ...modelTensorDtypes(key) });
   }
+  const gridKey = gridKeyIn(mm.modelSpecificTensors);
   const checks = mm.mmPlaceholders.map((p, i) => ({
     label: `image ${i}`,
     encoder: 'pixel_values',
     // The family's grid when the request has one (Qwen's image_grid_thw, Kimi's grid_thws); else the model's rule takes the image's pixel values (tokensOf).
-    grid: gridKeyIn(mm.modelSpecificTensors),
-    gridKey: gridKeyIn(mm.modelSpecificTensors),
+    grid: gridKey,
+    gridKey,
     gridRow: i,
     placeholders: [p],
     placeholderTokenId: mm.imTokenId,

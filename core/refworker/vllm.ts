@@ -109,12 +109,13 @@ export function tensorsOf(req: GenerateRequest): { images: number; tensors: Name
       ...modelTensorDtypes(key),
     });
   }
+  const gridKey = gridKeyIn(mm.modelSpecificTensors);
   const checks = mm.mmPlaceholders.map((p, i) => ({
     label: `image ${i}`,
     encoder: 'pixel_values',
     // The family's grid when the request has one (Qwen's image_grid_thw, Kimi's grid_thws); else the model's rule takes the image's pixel values (tokensOf).
-    grid: gridKeyIn(mm.modelSpecificTensors),
-    gridKey: gridKeyIn(mm.modelSpecificTensors),
+    grid: gridKey,
+    gridKey,
     gridRow: i,
     placeholders: [p],
     placeholderTokenId: mm.imTokenId,
