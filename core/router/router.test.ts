@@ -223,10 +223,11 @@ async function freePort(): Promise<number> {
 }
 
 describe('worker failures', () => {
-  it('a worker killed mid-request gives 502 and leaves no file in /dev/shm; restarted, it is rediscovered and used', async () => {
+  it('a worker killed mid-request gives 502 and leaves no file in /dev/shm; restarted, it is rediscovered and used; the log says when it left and came back', async () => {
     const port = String(await freePort());
     const slow = await startMmtc(['worker', '--runtime', 'tokenspeed', '--port', port, '--delay-ms', '3000'], /listening on/);
-    const r = await router(`grpc://127.0.0.1:${port}`, 'shm');
+    const logs: string[] = [];
+    const r = await router(`grpc://127.0.0.1:${port}`, 'shm', {}, (l) => logs.push(l));
     const pending = post(r, chatBody(false));
     for (let i = 0; i < 100 && ourFiles().length < 2; i++) await new Promise((res) => setTimeout(res, 50));
     expect(ourFiles()).toHaveLength(2); // both encoder inputs are in /dev/shm, not yet read
@@ -247,6 +248,17 @@ describe('worker failures', () => {
     const again = await post(r, chatBody(false));
     expect(again.status).toBe(200);
     expect((await json(again)).choices[0].message.content).toContain('via shm');
+    const rotation = logs.filter((l) => l.includes('"event":"worker_')).map((l) => JSON.parse(l));
+    expect(rotation).toEqual([
+      {
+        time: expect.any(String),
+        event: 'worker_out_of_rotation',
+        worker: `grpc://127.0.0.1:${port}`,
+        worker_type: 'regular',
+        reason: expect.stringMatching(/^(HealthCheck failed: )?UNAVAILABLE: /),
+      },
+      { time: expect.any(String), event: 'worker_in_rotation', worker: `grpc://127.0.0.1:${port}`, worker_type: 'regular' },
+    ]);
   });
 
   it("a worker slower than request_timeout_secs gives 504 and the request's files are unlinked", async () => {

@@ -30,7 +30,7 @@ import { shmFreeBytes, ShmWriter, type ShmProbeResult } from '../transport/shm-w
 import { pixelCacheBudget } from '../config/pixel-cache-setting.ts';
 import { DECISION_REASONS } from '../transport/vocabulary.ts';
 import { embeddedWorkerSpec, startEmbeddedWorker, type EmbeddedWorker } from '../refworker/embedded.ts';
-import { inRotation, WorkerRegistry } from '../workers/registry.ts';
+import { inRotation, outOfRotationReason, WorkerRegistry } from '../workers/registry.ts';
 import { capabilitiesOf, laneFacts } from '../engines/table.ts';
 import type { RouterContext } from './context.ts';
 import { ApiError } from './openai.ts';
@@ -52,7 +52,7 @@ export interface RunningRouter {
 
 export type StartRouterOptions = ({ store: ConfigStore } | { config: RouterConfig; env: TransportEnvironment; origins?: ConfigOrigins; file?: string }) & {
   processEnv?: Readonly<Record<string, string | undefined>>;
-  /** Where to write start-up lines; defaults to stdout. */
+  /** Where to write start-up lines and events (requests, workers taken out of rotation and back); defaults to stdout. */
   log?: (line: string) => void;
   /** Directory for SHM files (tests use a private one); defaults to /dev/shm. */
   shmDir?: string;
@@ -187,6 +187,26 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     if (dtype?.warning) log(`  warning: ${dtype.warning}`);
   }
 
+  // From here on each change of a worker's rotation is an event of the log, beside the
+  // requests': when a worker was taken out and why (a HealthCheck unanswered, a request that
+  // could not reach it, the operator's drain), and when it came back (docs/router.md, "Workers").
+  const rotation = new Map(registry.list().map((w) => [w.spec.url, inRotation(w)]));
+  const unwatchRotation = registry.watch((w) => {
+    const now = inRotation(w);
+    if (rotation.get(w.spec.url) === now) return;
+    rotation.set(w.spec.url, now);
+    const reason = outOfRotationReason(w);
+    log(
+      JSON.stringify({
+        time: new Date().toISOString(),
+        event: now ? 'worker_in_rotation' : 'worker_out_of_rotation',
+        worker: w.spec.url,
+        worker_type: w.spec.worker_type,
+        ...(reason === undefined ? {} : { reason }),
+      }),
+    );
+  });
+
   let closed = false;
   return {
     url,
@@ -200,6 +220,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
       if (closed) return;
       closed = true;
       unsubscribe();
+      unwatchRotation();
       writer.close();
       registry.close();
       server.closeAllConnections();

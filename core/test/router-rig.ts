@@ -20,8 +20,8 @@ export interface RouterRig {
   stops: Array<() => Promise<unknown>>;
   /** A reference worker (`--port 0` unless `extra` gives one); its grpc:// URL. */
   startWorker(runtime: WireRuntime, extra?: string[], env?: Record<string, string>): Promise<string>;
-  /** A router in this process over one worker, in `mode`, health-checked every 0.2 s. */
-  router(workerUrl: string, mode: TransportMode, extra?: Record<string, unknown>): Promise<RunningRouter>;
+  /** A router in this process over one worker, in `mode`, health-checked every 0.2 s; its log lines go to `log` (default: nowhere). */
+  router(workerUrl: string, mode: TransportMode, extra?: Record<string, unknown>, log?: (line: string) => void): Promise<RunningRouter>;
 }
 
 export function useRouterRig(): RouterRig {
@@ -39,7 +39,7 @@ export function useRouterRig(): RouterRig {
       stops.push(() => w.stop());
       return w.line.match(/grpc:\/\/\S+/)![0];
     },
-    async router(workerUrl, mode, extra = {}) {
+    async router(workerUrl, mode, extra = {}, log = () => {}) {
       const r = await startRouter({
         config: RouterConfigSchema.parse({
           port: 0,
@@ -50,7 +50,7 @@ export function useRouterRig(): RouterRig {
         }),
         env: readTransportEnvironment({}),
         processEnv: {},
-        log: () => {},
+        log,
       });
       stops.push(() => r.close());
       return r;
