@@ -1,11 +1,11 @@
-// The resampling arithmetic of Pillow's bicubic filter, shared by the JavaScript passes
-// (resize.ts) and the WebAssembly SIMD kernels (resize-simd.ts): Keys' cubic kernel with
-// a = -0.5 and support 2, widened by the scale when downsampling, per output pixel the taps
+// The resampling arithmetic of Pillow's Resample.c, shared by the JavaScript passes
+// (resize.ts) and the WebAssembly SIMD kernels (resize-simd.ts): a filter of some support
+// (bicubic: Keys' cubic kernel with a = -0.5, support 2; bilinear: the triangle, support 1),
+// widened by the scale when downsampling, per output pixel the taps
 // filter((x + xmin - center + 0.5) / filterscale) normalised to sum 1 and converted to
 // 22-bit fixed point (round half away from zero), in Pillow's evaluation order so that every
 // coefficient comes out bit-identical.
 export const PRECISION_BITS = 22;
-const SUPPORT = 2.0;
 
 function bicubic(x: number): number {
   const a = -0.5;
@@ -14,6 +14,19 @@ function bicubic(x: number): number {
   if (x < 2.0) return (((x - 5) * x + 8) * x - 4) * a;
   return 0.0;
 }
+
+function bilinear(x: number): number {
+  if (x < 0.0) x = -x;
+  if (x < 1.0) return 1.0 - x;
+  return 0.0;
+}
+
+/** Pillow's filters mmtc resizes with: BICUBIC (Qwen, CLIP, MoonViT) and BILINEAR (Phi-3-vision's HD transform). */
+export type ResampleFilter = 'bicubic' | 'bilinear';
+const FILTERS: Record<ResampleFilter, { fn: (x: number) => number; support: number }> = {
+  bicubic: { fn: bicubic, support: 2.0 },
+  bilinear: { fn: bilinear, support: 1.0 },
+};
 
 export interface ResampleCoefficients {
   /** Taps per output pixel (the stride of `weights`). */
@@ -26,20 +39,20 @@ export interface ResampleCoefficients {
   weights: Int32Array;
 }
 
-function filterScale(inSize: number, outSize: number): { scale: number; filterscale: number; support: number } {
+function filterScale(inSize: number, outSize: number, filter: ResampleFilter): { scale: number; filterscale: number; support: number } {
   const scale = inSize / outSize;
   const filterscale = scale < 1.0 ? 1.0 : scale;
-  return { scale, filterscale, support: SUPPORT * filterscale };
+  return { scale, filterscale, support: FILTERS[filter].support * filterscale };
 }
 
 /** Taps per output pixel (the stride of the weights) for a resize of inSize to outSize. */
-export function kernelSize(inSize: number, outSize: number): number {
-  return Math.ceil(filterScale(inSize, outSize).support) * 2 + 1;
+export function kernelSize(inSize: number, outSize: number, filter: ResampleFilter = 'bicubic'): number {
+  return Math.ceil(filterScale(inSize, outSize, filter).support) * 2 + 1;
 }
 
 /** The source pixels output pixel `xx` reads: first index and count (no weights computed). */
-export function sourceSpan(inSize: number, outSize: number, xx: number): { start: number; count: number } {
-  const { scale, support } = filterScale(inSize, outSize);
+export function sourceSpan(inSize: number, outSize: number, xx: number, filter: ResampleFilter = 'bicubic'): { start: number; count: number } {
+  const { scale, support } = filterScale(inSize, outSize, filter);
   const center = (xx + 0.5) * scale;
   let xmin = Math.trunc(center - support + 0.5);
   if (xmin < 0) xmin = 0;
@@ -53,9 +66,10 @@ export function sourceSpan(inSize: number, outSize: number, xx: number): { start
  * by default): each output pixel's taps are its own, so a window of the output (a crop after
  * the resize) is computed, and takes memory, for its pixels alone.
  */
-export function resampleCoefficients(inSize: number, outSize: number, from = 0, to = outSize): ResampleCoefficients {
-  const { scale, filterscale } = filterScale(inSize, outSize);
-  const ksize = kernelSize(inSize, outSize);
+export function resampleCoefficients(inSize: number, outSize: number, from = 0, to = outSize, filter: ResampleFilter = 'bicubic'): ResampleCoefficients {
+  const { scale, filterscale } = filterScale(inSize, outSize, filter);
+  const ksize = kernelSize(inSize, outSize, filter);
+  const fn = FILTERS[filter].fn;
   const n = to - from;
   const start = new Int32Array(n);
   const count = new Int32Array(n);
@@ -65,10 +79,10 @@ export function resampleCoefficients(inSize: number, outSize: number, from = 0, 
   for (let xx = from; xx < to; xx++) {
     const i = xx - from;
     const center = (xx + 0.5) * scale;
-    const { start: xmin, count: xmax } = sourceSpan(inSize, outSize, xx);
+    const { start: xmin, count: xmax } = sourceSpan(inSize, outSize, xx, filter);
     let ww = 0.0;
     for (let x = 0; x < xmax; x++) {
-      const w = bicubic((x + xmin - center + 0.5) * ss);
+      const w = fn((x + xmin - center + 0.5) * ss);
       k[x] = w;
       ww += w;
     }

@@ -11,7 +11,15 @@
 // starts at 1 << 21 (rounding) and is clipped to 0..255 after an arithmetic shift by 22.
 // The double-precision steps are written in Pillow's evaluation order so that every
 // coefficient comes out bit-identical.
-import { PRECISION_BITS, resampleCoefficients, wholeOutput, type OutputWindow, type ResampleCoefficients, type RowSink } from './resample.ts';
+import {
+  PRECISION_BITS,
+  resampleCoefficients,
+  wholeOutput,
+  type OutputWindow,
+  type ResampleCoefficients,
+  type ResampleFilter,
+  type RowSink,
+} from './resample.ts';
 import { resizeRgbIntoSimd, simdKernels } from './resize-simd.ts';
 
 const HALF = 1 << (PRECISION_BITS - 1);
@@ -104,7 +112,7 @@ export function resizeRgbInto(
 /**
  * The JavaScript passes: the fallback, and the second implementation the tests hold the
  * kernels to. With a `window`, only its rows and columns are computed; `emitRow(y, rgb)` gets
- * row y's pixels [x0, x1).
+ * row y's pixels [x0, x1). `filter`: Pillow's BICUBIC unless said (the kernels are bicubic's).
  */
 export function resizeRgbIntoJs(
   src: Uint8Array,
@@ -114,12 +122,13 @@ export function resizeRgbIntoJs(
   outH: number,
   emitRow: RowSink,
   window: OutputWindow = wholeOutput(outW, outH),
+  filter: ResampleFilter = 'bicubic',
 ): void {
   checkRgbBytes(src, width, height);
   const { x0, x1, y0, y1 } = window;
   const needH = outW !== width;
   const needV = outH !== height;
-  const vert = needV ? resampleCoefficients(height, outH, y0, y1) : undefined;
+  const vert = needV ? resampleCoefficients(height, outH, y0, y1, filter) : undefined;
   // Without a horizontal pass the rows are the source's, whole: the window's columns are cut at emit.
   const rowWidth = needH ? x1 - x0 : width;
   const cut = needH ? (r: Uint8Array) => r : (r: Uint8Array) => r.subarray(x0 * 3, x1 * 3);
@@ -129,7 +138,7 @@ export function resizeRgbIntoJs(
     // Only the rows the vertical pass will read, as Pillow does.
     const first = vert ? vert.start[0]! : y0;
     const last = vert ? vert.start[y1 - y0 - 1]! + vert.count[y1 - y0 - 1]! : y1;
-    rows = resizeHorizontal(src, width, last - first, first, x1 - x0, resampleCoefficients(width, outW, x0, x1));
+    rows = resizeHorizontal(src, width, last - first, first, x1 - x0, resampleCoefficients(width, outW, x0, x1, filter));
     rowShift = first;
   }
   if (vert) {

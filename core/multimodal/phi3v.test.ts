@@ -1,0 +1,92 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { makeTestImages } from '../test/images.ts';
+import { runPython, runPythonScript } from '../test/python.ts';
+import { decodeToRgb } from './decode.ts';
+import { PHI3_VISION_DEFAULTS, phi3VisionGeometry, phi3VisionTokens, preprocessPhi3VisionRgb } from './phi3v.ts';
+import { ImageSizeError } from './qwen-vl.ts';
+
+const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/phi3v_reference.py');
+const images = makeTestImages();
+afterAll(() => images.remove());
+// A portrait (transposed for the HD transform), a 1x1 image (scaled up to 4x4 tiles) and a
+// 3000x20 strip (one tile row of 16, 35 rows of pixels padded with white to 336).
+runPython(
+  `
+import sys, numpy as np
+from PIL import Image
+rng = np.random.default_rng(11)
+Image.fromarray(rng.integers(0, 256, (700, 300, 3), dtype=np.uint8)).save(sys.argv[1] + '/tall.png')
+Image.fromarray(rng.integers(0, 256, (1, 1, 3), dtype=np.uint8)).save(sys.argv[1] + '/dot.png')
+Image.fromarray(rng.integers(0, 256, (20, 3000, 3), dtype=np.uint8)).save(sys.argv[1] + '/strip.png')
+`,
+  [images.dir],
+);
+const bytesOf = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+
+describe('Phi-3-vision HD geometry (HD_transform, padding_336)', () => {
+  it('1920x1080: scale 5 (5 · ceil(5 / 1.78) = 10 ≤ 16; 6 · 4 = 24 is not), 1680x945 padded to 1680x1008: 15 tiles, 2353 tokens', () => {
+    expect(phi3VisionGeometry(1080, 1920, PHI3_VISION_DEFAULTS)).toEqual({
+      transposed: false,
+      resizedHeight: 945,
+      resizedWidth: 1680,
+      hdHeight: 1008,
+      hdWidth: 1680,
+      padStart: 31,
+      tiles: 15,
+      tokens: (15 + 1) * 144 + 1 + (3 + 1) * 12,
+    });
+  });
+
+  it('a portrait is transposed: 300x700 becomes 720x1680 padded across its width to 1008x1680', () => {
+    expect(phi3VisionGeometry(700, 300, PHI3_VISION_DEFAULTS)).toMatchObject({
+      transposed: true,
+      resizedHeight: 1680,
+      resizedWidth: 720,
+      hdHeight: 1680,
+      hdWidth: 1008,
+      padStart: 144,
+      tiles: 15,
+      tokens: 2377,
+    });
+  });
+
+  it('num_crops bounds the tiles: a square is 4x4 of 16, 2x2 of 4', () => {
+    expect(phi3VisionGeometry(500, 500, PHI3_VISION_DEFAULTS)).toMatchObject({ hdHeight: 1344, hdWidth: 1344, tiles: 16, tokens: 2509 });
+    expect(phi3VisionGeometry(500, 500, { num_crops: 4 })).toMatchObject({ hdHeight: 672, hdWidth: 672, tiles: 4, tokens: phi3VisionTokens(672, 672) });
+  });
+
+  it('refuses a zero side, and an image too thin for the transform, naming its size', () => {
+    expect(() => phi3VisionGeometry(0, 10, PHI3_VISION_DEFAULTS)).toThrow(new ImageSizeError('image of 10x0 pixels has a zero side'));
+    expect(() => phi3VisionGeometry(1, 6000, PHI3_VISION_DEFAULTS)).toThrow(
+      new ImageSizeError("image of 6000x1 pixels is too thin for Phi-3-vision's HD transform: its short side would be resized to 0 pixels (at most 5376 : 1)"),
+    );
+  });
+});
+
+describe('Phi-3-vision encoder input agrees exactly with the processor run in Pillow and torch', () => {
+  it.each(['photo.jpg', 'rgba.png', 'gray.png', 'hd.jpg', 'tall.png', 'dot.png', 'strip.png'])('%s', async (name) => {
+    const out = path.join(images.dir, `phi3v-${name}.f32`);
+    const info = JSON.parse(runPythonScript(REFERENCE, [images.file(name), '--out', out]));
+    const img = await decodeToRgb(images.bytes(name));
+    const ours = preprocessPhi3VisionRgb(img.rgb, img.width, img.height, PHI3_VISION_DEFAULTS);
+    expect([ours.resizedHeight, ours.resizedWidth]).toEqual(info.resized);
+    expect([ours.hdHeight, ours.hdWidth]).toEqual(info.hd);
+    expect(ours.tokens).toBe(info.tokens);
+    expect(info.shape).toEqual([17, 3, 336, 336]);
+    // The tiles are Pillow's bilinear bytes normalized; the global image is torch's bicubic,
+    // bit for bit (its fused multiply-adds, in its order).
+    expect(bytesOf(ours.pixelValues).equals(readFileSync(out))).toBe(true);
+  });
+
+  it('fewer crops: 4, as Phi-3.5-vision is run for many frames', async () => {
+    const out = path.join(images.dir, 'phi3v-4.f32');
+    const info = JSON.parse(runPythonScript(REFERENCE, [images.file('hd.jpg'), '--crops', '4', '--out', out]));
+    const img = await decodeToRgb(images.bytes('hd.jpg'));
+    const ours = preprocessPhi3VisionRgb(img.rgb, img.width, img.height, { ...PHI3_VISION_DEFAULTS, num_crops: 4 });
+    expect(info.shape).toEqual([5, 3, 336, 336]);
+    expect([ours.hdHeight, ours.hdWidth, ours.tokens]).toEqual([...info.hd, info.tokens]);
+    expect(bytesOf(ours.pixelValues).equals(readFileSync(out))).toBe(true);
+  });
+});

@@ -1,0 +1,249 @@
+// Phi-3-vision's image preprocessing (docs/preprocessing.md, "HD crops (Phi-3-vision)"), as the
+// checkpoint's Phi3VImageProcessor runs it (microsoft/Phi-3-vision-128k-instruct,
+// image_processing_phi3_v.py, which vLLM runs for its Phi-3-vision), from 8-bit RGB pixels to
+// the encoder input:
+//
+//   HD size      a portrait image is transposed; ratio = w / h; scale = the largest s with
+//                s · ceil(s / ratio) ≤ num_crops; new_w = int(s · 336), new_h = int(new_w / ratio)
+//   resize       Pillow-exact BILINEAR to new_w × new_h (torchvision's resize of a PIL image)
+//   pad          the height with white to a multiple of 336, top int((tar − h) / 2); transposed back
+//   normalize    x / 255, − mean, / std, each step in float32 (ToTensor, Normalize)
+//   global       the whole normalized image to 336 × 336 by torch's bicubic interpolate
+//                (a = −0.75, align_corners false, no antialias), in float32
+//   layout       [num_crops + 1, 3, 336, 336]: the global image, the 336 × 336 tiles row by row,
+//                zeros; one image's slice of the batched pixel_values
+//   tokens       ((h / 336) · (w / 336) + 1) · 144 + 1 + (h / 336 + 1) · 12 of the HD size
+//
+// The reference (scripts/reference/phi3v_reference.py) runs the processor's own code in Pillow
+// and torch; the tiles are its bytes exactly, the global image within float32 rounding of
+// torch's (docs/preprocessing.md says how close).
+import { CLIP_MEAN, CLIP_STD, ImageSizeError } from './qwen-vl.ts';
+import { resizeRgbIntoJs } from './resize.ts';
+
+/** The side of a crop, and of the global image. */
+export const PHI3V_TILE = 336;
+
+export interface Phi3VisionImageConfig {
+  /** preprocessor_config.json num_crops: the most HD tiles an image is cut into. */
+  num_crops: number;
+  image_mean: [number, number, number];
+  image_std: [number, number, number];
+}
+
+/** Phi-3-vision-128k-instruct's preprocessor_config.json: 16 crops, CLIP's mean and std. */
+export const PHI3_VISION_DEFAULTS: Phi3VisionImageConfig = { num_crops: 16, image_mean: CLIP_MEAN, image_std: CLIP_STD };
+
+export interface Phi3VisionGeometry {
+  /** The image transposed for the HD transform (taller than wide). */
+  transposed: boolean;
+  /** The resize's output, in the image's own orientation. */
+  resizedHeight: number;
+  resizedWidth: number;
+  /** The HD image (padded to multiples of 336): image_sizes [h, w]. */
+  hdHeight: number;
+  hdWidth: number;
+  /** Where the resized image starts along the padded side. */
+  padStart: number;
+  /** HD tiles (not counting the global image). */
+  tiles: number;
+  tokens: number;
+}
+
+/** Placeholder tokens of an HD image of `hdHeight` × `hdWidth` (multiples of 336), as the processor and vLLM's model count them. */
+export function phi3VisionTokens(hdHeight: number, hdWidth: number): number {
+  const rows = Math.floor(hdHeight / PHI3V_TILE);
+  const cols = Math.floor(hdWidth / PHI3V_TILE);
+  return (rows * cols + 1) * 144 + 1 + (rows + 1) * 12;
+}
+
+export function phi3VisionGeometry(height: number, width: number, cfg: Pick<Phi3VisionImageConfig, 'num_crops'>): Phi3VisionGeometry {
+  if (height <= 0 || width <= 0) throw new ImageSizeError(`image of ${width}x${height} pixels has a zero side`);
+  const transposed = width < height;
+  const [w, h] = transposed ? [height, width] : [width, height];
+  const ratio = w / h;
+  // The largest scale whose tiles fit num_crops (bounded: scale · ceil(scale / ratio) ≥ scale).
+  let scale = 1;
+  while (scale * Math.ceil(scale / ratio) <= cfg.num_crops) scale += 1;
+  scale -= 1;
+  const newW = Math.trunc(scale * PHI3V_TILE);
+  const newH = Math.trunc(newW / ratio);
+  if (newH === 0)
+    throw new ImageSizeError(
+      `image of ${width}x${height} pixels is too thin for Phi-3-vision's HD transform: its short side would be resized to 0 pixels (at most ${newW} : 1)`,
+    );
+  const padded = Math.ceil(newH / PHI3V_TILE) * PHI3V_TILE;
+  const padStart = Math.trunc((padded - newH) / 2);
+  const [hdHeight, hdWidth] = transposed ? [newW, padded] : [padded, newW];
+  const [resizedHeight, resizedWidth] = transposed ? [newW, newH] : [newH, newW];
+  return {
+    transposed,
+    resizedHeight,
+    resizedWidth,
+    hdHeight,
+    hdWidth,
+    padStart,
+    tiles: (hdHeight / PHI3V_TILE) * (hdWidth / PHI3V_TILE),
+    tokens: phi3VisionTokens(hdHeight, hdWidth),
+  };
+}
+
+/** Values of one image's encoder input: num_crops + 1 crops of [3, 336, 336]. */
+export const phi3VisionElements = (cfg: Pick<Phi3VisionImageConfig, 'num_crops'>): number => (cfg.num_crops + 1) * 3 * PHI3V_TILE * PHI3V_TILE;
+
+/** ToTensor then Normalize of each 8-bit level, every step rounded to float32 as torch computes it: ((x / 255) − mean) / std. */
+export function phi3VisionLevels(cfg: Pick<Phi3VisionImageConfig, 'image_mean' | 'image_std'>): Float32Array[] {
+  return [0, 1, 2].map((c) => {
+    const mean = Math.fround(cfg.image_mean[c]!);
+    const std = Math.fround(cfg.image_std[c]!);
+    const table = new Float32Array(256);
+    for (let v = 0; v < 256; v++) table[v] = Math.fround(Math.fround(Math.fround(v / 255) - mean) / std);
+    return table;
+  });
+}
+
+/** Packed RGB transposed (Pillow's Image.TRANSPOSE: pixel (x, y) to (y, x)). */
+function transposeRgb(rgb: Uint8Array, width: number, height: number): Uint8Array {
+  const out = new Uint8Array(rgb.length);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      const from = (y * width + x) * 3;
+      const to = (x * height + y) * 3;
+      out[to] = rgb[from]!;
+      out[to + 1] = rgb[from + 1]!;
+      out[to + 2] = rgb[from + 2]!;
+    }
+  }
+  return out;
+}
+
+/**
+ * The normalized HD image, channel first [3, hdHeight, hdWidth]: the Pillow-exact bilinear
+ * resize of the (transposed) image, white bands on the padded side.
+ */
+function hdPlanes(rgb: Uint8Array, width: number, height: number, g: Phi3VisionGeometry, levels: readonly Float32Array[]): Float32Array {
+  const { hdHeight: H, hdWidth: W } = g;
+  const plane = H * W;
+  const out = new Float32Array(3 * plane);
+  for (let c = 0; c < 3; c++) out.fill(levels[c]![255]!, c * plane, (c + 1) * plane);
+  // In the transposed frame the resize runs on the transposed pixels, as Pillow does (its
+  // horizontal pass first): its row y is the HD image's column padStart + y.
+  const source = g.transposed ? transposeRgb(rgb, width, height) : rgb;
+  const [srcW, srcH] = g.transposed ? [height, width] : [width, height];
+  const [outW, outH] = g.transposed ? [g.resizedHeight, g.resizedWidth] : [g.resizedWidth, g.resizedHeight];
+  resizeRgbIntoJs(
+    source,
+    srcW,
+    srcH,
+    outW,
+    outH,
+    (y, line) => {
+      for (let c = 0; c < 3; c++) {
+        const table = levels[c]!;
+        const base = c * plane;
+        if (g.transposed) for (let x = 0; x < outW; x++) out[base + x * W + g.padStart + y] = table[line[x * 3 + c]!]!;
+        else {
+          const row = base + (g.padStart + y) * W;
+          for (let x = 0; x < outW; x++) out[row + x] = table[line[x * 3 + c]!]!;
+        }
+      }
+    },
+    undefined,
+    'bilinear',
+  );
+  return out;
+}
+
+/**
+ * torch's cubic interpolation weights and source indices along one axis (upsample_bicubic2d,
+ * align_corners false: source = scale · (i + 0.5) − 0.5, a = −0.75, indices clamped to the
+ * edge), every step in float32 as its CPU kernel computes them.
+ */
+function torchCubicAxis(inSize: number, outSize: number): { index: Int32Array; weight: Float32Array } {
+  const f = Math.fround;
+  const A = -0.75;
+  const scale = f(inSize / outSize);
+  const conv1 = (x: number) => f(f(f(1.25 * x - 2.25) * x) * x + 1);
+  const conv2 = (x: number) => f(f(f(A * x + 3.75) * x - 6) * x + 3);
+  const index = new Int32Array(outSize * 4);
+  const weight = new Float32Array(outSize * 4);
+  for (let i = 0; i < outSize; i++) {
+    const real = f(scale * f(i + 0.5) - 0.5);
+    const at = Math.floor(real);
+    const t = f(real - at);
+    const x2 = f(1 - t);
+    weight[i * 4] = conv2(f(t + 1));
+    weight[i * 4 + 1] = conv1(t);
+    weight[i * 4 + 2] = conv1(x2);
+    weight[i * 4 + 3] = conv2(f(x2 + 1));
+    for (let j = 0; j < 4; j++) index[i * 4 + j] = Math.max(Math.min(at - 1 + j, inSize - 1), 0);
+  }
+  return { index, weight };
+}
+
+/**
+ * One channel plane resized to `outH` × `outW` by torch's bicubic interpolate: per output
+ * value four rows' sums of four columns each, in float32, each product added with one
+ * rounding (a fused multiply-add) in torch's order: torch's CPU kernel compiled for AVX2
+ * fuses them (that is the reference's arithmetic bit for bit; a build without fused
+ * multiply-adds differs by a float32 ulp, docs/preprocessing.md). A float32 product is exact
+ * in a double, so `f(a * b + c)` is the fused multiply-add (up to a double rounding of the
+ * sum that a tie would need: none in the reference's images).
+ */
+export function torchBicubicPlane(src: Float32Array, height: number, width: number, outH: number, outW: number, into: Float32Array): void {
+  const f = Math.fround;
+  const rows = torchCubicAxis(height, outH);
+  const { index: ci, weight: cw } = torchCubicAxis(width, outW);
+  const sums = new Float32Array(4);
+  for (let y = 0; y < outH; y++) {
+    const w0 = rows.weight[y * 4]!;
+    const w1 = rows.weight[y * 4 + 1]!;
+    const w2 = rows.weight[y * 4 + 2]!;
+    const w3 = rows.weight[y * 4 + 3]!;
+    for (let x = 0; x < outW; x++) {
+      const k = x * 4;
+      for (let j = 0; j < 4; j++) {
+        const row = rows.index[y * 4 + j]! * width;
+        let t = f(src[row + ci[k]!]! * cw[k]! + f(src[row + ci[k + 1]!]! * cw[k + 1]!));
+        t = f(src[row + ci[k + 2]!]! * cw[k + 2]! + t);
+        sums[j] = f(src[row + ci[k + 3]!]! * cw[k + 3]! + t);
+      }
+      let output = f(sums[0]! * w0 + f(sums[1]! * w1));
+      output = f(sums[2]! * w2 + output);
+      into[y * outW + x] = f(sums[3]! * w3 + output);
+    }
+  }
+}
+
+/**
+ * Phi-3-vision's encoder input of one image, [num_crops + 1, 3, 336, 336] float32: the global
+ * image, the HD tiles row by row, zeros.
+ */
+export function preprocessPhi3VisionRgb(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: Phi3VisionImageConfig,
+): Phi3VisionGeometry & { pixelValues: Float32Array } {
+  const g = phi3VisionGeometry(height, width, cfg);
+  const levels = phi3VisionLevels(cfg);
+  const hd = hdPlanes(rgb, width, height, g, levels);
+  const T = PHI3V_TILE;
+  const crop = 3 * T * T;
+  const out = new Float32Array(phi3VisionElements(cfg));
+  const hdPlane = g.hdHeight * g.hdWidth;
+  for (let c = 0; c < 3; c++)
+    torchBicubicPlane(hd.subarray(c * hdPlane, (c + 1) * hdPlane), g.hdHeight, g.hdWidth, T, T, out.subarray(c * T * T, (c + 1) * T * T));
+  const cols = g.hdWidth / T;
+  for (let tile = 0; tile < g.tiles; tile++) {
+    const top = Math.floor(tile / cols) * T;
+    const left = (tile % cols) * T;
+    const base = (tile + 1) * crop;
+    for (let c = 0; c < 3; c++) {
+      for (let y = 0; y < T; y++) {
+        const from = c * hdPlane + (top + y) * g.hdWidth + left;
+        out.set(hd.subarray(from, from + T), base + c * T * T + y * T);
+      }
+    }
+  }
+  return { ...g, pixelValues: out };
+}
