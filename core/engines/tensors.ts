@@ -42,7 +42,7 @@ export function concatenatedPixels(images: readonly PreparedImage[]): { pixels: 
   return { pixels, shape };
 }
 
-/** One model-specific tensor of a request: every image's stacked (their FieldLayout batched), with its layout's keys. */
+/** One model-specific tensor of a request: every image's stacked (batched, or shared: each item gets the whole), with its layout's keys. */
 export interface StackedTensor {
   name: string;
   dtype: 'int64';
@@ -50,6 +50,8 @@ export interface StackedTensor {
   bytes: Uint8Array;
   keepOnCpu: boolean;
   splitsPixels: boolean;
+  /** No field layout: the whole tensor goes to every item (vLLM's shared field; TokenSpeed's items each get it). */
+  shared: boolean;
 }
 
 /**
@@ -72,6 +74,7 @@ export function stackedImageTensors(images: readonly PreparedImage[]): StackedTe
       bytes: int64Bytes(parts.flatMap((t) => t.values)),
       keepOnCpu: first.keepOnCpu,
       splitsPixels: first.splitsPixels === true,
+      shared: first.layout === 'shared',
     };
   });
 }

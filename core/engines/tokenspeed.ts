@@ -32,7 +32,7 @@ import { modelLabels, setLabel } from './labels.ts';
 import { everyValueSet } from './sampling.ts';
 import { tokenSpeedContentHash } from '../multimodal/media-hash.ts';
 import { tensorDataFromPlaced } from './tensor-data.ts';
-import { encoderBytes, int64Bytes } from './tensors.ts';
+import { encoderBytes, int64Bytes, stackedImageTensors, type StackedTensor } from './tensors.ts';
 
 /** TokenSpeed's encoder-input dtype chain (the header). */
 export function tokenSpeedEncoderDtype(
@@ -92,16 +92,21 @@ async function itemOf(
   imageTokenId: number,
   pixels: boolean,
   readWrite: boolean,
+  shared: readonly StackedTensor[],
 ): Promise<ts.MultimodalItem> {
   const encoder = pixels
     ? await placeTensor(ctx, { name: `encoder_input${suffix}`, shape: image.encoderShape, dtype, bytes: encoderBytes(image, dtype), readWrite })
     : undefined;
-  // The family's tensors of this image (image_grid_thw, patches_per_image), each placed under its name.
+  // The family's tensors of this image (image_grid_thw, patches_per_image), each placed under
+  // its name; one with no field layout (num_img_tokens) whole, every image's values, as the
+  // gateway gives each item (assemble.rs, serialize_model_specific_for_item).
   const modelSpecificTensors: Record<string, ts.TensorData> = {};
-  for (const t of image.modelTensors)
+  for (const t of image.modelTensors) {
+    const whole = t.layout === 'shared' ? shared.find((s) => s.name === t.name) : undefined;
     modelSpecificTensors[t.name] = tensorDataFromPlaced(
-      await placeTensor(ctx, { name: `${t.name}${suffix}`, shape: t.shape, dtype: t.dtype, bytes: int64Bytes(t.values) }),
+      await placeTensor(ctx, { name: `${t.name}${suffix}`, shape: whole?.shape ?? t.shape, dtype: t.dtype, bytes: whole?.bytes ?? int64Bytes(t.values) }),
     );
+  }
   return ts.MultimodalItem.fromPartial({
     modality: 1,
     contentHash: tokenSpeedContentHash(image.mediaHash),
@@ -115,8 +120,9 @@ async function itemOf(
 async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
   const items: ts.MultimodalItem[] = [];
   const pixels = req.leg?.pixels ?? true;
+  const shared = req.images.length > 0 ? stackedImageTensors(req.images).filter((t) => t.shared) : [];
   for (const [i, image] of req.images.entries())
-    items.push(await itemOf(ctx, image, req.images.length > 1 ? `[${i}]` : '', req.encoderDtype, req.imageTokenId, pixels, req.encoderReadWrite));
+    items.push(await itemOf(ctx, image, req.images.length > 1 ? `[${i}]` : '', req.encoderDtype, req.imageTokenId, pixels, req.encoderReadWrite, shared));
   const leg = req.leg;
   const message = ts.GenerateRequest.fromPartial({
     requestId: req.requestId,
@@ -141,7 +147,9 @@ async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<
 /** One image's EncodeRequest: exactly that item (with its encoder input) and exactly its room. */
 async function buildEncodeRequest(req: EncodeItemRequest, ctx: PlacementContext): Promise<WireRequest> {
   // The encode worker reads its encoder input (O_RDONLY) and publishes a segment of its own.
-  const item = await itemOf(ctx, req.image, `[${req.index}]`, req.encoderDtype, req.imageTokenId, true, false);
+  // A shared tensor of this one image is its own values.
+  const shared = stackedImageTensors([req.image]).filter((t) => t.shared);
+  const item = await itemOf(ctx, req.image, `[${req.index}]`, req.encoderDtype, req.imageTokenId, true, false, shared);
   const message = enc.EncodeRequest.fromPartial({
     requestId: `encode-${req.requestId}-${req.index}`,
     mmInputs: { items: [item] },

@@ -145,8 +145,9 @@ function samplingParams(s: SamplingOptions, prefillOnly: boolean): vllm.Sampling
  * The batched MultimodalInputs as the gateway lays out the family's fields (for Qwen,
  * registry/qwen_vl.rs): pixel_values flat, split into images by the tensor the family names
  * (patches_per_image); the family's batched tensors one row per image (image_grid_thw,
- * patches_per_image), those it keeps on the CPU named so (the grid); one hash and one
- * placeholder range per image.
+ * patches_per_image), those it keeps on the CPU named so (the grid); a tensor with no field
+ * layout (Phi-3-vision's num_img_tokens) in no key list, so vLLM shares it among the items;
+ * one hash and one placeholder range per image.
  */
 async function mmInputsOf(req: EngineRequest, ctx: PlacementContext): Promise<vllm.MultimodalInputs> {
   const { pixels, shape } = concatenatedPixels(req.images);
@@ -168,7 +169,7 @@ async function mmInputsOf(req: EngineRequest, ctx: PlacementContext): Promise<vl
     mmPlaceholders: req.images.map((im) => im.placeholder),
     mmHashes: req.images.map((im) => mediaHashHex(im.mediaHash)),
     // pixel_values flat by the family's sizes tensor, or batched (the gateway's vllm_field_layout_keys).
-    batchedKeys: [...stacked.map((t) => t.name), ...(sizes ? [] : ['pixel_values'])],
+    batchedKeys: [...stacked.filter((t) => !t.shared).map((t) => t.name), ...(sizes ? [] : ['pixel_values'])],
     flatKeys: sizes ? { pixel_values: sizes.name } : {},
     keepOnCpuKeys: stacked.filter((t) => t.keepOnCpu).map((t) => t.name),
     modality: 1,

@@ -9,12 +9,15 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { ClipImageConfig } from './clip-image.ts';
+import { chatTemplateContentFormat, type ContentFormat } from './content-format.ts';
 import type { MoonVitImageConfig } from './moonvit.ts';
+import type { Phi3VisionImageConfig } from './phi3v.ts';
 import {
   familyById,
   familyOfModelType,
   isClipConfig,
   isMoonVitConfig,
+  isPhi3VisionConfig,
   SUPPORTED_MODEL_TYPES,
   type FamilyId,
   type ImageConfig,
@@ -52,6 +55,8 @@ export interface ModelDirectory {
   imageConfig: ImageConfig;
   tokenizer: TextTokenizer;
   chatTemplate: Template;
+  /** Whether the template takes a message's content as a list of parts or as one string (content-format.ts): a string's parts are flattened for it. */
+  contentFormat: ContentFormat;
   /** Special tokens the template may reference (bos_token, eos_token, …). */
   templateTokens: Record<string, string>;
   /** The weights' dtype (config.json torch_dtype), when it says. */
@@ -251,7 +256,34 @@ function moonVitConfigFrom(
   return cfg;
 }
 
-/** preprocessor_config.json over the family defaults (Qwen: min/max_pixels or size.shortest/longest_edge; CLIP: size and crop_size, with config.json's vision tower; MoonViT: media_proc_cfg). */
+/**
+ * Phi-3-vision's settings: preprocessor_config.json's num_crops, image_mean and image_std over
+ * the family defaults; config.json's img_processor must count the 144 tokens a crop gives,
+ * the processor's and the model's formula.
+ */
+function phi3VisionConfigFrom(
+  d: Phi3VisionImageConfig,
+  pre: Record<string, unknown>,
+  file: string,
+  config: Record<string, unknown>,
+  configFile: string,
+): Phi3VisionImageConfig {
+  const img = config.img_processor ?? {};
+  if (typeof img !== 'object' || img === null || Array.isArray(img))
+    throw new ModelDirectoryError(`${configFile}: img_processor must be an object, got ${JSON.stringify(img)}`);
+  const perCrop = (img as Record<string, unknown>).num_img_tokens;
+  if (perCrop !== undefined && perCrop !== 144)
+    throw new ModelDirectoryError(
+      `${configFile}: img_processor.num_img_tokens ${JSON.stringify(perCrop)} is not served (144, the tokens of a 336-pixel crop that the processor and the model count, is)`,
+    );
+  return {
+    num_crops: positiveInteger(pre, 'num_crops', file, d.num_crops),
+    image_mean: triple(pre, 'image_mean', file, d.image_mean),
+    image_std: nonZero(triple(pre, 'image_std', file, d.image_std), 'image_std', file),
+  };
+}
+
+/** preprocessor_config.json over the family defaults (Qwen: min/max_pixels or size.shortest/longest_edge; CLIP: size and crop_size, with config.json's vision tower; MoonViT: media_proc_cfg; Phi-3-vision: num_crops). */
 export function imageConfigFrom(
   family: FamilyId,
   pre: Record<string, unknown> | undefined,
@@ -262,6 +294,7 @@ export function imageConfigFrom(
   const defaults = familyById(family).defaults;
   if (isClipConfig(defaults)) return clipConfigFrom(defaults, pre ?? {}, file, config, configFile);
   if (isMoonVitConfig(defaults)) return moonVitConfigFrom(defaults, pre ?? {}, file, config, configFile);
+  if (isPhi3VisionConfig(defaults)) return phi3VisionConfigFrom(defaults, pre ?? {}, file, config, configFile);
   const d: QwenVlImageConfig = defaults;
   if (!pre) return d;
   const size = (pre.size ?? {}) as Record<string, unknown>;
@@ -360,7 +393,13 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
   /** A token id config.json may leave out, by its text in the tokenizer (the family's tokenFallbacks). */
   const fallbackId = (key: string) => {
     const text = vision.tokenFallbacks?.[key];
-    return text === undefined ? undefined : tokenizer.tokenToId(text);
+    if (text === undefined) return undefined;
+    const id = tokenizer.tokenToId(text);
+    if (id === undefined && root[key] === undefined && (root.text_config as Record<string, unknown> | undefined)?.[key] === undefined)
+      throw new ModelDirectoryError(
+        `${configFile}: no ${at}${key}, and ${path.join(abs, tokenizerJson ? 'tokenizer.json' : 'tiktoken.model')} has no ${text} token to stand for it (${vision.label}'s image placeholder)`,
+      );
+    return id;
   };
   const tokenizer = await loadTokenizer(abs, vision, tokenizerJson, tokenizerConfig!);
   const templateSource = await readChatTemplate(abs, tokenizerConfig!);
@@ -392,6 +431,7 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
     imageConfig: imageConfigFrom(family, pre, path.join(abs, 'preprocessor_config.json'), config, configFile),
     tokenizer,
     chatTemplate,
+    contentFormat: chatTemplateContentFormat(chatTemplate),
     templateTokens,
     torchDtype: typeof config!.torch_dtype === 'string' ? config!.torch_dtype : undefined,
     generationDefaults: Object.fromEntries(GENERATION_DEFAULT_KEYS.flatMap((k) => (typeof generation?.[k] === 'number' ? [[k, generation[k]]] : []))),

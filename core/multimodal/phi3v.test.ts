@@ -77,7 +77,7 @@ describe('Phi-3-vision encoder input agrees exactly with the processor run in Pi
     expect(info.shape).toEqual([17, 3, 336, 336]);
     // The tiles are Pillow's bilinear bytes normalized; the global image is torch's bicubic,
     // bit for bit (its fused multiply-adds, in its order).
-    expect(bytesOf(ours.pixelValues).equals(readFileSync(out))).toBe(true);
+    expect(bytesOf(ours.pixelValues!).equals(readFileSync(out))).toBe(true);
   });
 
   it('fewer crops: 4, as Phi-3.5-vision is run for many frames', async () => {
@@ -87,6 +87,6 @@ describe('Phi-3-vision encoder input agrees exactly with the processor run in Pi
     const ours = preprocessPhi3VisionRgb(img.rgb, img.width, img.height, { ...PHI3_VISION_DEFAULTS, num_crops: 4 });
     expect(info.shape).toEqual([5, 3, 336, 336]);
     expect([ours.hdHeight, ours.hdWidth, ours.tokens]).toEqual([...info.hd, info.tokens]);
-    expect(bytesOf(ours.pixelValues).equals(readFileSync(out))).toBe(true);
+    expect(bytesOf(ours.pixelValues!).equals(readFileSync(out))).toBe(true);
   });
 });

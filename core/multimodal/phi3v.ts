@@ -17,7 +17,9 @@
 // The reference (scripts/reference/phi3v_reference.py) runs the processor's own code in Pillow
 // and torch; the tiles are its bytes exactly, the global image within float32 rounding of
 // torch's (docs/preprocessing.md says how close).
-import { CLIP_MEAN, CLIP_STD, ImageSizeError } from './qwen-vl.ts';
+import { f32ToBf16 } from '../transport/dtype.ts';
+import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, fits, ImageSizeError, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import { kernelSize } from './resample.ts';
 import { resizeRgbIntoJs } from './resize.ts';
 
 /** The side of a crop, and of the global image. */
@@ -117,13 +119,12 @@ function transposeRgb(rgb: Uint8Array, width: number, height: number): Uint8Arra
 }
 
 /**
- * The normalized HD image, channel first [3, hdHeight, hdWidth]: the Pillow-exact bilinear
- * resize of the (transposed) image, white bands on the padded side.
+ * The normalized HD image, channel first [3, hdHeight, hdWidth], into `out`: the Pillow-exact
+ * bilinear resize of the (transposed) image, white bands on the padded side.
  */
-function hdPlanes(rgb: Uint8Array, width: number, height: number, g: Phi3VisionGeometry, levels: readonly Float32Array[]): Float32Array {
+function hdPlanes(rgb: Uint8Array, width: number, height: number, g: Phi3VisionGeometry, levels: readonly Float32Array[], out: Float32Array): Float32Array {
   const { hdHeight: H, hdWidth: W } = g;
   const plane = H * W;
-  const out = new Float32Array(3 * plane);
   for (let c = 0; c < 3; c++) out.fill(levels[c]![255]!, c * plane, (c + 1) * plane);
   // In the transposed frame the resize runs on the transposed pixels, as Pillow does (its
   // horizontal pass first): its row y is the HD image's column padStart + y.
@@ -214,22 +215,57 @@ export function torchBicubicPlane(src: Float32Array, height: number, width: numb
   }
 }
 
+/** Bytes of the HD image's float32 planes. */
+const hdBytes = (g: Phi3VisionGeometry) => 3 * g.hdHeight * g.hdWidth * 4;
+
 /**
- * Phi-3-vision's encoder input of one image, [num_crops + 1, 3, 336, 336] float32: the global
- * image, the HD tiles row by row, zeros.
+ * Bytes an image of this size takes while it is preprocessed: its outputs and the HD image's
+ * planes (in the pool's memory when it has them), then the transposed copy of a portrait and the
+ * resize's horizontal pass (the thread's own memory, freed when the image is done), counted so
+ * the budget holds them all.
+ */
+export function phi3VisionMemoryBytes(width: number, height: number, cfg: Phi3VisionImageConfig, kinds: OutputKinds): number {
+  const g = phi3VisionGeometry(height, width, cfg);
+  const [srcH, outW, outH] = g.transposed ? [width, g.resizedHeight, g.resizedWidth] : [height, g.resizedWidth, g.resizedHeight];
+  // The horizontal pass holds the rows the vertical one reads: all of them, and a filter's reach beyond when upscaling.
+  const rowsRead = Math.min(srcH, outH === srcH ? srcH : srcH + kernelSize(srcH, outH, 'bilinear'));
+  const transposed = g.transposed ? width * height * 3 : 0;
+  return encoderOutputBytes(phi3VisionElements(cfg), kinds) + hdBytes(g) + transposed + outW * rowsRead * 3;
+}
+
+/**
+ * Phi-3-vision's encoder input of one image, [num_crops + 1, 3, 336, 336]: the global image,
+ * the HD tiles row by row, zeros; float32 unless `float32: false`, bfloat16 bits too with
+ * `bf16: true` (rounded to nearest even from the float32 values). `memory` (the pool's, laid
+ * out for this image: phi3VisionMemoryBytes) holds the outputs and the HD planes.
  */
 export function preprocessPhi3VisionRgb(
   rgb: Uint8Array,
   width: number,
   height: number,
   cfg: Phi3VisionImageConfig,
-): Phi3VisionGeometry & { pixelValues: Float32Array } {
+  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory } = {},
+): Phi3VisionGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean } {
+  if (options.float32 === false && !options.bf16) throw new RangeError('preprocessPhi3VisionRgb: asked for neither float32 nor bfloat16 output');
   const g = phi3VisionGeometry(height, width, cfg);
-  const levels = phi3VisionLevels(cfg);
-  const hd = hdPlanes(rgb, width, height, g, levels);
+  const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
+  const elements = phi3VisionElements(cfg);
+  const given = options.memory;
+  const memory = fits(given, elements, kinds) && given.scratchAt + hdBytes(g) <= given.memory.buffer.byteLength ? given : undefined;
+  const views = memory ? outputViews(memory, kinds) : {};
+  const hd = hdPlanes(
+    rgb,
+    width,
+    height,
+    g,
+    phi3VisionLevels(cfg),
+    memory ? new Float32Array(memory.memory.buffer, memory.scratchAt, hdBytes(g) / 4) : new Float32Array(hdBytes(g) / 4),
+  );
+  // The float32 values are computed whatever travels: bfloat16 is rounded from them.
+  const out = views.pixelValues ?? new Float32Array(elements);
+  out.fill(0);
   const T = PHI3V_TILE;
   const crop = 3 * T * T;
-  const out = new Float32Array(phi3VisionElements(cfg));
   const hdPlane = g.hdHeight * g.hdWidth;
   for (let c = 0; c < 3; c++)
     torchBicubicPlane(hd.subarray(c * hdPlane, (c + 1) * hdPlane), g.hdHeight, g.hdWidth, T, T, out.subarray(c * T * T, (c + 1) * T * T));
@@ -245,5 +281,10 @@ export function preprocessPhi3VisionRgb(
       }
     }
   }
-  return { ...g, pixelValues: out };
+  let bf: Uint16Array | undefined;
+  if (kinds.bf16) {
+    bf = views.bf16 ?? new Uint16Array(elements);
+    f32ToBf16(out, new Uint8Array(bf.buffer, bf.byteOffset, bf.byteLength));
+  }
+  return { ...g, ...(kinds.float32 ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
 }

@@ -39,13 +39,27 @@ function messageTexts(messages: readonly ChatMessage[]): string[] {
   return messages.flatMap((m) => (typeof m.content === 'string' ? [m.content] : (m.content ?? []).flatMap((p) => (p.type === 'text' ? [p.text] : []))));
 }
 
+/**
+ * A message's parts as one string, for a template that takes content as a string
+ * (content-format.ts): each image's placeholder token first, then the texts, joined by
+ * newlines, as the gateway writes them (chat_utils.rs, transform_content_field) and vLLM does.
+ */
+function flattenedParts(model: ModelDirectory, parts: readonly ChatContentPart[], text: (t: string) => string): string {
+  const placeholder = model.tokenizer.idToToken(model.imageTokenId)!;
+  const images = parts.filter((p) => p.type === 'image_url').map(() => placeholder);
+  const texts = parts.flatMap((p) => (p.type === 'text' ? [text(p.text)] : []));
+  return [...images, ...texts].join('\n');
+}
+
 function renderTemplate(model: ModelDirectory, messages: readonly ChatMessage[], text: (t: string) => string): string {
   const templated = messages.map((m) => ({
     role: m.role,
     content:
       typeof m.content === 'string' || m.content === null
         ? text(m.content ?? '')
-        : m.content.map((p) => (p.type === 'text' ? { type: 'text', text: text(p.text) } : { type: 'image', image_url: p.image_url.url })),
+        : model.contentFormat === 'string'
+          ? flattenedParts(model, m.content, text)
+          : m.content.map((p) => (p.type === 'text' ? { type: 'text', text: text(p.text) } : { type: 'image', image_url: p.image_url.url })),
   }));
   try {
     return model.chatTemplate.render({ messages: templated, add_generation_prompt: true, add_vision_id: false, ...model.templateTokens });

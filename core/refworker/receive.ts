@@ -21,17 +21,17 @@ import { processorOf, type ConfiguredProcessor } from '../multimodal/families/in
  * `tokensOf`, and whether it needs a grid tensor to (`gridded`: Qwen's image_grid_thw, which an
  * item must carry even where its pixels went elsewhere).
  */
-export type TokensOf = Pick<ConfiguredProcessor, 'tokensOf' | 'gridded' | 'gridKey'>;
+export type TokensOf = Pick<ConfiguredProcessor, 'tokensOf' | 'gridded' | 'gridKey' | 'gridWidth' | 'gridPatches'>;
 
-/** The grid tensors a family's model reads (Qwen's image_grid_thw, Kimi's grid_thws): int64, one row per image. */
-export const GRID_KEYS: readonly string[] = ['image_grid_thw', 'grid_thws'];
+/** The grid tensors a family's model reads (Qwen's image_grid_thw, Kimi's grid_thws, Phi-3-vision's image_sizes): int64, one row per image. */
+export const GRID_KEYS: readonly string[] = ['image_grid_thw', 'grid_thws', 'image_sizes'];
 
 /** The grid key among a request's model-specific tensors, if any. */
 export const gridKeyIn = (tensors: Record<string, unknown>): string | undefined => GRID_KEYS.find((k) => tensors[k] !== undefined);
 
 /** The dtypes a model-specific tensor must have, where its role fixes them. */
 export const modelTensorDtypes = (key: string): { dtypes?: TensorDtypes } =>
-  GRID_KEYS.includes(key) || key === 'patches_per_image' ? { dtypes: INDEX_DTYPES } : {};
+  GRID_KEYS.includes(key) || key === 'patches_per_image' || key === 'num_img_tokens' ? { dtypes: INDEX_DTYPES } : {};
 
 /** A grid the model does not read (a Qwen grid sent to Kimi's model, or the other way): its forward pass finds no grid of its own. */
 function wrongGrid(c: ImageCheck, tokensOf: TokensOf): void {
@@ -143,10 +143,11 @@ function validateImages(checks: ImageCheck[], read: TensorsRead, encoderRows: bo
     if (c.placeholders.length === 0) throw new RequestInvalid(`${c.label}: no placeholder range (where the image's tokens go in the prompt)`);
     if (c.grid !== undefined) imagesOfGrid.set(c.grid, (imagesOfGrid.get(c.grid) ?? 0) + 1);
   }
+  const width = tokensOf.gridWidth;
   for (const [name, images] of imagesOfGrid) {
     const grid = grids.get(name);
-    if (grid && grid.length / 3 !== images)
-      throw new RequestInvalid(`${name} has ${grid.length / 3} rows but the request places ${images} image${images === 1 ? '' : 's'} in the prompt`);
+    if (grid && grid.length / width !== images)
+      throw new RequestInvalid(`${name} has ${grid.length / width} rows but the request places ${images} image${images === 1 ? '' : 's'} in the prompt`);
   }
   for (const c of checks) {
     // The image's tokens: from its grid row (Qwen), else from its slice of the encoder input; a
@@ -157,11 +158,14 @@ function validateImages(checks: ImageCheck[], read: TensorsRead, encoderRows: bo
       wrongGrid(c, tokensOf);
       const grid = grids.get(c.grid);
       if (!grid) throw new RequestInvalid(`${c.label}: ${c.grid} is missing or not int64`);
-      const thw = grid.slice(c.gridRow * 3, c.gridRow * 3 + 3);
-      if (thw.length !== 3) throw new RequestInvalid(`${c.label}: ${c.grid} has no row ${c.gridRow}`);
-      rowsUsed.set(c.encoder, (rowsUsed.get(c.encoder) ?? 0) + thw[0]! * thw[1]! * thw[2]!);
-      tokens = tokensFor(c, tokensOf, { encoderShape: [], grid: thw });
-      from = `grid ${thw.join('x')}`;
+      const row = grid.slice(c.gridRow * width, c.gridRow * width + width);
+      if (row.length !== width) throw new RequestInvalid(`${c.label}: ${c.grid} has no row ${c.gridRow}`);
+      rowsUsed.set(c.encoder, (rowsUsed.get(c.encoder) ?? 0) + tokensOf.gridPatches(row));
+      // A batched family's image is one row of its encoder input: its slice goes with the grid row (Phi-3-vision's crops must hold the tiles image_sizes says).
+      const shape = shapes.get(c.encoder);
+      const slice = shape && tokensOf.gridPatches(row) === 1 && shape.length > 2 ? [1, ...shape.slice(1)] : [];
+      tokens = tokensFor(c, tokensOf, { encoderShape: slice, grid: row });
+      from = `grid ${row.join('x')}`;
     } else {
       if (tokensOf.gridded) throw new RequestInvalid(`${c.label}: no ${tokensOf.gridKey} tensor (the model computes an image's tokens from its grid)`);
       const shape = shapes.get(c.encoder);
@@ -298,11 +302,14 @@ export function receiveItem(
       continue;
     }
     wrongGrid(c, tokensOf);
-    const thw = grids.get(c.grid)?.slice(0, 3);
-    if (!thw || thw.length !== 3) throw new RequestInvalid(`${c.label}: ${c.grid} is missing or not int64`);
-    const patches = thw[0]! * thw[1]! * thw[2]!;
+    const thw = grids.get(c.grid)?.slice(0, tokensOf.gridWidth);
+    if (!thw || thw.length !== tokensOf.gridWidth) throw new RequestInvalid(`${c.label}: ${c.grid} is missing or not int64`);
+    const patches = tokensOf.gridPatches(thw);
     if (rows.get(c.encoder) !== patches)
       throw new RequestInvalid(`${c.encoder} has ${rows.get(c.encoder)} rows but the grid ${thw.join('x')} describes ${patches} patches`);
+    // The model's rule holds for the grid row, and for a batched family's crops beside it.
+    const shape = shapes.get(c.encoder);
+    tokensFor(c, tokensOf, { encoderShape: shape && patches === 1 && shape.length > 2 ? shape : [], grid: thw });
   }
   return describeTensors(received);
 }

@@ -1,6 +1,6 @@
 // Small model directories of each vision family for tests (docs/preprocessing.md, "Model
-// families"): the bundled demo directory's tokenizer and chat template (Qwen's; LLaVA's own
-// template and LLaMA's special tokens for LLaVA), with the family's real config.json and
+// families"): the bundled demo directory's tokenizer and chat template (Qwen's; LLaVA's and
+// Phi-3-vision's own templates and LLaMA-vocabulary special tokens for them), with the family's real config.json and
 // preprocessor_config.json values and its special tokens at their real ids, so a directory
 // loads through the same code path as the real checkpoint.
 import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -156,35 +156,87 @@ const LLAVA_SPECIALS: Array<[number, string]> = [
 ];
 
 /**
- * A small tokenizer with LLaVA-1.5's special tokens at their real ids: the bundled byte-level
- * BPE (its vocabulary moved 3 ids up, past <unk>, <s> and </s>) with LLaMA's added tokens in
- * place of Qwen's. No npm package carries LLaMA's 32000-token vocabulary as a tokenizer.json.
+ * A small tokenizer with a LLaMA-vocabulary model's special tokens at their real ids (LLaVA-1.5,
+ * Phi-3-vision): the bundled byte-level BPE (its 517 tokens moved 3 ids up, past <unk>, <s> and
+ * </s>) with the model's added tokens in place of Qwen's. No npm package carries LLaMA's
+ * 32000-token vocabulary as a tokenizer.json.
  */
-function llavaTokenizer(dir: string): void {
+function llamaVocabularyTokenizer(
+  dir: string,
+  specials: ReadonlyArray<[number, string]>,
+  config: { chatTemplate: string; padToken: string; processorClass: string; maxLength: number; generation: Record<string, unknown> },
+): void {
   const file = path.join(dir, 'tokenizer.json');
   const tokenizer = JSON.parse(readFileSync(file, 'utf8')) as { added_tokens: unknown[]; model: { vocab: Record<string, number> } };
   tokenizer.model.vocab = Object.fromEntries(Object.entries(tokenizer.model.vocab).map(([t, id]) => [t, id + 3]));
   const added = (id: number, content: string) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
-  tokenizer.added_tokens = LLAVA_SPECIALS.map(([id, content]) => added(id, content));
+  tokenizer.added_tokens = specials.map(([id, content]) => added(id, content));
   writeJson(dir, 'tokenizer.json', tokenizer);
   writeJson(dir, 'tokenizer_config.json', {
     add_bos_token: false,
     add_eos_token: false,
     added_tokens_decoder: Object.fromEntries(
-      LLAVA_SPECIALS.map(([id, content]) => [String(id), { content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true }]),
+      specials.map(([id, content]) => [String(id), { content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true }]),
     ),
     bos_token: '<s>',
-    chat_template: LLAVA_CHAT_TEMPLATE,
+    chat_template: config.chatTemplate,
     clean_up_tokenization_spaces: false,
     eos_token: '</s>',
-    model_max_length: 4096,
-    pad_token: '<pad>',
-    processor_class: 'LlavaProcessor',
+    model_max_length: config.maxLength,
+    pad_token: config.padToken,
+    processor_class: config.processorClass,
     tokenizer_class: 'LlamaTokenizer',
     unk_token: '<unk>',
   });
-  writeJson(dir, 'generation_config.json', { bos_token_id: 1, eos_token_id: 2, pad_token_id: 32001 });
+  writeJson(dir, 'generation_config.json', config.generation);
 }
+
+/** config.json of microsoft/Phi-3-vision-128k-instruct: the Phi-3 text model, the CLIP ViT-L/14-336 image processor (144 tokens a crop); no image token id. */
+const PHI3_V_CONFIG = {
+  architectures: ['Phi3VForCausalLM'],
+  auto_map: { AutoConfig: 'configuration_phi3_v.Phi3VConfig', AutoModelForCausalLM: 'modeling_phi3_v.Phi3VForCausalLM' },
+  bos_token_id: 1,
+  embd_layer: { embedding_cls: 'image', hd_transform_order: 'sub_glb', projection_cls: 'mlp', use_hd_transform: true, with_learnable_separator: true },
+  eos_token_id: 2,
+  hidden_size: 3072,
+  img_processor: { image_dim_out: 1024, model_name: 'openai/clip-vit-large-patch14-336', name: 'clip_vision_model', num_img_tokens: 144 },
+  max_position_embeddings: 131072,
+  model_type: 'phi3_v',
+  num_attention_heads: 32,
+  num_hidden_layers: 32,
+  original_max_position_embeddings: 4096,
+  torch_dtype: 'bfloat16',
+  vocab_size: 32064,
+};
+
+/** preprocessor_config.json of microsoft/Phi-3-vision-128k-instruct: its own Phi3VImageProcessor, 16 crops, CLIP's mean and std. */
+const PHI3_V_PREPROCESSOR = {
+  auto_map: { AutoProcessor: 'processing_phi3_v.Phi3VProcessor', AutoImageProcessor: 'image_processing_phi3_v.Phi3VImageProcessor' },
+  num_crops: 16,
+  image_mean: [0.48145466, 0.4578275, 0.40821073],
+  image_processor_type: 'Phi3VImageProcessor',
+  image_std: [0.26862954, 0.26130258, 0.27577711],
+  processor_class: 'Phi3VProcessor',
+  num_img_tokens: 144,
+};
+
+/** Phi-3-vision's chat template (tokenizer_config.json): content is one string. */
+const PHI3_V_CHAT_TEMPLATE =
+  "{% for message in messages %}{{'<|' + message['role'] + '|>' + '\n' + message['content'] + '<|end|>\n' }}{% endfor %}" +
+  "{% if add_generation_prompt and messages[-1]['role'] != 'assistant' %}{{- '<|assistant|>\n' -}}{% endif %}";
+
+/** Phi-3's special tokens at their ids (the Phi-3-mini vocabulary's, and Phi-3-vision's <|image|> 32044, the id vLLM's Phi-3-vision uses). */
+const PHI3_V_SPECIALS: Array<[number, string]> = [
+  [0, '<unk>'],
+  [1, '<s>'],
+  [2, '</s>'],
+  [32000, '<|endoftext|>'],
+  [32001, '<|assistant|>'],
+  [32006, '<|system|>'],
+  [32007, '<|end|>'],
+  [32010, '<|user|>'],
+  [32044, '<|image|>'],
+];
 
 /** config.json of moonshotai/Kimi-K2.5 (its text model under text_config, the MoonViT tower under vision_config). */
 const KIMI_K25_CONFIG = {
@@ -307,7 +359,7 @@ function kimiTokenizer(dir: string): void {
   writeJson(dir, 'generation_config.json', { eos_token_id: 163586, max_length: 262144 });
 }
 
-export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava' | 'kimi_k25';
+export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava' | 'kimi_k25' | 'phi3_v';
 
 function writeJson(dir: string, name: string, value: unknown): void {
   writeFileSync(path.join(dir, name), `${JSON.stringify(value, null, 2)}\n`);
@@ -335,7 +387,23 @@ export function makeFamilyModel(dir: string, kind: TestFamilyModel): string {
   } else if (kind === 'llava') {
     writeJson(dir, 'config.json', LLAVA_CONFIG);
     writeJson(dir, 'preprocessor_config.json', LLAVA_PREPROCESSOR);
-    llavaTokenizer(dir);
+    llamaVocabularyTokenizer(dir, LLAVA_SPECIALS, {
+      chatTemplate: LLAVA_CHAT_TEMPLATE,
+      padToken: '<pad>',
+      processorClass: 'LlavaProcessor',
+      maxLength: 4096,
+      generation: { bos_token_id: 1, eos_token_id: 2, pad_token_id: 32001 },
+    });
+  } else if (kind === 'phi3_v') {
+    writeJson(dir, 'config.json', PHI3_V_CONFIG);
+    writeJson(dir, 'preprocessor_config.json', PHI3_V_PREPROCESSOR);
+    llamaVocabularyTokenizer(dir, PHI3_V_SPECIALS, {
+      chatTemplate: PHI3_V_CHAT_TEMPLATE,
+      padToken: '<|endoftext|>',
+      processorClass: 'Phi3VProcessor',
+      maxLength: 131072,
+      generation: { bos_token_id: 1, eos_token_id: [32000, 32001, 32007], pad_token_id: 32000 },
+    });
   } else if (kind === 'qwen3_omni_moe') {
     writeJson(dir, 'config.json', QWEN3_OMNI_CONFIG);
     writeJson(dir, 'preprocessor_config.json', QWEN3_OMNI_PREPROCESSOR);

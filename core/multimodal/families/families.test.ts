@@ -47,6 +47,7 @@ describe('detection from config.json, as the gateway registry does it by model_t
     ['qwen3_omni_moe_thinker', 'qwen3_omni', 'qwen3_omni'],
     ['llava', 'llava', 'llava'],
     ['kimi_k25', 'kimi_k25', 'kimi_k25'],
+    ['phi3_v', 'phi3_v', 'phi3_v'],
   ])('model_type %s is the %s family (the gateway spec %s)', (modelType, family, spec) => {
     expect(familyOfModelType(modelType)?.id).toBe(family);
     expect(familyOfModelType(modelType)?.gatewaySpec).toBe(spec);
@@ -57,7 +58,7 @@ describe('detection from config.json, as the gateway registry does it by model_t
     writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'llama4', image_token_index: 200092 }));
     await expect(loadModelDirectory(dir)).rejects.toThrow(
       new ModelDirectoryError(
-        `${path.join(dir, 'config.json')}: model_type 'llama4' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava, kimi_k25)`,
+        `${path.join(dir, 'config.json')}: model_type 'llama4' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava, kimi_k25, phi3_v)`,
       ),
     );
   });
@@ -263,7 +264,7 @@ describe("each family's encoder input agrees exactly with the Pillow + numpy ref
 });
 
 describe('every family names the tensors the gateway sends for it', () => {
-  const qwen = FAMILIES.filter((f) => f.id !== 'llava' && f.id !== 'kimi_k25');
+  const qwen = FAMILIES.filter((f) => f.id !== 'llava' && f.id !== 'kimi_k25' && f.id !== 'phi3_v');
   it.each(qwen.map((f) => [f.id, f] as const))('%s: image_grid_thw (kept on the CPU) and patches_per_image (splits pixel_values), both batched', (_, f) => {
     expect(f.imageTensors({ gridT: 1, gridH: 4, gridW: 6, patches: 24 })).toEqual([
       { name: 'image_grid_thw', dtype: 'int64', shape: [1, 3], values: [1, 4, 6], layout: 'batched', keepOnCpu: true },
@@ -278,6 +279,98 @@ describe('every family names the tensors the gateway sends for it', () => {
       { name: 'patches_per_image', dtype: 'int64', shape: [1], values: [24], layout: 'batched', keepOnCpu: false, splitsPixels: true },
     ]);
     expect(f.encoderShape({ patches: 24, features: 588 }, f.defaults)).toEqual([24, 3, 14, 14]);
+  });
+
+  it('phi3_v: image_sizes (the HD size) batched, num_img_tokens with no layout (every item gets the whole); pixel values [1, 17, 3, 336, 336] per image', () => {
+    const f = familyById('phi3_v');
+    expect(f.imageTensors({ patches: 1, tokens: 2353, imageSize: [1008, 1680] })).toEqual([
+      { name: 'image_sizes', dtype: 'int64', shape: [1, 2], values: [1008, 1680], layout: 'batched', keepOnCpu: false },
+      { name: 'num_img_tokens', dtype: 'int64', shape: [1], values: [2353], layout: 'shared', keepOnCpu: false },
+    ]);
+    expect(f.encoderShape({ patches: 1, features: 17 * 3 * 336 * 336 }, f.defaults)).toEqual([1, 17, 3, 336, 336]);
+  });
+});
+
+describe('Phi-3-vision model directories', () => {
+  it("the tokenizer's <|image|> (32044: config.json names no image token), preprocessor_config.json's 16 crops, a string-content chat template", async () => {
+    const m = await model('phi3_v');
+    expect(m).toMatchObject({
+      modelType: 'phi3_v',
+      family: 'phi3_v',
+      imageTokenId: 32044,
+      visionStartTokenId: undefined,
+      maxContextLength: 131072,
+      contentFormat: 'string',
+    });
+    expect(m.imageConfig).toEqual({ num_crops: 16, image_mean: [0.48145466, 0.4578275, 0.40821073], image_std: [0.26862954, 0.26130258, 0.27577711] });
+  });
+
+  it("a message's images become <|image|> lines before its text, as the gateway writes them for a string template; each <|image|> expands to its HD size's tokens", async () => {
+    const m = await model('phi3_v');
+    const processor = processorOf(m.imageConfig);
+    const wide = processor.geometry(1080, 1920);
+    const tall = processor.geometry(700, 300);
+    expect([wide.tokens, tall.tokens]).toEqual([2353, 2377]);
+    const p = buildPrompt(
+      m,
+      [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'What differs?' },
+            { type: 'image_url', image_url: { url: 'x' } },
+            { type: 'image_url', image_url: { url: 'y' } },
+          ],
+        },
+      ],
+      [wide.tokens, tall.tokens],
+    );
+    expect(p.text).toBe('<|user|>\n<|image|>\n<|image|>\nWhat differs?<|end|>\n<|assistant|>\n');
+    expect(p.inputIds[0]).toBe(32010);
+    expect(p.placeholders).toEqual([
+      { offset: p.inputIds.indexOf(32044), length: 2353 },
+      { offset: p.inputIds.indexOf(32044) + 2353 + 1, length: 2377 },
+    ]);
+    expect(p.inputIds.filter((id) => id === 32044)).toHaveLength(2353 + 2377);
+    // What the worker's model computes from the image_sizes row it receives, and its crops.
+    expect(processor.tokensOf({ encoderShape: [1, 17, 3, 336, 336], grid: [1008, 1680] })).toBe(2353);
+    expect(() => processor.tokensOf({ encoderShape: [1, 5, 3, 336, 336], grid: [1008, 1680] })).toThrow(
+      new RangeError("an image's pixel values are [1, 5, 3, 336, 336], expected [1, crops, 3, 336, 336] with at least 16 crops for image_sizes [1008, 1680]"),
+    );
+    expect(() => processor.tokensOf({ encoderShape: [], grid: [1000, 1680] })).toThrow(
+      new RangeError("image_sizes row [1000, 1680] is not an HD image's size: h and w must be positive multiples of 336"),
+    );
+  });
+
+  it.each<[string, (dir: string) => void, (dir: string) => string]>([
+    [
+      'a crop other than 144 tokens',
+      (d) => {
+        const cfg = JSON.parse(readFileSync(path.join(d, 'config.json'), 'utf8'));
+        cfg.img_processor.num_img_tokens = 256;
+        writeFileSync(path.join(d, 'config.json'), JSON.stringify(cfg));
+      },
+      (d) =>
+        `${d}/config.json: img_processor.num_img_tokens 256 is not served (144, the tokens of a 336-pixel crop that the processor and the model count, is)`,
+    ],
+    [
+      'a fractional crop count',
+      (d) => writeFileSync(path.join(d, 'preprocessor_config.json'), JSON.stringify({ num_crops: 4.5 })),
+      (d) => `${d}/preprocessor_config.json: num_crops must be a positive integer, got 4.5`,
+    ],
+    [
+      'a tokenizer without <|image|>',
+      (d) => {
+        const tok = JSON.parse(readFileSync(path.join(d, 'tokenizer.json'), 'utf8'));
+        tok.added_tokens = tok.added_tokens.filter((t: { content: string }) => t.content !== '<|image|>');
+        writeFileSync(path.join(d, 'tokenizer.json'), JSON.stringify(tok));
+      },
+      (d) => `${d}/config.json: no image_token_id, and ${d}/tokenizer.json has no <|image|> token to stand for it (Phi-3-vision's image placeholder)`,
+    ],
+  ])('%s is refused at start, naming the file and the value', async (label, spoil, message) => {
+    const dir = makeFamilyModel(path.join(scratch, `phi3-refused-${label.replace(/\W+/g, '-')}`), 'phi3_v');
+    spoil(dir);
+    await expect(loadModelDirectory(dir)).rejects.toThrow(new ModelDirectoryError(message(dir)));
   });
 });
 

@@ -7,12 +7,13 @@
 // image with their field layouts on the wire.
 import type { ClipImageConfig } from '../clip-image.ts';
 import type { MoonVitImageConfig } from '../moonvit.ts';
+import type { Phi3VisionImageConfig } from '../phi3v.ts';
 import type { OutputKinds, QwenVlImageConfig } from '../qwen-vl.ts';
 
-export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava' | 'kimi_k25';
+export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava' | 'kimi_k25' | 'phi3_v';
 
-/** A family's image processor settings: Qwen's patches (qwen-vl.ts), CLIP's crop (clip-image.ts) or MoonViT's patches (moonvit.ts). */
-export type ImageConfig = QwenVlImageConfig | ClipImageConfig | MoonVitImageConfig;
+/** A family's image processor settings: Qwen's patches (qwen-vl.ts), CLIP's crop (clip-image.ts), MoonViT's patches (moonvit.ts) or Phi-3-vision's HD crops (phi3v.ts). */
+export type ImageConfig = QwenVlImageConfig | ClipImageConfig | MoonVitImageConfig | Phi3VisionImageConfig;
 
 /** A CLIP crop configuration (its crop size is what tells it from the others). */
 export const isClipConfig = (cfg: ImageConfig): cfg is ClipImageConfig => 'crop_height' in cfg;
@@ -20,12 +21,18 @@ export const isClipConfig = (cfg: ImageConfig): cfg is ClipImageConfig => 'crop_
 /** A MoonViT configuration (its patch limit is what tells it from the others). */
 export const isMoonVitConfig = (cfg: ImageConfig): cfg is MoonVitImageConfig => 'in_patch_limit' in cfg;
 
+/** Phi-3-vision's HD crop configuration (its crop count is what tells it from the others). */
+export const isPhi3VisionConfig = (cfg: ImageConfig): cfg is Phi3VisionImageConfig => 'num_crops' in cfg;
+
 /** Qwen's patch configuration (smart resize between min_pixels and max_pixels). */
-export const isQwenConfig = (cfg: ImageConfig): cfg is QwenVlImageConfig => !isClipConfig(cfg) && !isMoonVitConfig(cfg);
+export const isQwenConfig = (cfg: ImageConfig): cfg is QwenVlImageConfig => !isClipConfig(cfg) && !isMoonVitConfig(cfg) && !isPhi3VisionConfig(cfg);
 
 /** A configuration that must be Qwen's (a caller of Qwen's own pipeline, qwen-vl.ts). */
 export function asQwenConfig(cfg: ImageConfig): QwenVlImageConfig {
-  if (!isQwenConfig(cfg)) throw new TypeError(`a ${isClipConfig(cfg) ? 'CLIP crop' : 'MoonViT'} configuration where Qwen's patch configuration is needed`);
+  if (!isQwenConfig(cfg))
+    throw new TypeError(
+      `a ${isClipConfig(cfg) ? 'CLIP crop' : isMoonVitConfig(cfg) ? 'MoonViT' : 'Phi-3-vision HD crop'} configuration where Qwen's patch configuration is needed`,
+    );
   return cfg;
 }
 
@@ -43,21 +50,26 @@ export interface EncoderGeometry {
   gridT?: number;
   gridH?: number;
   gridW?: number;
+  /** The size the family's model reads for the image (Phi-3-vision's image_sizes row: the HD image's height and width). */
+  imageSize?: [number, number];
 }
 
 /**
  * One model-specific tensor of one image, as the engines place it: int64 values, this image's
  * shape with a leading dimension of 1. `batched`: the runtime stacks the images' tensors along
- * that dimension (the gateway's FieldLayout::Batched); `keepOnCpu`: the worker keeps it off
- * the accelerator (keep_on_cpu_keys); `splitsPixels`: the encoder input is flat, split into
- * images by this tensor's values (FieldLayout::flat).
+ * that dimension (the gateway's FieldLayout::Batched); `shared`: the request's tensor holds
+ * every image's values (the images' rows stacked) and goes whole to each item, as a value
+ * with no field layout does (Phi-3-vision's num_img_tokens; vLLM's
+ * MultiModalFieldConfig.shared); `keepOnCpu`: the worker keeps it off the accelerator
+ * (keep_on_cpu_keys); `splitsPixels`: the encoder input is flat, split into images by this
+ * tensor's values (FieldLayout::flat).
  */
 export interface ImageModelTensor {
   name: string;
   dtype: 'int64';
   shape: number[];
   values: number[];
-  layout: 'batched';
+  layout: 'batched' | 'shared';
   keepOnCpu: boolean;
   splitsPixels?: boolean;
 }
@@ -78,10 +90,14 @@ export interface ImageProcessor<C extends ImageConfig> {
   bandStarts(g: EncoderGeometry, cfg: C, count: number, source: { width: number; height: number }): number[];
   /** Square images whose encoder input is nearest each target size in bytes, one per distinct size (calibration). */
   sizesNear(targets: readonly number[], elementBytes: number, cfg: C): Array<{ width: number; height: number; nbytes: number }>;
-  /** The worker's model computes an image's tokens from a grid tensor it must receive with it (Qwen's image_grid_thw, Kimi's grid_thws). */
+  /** The worker's model computes an image's tokens from a grid tensor it must receive with it (Qwen's image_grid_thw, Kimi's grid_thws, Phi-3-vision's image_sizes). */
   gridded: boolean;
   /** That grid tensor's name. */
   gridKey?: string;
+  /** Values in one image's row of the grid (3: t, h, w; Phi-3-vision's image_sizes 2: h, w). */
+  gridWidth?: number;
+  /** Rows of the encoder input one image's grid row stands for (t·h·w patches; a batched family's image is 1). */
+  gridPatches?(row: readonly number[]): number;
   /**
    * Placeholder tokens of one image, from what the worker received (what its model computes):
    * the encoder input's shape as the image's slice, and its grid row where the family has one.
@@ -113,7 +129,7 @@ export interface VisionFamily {
   /** The processor's settings when preprocessor_config.json does not say; their kind is the family's processor (processorOf, index.ts). */
   defaults: ImageConfig;
   /** The model-specific tensors of one image, in the order they go on the wire. */
-  imageTensors(g: Pick<EncoderGeometry, 'patches' | 'gridT' | 'gridH' | 'gridW'>): ImageModelTensor[];
+  imageTensors(g: Pick<EncoderGeometry, 'patches' | 'gridT' | 'gridH' | 'gridW' | 'imageSize'> & { tokens?: number }): ImageModelTensor[];
   /**
    * One image's encoder input as the gateway slices it per item (assemble.rs,
    * encoder_input_for_item): `patches` rows of `features` values along its first axis.

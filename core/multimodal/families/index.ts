@@ -6,21 +6,33 @@
 import type { ClipImageConfig } from '../clip-image.ts';
 import type { QwenVlImageConfig } from '../qwen-vl.ts';
 import type { MoonVitImageConfig } from '../moonvit.ts';
+import type { Phi3VisionImageConfig } from '../phi3v.ts';
 import { CLIP_CROP_PROCESSOR } from './clip-crop.ts';
-import { isClipConfig, isMoonVitConfig, type EncoderGeometry, type FamilyId, type ImageConfig, type ImageProcessor, type VisionFamily } from './family.ts';
+import {
+  isClipConfig,
+  isMoonVitConfig,
+  isPhi3VisionConfig,
+  type EncoderGeometry,
+  type FamilyId,
+  type ImageConfig,
+  type ImageProcessor,
+  type VisionFamily,
+} from './family.ts';
 import { KIMI_K25 } from './kimi-k25.ts';
 import { LLAVA } from './llava.ts';
 import { MOONVIT_PATCH_PROCESSOR } from './moonvit-patches.ts';
+import { PHI3_HD_PROCESSOR } from './phi3-hd.ts';
+import { PHI3_V } from './phi3-v.ts';
 import { QWEN_PATCH_PROCESSOR } from './qwen-patches.ts';
 import { QWEN2_VL } from './qwen2-vl.ts';
 import { QWEN3_5 } from './qwen3-5.ts';
 import { QWEN3_OMNI } from './qwen3-omni.ts';
 import { QWEN3_VL } from './qwen3-vl.ts';
 
-export { asQwenConfig, isClipConfig, isMoonVitConfig, isQwenConfig } from './family.ts';
+export { asQwenConfig, isClipConfig, isMoonVitConfig, isPhi3VisionConfig, isQwenConfig } from './family.ts';
 export type { EncoderGeometry, FamilyId, ImageConfig, ImageModelTensor, ImageProcessor, VisionFamily } from './family.ts';
 
-export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL, LLAVA, KIMI_K25];
+export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL, LLAVA, KIMI_K25, PHI3_V];
 
 export const FAMILY_IDS = FAMILIES.map((f) => f.id) as readonly FamilyId[];
 
@@ -47,8 +59,12 @@ export interface ConfiguredProcessor {
   sizesNear(targets: readonly number[], elementBytes: number): Array<{ width: number; height: number; nbytes: number }>;
   tokensOf(received: { encoderShape: readonly number[]; grid?: readonly number[] }): number;
   gridded: boolean;
-  /** The grid tensor's name where gridded (image_grid_thw, grid_thws). */
+  /** The grid tensor's name where gridded (image_grid_thw, grid_thws, image_sizes). */
   gridKey: string;
+  /** Values in one image's grid row. */
+  gridWidth: number;
+  /** Rows of the encoder input one image's grid row stands for. */
+  gridPatches(row: readonly number[]): number;
 }
 
 function bind<C extends ImageConfig>(p: ImageProcessor<C>, cfg: C): ConfiguredProcessor {
@@ -61,12 +77,15 @@ function bind<C extends ImageConfig>(p: ImageProcessor<C>, cfg: C): ConfiguredPr
     tokensOf: (received) => p.tokensOf(received, cfg),
     gridded: p.gridded,
     gridKey: p.gridKey ?? 'image_grid_thw',
+    gridWidth: p.gridWidth ?? 3,
+    gridPatches: p.gridPatches ?? ((row) => row.reduce((a, b) => a * b, 1)),
   };
 }
 
-/** The processor a configuration is for: CLIP's crop, MoonViT's patches or Qwen's patches (what the pool thread runs follows the same tests). */
+/** The processor a configuration is for: CLIP's crop, MoonViT's patches, Phi-3-vision's HD crops or Qwen's patches (what the pool thread runs follows the same tests). */
 export function processorOf(cfg: ImageConfig): ConfiguredProcessor {
   if (isClipConfig(cfg)) return bind<ClipImageConfig>(CLIP_CROP_PROCESSOR, cfg);
   if (isMoonVitConfig(cfg)) return bind<MoonVitImageConfig>(MOONVIT_PATCH_PROCESSOR, cfg);
+  if (isPhi3VisionConfig(cfg)) return bind<Phi3VisionImageConfig>(PHI3_HD_PROCESSOR, cfg);
   return bind<QwenVlImageConfig>(QWEN_PATCH_PROCESSOR, cfg);
 }

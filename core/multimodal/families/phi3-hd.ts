@@ -1,0 +1,48 @@
+// Phi-3-vision's HD crop processor (phi3v.ts): every image resized within num_crops tiles of
+// 336 × 336 (its aspect ratio kept, scaled up or down), padded with white to whole tiles, and
+// given as the same [num_crops + 1, 3, 336, 336] (the global image, the tiles, zeros), so every
+// image's encoder input is one size. The image's tokens follow from the HD image's size,
+// which the model reads from image_sizes [h, w] (its grid: one row per image, one crop stack each).
+import { PHI3V_TILE, phi3VisionElements, phi3VisionGeometry, phi3VisionMemoryBytes, phi3VisionTokens, type Phi3VisionImageConfig } from '../phi3v.ts';
+import type { EncoderGeometry, ImageProcessor } from './family.ts';
+
+function geometry(height: number, width: number, cfg: Phi3VisionImageConfig): EncoderGeometry {
+  const g = phi3VisionGeometry(height, width, cfg);
+  return {
+    resizedHeight: g.resizedHeight,
+    resizedWidth: g.resizedWidth,
+    patches: 1,
+    features: phi3VisionElements(cfg),
+    tokens: g.tokens,
+    imageSize: [g.hdHeight, g.hdWidth],
+  };
+}
+
+export const PHI3_HD_PROCESSOR: ImageProcessor<Phi3VisionImageConfig> = {
+  name: 'HD crops (HD transform, global image, 336-pixel tiles)',
+  geometry,
+  memoryBytes: phi3VisionMemoryBytes,
+  bandStarts: () => [],
+  // Every image gives the same encoder input: one size to measure.
+  sizesNear: (_targets, elementBytes, cfg) => [{ width: PHI3V_TILE, height: PHI3V_TILE, nbytes: phi3VisionElements(cfg) * elementBytes }],
+  gridded: true,
+  gridKey: 'image_sizes',
+  gridWidth: 2,
+  gridPatches: () => 1,
+  tokensOf: ({ encoderShape, grid }, cfg) => {
+    if (!grid || grid.length !== 2) throw new TypeError("no image_sizes row: Phi-3-vision computes an image's tokens from its HD size");
+    const [h, w] = grid as [number, number];
+    if (!(h > 0 && w > 0 && h % PHI3V_TILE === 0 && w % PHI3V_TILE === 0))
+      throw new RangeError(`image_sizes row [${grid.join(', ')}] is not an HD image's size: h and w must be positive multiples of ${PHI3V_TILE}`);
+    const tiles = (h / PHI3V_TILE) * (w / PHI3V_TILE);
+    // The model takes the global image and h/336 · w/336 tiles from the image's crops (hd_feature_transform).
+    if (encoderShape.length > 0) {
+      const [n, crops, c, y, x] = encoderShape;
+      if (encoderShape.length !== 5 || n !== 1 || c !== 3 || y !== PHI3V_TILE || x !== PHI3V_TILE || crops! < tiles + 1)
+        throw new RangeError(
+          `an image's pixel values are [${encoderShape.join(', ')}], expected [1, crops, 3, ${PHI3V_TILE}, ${PHI3V_TILE}] with at least ${tiles + 1} crops for image_sizes [${h}, ${w}]`,
+        );
+    } else if (tiles > cfg.num_crops) throw new RangeError(`image_sizes [${h}, ${w}] is ${tiles} tiles, more than num_crops ${cfg.num_crops}`);
+    return phi3VisionTokens(h, w);
+  },
+};
