@@ -5,6 +5,7 @@
 // batched_keys (else the vLLM servicer would take them as shared by every image); TokenSpeed gets
 // each image's own slice, its first dimension kept.
 import { describe, expect, it } from 'vitest';
+import { PHI3_V } from '../multimodal/families/phi3-v.ts';
 import { QWEN2_VL } from '../multimodal/families/qwen2-vl.ts';
 import type * as vllm from '../gen/vllm/grpc/engine.ts';
 import type * as ts from '../gen/tokenspeed/grpc/scheduler.ts';
@@ -55,6 +56,22 @@ const qwenImage = (patches: number, fill: number): PreparedImage => {
   };
 };
 
+/** A Phi-3-vision image (its crops small: [1, 2, 1, 1, 1]) with its HD size and token count as PHI3_V lays them out. */
+const phi3Image = (imageSize: [number, number], tokens: number, fill: number): PreparedImage => ({
+  pixelValues: new Float32Array(2).fill(fill),
+  patches: 1,
+  features: 2,
+  encoderShape: [1, 2, 1, 1, 1],
+  modelTensors: PHI3_V.imageTensors({ patches: 1, tokens, imageSize }),
+  placeholder: { offset: fill * 10, length: tokens },
+  mediaHash: Buffer.alloc(32, fill),
+});
+
+const int64Values = (t: { payload?: { $case: string; value?: unknown } }) => {
+  if (t.payload?.$case !== 'inline') throw new Error(`went ${t.payload?.$case}`);
+  return Array.from(new BigInt64Array(Uint8Array.from(t.payload.value as Uint8Array).buffer), Number);
+};
+
 const request = (images: PreparedImage[]): EngineRequest => ({
   requestId: 'layouts-1',
   text: 'x',
@@ -88,6 +105,33 @@ describe('vLLM: pixel_values by the family layout', () => {
     expect(mm.flatKeys).toEqual({ pixel_values: 'patches_per_image' });
     expect(mm.batchedKeys).toEqual(['image_grid_thw', 'patches_per_image']);
     expect(mm.modelSpecificTensors.image_grid_thw!.shape).toEqual([2, 3]);
+  });
+});
+
+describe('a tensor with no field layout (Phi-3-vision’s num_img_tokens), as the gateway sends it', () => {
+  const images = () => [phi3Image([1008, 1344], 1921, 1), phi3Image([1680, 672], 1657, 2)];
+
+  it('vLLM: image_sizes and pixel_values batched, num_img_tokens in no key list (the servicer shares it among the items)', async () => {
+    const wire = await vllmEngine.buildRequest(request(images()), placement('vllm'));
+    const mm = (wire.message as vllm.GenerateRequest).mmInputs!;
+    expect(mm.batchedKeys).toEqual(['image_sizes', 'pixel_values']);
+    expect(mm.flatKeys).toEqual({});
+    expect(int64Values(mm.modelSpecificTensors.image_sizes!)).toEqual([1008, 1344, 1680, 672]);
+    expect(mm.modelSpecificTensors.num_img_tokens!.shape).toEqual([2]);
+    expect(int64Values(mm.modelSpecificTensors.num_img_tokens!)).toEqual([1921, 1657]);
+  });
+
+  it('TokenSpeed: each item its own image_sizes row, and num_img_tokens whole', async () => {
+    const wire = await tokenSpeedEngine.buildRequest(request(images()), placement('tokenspeed'));
+    const items = (wire.message as ts.GenerateRequest).mmInputs!.items;
+    expect(items.map((i) => int64Values(i.modelSpecificTensors.image_sizes!))).toEqual([
+      [1008, 1344],
+      [1680, 672],
+    ]);
+    expect(items.map((i) => int64Values(i.modelSpecificTensors.num_img_tokens!))).toEqual([
+      [1921, 1657],
+      [1921, 1657],
+    ]);
   });
 });
 

@@ -96,6 +96,54 @@ describe('a Kimi-K2.5 worker (vLLM)', () => {
   });
 });
 
+const phi3 = await loadModelDirectory(makeFamilyModel(path.join(scratch, 'phi3'), 'phi3_v'));
+
+/** A vLLM request of one Phi-3-vision image of `crops` crops, its image_sizes [h, w] under `sizesKey`, placed with `tokens` placeholder tokens. */
+function phi3Request(o: { h: number; w: number; tokens: number; crops?: number; sizesKey?: string }): GenerateRequest {
+  const crops = o.crops ?? 17;
+  const inputIds = [1, ...Array<number>(o.tokens).fill(32044), 2];
+  const sizesKey = o.sizesKey ?? 'image_sizes';
+  return {
+    requestId: 'r',
+    input: { $case: 'tokenized', value: { originalText: 'x', inputIds } },
+    stream: false,
+    mmInputs: {
+      pixelValues: { shape: [1, crops, 3, 336, 336], dtype: 'float32', payload: { $case: 'inline', value: Buffer.alloc(crops * 3 * 336 * 336 * 4) } },
+      modelSpecificTensors: { [sizesKey]: int64([o.h, o.w], [1, 2]), num_img_tokens: int64([o.tokens], [1]) },
+      imTokenId: 32044,
+      mmPlaceholders: [{ offset: 1, length: o.tokens }],
+      mmHashes: ['h0'],
+      batchedKeys: [sizesKey, 'pixel_values'],
+      flatKeys: {},
+      keepOnCpuKeys: [],
+      modality: 1,
+    },
+  } as unknown as GenerateRequest;
+}
+
+describe('a Phi-3-vision worker (vLLM)', () => {
+  it('takes an image of 17 crops whose image_sizes is 1008x1680 with 2353 tokens', () => {
+    expect(judge(phi3Request({ h: 1008, w: 1680, tokens: 2353 }), phi3)).toMatch(/^1 image: pixel_values \[1,17,3,336,336\] float32/);
+  });
+
+  it("refuses a count other than its image_sizes gives, a size that is not an HD image's, crops short of its tiles, and a Qwen grid its model does not read", () => {
+    expect(() => judge(phi3Request({ h: 1008, w: 1680, tokens: 1921 }), phi3)).toThrow(
+      new RequestInvalid('image 0: placeholder length 1921 does not match grid 1008x1680 (2353 tokens)'),
+    );
+    expect(() => judge(phi3Request({ h: 1000, w: 1680, tokens: 2353 }), phi3)).toThrow(
+      new RequestInvalid("image 0: image_sizes row [1000, 1680] is not an HD image's size: h and w must be positive multiples of 336"),
+    );
+    expect(() => judge(phi3Request({ h: 1008, w: 1680, tokens: 2353, crops: 5 }), phi3)).toThrow(
+      new RequestInvalid(
+        "image 0: an image's pixel values are [1, 5, 3, 336, 336], expected [1, crops, 3, 336, 336] with at least 16 crops for image_sizes [1008, 1680]",
+      ),
+    );
+    expect(() => judge(phi3Request({ h: 1008, w: 1680, tokens: 2353, sizesKey: 'image_grid_thw' }), phi3)).toThrow(
+      new RequestInvalid("image 0: its grid is image_grid_thw, but the model reads image_sizes (KeyError: 'image_sizes')"),
+    );
+  });
+});
+
 describe('a LLaVA-1.5 worker (vLLM)', () => {
   it('takes two batched [1, 3, 336, 336] images of 576 tokens each', () => {
     expect(judge(llavaRequest({ images: 2 }))).toMatch(/^2 images: pixel_values \[2,3,336,336\] float32 via inline, 2709504 bytes$/);

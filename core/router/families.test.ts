@@ -285,3 +285,93 @@ describe('a kimi_k25 model directory', () => {
     expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 2, misses: 2 });
   }, 60_000);
 });
+
+// Phi-3-vision (docs/preprocessing.md, "HD crops (Phi-3-vision)"): every image HD-transformed
+// into at most 16 tiles of 336 pixels with a global image in front, [17, 3, 336, 336] bit for
+// bit the checkpoint's processor run in Pillow and torch; vLLM gets them batched
+// ([2, 17, 3, 336, 336]) with image_sizes batched and num_img_tokens shared, TokenSpeed one
+// item each (num_img_tokens whole in every item, as the gateway gives it); each image's
+// <|image|> is as many tokens as its HD size gives, what the worker's model computes from the
+// image_sizes it receives (the worker refuses another count, or crops short of the tiles).
+describe('a phi3_v model directory', () => {
+  const dir = makeFamilyModel(path.join(scratch, 'phi3_v'), 'phi3_v');
+  const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/phi3v_reference.py');
+  const reference = IMAGES.map((_, i) => {
+    const file = path.join(scratch, `phi3-${i}.f32`);
+    const source = path.join(scratch, `phi3-source-${i}`);
+    writeFileSync(source, IMAGES[i]!.bytes);
+    const info = JSON.parse(runPythonScript(REFERENCE, [source, '--out', file])) as { hd: number[]; tokens: number };
+    return { values: new Float32Array(Uint8Array.from(readFileSync(file)).buffer), hd: info.hd, tokens: info.tokens };
+  });
+  const CROP = '[1,17,3,336,336]';
+
+  it.each(['tokenspeed', 'vllm', 'sglang'] as const)(
+    "%s: two images of different aspect ratios arrive as 17 HD crops with image_sizes and num_img_tokens, each image's tokens its HD size's",
+    async (runtime) => {
+      // 400x300 is 1344x1008 (12 tiles, 1921 tokens); 150x420 is transposed, 672x1680 (10 tiles, 1657).
+      expect(reference.map((r) => [r.hd, r.tokens])).toEqual([
+        [[1008, 1344], 1921],
+        [[1680, 672], 1657],
+      ]);
+      const model = await loadModelDirectory(dir);
+      expect(model.family).toBe('phi3_v');
+      const worker = await startWorker(runtime, ['--model-path', dir]);
+      const r = await router(worker, 'inline', { model_path: dir });
+      const res = await fetch(`${r.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'phi3', messages: messages() }),
+      });
+      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown; usage?: { prompt_tokens: number } };
+      expect(res.status, JSON.stringify(body.error)).toBe(200);
+      const content = body.choices![0]!.message.content;
+      if (runtime === 'tokenspeed') {
+        // The checkpoint's weights are bfloat16 (config.json torch_dtype): the worker's encoder dtype.
+        for (const [i, ref] of reference.entries()) {
+          const bf16 = encodeFloat32As('bfloat16', ref.values);
+          expect(content).toContain(`encoder_input[${i}] ${CROP} bfloat16 via inline, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`);
+          expect(content).toContain(`image_sizes[${i}] [1,2] int64 via inline, 16 bytes`);
+          expect(content).toContain(`num_img_tokens[${i}] [2] int64 via inline, 16 bytes`);
+        }
+      } else {
+        const joined = new Float32Array(reference[0]!.values.length + reference[1]!.values.length);
+        joined.set(reference[0]!.values);
+        joined.set(reference[1]!.values, reference[0]!.values.length);
+        expect(content).toContain(
+          `pixel_values [2,17,3,336,336] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`,
+        );
+        expect(content).toContain('image_sizes [2,2] int64 via inline, 32 bytes');
+        expect(content).toContain('num_img_tokens [2] int64 via inline, 16 bytes');
+      }
+      const prompt = buildPrompt(model, messages(), [1921, 1657]);
+      // The string template: the message's images first, then its texts, a line each.
+      expect(prompt.text).toBe('<|user|>\n<|image|>\n<|image|>\nand\nWhat differs?<|end|>\n<|assistant|>\n');
+      expect(body.usage?.prompt_tokens).toBe(prompt.inputIds.length);
+      expect(prompt.inputIds.filter((id) => id === 32044)).toHaveLength(1921 + 1657);
+    },
+    60_000,
+  );
+
+  it('TokenSpeed over /dev/shm: the crops written while they are preprocessed, read by the worker, the same bytes; again from the pixel cache', async () => {
+    const worker = await startWorker('tokenspeed', ['--model-path', dir]);
+    const r = await router(worker, 'shm', { model_path: dir });
+    for (const round of ['computed', 'cached']) {
+      const res = await fetch(`${r.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'phi3', messages: messages() }),
+      });
+      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown };
+      expect(res.status, `${round}: ${JSON.stringify(body.error)}`).toBe(200);
+      for (const [i, ref] of reference.entries()) {
+        const bf16 = encodeFloat32As('bfloat16', ref.values);
+        expect(body.choices![0]!.message.content, round).toContain(
+          `encoder_input[${i}] ${CROP} bfloat16 via shm, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`,
+        );
+        // The cached image's tensors are the ones it was computed with.
+        expect(body.choices![0]!.message.content, round).toContain(`num_img_tokens[${i}] [2] int64 via inline, 16 bytes`);
+      }
+    }
+    expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 2, misses: 2 });
+  }, 60_000);
+});
