@@ -71,6 +71,19 @@ describe('mmtc preprocess', () => {
     expect(raw.stderr).toContain('error: --no-normalize is not available for the kimi_k25 family (its processor always normalizes)');
   });
 
+  it('--model phi3_v: 17 HD crops of 336 pixels, the HD size as image_sizes and its tokens', () => {
+    const r = runMmtc(['preprocess', '--model', 'phi3_v', images.file('hd.jpg')]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('family      phi3_v');
+    // 1920x1080 at scale 5: 1680x945, padded with white to 1680x1008 (3x5 tiles).
+    expect(r.stdout).toContain('resized     1680x945');
+    expect(r.stdout).toContain('shape       [1, 17, 3, 336, 336]  image_sizes [1008, 1680]  2353 tokens');
+    expect(r.stdout).toContain(`encoder     float32, ${17 * 3 * 336 * 336 * 4} bytes`);
+    const raw = runMmtc(['preprocess', '--model', 'phi3_v', '--no-normalize', images.file('hd.jpg')]);
+    expect(raw.status).toBe(2);
+    expect(raw.stderr).toContain('error: --no-normalize is not available for the phi3_v family (its processor always normalizes)');
+  });
+
   it('a missing image fails with its index and the cause, exit 1', () => {
     const r = runMmtc(['preprocess', images.file('photo.jpg'), '/no/such.png']);
     expect(r.status).toBe(1);

@@ -6,7 +6,7 @@ import { loadImageBytes, ImageInputError } from '../multimodal/fetch.ts';
 import { createMediaPolicy } from '../multimodal/media-policy.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { PreprocessPool } from '../multimodal/pool.ts';
-import { familyById, isMoonVitConfig, type FamilyId, type ImageConfig } from '../multimodal/families/index.ts';
+import { familyById, type FamilyId, type ImageConfig } from '../multimodal/families/index.ts';
 import { encoderFingerprint } from '../multimodal/qwen-vl.ts';
 import { formatPreprocessReport, type PreprocessReport } from './reports.ts';
 
@@ -37,8 +37,8 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
     config = familyById(family).defaults;
   }
   if (!opts.normalize) {
-    // MoonViT's processor has no switch for it (the checkpoint's processor always normalizes).
-    if (isMoonVitConfig(config)) {
+    // MoonViT's and Phi-3-vision's processors have no switch for it (the checkpoints' processors always normalize).
+    if (!('do_normalize' in config)) {
       process.stderr.write(`error: --no-normalize is not available for the ${family} family (its processor always normalizes)\n`);
       return 2;
     }
@@ -65,6 +65,7 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
           ...(r.gridT !== undefined && r.gridH !== undefined && r.gridW !== undefined
             ? { grid_thw: [r.gridT, r.gridH, r.gridW] as [number, number, number] }
             : {}),
+          ...(r.imageSize ? { image_sizes: r.imageSize } : {}),
           tokens: r.tokens,
           dtype: opts.dtype,
           nbytes: r.patches * r.features * elem,

@@ -4,7 +4,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { makeTestImages } from '../test/images.ts';
 import { runPython, runPythonScript } from '../test/python.ts';
 import { decodeToRgb } from './decode.ts';
-import { PHI3_VISION_DEFAULTS, phi3VisionGeometry, phi3VisionTokens, preprocessPhi3VisionRgb } from './phi3v.ts';
+import { f32ToBf16 } from '../transport/dtype.ts';
+import { PHI3_VISION_DEFAULTS, phi3VisionGeometry, phi3VisionMemoryBytes, phi3VisionTokens, preprocessPhi3VisionRgb } from './phi3v.ts';
+import { PreprocessPool } from './pool.ts';
 import { ImageSizeError } from './qwen-vl.ts';
 
 const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/phi3v_reference.py');
@@ -88,5 +90,34 @@ describe('Phi-3-vision encoder input agrees exactly with the processor run in Pi
     expect(info.shape).toEqual([5, 3, 336, 336]);
     expect([ours.hdHeight, ours.hdWidth, ours.tokens]).toEqual([...info.hd, info.tokens]);
     expect(bytesOf(ours.pixelValues!).equals(readFileSync(out))).toBe(true);
+  });
+});
+
+describe('Phi-3-vision in the preprocessing pool', () => {
+  it("a portrait's crops and HD planes in the pool's memory, float32 and bfloat16: the reference's bytes", async () => {
+    const out = path.join(images.dir, 'phi3v-pool-tall.f32');
+    runPythonScript(REFERENCE, [images.file('tall.png'), '--out', out]);
+    const reference = readFileSync(out);
+    const pool = new PreprocessPool(1);
+    try {
+      const r = await pool.run({ bytes: images.bytes('tall.png'), config: PHI3_VISION_DEFAULTS, bf16: true });
+      expect([r.resizedHeight, r.resizedWidth, r.tokens, r.imageSize]).toEqual([1680, 720, 2377, [1680, 1008]]);
+      expect(r.inOutput).toBe(true);
+      expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
+      expect(
+        Buffer.from(r.bf16!.buffer, r.bf16!.byteOffset, r.bf16!.byteLength).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer)))),
+      ).toBe(true);
+      r.release();
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it('counts the outputs, the HD planes, the transposed copy and the resize in the memory an image takes', () => {
+    // 300x700: HD 1008x1680 float32 planes, a 300x700 transposed copy, the resize's horizontal pass of its 300 rows (transposed) to 1680.
+    const outputs = 17 * 3 * 336 * 336 * (4 + 2);
+    expect(phi3VisionMemoryBytes(300, 700, PHI3_VISION_DEFAULTS, { float32: true, bf16: true })).toBe(
+      outputs + 3 * 1008 * 1680 * 4 + 300 * 700 * 3 + 1680 * 300 * 3,
+    );
   });
 });

@@ -19,7 +19,6 @@
 // torch's (docs/preprocessing.md says how close).
 import { f32ToBf16 } from '../transport/dtype.ts';
 import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, fits, ImageSizeError, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
-import { kernelSize } from './resample.ts';
 import { resizeRgbIntoJs } from './resize.ts';
 
 /** The side of a crop, and of the global image. */
@@ -226,11 +225,10 @@ const hdBytes = (g: Phi3VisionGeometry) => 3 * g.hdHeight * g.hdWidth * 4;
  */
 export function phi3VisionMemoryBytes(width: number, height: number, cfg: Phi3VisionImageConfig, kinds: OutputKinds): number {
   const g = phi3VisionGeometry(height, width, cfg);
-  const [srcH, outW, outH] = g.transposed ? [width, g.resizedHeight, g.resizedWidth] : [height, g.resizedWidth, g.resizedHeight];
-  // The horizontal pass holds the rows the vertical one reads: all of them, and a filter's reach beyond when upscaling.
-  const rowsRead = Math.min(srcH, outH === srcH ? srcH : srcH + kernelSize(srcH, outH, 'bilinear'));
+  const [srcH, outW] = g.transposed ? [width, g.resizedHeight] : [height, g.resizedWidth];
+  // The horizontal pass (Pillow's first) holds every source row at the output's width.
   const transposed = g.transposed ? width * height * 3 : 0;
-  return encoderOutputBytes(phi3VisionElements(cfg), kinds) + hdBytes(g) + transposed + outW * rowsRead * 3;
+  return encoderOutputBytes(phi3VisionElements(cfg), kinds) + hdBytes(g) + transposed + outW * srcH * 3;
 }
 
 /**
