@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { calibrationNote, calibrationSizes, comparePaths, findCrossover, minSamplesForWinner, type Winner } from './calibrate.ts';
 import { KIMI_K25_DEFAULTS } from '../multimodal/moonvit.ts';
+import { PHI3_VISION_DEFAULTS } from '../multimodal/phi3v.ts';
 import { QWEN_VL_DEFAULTS } from '../multimodal/qwen-vl.ts';
 
 const KiB = 1024;
@@ -97,5 +98,7 @@ describe('calibration: the sizes it measures', () => {
     expect(kimi.map(([w]) => w)).toEqual([28, 84, 140, 308, 588, 1176, 1680]);
     for (const [w, h, nbytes] of kimi) expect([w! % 28, h, nbytes]).toEqual([0, w, (w! / 14) ** 2 * 3 * 14 * 14 * 4]);
     expect(kimi.at(-1)![2]).toBeGreaterThan(30 * 1024 * 1024);
+    // Phi-3-vision: every image is the same 17 crops of 336 pixels, whatever its size: one size to measure.
+    expect(side(calibrationSizes(PHI3_VISION_DEFAULTS, 4))).toEqual([[336, 336, 17 * 3 * 336 * 336 * 4]]);
   });
 });

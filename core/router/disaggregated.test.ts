@@ -193,6 +193,22 @@ describe('EPD', () => {
     expect(ourFiles()).toEqual([]);
   });
 
+  it('Phi-3-vision (batched crops, image_sizes its grid, num_img_tokens shared): each image reaches its encode worker as 17 crops with its image_sizes; the prefill worker, which refuses an item without them, takes the request; no file is left', async () => {
+    const dir = makeFamilyModel(path.join(llavaScratch, 'phi3'), 'phi3_v');
+    const model = ['--model-path', dir];
+    const encode = await worker('encode', model);
+    const prefill = await worker('prefill', model);
+    const decode = await worker('decode', model);
+    const r = await start({ disaggregation: 'epd', model_path: dir, workers: [spec(encode, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
+    const reply = await chat(r, ['rgb.png', 'photo.jpg']);
+    expect(reply.status, reply.content).toBe(200);
+    // 400x300: 1344x1008, its 12 tiles and the global image among 17 crops, bfloat16 (the checkpoint's torch_dtype).
+    for (const i of [0, 1])
+      expect(reply.content).toMatch(new RegExp(`item ${i} from encode worker ${encode.url}, room \\d+: encoder_input \\[1,17,3,336,336\\] bfloat16 via shm`));
+    expect(reply.content.match(/image_sizes \[1,2\] int64/g)).toHaveLength(2);
+    expect(ourFiles()).toEqual([]);
+  });
+
   it('an override on one encode worker changes only its items; four images in one request, each to one encode worker', async () => {
     const a = await worker('encode');
     const b = await worker('encode');
