@@ -7,6 +7,7 @@ import { decodeToRgb } from './decode.ts';
 import { f32ToBf16 } from '../transport/dtype.ts';
 import { PHI3_VISION_DEFAULTS, phi3VisionGeometry, phi3VisionMemoryBytes, phi3VisionTokens, preprocessPhi3VisionRgb } from './phi3v.ts';
 import { PreprocessPool } from './pool.ts';
+import { resizeBytes } from './resize-simd.ts';
 import { ImageSizeError } from './qwen-vl.ts';
 
 const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/phi3v_reference.py');
@@ -67,10 +68,18 @@ describe('Phi-3-vision HD geometry (HD_transform, padding_336)', () => {
   });
 });
 
+const NAMES = ['photo.jpg', 'rgba.png', 'gray.png', 'hd.jpg', 'tall.png', 'dot.png', 'strip.png'];
+const referenceOut = (name: string) => path.join(images.dir, `phi3v-${name}.f32`);
+// One Python process for every image (importing torch is most of its time).
+const REFERENCE_INFO = runPythonScript(REFERENCE, ['--each', ...NAMES.map((n) => `${images.file(n)}=${referenceOut(n)}`)])
+  .trim()
+  .split('\n')
+  .map((line) => JSON.parse(line) as { resized: number[]; hd: number[]; tokens: number; shape: number[] });
+
 describe('Phi-3-vision encoder input agrees exactly with the processor run in Pillow and torch', () => {
-  it.each(['photo.jpg', 'rgba.png', 'gray.png', 'hd.jpg', 'tall.png', 'dot.png', 'strip.png'])('%s', async (name) => {
-    const out = path.join(images.dir, `phi3v-${name}.f32`);
-    const info = JSON.parse(runPythonScript(REFERENCE, [images.file(name), '--out', out]));
+  it.each(NAMES.map((name, i) => [name, i] as const))('%s', async (name, i) => {
+    const out = referenceOut(name);
+    const info = REFERENCE_INFO[i]!;
     const img = await decodeToRgb(images.bytes(name));
     const ours = preprocessPhi3VisionRgb(img.rgb, img.width, img.height, PHI3_VISION_DEFAULTS);
     expect([ours.resizedHeight, ours.resizedWidth]).toEqual(info.resized);
@@ -78,8 +87,10 @@ describe('Phi-3-vision encoder input agrees exactly with the processor run in Pi
     expect(ours.tokens).toBe(info.tokens);
     expect(info.shape).toEqual([17, 3, 336, 336]);
     // The tiles are Pillow's bilinear bytes normalized; the global image is torch's bicubic,
-    // bit for bit (its fused multiply-adds, in its order).
+    // bit for bit (its fused multiply-adds, in its order). The SIMD kernels and the JavaScript resize alike.
     expect(bytesOf(ours.pixelValues!).equals(readFileSync(out))).toBe(true);
+    const js = preprocessPhi3VisionRgb(img.rgb, img.width, img.height, PHI3_VISION_DEFAULTS, { javascript: true });
+    expect(bytesOf(js.pixelValues!).equals(readFileSync(out))).toBe(true);
   });
 
   it('fewer crops: 4, as Phi-3.5-vision is run for many frames', async () => {
@@ -95,9 +106,7 @@ describe('Phi-3-vision encoder input agrees exactly with the processor run in Pi
 
 describe('Phi-3-vision in the preprocessing pool', () => {
   it("a portrait's crops and HD planes in the pool's memory, float32 and bfloat16: the reference's bytes", async () => {
-    const out = path.join(images.dir, 'phi3v-pool-tall.f32');
-    runPythonScript(REFERENCE, [images.file('tall.png'), '--out', out]);
-    const reference = readFileSync(out);
+    const reference = readFileSync(referenceOut('tall.png'));
     const pool = new PreprocessPool(1);
     try {
       const r = await pool.run({ bytes: images.bytes('tall.png'), config: PHI3_VISION_DEFAULTS, bf16: true });
@@ -113,11 +122,12 @@ describe('Phi-3-vision in the preprocessing pool', () => {
     }
   });
 
-  it('counts the outputs, the HD planes, the transposed copy and the resize in the memory an image takes', () => {
-    // 300x700: HD 1008x1680 float32 planes, a 300x700 transposed copy, the resize's horizontal pass of its 300 rows (transposed) to 1680.
-    const outputs = 17 * 3 * 336 * 336 * (4 + 2);
-    expect(phi3VisionMemoryBytes(300, 700, PHI3_VISION_DEFAULTS, { float32: true, bf16: true })).toBe(
-      outputs + 3 * 1008 * 1680 * 4 + 300 * 700 * 3 + 1680 * 300 * 3,
-    );
+  it("counts the outputs, the HD planes, the resize's working space and a portrait's transposed copy in the memory an image takes", () => {
+    // 300x700: HD 1008x1680 float32 planes, the resize of the transposed 700x300 to 1680x720 in the kernels' layout, a 300x700 transposed copy.
+    const base = 17 * 3 * 336 * 336 * (4 + 2) + 3 * 1008 * 1680 * 4;
+    const bytes = phi3VisionMemoryBytes(300, 700, PHI3_VISION_DEFAULTS, { float32: true, bf16: true });
+    expect(bytes).toBe(base + resizeBytes(700, 300, 1680, 720, [], base, undefined, 'bilinear') + 300 * 700 * 3);
+    // The resize holds at least its source and the horizontal pass's rows.
+    expect(bytes - base - 300 * 700 * 3).toBeGreaterThan(700 * 300 * 3 + 1680 * 300 * 3);
   });
 });

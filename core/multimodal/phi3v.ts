@@ -19,7 +19,8 @@
 // torch's (docs/preprocessing.md says how close).
 import { f32ToBf16 } from '../transport/dtype.ts';
 import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, fits, ImageSizeError, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
-import { resizeRgbIntoJs } from './resize.ts';
+import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
+import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
 
 /** The side of a crop, and of the global image. */
 export const PHI3V_TILE = 336;
@@ -117,39 +118,54 @@ function transposeRgb(rgb: Uint8Array, width: number, height: number): Uint8Arra
   return out;
 }
 
+/** The resize of the HD transform, in the transposed frame of a portrait (Pillow resizes the transposed image): source and output sizes. */
+function resizeFrame(width: number, height: number, g: Phi3VisionGeometry): { srcW: number; srcH: number; outW: number; outH: number } {
+  return g.transposed
+    ? { srcW: height, srcH: width, outW: g.resizedHeight, outH: g.resizedWidth }
+    : { srcW: width, srcH: height, outW: g.resizedWidth, outH: g.resizedHeight };
+}
+
 /**
  * The normalized HD image, channel first [3, hdHeight, hdWidth], into `out`: the Pillow-exact
- * bilinear resize of the (transposed) image, white bands on the padded side.
+ * bilinear resize of the (transposed) image, white bands on the padded side. The resize runs on
+ * the SIMD kernels in `memory` from byte `scratchAt` when given (the pool's), else on this
+ * thread's kernels, or in JavaScript with `javascript` (the same bytes).
  */
-function hdPlanes(rgb: Uint8Array, width: number, height: number, g: Phi3VisionGeometry, levels: readonly Float32Array[], out: Float32Array): Float32Array {
+function hdPlanes(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  g: Phi3VisionGeometry,
+  levels: readonly Float32Array[],
+  out: Float32Array,
+  where: { memory?: EncoderMemory['memory']; scratchAt?: number; javascript?: boolean },
+): Float32Array {
   const { hdHeight: H, hdWidth: W } = g;
   const plane = H * W;
   for (let c = 0; c < 3; c++) out.fill(levels[c]![255]!, c * plane, (c + 1) * plane);
   // In the transposed frame the resize runs on the transposed pixels, as Pillow does (its
   // horizontal pass first): its row y is the HD image's column padStart + y.
   const source = g.transposed ? transposeRgb(rgb, width, height) : rgb;
-  const [srcW, srcH] = g.transposed ? [height, width] : [width, height];
-  const [outW, outH] = g.transposed ? [g.resizedHeight, g.resizedWidth] : [g.resizedWidth, g.resizedHeight];
-  resizeRgbIntoJs(
-    source,
-    srcW,
-    srcH,
-    outW,
-    outH,
-    (y, line) => {
-      for (let c = 0; c < 3; c++) {
-        const table = levels[c]!;
-        const base = c * plane;
-        if (g.transposed) for (let x = 0; x < outW; x++) out[base + x * W + g.padStart + y] = table[line[x * 3 + c]!]!;
-        else {
-          const row = base + (g.padStart + y) * W;
-          for (let x = 0; x < outW; x++) out[row + x] = table[line[x * 3 + c]!]!;
-        }
+  const { srcW, srcH, outW, outH } = resizeFrame(width, height, g);
+  const row = (y: number, line: Uint8Array) => {
+    for (let c = 0; c < 3; c++) {
+      const table = levels[c]!;
+      const base = c * plane;
+      if (g.transposed) for (let x = 0; x < outW; x++) out[base + x * W + g.padStart + y] = table[line[x * 3 + c]!]!;
+      else {
+        const at = base + (g.padStart + y) * W;
+        for (let x = 0; x < outW; x++) out[at + x] = table[line[x * 3 + c]!]!;
       }
-    },
-    undefined,
-    'bilinear',
-  );
+    }
+  };
+  if (where.javascript) {
+    resizeRgbIntoJs(source, srcW, srcH, outW, outH, row, undefined, 'bilinear');
+    return out;
+  }
+  const kernels = where.memory ? kernelsOn(where.memory) : null;
+  const plan = kernels ? planResize(kernels, source, srcW, srcH, outW, outH, [], where.scratchAt, undefined, 'bilinear') : null;
+  if (kernels && plan) resizeBand(kernels, plan, 0, row);
+  else resizeRgbInto(source, srcW, srcH, outW, outH, row, undefined, 'bilinear');
   return out;
 }
 
@@ -193,23 +209,36 @@ export function torchBicubicPlane(src: Float32Array, height: number, width: numb
   const f = Math.fround;
   const rows = torchCubicAxis(height, outH);
   const { index: ci, weight: cw } = torchCubicAxis(width, outW);
-  const sums = new Float32Array(4);
+  // A source row's four-column sums do not depend on the output row: each row's once.
+  const sums = new Map<number, Float32Array>();
+  const rowSums = (r: number) => {
+    let s = sums.get(r);
+    if (s) return s;
+    s = new Float32Array(outW);
+    const row = r * width;
+    for (let x = 0; x < outW; x++) {
+      const k = x * 4;
+      let t = f(src[row + ci[k]!]! * cw[k]! + f(src[row + ci[k + 1]!]! * cw[k + 1]!));
+      t = f(src[row + ci[k + 2]!]! * cw[k + 2]! + t);
+      s[x] = f(src[row + ci[k + 3]!]! * cw[k + 3]! + t);
+    }
+    sums.set(r, s);
+    return s;
+  };
   for (let y = 0; y < outH; y++) {
+    const s0 = rowSums(rows.index[y * 4]!);
+    const s1 = rowSums(rows.index[y * 4 + 1]!);
+    const s2 = rowSums(rows.index[y * 4 + 2]!);
+    const s3 = rowSums(rows.index[y * 4 + 3]!);
     const w0 = rows.weight[y * 4]!;
     const w1 = rows.weight[y * 4 + 1]!;
     const w2 = rows.weight[y * 4 + 2]!;
     const w3 = rows.weight[y * 4 + 3]!;
+    const at = y * outW;
     for (let x = 0; x < outW; x++) {
-      const k = x * 4;
-      for (let j = 0; j < 4; j++) {
-        const row = rows.index[y * 4 + j]! * width;
-        let t = f(src[row + ci[k]!]! * cw[k]! + f(src[row + ci[k + 1]!]! * cw[k + 1]!));
-        t = f(src[row + ci[k + 2]!]! * cw[k + 2]! + t);
-        sums[j] = f(src[row + ci[k + 3]!]! * cw[k + 3]! + t);
-      }
-      let output = f(sums[0]! * w0 + f(sums[1]! * w1));
-      output = f(sums[2]! * w2 + output);
-      into[y * outW + x] = f(sums[3]! * w3 + output);
+      let output = f(s0[x]! * w0 + f(s1[x]! * w1));
+      output = f(s2[x]! * w2 + output);
+      into[at + x] = f(s3[x]! * w3 + output);
     }
   }
 }
@@ -218,17 +247,17 @@ export function torchBicubicPlane(src: Float32Array, height: number, width: numb
 const hdBytes = (g: Phi3VisionGeometry) => 3 * g.hdHeight * g.hdWidth * 4;
 
 /**
- * Bytes an image of this size takes while it is preprocessed: its outputs and the HD image's
- * planes (in the pool's memory when it has them), then the transposed copy of a portrait and the
- * resize's horizontal pass (the thread's own memory, freed when the image is done), counted so
- * the budget holds them all.
+ * Bytes an image of this size takes in the pool's memory: its outputs, the HD image's planes,
+ * then the resize's working space (the SIMD kernels resize there); and the transposed copy of
+ * a portrait (the thread's own memory, freed when the image is done), counted so the budget
+ * holds it too.
  */
 export function phi3VisionMemoryBytes(width: number, height: number, cfg: Phi3VisionImageConfig, kinds: OutputKinds): number {
   const g = phi3VisionGeometry(height, width, cfg);
-  const [srcH, outW] = g.transposed ? [width, g.resizedHeight] : [height, g.resizedWidth];
-  // The horizontal pass (Pillow's first) holds every source row at the output's width.
+  const { srcW, srcH, outW, outH } = resizeFrame(width, height, g);
+  const base = encoderOutputBytes(phi3VisionElements(cfg), kinds) + hdBytes(g);
   const transposed = g.transposed ? width * height * 3 : 0;
-  return encoderOutputBytes(phi3VisionElements(cfg), kinds) + hdBytes(g) + transposed + outW * srcH * 3;
+  return base + resizeBytes(srcW, srcH, outW, outH, [], base, undefined, 'bilinear') + transposed;
 }
 
 /**
@@ -242,7 +271,7 @@ export function preprocessPhi3VisionRgb(
   width: number,
   height: number,
   cfg: Phi3VisionImageConfig,
-  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory } = {},
+  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean } = {},
 ): Phi3VisionGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean } {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessPhi3VisionRgb: asked for neither float32 nor bfloat16 output');
   const g = phi3VisionGeometry(height, width, cfg);
@@ -258,6 +287,10 @@ export function preprocessPhi3VisionRgb(
     g,
     phi3VisionLevels(cfg),
     memory ? new Float32Array(memory.memory.buffer, memory.scratchAt, hdBytes(g) / 4) : new Float32Array(hdBytes(g) / 4),
+    {
+      ...(memory ? { memory: memory.memory, scratchAt: memory.scratchAt + hdBytes(g) } : {}),
+      ...(options.javascript ? { javascript: true } : {}),
+    },
   );
   // The float32 values are computed whatever travels: bfloat16 is rounded from them.
   const out = views.pixelValues ?? new Float32Array(elements);

@@ -11,7 +11,16 @@
 // that also holds the encoder input, so the scatter kernel writes the output in place; plain
 // resizes use this thread's own memory, grown to the largest image seen and reused.
 import { existsSync, readFileSync } from 'node:fs';
-import { kernelSize, resampleCoefficients, sourceSpan, wholeOutput, type OutputWindow, type ResampleCoefficients, type RowSink } from './resample.ts';
+import {
+  kernelSize,
+  resampleCoefficients,
+  sourceSpan,
+  wholeOutput,
+  type OutputWindow,
+  type ResampleCoefficients,
+  type ResampleFilter,
+  type RowSink,
+} from './resample.ts';
 
 const WASM_PATH = new URL('../gen/resize.wasm', import.meta.url);
 
@@ -184,6 +193,7 @@ function layoutResize(
   bandStarts: number[],
   base: number,
   window: OutputWindow = wholeOutput(outW, outH),
+  filter: ResampleFilter = 'bicubic',
 ): { plan: ResizePlan; end: number } {
   const needH = outW !== width;
   const needV = outH !== height;
@@ -197,9 +207,9 @@ function layoutResize(
     at += Math.ceil((bytes + SLACK) / 16) * 16;
     return offset;
   };
-  const pairs = Math.ceil(kernelSize(width, outW) / 2);
+  const pairs = Math.ceil(kernelSize(width, outW, filter) / 2);
   const h = needH ? { ksize: pairs, starts: take(rowWidth * 4), counts: take(rowWidth * 4), weights: take(16 + rowWidth * pairs * 32) } : null;
-  const vk = kernelSize(height, outH);
+  const vk = kernelSize(height, outH, filter);
   const rows = window.y1 - window.y0;
   const v = needV ? { ksize: vk, starts: take(rows * 4), counts: take(rows * 4), weights: take(rows * vk * 4) } : null;
   const srcAt = take(width * height * 3);
@@ -208,8 +218,8 @@ function layoutResize(
     const y0 = edges[b]!;
     const y1 = edges[b + 1]!;
     if (y1 <= y0) continue;
-    const last = needV ? sourceSpan(height, outH, y1 - 1) : undefined;
-    const srcFirst = needV ? sourceSpan(height, outH, y0).start : y0;
+    const last = needV ? sourceSpan(height, outH, y1 - 1, filter) : undefined;
+    const srcFirst = needV ? sourceSpan(height, outH, y0, filter).start : y0;
     const srcLast = last ? last.start + last.count : y1;
     const temp = needH ? take(stride * (srcLast - srcFirst)) : 0;
     const dst = needV ? take(stride * (y1 - y0)) : 0;
@@ -227,8 +237,9 @@ export function resizeBytes(
   bandStarts: number[] = [],
   base = 0,
   window: OutputWindow = wholeOutput(outW, outH),
+  filter: ResampleFilter = 'bicubic',
 ): number {
-  return layoutResize(width, height, outW, outH, bandStarts, base, window).end - base;
+  return layoutResize(width, height, outW, outH, bandStarts, base, window, filter).end - base;
 }
 
 /**
@@ -247,8 +258,9 @@ export function planResize(
   bandStarts: number[] = [],
   base = 0,
   window: OutputWindow = wholeOutput(outW, outH),
+  filter: ResampleFilter = 'bicubic',
 ): ResizePlan | null {
-  const { plan, end } = layoutResize(width, height, outW, outH, bandStarts, base, window);
+  const { plan, end } = layoutResize(width, height, outW, outH, bandStarts, base, window, filter);
   const pages = Math.ceil(end / PAGE);
   const have = k.memory.buffer.byteLength / PAGE;
   if (pages > MAX_PAGES) return null;
@@ -260,13 +272,13 @@ export function planResize(
   const mem = k.memory.buffer;
   const copy = (at: number, a: ArrayBufferView) => new Uint8Array(mem, at, a.byteLength).set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength));
   if (plan.horiz) {
-    const h = pairCoefficients(resampleCoefficients(width, outW, window.x0, window.x1));
+    const h = pairCoefficients(resampleCoefficients(width, outW, window.x0, window.x1, filter));
     copy(plan.horiz.starts, h.start);
     copy(plan.horiz.counts, h.count);
     copy(plan.horiz.weights, h.vectors);
   }
   if (plan.vert) {
-    const v = resampleCoefficients(height, outH, window.y0, window.y1);
+    const v = resampleCoefficients(height, outH, window.y0, window.y1, filter);
     copy(plan.vert.starts, v.start);
     copy(plan.vert.counts, v.count);
     copy(plan.vert.weights, v.weights);
@@ -341,8 +353,9 @@ export function resizeRgbIntoSimd(
   outH: number,
   emitRow: RowSink,
   window: OutputWindow = wholeOutput(outW, outH),
+  filter: ResampleFilter = 'bicubic',
 ): boolean {
-  const plan = planResize(k, src, width, height, outW, outH, [], 0, window);
+  const plan = planResize(k, src, width, height, outW, outH, [], 0, window, filter);
   if (!plan) return false;
   resizeBand(k, plan, 0, emitRow);
   return true;

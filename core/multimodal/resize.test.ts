@@ -45,20 +45,20 @@ data = sys.stdin.buffer.read()
 pos = 0
 out = []
 while pos < len(data):
-    w, h, ow, oh = struct.unpack_from('<4I', data, pos); pos += 16
+    w, h, ow, oh, f = struct.unpack_from('<5I', data, pos); pos += 20
     n = w * h * 3
     im = Image.frombytes('RGB', (w, h), data[pos:pos + n]); pos += n
-    out.append(im.resize((ow, oh), Image.BICUBIC).tobytes())
+    out.append(im.resize((ow, oh), Image.BILINEAR if f else Image.BICUBIC).tobytes())
 sys.stdout.buffer.write(b''.join(out))
 `;
 
 describe('Pillow-exact bicubic resize', () => {
-  it('matches Pillow byte for byte on every case', () => {
+  it.each(['bicubic', 'bilinear'] as const)('matches Pillow byte for byte on every case, %s (SIMD kernels and JavaScript)', (filter) => {
     const inputs = CASES.map(([w, h], i) => sourceImage(w, h, i + 1));
     const payload = Buffer.concat(
       CASES.flatMap(([w, h, ow, oh], i) => {
-        const head = Buffer.alloc(16);
-        [w, h, ow, oh].forEach((v, k) => head.writeUInt32LE(v, k * 4));
+        const head = Buffer.alloc(20);
+        [w, h, ow, oh, filter === 'bilinear' ? 1 : 0].forEach((v, k) => head.writeUInt32LE(v, k * 4));
         return [head, Buffer.from(inputs[i]!)];
       }),
     );
@@ -68,7 +68,7 @@ describe('Pillow-exact bicubic resize', () => {
       const expected = pillow.subarray(pos, pos + ow * oh * 3);
       pos += ow * oh * 3;
       for (const implementation of ['auto', 'js'] as const) {
-        const ours = Buffer.from(resizeRgb(inputs[i]!, w, h, ow, oh, implementation));
+        const ours = Buffer.from(resizeRgb(inputs[i]!, w, h, ow, oh, implementation, filter));
         const mismatch = ours.findIndex((v, k) => v !== expected[k]);
         expect(mismatch, `${implementation}: ${w}x${h} -> ${ow}x${oh}: first differing byte`).toBe(-1);
       }

@@ -1,6 +1,6 @@
-// Pillow-exact bicubic resize of 8-bit RGB images: the same bytes as Pillow's
+// Pillow-exact resize of 8-bit RGB images: the same bytes as Pillow's
 // `Image.resize((w, h), Image.BICUBIC)`, which is what Qwen-VL's reference image processor
-// feeds the model. Any other bicubic (libvips, canvas, OpenCV) differs by a few levels
+// feeds the model (and Image.BILINEAR, Phi-3-vision's, with `filter`). Any other bicubic (libvips, canvas, OpenCV) differs by a few levels
 // on most pixels, and those differences reach the encoder.
 //
 // The algorithm is Pillow's Resample.c: Keys' cubic kernel with a = -0.5 and support 2,
@@ -102,11 +102,12 @@ export function resizeRgbInto(
   outH: number,
   emitRow: RowSink,
   window: OutputWindow = wholeOutput(outW, outH),
+  filter: ResampleFilter = 'bicubic',
 ): void {
   checkRgbBytes(src, width, height);
   const k = simdKernels();
-  if (k && resizeRgbIntoSimd(k, src, width, height, outW, outH, emitRow, window)) return;
-  resizeRgbIntoJs(src, width, height, outW, outH, emitRow, window);
+  if (k && resizeRgbIntoSimd(k, src, width, height, outW, outH, emitRow, window, filter)) return;
+  resizeRgbIntoJs(src, width, height, outW, outH, emitRow, window, filter);
 }
 
 /**
@@ -150,8 +151,16 @@ export function resizeRgbIntoJs(
 }
 
 /** Resize to a new packed RGB buffer (for tests, tools and callers that want the image). */
-export function resizeRgb(src: Uint8Array, width: number, height: number, outW: number, outH: number, implementation: 'auto' | 'js' = 'auto'): Uint8Array {
+export function resizeRgb(
+  src: Uint8Array,
+  width: number,
+  height: number,
+  outW: number,
+  outH: number,
+  implementation: 'auto' | 'js' = 'auto',
+  filter: ResampleFilter = 'bicubic',
+): Uint8Array {
   const out = new Uint8Array(outW * outH * 3);
-  (implementation === 'js' ? resizeRgbIntoJs : resizeRgbInto)(src, width, height, outW, outH, (y, rgb) => out.set(rgb, y * outW * 3));
+  (implementation === 'js' ? resizeRgbIntoJs : resizeRgbInto)(src, width, height, outW, outH, (y, rgb) => out.set(rgb, y * outW * 3), undefined, filter);
   return out;
 }

@@ -296,13 +296,21 @@ describe('a kimi_k25 model directory', () => {
 describe('a phi3_v model directory', () => {
   const dir = makeFamilyModel(path.join(scratch, 'phi3_v'), 'phi3_v');
   const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/phi3v_reference.py');
-  const reference = IMAGES.map((_, i) => {
-    const file = path.join(scratch, `phi3-${i}.f32`);
+  // One Python process for both images (importing torch is most of its time).
+  const files = IMAGES.map((image, i) => {
     const source = path.join(scratch, `phi3-source-${i}`);
-    writeFileSync(source, IMAGES[i]!.bytes);
-    const info = JSON.parse(runPythonScript(REFERENCE, [source, '--out', file])) as { hd: number[]; tokens: number };
-    return { values: new Float32Array(Uint8Array.from(readFileSync(file)).buffer), hd: info.hd, tokens: info.tokens };
+    writeFileSync(source, image.bytes);
+    return { source, out: path.join(scratch, `phi3-${i}.f32`) };
   });
+  const infos = runPythonScript(REFERENCE, ['--each', ...files.map((f) => `${f.source}=${f.out}`)])
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { hd: number[]; tokens: number });
+  const reference = files.map((f, i) => ({
+    values: new Float32Array(Uint8Array.from(readFileSync(f.out)).buffer),
+    hd: infos[i]!.hd,
+    tokens: infos[i]!.tokens,
+  }));
   const CROP = '[1,17,3,336,336]';
 
   it.each(['tokenspeed', 'vllm', 'sglang'] as const)(

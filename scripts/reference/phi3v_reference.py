@@ -16,9 +16,11 @@ image_processing_phi3_v.py: HD_transform, padding_336, preprocess), never from o
   tokens        ((h // 336) * (w // 336) + 1) * 144 + 1 + (h // 336 + 1) * 12
 
   phi3v_reference.py IMAGE [--crops 16] [--out RAW]
+  phi3v_reference.py --each IMAGE=RAW [IMAGE=RAW ...] [--crops 16]
 
-Prints one JSON line: width, height, resized [h, w], hd [h, w] (image_sizes), tokens, shape
-and, with --out, writes the float32 values (native byte order) to RAW.
+Prints one JSON line per image: width, height, resized [h, w], hd [h, w] (image_sizes),
+tokens, shape and, with --out (or each IMAGE=RAW), writes the float32 values (native byte
+order) to RAW. --each runs many images in one process (torch's import is most of the time).
 """
 import json
 import sys
@@ -79,13 +81,24 @@ def preprocess(path, crops=16):
     return out.numpy(), info
 
 
+def run(image, out, crops):
+    x, info = preprocess(image, crops)
+    if out:
+        with open(out, "wb") as fh:
+            fh.write(np.ascontiguousarray(x, dtype=np.float32).tobytes())
+    print(json.dumps(info), flush=True)
+
+
 def main(argv):
     crops = int(argv[argv.index("--crops") + 1]) if "--crops" in argv else 16
-    x, info = preprocess(argv[0], crops)
-    if "--out" in argv:
-        with open(argv[argv.index("--out") + 1], "wb") as fh:
-            fh.write(np.ascontiguousarray(x, dtype=np.float32).tobytes())
-    print(json.dumps(info))
+    if "--each" in argv:
+        for pair in argv[argv.index("--each") + 1 :]:
+            if pair.startswith("--"):
+                break
+            image, out = pair.split("=", 1)
+            run(image, out, crops)
+        return
+    run(argv[0], argv[argv.index("--out") + 1] if "--out" in argv else None, crops)
 
 
 if __name__ == "__main__":
