@@ -14,7 +14,9 @@
 // for 1080p and 4K JPEGs, Qwen2-VL, Qwen3-VL, LLaVA-1.5 (its CLIP crop: clip-image.ts, the
 // HF fast pipeline CLIPImageProcessorFast's, the reference clip_reference.py) and Kimi-K2.5
 // (MoonViT: moonvit.ts; its checkpoint's processor is Pillow + numpy, moonvit_reference.py; the
-// torch column runs the same steps in torch + torchvision), float32 and bfloat16 (HF fast: the float32
+// torch column runs the same steps in torch + torchvision) and Phi-3-vision (HD crops: phi3v.ts;
+// its checkpoint's processor is Pillow + torch, phi3v_reference.py, in the Pillow column; the
+// torch column the same steps in torch + torchvision), float32 and bfloat16 (HF fast: the float32
 // result cast to bfloat16; Pillow + numpy: rounded to bfloat16 as the wire format rounds). Our
 // outputs are checked bit for bit against the Pillow reference's in every configuration
 // (SHA-256 of the bytes; a mismatch fails the benchmark). Times are not gated.
@@ -22,7 +24,8 @@
 // Also: the router's event loop while a batch of images goes through the pool (worst delay of
 // a 1 ms timer), next to the same thread idle for as long.
 //
-// Usage: npm run bench:preprocess [-- --quick]   (--quick: 3 runs, no chart: the CI smoke)
+// Usage: npm run bench:preprocess [-- --quick] [-- --family F]   (--quick: 3 runs, no chart: the CI
+// smoke; --family: that family's rows alone, no chart)
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -34,14 +37,16 @@ import mallocTunables from '../bin/malloc-tunables.json' with { type: 'json' };
 import { decodeToRgb } from '../core/multimodal/decode.ts';
 import { PreprocessPool } from '../core/multimodal/pool.ts';
 import { CLIP_336_DEFAULTS, preprocessClipRgb } from '../core/multimodal/clip-image.ts';
-import { asQwenConfig, isClipConfig, isMoonVitConfig, type ImageConfig } from '../core/multimodal/families/index.ts';
+import { asQwenConfig, isClipConfig, isMoonVitConfig, isPhi3VisionConfig, type ImageConfig } from '../core/multimodal/families/index.ts';
 import { KIMI_K25_DEFAULTS, preprocessMoonVitRgb } from '../core/multimodal/moonvit.ts';
+import { PHI3_VISION_DEFAULTS, preprocessPhi3VisionRgb } from '../core/multimodal/phi3v.ts';
 import { encoderMemoryIn, preprocessRgb, QWEN_VL_DEFAULTS, type EncoderMemory } from '../core/multimodal/qwen-vl.ts';
 import { pythonWithPillow } from '../core/test/python.ts';
 import { renderBarChart } from './chart.ts';
 import { root, runBench, track } from './procs.ts';
 
 const quick = process.argv.includes('--quick');
+const onlyFamily = process.argv.includes('--family') ? process.argv[process.argv.indexOf('--family') + 1] : undefined;
 const RUNS = quick ? 3 : 11;
 const THREADS = 2;
 /** Pause before each measured run (see the interleaving loop). */
@@ -144,12 +149,13 @@ async function eventLoopUnderLoad(
   return { load, idle, images };
 }
 
-/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop; Kimi-K2.5: MoonViT). */
-const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'kimi_k25', ImageConfig> = {
+/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop; Kimi-K2.5: MoonViT; Phi-3-vision: HD crops). */
+const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'kimi_k25' | 'phi3_v', ImageConfig> = {
   qwen2_vl: QWEN_VL_DEFAULTS.qwen2_vl,
   qwen3_vl: QWEN_VL_DEFAULTS.qwen3_vl,
   llava: CLIP_336_DEFAULTS,
   kimi_k25: KIMI_K25_DEFAULTS,
+  phi3_v: PHI3_VISION_DEFAULTS,
 };
 
 interface Row {
@@ -177,6 +183,8 @@ async function main() {
     process.exitCode = code;
     return;
   }
+  if (onlyFamily !== undefined && !Object.hasOwn(FAMILY_CONFIGS, onlyFamily))
+    throw new Error(`--family ${JSON.stringify(onlyFamily)}: expected one of ${Object.keys(FAMILY_CONFIGS).join(', ')}`);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'mmtc-bench-pre-'));
   // The Python side runs under the same malloc setting (glibc cut our own copy down at start).
   const python = new PythonPipelines({ ...process.env, ...(process.env.MMTC_GLIBC_TUNABLES ? { GLIBC_TUNABLES: process.env.MMTC_GLIBC_TUNABLES } : {}) });
@@ -197,7 +205,7 @@ async function main() {
     const rows: Row[] = [];
     for (const [image, file] of Object.entries(files)) {
       const bytes = readFileSync(file);
-      for (const family of Object.keys(FAMILY_CONFIGS) as Array<keyof typeof FAMILY_CONFIGS>) {
+      for (const family of (Object.keys(FAMILY_CONFIGS) as Array<keyof typeof FAMILY_CONFIGS>).filter((f) => onlyFamily === undefined || f === onlyFamily)) {
         for (const dtype of ['float32', 'bfloat16'] as const) {
           const bf16 = dtype === 'bfloat16';
           const config = FAMILY_CONFIGS[family];
@@ -219,6 +227,13 @@ async function main() {
                   const t2 = performance.now();
                   decodes.push(t1 - t0);
                   shape = `3x${out.height}x${out.width}`;
+                  return t2 - t0;
+                }
+                if (isPhi3VisionConfig(config)) {
+                  preprocessPhi3VisionRgb(img.rgb, img.width, img.height, config, { bf16, float32: !bf16 });
+                  const t2 = performance.now();
+                  decodes.push(t1 - t0);
+                  shape = `${config.num_crops + 1}x3x336x336`;
                   return t2 - t0;
                 }
                 if (isMoonVitConfig(config)) {
@@ -298,7 +313,7 @@ async function main() {
       loop.load.worstMs <= 5,
       `worst event-loop delay ${loop.load.worstMs.toFixed(2)} ms (p99 ${loop.load.p99Ms.toFixed(2)} ms) while ${loop.images} 1080p images went through the pool in ${loop.load.wallMs.toFixed(0)} ms (target ≤ 5 ms); baseline, the same thread idle as long: worst ${loop.idle.worstMs.toFixed(2)} ms (p99 ${loop.idle.p99Ms.toFixed(2)} ms)`,
     );
-    if (!quick) {
+    if (!quick && onlyFamily === undefined) {
       mkdirSync(path.join(root, 'docs', 'img'), { recursive: true });
       writeFileSync(
         path.join(root, 'docs', 'img', 'preprocess-bench.svg'),

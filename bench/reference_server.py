@@ -16,7 +16,12 @@ benchmark can interleave them with its own runs (one image per command, same fil
           rescale fused into normalize. For kimi_k25 (whose checkpoint's processor is Pillow +
           numpy, the pillow column), the same steps in torch: navit_resize_image's size,
           F.resize(BICUBIC, antialias=True), F.pad with zeros to whole merge blocks, normalize
-          in one float32 pass ((x / 255 - 0.5) * 2), patchify by view/permute.
+          in one float32 pass ((x / 255 - 0.5) * 2), patchify by view/permute. For phi3_v
+          (whose checkpoint's processor is Pillow + torch, phi3v_reference.py, the pillow
+          column), the same steps in torch: the HD size, a portrait transposed, F.resize(BILINEAR,
+          antialias=True) on the uint8 tensor, F.pad with 255 to whole 336-pixel tiles,
+          rescale fused into normalize, F.interpolate(bicubic) for the global image, tiles by
+          reshape/permute, zeros to 17 crops.
 
 Reads one JSON command per line on stdin, answers one JSON line on stdout:
   {"op": "run", "pipeline": "torch"|"pillow", "family": F, "file": PATH, "dtype": "float32"|"bfloat16"}
@@ -39,6 +44,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "scripts", "reference"))
 import clip_reference as clip_ref  # noqa: E402
 import moonvit_reference as moonvit_ref  # noqa: E402
 import numpy as np  # noqa: E402
+import phi3v_reference as phi3v_ref  # noqa: E402
 import qwen_vl_reference as ref  # noqa: E402
 
 THREADS = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else 2
@@ -86,11 +92,45 @@ def torch_moonvit(path, dtype, limit=16384, side=512, patch=14, merge=2):
     return list(x.shape)
 
 
+def torch_phi3v(path, dtype, crops=16, tile=336):
+    data = read_file(path)
+    image = decode_jpeg(data, mode=ImageReadMode.RGB)  # uint8 [3, H, W]
+    transposed = image.shape[-1] < image.shape[-2]
+    if transposed:
+        image = image.transpose(1, 2)
+    height, width = image.shape[-2:]
+    ratio = width / height
+    scale = 1
+    while scale * np.ceil(scale / ratio) <= crops:
+        scale += 1
+    scale -= 1
+    new_w = int(scale * tile)
+    new_h = int(new_w / ratio)
+    x = TF.resize(image.unsqueeze(0), [new_h, new_w], interpolation=InterpolationMode.BILINEAR, antialias=True)
+    target = int(np.ceil(new_h / tile) * tile)
+    top = int((target - new_h) / 2)
+    x = torch.nn.functional.pad(x, (0, 0, top, target - new_h - top), value=255)
+    if transposed:
+        x = x.transpose(2, 3)
+    mean = torch.tensor(phi3v_ref.CLIP_MEAN) * 255.0
+    std = torch.tensor(phi3v_ref.CLIP_STD) * 255.0
+    x = TF.normalize(x.to(dtype=torch.float32), mean.tolist(), std.tolist())
+    global_image = torch.nn.functional.interpolate(x, size=(tile, tile), mode="bicubic")
+    h, w = x.shape[-2:]
+    tiles = x.reshape(1, 3, h // tile, tile, w // tile, tile).permute(0, 2, 4, 1, 3, 5).reshape(-1, 3, tile, tile)
+    out = torch.cat([global_image, tiles, torch.zeros(crops - tiles.shape[0], 3, tile, tile)], dim=0)
+    if dtype == "bfloat16":
+        out = out.to(torch.bfloat16)
+    return list(out.shape)
+
+
 def torch_fast(path, family, dtype):
     if family == "llava":
         return torch_fast_clip(path, dtype)
     if family == "kimi_k25":
         return torch_moonvit(path, dtype)
+    if family == "phi3_v":
+        return torch_phi3v(path, dtype)
     f = ref.FAMILIES[family]
     P, m, T = f["patch"], f["merge"], f["temporal"]
     data = read_file(path)
@@ -124,6 +164,8 @@ def reference(path, family):
         return clip_ref.preprocess(path)
     if family == "kimi_k25":
         return moonvit_ref.preprocess(path)
+    if family == "phi3_v":
+        return phi3v_ref.preprocess(path)
     return ref.preprocess(path, family, True)
 
 

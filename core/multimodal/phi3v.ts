@@ -18,7 +18,17 @@
 // and torch; the tiles are its bytes exactly, the global image within float32 rounding of
 // torch's (docs/preprocessing.md says how close).
 import { f32ToBf16 } from '../transport/dtype.ts';
-import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, fits, ImageSizeError, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import {
+  bf16LevelTables,
+  CLIP_MEAN,
+  CLIP_STD,
+  encoderOutputBytes,
+  fits,
+  ImageSizeError,
+  outputViews,
+  type EncoderMemory,
+  type OutputKinds,
+} from './qwen-vl.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
 import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
 
@@ -127,7 +137,8 @@ function resizeFrame(width: number, height: number, g: Phi3VisionGeometry): { sr
 
 /**
  * The normalized HD image, channel first [3, hdHeight, hdWidth], into `out`: the Pillow-exact
- * bilinear resize of the (transposed) image, white bands on the padded side. The resize runs on
+ * bilinear resize of the (transposed) image, each 8-bit value through its channel's level
+ * table as its row comes out of the resize, white bands on the padded side. The resize runs on
  * the SIMD kernels in `memory` from byte `scratchAt` when given (the pool's), else on this
  * thread's kernels, or in JavaScript with `javascript` (the same bytes).
  */
@@ -140,24 +151,29 @@ function hdPlanes(
   out: Float32Array,
   where: { memory?: EncoderMemory['memory']; scratchAt?: number; javascript?: boolean },
 ): Float32Array {
-  const { hdHeight: H, hdWidth: W } = g;
-  const plane = H * W;
+  const W = g.hdWidth;
+  const plane = g.hdHeight * W;
   for (let c = 0; c < 3; c++) out.fill(levels[c]![255]!, c * plane, (c + 1) * plane);
   // In the transposed frame the resize runs on the transposed pixels, as Pillow does (its
   // horizontal pass first): its row y is the HD image's column padStart + y.
   const source = g.transposed ? transposeRgb(rgb, width, height) : rgb;
   const { srcW, srcH, outW, outH } = resizeFrame(width, height, g);
-  const row = (y: number, line: Uint8Array) => {
-    for (let c = 0; c < 3; c++) {
-      const table = levels[c]!;
-      const base = c * plane;
-      if (g.transposed) for (let x = 0; x < outW; x++) out[base + x * W + g.padStart + y] = table[line[x * 3 + c]!]!;
-      else {
-        const at = base + (g.padStart + y) * W;
-        for (let x = 0; x < outW; x++) out[at + x] = table[line[x * 3 + c]!]!;
+  const [l0, l1, l2] = levels as [Float32Array, Float32Array, Float32Array];
+  const row = g.transposed
+    ? (y: number, line: Uint8Array) => {
+        for (let x = 0, at = g.padStart + y; x < outW; x++, at += W) {
+          out[at] = l0[line[x * 3]!]!;
+          out[plane + at] = l1[line[x * 3 + 1]!]!;
+          out[2 * plane + at] = l2[line[x * 3 + 2]!]!;
+        }
       }
-    }
-  };
+    : (y: number, line: Uint8Array) => {
+        for (let x = 0, at = (g.padStart + y) * W; x < outW; x++, at++) {
+          out[at] = l0[line[x * 3]!]!;
+          out[plane + at] = l1[line[x * 3 + 1]!]!;
+          out[2 * plane + at] = l2[line[x * 3 + 2]!]!;
+        }
+      };
   if (where.javascript) {
     resizeRgbIntoJs(source, srcW, srcH, outW, outH, row, undefined, 'bilinear');
     return out;
@@ -197,74 +213,77 @@ function torchCubicAxis(inSize: number, outSize: number): { index: Int32Array; w
 }
 
 /**
- * One channel plane resized to `outH` × `outW` by torch's bicubic interpolate: per output
- * value four rows' sums of four columns each, in float32, each product added with one
- * rounding (a fused multiply-add) in torch's order: torch's CPU kernel compiled for AVX2
- * fuses them (that is the reference's arithmetic bit for bit; a build without fused
+ * One channel plane of the normalized HD image resized to `outH` × `outW` by torch's bicubic
+ * interpolate: per output value four rows' sums of four columns each, in float32, each product
+ * added with one rounding (a fused multiply-add) in torch's order: torch's CPU kernel compiled
+ * for AVX2 fuses them (that is the reference's arithmetic bit for bit; a build without fused
  * multiply-adds differs by a float32 ulp, docs/preprocessing.md). A float32 product is exact
- * in a double, so `f(a * b + c)` is the fused multiply-add (up to a double rounding of the
- * sum that a tie would need: none in the reference's images).
+ * in a double, so rounding `a * b + c` once is the fused multiply-add (up to a double rounding
+ * of the sum that a tie would need: none in the reference's images). `sums` holds a row of
+ * `outW` for each source row.
  */
-export function torchBicubicPlane(src: Float32Array, height: number, width: number, outH: number, outW: number, into: Float32Array): void {
-  const f = Math.fround;
+export function torchBicubicPlane(src: Float32Array, height: number, width: number, outH: number, outW: number, into: Float32Array, sums: Float32Array): void {
   const rows = torchCubicAxis(height, outH);
-  const { index: ci, weight: cw } = torchCubicAxis(width, outW);
-  // A source row's four-column sums do not depend on the output row: each row's once.
-  const sums = new Map<number, Float32Array>();
-  const rowSums = (r: number) => {
-    let s = sums.get(r);
-    if (s) return s;
-    s = new Float32Array(outW);
-    const row = r * width;
-    for (let x = 0; x < outW; x++) {
-      const k = x * 4;
-      let t = f(src[row + ci[k]!]! * cw[k]! + f(src[row + ci[k + 1]!]! * cw[k + 1]!));
-      t = f(src[row + ci[k + 2]!]! * cw[k + 2]! + t);
-      s[x] = f(src[row + ci[k + 3]!]! * cw[k + 3]! + t);
-    }
-    sums.set(r, s);
-    return s;
-  };
+  const cols = torchCubicAxis(width, outW);
+  // A source row's four-column sums do not depend on the output row: every row's once (the
+  // interpolation reads each row of a downscaled image), then the rows' sums combined.
+  for (let r = 0; r < height; r++) rowSums(src, r * width, cols.index, cols.weight, sums, r * outW, outW);
+  const f = Math.fround;
+  const ri = rows.index;
+  const rw = rows.weight;
   for (let y = 0; y < outH; y++) {
-    const s0 = rowSums(rows.index[y * 4]!);
-    const s1 = rowSums(rows.index[y * 4 + 1]!);
-    const s2 = rowSums(rows.index[y * 4 + 2]!);
-    const s3 = rowSums(rows.index[y * 4 + 3]!);
-    const w0 = rows.weight[y * 4]!;
-    const w1 = rows.weight[y * 4 + 1]!;
-    const w2 = rows.weight[y * 4 + 2]!;
-    const w3 = rows.weight[y * 4 + 3]!;
+    const k = y * 4;
+    const a0 = ri[k]! * outW;
+    const a1 = ri[k + 1]! * outW;
+    const a2 = ri[k + 2]! * outW;
+    const a3 = ri[k + 3]! * outW;
+    const w0 = rw[k]!;
+    const w1 = rw[k + 1]!;
+    const w2 = rw[k + 2]!;
+    const w3 = rw[k + 3]!;
     const at = y * outW;
     for (let x = 0; x < outW; x++) {
-      let output = f(s0[x]! * w0 + f(s1[x]! * w1));
-      output = f(s2[x]! * w2 + output);
-      into[at + x] = f(s3[x]! * w3 + output);
+      const output = f(sums[a2 + x]! * w2 + f(sums[a0 + x]! * w0 + f(sums[a1 + x]! * w1)));
+      into[at + x] = sums[a3 + x]! * w3 + output;
     }
+  }
+}
+
+/** One source row's four-column sums (the row at `from` of `src`) into `sums` from `to`. */
+function rowSums(src: Float32Array, from: number, ci: Int32Array, cw: Float32Array, sums: Float32Array, to: number, outW: number): void {
+  for (let x = 0, k = 0; x < outW; x++, k += 4) {
+    const t = Math.fround(src[from + ci[k]!]! * cw[k]! + Math.fround(src[from + ci[k + 1]!]! * cw[k + 1]!));
+    const u = Math.fround(src[from + ci[k + 2]!]! * cw[k + 2]! + t);
+    sums[to + x] = src[from + ci[k + 3]!]! * cw[k + 3]! + u;
   }
 }
 
 /** Bytes of the HD image's float32 planes. */
 const hdBytes = (g: Phi3VisionGeometry) => 3 * g.hdHeight * g.hdWidth * 4;
 
+/** Bytes of the working space beside: a row of the global image's sums for each HD row, and, when only bfloat16 is written, its float32 crop and one channel of a tile. */
+const globalBytes = (g: Phi3VisionGeometry) => g.hdHeight * PHI3V_TILE * 4 + 4 * PHI3V_TILE * PHI3V_TILE * 4;
+
 /**
  * Bytes an image of this size takes in the pool's memory: its outputs, the HD image's planes,
  * then the resize's working space (the SIMD kernels resize there); and the transposed copy of
- * a portrait (the thread's own memory, freed when the image is done), counted so the budget
- * holds it too.
+ * a portrait and the global image's working space (the thread's own memory, freed when the
+ * image is done), counted so the budget holds them too.
  */
 export function phi3VisionMemoryBytes(width: number, height: number, cfg: Phi3VisionImageConfig, kinds: OutputKinds): number {
   const g = phi3VisionGeometry(height, width, cfg);
   const { srcW, srcH, outW, outH } = resizeFrame(width, height, g);
   const base = encoderOutputBytes(phi3VisionElements(cfg), kinds) + hdBytes(g);
   const transposed = g.transposed ? width * height * 3 : 0;
-  return base + resizeBytes(srcW, srcH, outW, outH, [], base, undefined, 'bilinear') + transposed;
+  return base + resizeBytes(srcW, srcH, outW, outH, [], base, undefined, 'bilinear') + transposed + globalBytes(g);
 }
 
 /**
  * Phi-3-vision's encoder input of one image, [num_crops + 1, 3, 336, 336]: the global image,
  * the HD tiles row by row, zeros; float32 unless `float32: false`, bfloat16 bits too with
- * `bf16: true` (rounded to nearest even from the float32 values). `memory` (the pool's, laid
- * out for this image: phi3VisionMemoryBytes) holds the outputs and the HD planes.
+ * `bf16: true` (each value rounded to nearest even from its float32). `memory` (the pool's,
+ * laid out for this image: phi3VisionMemoryBytes) holds the outputs, the HD planes and the
+ * resize; `javascript` forces the JavaScript resize (the tests hold the kernels to it).
  */
 export function preprocessPhi3VisionRgb(
   rgb: Uint8Array,
@@ -292,30 +311,38 @@ export function preprocessPhi3VisionRgb(
       ...(options.javascript ? { javascript: true } : {}),
     },
   );
-  // The float32 values are computed whatever travels: bfloat16 is rounded from them.
-  const out = views.pixelValues ?? new Float32Array(elements);
-  out.fill(0);
+  const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(elements)) : undefined;
+  const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(elements)) : undefined;
+  const bfBytes = bf ? new Uint8Array(bf.buffer, bf.byteOffset, bf.byteLength) : undefined;
   const T = PHI3V_TILE;
-  const crop = 3 * T * T;
-  const hdPlane = g.hdHeight * g.hdWidth;
+  const plane = T * T;
+  const crop = 3 * plane;
+  const W = g.hdWidth;
+  const hdPlane = g.hdHeight * W;
+  // The global image first: float32 from torch's interpolate, its bfloat16 rounded from it.
+  const global = out ? out.subarray(0, crop) : new Float32Array(crop);
+  const sums = new Float32Array(g.hdHeight * T);
   for (let c = 0; c < 3; c++)
-    torchBicubicPlane(hd.subarray(c * hdPlane, (c + 1) * hdPlane), g.hdHeight, g.hdWidth, T, T, out.subarray(c * T * T, (c + 1) * T * T));
-  const cols = g.hdWidth / T;
+    torchBicubicPlane(hd.subarray(c * hdPlane, (c + 1) * hdPlane), g.hdHeight, W, T, T, global.subarray(c * plane, (c + 1) * plane), sums);
+  if (bfBytes) f32ToBf16(global, bfBytes.subarray(0, crop * 2));
+  // The tiles row by row, each a copy of the HD planes' rows (its bfloat16 rounded a whole
+  // channel at a time, from the float32 output or a reused crop of one channel); then zeros.
+  const cols = W / T;
+  const channel = bfBytes && !out ? new Float32Array(plane) : undefined;
   for (let tile = 0; tile < g.tiles; tile++) {
     const top = Math.floor(tile / cols) * T;
     const left = (tile % cols) * T;
-    const base = (tile + 1) * crop;
     for (let c = 0; c < 3; c++) {
+      const to = (tile + 1) * crop + c * plane;
+      const into = out ? out.subarray(to, to + plane) : channel!;
       for (let y = 0; y < T; y++) {
-        const from = c * hdPlane + (top + y) * g.hdWidth + left;
-        out.set(hd.subarray(from, from + T), base + c * T * T + y * T);
+        const from = c * hdPlane + (top + y) * W + left;
+        into.set(hd.subarray(from, from + T), y * T);
       }
+      if (bfBytes) f32ToBf16(into, bfBytes.subarray(to * 2, (to + plane) * 2));
     }
   }
-  let bf: Uint16Array | undefined;
-  if (kinds.bf16) {
-    bf = views.bf16 ?? new Uint16Array(elements);
-    f32ToBf16(out, new Uint8Array(bf.buffer, bf.byteOffset, bf.byteLength));
-  }
-  return { ...g, ...(kinds.float32 ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
+  out?.fill(0, (g.tiles + 1) * crop);
+  bf?.fill(0, (g.tiles + 1) * crop);
+  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
 }
