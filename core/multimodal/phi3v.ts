@@ -15,20 +15,10 @@
 //   tokens       ((h / 336) · (w / 336) + 1) · 144 + 1 + (h / 336 + 1) · 12 of the HD size
 //
 // The reference (scripts/reference/phi3v_reference.py) runs the processor's own code in Pillow
-// and torch; the tiles are its bytes exactly, the global image within float32 rounding of
-// torch's (docs/preprocessing.md says how close).
+// and torch; mmtc's values are its bytes exactly, the global image included (torch's bicubic
+// as its AVX2 kernel computes it, fused multiply-adds and all: docs/preprocessing.md).
 import { f32ToBf16 } from '../transport/dtype.ts';
-import {
-  bf16LevelTables,
-  CLIP_MEAN,
-  CLIP_STD,
-  encoderOutputBytes,
-  fits,
-  ImageSizeError,
-  outputViews,
-  type EncoderMemory,
-  type OutputKinds,
-} from './qwen-vl.ts';
+import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, fits, ImageSizeError, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
 import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
 
