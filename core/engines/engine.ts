@@ -168,6 +168,8 @@ export interface EngineRequest {
 export interface EncodeItemRequest {
   requestId: string;
   image: PreparedImage;
+  /** Every image of the request, in prompt order: a tensor with no field layout goes whole to each item (Phi-3-vision's num_img_tokens). */
+  requestImages: readonly PreparedImage[];
   index: number;
   imageTokenId: number;
   room: bigint;

@@ -147,8 +147,9 @@ async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<
 /** One image's EncodeRequest: exactly that item (with its encoder input) and exactly its room. */
 async function buildEncodeRequest(req: EncodeItemRequest, ctx: PlacementContext): Promise<WireRequest> {
   // The encode worker reads its encoder input (O_RDONLY) and publishes a segment of its own.
-  // A shared tensor of this one image is its own values.
-  const shared = stackedImageTensors([req.image]).filter((t) => t.shared);
+  // A tensor with no field layout is the request's, whole, in every item (the gateway's
+  // encode items too: assemble.rs, serialize_model_specific_for_item).
+  const shared = stackedImageTensors(req.requestImages).filter((t) => t.shared);
   const item = await itemOf(ctx, req.image, `[${req.index}]`, req.encoderDtype, req.imageTokenId, true, false, shared);
   const message = enc.EncodeRequest.fromPartial({
     requestId: `encode-${req.requestId}-${req.index}`,

@@ -39,12 +39,19 @@ describe('the content format of a chat template', () => {
       '{% for message in messages %}{% set content = message.content %}{% if content is string %}{{ content }}{% endif %}{% endfor %}',
       'string',
     ],
-    ["message['content'][0]", "{% for message in messages %}{{ message['content'][0]['text'] }}{% endfor %}", 'openai'],
+    ['message.content[0].text', '{% for message in messages %}{{ message.content[0].text }}{% endfor %}', 'openai'],
+    // As the gateway reads it: a subscript by name is not looked into (minijinja's GetItem).
+    ["message['content'][0]['text']", "{% for message in messages %}{{ message['content'][0]['text'] }}{% endfor %}", 'string'],
     ['message.content|length', '{% for message in messages %}{% if message.content|length > 1 %}x{% endif %}{% endfor %}', 'openai'],
     [
       'a macro that tests a type and loops',
       '{% macro render(c) %}{% if c is string %}{{ c }}{% else %}{% for p in c %}{{ p.text }}{% endfor %}{% endif %}{% endmacro %}{% for m in messages %}{{ render(m.content) }}{% endfor %}',
       'openai',
+    ],
+    [
+      'a macro whose only test is negated (minijinja: Not around the test)',
+      '{% macro render(c) %}{% if c is not string %}{% for p in c %}{{ p.text }}{% endfor %}{% endif %}{% endmacro %}{% for m in messages %}{{ render(m.content) }}{% endfor %}',
+      'string',
     ],
     [
       'a loop over another list of the message',

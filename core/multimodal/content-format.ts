@@ -71,7 +71,7 @@ class Detector {
       }
       default:
         // An expression statement is output ({{ ... }}).
-        if (stmt.type !== 'SetStatement' && !['Comment', 'Break', 'Continue', 'CallStatement', 'FilterStatement'].includes(stmt.type)) this.inspect(stmt);
+        if (!['Set', 'Comment', 'Break', 'Continue', 'CallStatement', 'FilterStatement'].includes(stmt.type)) this.inspect(stmt);
     }
   }
 
@@ -81,8 +81,11 @@ class Detector {
     if (!e || this.structure) return;
     switch (e.type) {
       case 'MemberExpression':
-        if (e.computed && isNumber(e.property) && (isIdentifier(e.object, 'content') || this.scopeContent(e.object))) this.structure = true;
-        else this.inspect(e.object);
+        // `x[...]` (minijinja's GetItem) counts only with a number after content, and is not
+        // looked into otherwise; `x.name` (GetAttr) is looked into.
+        if (e.computed) {
+          if (isNumber(e.property) && (isIdentifier(e.object, 'content') || this.scopeContent(e.object))) this.structure = true;
+        } else this.inspect(e.object);
         return;
       case 'FilterExpression': {
         const filter = node(e.filter);
@@ -110,7 +113,8 @@ function scanMacro(body: Node[], seen: { test: boolean; loop: boolean }): void {
   for (const s of body) {
     if (seen.test && seen.loop) return;
     if (s.type === 'If') {
-      if (node(s.test)?.type === 'TestExpression') seen.test = true;
+      // `x is string`, not `x is not string` (minijinja's Not around the test).
+      if (node(s.test)?.type === 'TestExpression' && node(s.test)!.negate !== true) seen.test = true;
       scanMacro([...statements(s.body), ...statements(s.alternate)], seen);
     } else if (s.type === 'For') {
       seen.loop = true;

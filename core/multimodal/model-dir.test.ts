@@ -152,7 +152,7 @@ describe('prompt building and placeholder expansion', () => {
     expect(m.tokenizer.decode(p.inputIds.slice(range!.offset + 257), false)).toBe('What is in this picture?<|im_end|>\n<|im_start|>assistant\n');
   });
 
-  it('three images keep prompt order, text between them, and their own sizes', async () => {
+  it("three images come first, in the order written, each its own size, then the message's texts: the gateway's order (media first)", async () => {
     const m = await loadModelDirectory();
     const p = buildPrompt(
       m,
@@ -164,8 +164,10 @@ describe('prompt building and placeholder expansion', () => {
     );
     expect(p.placeholders.map((r) => r.length)).toEqual([4, 16, 9]);
     const [a, b, c] = p.placeholders as [{ offset: number; length: number }, { offset: number; length: number }, { offset: number; length: number }];
-    expect(m.tokenizer.decode(p.inputIds.slice(a.offset + 4 + 1, b.offset - 1), false)).toBe('then');
-    expect(c.offset).toBe(b.offset + 16 + 2); // vision_end, vision_start between consecutive images
+    // vision_end, vision_start between consecutive images; the texts after the last.
+    expect(b.offset).toBe(a.offset + 4 + 2);
+    expect(c.offset).toBe(b.offset + 16 + 2);
+    expect(m.tokenizer.decode(p.inputIds.slice(c.offset + 9 + 1), false)).toBe('First:thenCompare.<|im_end|>\n<|im_start|>assistant\n');
     expect(p.text.startsWith('<|im_start|>system\nBe brief.<|im_end|>')).toBe(true);
     expect(p.inputIds.filter((id) => id === 151655)).toHaveLength(29);
   });
@@ -194,9 +196,10 @@ describe('prompt building and placeholder expansion', () => {
     expect(p.placeholders).toHaveLength(1);
     expect(p.inputIds.filter((id) => id === m.imageTokenId)).toHaveLength(4);
     const [range] = p.placeholders;
-    expect(m.tokenizer.decode(p.inputIds.slice(range!.offset + 5), false)).toBe('x<|im_end|>\n<|im_start|>assistant\n');
-    // The typed text is ordinary tokens: no vision markers before the image's own, and only the system turn's <|im_end|>.
-    const typedIds = p.inputIds.slice(0, range!.offset - 1);
+    // The image first (the gateway's order), then the typed text and 'x'.
+    expect(m.tokenizer.decode(p.inputIds.slice(range!.offset + 5), false)).toBe(`${typed}x<|im_end|>\n<|im_start|>assistant\n`);
+    // The typed text is ordinary tokens: no vision markers after the image's own, and only the user turn's own <|im_end|>.
+    const typedIds = p.inputIds.slice(range!.offset + 5);
     expect(typedIds.filter((id) => id === 151652 || id === 151653)).toHaveLength(0);
     expect(typedIds.filter((id) => id === 151645)).toHaveLength(1);
   });

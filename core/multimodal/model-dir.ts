@@ -98,10 +98,23 @@ function configRoot(config: Record<string, unknown>, family: VisionFamily): { ro
   return { root: config, at: '' };
 }
 
-function tokenId(config: Record<string, unknown>, at: string, key: string, file: string, fallback?: number): number {
+/**
+ * A token id from config.json (top level or text_config), else, where the family names a
+ * token to stand for it, that token's id in the tokenizer (`fallback`: its text, its id there
+ * if any, and the tokenizer's file, for the error when it has none).
+ */
+function tokenId(
+  config: Record<string, unknown>,
+  at: string,
+  key: string,
+  file: string,
+  fallback?: { text: string; id: number | undefined; tokenizerFile: string },
+): number {
   const direct = config[key];
   const nested = (config.text_config as Record<string, unknown> | undefined)?.[key];
-  const value = direct ?? nested ?? fallback;
+  if (direct === undefined && nested === undefined && fallback && fallback.id === undefined)
+    throw new ModelDirectoryError(`${file}: no ${at}${key}, and ${fallback.tokenizerFile} has no ${fallback.text} token to stand for it`);
+  const value = direct ?? nested ?? fallback?.id;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) {
     throw new ModelDirectoryError(`${file}: ${at}${key} must be a non-negative integer token id, got ${JSON.stringify(value)}`);
   }
@@ -393,13 +406,9 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
   /** A token id config.json may leave out, by its text in the tokenizer (the family's tokenFallbacks). */
   const fallbackId = (key: string) => {
     const text = vision.tokenFallbacks?.[key];
-    if (text === undefined) return undefined;
-    const id = tokenizer.tokenToId(text);
-    if (id === undefined && root[key] === undefined && (root.text_config as Record<string, unknown> | undefined)?.[key] === undefined)
-      throw new ModelDirectoryError(
-        `${configFile}: no ${at}${key}, and ${path.join(abs, tokenizerJson ? 'tokenizer.json' : 'tiktoken.model')} has no ${text} token to stand for it (${vision.label}'s image placeholder)`,
-      );
-    return id;
+    return text === undefined
+      ? undefined
+      : { text, id: tokenizer.tokenToId(text), tokenizerFile: path.join(abs, tokenizerJson ? 'tokenizer.json' : 'tiktoken.model') };
   };
   const tokenizer = await loadTokenizer(abs, vision, tokenizerJson, tokenizerConfig!);
   const templateSource = await readChatTemplate(abs, tokenizerConfig!);

@@ -46,9 +46,19 @@ function messageTexts(messages: readonly ChatMessage[]): string[] {
  */
 function flattenedParts(model: ModelDirectory, parts: readonly ChatContentPart[], text: (t: string) => string): string {
   const placeholder = model.tokenizer.idToToken(model.imageTokenId)!;
-  const images = parts.filter((p) => p.type === 'image_url').map(() => placeholder);
-  const texts = parts.flatMap((p) => (p.type === 'text' ? [text(p.text)] : []));
-  return [...images, ...texts].join('\n');
+  return mediaFirst(parts)
+    .map((p) => (p.type === 'text' ? text(p.text) : placeholder))
+    .join('\n');
+}
+
+/**
+ * A message's parts with its images first, each kind in the order written: the gateway's
+ * order for every family mmtc serves (chat_utils.rs, transform_content_field, MediaPartOrder::
+ * MediaFirst, "matching vLLM front placement"), so the prompt is the one the gateway's request
+ * would give the worker.
+ */
+function mediaFirst(parts: readonly ChatContentPart[]): ChatContentPart[] {
+  return [...parts.filter((p) => p.type === 'image_url'), ...parts.filter((p) => p.type !== 'image_url')];
 }
 
 function renderTemplate(model: ModelDirectory, messages: readonly ChatMessage[], text: (t: string) => string): string {
@@ -59,7 +69,7 @@ function renderTemplate(model: ModelDirectory, messages: readonly ChatMessage[],
         ? text(m.content ?? '')
         : model.contentFormat === 'string'
           ? flattenedParts(model, m.content, text)
-          : m.content.map((p) => (p.type === 'text' ? { type: 'text', text: text(p.text) } : { type: 'image', image_url: p.image_url.url })),
+          : mediaFirst(m.content).map((p) => (p.type === 'text' ? { type: 'text', text: text(p.text) } : { type: 'image', image_url: p.image_url.url })),
   }));
   try {
     return model.chatTemplate.render({ messages: templated, add_generation_prompt: true, add_vision_id: false, ...model.templateTokens });

@@ -1,16 +1,17 @@
 // Pillow-exact resize of 8-bit RGB images: the same bytes as Pillow's
 // `Image.resize((w, h), Image.BICUBIC)`, which is what Qwen-VL's reference image processor
-// feeds the model (and Image.BILINEAR, Phi-3-vision's, with `filter`). Any other bicubic (libvips, canvas, OpenCV) differs by a few levels
-// on most pixels, and those differences reach the encoder.
+// feeds the model, and as `Image.BILINEAR` (Phi-3-vision's) with `filter`. Any other
+// bicubic (libvips, canvas, OpenCV) differs by a few levels on most pixels, and those
+// differences reach the encoder.
 //
-// The algorithm is Pillow's Resample.c: Keys' cubic kernel with a = -0.5 and support 2,
-// widened by the scale when downsampling; per output pixel the taps are
-// filter((x + xmin - center + 0.5) / filterscale), normalised to sum 1, then converted to
-// 22-bit fixed point (round half away from zero). A horizontal pass into an 8-bit
-// intermediate, then a vertical pass; a pass whose side is unchanged is skipped. Each sum
-// starts at 1 << 21 (rounding) and is clipped to 0..255 after an arithmetic shift by 22.
-// The double-precision steps are written in Pillow's evaluation order so that every
-// coefficient comes out bit-identical.
+// The algorithm is Pillow's Resample.c: the filter (Keys' cubic kernel with a = -0.5 and
+// support 2, or the triangle with support 1: resample.ts), widened by the scale when
+// downsampling; per output pixel the taps are filter((x + xmin - center + 0.5) / filterscale),
+// normalised to sum 1, then converted to 22-bit fixed point (round half away from zero). A
+// horizontal pass into an 8-bit intermediate, then a vertical pass; a pass whose side is
+// unchanged is skipped. Each sum starts at 1 << 21 (rounding) and is clipped to 0..255 after
+// an arithmetic shift by 22. The double-precision steps are written in Pillow's evaluation
+// order so that every coefficient comes out bit-identical.
 import {
   PRECISION_BITS,
   resampleCoefficients,
@@ -113,7 +114,7 @@ export function resizeRgbInto(
 /**
  * The JavaScript passes: the fallback, and the second implementation the tests hold the
  * kernels to. With a `window`, only its rows and columns are computed; `emitRow(y, rgb)` gets
- * row y's pixels [x0, x1). `filter`: Pillow's BICUBIC unless said (the kernels are bicubic's).
+ * row y's pixels [x0, x1). `filter`: Pillow's BICUBIC unless said.
  */
 export function resizeRgbIntoJs(
   src: Uint8Array,

@@ -131,7 +131,10 @@ describe('a Phi-3-vision worker (vLLM)', () => {
       new RequestInvalid('image 0: placeholder length 1921 does not match grid 1008x1680 (2353 tokens)'),
     );
     expect(() => judge(phi3Request({ h: 1000, w: 1680, tokens: 2353 }), phi3)).toThrow(
-      new RequestInvalid("image 0: image_sizes row [1000, 1680] is not an HD image's size: h and w must be positive multiples of 336"),
+      new RequestInvalid('image 0: placeholder length 2353 does not match grid 1000x1680 (1621 tokens)'),
+    );
+    expect(() => judge(phi3Request({ h: 300, w: 1680, tokens: 2353 }), phi3)).toThrow(
+      new RequestInvalid("image 0: image_sizes row [300, 1680] is not an HD image's size: h and w must be whole numbers of at least 336"),
     );
     expect(() => judge(phi3Request({ h: 1008, w: 1680, tokens: 2353, crops: 5 }), phi3)).toThrow(
       new RequestInvalid(

@@ -21,7 +21,7 @@ import { processorOf, type ConfiguredProcessor } from '../multimodal/families/in
  * `tokensOf`, and whether it needs a grid tensor to (`gridded`: Qwen's image_grid_thw, which an
  * item must carry even where its pixels went elsewhere).
  */
-export type TokensOf = Pick<ConfiguredProcessor, 'tokensOf' | 'gridded' | 'gridKey' | 'gridWidth' | 'gridPatches'>;
+export type TokensOf = Pick<ConfiguredProcessor, 'tokensOf' | 'gridded' | 'gridKey' | 'gridWidth' | 'gridPatches' | 'batchedEncoder'>;
 
 /** The grid tensors a family's model reads (Qwen's image_grid_thw, Kimi's grid_thws, Phi-3-vision's image_sizes): int64, one row per image. */
 export const GRID_KEYS: readonly string[] = ['image_grid_thw', 'grid_thws', 'image_sizes'];
@@ -94,8 +94,8 @@ export interface GenerateJob {
   checks: ImageCheck[];
   /** The dtypes the runtime accepts, when it restricts them (vLLM), and how it says so. */
   dtypeRule?: { allowed: ReadonlySet<string>; says: string };
-  /** The runtime's own check of how its tensors split into images, once they are read (vLLM's field layouts). */
-  layout?: (read: TensorsRead) => void;
+  /** The runtime's own check of how its tensors split into images, once they are read (vLLM's field layouts), by the model's grid rule. */
+  layout?: (read: TensorsRead, tokensOf: TokensOf) => void;
 }
 
 /** What reading a job's tensors gives its checks: each small int64 tensor's values, and each tensor's rows (first dimension) and shape. */
@@ -163,7 +163,7 @@ function validateImages(checks: ImageCheck[], read: TensorsRead, encoderRows: bo
       rowsUsed.set(c.encoder, (rowsUsed.get(c.encoder) ?? 0) + tokensOf.gridPatches(row));
       // A batched family's image is one row of its encoder input: its slice goes with the grid row (Phi-3-vision's crops must hold the tiles image_sizes says).
       const shape = shapes.get(c.encoder);
-      const slice = shape && tokensOf.gridPatches(row) === 1 && shape.length > 2 ? [1, ...shape.slice(1)] : [];
+      const slice = shape && tokensOf.batchedEncoder ? [1, ...shape.slice(1)] : [];
       tokens = tokensFor(c, tokensOf, { encoderShape: slice, grid: row });
       from = `grid ${row.join('x')}`;
     } else {
@@ -279,7 +279,7 @@ export function receiveTensors(
 ): string {
   const { received, ...read } = readTensors(runtime, job, reader, fingerprint, metrics);
   if (job.checks.length === 0 && received.length > 0) throw new RequestInvalid('multimodal tensors but no image placed in the prompt (no placeholder range)');
-  job.layout?.(read);
+  job.layout?.(read, tokensOf);
   validateImages(job.checks, read, encoderRows, job.inputIds, tokensOf);
   return describeTensors(received);
 }
@@ -309,7 +309,7 @@ export function receiveItem(
       throw new RequestInvalid(`${c.encoder} has ${rows.get(c.encoder)} rows but the grid ${thw.join('x')} describes ${patches} patches`);
     // The model's rule holds for the grid row, and for a batched family's crops beside it.
     const shape = shapes.get(c.encoder);
-    tokensFor(c, tokensOf, { encoderShape: shape && patches === 1 && shape.length > 2 ? shape : [], grid: thw });
+    tokensFor(c, tokensOf, { encoderShape: shape && tokensOf.batchedEncoder ? shape : [], grid: thw });
   }
   return describeTensors(received);
 }

@@ -20,6 +20,7 @@ import {
   type ImageCheck,
   type NamedTensor,
   type ResponseBuilder,
+  type TokensOf,
   type TensorsRead,
   type WorkerIdentity,
 } from './receive.ts';
@@ -40,8 +41,8 @@ const VLLM_DTYPES = { allowed: new Set(['float32', 'int64', 'uint32']), says: 'v
  * grid's patches), or the encoder is handed rows that are not its image's. Then every
  * placeholder needs an image and a hash (vLLM indexes both by placeholder).
  */
-function fieldLayout(mm: MultimodalInputs, keys: readonly string[]): (read: TensorsRead) => void {
-  return ({ grids, rows }) => {
+function fieldLayout(mm: MultimodalInputs, keys: readonly string[]): (read: TensorsRead, tokensOf: TokensOf) => void {
+  return ({ grids, rows }, tokensOf) => {
     const batched = new Set(mm.batchedKeys);
     // Neither batched nor flat, the servicer takes pixel_values as shared: every image would get all of them.
     if (!batched.has('pixel_values') && !Object.hasOwn(mm.flatKeys, 'pixel_values') && mm.mmPlaceholders.length > 0)
@@ -78,11 +79,12 @@ function fieldLayout(mm: MultimodalInputs, keys: readonly string[]): (read: Tens
       const gridKey = gridKeyIn(mm.modelSpecificTensors);
       const grid = gridKey === undefined ? undefined : grids.get(gridKey);
       if (key === 'pixel_values' && grid) {
+        const width = tokensOf.gridWidth;
         sizes.forEach((n, i) => {
-          const thw = grid.slice(i * 3, i * 3 + 3);
-          if (thw.length === 3 && thw[0]! * thw[1]! * thw[2]! !== n)
+          const row = grid.slice(i * width, i * width + width);
+          if (row.length === width && tokensOf.gridPatches(row) !== n)
             throw new RequestInvalid(
-              `flat_keys gives image ${i} ${n} rows of pixel_values (${sizesKey}[${i}]), but its ${gridKey} ${thw.join('x')} has ${thw[0]! * thw[1]! * thw[2]!} patches`,
+              `flat_keys gives image ${i} ${n} rows of pixel_values (${sizesKey}[${i}]), but its ${gridKey} ${row.join('x')} has ${tokensOf.gridPatches(row)} patches`,
             );
         });
       }
@@ -98,7 +100,7 @@ function fieldLayout(mm: MultimodalInputs, keys: readonly string[]): (read: Tens
 }
 
 /** Where the request keeps its tensors (none when it has no pixel_values: the servicer ignores such mm_inputs), and how they split into images. */
-export function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[]; layout?: (read: TensorsRead) => void } {
+export function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[]; layout?: GenerateJob['layout'] } {
   const mm = req.mmInputs;
   if (!mm?.pixelValues || req.input?.$case !== 'tokenized') return { images: 0, tensors: [], checks: [] };
   const tensors: NamedTensor[] = [{ name: 'pixel_values', tensor: wireTensorFromTensorData(mm.pixelValues), dtypes: PIXEL_DTYPES }];

@@ -206,6 +206,8 @@ describe('EPD', () => {
     for (const i of [0, 1])
       expect(reply.content).toMatch(new RegExp(`item ${i} from encode worker ${encode.url}, room \\d+: encoder_input \\[1,17,3,336,336\\] bfloat16 via shm`));
     expect(reply.content.match(/image_sizes \[1,2\] int64/g)).toHaveLength(2);
+    // num_img_tokens has no field layout: each encode item gets the request's whole, as the gateway sends it.
+    expect(reply.content.match(/num_img_tokens \[2\] int64/g)).toHaveLength(2);
     expect(ourFiles()).toEqual([]);
   });
 

@@ -132,7 +132,15 @@ function takeImageFiles(p: PreparedRequest, image: PreparedImage, scope: ShmRequ
 export async function encodeImage(l: Legs, target: RoleTarget, index: number, room: bigint): Promise<void> {
   const engine = engineFor(target.state.runtime!);
   const image = l.p.images[index]!;
-  const request = { requestId: l.a.requestId, image, index, imageTokenId: l.ctx.model.imageTokenId, room, encoderDtype: l.p.imageDtypes[index]! };
+  const request = {
+    requestId: l.a.requestId,
+    image,
+    requestImages: l.p.images,
+    index,
+    imageTokenId: l.ctx.model.imageTokenId,
+    room,
+    encoderDtype: l.p.imageDtypes[index]!,
+  };
   const who = `encode worker ${target.spec.url} (image ${index})`;
   const succeeded = l.begin(who);
   const first = placementFor(l, target, l.ctx.writer.newScope(), 'encode', room, []);

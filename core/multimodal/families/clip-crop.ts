@@ -22,6 +22,7 @@ export const CLIP_CROP_PROCESSOR: ImageProcessor<ClipImageConfig> = {
   // The outputs, then the resize's working space: the kernels run in the pool's memory.
   memoryBytes: clipMemoryBytes,
   bandStarts: () => [],
+  batchedEncoder: true,
   gridded: false,
   // Every image gives the same encoder input: one size to measure.
   sizesNear: (_targets, elementBytes, cfg) => [{ width: cfg.crop_width, height: cfg.crop_height, nbytes: 3 * cfg.crop_height * cfg.crop_width * elementBytes }],

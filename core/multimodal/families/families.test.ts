@@ -337,8 +337,10 @@ describe('Phi-3-vision model directories', () => {
     expect(() => processor.tokensOf({ encoderShape: [1, 5, 3, 336, 336], grid: [1008, 1680] })).toThrow(
       new RangeError("an image's pixel values are [1, 5, 3, 336, 336], expected [1, crops, 3, 336, 336] with at least 16 crops for image_sizes [1008, 1680]"),
     );
-    expect(() => processor.tokensOf({ encoderShape: [], grid: [1000, 1680] })).toThrow(
-      new RangeError("image_sizes row [1000, 1680] is not an HD image's size: h and w must be positive multiples of 336"),
+    // A size that is not whole tiles is floored, as the model's hd_feature_transform takes it: 2 x 5 tiles.
+    expect(processor.tokensOf({ encoderShape: [], grid: [1000, 1680] })).toBe((2 * 5 + 1) * 144 + 1 + 3 * 12);
+    expect(() => processor.tokensOf({ encoderShape: [], grid: [300, 1680] })).toThrow(
+      new RangeError("image_sizes row [300, 1680] is not an HD image's size: h and w must be whole numbers of at least 336"),
     );
   });
 
@@ -365,7 +367,7 @@ describe('Phi-3-vision model directories', () => {
         tok.added_tokens = tok.added_tokens.filter((t: { content: string }) => t.content !== '<|image|>');
         writeFileSync(path.join(d, 'tokenizer.json'), JSON.stringify(tok));
       },
-      (d) => `${d}/config.json: no image_token_id, and ${d}/tokenizer.json has no <|image|> token to stand for it (Phi-3-vision's image placeholder)`,
+      (d) => `${d}/config.json: no image_token_id, and ${d}/tokenizer.json has no <|image|> token to stand for it`,
     ],
   ])('%s is refused at start, naming the file and the value', async (label, spoil, message) => {
     const dir = makeFamilyModel(path.join(scratch, `phi3-refused-${label.replace(/\W+/g, '-')}`), 'phi3_v');

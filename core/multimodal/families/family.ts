@@ -94,6 +94,8 @@ export interface ImageProcessor<C extends ImageConfig> {
   gridded: boolean;
   /** That grid tensor's name. */
   gridKey?: string;
+  /** Each image's encoder input is one row of a batched tensor ([1, ...]: the CLIP crop, Phi-3-vision's crops), not rows of a flat one. */
+  batchedEncoder: boolean;
   /** Values in one image's row of the grid (3: t, h, w; Phi-3-vision's image_sizes 2: h, w). */
   gridWidth?: number;
   /** Rows of the encoder input one image's grid row stands for (t·h·w patches; a batched family's image is 1). */

@@ -59,6 +59,8 @@ export interface ConfiguredProcessor {
   sizesNear(targets: readonly number[], elementBytes: number): Array<{ width: number; height: number; nbytes: number }>;
   tokensOf(received: { encoderShape: readonly number[]; grid?: readonly number[] }): number;
   gridded: boolean;
+  /** Each image's encoder input is one row of a batched tensor. */
+  batchedEncoder: boolean;
   /** The grid tensor's name where gridded (image_grid_thw, grid_thws, image_sizes). */
   gridKey: string;
   /** Values in one image's grid row. */
@@ -76,6 +78,7 @@ function bind<C extends ImageConfig>(p: ImageProcessor<C>, cfg: C): ConfiguredPr
     sizesNear: (targets, elementBytes) => p.sizesNear(targets, elementBytes, cfg),
     tokensOf: (received) => p.tokensOf(received, cfg),
     gridded: p.gridded,
+    batchedEncoder: p.batchedEncoder,
     gridKey: p.gridKey ?? 'image_grid_thw',
     gridWidth: p.gridWidth ?? 3,
     gridPatches: p.gridPatches ?? ((row) => row.reduce((a, b) => a * b, 1)),

@@ -40,6 +40,7 @@ export const MOONVIT_PATCH_PROCESSOR: ImageProcessor<MoonVitImageConfig> = {
   // Two threads share a scaled image's resize and scatter (an image the budget keeps as it is has no resize to share).
   bandStarts: (g, cfg, count, source) => (count < 2 || (g.resizedWidth === source.width && g.resizedHeight === source.height) ? [] : moonVitBandStarts(g, cfg)),
   sizesNear,
+  batchedEncoder: false,
   gridded: true,
   gridKey: 'grid_thws',
   tokensOf: ({ grid }, cfg) => {

@@ -25,6 +25,7 @@ export const PHI3_HD_PROCESSOR: ImageProcessor<Phi3VisionImageConfig> = {
   bandStarts: () => [],
   // Every image gives the same encoder input: one size to measure.
   sizesNear: (_targets, elementBytes, cfg) => [{ width: PHI3V_TILE, height: PHI3V_TILE, nbytes: phi3VisionElements(cfg) * elementBytes }],
+  batchedEncoder: true,
   gridded: true,
   gridKey: 'image_sizes',
   gridWidth: 2,
@@ -32,9 +33,10 @@ export const PHI3_HD_PROCESSOR: ImageProcessor<Phi3VisionImageConfig> = {
   tokensOf: ({ encoderShape, grid }, cfg) => {
     if (!grid || grid.length !== 2) throw new TypeError("no image_sizes row: Phi-3-vision computes an image's tokens from its HD size");
     const [h, w] = grid as [number, number];
-    if (!(h > 0 && w > 0 && h % PHI3V_TILE === 0 && w % PHI3V_TILE === 0))
-      throw new RangeError(`image_sizes row [${grid.join(', ')}] is not an HD image's size: h and w must be positive multiples of ${PHI3V_TILE}`);
-    const tiles = (h / PHI3V_TILE) * (w / PHI3V_TILE);
+    // The model takes h // 336 by w // 336 tiles (hd_feature_transform): a size that is not whole tiles is floored, one under a tile has none.
+    if (!(Number.isInteger(h) && Number.isInteger(w) && h >= PHI3V_TILE && w >= PHI3V_TILE))
+      throw new RangeError(`image_sizes row [${grid.join(', ')}] is not an HD image's size: h and w must be whole numbers of at least ${PHI3V_TILE}`);
+    const tiles = Math.floor(h / PHI3V_TILE) * Math.floor(w / PHI3V_TILE);
     // The model takes the global image and h/336 · w/336 tiles from the image's crops (hd_feature_transform).
     if (encoderShape.length > 0) {
       const [n, crops, c, y, x] = encoderShape;

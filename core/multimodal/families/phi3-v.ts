@@ -7,7 +7,7 @@
 // the gateway's spec reads it; the chat template takes content as a string, so each image's
 // <|image|> is written before the message's text (content-format.ts), and becomes the image's
 // tokens. Where mmtc differs from the gateway: docs/preprocessing.md, "HD crops (Phi-3-vision)".
-import { PHI3_VISION_DEFAULTS } from '../phi3v.ts';
+import { PHI3_VISION_DEFAULTS, PHI3V_TILE } from '../phi3v.ts';
 import { isPhi3VisionConfig, type EncoderGeometry, type ImageModelTensor, type VisionFamily } from './family.ts';
 
 function imageTensors(g: Pick<EncoderGeometry, 'imageSize'> & { tokens?: number }): ImageModelTensor[] {
@@ -31,6 +31,6 @@ export const PHI3_V: VisionFamily = {
   // Batched: one image's slice of [images, crops, 3, 336, 336] keeps its first dimension.
   encoderShape: (_g, cfg) => {
     if (!isPhi3VisionConfig(cfg)) throw new TypeError('Phi-3-vision takes an HD crop configuration');
-    return [1, cfg.num_crops + 1, 3, 336, 336];
+    return [1, cfg.num_crops + 1, 3, PHI3V_TILE, PHI3V_TILE];
   },
 };

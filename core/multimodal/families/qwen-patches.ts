@@ -35,6 +35,7 @@ export const QWEN_PATCH_PROCESSOR: ImageProcessor<QwenVlImageConfig> = {
   memoryBytes: (width, height, cfg, kinds) => encoderMemoryBytes(width, height, cfg, kinds),
   bandStarts: (g, cfg, count) => bandStarts({ ...g, ...gridOf(g) }, cfg, count),
   sizesNear,
+  batchedEncoder: false,
   gridded: true,
   // The worker's model takes grid_t·grid_h·grid_w patches and merges merge² of them into a token.
   tokensOf: ({ grid }, cfg) => {
