@@ -24,8 +24,8 @@
 // Also: the router's event loop while a batch of images goes through the pool (worst delay of
 // a 1 ms timer), next to the same thread idle for as long.
 //
-// Usage: npm run bench:preprocess [-- --quick] [-- --family F]   (--quick: 3 runs, no chart: the CI
-// smoke; --family: that family's rows alone, no chart)
+// Usage: npm run bench:preprocess [-- --quick] [-- --family F]   (--quick: 1080p only, 3 runs, no
+// chart: the CI smoke; --family: that family's rows alone, no chart)
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -203,7 +203,8 @@ async function main() {
       '| image | model | dtype | encoder input | one thread ms (decode) | router pool ms (threads) | HF fast, torch ms | Pillow + numpy ms | pool vs HF fast | pool vs Pillow | one thread vs HF fast | bit-identical to Pillow |\n|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n',
     );
     const rows: Row[] = [];
-    for (const [image, file] of Object.entries(files)) {
+    // The CI smoke (--quick) measures 1080p only: 4K doubles its time and adds no check the full run lacks.
+    for (const [image, file] of Object.entries(files).filter(([name]) => !quick || name === '1080p')) {
       const bytes = readFileSync(file);
       for (const family of (Object.keys(FAMILY_CONFIGS) as Array<keyof typeof FAMILY_CONFIGS>).filter((f) => onlyFamily === undefined || f === onlyFamily)) {
         for (const dtype of ['float32', 'bfloat16'] as const) {

@@ -19,6 +19,7 @@ import { makeFamilyModel, type TestFamilyModel } from '../test/family-models.ts'
 import { makeTestImages } from '../test/images.ts';
 import { runPython, runPythonScript } from '../test/python.ts';
 import { useRouterRig } from '../test/router-rig.ts';
+import type { RunningRouter } from './server.ts';
 
 const images = makeTestImages();
 const scratch = mkdtempSync(path.join(tmpdir(), 'mmtc-family-router-'));
@@ -54,6 +55,33 @@ const messages = (): ChatMessage[] => [
   },
 ];
 
+/** The router's answer to the two images' chat: its content and prompt tokens (the test fails with the router's error unless 200). */
+async function chat(r: RunningRouter, model: string, label = ''): Promise<{ content: string; promptTokens: number | undefined }> {
+  const res = await fetch(`${r.url}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model, messages: messages() }),
+  });
+  const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown; usage?: { prompt_tokens: number } };
+  expect(res.status, `${label}${JSON.stringify(body.error)}`).toBe(200);
+  return { content: body.choices![0]!.message.content, promptTokens: body.usage?.prompt_tokens };
+}
+
+/**
+ * The two images twice over /dev/shm to a TokenSpeed worker loaded from `dir`: each answer
+ * holds every line of `expected` (the tensors as the worker read them), the second request's
+ * images from the pixel cache (a link to the kept file), not the pool.
+ */
+async function shmThenCached(dir: string, model: string, expected: readonly string[]): Promise<void> {
+  const worker = await startWorker('tokenspeed', ['--model-path', dir]);
+  const r = await router(worker, 'shm', { model_path: dir });
+  for (const round of ['computed', 'cached']) {
+    const { content } = await chat(r, model, `${round}: `);
+    for (const line of expected) expect(content, round).toContain(line);
+  }
+  expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 2, misses: 2 });
+}
+
 describe.each<[TestFamilyModel, string]>([
   ['qwen3_5', 'qwen3_5'],
   ['qwen3_omni_moe', 'qwen3_omni'],
@@ -76,14 +104,7 @@ describe.each<[TestFamilyModel, string]>([
       expect(expected[1]!.gridH).toBeGreaterThan(expected[1]!.gridW);
       const worker = await startWorker(runtime, ['--model-path', dir]);
       const r = await router(worker, 'inline', { model_path: dir });
-      const res = await fetch(`${r.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: kind, messages: messages() }),
-      });
-      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown; usage?: { prompt_tokens: number } };
-      expect(res.status, JSON.stringify(body.error)).toBe(200);
-      const content = body.choices![0]!.message.content;
+      const { content, promptTokens } = await chat(r, kind);
       const F = expected[0]!.features;
       expect(F).toBe(1536); // 3 x 2 x 16 x 16: the Qwen3-VL processor's patches
       if (runtime === 'tokenspeed') {
@@ -110,7 +131,7 @@ describe.each<[TestFamilyModel, string]>([
         messages(),
         expected.map((e) => e.tokens),
       );
-      expect(body.usage?.prompt_tokens).toBe(prompt.inputIds.length);
+      expect(promptTokens).toBe(prompt.inputIds.length);
       expect(prompt.inputIds.filter((id) => id === model.imageTokenId)).toHaveLength(expected[0]!.tokens + expected[1]!.tokens);
     },
     60_000,
@@ -140,14 +161,7 @@ describe('a llava model directory', () => {
       expect(model.family).toBe('llava');
       const worker = await startWorker(runtime, ['--model-path', dir]);
       const r = await router(worker, 'inline', { model_path: dir });
-      const res = await fetch(`${r.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'llava', messages: messages() }),
-      });
-      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown; usage?: { prompt_tokens: number } };
-      expect(res.status, JSON.stringify(body.error)).toBe(200);
-      const content = body.choices![0]!.message.content;
+      const { content, promptTokens } = await chat(r, 'llava');
       if (runtime === 'tokenspeed') {
         // The checkpoint's weights are float16 (config.json torch_dtype): the worker's encoder dtype, as TokenSpeed's rule gives it.
         for (const [i, values] of reference.entries()) {
@@ -167,32 +181,21 @@ describe('a llava model directory', () => {
       }
       const prompt = buildPrompt(model, messages(), [576, 576]);
       expect(prompt.text).toBe('USER: <image>\n<image>\nand What differs? ASSISTANT:');
-      expect(body.usage?.prompt_tokens).toBe(prompt.inputIds.length);
+      expect(promptTokens).toBe(prompt.inputIds.length);
       expect(prompt.inputIds.filter((id) => id === 32000)).toHaveLength(2 * 576);
     },
     60_000,
   );
 
   it('TokenSpeed over /dev/shm: each crop written while it is preprocessed, read by the worker, the same bytes; again from the pixel cache', async () => {
-    const worker = await startWorker('tokenspeed', ['--model-path', dir]);
-    const r = await router(worker, 'shm', { model_path: dir });
-    for (const round of ['computed', 'cached']) {
-      const res = await fetch(`${r.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'llava', messages: messages() }),
-      });
-      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown };
-      expect(res.status, `${round}: ${JSON.stringify(body.error)}`).toBe(200);
-      for (const [i, values] of reference.entries()) {
+    await shmThenCached(
+      dir,
+      'llava',
+      reference.map((values, i) => {
         const f16 = encodeFloat32As('float16', values);
-        expect(body.choices![0]!.message.content, round).toContain(
-          `encoder_input[${i}] [1,3,336,336] float16 via shm, ${f16.byteLength} bytes, fnv1a ${fnv1a64Hex(f16)}`,
-        );
-      }
-    }
-    // The second request's crops came from the pixel cache (a link to the kept file), not the pool.
-    expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 2, misses: 2 });
+        return `encoder_input[${i}] [1,3,336,336] float16 via shm, ${f16.byteLength} bytes, fnv1a ${fnv1a64Hex(f16)}`;
+      }),
+    );
   }, 60_000);
 });
 
@@ -230,14 +233,7 @@ describe('a kimi_k25 model directory', () => {
       expect(model.family).toBe('kimi_k25');
       const worker = await startWorker(runtime, ['--model-path', dir]);
       const r = await router(worker, 'inline', { model_path: dir });
-      const res = await fetch(`${r.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'kimi', messages: messages() }),
-      });
-      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown; usage?: { prompt_tokens: number } };
-      expect(res.status, JSON.stringify(body.error)).toBe(200);
-      const content = body.choices![0]!.message.content;
+      const { content, promptTokens } = await chat(r, 'kimi');
       if (runtime === 'tokenspeed') {
         // The checkpoint's weights are bfloat16 (config.json torch_dtype): the worker's encoder dtype.
         for (const [i, ref] of reference.entries()) {
@@ -258,31 +254,21 @@ describe('a kimi_k25 model directory', () => {
       }
       expect(content).not.toContain('image_grid_thw');
       const prompt = buildPrompt(model, messages(), [165, 90]);
-      expect(body.usage?.prompt_tokens).toBe(prompt.inputIds.length);
+      expect(promptTokens).toBe(prompt.inputIds.length);
       expect(prompt.inputIds.filter((id) => id === 163605)).toHaveLength(165 + 90);
     },
     60_000,
   );
 
   it('TokenSpeed over /dev/shm: the patches written while they are preprocessed, read by the worker, the same bytes; again from the pixel cache', async () => {
-    const worker = await startWorker('tokenspeed', ['--model-path', dir]);
-    const r = await router(worker, 'shm', { model_path: dir });
-    for (const round of ['computed', 'cached']) {
-      const res = await fetch(`${r.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'kimi', messages: messages() }),
-      });
-      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown };
-      expect(res.status, `${round}: ${JSON.stringify(body.error)}`).toBe(200);
-      for (const [i, ref] of reference.entries()) {
+    await shmThenCached(
+      dir,
+      'kimi',
+      reference.map((ref, i) => {
         const bf16 = encodeFloat32As('bfloat16', ref.values);
-        expect(body.choices![0]!.message.content, round).toContain(
-          `encoder_input[${i}] [${ref.patches},3,14,14] bfloat16 via shm, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`,
-        );
-      }
-    }
-    expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 2, misses: 2 });
+        return `encoder_input[${i}] [${ref.patches},3,14,14] bfloat16 via shm, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`;
+      }),
+    );
   }, 60_000);
 });
 
@@ -325,14 +311,7 @@ describe('a phi3_v model directory', () => {
       expect(model.family).toBe('phi3_v');
       const worker = await startWorker(runtime, ['--model-path', dir]);
       const r = await router(worker, 'inline', { model_path: dir });
-      const res = await fetch(`${r.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'phi3', messages: messages() }),
-      });
-      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown; usage?: { prompt_tokens: number } };
-      expect(res.status, JSON.stringify(body.error)).toBe(200);
-      const content = body.choices![0]!.message.content;
+      const { content, promptTokens } = await chat(r, 'phi3');
       if (runtime === 'tokenspeed') {
         // The checkpoint's weights are bfloat16 (config.json torch_dtype): the worker's encoder dtype.
         for (const [i, ref] of reference.entries()) {
@@ -354,32 +333,24 @@ describe('a phi3_v model directory', () => {
       const prompt = buildPrompt(model, messages(), [1921, 1657]);
       // The string template: the message's images first, then its texts, a line each.
       expect(prompt.text).toBe('<|user|>\n<|image|>\n<|image|>\nand\nWhat differs?<|end|>\n<|assistant|>\n');
-      expect(body.usage?.prompt_tokens).toBe(prompt.inputIds.length);
+      expect(promptTokens).toBe(prompt.inputIds.length);
       expect(prompt.inputIds.filter((id) => id === 32044)).toHaveLength(1921 + 1657);
     },
     60_000,
   );
 
   it('TokenSpeed over /dev/shm: the crops written while they are preprocessed, read by the worker, the same bytes; again from the pixel cache', async () => {
-    const worker = await startWorker('tokenspeed', ['--model-path', dir]);
-    const r = await router(worker, 'shm', { model_path: dir });
-    for (const round of ['computed', 'cached']) {
-      const res = await fetch(`${r.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'phi3', messages: messages() }),
-      });
-      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown };
-      expect(res.status, `${round}: ${JSON.stringify(body.error)}`).toBe(200);
-      for (const [i, ref] of reference.entries()) {
+    await shmThenCached(
+      dir,
+      'phi3',
+      reference.flatMap((ref, i) => {
         const bf16 = encodeFloat32As('bfloat16', ref.values);
-        expect(body.choices![0]!.message.content, round).toContain(
-          `encoder_input[${i}] ${CROP} bfloat16 via shm, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`,
-        );
         // The cached image's tensors are the ones it was computed with.
-        expect(body.choices![0]!.message.content, round).toContain(`num_img_tokens[${i}] [2] int64 via inline, 16 bytes`);
-      }
-    }
-    expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 2, misses: 2 });
+        return [
+          `encoder_input[${i}] ${CROP} bfloat16 via shm, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`,
+          `num_img_tokens[${i}] [2] int64 via inline, 16 bytes`,
+        ];
+      }),
+    );
   }, 60_000);
 });

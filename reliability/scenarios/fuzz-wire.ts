@@ -21,6 +21,30 @@ import { tempDir } from '../lib/tmp.ts';
 /** /health answered this fast at p99 during every case, or the case held the event loop. */
 export const HEALTH_P99_MS = 100;
 
+/** No /health poll ever takes this long, however few there were. */
+const HEALTH_WORST_MS = 1000;
+
+/**
+ * Whether the polls kept /health fast, and what to say when not. Over 100 polls and more, their
+ * p99 is within HEALTH_P99_MS. Under 100 the p99 is the worst poll itself, so one poll over the
+ * bound is allowed (a scheduler pause on a shared two-core machine: CI once saw a single
+ * 235 ms poll among 27 of a 0.8 s scenario, which ran at 7 ms worst in every rerun); two are
+ * not, nor any poll of HEALTH_WORST_MS or more.
+ */
+export function healthKeptFast(ms: readonly number[]): { ok: boolean; says: string } {
+  const sorted = [...ms].sort((a, b) => a - b);
+  const worst = sorted.at(-1) ?? 0;
+  if (sorted.length >= 100) {
+    const p99 = percentile(sorted, 99);
+    return { ok: p99 < HEALTH_P99_MS, says: `/health p99 ${fmt(p99)} ms over ${sorted.length} polls (bound ${HEALTH_P99_MS} ms)` };
+  }
+  const over = sorted.filter((x) => x >= HEALTH_P99_MS).length;
+  return {
+    ok: over <= 1 && worst < HEALTH_WORST_MS,
+    says: `/health: ${over} of ${sorted.length} polls at ${HEALTH_P99_MS} ms or more, worst ${fmt(worst)} ms (at most one under 100 polls, none of ${HEALTH_WORST_MS} ms)`,
+  };
+}
+
 /**
  * Polls /health one request at a time until stopped; the latencies, and how many got no
  * answer. `peak()` is the slowest poll since the last call (including one still waiting),
@@ -89,7 +113,8 @@ async function verdict(t: T, serve: Serve, probe: { ms: number[]; unanswered: nu
   );
   t.check(probe.ms.length >= 5, `/health was polled only ${probe.ms.length} times`);
   t.check(probe.unanswered === 0, `/health went unanswered ${probe.unanswered} times`);
-  t.check(p99 < HEALTH_P99_MS, `/health p99 ${fmt(p99)} ms during the cases (bound ${HEALTH_P99_MS} ms)`);
+  const health = healthKeptFast(probe.ms);
+  t.check(health.ok, `${health.says} during the cases`);
   t.note('by_kind', tally.labels);
   if (tally.peaks) t.note('health_peak_ms_by_kind', tally.peaks);
   t.note('health_polls', probe.ms.length);
