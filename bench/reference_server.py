@@ -99,13 +99,7 @@ def torch_phi3v(path, dtype, crops=16, tile=336):
     if transposed:
         image = image.transpose(1, 2)
     height, width = image.shape[-2:]
-    ratio = width / height
-    scale = 1
-    while scale * np.ceil(scale / ratio) <= crops:
-        scale += 1
-    scale -= 1
-    new_w = int(scale * tile)
-    new_h = int(new_w / ratio)
+    new_w, new_h = phi3v_ref.hd_size(int(width), int(height), crops)
     x = TF.resize(image.unsqueeze(0), [new_h, new_w], interpolation=InterpolationMode.BILINEAR, antialias=True)
     target = int(np.ceil(new_h / tile) * tile)
     top = int((target - new_h) / 2)

@@ -4,6 +4,7 @@
 // engine with one encoder tensor per request, and int64 side tensors.
 import { f32ToF16 } from '../transport/dtype.ts';
 import type { PreparedImage } from './engine.ts';
+import type { ImageModelTensor } from '../multimodal/families/index.ts';
 
 export function float32Values(image: PreparedImage): Float32Array {
   if (!image.pixelValues) throw new Error('float32 encoder input requested but preprocessing produced only bfloat16');
@@ -56,11 +57,15 @@ export interface StackedTensor {
 
 /**
  * The images' model-specific tensors (the family's, PreparedImage.modelTensors) stacked along
- * their leading dimension in prompt order, for an engine with one tensor per request. Every
- * image of a request comes from the same family, so carries the same tensors in the same order.
+ * their leading dimension in prompt order, for an engine with one tensor per request; with
+ * `layout`, only the tensors of that layout (TokenSpeed's items take the shared ones whole).
+ * Every image of a request comes from the same family, so carries the same tensors in the
+ * same order.
  */
-export function stackedImageTensors(images: readonly PreparedImage[]): StackedTensor[] {
-  return images[0]!.modelTensors.map((first, k) => {
+export function stackedImageTensors(images: readonly PreparedImage[], layout?: ImageModelTensor['layout']): StackedTensor[] {
+  if (images.length === 0) return [];
+  return images[0]!.modelTensors.flatMap((first, k) => {
+    if (layout !== undefined && first.layout !== layout) return [];
     const parts = images.map((im, i) => {
       const t = im.modelTensors[k];
       if (t?.name !== first.name) throw new Error(`image ${i} has no ${first.name} tensor where image 0 has it: images of one request come from one family`);

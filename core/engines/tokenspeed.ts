@@ -120,7 +120,7 @@ async function itemOf(
 async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<WireRequest> {
   const items: ts.MultimodalItem[] = [];
   const pixels = req.leg?.pixels ?? true;
-  const shared = req.images.length > 0 ? stackedImageTensors(req.images).filter((t) => t.shared) : [];
+  const shared = stackedImageTensors(req.images, 'shared');
   for (const [i, image] of req.images.entries())
     items.push(await itemOf(ctx, image, req.images.length > 1 ? `[${i}]` : '', req.encoderDtype, req.imageTokenId, pixels, req.encoderReadWrite, shared));
   const leg = req.leg;
@@ -149,7 +149,7 @@ async function buildEncodeRequest(req: EncodeItemRequest, ctx: PlacementContext)
   // The encode worker reads its encoder input (O_RDONLY) and publishes a segment of its own.
   // A tensor with no field layout is the request's, whole, in every item (the gateway's
   // encode items too: assemble.rs, serialize_model_specific_for_item).
-  const shared = stackedImageTensors(req.requestImages).filter((t) => t.shared);
+  const shared = stackedImageTensors(req.requestImages, 'shared');
   const item = await itemOf(ctx, req.image, `[${req.index}]`, req.encoderDtype, req.imageTokenId, true, false, shared);
   const message = enc.EncodeRequest.fromPartial({
     requestId: `encode-${req.requestId}-${req.index}`,

@@ -18,7 +18,7 @@ import {
   CLIP_MEAN,
   CLIP_STD,
   encoderOutputBytes,
-  fits,
+  memoryHolding,
   ImageSizeError,
   levelTable,
   outputViews,
@@ -141,7 +141,7 @@ export function preprocessClipRgb(
   // its resize without growing (a decoded image larger than its header said would need more
   // than the budget counted: it then resizes in the thread's own memory).
   const given = options.memory;
-  const memory = fits(given, 3 * plane, kinds) && clipMemoryBytes(width, height, cfg, kinds) <= given.memory.buffer.byteLength ? given : undefined;
+  const memory = memoryHolding(given, 3 * plane, kinds, clipMemoryBytes(width, height, cfg, kinds));
   const views = memory ? outputViews(memory, kinds) : {};
   const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(3 * plane)) : undefined;
   const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(3 * plane)) : undefined;

@@ -173,16 +173,20 @@ function sideField(pre: Record<string, unknown>, key: string, side: 'height' | '
   return n;
 }
 
+/** A JSON file's section that must be an object when present (an empty one when absent). */
+function section(container: Record<string, unknown>, key: string, file: string): Record<string, unknown> {
+  const v = container[key] ?? {};
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new ModelDirectoryError(`${file}: ${key} must be an object, got ${JSON.stringify(v)}`);
+  return v as Record<string, unknown>;
+}
+
 /**
  * A CLIP crop's settings: preprocessor_config.json's size.shortest_edge and crop_size over the
  * family defaults, and from config.json the vision tower's patch size and whether its
  * features keep the CLS token (vision_feature_select_strategy "full").
  */
 function clipConfigFrom(d: ClipImageConfig, pre: Record<string, unknown>, file: string, config: Record<string, unknown>, configFile: string): ClipImageConfig {
-  const rawVision = config.vision_config ?? {};
-  if (typeof rawVision !== 'object' || rawVision === null || Array.isArray(rawVision))
-    throw new ModelDirectoryError(`${configFile}: vision_config must be an object, got ${JSON.stringify(rawVision)}`);
-  const vision = rawVision as Record<string, unknown>;
+  const vision = section(config, 'vision_config', configFile);
   // The token count below is a CLIP tower's (its CLS token kept with "full"); another tower (SigLIP has none) counts otherwise.
   if (vision.model_type !== undefined && vision.model_type !== 'clip_vision_model')
     throw new ModelDirectoryError(
@@ -244,10 +248,7 @@ function moonVitConfigFrom(
   config: Record<string, unknown>,
   configFile: string,
 ): MoonVitImageConfig {
-  const nested = pre.media_proc_cfg ?? {};
-  if (typeof nested !== 'object' || nested === null || Array.isArray(nested))
-    throw new ModelDirectoryError(`${file}: media_proc_cfg must be an object, got ${JSON.stringify(nested)}`);
-  const media = { ...(nested as Record<string, unknown>), ...pre };
+  const media = { ...section(pre, 'media_proc_cfg', file), ...pre };
   const at = pre.media_proc_cfg ? `${file} media_proc_cfg` : file;
   // merge_kernel_size may be written [2, 2].
   const merge = Array.isArray(media.merge_kernel_size) ? media.merge_kernel_size[0] : (media.merge_size ?? media.merge_kernel_size);
@@ -281,10 +282,7 @@ function phi3VisionConfigFrom(
   config: Record<string, unknown>,
   configFile: string,
 ): Phi3VisionImageConfig {
-  const img = config.img_processor ?? {};
-  if (typeof img !== 'object' || img === null || Array.isArray(img))
-    throw new ModelDirectoryError(`${configFile}: img_processor must be an object, got ${JSON.stringify(img)}`);
-  const perCrop = (img as Record<string, unknown>).num_img_tokens;
+  const perCrop = section(config, 'img_processor', configFile).num_img_tokens;
   if (perCrop !== undefined && perCrop !== 144)
     throw new ModelDirectoryError(
       `${configFile}: img_processor.num_img_tokens ${JSON.stringify(perCrop)} is not served (144, the tokens of a 336-pixel crop that the processor and the model count, is)`,

@@ -16,7 +16,7 @@
 import {
   bf16LevelTables,
   encoderOutputBytes,
-  fits,
+  memoryHolding,
   ImageSizeError,
   levelTable,
   outputViews,
@@ -243,7 +243,7 @@ export async function preprocessMoonVitWithKernels(
   if (!kinds.float32 && !kinds.bf16) throw new RangeError('preprocessMoonVitWithKernels: asked for neither float32 nor bfloat16 output');
   if (!simdAvailable()) return null;
   const g = moonVitGeometry(height, width, cfg);
-  if (!fits(memory, moonVitElements(g, cfg), kinds) || moonVitMemoryBytes(width, height, cfg, kinds) > memory.memory.buffer.byteLength) return null;
+  if (!memoryHolding(memory, moonVitElements(g, cfg), kinds, moonVitMemoryBytes(width, height, cfg, kinds))) return null;
   if (!kernelArithmeticAgrees(cfg, moonVitLevels(cfg))) return null;
   const k = kernelsOn(memory.memory);
   if (!k) return null;
@@ -306,7 +306,7 @@ export function preprocessMoonVitRgb(
   const n = moonVitElements(g, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
   const given = options.memory;
-  const memory = fits(given, n, kinds) && moonVitMemoryBytes(width, height, cfg, kinds) <= given.memory.buffer.byteLength ? given : undefined;
+  const memory = memoryHolding(given, n, kinds, moonVitMemoryBytes(width, height, cfg, kinds));
   const views = memory ? outputViews(memory, kinds) : {};
   const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(n)) : undefined;
   const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(n)) : undefined;

@@ -18,7 +18,7 @@
 // and torch; mmtc's values are its bytes exactly, the global image included (torch's bicubic
 // as its AVX2 kernel computes it, fused multiply-adds and all: docs/preprocessing.md).
 import { f32ToBf16 } from '../transport/dtype.ts';
-import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, fits, ImageSizeError, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, memoryHolding, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
 import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
 
@@ -287,7 +287,7 @@ export function preprocessPhi3VisionRgb(
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
   const elements = phi3VisionElements(cfg);
   const given = options.memory;
-  const memory = fits(given, elements, kinds) && given.scratchAt + hdBytes(g) <= given.memory.buffer.byteLength ? given : undefined;
+  const memory = memoryHolding(given, elements, kinds, (given?.scratchAt ?? 0) + hdBytes(g));
   const views = memory ? outputViews(memory, kinds) : {};
   const hd = hdPlanes(
     rgb,

@@ -257,6 +257,10 @@ function outputKinds(options: { bf16?: boolean; float32?: boolean }): OutputKind
 export const fits = (into: EncoderMemory | undefined, elements: number, kinds: OutputKinds): into is EncoderMemory =>
   into !== undefined && into.elements === elements && (!kinds.float32 || into.f32At !== undefined) && (!kinds.bf16 || into.bf16At !== undefined);
 
+/** `given` when it is laid out for these elements in these encodings and holds `bytes` without growing; else undefined (the caller then works in memory of its own). */
+export const memoryHolding = (given: EncoderMemory | undefined, elements: number, kinds: OutputKinds, bytes: number): EncoderMemory | undefined =>
+  fits(given, elements, kinds) && bytes <= given.memory.buffer.byteLength ? given : undefined;
+
 export function outputViews(mem: EncoderMemory, kinds: OutputKinds): { pixelValues?: Float32Array; bf16?: Uint16Array } {
   const buffer = mem.memory.buffer;
   return {

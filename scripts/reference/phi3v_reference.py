@@ -42,6 +42,17 @@ def padding_336(b):
     return torchvision.transforms.functional.pad(b, [0, top_padding, 0, bottom_padding], fill=[255, 255, 255])
 
 
+def hd_size(width, height, hd_num):
+    """HD_transform's resize target (new_w, new_h) of a landscape image (a portrait is transposed first)."""
+    ratio = width / height
+    scale = 1
+    while scale * np.ceil(scale / ratio) <= hd_num:
+        scale += 1
+    scale -= 1
+    new_w = int(scale * 336)
+    return new_w, int(new_w / ratio)
+
+
 def hd_transform(img, hd_num):
     width, height = img.size
     trans = False
@@ -49,13 +60,7 @@ def hd_transform(img, hd_num):
         img = img.transpose(Image.TRANSPOSE)
         trans = True
         width, height = img.size
-    ratio = width / height
-    scale = 1
-    while scale * np.ceil(scale / ratio) <= hd_num:
-        scale += 1
-    scale -= 1
-    new_w = int(scale * 336)
-    new_h = int(new_w / ratio)
+    new_w, new_h = hd_size(width, height, hd_num)
     img = torchvision.transforms.functional.resize(img, [new_h, new_w])
     resized = [new_w, new_h] if trans else [new_h, new_w]
     img = padding_336(img)
