@@ -28,6 +28,7 @@ import { resolveWorkerTransport, transportForWorker } from '../transport/resolve
 import { PixelCache } from '../transport/pixel-cache.ts';
 import { shmFreeBytes, ShmWriter, type ShmProbeResult } from '../transport/shm-writer.ts';
 import { pixelCacheBudget } from '../config/pixel-cache-setting.ts';
+import { orphanSweepIntervalMs } from '../config/sweep-interval-setting.ts';
 import { DECISION_REASONS } from '../transport/vocabulary.ts';
 import { embeddedWorkerSpec, startEmbeddedWorker, type EmbeddedWorker } from '../refworker/embedded.ts';
 import { inRotation, outOfRotationReason, WorkerRegistry } from '../workers/registry.ts';
@@ -72,6 +73,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
         });
   // A malformed SMG_MM_PIXEL_CACHE_MB stops the start here, naming it, before anything runs.
   pixelCacheBudget(store.current().config, processEnv);
+  const sweepIntervalMs = orphanSweepIntervalMs(processEnv);
   const model = await loadModelDirectory(store.current().config.model_path);
   let embedded: EmbeddedWorker | undefined;
   if (store.current().config.workers.length === 0) {
@@ -90,6 +92,7 @@ export async function startRouter(options: StartRouterOptions): Promise<RunningR
     dir: shmDir,
     maxFileAgeMs: () => store.current().config.request_timeout_secs * 1000,
     maxOutstandingBytes: () => store.current().config.multimodal_shm_max_outstanding_bytes ?? defaultOutstanding,
+    sweepIntervalMs,
     log,
   });
   const probe = writer.probe();

@@ -34,7 +34,8 @@ import {
 import { formatShmName, isOurTensorName, shmStampNanos } from './shm-names.ts';
 import { errnoText } from '../util/errno.ts';
 import { pwrite, pwriteSync, writeAll, writeAllSync } from '../util/write-all.ts';
-export const DEFAULT_SWEEP_INTERVAL_MS = 60_000;
+import { DEFAULT_ORPHAN_SWEEP_SECS } from '../config/sweep-interval-setting.ts';
+export const DEFAULT_SWEEP_INTERVAL_MS = DEFAULT_ORPHAN_SWEEP_SECS * 1000;
 const SYNC_WRITE_LIMIT = 1 << 20;
 
 export interface ShmHandleData {

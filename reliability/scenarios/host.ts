@@ -12,7 +12,8 @@
 //                              prefix; at most one message of that size is joined, then decoded,
 //                              per call) + 32 MiB, for Generate and Encode replies of 300 MB
 //   host/shm-foreign-files     /health p99 < 100 ms while /dev/shm holds 200,000 foreign files,
-//                              across the minute sweep and the console's Overview every 2 s
+//                              across two periodic sweeps (every minute; every 5 s in the short
+//                              mode, by MMTC_ORPHAN_SWEEP_SECS) and the console's Overview every 2 s
 //   host/foreign-heartbeat     0 entries kept alive by a heartbeat of another owner
 //   host/bootstrap-waiters     every EPD request 200 while 1,000 idle fetches fill the encode
 //                              worker's bootstrap server
@@ -51,7 +52,7 @@ export async function hostGroup(suite: Suite): Promise<void> {
   await suite.group('host', names, async () => {
     await suite.run('host/raw-http-every-port', (t) => rawHttpEveryPort(t, n(500, 5000), n(45, 240)), { seeded: true, maxSeconds: n(45, 240) + 90 });
     await suite.run('host/oversized-replies', (t) => oversizedReplies(t, 2, n(2, 8)), { maxSeconds: n(90, 240) });
-    await suite.run('host/shm-foreign-files', (t) => shmForeignFiles(t, 200_000, n(1, 2)), { maxSeconds: n(150, 240), ...needsRoot });
+    await suite.run('host/shm-foreign-files', (t) => shmForeignFiles(t, 200_000, 2, n(5, 60)), { maxSeconds: n(90, 240), ...needsRoot });
     await suite.run('host/foreign-heartbeat', (t) => foreignHeartbeat(t), { maxSeconds: 60, ...needsRoot });
     await suite.run('host/bootstrap-waiters', (t) => bootstrapWaiters(t, n(6, 30)), { maxSeconds: n(90, 240) });
   });
@@ -290,7 +291,7 @@ function plantForeign(dir: string, n: number): number {
   return made;
 }
 
-async function shmForeignFiles(t: T, files: number, sweeps: number): Promise<void> {
+async function shmForeignFiles(t: T, files: number, sweeps: number, sweepSecs: number): Promise<void> {
   const ns = await shmNamespace({ sizeBytes: 64 * MiB, name: 'foreign files' });
   try {
     const t0 = performance.now();
@@ -298,7 +299,11 @@ async function shmForeignFiles(t: T, files: number, sweeps: number): Promise<voi
     const plantS = (performance.now() - t0) / 1000;
     const dir = tempDir('host-shm');
     const spawnedAt = performance.now();
-    const serve = await startServe([], { prefix: ns.prefix, env: { XDG_CONFIG_HOME: dir }, name: 'serve (200,000 foreign files)' });
+    const serve = await startServe([], {
+      prefix: ns.prefix,
+      env: { XDG_CONFIG_HOME: dir, MMTC_ORPHAN_SWEEP_SECS: String(sweepSecs) },
+      name: 'serve (200,000 foreign files)',
+    });
     const listeningS = (performance.now() - spawnedAt) / 1000;
     const probe = healthProber(serve.routerUrl);
     const overviewMs: number[] = [];
@@ -313,20 +318,20 @@ async function shmForeignFiles(t: T, files: number, sweeps: number): Promise<voi
         await sleep(2000);
       }
     })();
-    // One genuine orphan (a dead pid's, two hours old): the minute sweep's line says it ran.
+    // One genuine orphan (a dead pid's, two hours old): the first periodic sweep's line says it ran.
     const old = Date.now() - 2 * 3600_000;
     const orphan = path.join(ns.dir, `smg-tokenspeed-${DEAD_PID}-${BigInt(old) * 1_000_000n}-1`);
     writeFileSync(orphan, 'orphan', { flag: 'wx' });
     utimesSync(orphan, new Date(old), new Date(old));
     const lines: string[] = [];
     for (let s = 0; s < sweeps; s++) {
-      // The sweep runs a minute after the start, then every minute; the orphan goes at the first.
+      // The sweep runs sweepSecs after the start, then every sweepSecs; the orphan goes at the first.
       if (s === 0) {
-        // No such line within 80 s is recorded as NO SWEEP LINE, which the check below fails.
-        const m = await serve.proc.waitFor(/orphan sweep: removed 1 orphaned tensor file [^\n]*/, 80_000).catch(() => undefined);
+        // No such line within sweepSecs + 20 s is recorded as NO SWEEP LINE, which the check below fails.
+        const m = await serve.proc.waitFor(/orphan sweep: removed 1 orphaned tensor file [^\n]*/, (sweepSecs + 20) * 1000).catch(() => undefined);
         lines.push(m?.[0] ?? 'NO SWEEP LINE');
       } else {
-        await sleep(62_000);
+        await sleep((sweepSecs + 2) * 1000);
         lines.push('a silent sweep');
       }
     }
@@ -338,7 +343,10 @@ async function shmForeignFiles(t: T, files: number, sweeps: number): Promise<voi
     const uncaught = metricSum(m, 'mmtc_uncaught_errors_total');
     const p99 = percentile(stats.ms, 99);
     t.check(made === files, `planted ${made} of ${files} files`);
-    t.check(lines[0] !== 'NO SWEEP LINE' && !existsSync(orphan), 'the minute sweep must run (and remove the planted orphan) while /health is probed');
+    t.check(
+      lines[0] !== 'NO SWEEP LINE' && !existsSync(orphan),
+      `the sweep every ${sweepSecs} s must run (and remove the planted orphan) while /health is probed`,
+    );
     const health = healthKeptFast(stats.ms);
     t.check(health.ok, `${health.says} while /dev/shm holds ${files} foreign files`);
     t.check(stats.unanswered === 0, `/health went unanswered ${stats.unanswered} times`);
@@ -354,7 +362,7 @@ async function shmForeignFiles(t: T, files: number, sweeps: number): Promise<voi
     t.note('health_max_ms', Math.round(Math.max(0, ...stats.ms) * 10) / 10);
     t.note('overview_ms', { n: overviewMs.length, p50: Math.round(percentile(overviewMs, 50)), max: Math.round(Math.max(0, ...overviewMs)) });
     t.summary(
-      `${made} empty files named like another router's (stamped now or a day ahead; planted in ${fmt(plantS, 1)} s in a /dev/shm of its own); serve listening ${fmt(listeningS, 1)} s after spawn (the start-up sweep, all at once); ${sweeps} minute sweep${sweeps === 1 ? '' : 's'} (the first removed the one planted orphan); /health p50 ${fmt(percentile(stats.ms, 50))} / p99 ${fmt(p99)} / max ${fmt(Math.max(0, ...stats.ms))} ms over ${stats.ms.length} polls, 0 unanswered; Overview every 2 s: ${overviewMs.length} answers, p50 ${fmt(percentile(overviewMs, 50), 0)} ms, max ${fmt(Math.max(0, ...overviewMs), 0)} ms`,
+      `${made} empty files named like another router's (stamped now or a day ahead; planted in ${fmt(plantS, 1)} s in a /dev/shm of its own); serve listening ${fmt(listeningS, 1)} s after spawn (the start-up sweep, all at once); ${sweeps} periodic sweeps, every ${sweepSecs} s (the first removed the one planted orphan); /health p50 ${fmt(percentile(stats.ms, 50))} / p99 ${fmt(p99)} / max ${fmt(Math.max(0, ...stats.ms))} ms over ${stats.ms.length} polls, 0 unanswered; Overview every 2 s: ${overviewMs.length} answers, p50 ${fmt(percentile(overviewMs, 50), 0)} ms, max ${fmt(Math.max(0, ...overviewMs), 0)} ms`,
     );
     await serve.proc.stop();
   } finally {
