@@ -25,6 +25,36 @@ export function int64Bytes(values: readonly number[]): Uint8Array {
 }
 
 /**
+ * A request's images with their crops padded with zeros to its most, as Hugging Face's
+ * processor pads a batch (LLaVA-NeXT: an image's [1, crops, 3, H, W] has its own count; vLLM's
+ * model drops the padding, the gateway sends it): each padded image gets its own copy. The
+ * images as they are when their crops agree (every other family's always do). An image must
+ * have its values in memory (not a pixel-cache link) to be padded.
+ */
+export function paddedToBatch(images: readonly PreparedImage[]): PreparedImage[] {
+  const crops = (im: PreparedImage) => (im.encoderShape.length === 5 ? im.encoderShape[1]! : 0);
+  const most = Math.max(0, ...images.map(crops));
+  if (images.every((im) => crops(im) === most)) return [...images];
+  return images.map((im) => {
+    if (crops(im) === most) return im;
+    if (im.encoderShape.length !== 5) throw new Error(`image of encoder shape [${im.encoderShape.join(', ')}] among images of [1, crops, ...] ones`);
+    const features = (im.features / crops(im)) * most;
+    const padded = <T extends Float32Array | Uint16Array>(values: T | undefined, make: (n: number) => T): T | undefined => {
+      if (!values) return undefined;
+      if (values.length !== im.features)
+        throw new Error(`an image's encoder input of ${values.length} values where its shape says ${im.features}: its values are not in memory`);
+      const out = make(features);
+      out.set(values);
+      return out;
+    };
+    const pixelValues = padded(im.pixelValues, (n) => new Float32Array(n));
+    const bf16 = padded(im.bf16, (n) => new Uint16Array(n));
+    const { pixelValues: _f, bf16: _b, ...rest } = im;
+    return { ...rest, ...(pixelValues ? { pixelValues } : {}), ...(bf16 ? { bf16 } : {}), features, encoderShape: [1, most, ...im.encoderShape.slice(2)] };
+  });
+}
+
+/**
  * Every image's float32 encoder input in prompt order, concatenated along the first axis as
  * the gateway's batch is (flat or batched alike): [rows, features] for Qwen, [images, 3, H, W]
  * for a batched family. One image's own buffer when it is alone.

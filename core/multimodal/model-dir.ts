@@ -9,12 +9,14 @@ import { Tokenizer } from '@huggingface/tokenizers';
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { ClipImageConfig } from './clip-image.ts';
+import type { AnyresImageConfig } from './llava-next.ts';
 import { chatTemplateContentFormat, type ContentFormat } from './content-format.ts';
 import type { MoonVitImageConfig } from './moonvit.ts';
 import type { Phi3VisionImageConfig } from './phi3v.ts';
 import {
   familyById,
   familyOfModelType,
+  isAnyresConfig,
   isClipConfig,
   isMoonVitConfig,
   isPhi3VisionConfig,
@@ -230,6 +232,53 @@ function clipConfigFrom(d: ClipImageConfig, pre: Record<string, unknown>, file: 
   return cfg;
 }
 
+/** A list of [height, width] pinpoints, each whole crops of `crop`, from `source`'s `key` (preprocessor_config.json or config.json). */
+function pinpointsField(source: Record<string, unknown>, key: string, file: string, crop: [number, number]): Array<[number, number]> | undefined {
+  const v = source[key];
+  if (v === undefined) return undefined;
+  const ok =
+    Array.isArray(v) &&
+    v.length > 0 &&
+    v.every(
+      (p) =>
+        Array.isArray(p) &&
+        p.length === 2 &&
+        p.every((n) => typeof n === 'number' && Number.isInteger(n) && n > 0) &&
+        (p[0] as number) % crop[0] === 0 &&
+        (p[1] as number) % crop[1] === 0,
+    );
+  if (!ok)
+    throw new ModelDirectoryError(
+      `${file}: ${key} must be a list of [height, width] pairs, each a whole number of ${crop[0]}x${crop[1]} crops, got ${JSON.stringify(v).slice(0, 200)}`,
+    );
+  return (v as Array<[number, number]>).map(([h, w]) => [h, w]);
+}
+
+/** LLaVA-NeXT: CLIP's settings (clipConfigFrom) and the pinpoints, which preprocessor_config.json (the processor) and config.json (the model's count) must agree on. */
+function anyresConfigFrom(
+  d: AnyresImageConfig,
+  pre: Record<string, unknown>,
+  file: string,
+  config: Record<string, unknown>,
+  configFile: string,
+): AnyresImageConfig {
+  const clip = clipConfigFrom(d, pre, file, config, configFile);
+  // vLLM's model takes the base image's crop as a square of patches: the CLS token ("full") does not fit it.
+  if (clip.keep_cls) throw new ModelDirectoryError(`${configFile}: vision_feature_select_strategy "full" is not served for LLaVA-NeXT ("default" is)`);
+  if (clip.shortest_edge !== clip.crop_height || clip.crop_height !== clip.crop_width)
+    throw new ModelDirectoryError(
+      `${file}: size.shortest_edge ${clip.shortest_edge} and crop_size ${clip.crop_height}x${clip.crop_width} must be one square side for LLaVA-NeXT's crops`,
+    );
+  const crop: [number, number] = [clip.crop_height, clip.crop_width];
+  const fromPre = pinpointsField(pre, 'image_grid_pinpoints', file, crop);
+  const fromConfig = pinpointsField(config, 'image_grid_pinpoints', configFile, crop);
+  if (fromPre && fromConfig && JSON.stringify(fromPre) !== JSON.stringify(fromConfig))
+    throw new ModelDirectoryError(
+      `${file}: image_grid_pinpoints ${JSON.stringify(fromPre)} differs from ${configFile}'s ${JSON.stringify(fromConfig)}: the processor's crops and the model's token count would disagree`,
+    );
+  return { ...clip, image_grid_pinpoints: fromPre ?? fromConfig ?? d.image_grid_pinpoints };
+}
+
 function positiveInteger(pre: Record<string, unknown>, key: string, file: string, fallback: number): number {
   const v = numberField(pre, key, file, fallback);
   if (!Number.isInteger(v)) throw new ModelDirectoryError(`${file}: ${key} must be a positive integer, got ${JSON.stringify(pre[key])}`);
@@ -294,7 +343,7 @@ function phi3VisionConfigFrom(
   };
 }
 
-/** preprocessor_config.json over the family defaults (Qwen: min/max_pixels or size.shortest/longest_edge; CLIP: size and crop_size, with config.json's vision tower; MoonViT: media_proc_cfg; Phi-3-vision: num_crops). */
+/** preprocessor_config.json over the family defaults (Qwen: min/max_pixels or size.shortest/longest_edge; CLIP: size and crop_size, with config.json's vision tower; LLaVA-NeXT: CLIP's and image_grid_pinpoints; MoonViT: media_proc_cfg; Phi-3-vision: num_crops). */
 export function imageConfigFrom(
   family: FamilyId,
   pre: Record<string, unknown> | undefined,
@@ -304,6 +353,7 @@ export function imageConfigFrom(
 ): ImageConfig {
   const defaults = familyById(family).defaults;
   if (isClipConfig(defaults)) return clipConfigFrom(defaults, pre ?? {}, file, config, configFile);
+  if (isAnyresConfig(defaults)) return anyresConfigFrom(defaults, pre ?? {}, file, config, configFile);
   if (isMoonVitConfig(defaults)) return moonVitConfigFrom(defaults, pre ?? {}, file, config, configFile);
   if (isPhi3VisionConfig(defaults)) return phi3VisionConfigFrom(defaults, pre ?? {}, file, config, configFile);
   const d: QwenVlImageConfig = defaults;

@@ -147,6 +147,67 @@ describe('a Phi-3-vision worker (vLLM)', () => {
   });
 });
 
+const llavaNext = await loadModelDirectory(makeFamilyModel(path.join(scratch, 'llava-next'), 'llava_next'));
+
+/** A vLLM request of LLaVA-NeXT images of `sizes` [h, w], their crops padded to `crops`, each placed with its `tokens`. */
+function llavaNextRequest(o: { sizes: Array<[number, number]>; tokens: number[]; crops: number }): GenerateRequest {
+  const n = o.sizes.length;
+  let at = 1;
+  const placeholders = o.tokens.map((length) => ({ offset: (at += length) - length, length }));
+  const inputIds = [1, ...o.tokens.flatMap((t) => Array<number>(t).fill(32000)), 2];
+  return {
+    requestId: 'r',
+    input: { $case: 'tokenized', value: { originalText: 'x', inputIds } },
+    stream: false,
+    mmInputs: {
+      pixelValues: {
+        shape: [n, o.crops, 3, 336, 336],
+        dtype: 'float32',
+        payload: { $case: 'inline', value: Buffer.alloc(n * o.crops * 3 * 336 * 336 * 4) },
+      },
+      modelSpecificTensors: { image_sizes: int64(o.sizes.flat(), [n, 2]) },
+      imTokenId: 32000,
+      mmPlaceholders: placeholders,
+      mmHashes: o.sizes.map((_, i) => `h${i}`),
+      batchedKeys: ['image_sizes', 'pixel_values'],
+      flatKeys: {},
+      keepOnCpuKeys: [],
+      modality: 1,
+    },
+  } as unknown as GenerateRequest;
+}
+
+describe('a LLaVA-NeXT worker (vLLM)', () => {
+  // 1080x1920: 2 x 2 tiles, 576 + 28·48 + 28 = 1948 tokens; 900x250: 3 x 1 (1008x336), 576 + 72·20 + 72 = 2088, as the model unpads them.
+  it('takes a request of two images padded to 5 crops, each counted from its image_sizes as the model unpads its tiles', () => {
+    expect(
+      judge(
+        llavaNextRequest({
+          sizes: [
+            [1080, 1920],
+            [900, 250],
+          ],
+          tokens: [1948, 2088],
+          crops: 5,
+        }),
+        llavaNext,
+      ),
+    ).toMatch(/^2 images: pixel_values \[2,5,3,336,336\] float32/);
+  });
+
+  it('refuses a count other than the model computes, and crops short of the tiles image_sizes asks for', () => {
+    // The gateway's rounding: 341·48 / 500 = 32.736 rounded to 33 leaves 34 unpadded rows; the model's integer division 32.
+    expect(() => judge(llavaNextRequest({ sizes: [[341, 500]], tokens: [576 + 34 * 48 + 34], crops: 5 }), llavaNext)).toThrow(
+      new RequestInvalid(`image 0: placeholder length ${576 + 34 * 48 + 34} does not match grid 341x500 (${576 + 32 * 48 + 32} tokens)`),
+    );
+    expect(() => judge(llavaNextRequest({ sizes: [[1080, 1920]], tokens: [1948], crops: 3 }), llavaNext)).toThrow(
+      new RequestInvalid(
+        "image 0: an image's pixel values are [1, 3, 3, 336, 336], expected [1, crops, 3, 336, 336] with at least 5 crops for image_sizes [1080, 1920]",
+      ),
+    );
+  });
+});
+
 describe('a LLaVA-1.5 worker (vLLM)', () => {
   it('takes two batched [1, 3, 336, 336] images of 576 tokens each', () => {
     expect(judge(llavaRequest({ images: 2 }))).toMatch(/^2 images: pixel_values \[2,3,336,336\] float32 via inline, 2709504 bytes$/);

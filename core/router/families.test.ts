@@ -43,24 +43,30 @@ const IMAGES = [
   { bytes: readFileSync(TALL), mime: 'image/png' },
 ];
 
-const messages = (): ChatMessage[] => [
+type TestImage = { bytes: Buffer; mime: string };
+const messages = (pair: readonly TestImage[] = IMAGES): ChatMessage[] => [
   {
     role: 'user',
     content: [
-      { type: 'image_url', image_url: { url: `data:${IMAGES[0]!.mime};base64,${IMAGES[0]!.bytes.toString('base64')}` } },
+      { type: 'image_url', image_url: { url: `data:${pair[0]!.mime};base64,${pair[0]!.bytes.toString('base64')}` } },
       { type: 'text', text: 'and' },
-      { type: 'image_url', image_url: { url: `data:${IMAGES[1]!.mime};base64,${IMAGES[1]!.bytes.toString('base64')}` } },
+      { type: 'image_url', image_url: { url: `data:${pair[1]!.mime};base64,${pair[1]!.bytes.toString('base64')}` } },
       { type: 'text', text: 'What differs?' },
     ],
   },
 ];
 
-/** The router's answer to the two images' chat: its content and prompt tokens (the test fails with the router's error unless 200). */
-async function chat(r: RunningRouter, model: string, label = ''): Promise<{ content: string; promptTokens: number | undefined }> {
+/** The router's answer to the two images' chat (`pair`, else IMAGES): its content and prompt tokens (the test fails with the router's error unless 200). */
+async function chat(
+  r: RunningRouter,
+  model: string,
+  label = '',
+  pair: readonly TestImage[] = IMAGES,
+): Promise<{ content: string; promptTokens: number | undefined }> {
   const res = await fetch(`${r.url}/v1/chat/completions`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ model, messages: messages() }),
+    body: JSON.stringify({ model, messages: messages(pair) }),
   });
   const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown; usage?: { prompt_tokens: number } };
   expect(res.status, `${label}${JSON.stringify(body.error)}`).toBe(200);
@@ -352,5 +358,113 @@ describe('a phi3_v model directory', () => {
         ];
       }),
     );
+  }, 60_000);
+});
+
+// LLaVA-NeXT (docs/preprocessing.md, "Anyres crops (LLaVA-NeXT)"): every image resized into the
+// pinpoint that keeps the most of it, padded with black, cut into 336-pixel tiles after a base
+// image of the whole, bit for bit the Pillow + numpy reference written from Hugging Face's
+// LlavaNextImageProcessor. The 400x300 photo is 1 x 2 tiles (3 crops), the 1920x1080 image
+// 2 x 2 (5 crops): the request pads the photo with two zero crops, as Hugging Face pads a batch
+// and the gateway sends it; vLLM and SGLang get [2, 5, 3, 336, 336] with image_sizes batched,
+// TokenSpeed one [1, 5, 3, 336, 336] item each. Each image's <image> is as many tokens as vLLM's
+// model computes from its image_sizes (the worker refuses another count, or crops short of its tiles).
+describe('a llava_next model directory', () => {
+  const dir = makeFamilyModel(path.join(scratch, 'llava_next'), 'llava_next');
+  const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/llava_next_reference.py');
+  const PAIR: TestImage[] = [IMAGES[0]!, { bytes: images.bytes('hd.jpg'), mime: 'image/jpeg' }];
+  const files = PAIR.map((image, i) => {
+    const source = path.join(scratch, `llava-next-source-${i}`);
+    writeFileSync(source, image.bytes);
+    return { source, out: path.join(scratch, `llava-next-${i}.f32`) };
+  });
+  const infos = runPythonScript(REFERENCE, ['--each', ...files.map((f) => `${f.source}=${f.out}`)])
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { best: number[]; tiles: number; tokens: number });
+  const CROP = 3 * 336 * 336;
+  // Each image's crops padded with zero crops to the request's most (5).
+  const padded = files.map((f) => {
+    const own = new Float32Array(Uint8Array.from(readFileSync(f.out)).buffer);
+    const values = new Float32Array(5 * CROP);
+    values.set(own);
+    return values;
+  });
+
+  it.each(['tokenspeed', 'vllm', 'sglang'] as const)(
+    "%s: two images of 3 and 5 crops arrive padded to 5 with image_sizes, each image's tokens as the model unpads its tiles",
+    async (runtime) => {
+      expect(infos.map((i) => [i.best, i.tiles, i.tokens])).toEqual([
+        [[336, 672], 2, 576 + 24 * 32 + 24],
+        [[672, 672], 4, 576 + 28 * 48 + 28],
+      ]);
+      const model = await loadModelDirectory(dir);
+      expect(model.family).toBe('llava_next');
+      const worker = await startWorker(runtime, ['--model-path', dir]);
+      const r = await router(worker, 'inline', { model_path: dir });
+      const { content, promptTokens } = await chat(r, 'llava-next', '', PAIR);
+      if (runtime === 'tokenspeed') {
+        for (const [i, values] of padded.entries()) {
+          // The checkpoint's weights are float16 (config.json torch_dtype): the worker's encoder dtype.
+          const f16 = encodeFloat32As('float16', values);
+          expect(content).toContain(`encoder_input[${i}] [1,5,3,336,336] float16 via inline, ${f16.byteLength} bytes, fnv1a ${fnv1a64Hex(f16)}`);
+          expect(content).toContain(`image_sizes[${i}] [1,2] int64 via inline, 16 bytes`);
+        }
+      } else {
+        const joined = new Float32Array(10 * CROP);
+        joined.set(padded[0]!);
+        joined.set(padded[1]!, 5 * CROP);
+        expect(content).toContain(
+          `pixel_values [2,5,3,336,336] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`,
+        );
+        expect(content).toContain('image_sizes [2,2] int64 via inline, 32 bytes');
+      }
+      const tokens = infos.map((i) => i.tokens);
+      const prompt = buildPrompt(model, messages(PAIR), tokens);
+      // Mistral's template: the message's images first, then its texts.
+      expect(prompt.text).toBe('[INST] <image>\n<image>\nandWhat differs? [/INST]');
+      expect(promptTokens).toBe(prompt.inputIds.length);
+      expect(prompt.inputIds.filter((id) => id === 32000)).toHaveLength(tokens[0]! + tokens[1]!);
+    },
+    60_000,
+  );
+
+  it('TokenSpeed over /dev/shm: one image alone goes as its own 3 crops, then padded beside a 5-crop image; again from the pixel cache', async () => {
+    const worker = await startWorker('tokenspeed', ['--model-path', dir]);
+    const r = await router(worker, 'shm', { model_path: dir });
+    const own = new Float32Array(Uint8Array.from(readFileSync(files[0]!.out)).buffer);
+    const f16 = encodeFloat32As('float16', own);
+    for (const round of ['computed', 'cached']) {
+      const res = await fetch(`${r.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          messages: [
+            {
+              role: 'user',
+              content: [
+                { type: 'image_url', image_url: { url: `data:image/jpeg;base64,${PAIR[0]!.bytes.toString('base64')}` } },
+                { type: 'text', text: 'What is it?' },
+              ],
+            },
+          ],
+        }),
+      });
+      const body = (await res.json()) as { choices?: Array<{ message: { content: string } }>; error?: unknown };
+      expect(res.status, `${round}: ${JSON.stringify(body.error)}`).toBe(200);
+      expect(body.choices![0]!.message.content, round).toContain(
+        `encoder_input [1,3,3,336,336] float16 via shm, ${f16.byteLength} bytes, fnv1a ${fnv1a64Hex(f16)}`,
+      );
+    }
+    expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 1, misses: 1 });
+    // Beside the 1920x1080 image, the cached photo is padded to its 5 crops: a tensor of the request's own, over /dev/shm too.
+    for (const round of ['the photo cached', 'both cached']) {
+      const { content } = await chat(r, 'llava-next', `${round}: `, PAIR);
+      for (const [i, values] of padded.entries()) {
+        const f16 = encodeFloat32As('float16', values);
+        expect(content, round).toContain(`encoder_input[${i}] [1,5,3,336,336] float16 via shm, ${f16.byteLength} bytes, fnv1a ${fnv1a64Hex(f16)}`);
+      }
+    }
+    expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 4, misses: 2 });
   }, 60_000);
 });

@@ -8,6 +8,7 @@
 import type { EngineRequest, PreparedImage } from '../engines/engine.ts';
 import { resolveSampling, samplingDefaultsOf, type ClientSampling } from '../engines/sampling.ts';
 import { capabilitiesOf } from '../engines/table.ts';
+import { paddedToBatch } from '../engines/tensors.ts';
 import { familyById, isQwenConfig } from '../multimodal/families/index.ts';
 import type { ImageHeader } from '../multimodal/pool.ts';
 import { PREWRITE_HEADER_MISMATCH, type ShmPrewriteTask } from '../multimodal/preprocess-task.ts';
@@ -151,8 +152,12 @@ export async function prepare(
   const scope = ctx.writer.newScope();
   const lanes = new Map<string, WorkerTransport>();
   const laneOf = (t: Target) => lanes.get(t.spec.url) ?? lanes.set(t.spec.url, laneFor(ctx, a.snapshot, t.spec, t.state, options)).get(t.spec.url)!;
-  // An encode worker gets one image per call: its tensor is always the image's own.
-  const oneTensorPerImage = imageTargets !== undefined || capabilities.encoderTensor === 'per_image' || a.bytes.length === 1;
+  // An encode worker gets one image per call: its tensor is always the image's own; unless the
+  // family pads a request's images to its most crops (LLaVA-NeXT), which needs their values in
+  // memory and gives a tensor no image has alone.
+  const family = familyById(ctx.model.family);
+  const padsCrops = family.paddedCrops === true && a.bytes.length > 1;
+  const oneTensorPerImage = !padsCrops && (imageTargets !== undefined || capabilities.encoderTensor === 'per_image' || a.bytes.length === 1);
   // Bytes are handed over (transferred) to the pool thread, which also hashes them. Only what
   // travels: bfloat16 alone for a bfloat16 wire dtype, float32 otherwise. An engine that sends
   // the encoded images keeps its own copy (a copy: a Buffer's slice() would share the memory
@@ -219,7 +224,6 @@ export async function prepare(
         }
       }
       // The family's model-specific tensors of the image (for Qwen: its grid and patch count).
-      const family = familyById(ctx.model.family);
       const modelTensors = family.imageTensors(r);
       const encoderShape = family.encoderShape(r, imageConfig);
       if (miss) {
@@ -259,7 +263,8 @@ export async function prepare(
   try {
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
-    const images = settled.map((s) => (s as PromiseFulfilledResult<PreparedImage>).value);
+    const own = settled.map((s) => (s as PromiseFulfilledResult<PreparedImage>).value);
+    const images = padsCrops ? paddedToBatch(own) : own;
     timing.mark('preprocess');
     const tokens = images.map((p) => p.placeholder.length);
     const built = await (early && headerTokens.every((n, i) => n === tokens[i]) ? early : promptFor(ctx, a, tokens));

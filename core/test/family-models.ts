@@ -1,5 +1,5 @@
 // Small model directories of each vision family for tests (docs/preprocessing.md, "Model
-// families"): the bundled demo directory's tokenizer and chat template (Qwen's; LLaVA's and
+// families"): the bundled demo directory's tokenizer and chat template (Qwen's; LLaVA's, LLaVA-NeXT's and
 // Phi-3-vision's own templates and LLaMA-vocabulary special tokens for them), with the family's real config.json and
 // preprocessor_config.json values and its special tokens at their real ids, so a directory
 // loads through the same code path as the real checkpoint.
@@ -145,6 +145,57 @@ const LLAVA_CHAT_TEMPLATE =
   "{% for content in message['content'] %}{% if content['type'] == 'image' %}{{ '<image>\n' }}{% endif %}{% endfor %}" +
   "{% for content in message['content'] %}{% if content['type'] == 'text' %}{{ content['text'] + ' ' }}{% endif %}{% endfor %}" +
   "{% endif %}{% endfor %}{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}";
+
+/** The pinpoints of llava-hf/llava-v1.6-*-hf ([height, width]): up to 2 x 2 crops, or 1 x 3 and 3 x 1. */
+const LLAVA_NEXT_PINPOINTS = [
+  [336, 672],
+  [672, 336],
+  [672, 672],
+  [1008, 336],
+  [336, 1008],
+];
+
+/** config.json of llava-hf/llava-v1.6-mistral-7b-hf: <image> at image_token_index 32000, the CLIP ViT-L/14-336 tower, the Mistral text model, the pinpoints the model counts tokens by. */
+const LLAVA_NEXT_CONFIG = {
+  ...LLAVA_CONFIG,
+  architectures: ['LlavaNextForConditionalGeneration'],
+  image_grid_pinpoints: LLAVA_NEXT_PINPOINTS,
+  model_type: 'llava_next',
+  text_config: {
+    architectures: ['MistralForCausalLM'],
+    intermediate_size: 14336,
+    max_position_embeddings: 32768,
+    model_type: 'mistral',
+    num_key_value_heads: 8,
+    rms_norm_eps: 1e-5,
+    rope_theta: 1000000.0,
+    torch_dtype: 'bfloat16',
+    vocab_size: 32064,
+  },
+  use_image_newline_parameter: true,
+};
+
+/** preprocessor_config.json of llava-hf/llava-v1.6-mistral-7b-hf: LlavaNextImageProcessor (CLIP's settings and the pinpoints). */
+const LLAVA_NEXT_PREPROCESSOR = {
+  ...LLAVA_PREPROCESSOR,
+  aspect_ratio_setting: 'anyres',
+  image_grid_pinpoints: LLAVA_NEXT_PINPOINTS,
+  image_processor_type: 'LlavaNextImageProcessor',
+  processor_class: 'LlavaNextProcessor',
+};
+
+/**
+ * llava-hf/llava-v1.6-mistral-7b-hf's chat template, its selectattr filters written as tests:
+ * `[INST] <image>\n<image>\nWhat differs? [/INST]` (each message's images first, then its text).
+ */
+const LLAVA_NEXT_CHAT_TEMPLATE =
+  "{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' }}" +
+  "{% if message['content'] is string %}{{ message['content'] }}{% else %}" +
+  "{% for content in message['content'] %}{% if content['type'] == 'image' %}{{ '<image>\n' }}{% endif %}{% endfor %}" +
+  "{% for content in message['content'] %}{% if content['type'] == 'text' %}{{ content['text'] }}{% endif %}{% endfor %}" +
+  "{% endif %}{{ ' [/INST]' }}{% elif message['role'] == 'assistant' %}" +
+  "{% if message['content'] is string %}{{ ' ' + message['content'] }}{% else %}{% for content in message['content'] %}{% if content['type'] == 'text' %}{{ ' ' + content['text'] }}{% endif %}{% endfor %}{% endif %}{{ '</s>' }}" +
+  '{% endif %}{% endfor %}';
 
 /** LLaMA's special tokens at their ids (<unk> 0, <s> 1, </s> 2, llava-hf's <image> 32000 and <pad> 32001). */
 const LLAVA_SPECIALS: Array<[number, string]> = [
@@ -359,7 +410,7 @@ function kimiTokenizer(dir: string): void {
   writeJson(dir, 'generation_config.json', { eos_token_id: 163586, max_length: 262144 });
 }
 
-export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava' | 'kimi_k25' | 'phi3_v';
+export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava' | 'llava_next' | 'kimi_k25' | 'phi3_v';
 
 function writeJson(dir: string, name: string, value: unknown): void {
   writeFileSync(path.join(dir, name), `${JSON.stringify(value, null, 2)}\n`);
@@ -392,6 +443,16 @@ export function makeFamilyModel(dir: string, kind: TestFamilyModel): string {
       padToken: '<pad>',
       processorClass: 'LlavaProcessor',
       maxLength: 4096,
+      generation: { bos_token_id: 1, eos_token_id: 2, pad_token_id: 32001 },
+    });
+  } else if (kind === 'llava_next') {
+    writeJson(dir, 'config.json', LLAVA_NEXT_CONFIG);
+    writeJson(dir, 'preprocessor_config.json', LLAVA_NEXT_PREPROCESSOR);
+    llamaVocabularyTokenizer(dir, LLAVA_SPECIALS, {
+      chatTemplate: LLAVA_NEXT_CHAT_TEMPLATE,
+      padToken: '<pad>',
+      processorClass: 'LlavaNextProcessor',
+      maxLength: 32768,
       generation: { bos_token_id: 1, eos_token_id: 2, pad_token_id: 32001 },
     });
   } else if (kind === 'phi3_v') {

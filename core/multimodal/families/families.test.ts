@@ -58,7 +58,7 @@ describe('detection from config.json, as the gateway registry does it by model_t
     writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'llama4', image_token_index: 200092 }));
     await expect(loadModelDirectory(dir)).rejects.toThrow(
       new ModelDirectoryError(
-        `${path.join(dir, 'config.json')}: model_type 'llama4' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava, kimi_k25, phi3_v)`,
+        `${path.join(dir, 'config.json')}: model_type 'llama4' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava, llava_next, kimi_k25, phi3_v)`,
       ),
     );
   });
@@ -264,7 +264,7 @@ describe("each family's encoder input agrees exactly with the Pillow + numpy ref
 });
 
 describe('every family names the tensors the gateway sends for it', () => {
-  const qwen = FAMILIES.filter((f) => f.id !== 'llava' && f.id !== 'kimi_k25' && f.id !== 'phi3_v');
+  const qwen = FAMILIES.filter((f) => f.id !== 'llava' && f.id !== 'llava_next' && f.id !== 'kimi_k25' && f.id !== 'phi3_v');
   it.each(qwen.map((f) => [f.id, f] as const))('%s: image_grid_thw (kept on the CPU) and patches_per_image (splits pixel_values), both batched', (_, f) => {
     expect(f.imageTensors({ gridT: 1, gridH: 4, gridW: 6, patches: 24 })).toEqual([
       { name: 'image_grid_thw', dtype: 'int64', shape: [1, 3], values: [1, 4, 6], layout: 'batched', keepOnCpu: true },
@@ -288,6 +288,55 @@ describe('every family names the tensors the gateway sends for it', () => {
       { name: 'num_img_tokens', dtype: 'int64', shape: [1], values: [2353], layout: 'shared', keepOnCpu: false },
     ]);
     expect(f.encoderShape({ patches: 1, features: 17 * 3 * 336 * 336 }, f.defaults)).toEqual([1, 17, 3, 336, 336]);
+  });
+});
+
+describe('LLaVA-NeXT model directories', () => {
+  const withFiles = async (config: Record<string, unknown>, pre: Record<string, unknown>) => {
+    const dir = makeFamilyModel(path.join(scratch, `llava-next-${Math.random().toString(36).slice(2)}`), 'llava_next');
+    for (const [file, more] of [
+      ['config.json', config],
+      ['preprocessor_config.json', pre],
+    ] as const)
+      writeFileSync(path.join(dir, file), JSON.stringify({ ...JSON.parse(readFileSync(path.join(dir, file), 'utf8')), ...more }));
+    return { dir, load: () => loadModelDirectory(dir) };
+  };
+
+  it("config.json's image_token_index (32000), CLIP at 336 with the five pinpoints; an image's tokens from its size, as vLLM's model counts them", async () => {
+    const m = await model('llava_next');
+    expect(m).toMatchObject({ modelType: 'llava_next', family: 'llava_next', imageTokenId: 32000, visionStartTokenId: undefined, maxContextLength: 32768 });
+    expect(m.imageConfig).toEqual(familyById('llava_next').defaults);
+    const p = processorOf(m.imageConfig);
+    expect(p.geometry(1080, 1920)).toMatchObject({ patches: 1, features: 5 * 3 * 336 * 336, tokens: 1948, imageSize: [1080, 1920] });
+    expect(p.tokensOf({ encoderShape: [1, 5, 3, 336, 336], grid: [1080, 1920] })).toBe(1948);
+    // A request's padding is more crops than the image's tiles: the model drops them.
+    expect(p.tokensOf({ encoderShape: [1, 5, 3, 336, 336], grid: [300, 400] })).toBe(1368);
+    expect(() => p.tokensOf({ encoderShape: [1, 5, 3, 336, 336] })).toThrow("no image_sizes row: LLaVA-NeXT computes an image's tokens from its size");
+    expect(familyById('llava_next').imageTensors({ patches: 1, imageSize: [300, 400] })).toEqual([
+      { name: 'image_sizes', dtype: 'int64', shape: [1, 2], values: [300, 400], layout: 'batched', keepOnCpu: false },
+    ]);
+    expect(familyById('llava_next').encoderShape({ patches: 1, features: 3 * 3 * 336 * 336 }, m.imageConfig)).toEqual([1, 3, 3, 336, 336]);
+  });
+
+  it('other pinpoints from preprocessor_config.json and config.json alike; refused where they differ, are not whole crops, or with "full"', async () => {
+    const pinpoints = [
+      [336, 1008],
+      [1008, 1008],
+    ];
+    const ok = await withFiles({ image_grid_pinpoints: pinpoints }, { image_grid_pinpoints: pinpoints });
+    expect((await ok.load()).imageConfig).toMatchObject({ image_grid_pinpoints: pinpoints });
+    const differ = await withFiles({}, { image_grid_pinpoints: pinpoints });
+    await expect(differ.load()).rejects.toThrow(
+      `${path.join(differ.dir, 'preprocessor_config.json')}: image_grid_pinpoints [[336,1008],[1008,1008]] differs from ${path.join(differ.dir, 'config.json')}'s [[336,672],[672,336],[672,672],[1008,336],[336,1008]]: the processor's crops and the model's token count would disagree`,
+    );
+    const uneven = await withFiles({ image_grid_pinpoints: [[336, 700]] }, { image_grid_pinpoints: [[336, 700]] });
+    await expect(uneven.load()).rejects.toThrow(
+      `${path.join(uneven.dir, 'preprocessor_config.json')}: image_grid_pinpoints must be a list of [height, width] pairs, each a whole number of 336x336 crops, got [[336,700]]`,
+    );
+    const full = await withFiles({ vision_feature_select_strategy: 'full' }, {});
+    await expect(full.load()).rejects.toThrow(
+      `${path.join(full.dir, 'config.json')}: vision_feature_select_strategy "full" is not served for LLaVA-NeXT ("default" is)`,
+    );
   });
 });
 

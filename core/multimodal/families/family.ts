@@ -6,17 +6,21 @@
 // memory, preprocessing) with the processor's defaults, and the model-specific tensors of each
 // image with their field layouts on the wire.
 import type { ClipImageConfig } from '../clip-image.ts';
+import type { AnyresImageConfig } from '../llava-next.ts';
 import type { MoonVitImageConfig } from '../moonvit.ts';
 import type { Phi3VisionImageConfig } from '../phi3v.ts';
 import type { OutputKinds, QwenVlImageConfig } from '../qwen-vl.ts';
 
-export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava' | 'kimi_k25' | 'phi3_v';
+export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava' | 'llava_next' | 'kimi_k25' | 'phi3_v';
 
-/** A family's image processor settings: Qwen's patches (qwen-vl.ts), CLIP's crop (clip-image.ts), MoonViT's patches (moonvit.ts) or Phi-3-vision's HD crops (phi3v.ts). */
-export type ImageConfig = QwenVlImageConfig | ClipImageConfig | MoonVitImageConfig | Phi3VisionImageConfig;
+/** A family's image processor settings: Qwen's patches (qwen-vl.ts), CLIP's crop (clip-image.ts), LLaVA-NeXT's anyres crops (llava-next.ts), MoonViT's patches (moonvit.ts) or Phi-3-vision's HD crops (phi3v.ts). */
+export type ImageConfig = QwenVlImageConfig | ClipImageConfig | AnyresImageConfig | MoonVitImageConfig | Phi3VisionImageConfig;
 
-/** A CLIP crop configuration (its crop size is what tells it from the others). */
-export const isClipConfig = (cfg: ImageConfig): cfg is ClipImageConfig => 'crop_height' in cfg;
+/** LLaVA-NeXT's anyres configuration (its pinpoints are what tell it from CLIP's crop, whose settings it has too). */
+export const isAnyresConfig = (cfg: ImageConfig): cfg is AnyresImageConfig => 'image_grid_pinpoints' in cfg;
+
+/** A CLIP crop configuration (its crop size is what tells it from the others, anyres aside). */
+export const isClipConfig = (cfg: ImageConfig): cfg is ClipImageConfig => 'crop_height' in cfg && !isAnyresConfig(cfg);
 
 /** A MoonViT configuration (its patch limit is what tells it from the others). */
 export const isMoonVitConfig = (cfg: ImageConfig): cfg is MoonVitImageConfig => 'in_patch_limit' in cfg;
@@ -25,13 +29,14 @@ export const isMoonVitConfig = (cfg: ImageConfig): cfg is MoonVitImageConfig => 
 export const isPhi3VisionConfig = (cfg: ImageConfig): cfg is Phi3VisionImageConfig => 'num_crops' in cfg;
 
 /** Qwen's patch configuration (smart resize between min_pixels and max_pixels). */
-export const isQwenConfig = (cfg: ImageConfig): cfg is QwenVlImageConfig => !isClipConfig(cfg) && !isMoonVitConfig(cfg) && !isPhi3VisionConfig(cfg);
+export const isQwenConfig = (cfg: ImageConfig): cfg is QwenVlImageConfig =>
+  !isClipConfig(cfg) && !isAnyresConfig(cfg) && !isMoonVitConfig(cfg) && !isPhi3VisionConfig(cfg);
 
 /** A configuration that must be Qwen's (a caller of Qwen's own pipeline, qwen-vl.ts). */
 export function asQwenConfig(cfg: ImageConfig): QwenVlImageConfig {
   if (!isQwenConfig(cfg))
     throw new TypeError(
-      `a ${isClipConfig(cfg) ? 'CLIP crop' : isMoonVitConfig(cfg) ? 'MoonViT' : 'Phi-3-vision HD crop'} configuration where Qwen's patch configuration is needed`,
+      `a ${isClipConfig(cfg) ? 'CLIP crop' : isAnyresConfig(cfg) ? 'LLaVA-NeXT anyres' : isMoonVitConfig(cfg) ? 'MoonViT' : 'Phi-3-vision HD crop'} configuration where Qwen's patch configuration is needed`,
     );
   return cfg;
 }
@@ -50,7 +55,7 @@ export interface EncoderGeometry {
   gridT?: number;
   gridH?: number;
   gridW?: number;
-  /** The size the family's model reads for the image (Phi-3-vision's image_sizes row: the HD image's height and width). */
+  /** The size the family's model reads for the image (image_sizes: Phi-3-vision's HD image's height and width, LLaVA-NeXT's image's own). */
   imageSize?: [number, number];
 }
 
@@ -128,6 +133,12 @@ export interface VisionFamily {
   visionMarkers: boolean;
   /** Its checkpoints ship tiktoken's ranks (tiktoken.model) instead of tokenizer.json: Kimi's (tiktoken.ts). */
   tiktoken?: boolean;
+  /**
+   * Its images' encoder inputs have crop counts of their own ([1, crops, 3, H, W]): a request's
+   * are padded with zero crops to its most, as Hugging Face's processor pads a batch
+   * (LLaVA-NeXT's _pad_for_batching; the model drops them: engines/tensors.ts, paddedToBatch).
+   */
+  paddedCrops?: boolean;
   /** The processor's settings when preprocessor_config.json does not say; their kind is the family's processor (processorOf, index.ts). */
   defaults: ImageConfig;
   /** The model-specific tensors of one image, in the order they go on the wire. */

@@ -4,11 +4,14 @@
 // and how a model directory's config.json is matched to one (docs/preprocessing.md,
 // "Model families").
 import type { ClipImageConfig } from '../clip-image.ts';
+import type { AnyresImageConfig } from '../llava-next.ts';
 import type { QwenVlImageConfig } from '../qwen-vl.ts';
 import type { MoonVitImageConfig } from '../moonvit.ts';
 import type { Phi3VisionImageConfig } from '../phi3v.ts';
+import { ANYRES_CROP_PROCESSOR } from './anyres-crops.ts';
 import { CLIP_CROP_PROCESSOR } from './clip-crop.ts';
 import {
+  isAnyresConfig,
   isClipConfig,
   isMoonVitConfig,
   isPhi3VisionConfig,
@@ -20,6 +23,7 @@ import {
 } from './family.ts';
 import { KIMI_K25 } from './kimi-k25.ts';
 import { LLAVA } from './llava.ts';
+import { LLAVA_NEXT } from './llava-next.ts';
 import { MOONVIT_PATCH_PROCESSOR } from './moonvit-patches.ts';
 import { PHI3_HD_PROCESSOR } from './phi3-hd.ts';
 import { PHI3_V } from './phi3-v.ts';
@@ -29,10 +33,10 @@ import { QWEN3_5 } from './qwen3-5.ts';
 import { QWEN3_OMNI } from './qwen3-omni.ts';
 import { QWEN3_VL } from './qwen3-vl.ts';
 
-export { asQwenConfig, isClipConfig, isMoonVitConfig, isPhi3VisionConfig, isQwenConfig } from './family.ts';
+export { asQwenConfig, isAnyresConfig, isClipConfig, isMoonVitConfig, isPhi3VisionConfig, isQwenConfig } from './family.ts';
 export type { EncoderGeometry, FamilyId, ImageConfig, ImageModelTensor, ImageProcessor, VisionFamily } from './family.ts';
 
-export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL, LLAVA, KIMI_K25, PHI3_V];
+export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL, LLAVA, LLAVA_NEXT, KIMI_K25, PHI3_V];
 
 export const FAMILY_IDS = FAMILIES.map((f) => f.id) as readonly FamilyId[];
 
@@ -85,9 +89,10 @@ function bind<C extends ImageConfig>(p: ImageProcessor<C>, cfg: C): ConfiguredPr
   };
 }
 
-/** The processor a configuration is for: CLIP's crop, MoonViT's patches, Phi-3-vision's HD crops or Qwen's patches (what the pool thread runs follows the same tests). */
+/** The processor a configuration is for: CLIP's crop, LLaVA-NeXT's anyres crops, MoonViT's patches, Phi-3-vision's HD crops or Qwen's patches (what the pool thread runs follows the same tests). */
 export function processorOf(cfg: ImageConfig): ConfiguredProcessor {
   if (isClipConfig(cfg)) return bind<ClipImageConfig>(CLIP_CROP_PROCESSOR, cfg);
+  if (isAnyresConfig(cfg)) return bind<AnyresImageConfig>(ANYRES_CROP_PROCESSOR, cfg);
   if (isMoonVitConfig(cfg)) return bind<MoonVitImageConfig>(MOONVIT_PATCH_PROCESSOR, cfg);
   if (isPhi3VisionConfig(cfg)) return bind<Phi3VisionImageConfig>(PHI3_HD_PROCESSOR, cfg);
   return bind<QwenVlImageConfig>(QWEN_PATCH_PROCESSOR, cfg);

@@ -1,0 +1,58 @@
+// LLaVA-NeXT's anyres crop processor (llava-next.ts): every image resized into the pinpoint that
+// keeps the most of it, padded with black, cut into crops after a base image of the whole, so
+// an image's encoder input is [1, 1 + tiles, 3, 336, 336] (a request's images padded with zero
+// crops to its most). Its tokens follow from the image's own size, which the model reads from
+// image_sizes [h, w] (its grid: one row per image, one crop stack each).
+import { anyresCropElements, anyresGeometry, anyresMemoryBytes, anyresTokens, selectBestResolution, type AnyresImageConfig } from '../llava-next.ts';
+import type { EncoderGeometry, ImageProcessor } from './family.ts';
+
+function geometry(height: number, width: number, cfg: AnyresImageConfig): EncoderGeometry {
+  const g = anyresGeometry(height, width, cfg);
+  return {
+    resizedHeight: g.resizedHeight,
+    resizedWidth: g.resizedWidth,
+    patches: 1,
+    features: g.crops * anyresCropElements(cfg),
+    tokens: g.tokens,
+    imageSize: [height, width],
+  };
+}
+
+export const ANYRES_CROP_PROCESSOR: ImageProcessor<AnyresImageConfig> = {
+  name: 'anyres crops (best pinpoint, base image, 336-pixel tiles)',
+  geometry,
+  memoryBytes: anyresMemoryBytes,
+  bandStarts: () => [],
+  // One square image per pinpoint size: the crops it gives are what its bytes depend on.
+  sizesNear: (targets, elementBytes, cfg) => {
+    const sizes = [...new Set(cfg.image_grid_pinpoints.map(([h, w]) => Math.max(h, w)))].map((side) => {
+      const g = anyresGeometry(side, side, cfg);
+      return { width: side, height: side, nbytes: g.crops * anyresCropElements(cfg) * elementBytes };
+    });
+    const near = targets.map((t) => sizes.reduce((a, b) => (Math.abs(b.nbytes - t) < Math.abs(a.nbytes - t) ? b : a)));
+    return [...new Set(near)];
+  },
+  batchedEncoder: true,
+  gridded: true,
+  gridKey: 'image_sizes',
+  gridWidth: 2,
+  gridPatches: () => 1,
+  tokensOf: ({ encoderShape, grid }, cfg) => {
+    if (!grid || grid.length !== 2) throw new TypeError("no image_sizes row: LLaVA-NeXT computes an image's tokens from its size");
+    const [h, w] = grid as [number, number];
+    if (!(Number.isInteger(h) && Number.isInteger(w) && h > 0 && w > 0))
+      throw new RangeError(`image_sizes row [${grid.join(', ')}] is not an image's size: h and w must be whole numbers above 0`);
+    // The model takes the base image and the best pinpoint's tiles from the image's crops (the rest is a batch's padding).
+    const [bestHeight, bestWidth] = selectBestResolution(h, w, cfg.image_grid_pinpoints);
+    const rows = Math.floor(bestHeight / cfg.crop_height);
+    const cols = Math.floor(bestWidth / cfg.crop_width);
+    if (encoderShape.length > 0) {
+      const [n, crops, c, y, x] = encoderShape;
+      if (encoderShape.length !== 5 || n !== 1 || c !== 3 || y !== cfg.crop_height || x !== cfg.crop_width || crops! < rows * cols + 1)
+        throw new RangeError(
+          `an image's pixel values are [${encoderShape.join(', ')}], expected [1, crops, 3, ${cfg.crop_height}, ${cfg.crop_width}] with at least ${rows * cols + 1} crops for image_sizes [${h}, ${w}]`,
+        );
+    }
+    return anyresTokens(h, w, rows, cols, cfg);
+  },
+};
