@@ -84,6 +84,16 @@ describe('mmtc preprocess', () => {
     expect(raw.stderr).toContain('error: --no-normalize is not available for the phi3_v family (its processor always normalizes)');
   });
 
+  it("--model llava_next: the best pinpoint's tiles after a base image, the image's own size as image_sizes and its tokens", () => {
+    const r = runMmtc(['preprocess', '--model', 'llava_next', images.file('hd.jpg')]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('family      llava_next');
+    // 1920x1080 into 672x672: 672x378, padded with black above and below (2x2 tiles).
+    expect(r.stdout).toContain('resized     672x378');
+    expect(r.stdout).toContain('shape       [1, 5, 3, 336, 336]  image_sizes [1080, 1920]  1948 tokens');
+    expect(r.stdout).toContain(`encoder     float32, ${5 * 3 * 336 * 336 * 4} bytes`);
+  });
+
   it('a missing image fails with its index and the cause, exit 1', () => {
     const r = runMmtc(['preprocess', images.file('photo.jpg'), '/no/such.png']);
     expect(r.status).toBe(1);
