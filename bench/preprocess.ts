@@ -37,7 +37,8 @@ import mallocTunables from '../bin/malloc-tunables.json' with { type: 'json' };
 import { decodeToRgb } from '../core/multimodal/decode.ts';
 import { PreprocessPool } from '../core/multimodal/pool.ts';
 import { CLIP_336_DEFAULTS, preprocessClipRgb } from '../core/multimodal/clip-image.ts';
-import { asQwenConfig, isClipConfig, isMoonVitConfig, isPhi3VisionConfig, type ImageConfig } from '../core/multimodal/families/index.ts';
+import { LLAVA_NEXT_DEFAULTS, preprocessAnyresRgb } from '../core/multimodal/llava-next.ts';
+import { asQwenConfig, isAnyresConfig, isClipConfig, isMoonVitConfig, isPhi3VisionConfig, type ImageConfig } from '../core/multimodal/families/index.ts';
 import { KIMI_K25_DEFAULTS, preprocessMoonVitRgb } from '../core/multimodal/moonvit.ts';
 import { PHI3_VISION_DEFAULTS, preprocessPhi3VisionRgb } from '../core/multimodal/phi3v.ts';
 import { encoderMemoryIn, preprocessRgb, QWEN_VL_DEFAULTS, type EncoderMemory } from '../core/multimodal/qwen-vl.ts';
@@ -149,11 +150,12 @@ async function eventLoopUnderLoad(
   return { load, idle, images };
 }
 
-/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop; Kimi-K2.5: MoonViT; Phi-3-vision: HD crops). */
-const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'kimi_k25' | 'phi3_v', ImageConfig> = {
+/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop; LLaVA-NeXT: anyres crops; Kimi-K2.5: MoonViT; Phi-3-vision: HD crops). */
+const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'llava_next' | 'kimi_k25' | 'phi3_v', ImageConfig> = {
   qwen2_vl: QWEN_VL_DEFAULTS.qwen2_vl,
   qwen3_vl: QWEN_VL_DEFAULTS.qwen3_vl,
   llava: CLIP_336_DEFAULTS,
+  llava_next: LLAVA_NEXT_DEFAULTS,
   kimi_k25: KIMI_K25_DEFAULTS,
   phi3_v: PHI3_VISION_DEFAULTS,
 };
@@ -228,6 +230,13 @@ async function main() {
                   const t2 = performance.now();
                   decodes.push(t1 - t0);
                   shape = `3x${out.height}x${out.width}`;
+                  return t2 - t0;
+                }
+                if (isAnyresConfig(config)) {
+                  const out = preprocessAnyresRgb(img.rgb, img.width, img.height, config, { bf16, float32: !bf16 });
+                  const t2 = performance.now();
+                  decodes.push(t1 - t0);
+                  shape = `${out.crops}x3x336x336`;
                   return t2 - t0;
                 }
                 if (isPhi3VisionConfig(config)) {

@@ -21,7 +21,10 @@ benchmark can interleave them with its own runs (one image per command, same fil
           column), the same steps in torch: the HD size, a portrait transposed, F.resize(BILINEAR,
           antialias=True) on the uint8 tensor, F.pad with 255 to whole 336-pixel tiles,
           rescale fused into normalize, F.interpolate(bicubic) for the global image, tiles by
-          reshape/permute, zeros to 17 crops.
+          reshape/permute, zeros to 17 crops. For llava_next, LlavaNextImageProcessorFast's: the
+          best pinpoint, F.resize(BICUBIC, antialias=True) into it, F.pad with zeros centred,
+          tiles by reshape/permute after the whole image resized to 336 x 336, rescale fused
+          into normalize (llava_next_reference.py the pillow column).
 
 Reads one JSON command per line on stdin, answers one JSON line on stdout:
   {"op": "run", "pipeline": "torch"|"pillow", "family": F, "file": PATH, "dtype": "float32"|"bfloat16"}
@@ -42,6 +45,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts", "reference"))
 
 import clip_reference as clip_ref  # noqa: E402
+import llava_next_reference as llava_next_ref  # noqa: E402
 import moonvit_reference as moonvit_ref  # noqa: E402
 import numpy as np  # noqa: E402
 import phi3v_reference as phi3v_ref  # noqa: E402
@@ -118,7 +122,30 @@ def torch_phi3v(path, dtype, crops=16, tile=336):
     return list(out.shape)
 
 
+def torch_llava_next(path, dtype, tile=336):
+    data = read_file(path)
+    image = decode_jpeg(data, mode=ImageReadMode.RGB).unsqueeze(0)  # uint8 [1, 3, H, W]
+    height, width = image.shape[-2:]
+    best = llava_next_ref.select_best_resolution((int(height), int(width)), llava_next_ref.PINPOINTS)
+    new_h, new_w = llava_next_ref.get_patch_output_size(int(height), int(width), best)
+    x = TF.resize(image, [new_h, new_w], interpolation=InterpolationMode.BICUBIC, antialias=True)
+    top, r_y = divmod(best[0] - new_h, 2)
+    left, r_x = divmod(best[1] - new_w, 2)
+    x = torch.nn.functional.pad(x, (left, left + r_x, top, top + r_y))
+    base = TF.resize(image, [tile, tile], interpolation=InterpolationMode.BICUBIC, antialias=True)
+    h, w = x.shape[-2:]
+    tiles = x.reshape(1, 3, h // tile, tile, w // tile, tile).permute(0, 2, 4, 1, 3, 5).reshape(-1, 3, tile, tile)
+    mean = torch.tensor(llava_next_ref.CLIP_MEAN) * 255.0
+    std = torch.tensor(llava_next_ref.CLIP_STD) * 255.0
+    out = TF.normalize(torch.cat([base, tiles], dim=0).to(dtype=torch.float32), mean.tolist(), std.tolist())
+    if dtype == "bfloat16":
+        out = out.to(torch.bfloat16)
+    return list(out.shape)
+
+
 def torch_fast(path, family, dtype):
+    if family == "llava_next":
+        return torch_llava_next(path, dtype)
     if family == "llava":
         return torch_fast_clip(path, dtype)
     if family == "kimi_k25":
@@ -154,6 +181,8 @@ def torch_fast(path, family, dtype):
 
 
 def reference(path, family):
+    if family == "llava_next":
+        return llava_next_ref.preprocess(path, llava_next_ref.PINPOINTS)
     if family == "llava":
         return clip_ref.preprocess(path)
     if family == "kimi_k25":
