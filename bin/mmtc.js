@@ -2,7 +2,6 @@
 // Runs the TypeScript sources directly (no build step to forget): tsx compiles on load.
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { register } from 'tsx/esm/api';
 
 // Long-running commands move large tensor and image buffers. glibc's malloc settings in
 // malloc-tunables.json make them up to 5-7x cheaper on these machines (docs/performance.md),
@@ -48,6 +47,8 @@ if (
       }
     }, 500).unref();
   }
+  // tsx only here: the re-exec above (a long-running command's first process) never loads TypeScript.
+  const { register } = await import('tsx/esm/api');
   register();
   const { main } = await import('../core/cli/program.ts');
   // The desktop shell lives beside the core, not in it: load it only for `mmtc desktop`.

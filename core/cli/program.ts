@@ -19,10 +19,9 @@ import { KV_CONNECTORS, type KvConnectorChoice } from '../refworker/vllm-roles.t
 import { parseSamplingDefaults } from '../engines/sampling.ts';
 import { dropPrivileges } from '../refworker/user.ts';
 import { installProcessGuard } from '../telemetry/process-guard.ts';
-import { runDoctor } from './doctor.ts';
 import { resolveConfiguredWorkers } from '../transport/resolve.ts';
 import { DEFAULT_BOOTSTRAP_PORT, type WireRuntime } from '../config/schema.ts';
-import { runPreprocessCommand, type PreprocessCommandOptions } from './preprocess.ts';
+import type { PreprocessCommandOptions } from './preprocess.ts';
 import { formatDoctorReport, formatResolutionTable } from './reports.ts';
 import { untilStopSignal } from './stop-signals.ts';
 import { FAMILY_IDS } from '../multimodal/families/index.ts';
@@ -186,6 +185,8 @@ function addToolCommands(program: Command): void {
     .option('--sweep-orphans', 'delete tensor files of routers that are no longer running')
     .option('--json', 'print JSON instead of text')
     .action(async (opts: { worker?: string; runtime?: WireRuntime; sweepOrphans?: boolean; json?: boolean }) => {
+      // Loaded when asked for, as the router and the console are: a worker's start does not pay for them.
+      const { runDoctor } = await import('./doctor.ts');
       const report = await runDoctor({
         ...(opts.worker ? { worker: opts.worker } : {}),
         ...(opts.runtime ? { runtime: opts.runtime } : {}),
@@ -204,6 +205,7 @@ function addToolCommands(program: Command): void {
     .option('--json', 'print one JSON object per image (a JSON array)')
     .argument('<images...>', 'image files (JPEG, PNG, WebP, GIF) or data:/http(s) URLs')
     .action(async (images: string[], opts: PreprocessCommandOptions) => {
+      const { runPreprocessCommand } = await import('./preprocess.ts');
       process.exitCode = await runPreprocessCommand(images, opts);
     });
 
