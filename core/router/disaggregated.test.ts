@@ -138,10 +138,12 @@ function item(content: string, i: number): { worker: string; room: string; path:
 
 describe('EPD', () => {
   it("each image goes to its encode worker by that worker's transport: SHM to the one sharing /dev/shm, inline to the other; the decode worker names both, with their rooms; no file is left", async () => {
-    const near = await worker('encode');
-    const far = await worker('encode', ['--shm-namespace-id', 'another-host']);
-    const prefill = await worker('prefill');
-    const decode = await worker('decode');
+    const [near, far, prefill, decode] = await Promise.all([
+      worker('encode'),
+      worker('encode', ['--shm-namespace-id', 'another-host']),
+      worker('prefill'),
+      worker('decode'),
+    ]);
     const r = await start({
       disaggregation: 'epd',
       encode_policy: 'round_robin',
@@ -165,9 +167,7 @@ describe('EPD', () => {
   it('LLaVA-1.5 (a family without a grid): each image reaches its encode worker as one [1, 3, 336, 336] CLIP crop, which that worker judges by its shape; no file is left', async () => {
     const dir = makeFamilyModel(path.join(llavaScratch, 'llava'), 'llava');
     const model = ['--model-path', dir];
-    const encode = await worker('encode', model);
-    const prefill = await worker('prefill', model);
-    const decode = await worker('decode', model);
+    const [encode, prefill, decode] = await Promise.all([worker('encode', model), worker('prefill', model), worker('decode', model)]);
     const r = await start({ disaggregation: 'epd', model_path: dir, workers: [spec(encode, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
     // LLaVA-1.5's context is 4096 tokens: two images (1152) and room for the reply.
     const reply = await chat(r, ['rgb.png', 'photo.jpg'], false, 2000);
@@ -180,9 +180,7 @@ describe('EPD', () => {
   it('Kimi-K2.5 (a family whose grid is grid_thws): each image reaches its encode worker as MoonViT patches with its grid_thws; the prefill worker, which refuses an item without its grid, takes the request; no file is left', async () => {
     const dir = makeFamilyModel(path.join(llavaScratch, 'kimi'), 'kimi_k25');
     const model = ['--model-path', dir];
-    const encode = await worker('encode', model);
-    const prefill = await worker('prefill', model);
-    const decode = await worker('decode', model);
+    const [encode, prefill, decode] = await Promise.all([worker('encode', model), worker('prefill', model), worker('decode', model)]);
     const r = await start({ disaggregation: 'epd', model_path: dir, workers: [spec(encode, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
     const reply = await chat(r, ['rgb.png', 'photo.jpg']);
     expect(reply.status, reply.content).toBe(200);
@@ -196,9 +194,7 @@ describe('EPD', () => {
   it('Phi-3-vision (batched crops, image_sizes its grid, num_img_tokens shared): each image reaches its encode worker as 17 crops with its image_sizes; the prefill worker, which refuses an item without them, takes the request; no file is left', async () => {
     const dir = makeFamilyModel(path.join(llavaScratch, 'phi3'), 'phi3_v');
     const model = ['--model-path', dir];
-    const encode = await worker('encode', model);
-    const prefill = await worker('prefill', model);
-    const decode = await worker('decode', model);
+    const [encode, prefill, decode] = await Promise.all([worker('encode', model), worker('prefill', model), worker('decode', model)]);
     const r = await start({ disaggregation: 'epd', model_path: dir, workers: [spec(encode, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
     const reply = await chat(r, ['rgb.png', 'photo.jpg']);
     expect(reply.status, reply.content).toBe(200);
@@ -212,10 +208,7 @@ describe('EPD', () => {
   });
 
   it('an override on one encode worker changes only its items; four images in one request, each to one encode worker', async () => {
-    const a = await worker('encode');
-    const b = await worker('encode');
-    const prefill = await worker('prefill');
-    const decode = await worker('decode');
+    const [a, b, prefill, decode] = await Promise.all([worker('encode'), worker('encode'), worker('prefill'), worker('decode')]);
     const r = await start({
       disaggregation: 'epd',
       encode_policy: 'round_robin',
@@ -232,9 +225,7 @@ describe('EPD', () => {
   });
 
   it('an encode worker added to a running router (live apply) takes its share of the images, by its own transport, from the next request on', async () => {
-    const first = await worker('encode');
-    const prefill = await worker('prefill');
-    const decode = await worker('decode');
+    const [first, prefill, decode] = await Promise.all([worker('encode'), worker('prefill'), worker('decode')]);
     const router = createRouter(
       {
         port: 0,
@@ -267,9 +258,7 @@ describe('EPD', () => {
   });
 
   it("the start-up lines name each worker's role", async () => {
-    const e = await worker('encode');
-    const prefill = await worker('prefill');
-    const decode = await worker('decode');
+    const [e, prefill, decode] = await Promise.all([worker('encode'), worker('prefill'), worker('decode')]);
     const lines: string[] = [];
     const router = createRouter(
       { port: 0, multimodal_tensor_transport: 'auto', disaggregation: 'epd', workers: [spec(e, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] },
@@ -285,10 +274,7 @@ describe('EPD', () => {
   });
 
   it('consistent hashing keeps an image on one encode worker; a text-only request runs as PD', async () => {
-    const a = await worker('encode');
-    const b = await worker('encode');
-    const prefill = await worker('prefill');
-    const decode = await worker('decode');
+    const [a, b, prefill, decode] = await Promise.all([worker('encode'), worker('encode'), worker('prefill'), worker('decode')]);
     const r = await start({ disaggregation: 'epd', workers: [spec(a, 'encode'), spec(b, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
     const seen = new Map<string, Set<string>>();
     for (let round = 0; round < 3; round++) {
@@ -305,9 +291,11 @@ describe('EPD', () => {
   });
 
   it('an encode worker that does not accept, and one that never hands the embedding over: 502 naming the worker and the image, in bounded time, no file left', async () => {
-    const refusing = await worker('encode', ['--encode-accept', 'false']);
-    const prefill = await worker('prefill', ['--embedding-timeout-ms', '1000']);
-    const decode = await worker('decode');
+    const [refusing, prefill, decode] = await Promise.all([
+      worker('encode', ['--encode-accept', 'false']),
+      worker('prefill', ['--embedding-timeout-ms', '1000']),
+      worker('decode'),
+    ]);
     const r = await start({ disaggregation: 'epd', workers: [spec(refusing, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
     const refused = await chat(r, ['photo.jpg']);
     expect(refused.status).toBe(502);
@@ -315,8 +303,7 @@ describe('EPD', () => {
     expect(refused.ms).toBeLessThan(10_000);
     expect(ourFiles()).toEqual([]);
 
-    const dropping = await worker('encode', ['--encode-drop']);
-    const prefill2 = await worker('prefill', ['--embedding-timeout-ms', '1000']);
+    const [dropping, prefill2] = await Promise.all([worker('encode', ['--encode-drop']), worker('prefill', ['--embedding-timeout-ms', '1000'])]);
     const r2 = await start({ disaggregation: 'epd', workers: [spec(dropping, 'encode'), spec(prefill2, 'prefill'), spec(decode, 'decode')] });
     const lost = await chat(r2, ['photo.jpg']);
     expect(lost.status).toBe(502);
@@ -333,9 +320,11 @@ describe('EPD', () => {
 
   it("1,000 idle fetches at an encode worker's bootstrap server (anyone can send them) do not shut out a request's prefill: 200, its image through that encode worker", async () => {
     // Held 1.5 s before it reads its image: the prefill worker's fetch for the embedding comes first and must wait.
-    const encode = await worker('encode', ['--delay-ms', '1500']);
-    const prefill = await worker('prefill', ['--embedding-timeout-ms', '20000']);
-    const decode = await worker('decode');
+    const [encode, prefill, decode] = await Promise.all([
+      worker('encode', ['--delay-ms', '1500']),
+      worker('prefill', ['--embedding-timeout-ms', '20000']),
+      worker('decode'),
+    ]);
     const r = await start({ disaggregation: 'epd', workers: [spec(encode, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
     const idle: http.ClientRequest[] = [];
     stops.push(async () => idle.forEach((q) => q.destroy()));
@@ -355,9 +344,11 @@ describe('EPD', () => {
 
   it('an encode worker killed while it holds its image: 502 naming it (not the prefill worker that could not reach its bootstrap server first), and it is out of rotation at once', async () => {
     for (const lagMs of [0, 50]) {
-      const victim = await worker('encode', ['--delay-ms', '3000']);
-      const prefill = await worker('prefill', ['--embedding-timeout-ms', '10000']);
-      const decode = await worker('decode');
+      const [victim, prefill, decode] = await Promise.all([
+        worker('encode', ['--delay-ms', '3000']),
+        worker('prefill', ['--embedding-timeout-ms', '10000']),
+        worker('decode'),
+      ]);
       // With a lag the router hears of the dead connection 50 ms after the prefill worker
       // (whose fetch from the encode worker's bootstrap server fails at once) has answered.
       const url = lagMs ? await laggingProxy(victim.url, lagMs) : victim.url;
@@ -378,9 +369,11 @@ describe('EPD', () => {
   }, 60_000);
 
   it("an encode worker that hangs mid-request (SIGSTOP): 504 at the router's deadline naming it and the image first among the legs still running, /health answers meanwhile, no file left", async () => {
-    const hung = await worker('encode', ['--delay-ms', '1500']);
-    const prefill = await worker('prefill', ['--embedding-timeout-ms', '30000']);
-    const decode = await worker('decode');
+    const [hung, prefill, decode] = await Promise.all([
+      worker('encode', ['--delay-ms', '1500']),
+      worker('prefill', ['--embedding-timeout-ms', '30000']),
+      worker('decode'),
+    ]);
     const r = await start({
       disaggregation: 'epd',
       request_timeout_secs: 2,
@@ -405,9 +398,11 @@ describe('EPD', () => {
   }, 30_000);
 
   it("an encode worker that hangs (SIGSTOP, its bootstrap server with it) while its prefill worker gives up waiting for the embedding: the 502 names the encode worker whose Encode call never finished, then the prefill's words", async () => {
-    const hung = await worker('encode', ['--delay-ms', '1500']);
-    const prefill = await worker('prefill', ['--embedding-timeout-ms', '1000']);
-    const decode = await worker('decode');
+    const [hung, prefill, decode] = await Promise.all([
+      worker('encode', ['--delay-ms', '1500']),
+      worker('prefill', ['--embedding-timeout-ms', '1000']),
+      worker('decode'),
+    ]);
     const r = await start({
       disaggregation: 'epd',
       request_timeout_secs: 30,
@@ -431,9 +426,7 @@ describe('EPD', () => {
   it.runIf(process.getuid?.() === 0)(
     'an encode worker that cannot open the files (another uid) gets its image again inline, attempt 2, and its lane stays inline',
     async () => {
-      const nobody = await worker('encode', ['--user', 'nobody']);
-      const prefill = await worker('prefill');
-      const decode = await worker('decode');
+      const [nobody, prefill, decode] = await Promise.all([worker('encode', ['--user', 'nobody']), worker('prefill'), worker('decode')]);
       const r = await start({
         disaggregation: 'epd',
         multimodal_tensor_transport: 'shm',
@@ -457,9 +450,7 @@ describe('files and their count while legs run', () => {
   it('an image file handed to its Encode call still counts against the outstanding bytes until the call returns; a client that leaves mid-prefill leaves no file and no count', async () => {
     // The Encode call is held 8 s; the file shows up after preprocessing, which on a loaded CI
     // machine (the pool's threads run at nice 10) can take seconds, so the wait for it is 7.5 s (a miss fails, not hangs).
-    const slow = await worker('encode', ['--delay-ms', '8000']);
-    const prefill = await worker('prefill');
-    const decode = await worker('decode');
+    const [slow, prefill, decode] = await Promise.all([worker('encode', ['--delay-ms', '8000']), worker('prefill'), worker('decode')]);
     const r = await start({ disaggregation: 'epd', workers: [spec(slow, 'encode'), spec(prefill, 'prefill'), spec(decode, 'decode')] });
     const writer = r.context.writer;
     const pending = chat(r, ['photo.jpg']);
@@ -493,8 +484,7 @@ describe('files and their count while legs run', () => {
 
 describe('PD', () => {
   it('the prefill worker reads the pixels by its own transport; the decode worker answers, streamed or not, and gets none', async () => {
-    const prefill = await worker('prefill');
-    const decode = await worker('decode');
+    const [prefill, decode] = await Promise.all([worker('prefill'), worker('decode')]);
     const r = await start({ disaggregation: 'pd', workers: [spec(prefill, 'prefill'), spec(decode, 'decode')] });
     for (const stream of [false, true]) {
       const reply = await chat(r, ['photo.jpg', 'rgb.png'], stream);
@@ -515,8 +505,7 @@ describe('PD', () => {
   });
 
   it("a decode worker whose KV never comes: 502 in its own words (not a timeout of the router's), the prefill call ended with it", async () => {
-    const prefill = await worker('prefill', ['--delay-ms', '8000']);
-    const decode = await worker('decode', ['--kv-timeout-ms', '500']);
+    const [prefill, decode] = await Promise.all([worker('prefill', ['--delay-ms', '8000']), worker('decode', ['--kv-timeout-ms', '500'])]);
     const r = await start({ disaggregation: 'pd', workers: [spec(prefill, 'prefill'), spec(decode, 'decode')] });
     const reply = await chat(r, ['rgb.png']);
     expect(reply.status).toBe(502);
@@ -532,8 +521,7 @@ describe('PD', () => {
   });
 
   it('vLLM: the prefill first, asked for one token; the decode takes the KV transfer parameters it returned', async () => {
-    const prefill = await worker('prefill', [], 'vllm');
-    const decode = await worker('decode', [], 'vllm');
+    const [prefill, decode] = await Promise.all([worker('prefill', [], 'vllm'), worker('decode', [], 'vllm')]);
     const r = await start({
       disaggregation: 'pd',
       workers: [
@@ -552,8 +540,10 @@ describe('PD', () => {
   });
 
   it("vLLM by the prefill worker's KV connector: Mooncake, a transfer id the router mints and decode parameters it builds; without an engine id, the legacy host and port", async () => {
-    const prefill = await worker('prefill', ['--kv-connector', 'mooncake'], 'vllm');
-    const decode = await worker('decode', ['--kv-connector', 'mooncake'], 'vllm');
+    const [prefill, decode] = await Promise.all([
+      worker('prefill', ['--kv-connector', 'mooncake'], 'vllm'),
+      worker('decode', ['--kv-connector', 'mooncake'], 'vllm'),
+    ]);
     const logs: string[] = [];
     const router = createRouter(
       {
@@ -593,8 +583,7 @@ describe('PD', () => {
   });
 
   it('vLLM without a KV connector: the prefill runs untagged and the decode computes the prompt itself, with the pixels (which the gateway would not send it)', async () => {
-    const prefill = await worker('prefill', ['--kv-connector', 'none'], 'vllm');
-    const decode = await worker('decode', ['--kv-connector', 'none'], 'vllm');
+    const [prefill, decode] = await Promise.all([worker('prefill', ['--kv-connector', 'none'], 'vllm'), worker('decode', ['--kv-connector', 'none'], 'vllm')]);
     const logs: string[] = [];
     const router = createRouter(
       {
@@ -624,8 +613,7 @@ describe('PD', () => {
   });
 
   it('prefill and decode workers of a runtime without disaggregated serving: 503 saying why', async () => {
-    const prefill = await worker('regular', [], 'sglang');
-    const decode = await worker('regular', [], 'sglang');
+    const [prefill, decode] = await Promise.all([worker('regular', [], 'sglang'), worker('regular', [], 'sglang')]);
     const r = await start({
       disaggregation: 'pd',
       workers: [

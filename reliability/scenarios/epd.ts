@@ -106,13 +106,15 @@ async function loadEpd(t: T, seconds: number): Promise<void> {
   const corpus = await makeCorpus();
   const far = await shmNamespace({ name: 'far encode worker' });
   try {
-    const near = await roleWorker('encode');
-    const farWorker = await roleWorker('encode', [], far.prefix);
     // Under 32 clients of up to 4 images on two cores an image can wait over 10 s (the prefill
     // worker's default) for its encode worker: the waits are their longest, 60 s, below the
     // router's 120 s deadline, so what is checked is where every item went, not how fast.
-    const prefill = await roleWorker('prefill', ['--embedding-timeout-ms', '60000']);
-    const decode = await roleWorker('decode', ['--kv-timeout-ms', '60000']);
+    const [near, farWorker, prefill, decode] = await Promise.all([
+      roleWorker('encode'),
+      roleWorker('encode', [], far.prefix),
+      roleWorker('prefill', ['--embedding-timeout-ms', '60000']),
+      roleWorker('decode', ['--kv-timeout-ms', '60000']),
+    ]);
     const router = await epdRouter([near, farWorker], prefill, decode, 'router (epd)');
     const rng = t.rng;
     const byImage = new Map<string, Set<string>>();
@@ -200,9 +202,11 @@ async function faults(t: T): Promise<void> {
   const notes: string[] = [];
   // An encode worker that answers accepted: false.
   {
-    const refusing = await roleWorker('encode', ['--encode-accept', 'false']);
-    const prefill = await roleWorker('prefill', ['--embedding-timeout-ms', '2000']);
-    const decode = await roleWorker('decode');
+    const [refusing, prefill, decode] = await Promise.all([
+      roleWorker('encode', ['--encode-accept', 'false']),
+      roleWorker('prefill', ['--embedding-timeout-ms', '2000']),
+      roleWorker('decode'),
+    ]);
     const router = await epdRouter([refusing], prefill, decode, 'router (refusing encode)');
     const reply = await request(router.url, chatBody([image]), { timeoutMs: 30_000 });
     const want = `encode worker ${refusing.url} (image 0) did not accept the image (EncodeResponse.accepted is false)`;
@@ -212,9 +216,11 @@ async function faults(t: T): Promise<void> {
   }
   // A prefill that never gets its embedding (the encode worker drops it).
   {
-    const dropping = await roleWorker('encode', ['--encode-drop']);
-    const prefill = await roleWorker('prefill', ['--embedding-timeout-ms', '2000']);
-    const decode = await roleWorker('decode');
+    const [dropping, prefill, decode] = await Promise.all([
+      roleWorker('encode', ['--encode-drop']),
+      roleWorker('prefill', ['--embedding-timeout-ms', '2000']),
+      roleWorker('decode'),
+    ]);
     const router = await epdRouter([dropping], prefill, decode, 'router (dropping encode)');
     const health = healthProbe(router.url, 3_000);
     const reply = await request(router.url, chatBody([image]), { timeoutMs: 30_000 });
@@ -231,9 +237,11 @@ async function faults(t: T): Promise<void> {
   }
   // An encode worker killed while it holds its request (--delay-ms keeps it there).
   {
-    const slow = await roleWorker('encode', ['--delay-ms', '3000']);
-    const prefill = await roleWorker('prefill', ['--embedding-timeout-ms', '10000']);
-    const decode = await roleWorker('decode');
+    const [slow, prefill, decode] = await Promise.all([
+      roleWorker('encode', ['--delay-ms', '3000']),
+      roleWorker('prefill', ['--embedding-timeout-ms', '10000']),
+      roleWorker('decode'),
+    ]);
     const router = await epdRouter([slow], prefill, decode, 'router (killed encode)');
     const pending = request(router.url, chatBody([image]), { timeoutMs: 30_000 });
     await sleep(800);
@@ -272,10 +280,13 @@ async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
       return ready;
     };
     try {
-      const near = await track(roleWorker('prefill', [], [], runtime));
-      const farWorker = await track(roleWorker('prefill', [], far.prefix, runtime));
-      const overridden = await track(roleWorker('prefill', [], [], runtime));
-      const decode = await track(roleWorker('decode', ['--kv-timeout-ms', '60000'], [], runtime));
+      // Started together: each start is mostly its own process's load.
+      const [near, farWorker, overridden, decode] = await Promise.all([
+        track(roleWorker('prefill', [], [], runtime)),
+        track(roleWorker('prefill', [], far.prefix, runtime)),
+        track(roleWorker('prefill', [], [], runtime)),
+        track(roleWorker('decode', ['--kv-timeout-ms', '60000'], [], runtime)),
+      ]);
       const entry = (w: RoleWorker, type: string, more = '') =>
         `  - url: ${w.url}\n    runtime: ${runtime}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}${more}`;
       const file = configFile(

@@ -76,11 +76,13 @@ const epdAnswered = (content: string | undefined, encode: RoleWorker) =>
 async function rawHttpEveryPort(t: T, cases: number, seconds: number): Promise<void> {
   const [thumb] = await makeCorpus(['thumb.png']);
   const cwd = tempDir('cwd');
-  const encode = await roleWorker('encode');
-  const prefill = await roleWorker('prefill');
-  const decode = await roleWorker('decode');
-  const vllmPrefill = await roleWorker('prefill', [], [], 'vllm');
-  const vllmDecode = await roleWorker('decode', [], [], 'vllm');
+  const [encode, prefill, decode, vllmPrefill, vllmDecode] = await Promise.all([
+    roleWorker('encode'),
+    roleWorker('prefill'),
+    roleWorker('decode'),
+    roleWorker('prefill', [], [], 'vllm'),
+    roleWorker('decode', [], [], 'vllm'),
+  ]);
   const dir = tempDir('host-raw');
   const file = path.join(dir, 'router.yaml');
   writeFileSync(file, epdYaml(encode, prefill, decode));
