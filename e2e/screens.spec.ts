@@ -115,7 +115,7 @@ test('every screen passes axe in light and dark, with a screenshot of each', asy
       await page.setViewportSize({ width, height });
       for (const screen of SCREENS) {
         await showScreen(page, screen);
-        await page.waitForTimeout(700);
+        await page.waitForTimeout(450);
         if (width === 1440) {
           const results = await new AxeBuilder({ page }).analyze();
           for (const v of results.violations) {
@@ -132,7 +132,7 @@ test('every screen passes axe in light and dark, with a screenshot of each', asy
         // The shell scrolls inside <main>: grow the window to the content so the shot shows all of it.
         const full = await page.evaluate(() => Math.ceil(document.getElementById('main')!.scrollHeight));
         await page.setViewportSize({ width, height: Math.min(4000, Math.max(height, full)) });
-        await page.waitForTimeout(300);
+        await page.waitForTimeout(200);
         const name = `${screen}-${width}-${scheme}`;
         const file = testInfo.outputPath(`${name}.png`);
         await page.screenshot({ path: file });

@@ -23,12 +23,15 @@ export const ANYRES_CROP_PROCESSOR: ImageProcessor<AnyresImageConfig> = {
   geometry,
   memoryBytes: anyresMemoryBytes,
   bandStarts: () => [],
-  // One square image per pinpoint size: the crops it gives are what its bytes depend on.
+  // An image's bytes depend on its crops alone: one image per crop count its pinpoints give
+  // (an image of a pinpoint's own size takes that pinpoint), the nearest to each target.
   sizesNear: (targets, elementBytes, cfg) => {
-    const sizes = [...new Set(cfg.image_grid_pinpoints.map(([h, w]) => Math.max(h, w)))].map((side) => {
-      const g = anyresGeometry(side, side, cfg);
-      return { width: side, height: side, nbytes: g.crops * anyresCropElements(cfg) * elementBytes };
-    });
+    const byCrops = new Map<number, { width: number; height: number; nbytes: number }>();
+    for (const [h, w] of cfg.image_grid_pinpoints) {
+      const crops = anyresGeometry(h, w, cfg).crops;
+      if (!byCrops.has(crops)) byCrops.set(crops, { width: w, height: h, nbytes: crops * anyresCropElements(cfg) * elementBytes });
+    }
+    const sizes = [...byCrops.values()];
     const near = targets.map((t) => sizes.reduce((a, b) => (Math.abs(b.nbytes - t) < Math.abs(a.nbytes - t) ? b : a)));
     return [...new Set(near)];
   },

@@ -316,6 +316,13 @@ describe('LLaVA-NeXT model directories', () => {
       { name: 'image_sizes', dtype: 'int64', shape: [1, 2], values: [300, 400], layout: 'batched', keepOnCpu: false },
     ]);
     expect(familyById('llava_next').encoderShape({ patches: 1, features: 3 * 3 * 336 * 336 }, m.imageConfig)).toEqual([1, 3, 3, 336, 336]);
+    // Calibration: one image per crop count (3, 5 and 4 of the five pinpoints), the nearest to each target.
+    const crop = 3 * 336 * 336 * 4;
+    expect(p.sizesNear([0, 4 * crop, 1e12], 4)).toEqual([
+      { width: 672, height: 336, nbytes: 3 * crop },
+      { width: 336, height: 1008, nbytes: 4 * crop },
+      { width: 672, height: 672, nbytes: 5 * crop },
+    ]);
   });
 
   it('other pinpoints from preprocessor_config.json and config.json alike; refused where they differ, are not whole crops, or with "full"', async () => {
