@@ -18,7 +18,7 @@ import { burst, chatBody1080p, percentile, request, type Sample, inScratchDir } 
 import { runBench, startMmtc } from './procs.ts';
 
 const quick = process.argv.includes('--quick');
-const ROUNDS = quick ? 2 : 4;
+const ROUNDS = quick ? 1 : 4;
 const MODES = ['inline', 'auto'] as const;
 
 const main = () => inScratchDir('mmtc-bench-epd-', measure);

@@ -23,7 +23,7 @@ import { bareWrite, burst, chatBody1080p, percentile, request, type Sample, inSc
 import { root, runBench, startMmtc } from './procs.ts';
 
 const quick = process.argv.includes('--quick');
-const ROUNDS = quick ? 2 : 4;
+const ROUNDS = quick ? 1 : 4;
 const READS = ['pooled', 'fresh'] as const;
 const MODES = ['inline', 'auto'] as const;
 type Read = (typeof READS)[number];

@@ -143,7 +143,7 @@ export async function wireFuzzGroup(suite: Suite): Promise<void> {
     const n = (short: number, full: number) => (suite.short ? short : full);
     try {
       await suite.run('fuzz/raw-http', (t) => rawHttpFuzz(t, serve, n(600, 6000), n(40, 240)), { seeded: true, maxSeconds: n(40, 240) + 60 });
-      await suite.run('fuzz/ws-frames', (t) => wsFuzz(t, serve, n(120, 1200), n(40, 240)), { seeded: true, maxSeconds: n(40, 240) + 60 });
+      await suite.run('fuzz/ws-frames', (t) => wsFuzz(t, serve, n(60, 1200), n(40, 240)), { seeded: true, maxSeconds: n(40, 240) + 60 });
       await suite.run('fuzz/worker-lists', (t) => workerListFuzz(t, serve, file, worker, n(40, 250), n(60, 300)), {
         seeded: true,
         maxSeconds: n(60, 300) + 90,
