@@ -4,6 +4,7 @@
 // crops to its most). Its tokens follow from the image's own size, which the model reads from
 // image_sizes [h, w] (its grid: one row per image, one crop stack each).
 import { anyresCropElements, anyresGeometry, anyresMemoryBytes, anyresTokens, selectBestResolution, type AnyresImageConfig } from '../llava-next.ts';
+import { checkCropStack, IMAGE_SIZES_GRID } from './crop-stack.ts';
 import type { EncoderGeometry, ImageProcessor } from './family.ts';
 
 function geometry(height: number, width: number, cfg: AnyresImageConfig): EncoderGeometry {
@@ -35,11 +36,7 @@ export const ANYRES_CROP_PROCESSOR: ImageProcessor<AnyresImageConfig> = {
     const near = targets.map((t) => sizes.reduce((a, b) => (Math.abs(b.nbytes - t) < Math.abs(a.nbytes - t) ? b : a)));
     return [...new Set(near)];
   },
-  batchedEncoder: true,
-  gridded: true,
-  gridKey: 'image_sizes',
-  gridWidth: 2,
-  gridPatches: () => 1,
+  ...IMAGE_SIZES_GRID,
   tokensOf: ({ encoderShape, grid }, cfg) => {
     if (!grid || grid.length !== 2) throw new TypeError("no image_sizes row: LLaVA-NeXT computes an image's tokens from its size");
     const [h, w] = grid as [number, number];
@@ -49,13 +46,7 @@ export const ANYRES_CROP_PROCESSOR: ImageProcessor<AnyresImageConfig> = {
     const [bestHeight, bestWidth] = selectBestResolution(h, w, cfg.image_grid_pinpoints);
     const rows = Math.floor(bestHeight / cfg.crop_height);
     const cols = Math.floor(bestWidth / cfg.crop_width);
-    if (encoderShape.length > 0) {
-      const [n, crops, c, y, x] = encoderShape;
-      if (encoderShape.length !== 5 || n !== 1 || c !== 3 || y !== cfg.crop_height || x !== cfg.crop_width || crops! < rows * cols + 1)
-        throw new RangeError(
-          `an image's pixel values are [${encoderShape.join(', ')}], expected [1, crops, 3, ${cfg.crop_height}, ${cfg.crop_width}] with at least ${rows * cols + 1} crops for image_sizes [${h}, ${w}]`,
-        );
-    }
+    if (encoderShape.length > 0) checkCropStack(encoderShape, cfg.crop_height, cfg.crop_width, rows * cols + 1, [h, w]);
     return anyresTokens(h, w, rows, cols, cfg);
   },
 };

@@ -4,6 +4,7 @@
 // image's encoder input is one size. The image's tokens follow from the HD image's size,
 // which the model reads from image_sizes [h, w] (its grid: one row per image, one crop stack each).
 import { PHI3V_TILE, phi3VisionElements, phi3VisionGeometry, phi3VisionMemoryBytes, phi3VisionTokens, type Phi3VisionImageConfig } from '../phi3v.ts';
+import { checkCropStack, IMAGE_SIZES_GRID } from './crop-stack.ts';
 import type { EncoderGeometry, ImageProcessor } from './family.ts';
 
 function geometry(height: number, width: number, cfg: Phi3VisionImageConfig): EncoderGeometry {
@@ -25,11 +26,7 @@ export const PHI3_HD_PROCESSOR: ImageProcessor<Phi3VisionImageConfig> = {
   bandStarts: () => [],
   // Every image gives the same encoder input: one size to measure.
   sizesNear: (_targets, elementBytes, cfg) => [{ width: PHI3V_TILE, height: PHI3V_TILE, nbytes: phi3VisionElements(cfg) * elementBytes }],
-  batchedEncoder: true,
-  gridded: true,
-  gridKey: 'image_sizes',
-  gridWidth: 2,
-  gridPatches: () => 1,
+  ...IMAGE_SIZES_GRID,
   tokensOf: ({ encoderShape, grid }, cfg) => {
     if (!grid || grid.length !== 2) throw new TypeError("no image_sizes row: Phi-3-vision computes an image's tokens from its HD size");
     const [h, w] = grid as [number, number];
@@ -38,13 +35,8 @@ export const PHI3_HD_PROCESSOR: ImageProcessor<Phi3VisionImageConfig> = {
       throw new RangeError(`image_sizes row [${grid.join(', ')}] is not an HD image's size: h and w must be whole numbers of at least ${PHI3V_TILE}`);
     const tiles = Math.floor(h / PHI3V_TILE) * Math.floor(w / PHI3V_TILE);
     // The model takes the global image and h/336 · w/336 tiles from the image's crops (hd_feature_transform).
-    if (encoderShape.length > 0) {
-      const [n, crops, c, y, x] = encoderShape;
-      if (encoderShape.length !== 5 || n !== 1 || c !== 3 || y !== PHI3V_TILE || x !== PHI3V_TILE || crops! < tiles + 1)
-        throw new RangeError(
-          `an image's pixel values are [${encoderShape.join(', ')}], expected [1, crops, 3, ${PHI3V_TILE}, ${PHI3V_TILE}] with at least ${tiles + 1} crops for image_sizes [${h}, ${w}]`,
-        );
-    } else if (tiles > cfg.num_crops) throw new RangeError(`image_sizes [${h}, ${w}] is ${tiles} tiles, more than num_crops ${cfg.num_crops}`);
+    if (encoderShape.length > 0) checkCropStack(encoderShape, PHI3V_TILE, PHI3V_TILE, tiles + 1, [h, w]);
+    else if (tiles > cfg.num_crops) throw new RangeError(`image_sizes [${h}, ${w}] is ${tiles} tiles, more than num_crops ${cfg.num_crops}`);
     return phi3VisionTokens(h, w);
   },
 };
