@@ -71,7 +71,7 @@ async function measure(dir: string) {
       const bare: number[] = [];
       for (let round = 0; round < ROUNDS; round++) {
         for (let k = 0; k < keys.length; k++) {
-          const key = keys[(round + k) % keys.length]!; // rotate: no configuration always goes first
+          const key = keys[(round + k) % keys.length]!; // rotate: no configuration always goes first (over the full run's rounds; the quick smoke has one)
           const r = await burst(routers.get(key)!, body, concurrency, per);
           results.get(key)!.samples.push(...r.samples);
           results.get(key)!.wallMs += r.wallMs;

@@ -112,7 +112,9 @@ export function formatDoctorReport(r: DoctorReport): string {
       `  pixel cache       ${R.cache_files} entr${R.cache_files === 1 ? 'y' : 'ies'}, ${size(R.cache_bytes)} (read-only files no worker is given; a request gets a hard link)`,
     );
   if (R.orphan_files > 0 && R.swept === undefined)
-    lines.push(`  ${R.orphan_files} orphaned file(s): run 'mmtc doctor --sweep-orphans' (a running router also sweeps them, at start and every minute)`);
+    lines.push(
+      `  ${R.orphan_files} orphaned file(s): run 'mmtc doctor --sweep-orphans' (a running router also sweeps them, at start and every minute, or every MMTC_ORPHAN_SWEEP_SECS)`,
+    );
   if (R.swept !== undefined) lines.push(`  swept             ${R.swept} orphaned file(s) removed`);
   if (r.worker) {
     const W = r.worker;

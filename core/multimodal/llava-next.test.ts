@@ -13,8 +13,8 @@ import { resizeBytes } from './resize-simd.ts';
 const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/llava_next_reference.py');
 const images = makeTestImages();
 afterAll(() => images.remove());
-// A portrait (1 x 3 crops at 1008x336), a 1x1 image (scaled up, 2 x 2) and a 3000x20 strip
-// (3 x 1 at 336x1008, 7 rows of pixels padded with black to 336).
+// A portrait (3 x 1 tiles at 1008x336), a 1x1 image (scaled up, 1 x 2 at 336x672) and a
+// 3000x20 strip (1 x 3 at 336x1008, 7 rows of pixels padded with black to 336).
 runPython(
   `
 import sys, numpy as np
@@ -29,7 +29,7 @@ Image.fromarray(rng.integers(0, 256, (20, 3000, 3), dtype=np.uint8)).save(sys.ar
 const bytesOf = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 
 describe('LLaVA-NeXT anyres geometry (select_best_resolution, get_patch_output_size, vLLM’s token count)', () => {
-  it('1920x1080: 672x672 keeps the most (672x378 of it), padded 147 above and 147 below: 2 x 2 tiles, 5 crops, 576 + 48·26 + 26 tokens', () => {
+  it('1920x1080: 672x672 keeps the most (672x378 of it), padded 147 above and 147 below: 2 x 2 tiles, 5 crops, 576 + 28·48 + 28 tokens', () => {
     expect(anyresGeometry(1080, 1920, LLAVA_NEXT_DEFAULTS)).toEqual({
       bestHeight: 672,
       bestWidth: 672,
@@ -45,7 +45,7 @@ describe('LLaVA-NeXT anyres geometry (select_best_resolution, get_patch_output_s
     });
   });
 
-  it('a portrait of 250x900 takes 1008x336 (1 x 3), a strip 336x1008 (3 x 1); a 1x1 image 672x672', () => {
+  it('a portrait of 250x900 takes 1008x336 (3 x 1), a strip 336x1008 (1 x 3); a 1x1 image 336x672, the first of the least wasted', () => {
     expect(anyresGeometry(900, 250, LLAVA_NEXT_DEFAULTS)).toMatchObject({
       bestHeight: 1008,
       bestWidth: 336,

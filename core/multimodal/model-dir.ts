@@ -270,13 +270,14 @@ function anyresConfigFrom(
       `${file}: size.shortest_edge ${clip.shortest_edge} and crop_size ${clip.crop_height}x${clip.crop_width} must be one square side for LLaVA-NeXT's crops`,
     );
   const crop: [number, number] = [clip.crop_height, clip.crop_width];
-  const fromPre = pinpointsField(pre, 'image_grid_pinpoints', file, crop);
-  const fromConfig = pinpointsField(config, 'image_grid_pinpoints', configFile, crop);
-  if (fromPre && fromConfig && JSON.stringify(fromPre) !== JSON.stringify(fromConfig))
+  // Either file may leave them out: Hugging Face's processor and LlavaNextConfig then take the same default five.
+  const processor = pinpointsField(pre, 'image_grid_pinpoints', file, crop) ?? d.image_grid_pinpoints;
+  const model = pinpointsField(config, 'image_grid_pinpoints', configFile, crop) ?? d.image_grid_pinpoints;
+  if (JSON.stringify(processor) !== JSON.stringify(model))
     throw new ModelDirectoryError(
-      `${file}: image_grid_pinpoints ${JSON.stringify(fromPre)} differs from ${configFile}'s ${JSON.stringify(fromConfig)}: the processor's crops and the model's token count would disagree`,
+      `${file}: image_grid_pinpoints ${JSON.stringify(processor)} differs from ${configFile}'s ${JSON.stringify(model)}${'image_grid_pinpoints' in config ? '' : ' (its default: it names none)'}: the processor's crops and the model's token count would disagree`,
     );
-  return { ...clip, image_grid_pinpoints: fromPre ?? fromConfig ?? d.image_grid_pinpoints };
+  return { ...clip, image_grid_pinpoints: processor };
 }
 
 function positiveInteger(pre: Record<string, unknown>, key: string, file: string, fallback: number): number {

@@ -538,7 +538,7 @@ export function sweepOrphanFiles(dir: string, options: OrphanScanOptions = {}): 
   return result;
 }
 
-/** The same sweep paced (PACED_SLICE_MS at a time, the directory read a batch at a time): what a running router does every minute. Never rejects. */
+/** The same sweep paced (PACED_SLICE_MS at a time, the directory read a batch at a time): what a running router does every minute (MMTC_ORPHAN_SWEEP_SECS). Never rejects. */
 export async function sweepOrphanFilesPaced(dir: string, options: OrphanScanOptions = {}): Promise<OrphanSweepResult> {
   const ops = options.ops ?? realOrphanFileOps;
   const scan = new OrphanScan(dir, { ...options, ops }, false);

@@ -12,7 +12,7 @@
 //                              prefix; at most one message of that size is joined, then decoded,
 //                              per call) + 32 MiB, for Generate and Encode replies of 300 MB
 //   host/shm-foreign-files     /health p99 < 100 ms while /dev/shm holds 200,000 foreign files,
-//                              across two periodic sweeps (every minute; every 5 s in the short
+//                              across two periodic sweep intervals (a minute; 5 s in the short
 //                              mode, by MMTC_ORPHAN_SWEEP_SECS) and the console's Overview every 2 s
 //   host/foreign-heartbeat     0 entries kept alive by a heartbeat of another owner
 //   host/bootstrap-waiters     every EPD request 200 while 1,000 idle fetches fill the encode
@@ -364,7 +364,7 @@ async function shmForeignFiles(t: T, files: number, sweeps: number, sweepSecs: n
     t.note('health_max_ms', Math.round(Math.max(0, ...stats.ms) * 10) / 10);
     t.note('overview_ms', { n: overviewMs.length, p50: Math.round(percentile(overviewMs, 50)), max: Math.round(Math.max(0, ...overviewMs)) });
     t.summary(
-      `${made} empty files named like another router's (stamped now or a day ahead; planted in ${fmt(plantS, 1)} s in a /dev/shm of its own); serve listening ${fmt(listeningS, 1)} s after spawn (the start-up sweep, all at once); ${sweeps} periodic sweeps, every ${sweepSecs} s (the first removed the one planted orphan); /health p50 ${fmt(percentile(stats.ms, 50))} / p99 ${fmt(p99)} / max ${fmt(Math.max(0, ...stats.ms))} ms over ${stats.ms.length} polls, 0 unanswered; Overview every 2 s: ${overviewMs.length} answers, p50 ${fmt(percentile(overviewMs, 50), 0)} ms, max ${fmt(Math.max(0, ...overviewMs), 0)} ms`,
+      `${made} empty files named like another router's (stamped now or a day ahead; planted in ${fmt(plantS, 1)} s in a /dev/shm of its own); serve listening ${fmt(listeningS, 1)} s after spawn (the start-up sweep, all at once); ${sweeps} periodic sweep intervals of ${sweepSecs} s (the first sweep removed the one planted orphan); /health p50 ${fmt(percentile(stats.ms, 50))} / p99 ${fmt(p99)} / max ${fmt(Math.max(0, ...stats.ms))} ms over ${stats.ms.length} polls, 0 unanswered; Overview every 2 s: ${overviewMs.length} answers, p50 ${fmt(percentile(overviewMs, 50), 0)} ms, max ${fmt(Math.max(0, ...overviewMs), 0)} ms`,
     );
     await serve.proc.stop();
   } finally {

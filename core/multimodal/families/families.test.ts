@@ -336,6 +336,14 @@ describe('LLaVA-NeXT model directories', () => {
     await expect(differ.load()).rejects.toThrow(
       `${path.join(differ.dir, 'preprocessor_config.json')}: image_grid_pinpoints [[336,1008],[1008,1008]] differs from ${path.join(differ.dir, 'config.json')}'s [[336,672],[672,336],[672,672],[1008,336],[336,1008]]: the processor's crops and the model's token count would disagree`,
     );
+    // config.json naming none: the model takes LlavaNextConfig's default five, which the processor's must be too.
+    const unnamed = await withFiles({}, { image_grid_pinpoints: pinpoints });
+    const config = JSON.parse(readFileSync(path.join(unnamed.dir, 'config.json'), 'utf8'));
+    delete config.image_grid_pinpoints;
+    writeFileSync(path.join(unnamed.dir, 'config.json'), JSON.stringify(config));
+    await expect(unnamed.load()).rejects.toThrow(
+      `${path.join(unnamed.dir, 'preprocessor_config.json')}: image_grid_pinpoints [[336,1008],[1008,1008]] differs from ${path.join(unnamed.dir, 'config.json')}'s [[336,672],[672,336],[672,672],[1008,336],[336,1008]] (its default: it names none): the processor's crops and the model's token count would disagree`,
+    );
     const uneven = await withFiles({ image_grid_pinpoints: [[336, 700]] }, { image_grid_pinpoints: [[336, 700]] });
     await expect(uneven.load()).rejects.toThrow(
       `${path.join(uneven.dir, 'preprocessor_config.json')}: image_grid_pinpoints must be a list of [height, width] pairs, each a whole number of 336x336 crops, got [[336,700]]`,
