@@ -213,3 +213,20 @@ export function issuesFromZod(
   }
   return out;
 }
+
+/**
+ * A whole number from the environment variable `name` by `schema`; undefined when it is unset or
+ * blank. Any other spelling is a ConfigError naming the variable, its value and `expected`.
+ */
+export function wholeNumberFromEnv(
+  env: Readonly<Record<string, string | undefined>>,
+  name: string,
+  schema: { safeParse(v: unknown): { success: true; data: number } | { success: false } },
+  expected: string,
+): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw.trim() === '') return undefined;
+  const parsed = schema.safeParse(/^\s*\d+\s*$/.test(raw) ? Number(raw) : raw);
+  if (!parsed.success) throw new ConfigError([{ path: name, message: `invalid value ${formatValue(raw)} for ${name}: ${expected}` }]);
+  return parsed.data;
+}

@@ -2,7 +2,7 @@
 // from the file or --multimodal-pixel-cache-mb, else the gateway's environment variable
 // SMG_MM_PIXEL_CACHE_MB, else the default. 0 turns the cache off.
 import { z } from 'zod';
-import { ConfigError, formatValue } from './errors.ts';
+import { wholeNumberFromEnv } from './errors.ts';
 import type { RouterConfig } from './schema.ts';
 
 export const PIXEL_CACHE_ENV = 'SMG_MM_PIXEL_CACHE_MB';
@@ -28,10 +28,6 @@ export interface PixelCacheBudget {
 export function pixelCacheBudget(config: Pick<RouterConfig, 'multimodal_pixel_cache_mb'>, env: Readonly<Record<string, string | undefined>>): PixelCacheBudget {
   const of = (mb: number, source: PixelCacheBudget['source']): PixelCacheBudget => ({ mb, bytes: mb * 1024 * 1024, source });
   if (config.multimodal_pixel_cache_mb !== undefined) return of(config.multimodal_pixel_cache_mb, 'multimodal_pixel_cache_mb');
-  const raw = env[PIXEL_CACHE_ENV];
-  if (raw === undefined || raw.trim() === '') return of(DEFAULT_PIXEL_CACHE_MB, 'default');
-  const parsed = PixelCacheMbSchema.safeParse(/^\s*\d+\s*$/.test(raw) ? Number(raw) : raw);
-  if (!parsed.success)
-    throw new ConfigError([{ path: PIXEL_CACHE_ENV, message: `invalid value ${formatValue(raw)} for ${PIXEL_CACHE_ENV}: ${PIXEL_CACHE_MB_EXPECTED}` }]);
-  return of(parsed.data, PIXEL_CACHE_ENV);
+  const mb = wholeNumberFromEnv(env, PIXEL_CACHE_ENV, PixelCacheMbSchema, PIXEL_CACHE_MB_EXPECTED);
+  return mb === undefined ? of(DEFAULT_PIXEL_CACHE_MB, 'default') : of(mb, PIXEL_CACHE_ENV);
 }

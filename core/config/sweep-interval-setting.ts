@@ -1,7 +1,7 @@
 // How often a router sweeps /dev/shm for orphaned tensor files (docs/transport.md, "Orphan
 // sweep"): every minute unless MMTC_ORPHAN_SWEEP_SECS in the router's environment says otherwise.
 import { z } from 'zod';
-import { ConfigError, formatValue } from './errors.ts';
+import { wholeNumberFromEnv } from './errors.ts';
 
 export const ORPHAN_SWEEP_ENV = 'MMTC_ORPHAN_SWEEP_SECS';
 export const DEFAULT_ORPHAN_SWEEP_SECS = 60;
@@ -10,9 +10,5 @@ const OrphanSweepSecsSchema = z.int({ error: EXPECTED }).min(1, { error: EXPECTE
 
 /** The periodic sweep's interval in ms; a malformed MMTC_ORPHAN_SWEEP_SECS is a ConfigError naming it and its value. */
 export function orphanSweepIntervalMs(env: Readonly<Record<string, string | undefined>>): number {
-  const raw = env[ORPHAN_SWEEP_ENV];
-  if (raw === undefined || raw.trim() === '') return DEFAULT_ORPHAN_SWEEP_SECS * 1000;
-  const parsed = OrphanSweepSecsSchema.safeParse(/^\s*\d+\s*$/.test(raw) ? Number(raw) : raw);
-  if (!parsed.success) throw new ConfigError([{ path: ORPHAN_SWEEP_ENV, message: `invalid value ${formatValue(raw)} for ${ORPHAN_SWEEP_ENV}: ${EXPECTED}` }]);
-  return parsed.data * 1000;
+  return (wholeNumberFromEnv(env, ORPHAN_SWEEP_ENV, OrphanSweepSecsSchema, EXPECTED) ?? DEFAULT_ORPHAN_SWEEP_SECS) * 1000;
 }

@@ -3,7 +3,7 @@
 // an image's encoder input is [1, 1 + tiles, 3, 336, 336] (a request's images padded with zero
 // crops to its most). Its tokens follow from the image's own size, which the model reads from
 // image_sizes [h, w] (its grid: one row per image, one crop stack each).
-import { anyresCropElements, anyresGeometry, anyresMemoryBytes, anyresTokens, selectBestResolution, type AnyresImageConfig } from '../llava-next.ts';
+import { anyresCropElements, anyresGeometry, anyresMemoryBytes, type AnyresImageConfig } from '../llava-next.ts';
 import { checkCropStack, IMAGE_SIZES_GRID } from './crop-stack.ts';
 import type { EncoderGeometry, ImageProcessor } from './family.ts';
 
@@ -43,10 +43,8 @@ export const ANYRES_CROP_PROCESSOR: ImageProcessor<AnyresImageConfig> = {
     if (!(Number.isInteger(h) && Number.isInteger(w) && h > 0 && w > 0))
       throw new RangeError(`image_sizes row [${grid.join(', ')}] is not an image's size: h and w must be whole numbers above 0`);
     // The model takes the base image and the best pinpoint's tiles from the image's crops (the rest is a batch's padding).
-    const [bestHeight, bestWidth] = selectBestResolution(h, w, cfg.image_grid_pinpoints);
-    const rows = Math.floor(bestHeight / cfg.crop_height);
-    const cols = Math.floor(bestWidth / cfg.crop_width);
-    if (encoderShape.length > 0) checkCropStack(encoderShape, cfg.crop_height, cfg.crop_width, rows * cols + 1, [h, w]);
-    return anyresTokens(h, w, rows, cols, cfg);
+    const g = anyresGeometry(h, w, cfg);
+    if (encoderShape.length > 0) checkCropStack(encoderShape, cfg.crop_height, cfg.crop_width, g.crops, [h, w]);
+    return g.tokens;
   },
 };
