@@ -13,6 +13,7 @@ import type { EncoderDtype } from '../transport/vocabulary.ts';
 import type { WireRuntime } from '../config/schema.ts';
 import type { SamplingOptions } from './sampling.ts';
 import type { ImageModelTensor } from '../multimodal/families/index.ts';
+import type { PlaceholderRange } from '../multimodal/prompt.ts';
 
 /** Which input decided a worker's encoder-input dtype, and any warning about it. */
 export interface EncoderDtypeChoice {
@@ -75,8 +76,8 @@ export interface PreparedImage {
   encoderShape: number[];
   /** The family's model-specific tensors of this image (image_grid_thw, patches_per_image for Qwen), with their field layouts. */
   modelTensors: ImageModelTensor[];
-  /** Where the image's placeholder tokens sit in inputIds. */
-  placeholder: { offset: number; length: number };
+  /** Where the image's placeholder tokens sit in inputIds; `patches`, where the range holds more than the image token (Llama 4's separators): the runs of it. */
+  placeholder: PlaceholderRange;
   /** BLAKE3 of the image's encoded bytes, as the gateway hashes an image (core/multimodal/media-hash.ts). */
   mediaHash: Buffer;
   /** The image's encoded bytes, kept only for an engine that sends them (sendsEncodedImages). */

@@ -25,6 +25,7 @@ import { ABORT_DEADLINE_MS, GRPC_CHANNEL_OPTIONS, grpcConnection, grpcTarget, un
 import { modelLabels, setLabel } from './labels.ts';
 import { everyValueSet } from './sampling.ts';
 import { concatenatedPixels, stackedImageTensors } from './tensors.ts';
+import { embedRanges } from '../multimodal/prompt.ts';
 
 const capabilities: EngineCapabilities = {
   label: 'SGLang',
@@ -71,7 +72,7 @@ async function buildRequest(req: EngineRequest, ctx: PlacementContext): Promise<
       }),
       modalities: ['image'],
       imTokenId: req.imageTokenId,
-      mmPlaceholders: req.images.map((im) => im.placeholder),
+      mmPlaceholders: req.images.flatMap((im) => embedRanges(im.placeholder)),
     });
   }
   const message = sg.GenerateRequest.fromPartial({

@@ -33,6 +33,7 @@ import { everyValueSet } from './sampling.ts';
 import { tokenSpeedContentHash } from '../multimodal/media-hash.ts';
 import { tensorDataFromPlaced } from './tensor-data.ts';
 import { encoderBytes, int64Bytes, stackedImageTensors, type StackedTensor } from './tensors.ts';
+import { embedRanges } from '../multimodal/prompt.ts';
 
 /** TokenSpeed's encoder-input dtype chain (the header). */
 export function tokenSpeedEncoderDtype(
@@ -112,7 +113,7 @@ async function itemOf(
     contentHash: tokenSpeedContentHash(image.mediaHash),
     ...(encoder ? { encoderInput: tensorDataFromPlaced(encoder) } : {}),
     modelSpecificTensors,
-    placeholders: [image.placeholder],
+    placeholders: embedRanges(image.placeholder),
     placeholderTokenId: imageTokenId,
   });
 }

@@ -21,6 +21,7 @@ import { modelLabels, setLabel } from './labels.ts';
 import type { SamplingOptions } from './sampling.ts';
 import { tensorDataFromPlaced } from './tensor-data.ts';
 import { concatenatedPixels, stackedImageTensors } from './tensors.ts';
+import { wholeRange } from '../multimodal/prompt.ts';
 
 const capabilities: EngineCapabilities = {
   label: 'vLLM',
@@ -166,7 +167,7 @@ async function mmInputsOf(req: EngineRequest, ctx: PlacementContext): Promise<vl
     pixelValues: tensorDataFromPlaced(pixelValues),
     modelSpecificTensors,
     imTokenId: req.imageTokenId,
-    mmPlaceholders: req.images.map((im) => im.placeholder),
+    mmPlaceholders: req.images.map((im) => wholeRange(im.placeholder)),
     mmHashes: req.images.map((im) => mediaHashHex(im.mediaHash)),
     // pixel_values flat by the family's sizes tensor, or batched (the gateway's vllm_field_layout_keys).
     batchedKeys: [...stacked.filter((t) => !t.shared).map((t) => t.name), ...(sizes ? [] : ['pixel_values'])],

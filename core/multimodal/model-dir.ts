@@ -10,6 +10,7 @@ import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { ClipImageConfig } from './clip-image.ts';
 import type { AnyresImageConfig } from './llava-next.ts';
+import { llama4TokensPerTile, type Llama4ImageConfig } from './llama4.ts';
 import { chatTemplateContentFormat, type ContentFormat } from './content-format.ts';
 import type { MoonVitImageConfig } from './moonvit.ts';
 import type { Phi3VisionImageConfig } from './phi3v.ts';
@@ -18,6 +19,7 @@ import {
   familyOfModelType,
   isAnyresConfig,
   isClipConfig,
+  isLlama4Config,
   isMoonVitConfig,
   isPhi3VisionConfig,
   SUPPORTED_MODEL_TYPES,
@@ -41,7 +43,12 @@ export interface ModelDirectory {
   /** The vision family (families/index.ts) its config.json's model_type is detected as. */
   family: FamilyId;
   architectures: string[];
+  /** The token an image's features go to (config.json's image token id). */
   imageTokenId: number;
+  /** The token the chat template writes for an image: imageTokenId, or the family's promptPlaceholder (Llama 4's <|image|>). */
+  imagePlaceholderId: number;
+  /** The ids of the family's promptTokens (VisionFamily.promptTokens), by spelling: what its prompt sequence is made of. */
+  promptTokenIds: Readonly<Record<string, number>>;
   /** Qwen's <|vision_start|> and <|vision_end|> (undefined for a family without them: VisionFamily.visionMarkers). */
   visionStartTokenId: number | undefined;
   visionEndTokenId: number | undefined;
@@ -344,7 +351,51 @@ function phi3VisionConfigFrom(
   };
 }
 
-/** preprocessor_config.json over the family defaults (Qwen: min/max_pixels or size.shortest/longest_edge; CLIP: size and crop_size, with config.json's vision tower; LLaVA-NeXT: CLIP's and image_grid_pinpoints; MoonViT: media_proc_cfg; Phi-3-vision: num_crops). */
+/**
+ * Llama 4's settings: preprocessor_config.json's size (a square tile), max_patches,
+ * resize_to_max_canvas, rescale_factor, image_mean and image_std over the family defaults;
+ * config.json's vision_config gives the tokens a tile makes (patch_size, pixel_shuffle_ratio)
+ * and must take tiles of the size the processor cuts.
+ */
+function llama4ConfigFrom(
+  d: Llama4ImageConfig,
+  pre: Record<string, unknown>,
+  file: string,
+  config: Record<string, unknown>,
+  configFile: string,
+): Llama4ImageConfig {
+  const vision = section(config, 'vision_config', configFile);
+  const height = sideField(pre, 'size', 'height', file, d.tile_size);
+  const width = sideField(pre, 'size', 'width', file, d.tile_size);
+  if (height !== width) throw new ModelDirectoryError(`${file}: size ${height}x${width} is not served (a square tile is; HF's processor refuses another)`);
+  // Bilinear (2) is what the processor resamples with; another filter would give other pixels than the model was trained on.
+  if (pre.resample !== undefined && pre.resample !== 2)
+    throw new ModelDirectoryError(`${file}: resample ${JSON.stringify(pre.resample)} is not served (2, bilinear, is)`);
+  for (const key of ['do_resize', 'do_rescale', 'do_normalize'] as const)
+    if (pre[key] === false) throw new ModelDirectoryError(`${file}: ${key} false is not served (Llama 4's processor always resizes, rescales and normalizes)`);
+  const cfg: Llama4ImageConfig = {
+    tile_size: height,
+    max_patches: positiveInteger(pre, 'max_patches', file, d.max_patches),
+    resize_to_max_canvas: flag(pre, 'resize_to_max_canvas', file, d.resize_to_max_canvas),
+    rescale_factor: numberField(pre, 'rescale_factor', file, d.rescale_factor),
+    image_mean: triple(pre, 'image_mean', file, d.image_mean),
+    image_std: nonZero(triple(pre, 'image_std', file, d.image_std), 'image_std', file),
+    patch_size: positiveInteger(vision, 'patch_size', `${configFile} vision_config`, d.patch_size),
+    pixel_shuffle_ratio: numberField(vision, 'pixel_shuffle_ratio', `${configFile} vision_config`, d.pixel_shuffle_ratio),
+  };
+  const tower = vision.image_size;
+  if (tower !== undefined && tower !== cfg.tile_size)
+    throw new ModelDirectoryError(
+      `${file}: size ${cfg.tile_size}x${cfg.tile_size} differs from ${configFile}'s vision_config.image_size ${JSON.stringify(tower)}, the tiles the worker's model takes`,
+    );
+  if (cfg.tile_size % cfg.patch_size !== 0)
+    throw new ModelDirectoryError(`${configFile}: vision_config.patch_size ${cfg.patch_size} does not divide the ${cfg.tile_size}-pixel tile`);
+  if (llama4TokensPerTile(cfg) < 1)
+    throw new ModelDirectoryError(`${configFile}: vision_config.pixel_shuffle_ratio ${cfg.pixel_shuffle_ratio} leaves a tile no tokens`);
+  return cfg;
+}
+
+/** preprocessor_config.json over the family defaults (Qwen: min/max_pixels or size.shortest/longest_edge; CLIP: size and crop_size, with config.json's vision tower; LLaVA-NeXT: CLIP's and image_grid_pinpoints; MoonViT: media_proc_cfg; Phi-3-vision: num_crops; Llama 4: the tile and max_patches). */
 export function imageConfigFrom(
   family: FamilyId,
   pre: Record<string, unknown> | undefined,
@@ -357,6 +408,7 @@ export function imageConfigFrom(
   if (isAnyresConfig(defaults)) return anyresConfigFrom(defaults, pre ?? {}, file, config, configFile);
   if (isMoonVitConfig(defaults)) return moonVitConfigFrom(defaults, pre ?? {}, file, config, configFile);
   if (isPhi3VisionConfig(defaults)) return phi3VisionConfigFrom(defaults, pre ?? {}, file, config, configFile);
+  if (isLlama4Config(defaults)) return llama4ConfigFrom(defaults, pre ?? {}, file, config, configFile);
   const d: QwenVlImageConfig = defaults;
   if (!pre) return d;
   const size = (pre.size ?? {}) as Record<string, unknown>;
@@ -474,12 +526,23 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
     const text = tokenText(tokenizerConfig![key]);
     if (text !== undefined) templateTokens[key] = text;
   }
+  const tokenizerFile = path.join(abs, tokenizerJson ? 'tokenizer.json' : 'tiktoken.model');
+  /** A spelling the family's prompt needs, as the tokenizer has it. */
+  const promptTokenId = (spelling: string, why: string): number => {
+    const id = tokenizer.tokenToId(spelling);
+    if (id === undefined) throw new ModelDirectoryError(`${tokenizerFile}: no token ${JSON.stringify(spelling)} (${why})`);
+    return id;
+  };
+  const imageTokenId = tokenId(root, at, vision.imageTokenKey ?? 'image_token_id', configFile, fallbackId(vision.imageTokenKey ?? 'image_token_id'));
   const model: ModelDirectory = {
     path: abs,
     modelType,
     family,
     architectures: Array.isArray(config!.architectures) ? (config!.architectures as string[]) : [],
-    imageTokenId: tokenId(root, at, vision.imageTokenKey ?? 'image_token_id', configFile, fallbackId(vision.imageTokenKey ?? 'image_token_id')),
+    imageTokenId,
+    imagePlaceholderId:
+      vision.promptPlaceholder === undefined ? imageTokenId : promptTokenId(vision.promptPlaceholder, `the chat template's placeholder of an image`),
+    promptTokenIds: Object.fromEntries((vision.promptTokens ?? []).map((t) => [t, promptTokenId(t, `${vision.label}'s prompt wraps an image's tokens in it`)])),
     visionStartTokenId: vision.visionMarkers ? tokenId(root, at, 'vision_start_token_id', configFile, fallbackId('vision_start_token_id')) : undefined,
     visionEndTokenId: vision.visionMarkers ? tokenId(root, at, 'vision_end_token_id', configFile, fallbackId('vision_end_token_id')) : undefined,
     eosTokenIds,
@@ -497,13 +560,17 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
   const padText = tokenizer.idToToken(model.imageTokenId);
   if (padText === undefined)
     throw new ModelDirectoryError(
-      `${path.join(abs, tokenizerJson ? 'tokenizer.json' : 'tiktoken.model')}: ${vision.imageTokenKey ?? 'image_token_id'} ${model.imageTokenId} from config.json is not in the vocabulary`,
+      `${tokenizerFile}: ${vision.imageTokenKey ?? 'image_token_id'} ${model.imageTokenId} from config.json is not in the vocabulary`,
     );
-  // Where the family names its placeholder's spelling, the template writes that spelling: an id the tokenizer spells otherwise would never be found in a prompt.
+  // Where the family names its image token's spelling, the prompt holds that spelling: an id the tokenizer spells otherwise would never be found in a prompt (or, for Llama 4, be where the model embeds).
   const spelling = vision.tokenFallbacks?.[vision.imageTokenKey ?? 'image_token_id'];
   if (spelling !== undefined && padText !== spelling)
     throw new ModelDirectoryError(
-      `${path.join(abs, tokenizerJson ? 'tokenizer.json' : 'tokenizer_config.json')}: token ${model.imageTokenId} (config.json ${vision.imageTokenKey ?? 'image_token_id'}) is ${JSON.stringify(padText)}, not ${JSON.stringify(spelling)}: the chat template's ${spelling} would not be found`,
+      `${path.join(abs, tokenizerJson ? 'tokenizer.json' : 'tokenizer_config.json')}: token ${model.imageTokenId} (config.json ${vision.imageTokenKey ?? 'image_token_id'}) is ${JSON.stringify(padText)}, not ${JSON.stringify(spelling)}: ${
+        vision.promptPlaceholder === undefined
+          ? `the chat template's ${spelling} would not be found`
+          : `${vision.label}'s prompt puts an image's features at ${spelling}`
+      }`,
     );
   return model;
 }

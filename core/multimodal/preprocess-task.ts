@@ -4,10 +4,20 @@
 // opens a file: the sink's owner does).
 import { preprocessClipRgb } from './clip-image.ts';
 import { preprocessAnyresRgb } from './llava-next.ts';
+import { preprocessLlama4Rgb } from './llama4.ts';
 import { preprocessMoonVitRgb, preprocessMoonVitWithKernels } from './moonvit.ts';
 import { preprocessPhi3VisionRgb } from './phi3v.ts';
 import { decodeToRgb } from './decode.ts';
-import { isAnyresConfig, isClipConfig, isMoonVitConfig, isPhi3VisionConfig, processorOf, type EncoderGeometry, type ImageConfig } from './families/index.ts';
+import {
+  isAnyresConfig,
+  isClipConfig,
+  isLlama4Config,
+  isMoonVitConfig,
+  isPhi3VisionConfig,
+  processorOf,
+  type EncoderGeometry,
+  type ImageConfig,
+} from './families/index.ts';
 import { preprocessRgb, preprocessRgbInBands, writeTimed, type BandHelper, type EncoderMemory, type TensorFileWrite } from './qwen-vl.ts';
 import { errnoText } from '../util/errno.ts';
 
@@ -126,7 +136,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     // once two threads have held them (shared-memory-arena.ts).
     const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
     const cfg = task.config;
-    if (isClipConfig(cfg) || isAnyresConfig(cfg) || isMoonVitConfig(cfg) || isPhi3VisionConfig(cfg)) {
+    if (isClipConfig(cfg) || isAnyresConfig(cfg) || isMoonVitConfig(cfg) || isPhi3VisionConfig(cfg) || isLlama4Config(cfg)) {
       // In the pool's memory when it has it: outputs and resize (Phi-3-vision's HD planes).
       // MoonViT runs on the SIMD kernels there (a scaled image's rows shared with the helper),
       // else on the JavaScript passes.
@@ -137,8 +147,10 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
           ? preprocessAnyresRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
           : isPhi3VisionConfig(cfg)
             ? preprocessPhi3VisionRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
-            : ((task.output ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, options, helper) : null) ??
-              preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory }));
+            : isLlama4Config(cfg)
+              ? preprocessLlama4Rgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
+              : ((task.output ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, options, helper) : null) ??
+                preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory }));
       if ('threads' in done) threads = done.threads;
       out = {
         ...geometry(),

@@ -1,9 +1,12 @@
-// From chat messages to the token ids a Qwen-VL worker expects.
+// From chat messages to the token ids a vision-language worker expects.
 //
-// The chat template renders one `<|vision_start|><|image_pad|><|vision_end|>` per image;
-// after tokenizing, each image's single `<|image_pad|>` is expanded to N copies, N =
-// grid_t·grid_h·grid_w / merge², and its placeholder range (offset of the first pad, N) is
-// recorded in prompt order, as the workers' PlaceholderRange wants it.
+// The chat template renders one placeholder per image (Qwen's
+// `<|vision_start|><|image_pad|><|vision_end|>`); after tokenizing, each image's single
+// placeholder is expanded to N copies of the image token, N its tokens (Qwen's
+// grid_t·grid_h·grid_w / merge²), or to the family's sequence (Llama 4's tiles and
+// separators around its <|patch|> runs: VisionFamily.promptSequence), and its placeholder
+// range (offset, length) is recorded in prompt order, as the workers' PlaceholderRange wants
+// it, with the runs of the image token inside a sequence.
 //
 // What a client writes is text, whatever it spells: `<|image_pad|>` typed in a message was
 // tokenized as the image placeholder token (and counted as an image, so a request was
@@ -19,10 +22,44 @@ export interface ChatMessage {
   content: string | ChatContentPart[] | null;
 }
 
+/** Where an image's tokens sit in the prompt; `patches`, where they are more than the image token repeated: the runs of it (where the features go). */
+export interface PlaceholderRange {
+  offset: number;
+  length: number;
+  patches?: Array<{ offset: number; length: number }>;
+}
+
 export interface BuiltPrompt {
   text: string;
   inputIds: number[];
-  placeholders: Array<{ offset: number; length: number }>;
+  placeholders: PlaceholderRange[];
+}
+
+/**
+ * The ranges an image's features go to, as the gateway gives SGLang and TokenSpeed their
+ * placeholders (assemble.rs, placeholders_for_bindings preferring patches): the runs of the
+ * image token where its range holds other tokens too, else the range.
+ */
+export const embedRanges = (p: PlaceholderRange): Array<{ offset: number; length: number }> => p.patches ?? [{ offset: p.offset, length: p.length }];
+
+/** An image's whole range, as the gateway gives vLLM its placeholder (the servicer masks it by im_token_id). */
+export const wholeRange = (p: PlaceholderRange): { offset: number; length: number } => ({ offset: p.offset, length: p.length });
+
+/** An image's tokens in the prompt: N copies of the image token, or the family's whole sequence (VisionFamily.promptSequence). */
+export type ImageSlot = number | readonly number[];
+
+const slotLength = (slot: ImageSlot): number => (typeof slot === 'number' ? slot : slot.length);
+
+/** The runs of `token` in `ids` from `offset`, as prompt ranges. */
+function runsOf(ids: readonly number[], token: number, offset: number): Array<{ offset: number; length: number }> {
+  const runs: Array<{ offset: number; length: number }> = [];
+  ids.forEach((id, i) => {
+    if (id !== token) return;
+    const last = runs[runs.length - 1];
+    if (last && last.offset + last.length === offset + i) last.length += 1;
+    else runs.push({ offset: offset + i, length: 1 });
+  });
+  return runs;
 }
 
 export class PromptError extends Error {
@@ -45,7 +82,7 @@ function messageTexts(messages: readonly ChatMessage[]): string[] {
  * newlines, as the gateway writes them (chat_utils.rs, transform_content_field) and vLLM does.
  */
 function flattenedParts(model: ModelDirectory, parts: readonly ChatContentPart[], text: (t: string) => string): string {
-  const placeholder = model.tokenizer.idToToken(model.imageTokenId)!;
+  const placeholder = model.tokenizer.idToToken(model.imagePlaceholderId)!;
   return mediaFirst(parts)
     .map((p) => (p.type === 'text' ? text(p.text) : placeholder))
     .join('\n');
@@ -109,8 +146,8 @@ export function renderChat(model: ModelDirectory, messages: readonly ChatMessage
   return renderChatSegments(model, messages).text;
 }
 
-/** Render, tokenize and expand image placeholders; `imageTokens[i]` is image i's N. */
-export function buildPrompt(model: ModelDirectory, messages: readonly ChatMessage[], imageTokens: readonly number[]): BuiltPrompt {
+/** Render, tokenize and expand image placeholders; `imageTokens[i]` is image i's N (or its sequence). */
+export function buildPrompt(model: ModelDirectory, messages: readonly ChatMessage[], imageTokens: readonly ImageSlot[]): BuiltPrompt {
   return tokenizePrompt(model, renderChatSegments(model, messages), imageTokens);
 }
 
@@ -163,13 +200,13 @@ async function countInSlices(model: ModelDirectory, text: string, limit: number)
 export async function buildPromptWithin(
   model: ModelDirectory,
   messages: readonly ChatMessage[],
-  imageTokens: readonly number[],
+  imageTokens: readonly ImageSlot[],
   context: number,
 ): Promise<BuiltPrompt> {
   const rendered = renderChatSegments(model, messages);
   const { text } = rendered;
   // Each image's one placeholder token becomes N.
-  const imageExtra = imageTokens.reduce((n, t) => n + t - 1, 0);
+  const imageExtra = imageTokens.reduce<number>((n, t) => n + slotLength(t) - 1, 0);
   const bytes = Buffer.byteLength(text);
   const atLeast = Math.ceil(bytes / model.maxTokenBytes) + imageExtra;
   if (atLeast > context) throw new ContextLengthError(atLeast, context, true);
@@ -182,11 +219,11 @@ export async function buildPromptWithin(
   return built;
 }
 
-function tokenizePrompt(model: ModelDirectory, { text, segments }: RenderedChat, imageTokens: readonly number[]): BuiltPrompt {
+function tokenizePrompt(model: ModelDirectory, { text, segments }: RenderedChat, imageTokens: readonly ImageSlot[]): BuiltPrompt {
   const { tokenizer } = model;
   const ids = segments ? segments.flatMap((s) => (s.literal ? tokenizer.encodePlain(s.text) : tokenizer.encode(s.text))) : tokenizer.encode(text);
   const pads: number[] = [];
-  ids.forEach((id, i) => id === model.imageTokenId && pads.push(i));
+  ids.forEach((id, i) => id === model.imagePlaceholderId && pads.push(i));
   if (pads.length !== imageTokens.length) {
     throw new PromptError(`the rendered prompt has ${pads.length} image placeholder(s) for ${imageTokens.length} image(s)`);
   }
@@ -195,8 +232,14 @@ function tokenizePrompt(model: ModelDirectory, { text, segments }: RenderedChat,
   let from = 0;
   pads.forEach((at, i) => {
     for (let k = from; k < at; k++) inputIds.push(ids[k]!);
-    placeholders.push({ offset: inputIds.length, length: imageTokens[i]! });
-    for (let k = 0; k < imageTokens[i]!; k++) inputIds.push(model.imageTokenId);
+    const slot = imageTokens[i]!;
+    if (typeof slot === 'number') {
+      placeholders.push({ offset: inputIds.length, length: slot });
+      for (let k = 0; k < slot; k++) inputIds.push(model.imageTokenId);
+    } else {
+      placeholders.push({ offset: inputIds.length, length: slot.length, patches: runsOf(slot, model.imageTokenId, inputIds.length) });
+      for (const id of slot) inputIds.push(id);
+    }
     from = at + 1;
   });
   for (let k = from; k < ids.length; k++) inputIds.push(ids[k]!);

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import type { GenerateRequest } from '../gen/vllm/grpc/engine.ts';
+import { familyById } from '../multimodal/families/index.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
 import { makeFamilyModel } from '../test/family-models.ts';
 import { TensorReader } from '../transport/shm-reader.ts';
@@ -257,6 +258,107 @@ describe('a Qwen worker (TokenSpeed), under EPD', () => {
     };
     expect(() => receiveTensors('tokenspeed', job, reader, false, tokensOfModel(qwen), undefined, false)).toThrow(
       new RequestInvalid("item 0: no image_grid_thw tensor (the model computes an image's tokens from its grid)"),
+    );
+  });
+});
+
+const llama4 = await loadModelDirectory(makeFamilyModel(path.join(scratch, 'llama4'), 'llama4'));
+const LLAMA4_PATCH = 200092;
+
+/** One Llama 4 image of `rows` x `cols` tiles in the prompt, as HF's _prompt_split_image writes it, after a token and before one. */
+function llama4Prompt(rows: number, cols: number): number[] {
+  const LLAMA4 = familyById('llama4');
+  const crops = rows * cols + (rows * cols > 1 ? 1 : 0);
+  const tensors = LLAMA4.imageTensors({ patches: crops, tiles: [rows, cols] });
+  return [1, ...LLAMA4.promptSequence!(tensors, crops * 144, { image: LLAMA4_PATCH, named: llama4.promptTokenIds }), 2];
+}
+
+/** A vLLM request of one Llama 4 image of `crops` crops (patches_per_image) in `inputIds`, its whole range placed, im_token_id `imTokenId`. */
+function llama4Request(o: { inputIds: number[]; crops: number; imTokenId?: number }): GenerateRequest {
+  return {
+    requestId: 'r',
+    input: { $case: 'tokenized', value: { originalText: 'x', inputIds: o.inputIds } },
+    stream: false,
+    mmInputs: {
+      pixelValues: { shape: [o.crops, 3, 336, 336], dtype: 'float32', payload: { $case: 'inline', value: Buffer.alloc(o.crops * 3 * 336 * 336 * 4) } },
+      modelSpecificTensors: { aspect_ratios: int64([1, 2], [1, 2]), patches_per_image: int64([o.crops], [1]) },
+      ...(o.imTokenId !== undefined ? { imTokenId: o.imTokenId } : {}),
+      mmPlaceholders: [{ offset: 1, length: o.inputIds.length - 2 }],
+      mmHashes: ['h0'],
+      batchedKeys: ['aspect_ratios', 'patches_per_image'],
+      flatKeys: { pixel_values: 'patches_per_image' },
+      keepOnCpuKeys: [],
+      modality: 1,
+    },
+  } as unknown as GenerateRequest;
+}
+
+describe('a Llama 4 worker', () => {
+  it('vLLM: takes a 1 x 2 image (3 crops) placed as its whole sequence, the <|patch|> positions (im_token_id) masked in: 432 of its 437', () => {
+    const inputIds = llama4Prompt(1, 2);
+    expect(inputIds).toHaveLength(2 + 437);
+    expect(judge(llama4Request({ inputIds, crops: 3, imTokenId: LLAMA4_PATCH }), llama4)).toMatch(/^1 image: pixel_values \[3,3,336,336\] float32/);
+  });
+
+  it('vLLM: refuses the range without im_token_id (every position would take a feature), a sequence of another canvas, and crops no image has', () => {
+    expect(() => judge(llama4Request({ inputIds: llama4Prompt(1, 2), crops: 3 }), llama4)).toThrow(
+      new RequestInvalid('image 0: placeholder length 437 does not match grid 3 (432 tokens)'),
+    );
+    // A one-tile image's sequence (144 patches) for 3 crops.
+    expect(() => judge(llama4Request({ inputIds: llama4Prompt(1, 1), crops: 3, imTokenId: LLAMA4_PATCH }), llama4)).toThrow(
+      new RequestInvalid('image 0: placeholder range [1, 148) holds 144 image tokens (id 200092), but grid 3 gives 432'),
+    );
+    expect(() => judge(llama4Request({ inputIds: llama4Prompt(1, 2), crops: 2, imTokenId: LLAMA4_PATCH }), llama4)).toThrow(
+      new RequestInvalid("image 0: patches_per_image 2 is not an image's crops: 1, or 3 to 17 (its tiles and the global tile)"),
+    );
+  });
+
+  it('SGLang: takes two images as their <|patch|> runs, flat, in order; refuses their whole ranges (they hold the separators)', async () => {
+    const { tensorsOf: sglangTensorsOf } = await import('./sglang.ts');
+    const first = llama4Prompt(1, 2).slice(1, -1);
+    const second = llama4Prompt(2, 1).slice(1, -1);
+    const inputIds = [1, ...first, ...second, 2];
+    const runsOf = (seq: number[], from: number) =>
+      seq.flatMap((id, i) =>
+        id === LLAMA4_PATCH && seq[i - 1] !== LLAMA4_PATCH ? [{ offset: from + i, length: seq.slice(i).findIndex((x) => x !== LLAMA4_PATCH) }] : [],
+      );
+    const request = (mmPlaceholders: Array<{ offset: number; length: number }>) => ({
+      requestId: 'r',
+      tokenized: { originalText: 'x', inputIds },
+      mmInputs: {
+        pixelValues: { shape: [6, 3, 336, 336], dtype: 'float32', data: Buffer.alloc(6 * 3 * 336 * 336 * 4) },
+        modelSpecificTensors: {
+          aspect_ratios: { shape: [2, 2], dtype: 'int64', data: Buffer.from(BigInt64Array.from([1n, 2n, 2n, 1n]).buffer) },
+          patches_per_image: { shape: [2], dtype: 'int64', data: Buffer.from(BigInt64Array.from([3n, 3n]).buffer) },
+        },
+        imageData: [Buffer.from('a'), Buffer.from('b')],
+        modalities: ['image'],
+        imTokenId: LLAMA4_PATCH,
+        mmPlaceholders,
+      },
+    });
+    const sglangJudge = (req: ReturnType<typeof request>) =>
+      receive(
+        'sglang',
+        { requestId: 'r', stream: false, inputIds, maxTokens: undefined, ...sglangTensorsOf(req as never) },
+        reader,
+        false,
+        tokensOfModel(llama4),
+      );
+    const runs = [...runsOf(first, 1), ...runsOf(second, 1 + first.length)];
+    expect(runs).toHaveLength(6);
+    expect(sglangJudge(request(runs))).toMatch(/^2 images: pixel_values \[6,3,336,336\] float32/);
+    expect(() =>
+      sglangJudge(
+        request([
+          { offset: 1, length: first.length },
+          { offset: 1 + first.length, length: second.length },
+        ]),
+      ),
+    ).toThrow(new RequestInvalid('image 0: placeholder range holds ids other than 200092'));
+    // One run short: the second image's ranges hold 288 tokens where its 3 crops give 432.
+    expect(() => sglangJudge(request(runs.slice(0, 5)))).toThrow(
+      new RequestInvalid('image 1: the placeholder ranges from 439 hold 288 tokens where its patches_per_image gives 432'),
     );
   });
 });

@@ -23,15 +23,19 @@ import { processorOf, type ConfiguredProcessor } from '../multimodal/families/in
  */
 export type TokensOf = Pick<ConfiguredProcessor, 'tokensOf' | 'gridded' | 'gridKey' | 'gridWidth' | 'gridPatches' | 'batchedEncoder'>;
 
-/** The grid tensors a family's model reads (Qwen's image_grid_thw, Kimi's grid_thws, Phi-3-vision's image_sizes): int64, one row per image. */
-export const GRID_KEYS: readonly string[] = ['image_grid_thw', 'grid_thws', 'image_sizes'];
+/**
+ * The grid tensors a family's model reads (Qwen's image_grid_thw, Kimi's grid_thws, Phi-3-vision's
+ * image_sizes, Llama 4's patches_per_image): int64, one row per image. patches_per_image last:
+ * Qwen and Kimi send it beside their own grid.
+ */
+export const GRID_KEYS: readonly string[] = ['image_grid_thw', 'grid_thws', 'image_sizes', 'patches_per_image'];
 
 /** The grid key among a request's model-specific tensors, if any. */
 export const gridKeyIn = (tensors: Record<string, unknown>): string | undefined => GRID_KEYS.find((k) => tensors[k] !== undefined);
 
 /** The dtypes a model-specific tensor must have, where its role fixes them. */
 export const modelTensorDtypes = (key: string): { dtypes?: TensorDtypes } =>
-  GRID_KEYS.includes(key) || key === 'patches_per_image' || key === 'num_img_tokens' ? { dtypes: INDEX_DTYPES } : {};
+  GRID_KEYS.includes(key) || key === 'num_img_tokens' || key === 'aspect_ratios' ? { dtypes: INDEX_DTYPES } : {};
 
 /** A grid the model does not read (a Qwen grid sent to Kimi's model, or the other way): its forward pass finds no grid of its own. */
 function wrongGrid(c: ImageCheck, tokensOf: TokensOf): void {
@@ -76,6 +80,12 @@ export interface ImageCheck {
   gridRow: number;
   placeholders: Array<{ offset: number; length: number }>;
   placeholderTokenId: number | undefined;
+  /**
+   * The runtime embeds at the placeholder token alone within a range that may hold others
+   * (vLLM's is_embed, which its servicer builds from im_token_id): Llama 4's separators. Else
+   * every position of a range takes a feature, and must hold the placeholder token.
+   */
+  masksByToken?: boolean;
 }
 
 /** A request that breaks the runtime's rules: INVALID_ARGUMENT. */
@@ -176,14 +186,29 @@ function validateImages(checks: ImageCheck[], read: TensorsRead, encoderRows: bo
         from = `its pixel values [${slice.join(', ')}]`;
       } else if (rows) tokens = tokensFor(c, tokensOf, { encoderShape: [] });
     }
+    // The positions that take the image's features: every one of its ranges, or (masked) those holding the placeholder token.
+    let embeds = 0;
     for (const p of c.placeholders) {
       if (p.offset + p.length > inputIds.length)
         throw new RequestInvalid(`${c.label}: placeholder range [${p.offset}, ${p.offset + p.length}) is outside the ${inputIds.length} input ids`);
-      if (tokens !== undefined && p.length !== tokens)
-        throw new RequestInvalid(`${c.label}: placeholder length ${p.length} does not match ${from} (${tokens} tokens)`);
-      if (c.placeholderTokenId !== undefined && inputIds.slice(p.offset, p.offset + p.length).some((id) => id !== c.placeholderTokenId)) {
-        throw new RequestInvalid(`${c.label}: placeholder range holds ids other than ${c.placeholderTokenId}`);
+      const ids = inputIds.slice(p.offset, p.offset + p.length);
+      if (c.masksByToken && c.placeholderTokenId !== undefined) embeds += ids.filter((id) => id === c.placeholderTokenId).length;
+      else {
+        if (c.placeholderTokenId !== undefined && ids.some((id) => id !== c.placeholderTokenId))
+          throw new RequestInvalid(`${c.label}: placeholder range holds ids other than ${c.placeholderTokenId}`);
+        embeds += p.length;
       }
+    }
+    if (tokens !== undefined && embeds !== tokens) {
+      const p = c.placeholders[0]!;
+      const masked = c.masksByToken && c.placeholderTokenId !== undefined && embeds !== p.length;
+      throw new RequestInvalid(
+        masked
+          ? `${c.label}: placeholder range [${p.offset}, ${p.offset + p.length}) holds ${embeds} image tokens (id ${c.placeholderTokenId}), but ${from} gives ${tokens}`
+          : c.placeholders.length === 1
+            ? `${c.label}: placeholder length ${p.length} does not match ${from} (${tokens} tokens)`
+            : `${c.label}: its ${c.placeholders.length} placeholder ranges hold ${embeds} tokens, but ${from} gives ${tokens}`,
+      );
     }
   }
   // A prefill under EPD has no encoder input to count rows of: its encode workers had them.

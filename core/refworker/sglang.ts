@@ -20,6 +20,7 @@ import {
   modelTensorDtypes,
   RequestInvalid,
   serveGenerate,
+  type GenerateJob,
   type GenerateServing,
   type ImageCheck,
   type NamedTensor,
@@ -39,11 +40,50 @@ function wireTensor(t: TensorData): WireTensor {
   return { shape: t.shape, dtype: t.dtype, payload: { kind: 'inline', bytes: t.data } };
 }
 
-function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[] } {
+/**
+ * The flat mm_placeholders of a request whose images hold more than one range each (Llama 4's
+ * <|patch|> runs), handed to the images in order by the tokens the model gives each: the
+ * servicer takes them as one item's offsets, the model embeds the images' features at them in
+ * order, so each image's features must fill whole ranges.
+ */
+function rangesByImage(checks: ImageCheck[], ranges: ReadonlyArray<{ offset: number; length: number }>, gridKey: string | undefined): GenerateJob['layout'] {
+  return ({ grids }, tokensOf) => {
+    const grid = gridKey === undefined ? undefined : grids.get(gridKey);
+    if (!grid || grid.length !== checks.length * tokensOf.gridWidth)
+      throw new RequestInvalid(
+        `mm_inputs has ${ranges.length} placeholder ranges for ${checks.length} image_data entries, and no grid to tell which are whose`,
+      );
+    let next = 0;
+    checks.forEach((c, i) => {
+      let tokens: number;
+      try {
+        tokens = tokensOf.tokensOf({ encoderShape: [], grid: grid.slice(i * tokensOf.gridWidth, (i + 1) * tokensOf.gridWidth) });
+      } catch (err) {
+        throw new RequestInvalid(`${c.label}: ${(err as Error).message}`);
+      }
+      let held = 0;
+      while (held < tokens && next < ranges.length) {
+        c.placeholders.push(ranges[next]!);
+        held += ranges[next]!.length;
+        next += 1;
+      }
+      if (held !== tokens)
+        throw new RequestInvalid(
+          `${c.label}: the placeholder ranges from ${c.placeholders[0]?.offset ?? 'the end'} hold ${held} tokens where its ${gridKey} gives ${tokens}`,
+        );
+    });
+    if (next < ranges.length) throw new RequestInvalid(`mm_inputs has ${ranges.length - next} placeholder ranges past the images' tokens`);
+  };
+}
+
+export function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor[]; checks: ImageCheck[]; layout?: GenerateJob['layout'] } {
   const mm = req.mmInputs;
   if (!mm) return { images: 0, tensors: [], checks: [] };
   if (!mm.pixelValues) throw new RequestInvalid('mm_inputs has no pixel_values');
-  const images = mm.mmPlaceholders.length;
+  const gridKey = gridKeyIn(mm.modelSpecificTensors);
+  // One range per image, or (a family whose images hold several: Llama 4) the ranges of every image in order, an image per image_data entry.
+  const perImage = mm.mmPlaceholders.length === mm.imageData.length || gridKey === undefined || mm.imageData.length === 0;
+  const images = perImage ? mm.mmPlaceholders.length : mm.imageData.length;
   if (mm.imageData.length !== images)
     throw new RequestInvalid(`mm_inputs has ${mm.imageData.length} image_data entries for ${images} image${images === 1 ? '' : 's'} in the prompt`);
   const empty = mm.imageData.findIndex((b) => b.byteLength === 0);
@@ -53,18 +93,17 @@ function tensorsOf(req: GenerateRequest): { images: number; tensors: NamedTensor
   for (const [key, t] of Object.entries(mm.modelSpecificTensors).sort(([a], [b]) => (a < b ? -1 : 1))) {
     tensors.push({ name: key, tensor: wireTensor(t), ...modelTensorDtypes(key) });
   }
-  const gridKey = gridKeyIn(mm.modelSpecificTensors);
-  const checks = mm.mmPlaceholders.map((p, i) => ({
+  const checks: ImageCheck[] = Array.from({ length: images }, (_, i) => ({
     label: `image ${i}`,
     encoder: 'pixel_values',
     // The family's grid when the request has one (Qwen's image_grid_thw, Kimi's grid_thws); else the model's rule takes the image's pixel values (tokensOf).
     grid: gridKey,
     gridKey,
     gridRow: i,
-    placeholders: [p],
+    placeholders: perImage ? [mm.mmPlaceholders[i]!] : [],
     placeholderTokenId: mm.imTokenId,
   }));
-  return { images, tensors, checks };
+  return { images, tensors, checks, ...(perImage ? {} : { layout: rangesByImage(checks, mm.mmPlaceholders, gridKey) }) };
 }
 
 export function addSglangService(server: grpc.Server, s: GenerateServing, id: WorkerIdentity): void {

@@ -121,6 +121,8 @@ export function tensorsOf(req: GenerateRequest): { images: number; tensors: Name
     gridRow: i,
     placeholders: [p],
     placeholderTokenId: mm.imTokenId,
+    // The servicer's is_embed: the range's positions holding im_token_id take the features.
+    masksByToken: true,
   }));
   return {
     images: mm.mmPlaceholders.length,

@@ -468,3 +468,92 @@ describe('a llava_next model directory', () => {
     expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 4, misses: 2 });
   }, 60_000);
 });
+
+// Llama 4 (docs/preprocessing.md, "Tiles (Llama 4)"): every image resized without distortion into
+// its best canvas of 336-pixel tiles, padded at the bottom and right, cut into tiles with the whole
+// image as a global tile after them, normalized in bfloat16, bit for bit the reference written
+// from Hugging Face's Llama4ImageProcessor. The 400x300 photo is 1 x 2 tiles, the 150x420 image
+// 2 x 1: three crops each, two sequences. vLLM and SGLang get the crops flat ([6, 3, 336, 336],
+// split by patches_per_image) with aspect_ratios; TokenSpeed one item each. Each image's
+// <|image|> becomes HF's _prompt_split_image; the worker's model embeds at its <|patch|> tokens
+// (vLLM masks the whole range by im_token_id, SGLang and TokenSpeed get the <|patch|> runs), and
+// refuses any other count than 144 a crop.
+describe('a llama4 model directory', () => {
+  const dir = makeFamilyModel(path.join(scratch, 'llama4'), 'llama4');
+  const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/llama4_reference.py');
+  const files = IMAGES.map((image, i) => {
+    const source = path.join(scratch, `llama4-source-${i}`);
+    writeFileSync(source, image.bytes);
+    return { source, out: path.join(scratch, `llama4-${i}.f32`) };
+  });
+  const infos = runPythonScript(REFERENCE, ['--each', ...files.map((f) => `${f.source}=${f.out}`)])
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { aspect: number[]; crops: number; tokens: number; sequence: number });
+  const reference = files.map((f) => new Float32Array(Uint8Array.from(readFileSync(f.out)).buffer));
+  const PATCH = 200092;
+  const sequence = (rows: number, cols: number): number[] => {
+    const run = new Array<number>(144).fill(PATCH);
+    const grid = Array.from({ length: rows }, () => [
+      ...Array.from({ length: cols }, (_, c) => [...run, ...(c < cols - 1 ? [200084] : [])]).flat(),
+      200085,
+    ]).flat();
+    return [200080, ...grid, 200090, ...run, 200081];
+  };
+
+  it.each(['tokenspeed', 'vllm', 'sglang'] as const)(
+    '%s: a 1 x 2 and a 2 x 1 image arrive as 3 crops each with aspect_ratios and patches_per_image, each image its tiles’ <|patch|> runs between separators',
+    async (runtime) => {
+      expect(infos.map((i) => [i.aspect, i.crops, i.tokens, i.sequence])).toEqual([
+        [[1, 2], 3, 432, 437],
+        [[2, 1], 3, 432, 437],
+      ]);
+      const model = await loadModelDirectory(dir);
+      expect(model.family).toBe('llama4');
+      const worker = await startWorker(runtime, ['--model-path', dir]);
+      const r = await router(worker, 'inline', { model_path: dir });
+      const { content, promptTokens } = await chat(r, 'llama4');
+      if (runtime === 'tokenspeed') {
+        // The checkpoint's weights are bfloat16 (config.json torch_dtype): the worker's encoder dtype.
+        for (const [i, values] of reference.entries()) {
+          const bf16 = encodeFloat32As('bfloat16', values);
+          expect(content).toContain(`encoder_input[${i}] [3,3,336,336] bfloat16 via inline, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`);
+          expect(content).toContain(`aspect_ratios[${i}] [1,2] int64 via inline, 16 bytes`);
+          expect(content).toContain(`patches_per_image[${i}] [1] int64 via inline, 8 bytes`);
+        }
+      } else {
+        const joined = new Float32Array(reference[0]!.length + reference[1]!.length);
+        joined.set(reference[0]!);
+        joined.set(reference[1]!, reference[0]!.length);
+        expect(content).toContain(
+          `pixel_values [6,3,336,336] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`,
+        );
+        expect(content).toContain('aspect_ratios [2,2] int64 via inline, 32 bytes');
+        expect(content).toContain('patches_per_image [2] int64 via inline, 16 bytes');
+      }
+      const prompt = buildPrompt(model, messages(), [sequence(1, 2), sequence(2, 1)]);
+      expect(prompt.text).toBe(
+        '<|begin_of_text|><|header_start|>user<|header_end|>\n\n<|image|><|image|>andWhat differs?<|eot|><|header_start|>assistant<|header_end|>\n\n',
+      );
+      expect(promptTokens).toBe(prompt.inputIds.length);
+      expect(prompt.inputIds.filter((id) => id === PATCH)).toHaveLength(2 * 432);
+      // 1 x 2: a tile, <|tile_x_separator|>, a tile, <|tile_y_separator|>; 2 x 1: a tile and <|tile_y_separator|>, twice.
+      expect(prompt.placeholders.map((p) => p.patches!.map((run) => run.length))).toEqual([
+        [144, 144, 144],
+        [144, 144, 144],
+      ]);
+    },
+    60_000,
+  );
+
+  it('TokenSpeed over /dev/shm: the crops written while they are preprocessed, read by the worker, the same bytes; again from the pixel cache', async () => {
+    await shmThenCached(
+      dir,
+      'llama4',
+      reference.map((values, i) => {
+        const bf16 = encodeFloat32As('bfloat16', values);
+        return `encoder_input[${i}] [3,3,336,336] bfloat16 via shm, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`;
+      }),
+    );
+  }, 60_000);
+});

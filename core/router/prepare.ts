@@ -9,10 +9,11 @@ import type { EngineRequest, PreparedImage } from '../engines/engine.ts';
 import { resolveSampling, samplingDefaultsOf, type ClientSampling } from '../engines/sampling.ts';
 import { capabilitiesOf } from '../engines/table.ts';
 import { paddedToBatch } from '../engines/tensors.ts';
-import { familyById, isQwenConfig } from '../multimodal/families/index.ts';
+import { familyById, isQwenConfig, type ImageModelTensor, type VisionFamily } from '../multimodal/families/index.ts';
+import type { ModelDirectory } from '../multimodal/model-dir.ts';
 import type { ImageHeader } from '../multimodal/pool.ts';
 import { PREWRITE_HEADER_MISMATCH, type ShmPrewriteTask } from '../multimodal/preprocess-task.ts';
-import { buildPromptWithin, type BuiltPrompt } from '../multimodal/prompt.ts';
+import { buildPromptWithin, type BuiltPrompt, type ImageSlot } from '../multimodal/prompt.ts';
 import type { PrewrittenTensor } from '../transport/placement.ts';
 import type { WorkerTransport } from '../transport/resolve.ts';
 import type { CachedKind } from '../transport/pixel-cache.ts';
@@ -72,7 +73,15 @@ function prewriteFor(
 }
 
 /** The prompt for these image token counts, admitted against the context, or the API error building it gives. */
-async function promptFor(ctx: RouterContext, a: AdmittedRequest, tokens: number[]): Promise<{ prompt: BuiltPrompt } | { error: unknown }> {
+/** An image's tokens in the prompt: its `tokens` copies of the image token, or its family's sequence (Llama 4's tiles and separators). */
+function slotOf(model: ModelDirectory, family: VisionFamily, tensors: readonly ImageModelTensor[], tokens: number): ImageSlot {
+  return family.promptSequence ? family.promptSequence(tensors, tokens, { image: model.imageTokenId, named: model.promptTokenIds }) : tokens;
+}
+
+const sameSlot = (a: ImageSlot | undefined, b: ImageSlot): boolean =>
+  typeof a === 'number' || typeof b === 'number' ? a === b : a !== undefined && a.length === b.length && a.every((id, i) => id === b[i]);
+
+async function promptFor(ctx: RouterContext, a: AdmittedRequest, tokens: readonly ImageSlot[]): Promise<{ prompt: BuiltPrompt } | { error: unknown }> {
   try {
     return { prompt: await buildPromptWithin(ctx.model, a.req.messages, tokens, ctx.model.maxContextLength) };
   } catch (err) {
@@ -180,8 +189,8 @@ export async function prepare(
   );
   // The prompt needs each image's token count, which its header gives: build it while the
   // pool works on the pixels (rebuilt below in the rare case the decoded image disagrees).
-  const headerTokens = headers.map((h) => h?.geometry.tokens);
-  const early = headerTokens.every((t): t is number => t !== undefined) ? promptFor(ctx, a, headerTokens) : undefined;
+  const headerSlots = headers.map((h) => h && slotOf(ctx.model, family, family.imageTensors(h.geometry), h.geometry.tokens));
+  const early = headerSlots.every((t): t is ImageSlot => t !== undefined) ? promptFor(ctx, a, headerSlots) : undefined;
 
   const imageOf = async (i: number): Promise<PreparedImage> => {
     const lane = laneOf(receivers[i]!);
@@ -266,8 +275,8 @@ export async function prepare(
     const own = settled.map((s) => (s as PromiseFulfilledResult<PreparedImage>).value);
     const images = padsCrops ? paddedToBatch(own) : own;
     timing.mark('preprocess');
-    const tokens = images.map((p) => p.placeholder.length);
-    const built = await (early && headerTokens.every((n, i) => n === tokens[i]) ? early : promptFor(ctx, a, tokens));
+    const slots = images.map((p) => slotOf(ctx.model, family, p.modelTensors, p.placeholder.length));
+    const built = await (early && headerSlots.every((n, i) => sameSlot(n, slots[i]!)) ? early : promptFor(ctx, a, slots));
     if ('error' in built) throw built.error;
     built.prompt.placeholders.forEach((range, i) => (images[i]!.placeholder = range));
     checkContext(ctx, a, built.prompt);

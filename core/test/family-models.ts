@@ -1,6 +1,6 @@
 // Small model directories of each vision family for tests (docs/preprocessing.md, "Model
-// families"): the bundled demo directory's tokenizer and chat template (Qwen's; LLaVA's, LLaVA-NeXT's and
-// Phi-3-vision's own templates and LLaMA-vocabulary special tokens for them), with the family's real config.json and
+// families"): the bundled demo directory's tokenizer and chat template (Qwen's; LLaVA's, LLaVA-NeXT's,
+// Phi-3-vision's and Llama 4's own templates and their special tokens at their ids), with the family's real config.json and
 // preprocessor_config.json values and its special tokens at their real ids, so a directory
 // loads through the same code path as the real checkpoint.
 import { cpSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -215,7 +215,15 @@ const LLAVA_SPECIALS: Array<[number, string]> = [
 function llamaVocabularyTokenizer(
   dir: string,
   specials: ReadonlyArray<[number, string]>,
-  config: { chatTemplate: string; padToken: string; processorClass: string; maxLength: number; generation: Record<string, unknown> },
+  config: {
+    chatTemplate: string;
+    padToken: string;
+    processorClass: string;
+    maxLength: number;
+    generation: Record<string, unknown>;
+    /** bos, eos and unk tokens where they are not LLaMA's <s>, </s> and <unk>. */
+    named?: { bos: string; eos: string; unk?: string };
+  },
 ): void {
   const file = path.join(dir, 'tokenizer.json');
   const tokenizer = JSON.parse(readFileSync(file, 'utf8')) as { added_tokens: unknown[]; model: { vocab: Record<string, number> } };
@@ -229,15 +237,15 @@ function llamaVocabularyTokenizer(
     added_tokens_decoder: Object.fromEntries(
       specials.map(([id, content]) => [String(id), { content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true }]),
     ),
-    bos_token: '<s>',
+    bos_token: config.named?.bos ?? '<s>',
     chat_template: config.chatTemplate,
     clean_up_tokenization_spaces: false,
-    eos_token: '</s>',
+    eos_token: config.named?.eos ?? '</s>',
     model_max_length: config.maxLength,
     pad_token: config.padToken,
     processor_class: config.processorClass,
-    tokenizer_class: 'LlamaTokenizer',
-    unk_token: '<unk>',
+    tokenizer_class: config.named ? 'PreTrainedTokenizerFast' : 'LlamaTokenizer',
+    ...(config.named ? (config.named.unk ? { unk_token: config.named.unk } : {}) : { unk_token: '<unk>' }),
   });
   writeJson(dir, 'generation_config.json', config.generation);
 }
@@ -287,6 +295,79 @@ const PHI3_V_SPECIALS: Array<[number, string]> = [
   [32007, '<|end|>'],
   [32010, '<|user|>'],
   [32044, '<|image|>'],
+];
+
+/** config.json of meta-llama/Llama-4-Scout-17B-16E-Instruct: <|patch|> at image_token_index 200092, the 336-pixel tile tower (pixel shuffle 0.5: 144 tokens a tile), the text model under text_config. */
+const LLAMA4_CONFIG = {
+  architectures: ['Llama4ForConditionalGeneration'],
+  boi_token_index: 200080,
+  eoi_token_index: 200081,
+  image_token_index: 200092,
+  model_type: 'llama4',
+  text_config: {
+    bos_token_id: 200000,
+    eos_token_id: [200001, 200007, 200008],
+    max_position_embeddings: 10485760,
+    model_type: 'llama4_text',
+    pad_token_id: 200018,
+    vocab_size: 202048,
+  },
+  tie_word_embeddings: false,
+  torch_dtype: 'bfloat16',
+  vision_config: {
+    image_size: 336,
+    model_type: 'llama4_vision_model',
+    patch_size: 14,
+    pixel_shuffle_ratio: 0.5,
+    vision_output_dim: 4096,
+  },
+};
+
+/** preprocessor_config.json of meta-llama/Llama-4-Scout-17B-16E-Instruct: Llama4ImageProcessorFast, 336-pixel tiles, at most 16. */
+const LLAMA4_PREPROCESSOR = {
+  do_convert_rgb: true,
+  do_normalize: true,
+  do_rescale: true,
+  do_resize: true,
+  image_mean: [0.5, 0.5, 0.5],
+  image_processor_type: 'Llama4ImageProcessorFast',
+  image_std: [0.5, 0.5, 0.5],
+  max_patches: 16,
+  processor_class: 'Llama4Processor',
+  resample: 2,
+  rescale_factor: 0.00392156862745098,
+  resize_to_max_canvas: false,
+  size: { height: 336, width: 336 },
+};
+
+/**
+ * Llama 4's chat template, its tool and system-prompt parts left out:
+ * `<|begin_of_text|><|header_start|>user<|header_end|>\n\n<|image|><|image|>What differs?<|eot|>`
+ * (each message's parts in order; mmtc puts a message's images first, as the gateway does).
+ */
+const LLAMA4_CHAT_TEMPLATE =
+  '{{- bos_token }}{%- for message in messages %}' +
+  "{{- '<|header_start|>' + message['role'] + '<|header_end|>\n\n' }}" +
+  "{%- if message['content'] is string %}{{- message['content'] }}{%- else %}{%- for content in message['content'] %}" +
+  "{%- if content['type'] == 'image' %}{{- '<|image|>' }}{%- elif content['type'] == 'text' %}{{- content['text'] }}{%- endif %}" +
+  '{%- endfor %}{%- endif %}{{- "<|eot|>" }}{%- endfor %}' +
+  "{%- if add_generation_prompt %}{{- '<|header_start|>assistant<|header_end|>\n\n' }}{%- endif %}";
+
+/** Llama 4's special tokens at their ids (its tokenizer's BASIC, TEXT and VISION special tokens). */
+const LLAMA4_SPECIALS: Array<[number, string]> = [
+  [200000, '<|begin_of_text|>'],
+  [200001, '<|end_of_text|>'],
+  [200005, '<|header_start|>'],
+  [200006, '<|header_end|>'],
+  [200007, '<|eom|>'],
+  [200008, '<|eot|>'],
+  [200018, '<|finetune_right_pad|>'],
+  [200080, '<|image_start|>'],
+  [200081, '<|image_end|>'],
+  [200084, '<|tile_x_separator|>'],
+  [200085, '<|tile_y_separator|>'],
+  [200090, '<|image|>'],
+  [200092, '<|patch|>'],
 ];
 
 /** config.json of moonshotai/Kimi-K2.5 (its text model under text_config, the MoonViT tower under vision_config). */
@@ -410,7 +491,7 @@ function kimiTokenizer(dir: string): void {
   writeJson(dir, 'generation_config.json', { eos_token_id: 163586, max_length: 262144 });
 }
 
-export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava' | 'llava_next' | 'kimi_k25' | 'phi3_v';
+export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava' | 'llava_next' | 'kimi_k25' | 'phi3_v' | 'llama4';
 
 function writeJson(dir: string, name: string, value: unknown): void {
   writeFileSync(path.join(dir, name), `${JSON.stringify(value, null, 2)}\n`);
@@ -464,6 +545,17 @@ export function makeFamilyModel(dir: string, kind: TestFamilyModel): string {
       processorClass: 'Phi3VProcessor',
       maxLength: 131072,
       generation: { bos_token_id: 1, eos_token_id: [32000, 32001, 32007], pad_token_id: 32000 },
+    });
+  } else if (kind === 'llama4') {
+    writeJson(dir, 'config.json', LLAMA4_CONFIG);
+    writeJson(dir, 'preprocessor_config.json', LLAMA4_PREPROCESSOR);
+    llamaVocabularyTokenizer(dir, LLAMA4_SPECIALS, {
+      chatTemplate: LLAMA4_CHAT_TEMPLATE,
+      padToken: '<|finetune_right_pad|>',
+      processorClass: 'Llama4Processor',
+      maxLength: 10485760,
+      generation: { bos_token_id: 200000, eos_token_id: [200001, 200007, 200008], pad_token_id: 200018 },
+      named: { bos: '<|begin_of_text|>', eos: '<|eot|>' },
     });
   } else if (kind === 'qwen3_omni_moe') {
     writeJson(dir, 'config.json', QWEN3_OMNI_CONFIG);

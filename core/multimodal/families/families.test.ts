@@ -48,17 +48,18 @@ describe('detection from config.json, as the gateway registry does it by model_t
     ['llava', 'llava', 'llava'],
     ['kimi_k25', 'kimi_k25', 'kimi_k25'],
     ['phi3_v', 'phi3_v', 'phi3_v'],
+    ['llama4', 'llama4', 'llama4'],
   ])('model_type %s is the %s family (the gateway spec %s)', (modelType, family, spec) => {
     expect(familyOfModelType(modelType)?.id).toBe(family);
     expect(familyOfModelType(modelType)?.gatewaySpec).toBe(spec);
   });
 
   it('a model_type no family takes is refused, naming every one that is', async () => {
-    const dir = makeFamilyModel(path.join(scratch, 'llama4'), 'qwen3_5');
-    writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'llama4', image_token_index: 200092 }));
+    const dir = makeFamilyModel(path.join(scratch, 'kimi_k3'), 'qwen3_5');
+    writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'kimi_k3', media_placeholder_token_id: 163605 }));
     await expect(loadModelDirectory(dir)).rejects.toThrow(
       new ModelDirectoryError(
-        `${path.join(dir, 'config.json')}: model_type 'llama4' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava, llava_next, kimi_k25, phi3_v)`,
+        `${path.join(dir, 'config.json')}: model_type 'kimi_k3' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava, llava_next, kimi_k25, phi3_v, llama4)`,
       ),
     );
   });
@@ -264,7 +265,7 @@ describe("each family's encoder input agrees exactly with the Pillow + numpy ref
 });
 
 describe('every family names the tensors the gateway sends for it', () => {
-  const qwen = FAMILIES.filter((f) => f.id !== 'llava' && f.id !== 'llava_next' && f.id !== 'kimi_k25' && f.id !== 'phi3_v');
+  const qwen = FAMILIES.filter((f) => f.id !== 'llava' && f.id !== 'llava_next' && f.id !== 'kimi_k25' && f.id !== 'phi3_v' && f.id !== 'llama4');
   it.each(qwen.map((f) => [f.id, f] as const))('%s: image_grid_thw (kept on the CPU) and patches_per_image (splits pixel_values), both batched', (_, f) => {
     expect(f.imageTensors({ gridT: 1, gridH: 4, gridW: 6, patches: 24 })).toEqual([
       { name: 'image_grid_thw', dtype: 'int64', shape: [1, 3], values: [1, 4, 6], layout: 'batched', keepOnCpu: true },
@@ -288,6 +289,113 @@ describe('every family names the tensors the gateway sends for it', () => {
       { name: 'num_img_tokens', dtype: 'int64', shape: [1], values: [2353], layout: 'shared', keepOnCpu: false },
     ]);
     expect(f.encoderShape({ patches: 1, features: 17 * 3 * 336 * 336 }, f.defaults)).toEqual([1, 17, 3, 336, 336]);
+  });
+});
+
+describe('Llama 4 model directories', () => {
+  const withFiles = async (config: Record<string, unknown>, pre: Record<string, unknown>) => {
+    const dir = makeFamilyModel(path.join(scratch, `llama4-${Math.random().toString(36).slice(2)}`), 'llama4');
+    for (const [file, more] of [
+      ['config.json', config],
+      ['preprocessor_config.json', pre],
+    ] as const)
+      writeFileSync(path.join(dir, file), JSON.stringify({ ...JSON.parse(readFileSync(path.join(dir, file), 'utf8')), ...more }));
+    return { dir, load: () => loadModelDirectory(dir) };
+  };
+
+  it("<|patch|> (image_token_index 200092) takes the features, the template's <|image|> (200090) is the placeholder; 336-pixel tiles, 16 at most, 144 tokens a crop", async () => {
+    const m = await model('llama4');
+    expect(m).toMatchObject({ modelType: 'llama4', family: 'llama4', imageTokenId: 200092, imagePlaceholderId: 200090, maxContextLength: 10485760 });
+    expect(m.promptTokenIds).toEqual({
+      '<|image_start|>': 200080,
+      '<|image_end|>': 200081,
+      '<|image|>': 200090,
+      '<|tile_x_separator|>': 200084,
+      '<|tile_y_separator|>': 200085,
+    });
+    expect(m.imageConfig).toEqual(familyById('llama4').defaults);
+    const p = processorOf(m.imageConfig);
+    expect(p.geometry(1080, 1920)).toMatchObject({ patches: 16, features: 3 * 336 * 336, tokens: 16 * 144, tiles: [3, 5] });
+    expect(p.tokensOf({ encoderShape: [16, 3, 336, 336], grid: [16] })).toBe(2304);
+    expect(() => p.tokensOf({ encoderShape: [16, 3, 336, 336] })).toThrow('no patches_per_image value: a Llama 4 model embeds an image by its crops');
+    const f = familyById('llama4');
+    expect(f.imageTensors({ patches: 16, tiles: [3, 5] })).toEqual([
+      { name: 'aspect_ratios', dtype: 'int64', shape: [1, 2], values: [3, 5], layout: 'batched', keepOnCpu: false },
+      { name: 'patches_per_image', dtype: 'int64', shape: [1], values: [16], layout: 'batched', keepOnCpu: false, splitsPixels: true },
+    ]);
+    expect(f.encoderShape({ patches: 16, features: 3 * 336 * 336 }, m.imageConfig)).toEqual([16, 3, 336, 336]);
+    // Calibration: one square image per crop count (1, 5, 10 and 17 crops), the nearest to each target.
+    const crop = 3 * 336 * 336 * 4;
+    expect(p.sizesNear([0, 9 * crop, 1e12], 4)).toEqual([
+      { width: 336, height: 336, nbytes: crop },
+      { width: 1008, height: 1008, nbytes: 10 * crop },
+      { width: 1344, height: 1344, nbytes: 17 * crop },
+    ]);
+  });
+
+  it('an image becomes HF’s _prompt_split_image: 2 x 2 tiles are 4 runs of 144 <|patch|> with separators, then <|image|> and the global run (727 tokens)', async () => {
+    const m = await model('llama4');
+    const f = familyById('llama4');
+    const seq = f.promptSequence!(f.imageTensors({ patches: 5, tiles: [2, 2] }), 720, { image: m.imageTokenId, named: m.promptTokenIds });
+    expect(seq).toHaveLength(727);
+    const run = (n: number) => Array<number>(n).fill(200092);
+    expect(seq).toEqual([200080, ...run(144), 200084, ...run(144), 200085, ...run(144), 200084, ...run(144), 200085, 200090, ...run(144), 200081]);
+    // One tile: no grid, no separators.
+    expect(f.promptSequence!(f.imageTensors({ patches: 1, tiles: [1, 1] }), 144, { image: 200092, named: m.promptTokenIds })).toEqual([
+      200080,
+      200090,
+      ...run(144),
+      200081,
+    ]);
+    const p = buildPrompt(
+      m,
+      [
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url: 'x' } },
+            { type: 'text', text: 'hi' },
+          ],
+        },
+      ],
+      [seq],
+    );
+    expect(p.placeholders).toEqual([
+      {
+        offset: 5,
+        length: 727,
+        // After <|image_start|> at 5: a tile, <|tile_x_separator|>, a tile, <|tile_y_separator|>, twice; <|image|> at 586, the global run.
+        patches: [6, 151, 296, 441, 587].map((offset) => ({ offset, length: 144 })),
+      },
+    ]);
+  });
+
+  it('max_patches and resize_to_max_canvas from preprocessor_config.json; refused: a tile the tower does not take, another filter, a non-square size, a vision tower of another patch', async () => {
+    const ok = await withFiles({}, { max_patches: 9, resize_to_max_canvas: true });
+    expect((await ok.load()).imageConfig).toMatchObject({ max_patches: 9, resize_to_max_canvas: true });
+    const tile = await withFiles({}, { size: { height: 448, width: 448 } });
+    await expect(tile.load()).rejects.toThrow(
+      `${path.join(tile.dir, 'preprocessor_config.json')}: size 448x448 differs from ${path.join(tile.dir, 'config.json')}'s vision_config.image_size 336, the tiles the worker's model takes`,
+    );
+    const filter = await withFiles({}, { resample: 3 });
+    await expect(filter.load()).rejects.toThrow(`${path.join(filter.dir, 'preprocessor_config.json')}: resample 3 is not served (2, bilinear, is)`);
+    const oblong = await withFiles({}, { size: { height: 336, width: 672 } });
+    await expect(oblong.load()).rejects.toThrow(
+      `${path.join(oblong.dir, 'preprocessor_config.json')}: size 336x672 is not served (a square tile is; HF's processor refuses another)`,
+    );
+    const patch = await withFiles({ vision_config: { image_size: 336, patch_size: 15, pixel_shuffle_ratio: 0.5 } }, {});
+    await expect(patch.load()).rejects.toThrow(`${path.join(patch.dir, 'config.json')}: vision_config.patch_size 15 does not divide the 336-pixel tile`);
+    const budget = await withFiles({}, { max_patches: 0 });
+    await expect(budget.load()).rejects.toThrow(`${path.join(budget.dir, 'preprocessor_config.json')}: max_patches must be a positive number, got 0`);
+  });
+
+  it("refuses a tokenizer without the prompt's tokens, naming the one it lacks", async () => {
+    const dir = makeFamilyModel(path.join(scratch, 'llama4-no-sep'), 'llama4');
+    const file = path.join(dir, 'tokenizer.json');
+    const tokenizer = JSON.parse(readFileSync(file, 'utf8')) as { added_tokens: Array<{ content: string }> };
+    tokenizer.added_tokens = tokenizer.added_tokens.filter((t) => t.content !== '<|tile_y_separator|>');
+    writeFileSync(file, JSON.stringify(tokenizer));
+    await expect(loadModelDirectory(dir)).rejects.toThrow(`${file}: no token "<|tile_y_separator|>" (Llama 4's prompt wraps an image's tokens in it)`);
   });
 });
 

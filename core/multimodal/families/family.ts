@@ -6,15 +6,16 @@
 // memory, preprocessing) with the processor's defaults, and the model-specific tensors of each
 // image with their field layouts on the wire.
 import type { ClipImageConfig } from '../clip-image.ts';
+import type { Llama4ImageConfig } from '../llama4.ts';
 import type { AnyresImageConfig } from '../llava-next.ts';
 import type { MoonVitImageConfig } from '../moonvit.ts';
 import type { Phi3VisionImageConfig } from '../phi3v.ts';
 import type { OutputKinds, QwenVlImageConfig } from '../qwen-vl.ts';
 
-export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava' | 'llava_next' | 'kimi_k25' | 'phi3_v';
+export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava' | 'llava_next' | 'kimi_k25' | 'phi3_v' | 'llama4';
 
-/** A family's image processor settings: Qwen's patches (qwen-vl.ts), CLIP's crop (clip-image.ts), LLaVA-NeXT's anyres crops (llava-next.ts), MoonViT's patches (moonvit.ts) or Phi-3-vision's HD crops (phi3v.ts). */
-export type ImageConfig = QwenVlImageConfig | ClipImageConfig | AnyresImageConfig | MoonVitImageConfig | Phi3VisionImageConfig;
+/** A family's image processor settings: Qwen's patches (qwen-vl.ts), CLIP's crop (clip-image.ts), LLaVA-NeXT's anyres crops (llava-next.ts), MoonViT's patches (moonvit.ts), Phi-3-vision's HD crops (phi3v.ts) or Llama 4's tiles (llama4.ts). */
+export type ImageConfig = QwenVlImageConfig | ClipImageConfig | AnyresImageConfig | MoonVitImageConfig | Phi3VisionImageConfig | Llama4ImageConfig;
 
 /** LLaVA-NeXT's anyres configuration (its pinpoints are what tell it from CLIP's crop, whose settings it has too). */
 export const isAnyresConfig = (cfg: ImageConfig): cfg is AnyresImageConfig => 'image_grid_pinpoints' in cfg;
@@ -28,15 +29,18 @@ export const isMoonVitConfig = (cfg: ImageConfig): cfg is MoonVitImageConfig => 
 /** Phi-3-vision's HD crop configuration (its crop count is what tells it from the others). */
 export const isPhi3VisionConfig = (cfg: ImageConfig): cfg is Phi3VisionImageConfig => 'num_crops' in cfg;
 
+/** Llama 4's tile configuration (its tile budget is what tells it from the others). */
+export const isLlama4Config = (cfg: ImageConfig): cfg is Llama4ImageConfig => 'max_patches' in cfg;
+
 /** Qwen's patch configuration (smart resize between min_pixels and max_pixels). */
 export const isQwenConfig = (cfg: ImageConfig): cfg is QwenVlImageConfig =>
-  !isClipConfig(cfg) && !isAnyresConfig(cfg) && !isMoonVitConfig(cfg) && !isPhi3VisionConfig(cfg);
+  !isClipConfig(cfg) && !isAnyresConfig(cfg) && !isMoonVitConfig(cfg) && !isPhi3VisionConfig(cfg) && !isLlama4Config(cfg);
 
 /** A configuration that must be Qwen's (a caller of Qwen's own pipeline, qwen-vl.ts). */
 export function asQwenConfig(cfg: ImageConfig): QwenVlImageConfig {
   if (!isQwenConfig(cfg))
     throw new TypeError(
-      `a ${isClipConfig(cfg) ? 'CLIP crop' : isAnyresConfig(cfg) ? 'LLaVA-NeXT anyres' : isMoonVitConfig(cfg) ? 'MoonViT' : 'Phi-3-vision HD crop'} configuration where Qwen's patch configuration is needed`,
+      `a ${isClipConfig(cfg) ? 'CLIP crop' : isAnyresConfig(cfg) ? 'LLaVA-NeXT anyres' : isMoonVitConfig(cfg) ? 'MoonViT' : isLlama4Config(cfg) ? 'Llama 4 tile' : 'Phi-3-vision HD crop'} configuration where Qwen's patch configuration is needed`,
     );
   return cfg;
 }
@@ -57,6 +61,8 @@ export interface EncoderGeometry {
   gridW?: number;
   /** The size the family's model reads for the image (image_sizes: Phi-3-vision's HD image's height and width, LLaVA-NeXT's image's own). */
   imageSize?: [number, number];
+  /** The canvas's tiles, rows and columns (Llama 4's aspect_ratios). */
+  tiles?: [number, number];
 }
 
 /**
@@ -112,6 +118,12 @@ export interface ImageProcessor<C extends ImageConfig> {
   tokensOf(received: { encoderShape: readonly number[]; grid?: readonly number[] }, cfg: C): number;
 }
 
+/** The ids a family's prompt sequence is made of: the image token (where the features go) and the family's promptTokens by spelling. */
+export interface PromptTokenIds {
+  image: number;
+  named: Readonly<Record<string, number>>;
+}
+
 export interface VisionFamily {
   id: FamilyId;
   /** The models it covers, for people. */
@@ -142,7 +154,22 @@ export interface VisionFamily {
   /** The processor's settings when preprocessor_config.json does not say; their kind is the family's processor (processorOf, index.ts). */
   defaults: ImageConfig;
   /** The model-specific tensors of one image, in the order they go on the wire. */
-  imageTensors(g: Pick<EncoderGeometry, 'patches' | 'gridT' | 'gridH' | 'gridW' | 'imageSize'> & { tokens?: number }): ImageModelTensor[];
+  imageTensors(g: Pick<EncoderGeometry, 'patches' | 'gridT' | 'gridH' | 'gridW' | 'imageSize' | 'tiles'> & { tokens?: number }): ImageModelTensor[];
+  /**
+   * Where the chat template writes an image as another token than the one its features go to
+   * (Llama 4's <|image|>, its features at <|patch|>): that token's spelling; the prompt's
+   * placeholders are found by it (ModelDirectory.imagePlaceholderId).
+   */
+  promptPlaceholder?: string;
+  /** Token spellings the family's prompt sequence uses, looked up in the tokenizer at load (ModelDirectory.promptTokenIds). */
+  promptTokens?: readonly string[];
+  /**
+   * An image's tokens in the prompt where they are more than its image token repeated (Llama
+   * 4: <|image_start|>, the tiles' <|patch|> runs and separators, <|image|>, the global tile's
+   * run, <|image_end|>), from its model tensors and embedded `tokens`; `ids` the image token's
+   * and the promptTokens' ids. Undefined: `tokens` copies of the image token.
+   */
+  promptSequence?(tensors: readonly ImageModelTensor[], tokens: number, ids: PromptTokenIds): number[];
   /**
    * One image's encoder input as the gateway slices it per item (assemble.rs,
    * encoder_input_for_item): `patches` rows of `features` values along its first axis.
