@@ -16,8 +16,11 @@
 // (MoonViT: moonvit.ts; its checkpoint's processor is Pillow + numpy, moonvit_reference.py; the
 // torch column runs the same steps in torch + torchvision) and Phi-3-vision (HD crops: phi3v.ts;
 // its checkpoint's processor is Pillow + torch, phi3v_reference.py, in the Pillow column; the
-// torch column the same steps in torch + torchvision), float32 and bfloat16 (HF fast: the float32
-// result cast to bfloat16; Pillow + numpy: rounded to bfloat16 as the wire format rounds). Our
+// torch column the same steps in torch + torchvision), LLaVA-NeXT (anyres crops: llava-next.ts,
+// llava_next_reference.py) and Llama 4 (tiles: llama4.ts, llama4_reference.py; its HF processor
+// is torchvision's, normalizing in bfloat16), float32 and bfloat16 (HF fast: the float32
+// result cast to bfloat16, Llama 4's bfloat16 as it is; Pillow + numpy: rounded to bfloat16 as
+// the wire format rounds). Our
 // outputs are checked bit for bit against the Pillow reference's in every configuration
 // (SHA-256 of the bytes; a mismatch fails the benchmark). Times are not gated.
 //
@@ -38,7 +41,16 @@ import { decodeToRgb } from '../core/multimodal/decode.ts';
 import { PreprocessPool } from '../core/multimodal/pool.ts';
 import { CLIP_336_DEFAULTS, preprocessClipRgb } from '../core/multimodal/clip-image.ts';
 import { LLAVA_NEXT_DEFAULTS, preprocessAnyresRgb } from '../core/multimodal/llava-next.ts';
-import { asQwenConfig, isAnyresConfig, isClipConfig, isMoonVitConfig, isPhi3VisionConfig, type ImageConfig } from '../core/multimodal/families/index.ts';
+import { LLAMA4_DEFAULTS, preprocessLlama4Rgb } from '../core/multimodal/llama4.ts';
+import {
+  asQwenConfig,
+  isAnyresConfig,
+  isClipConfig,
+  isLlama4Config,
+  isMoonVitConfig,
+  isPhi3VisionConfig,
+  type ImageConfig,
+} from '../core/multimodal/families/index.ts';
 import { KIMI_K25_DEFAULTS, preprocessMoonVitRgb } from '../core/multimodal/moonvit.ts';
 import { PHI3_VISION_DEFAULTS, preprocessPhi3VisionRgb } from '../core/multimodal/phi3v.ts';
 import { encoderMemoryIn, preprocessRgb, QWEN_VL_DEFAULTS, type EncoderMemory } from '../core/multimodal/qwen-vl.ts';
@@ -150,14 +162,15 @@ async function eventLoopUnderLoad(
   return { load, idle, images };
 }
 
-/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop; LLaVA-NeXT: anyres crops; Kimi-K2.5: MoonViT; Phi-3-vision: HD crops). */
-const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'llava_next' | 'kimi_k25' | 'phi3_v', ImageConfig> = {
+/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop; LLaVA-NeXT: anyres crops; Kimi-K2.5: MoonViT; Phi-3-vision: HD crops; Llama 4: tiles). */
+const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'llava_next' | 'kimi_k25' | 'phi3_v' | 'llama4', ImageConfig> = {
   qwen2_vl: QWEN_VL_DEFAULTS.qwen2_vl,
   qwen3_vl: QWEN_VL_DEFAULTS.qwen3_vl,
   llava: CLIP_336_DEFAULTS,
   llava_next: LLAVA_NEXT_DEFAULTS,
   kimi_k25: KIMI_K25_DEFAULTS,
   phi3_v: PHI3_VISION_DEFAULTS,
+  llama4: LLAMA4_DEFAULTS,
 };
 
 interface Row {
@@ -237,6 +250,13 @@ async function main() {
                   const t2 = performance.now();
                   decodes.push(t1 - t0);
                   shape = `${out.crops}x3x336x336`;
+                  return t2 - t0;
+                }
+                if (isLlama4Config(config)) {
+                  const out = preprocessLlama4Rgb(img.rgb, img.width, img.height, config, { bf16, float32: !bf16 });
+                  const t2 = performance.now();
+                  decodes.push(t1 - t0);
+                  shape = `${out.crops}x3x${config.tile_size}x${config.tile_size}`;
                   return t2 - t0;
                 }
                 if (isPhi3VisionConfig(config)) {

@@ -24,7 +24,12 @@ benchmark can interleave them with its own runs (one image per command, same fil
           reshape/permute, zeros to 17 crops. For llava_next, LlavaNextImageProcessorFast's: the
           best pinpoint, F.resize(BICUBIC, antialias=True) into it, F.pad with zeros centred,
           tiles by reshape/permute after the whole image resized to 336 x 336, rescale fused
-          into normalize (llava_next_reference.py the pillow column).
+          into normalize (llava_next_reference.py the pillow column). For llama4,
+          Llama4ImageProcessor's (a torchvision processor): the best-fit canvas,
+          F.resize(BILINEAR, antialias=True) on the uint8 tensor, F.pad with zeros at the bottom
+          and right, rescale and normalize in bfloat16 (its own override), tiles by
+          reshape/permute, the whole image resized to 336 x 336 as the global tile after them
+          (llama4_reference.py the pillow column); float32 rows cast its bfloat16 result.
 
 Reads one JSON command per line on stdin, answers one JSON line on stdout:
   {"op": "run", "pipeline": "torch"|"pillow", "family": F, "file": PATH, "dtype": "float32"|"bfloat16"}
@@ -45,6 +50,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts", "reference"))
 
 import clip_reference as clip_ref  # noqa: E402
+import llama4_reference as llama4_ref  # noqa: E402
 import llava_next_reference as llava_next_ref  # noqa: E402
 import moonvit_reference as moonvit_ref  # noqa: E402
 import numpy as np  # noqa: E402
@@ -143,7 +149,33 @@ def torch_llava_next(path, dtype, tile=336):
     return list(out.shape)
 
 
+def torch_llama4(path, dtype, tile=336):
+    data = read_file(path)
+    image = decode_jpeg(data, mode=ImageReadMode.RGB).unsqueeze(0)  # uint8 [1, 3, H, W]
+    height, width = image.shape[-2:]
+    (canvas_h, canvas_w), (new_h, new_w) = llama4_ref.geometry(int(height), int(width), 16)
+    x = TF.resize(image, [new_h, new_w], interpolation=InterpolationMode.BILINEAR, antialias=True)
+    x = torch.nn.functional.pad(x, (0, canvas_w - new_w, 0, canvas_h - new_h))
+    mean = torch.tensor(llama4_ref.MEAN, dtype=torch.bfloat16).view(-1, 1, 1)
+    std = torch.tensor(llama4_ref.STD, dtype=torch.bfloat16).view(-1, 1, 1)
+
+    def normalize(t):
+        return (t.to(torch.bfloat16) * llama4_ref.RESCALE).sub(mean).div_(std)
+
+    rows, cols = canvas_h // tile, canvas_w // tile
+    tiles = normalize(x).reshape(1, 3, rows, tile, cols, tile).permute(0, 2, 4, 1, 3, 5).reshape(-1, 3, tile, tile)
+    if rows * cols > 1:
+        glob = normalize(TF.resize(image, [tile, tile], interpolation=InterpolationMode.BILINEAR, antialias=True))
+        tiles = torch.cat([tiles, glob], dim=0)
+    out = tiles.contiguous()
+    if dtype == "float32":
+        out = out.to(torch.float32)
+    return list(out.shape)
+
+
 def torch_fast(path, family, dtype):
+    if family == "llama4":
+        return torch_llama4(path, dtype)
     if family == "llava_next":
         return torch_llava_next(path, dtype)
     if family == "llava":
@@ -181,6 +213,8 @@ def torch_fast(path, family, dtype):
 
 
 def reference(path, family):
+    if family == "llama4":
+        return llama4_ref.preprocess(path, 16)
     if family == "llava_next":
         return llava_next_ref.preprocess(path, llava_next_ref.PINPOINTS)
     if family == "llava":

@@ -94,6 +94,16 @@ describe('mmtc preprocess', () => {
     expect(r.stdout).toContain(`encoder     float32, ${5 * 3 * 336 * 336 * 4} bytes`);
   });
 
+  it('--model llama4: the best canvas of 336-pixel tiles and a global tile, its aspect_ratios and 144 tokens a crop', () => {
+    const r = runMmtc(['preprocess', '--model', 'llama4', images.file('hd.jpg')]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain('family      llama4');
+    // 1920x1080 into the 3 x 5 canvas (1680x1008): 1680x945, padded with black below.
+    expect(r.stdout).toContain('resized     1680x945');
+    expect(r.stdout).toContain('shape       [16, 3, 336, 336]  aspect_ratios [3, 5]  2304 tokens');
+    expect(r.stdout).toContain(`encoder     float32, ${16 * 3 * 336 * 336 * 4} bytes`);
+  });
+
   it('a missing image fails with its index and the cause, exit 1', () => {
     const r = runMmtc(['preprocess', images.file('photo.jpg'), '/no/such.png']);
     expect(r.status).toBe(1);

@@ -66,6 +66,7 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
             ? { grid_thw: [r.gridT, r.gridH, r.gridW] as [number, number, number] }
             : {}),
           ...(r.imageSize ? { image_sizes: r.imageSize } : {}),
+          ...(r.tiles ? { aspect_ratios: r.tiles } : {}),
           tokens: r.tokens,
           dtype: opts.dtype,
           nbytes: r.patches * r.features * elem,

@@ -22,6 +22,8 @@ export interface PreprocessReport {
   grid_thw?: [number, number, number];
   /** Phi-3-vision's image_sizes row: the HD image's height and width. */
   image_sizes?: [number, number];
+  /** Llama 4's aspect_ratios row: the canvas's tiles, rows and columns. */
+  aspect_ratios?: [number, number];
   tokens: number;
   dtype: string;
   nbytes: number;
@@ -137,7 +139,7 @@ export function formatPreprocessReport(r: PreprocessReport): string {
     `  input       ${r.width}x${r.height}`,
     `  resized     ${r.resized[1]}x${r.resized[0]}`,
     `  family      ${r.family}`,
-    `  shape       [${r.shape.join(', ')}]${r.grid_thw ? `  grid_thw [${r.grid_thw.join(', ')}]` : ''}${r.image_sizes ? `  image_sizes [${r.image_sizes.join(', ')}]` : ''}  ${r.tokens} tokens`,
+    `  shape       [${r.shape.join(', ')}]${r.grid_thw ? `  grid_thw [${r.grid_thw.join(', ')}]` : ''}${r.image_sizes ? `  image_sizes [${r.image_sizes.join(', ')}]` : ''}${r.aspect_ratios ? `  aspect_ratios [${r.aspect_ratios.join(', ')}]` : ''}  ${r.tokens} tokens`,
     `  encoder     ${r.dtype}, ${r.nbytes} bytes (${(r.nbytes / 1e6).toFixed(1)} MB)`,
     `  time        read ${r.ms.read} ms, decode ${r.ms.decode} ms, resize+normalize+layout ${r.ms.preprocess} ms (${r.threads} thread${r.threads === 1 ? '' : 's'})`,
     `  fingerprint ${r.fingerprint}`,
