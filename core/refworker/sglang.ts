@@ -1,6 +1,7 @@
 // The reference worker's SGLang face (service SglangScheduler): where this protocol keeps the
 // tensors (one batched MultimodalInputs: pixel_values for every image, image_grid_thw one row
-// per image, patches_per_image, one placeholder range per image, and each image's encoded
+// per image, patches_per_image, one placeholder range per image (Llama 4: each image's <|patch|>
+// runs, in order), and each image's encoded
 // bytes in image_data), the dtypes its servicer decodes (float32, int64), its sampling
 // rules as a worker under skip_tokenizer_init (sampling-rules.ts: no stop strings, stop token
 // ids honoured, bounds held), what it advertises (its sampling defaults; no /dev/shm token: its

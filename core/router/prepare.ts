@@ -74,8 +74,8 @@ function prewriteFor(
 
 /** The prompt for these image token counts, admitted against the context, or the API error building it gives. */
 /** An image's tokens in the prompt: its `tokens` copies of the image token, or its family's sequence (Llama 4's tiles and separators). */
-function slotOf(model: ModelDirectory, family: VisionFamily, tensors: readonly ImageModelTensor[], tokens: number): ImageSlot {
-  return family.promptSequence ? family.promptSequence(tensors, tokens, { image: model.imageTokenId, named: model.promptTokenIds }) : tokens;
+function slotOf(model: ModelDirectory, family: VisionFamily, tensors: () => readonly ImageModelTensor[], tokens: number): ImageSlot {
+  return family.promptSequence ? family.promptSequence(tensors(), tokens, { image: model.imageTokenId, named: model.promptTokenIds }) : tokens;
 }
 
 const sameSlot = (a: ImageSlot | undefined, b: ImageSlot): boolean =>
@@ -189,7 +189,7 @@ export async function prepare(
   );
   // The prompt needs each image's token count, which its header gives: build it while the
   // pool works on the pixels (rebuilt below in the rare case the decoded image disagrees).
-  const headerSlots = headers.map((h) => h && slotOf(ctx.model, family, family.imageTensors(h.geometry), h.geometry.tokens));
+  const headerSlots = headers.map((h) => h && slotOf(ctx.model, family, () => family.imageTensors(h.geometry), h.geometry.tokens));
   const early = headerSlots.every((t): t is ImageSlot => t !== undefined) ? promptFor(ctx, a, headerSlots) : undefined;
 
   const imageOf = async (i: number): Promise<PreparedImage> => {
@@ -275,7 +275,7 @@ export async function prepare(
     const own = settled.map((s) => (s as PromiseFulfilledResult<PreparedImage>).value);
     const images = padsCrops ? paddedToBatch(own) : own;
     timing.mark('preprocess');
-    const slots = images.map((p) => slotOf(ctx.model, family, p.modelTensors, p.placeholder.length));
+    const slots = images.map((p) => slotOf(ctx.model, family, () => p.modelTensors, p.placeholder.length));
     const built = await (early && headerSlots.every((n, i) => sameSlot(n, slots[i]!)) ? early : promptFor(ctx, a, slots));
     if ('error' in built) throw built.error;
     built.prompt.placeholders.forEach((range, i) => (images[i]!.placeholder = range));

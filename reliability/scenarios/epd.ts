@@ -270,82 +270,85 @@ async function faults(t: T): Promise<void> {
  */
 async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
   const corpus = await makeCorpus();
-  const notes: string[] = [];
-  for (const runtime of ['tokenspeed', 'vllm'] as const) {
-    const far = await shmNamespace({ name: `far ${runtime} prefill worker` });
-    const started: Proc[] = [];
-    const track = async <W extends { proc: Proc }>(w: Promise<W>): Promise<W> => {
-      const ready = await w;
-      started.push(ready.proc);
-      return ready;
-    };
-    try {
-      // Started together: each start is mostly its own process's load.
-      const [near, farWorker, overridden, decode] = await Promise.all([
-        track(roleWorker('prefill', [], [], runtime)),
-        track(roleWorker('prefill', [], far.prefix, runtime)),
-        track(roleWorker('prefill', [], [], runtime)),
-        track(roleWorker('decode', ['--kv-timeout-ms', '60000'], [], runtime)),
-      ]);
-      const entry = (w: RoleWorker, type: string, more = '') =>
-        `  - url: ${w.url}\n    runtime: ${runtime}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}${more}`;
-      const file = configFile(
-        `disaggregation: pd\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 120\nhealth_check_interval_secs: 1\nworkers:\n${entry(near, 'prefill')}${entry(farWorker, 'prefill')}${entry(overridden, 'prefill', '    multimodal_tensor_transport: inline\n')}${entry(decode, 'decode')}`,
-      );
-      const router = await track(startRouter(['--config', file], { name: `router (${runtime} pd)` }));
-      const shares = new Map([
-        [near.url, true],
-        [farWorker.url, false],
-        [overridden.url, false],
-      ]);
-      const byPrefill: Record<string, { requests: number; shm: number; inline: number }> = {};
-      const problems: string[] = [];
-      let requests = 0;
-      const end = performance.now() + seconds * 1000;
-      await Promise.all(
-        Array.from({ length: 16 }, async (_, c) => {
-          const r = t.rng.fork(runtime === 'vllm' ? 100 + c : c);
-          await sleep(r.int(0, 500));
-          while (performance.now() < end) {
-            const sent = randomChat(r, corpus, [1, 2, 3, 4]);
-            const reply = await request(router.url, sent.body, { timeoutMs: 120_000 });
-            requests += 1;
-            const found = verifyPd(reply, sent.images, runtime);
-            if (found.problems.length && problems.length < 20) problems.push(found.problems.join('; ').slice(0, 400));
-            if (!found.prefill) continue;
-            const side = (byPrefill[found.prefill] ??= { requests: 0, shm: 0, inline: 0 });
-            side.requests += 1;
-            for (const tensor of found.tensors) {
-              const expected = predictPath(tensor, 'auto', 65536, shares.get(found.prefill) === true);
-              if (tensor.name.startsWith('encoder_input') || tensor.name === 'pixel_values') side[tensor.path === 'shm' ? 'shm' : 'inline'] += 1;
-              if (tensor.path !== expected && problems.length < 20)
-                problems.push(`${runtime}: ${tensor.name} to ${found.prefill} went ${tensor.path}, its prefill worker's transport says ${expected}`);
-            }
-          }
-        }),
-      );
-      const served = Object.keys(byPrefill).length;
-      t.check(requests > 0, `${runtime}: no request was sent`);
-      t.check(problems.length === 0, `${runtime}: ${problems.slice(0, 3).join(' | ')}`);
-      t.check(served === 3, `${runtime}: not every prefill worker served: ${JSON.stringify(byPrefill)}`);
-      t.check(
-        (byPrefill[near.url]?.shm ?? 0) > 0 && (byPrefill[farWorker.url]?.shm ?? 0) === 0 && (byPrefill[overridden.url]?.shm ?? 0) === 0,
-        `${runtime}: pixels by SHM only to the near prefill worker: ${JSON.stringify(byPrefill)}`,
-      );
-      t.note(`${runtime}_requests`, requests);
-      t.note(`${runtime}_pixels_by_prefill`, { near: byPrefill[near.url], far: byPrefill[farWorker.url], overridden_inline: byPrefill[overridden.url] });
-      notes.push(
-        `${runtime}: ${requests} requests, pixels near ${byPrefill[near.url]?.shm ?? 0} SHM / ${byPrefill[near.url]?.inline ?? 0} inline, far ${byPrefill[farWorker.url]?.shm ?? 0} / ${byPrefill[farWorker.url]?.inline ?? 0}, overridden ${byPrefill[overridden.url]?.shm ?? 0} / ${byPrefill[overridden.url]?.inline ?? 0}; ${problems.length} problems`,
-      );
-    } finally {
-      // The router first, then its workers (whichever of them started).
-      for (const proc of started.reverse()) await proc.stop();
-      await far.stop();
-    }
-  }
+  // Both runtimes' rigs at once (each its own workers, router and clients): what each is judged on is its own.
+  const notes = await Promise.all((['tokenspeed', 'vllm'] as const).map((runtime) => pdOneRuntime(t, runtime, corpus, seconds)));
   const left = ourFiles();
   t.check(left.length === 0, `files left in /dev/shm: ${left.map((f) => f.name).join(', ')}`);
-  t.summary(`${notes.join('; ')} (16 clients, 1–4 images, streamed and not); files left ${left.length}`);
+  t.summary(`${notes.join('; ')} (16 clients each, 1–4 images, streamed and not, both runtimes at once); files left ${left.length}`);
+}
+
+/** One runtime's PD rig under 16 clients for `seconds`: every answer checked, each prefill worker's pixels by its own transport; its note. */
+async function pdOneRuntime(t: T, runtime: 'tokenspeed' | 'vllm', corpus: CorpusImage[], seconds: number): Promise<string> {
+  const far = await shmNamespace({ name: `far ${runtime} prefill worker` });
+  const started: Proc[] = [];
+  const track = async <W extends { proc: Proc }>(w: Promise<W>): Promise<W> => {
+    const ready = await w;
+    started.push(ready.proc);
+    return ready;
+  };
+  try {
+    // Started together: each start is mostly its own process's load.
+    const [near, farWorker, overridden, decode] = await Promise.all([
+      track(roleWorker('prefill', [], [], runtime)),
+      track(roleWorker('prefill', [], far.prefix, runtime)),
+      track(roleWorker('prefill', [], [], runtime)),
+      track(roleWorker('decode', ['--kv-timeout-ms', '60000'], [], runtime)),
+    ]);
+    const entry = (w: RoleWorker, type: string, more = '') =>
+      `  - url: ${w.url}\n    runtime: ${runtime}\n    worker_type: ${type}\n${w.bootstrapPort ? `    bootstrap_port: ${w.bootstrapPort}\n` : ''}${more}`;
+    const file = configFile(
+      `disaggregation: pd\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 120\nhealth_check_interval_secs: 1\nworkers:\n${entry(near, 'prefill')}${entry(farWorker, 'prefill')}${entry(overridden, 'prefill', '    multimodal_tensor_transport: inline\n')}${entry(decode, 'decode')}`,
+    );
+    const router = await track(startRouter(['--config', file], { name: `router (${runtime} pd)` }));
+    const shares = new Map([
+      [near.url, true],
+      [farWorker.url, false],
+      [overridden.url, false],
+    ]);
+    const byPrefill: Record<string, { requests: number; shm: number; inline: number }> = {};
+    const problems: string[] = [];
+    let requests = 0;
+    const end = performance.now() + seconds * 1000;
+    await Promise.all(
+      Array.from({ length: 16 }, async (_, c) => {
+        const r = t.rng.fork(runtime === 'vllm' ? 100 + c : c);
+        await sleep(r.int(0, 500));
+        while (performance.now() < end) {
+          const sent = randomChat(r, corpus, [1, 2, 3, 4]);
+          const reply = await request(router.url, sent.body, { timeoutMs: 120_000 });
+          requests += 1;
+          const found = verifyPd(reply, sent.images, runtime);
+          if (found.problems.length && problems.length < 20) problems.push(found.problems.join('; ').slice(0, 400));
+          if (!found.prefill) continue;
+          const side = (byPrefill[found.prefill] ??= { requests: 0, shm: 0, inline: 0 });
+          side.requests += 1;
+          for (const tensor of found.tensors) {
+            const expected = predictPath(tensor, 'auto', 65536, shares.get(found.prefill) === true);
+            if (tensor.name.startsWith('encoder_input') || tensor.name === 'pixel_values') side[tensor.path === 'shm' ? 'shm' : 'inline'] += 1;
+            if (tensor.path !== expected && problems.length < 20)
+              problems.push(`${runtime}: ${tensor.name} to ${found.prefill} went ${tensor.path}, its prefill worker's transport says ${expected}`);
+          }
+        }
+      }),
+    );
+    const served = Object.keys(byPrefill).length;
+    t.check(requests > 0, `${runtime}: no request was sent`);
+    t.check(problems.length === 0, `${runtime}: ${problems.slice(0, 3).join(' | ')}`);
+    t.check(served === 3, `${runtime}: not every prefill worker served: ${JSON.stringify(byPrefill)}`);
+    t.check(
+      (byPrefill[near.url]?.shm ?? 0) > 0 && (byPrefill[farWorker.url]?.shm ?? 0) === 0 && (byPrefill[overridden.url]?.shm ?? 0) === 0,
+      `${runtime}: pixels by SHM only to the near prefill worker: ${JSON.stringify(byPrefill)}`,
+    );
+    t.note(`${runtime}_requests`, requests);
+    t.note(`${runtime}_pixels_by_prefill`, { near: byPrefill[near.url], far: byPrefill[farWorker.url], overridden_inline: byPrefill[overridden.url] });
+    return `${runtime}: ${requests} requests, pixels near ${byPrefill[near.url]?.shm ?? 0} SHM / ${byPrefill[near.url]?.inline ?? 0} inline, far ${byPrefill[farWorker.url]?.shm ?? 0} / ${byPrefill[farWorker.url]?.inline ?? 0}, overridden ${byPrefill[overridden.url]?.shm ?? 0} / ${byPrefill[overridden.url]?.inline ?? 0}; ${problems.length} problems`;
+  } finally {
+    // The router first (the last started), then its workers together (whichever of them started).
+    const router = started.length === 5 ? started.pop() : undefined;
+    await router?.stop();
+    await Promise.all(started.map((proc) => proc.stop()));
+    await far.stop();
+  }
 }
 
 /** A PD answer: the prefill worker it names and the tensors it read, each checked against the images. */

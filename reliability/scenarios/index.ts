@@ -9,12 +9,14 @@ import { hardeningGroup } from './hardening.ts';
 import { localFuzzGroup } from './fuzz-local.ts';
 import { wireFuzzGroup } from './fuzz-wire.ts';
 import { loadGroup } from './load.ts';
+import { familiesGroup } from './families.ts';
 import { epdGroup } from './epd.ts';
 import { cacheGroup } from './cache.ts';
 import { hostGroup } from './host.ts';
 
 export const GROUPS: Array<(suite: Suite) => Promise<void>> = [
   loadGroup,
+  familiesGroup,
   epdGroup,
   cacheGroup,
   workerFaultsGroup,
@@ -34,6 +36,7 @@ export const SCENARIOS: readonly string[] = [
   'load/clients-128',
   'load/memory-after-idle',
   'load/live-config',
+  'families/largest-32',
   'epd/clients-32',
   'epd/faults',
   'epd/pd-both-runtimes',
