@@ -237,14 +237,20 @@ export function preprocessLlama4Rgb(
     }
   };
   const tiles = g.rows * g.cols;
-  // The tiles start as the padding's value (level 0, normalized); the resized image is written over it.
-  if (g.resizedHeight < g.canvasHeight || g.resizedWidth < g.canvasWidth)
-    for (let index = 0; index < tiles; index++)
-      for (let c = 0; c < 3; c++) {
-        const from = index * crop + c * plane;
-        out?.fill(levels[c]![0]!, from, from + plane);
-        bf?.fill(bfLevels[c]![0]!, from, from + plane);
-      }
+  // The padding (level 0, normalized): in each tile, the columns right of the resized image and the rows below it.
+  const pad = (c: number, from: number, to: number) => {
+    out?.fill(levels[c]![0]!, from, to);
+    bf?.fill(bfLevels[c]![0]!, from, to);
+  };
+  for (let index = 0; index < tiles; index++) {
+    const rowsIn = Math.min(T, Math.max(0, g.resizedHeight - Math.floor(index / g.cols) * T));
+    const colsIn = Math.min(T, Math.max(0, g.resizedWidth - (index % g.cols) * T));
+    for (let c = 0; c < 3; c++) {
+      const base = index * crop + c * plane;
+      if (colsIn < T) for (let y = 0; y < rowsIn; y++) pad(c, base + y * T + colsIn, base + y * T + T);
+      if (rowsIn < T) pad(c, base + rowsIn * T, base + plane);
+    }
+  }
   const resize = (outW: number, outH: number, row: (y: number, line: Uint8Array) => void) => {
     const kernels = memory && !options.javascript ? kernelsOn(memory.memory) : null;
     const plan = kernels ? planResize(kernels, rgb, width, height, outW, outH, [], memory!.scratchAt, undefined, 'bilinear') : null;
