@@ -2,7 +2,8 @@
 // MultimodalInputs, as the gateway builds it for Qwen2/2.5/3-VL: the float32 pixel_values of
 // every image concatenated in prompt order, model_specific_tensors image_grid_thw (int64
 // [n, 3]) and patches_per_image (int64 [n]), each image's encoded bytes (image_data), the
-// modality, the image token id and one placeholder range per image.
+// modality, the image token id and one placeholder range per image (Llama 4: each image's
+// <|patch|> runs, as the gateway's placeholders_for_bindings gives SGLang an image's patches).
 //
 // Its TensorData has inline bytes only: no /dev/shm handle exists in this protocol, so this
 // engine states no SHM lane and every decision for it is inline with the reason

@@ -1,7 +1,7 @@
 // The TokenSpeed engine (package tokenspeed.grpc.scheduler). Its GenerateRequest carries one
 // MultimodalItem per image in prompt order: the encoder input in the resolved wire dtype,
 // image_grid_thw and patches_per_image as int64 side tensors, the image's placeholder range
-// and token id, and a content hash; every tensor is placed (inline or /dev/shm) through
+// (Llama 4: its <|patch|> runs) and token id, and a content hash; every tensor is placed (inline or /dev/shm) through
 // placeTensor. Discovery labels: model dtype and multimodal_encoder_dtype from GetModelInfo,
 // the /dev/shm namespace token as the key shm_namespace_id of GetServerInfo's scheduler_info.
 //

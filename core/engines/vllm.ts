@@ -3,7 +3,9 @@
 // concatenated in prompt order, and the field layout the servicer hands vLLM's
 // MultiModalFieldConfig: pixel_values flat, split into images by patches_per_image (int64
 // [n]); image_grid_thw (int64 [n, 3]) and patches_per_image batched; the grid kept on the CPU;
-// one BLAKE3 media hash and one placeholder range per image, im_token_id. Every tensor is
+// one BLAKE3 media hash and one placeholder range per image (its whole sequence where it holds
+// separators: Llama 4's), im_token_id, from which the servicer masks the positions that take
+// features. Every tensor is
 // placed through placeTensor. Sampling as the gateway fills it (sampling.ts); under sequential
 // PD the KV handoff of the prefill worker's connector (kvHandoff). Discovery labels:
 // server_type, shm_namespace_id (GetServerInfoResponse field 10), kv_connector, kv_role,

@@ -7,8 +7,8 @@ import { f32ToBf16 } from '../transport/dtype.ts';
 import { decodeToRgb } from './decode.ts';
 import { llama4Canvases, llama4Geometry, llama4Levels, llama4MemoryBytes, LLAMA4_DEFAULTS, preprocessLlama4Rgb } from './llama4.ts';
 import { PreprocessPool } from './pool.ts';
-import { ImageSizeError } from './qwen-vl.ts';
-import { resizeBytes } from './resize-simd.ts';
+import { encoderMemoryIn, ImageSizeError } from './qwen-vl.ts';
+import { newSharedMemory } from './resize-simd.ts';
 
 const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/llama4_reference.py');
 const images = makeTestImages();
@@ -78,7 +78,7 @@ describe('Llama 4 tile geometry (find_supported_resolutions, get_best_fit, get_m
   it('agrees with the reference on 600 sizes and three tile budgets (16, 9, 5)', () => {
     let seed = 11;
     const next = (n: number) => 1 + ((seed = (seed * 1103515245 + 12345) % 2147483648) % n);
-    const sizes = Array.from({ length: 600 }, (_, i) => (i < 400 ? [next(4000), next(4000)] : [next(700), next(700)]) as [number, number]);
+    const sizes = Array.from({ length: 600 }, (_, i) => (i < 400 ? [next(4000), next(4000)] : [next(700), next(700)]));
     for (const budget of [16, 9, 5]) {
       const reference = runPythonScript(REFERENCE, ['--sizes', sizes.map(([h, w]) => `${h}x${w}`).join(','), '--max-patches', String(budget)])
         .trim()
@@ -171,13 +171,21 @@ describe('Llama 4 in the preprocessing pool', () => {
     }
   });
 
-  it("counts the outputs and the larger of its two resizes' working space; the most (17 crops) at 4 x 4 tiles", () => {
-    const outputs = 16 * 3 * 336 * 336 * (4 + 2);
-    const bytes = llama4MemoryBytes(1920, 1080, LLAMA4_DEFAULTS, { float32: true, bf16: true });
-    expect(bytes).toBe(
-      outputs +
-        Math.max(resizeBytes(1920, 1080, 1680, 945, [], outputs, undefined, 'bilinear'), resizeBytes(1920, 1080, 336, 336, [], outputs, undefined, 'bilinear')),
-    );
+  it("a 1080p image's budget (its 16 crops and the larger resize's working space) holds it: in a memory of that size it runs there, the reference's bytes; a page less, in memory of its own", async () => {
+    const img = await decodeToRgb(images.bytes('hd.jpg'));
+    const kinds = { float32: true, bf16: false };
+    const bytes = llama4MemoryBytes(img.width, img.height, LLAMA4_DEFAULTS, kinds);
+    const elements = 16 * 3 * 336 * 336;
+    // The outputs, 20.7 MiB, and the working space of the 1680x945 resize, under 40 MB in all.
+    expect(bytes).toBeGreaterThan(elements * 4);
+    expect(bytes).toBeLessThan(40e6);
+    const fitting = encoderMemoryIn(newSharedMemory(bytes), elements, kinds);
+    const ours = preprocessLlama4Rgb(img.rgb, img.width, img.height, LLAMA4_DEFAULTS, { memory: fitting });
+    expect(ours.inMemory).toBe(true);
+    expect(bytesOf(ours.pixelValues!).equals(readFileSync(referenceOut('hd.jpg')))).toBe(true);
+    const short = encoderMemoryIn(newSharedMemory(bytes - 65536), elements, kinds);
+    expect(preprocessLlama4Rgb(img.rgb, img.width, img.height, LLAMA4_DEFAULTS, { memory: short }).inMemory).toBe(false);
+    // The most an image takes: 4 x 4 tiles and the global one.
     expect(llama4Geometry(5000, 5000, LLAMA4_DEFAULTS).crops).toBe(17);
   });
 });

@@ -274,13 +274,14 @@ function llama4Prompt(rows: number, cols: number): number[] {
 }
 
 /** A vLLM request of one Llama 4 image of `crops` crops (patches_per_image) in `inputIds`, its whole range placed, im_token_id `imTokenId`. */
-function llama4Request(o: { inputIds: number[]; crops: number; imTokenId?: number }): GenerateRequest {
+function llama4Request(o: { inputIds: number[]; crops: number; imTokenId?: number; side?: number }): GenerateRequest {
+  const side = o.side ?? 336;
   return {
     requestId: 'r',
     input: { $case: 'tokenized', value: { originalText: 'x', inputIds: o.inputIds } },
     stream: false,
     mmInputs: {
-      pixelValues: { shape: [o.crops, 3, 336, 336], dtype: 'float32', payload: { $case: 'inline', value: Buffer.alloc(o.crops * 3 * 336 * 336 * 4) } },
+      pixelValues: { shape: [o.crops, 3, side, side], dtype: 'float32', payload: { $case: 'inline', value: Buffer.alloc(o.crops * 3 * side * side * 4) } },
       modelSpecificTensors: { aspect_ratios: int64([1, 2], [1, 2]), patches_per_image: int64([o.crops], [1]) },
       ...(o.imTokenId !== undefined ? { imTokenId: o.imTokenId } : {}),
       mmPlaceholders: [{ offset: 1, length: o.inputIds.length - 2 }],
@@ -300,13 +301,16 @@ describe('a Llama 4 worker', () => {
     expect(judge(llama4Request({ inputIds, crops: 3, imTokenId: LLAMA4_PATCH }), llama4)).toMatch(/^1 image: pixel_values \[3,3,336,336\] float32/);
   });
 
-  it('vLLM: refuses the range without im_token_id (every position would take a feature), a sequence of another canvas, and crops no image has', () => {
+  it('vLLM: refuses the range without im_token_id (every position would take a feature), a sequence of another canvas, crops no image has, and tiles its tower does not take', () => {
+    expect(() => judge(llama4Request({ inputIds: llama4Prompt(1, 2), crops: 3, imTokenId: LLAMA4_PATCH, side: 448 }), llama4)).toThrow(
+      new RequestInvalid('image 0: pixel_values are [3, 3, 448, 448], expected [crops, 3, 336, 336]'),
+    );
     expect(() => judge(llama4Request({ inputIds: llama4Prompt(1, 2), crops: 3 }), llama4)).toThrow(
-      new RequestInvalid('image 0: placeholder length 437 does not match grid 3 (432 tokens)'),
+      new RequestInvalid('image 0: placeholder length 437 does not match patches_per_image 3 (432 tokens)'),
     );
     // A one-tile image's sequence (144 patches) for 3 crops.
     expect(() => judge(llama4Request({ inputIds: llama4Prompt(1, 1), crops: 3, imTokenId: LLAMA4_PATCH }), llama4)).toThrow(
-      new RequestInvalid('image 0: placeholder range [1, 148) holds 144 image tokens (id 200092), but grid 3 gives 432'),
+      new RequestInvalid('image 0: placeholder range [1, 148) holds 144 image tokens (id 200092), but patches_per_image 3 gives 432'),
     );
     expect(() => judge(llama4Request({ inputIds: llama4Prompt(1, 2), crops: 2, imTokenId: LLAMA4_PATCH }), llama4)).toThrow(
       new RequestInvalid("image 0: patches_per_image 2 is not an image's crops: 1, or 3 to 17 (its tiles and the global tile)"),

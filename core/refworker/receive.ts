@@ -171,11 +171,12 @@ function validateImages(checks: ImageCheck[], read: TensorsRead, encoderRows: bo
       const row = grid.slice(c.gridRow * width, c.gridRow * width + width);
       if (row.length !== width) throw new RequestInvalid(`${c.label}: ${c.grid} has no row ${c.gridRow}`);
       rowsUsed.set(c.encoder, (rowsUsed.get(c.encoder) ?? 0) + tokensOf.gridPatches(row));
-      // A batched family's image is one row of its encoder input: its slice goes with the grid row (Phi-3-vision's crops must hold the tiles image_sizes says).
+      // A batched family's image is one row of its encoder input: its slice goes with the grid row (Phi-3-vision's crops must hold the tiles image_sizes says);
+      // a flat family's, its grid's rows of it (Llama 4's crops must be tiles its model takes).
       const shape = shapes.get(c.encoder);
-      const slice = shape && tokensOf.batchedEncoder ? [1, ...shape.slice(1)] : [];
+      const slice = shape ? (tokensOf.batchedEncoder ? [1, ...shape.slice(1)] : [tokensOf.gridPatches(row), ...shape.slice(1)]) : [];
       tokens = tokensFor(c, tokensOf, { encoderShape: slice, grid: row });
-      from = `grid ${row.join('x')}`;
+      from = width === 1 ? `${c.grid} ${row[0]}` : `grid ${row.join('x')}`;
     } else {
       if (tokensOf.gridded) throw new RequestInvalid(`${c.label}: no ${tokensOf.gridKey} tensor (the model computes an image's tokens from its grid)`);
       const shape = shapes.get(c.encoder);
@@ -332,9 +333,8 @@ export function receiveItem(
     const patches = tokensOf.gridPatches(thw);
     if (rows.get(c.encoder) !== patches)
       throw new RequestInvalid(`${c.encoder} has ${rows.get(c.encoder)} rows but the grid ${thw.join('x')} describes ${patches} patches`);
-    // The model's rule holds for the grid row, and for a batched family's crops beside it.
-    const shape = shapes.get(c.encoder);
-    tokensFor(c, tokensOf, { encoderShape: shape && tokensOf.batchedEncoder ? shape : [], grid: thw });
+    // The model's rule holds for the grid row, and for the crops beside it (the item's own).
+    tokensFor(c, tokensOf, { encoderShape: shapes.get(c.encoder) ?? [], grid: thw });
   }
   return describeTensors(received);
 }

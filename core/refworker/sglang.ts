@@ -50,10 +50,12 @@ function wireTensor(t: TensorData): WireTensor {
 function rangesByImage(checks: ImageCheck[], ranges: ReadonlyArray<{ offset: number; length: number }>, gridKey: string | undefined): GenerateJob['layout'] {
   return ({ grids }, tokensOf) => {
     const grid = gridKey === undefined ? undefined : grids.get(gridKey);
-    if (!grid || grid.length !== checks.length * tokensOf.gridWidth)
+    if (!grid)
       throw new RequestInvalid(
         `mm_inputs has ${ranges.length} placeholder ranges for ${checks.length} image_data entries, and no grid to tell which are whose`,
       );
+    if (grid.length !== checks.length * tokensOf.gridWidth)
+      throw new RequestInvalid(`mm_inputs has ${checks.length} image_data entries for ${grid.length / tokensOf.gridWidth} images (${gridKey}'s rows)`);
     let next = 0;
     checks.forEach((c, i) => {
       let tokens: number;

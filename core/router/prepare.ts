@@ -72,7 +72,6 @@ function prewriteFor(
   return file ? { name: file.name, task: { path: file.path, nbytes, kind: dtype === 'float32' ? 'float32' : 'bf16' } } : undefined;
 }
 
-/** The prompt for these image token counts, admitted against the context, or the API error building it gives. */
 /** An image's tokens in the prompt: its `tokens` copies of the image token, or its family's sequence (Llama 4's tiles and separators). */
 function slotOf(model: ModelDirectory, family: VisionFamily, tensors: () => readonly ImageModelTensor[], tokens: number): ImageSlot {
   return family.promptSequence ? family.promptSequence(tensors(), tokens, { image: model.imageTokenId, named: model.promptTokenIds }) : tokens;
@@ -81,6 +80,7 @@ function slotOf(model: ModelDirectory, family: VisionFamily, tensors: () => read
 const sameSlot = (a: ImageSlot | undefined, b: ImageSlot): boolean =>
   typeof a === 'number' || typeof b === 'number' ? a === b : a !== undefined && a.length === b.length && a.every((id, i) => id === b[i]);
 
+/** The prompt for these images' tokens, admitted against the context, or the API error building it gives. */
 async function promptFor(ctx: RouterContext, a: AdmittedRequest, tokens: readonly ImageSlot[]): Promise<{ prompt: BuiltPrompt } | { error: unknown }> {
   try {
     return { prompt: await buildPromptWithin(ctx.model, a.req.messages, tokens, ctx.model.maxContextLength) };

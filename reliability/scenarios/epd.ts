@@ -271,7 +271,11 @@ async function faults(t: T): Promise<void> {
 async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
   const corpus = await makeCorpus();
   // Both runtimes' rigs at once (each its own workers, router and clients): what each is judged on is its own.
-  const notes = await Promise.all((['tokenspeed', 'vllm'] as const).map((runtime) => pdOneRuntime(t, runtime, corpus, seconds)));
+  // Settled both before judging: a rig that fails does not leave the other running past the check of /dev/shm.
+  const settled = await Promise.allSettled((['tokenspeed', 'vllm'] as const).map((runtime) => pdOneRuntime(t, runtime, corpus, seconds)));
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  const notes = settled.map((r) => (r as PromiseFulfilledResult<string>).value);
   const left = ourFiles();
   t.check(left.length === 0, `files left in /dev/shm: ${left.map((f) => f.name).join(', ')}`);
   t.summary(`${notes.join('; ')} (16 clients each, 1–4 images, streamed and not, both runtimes at once); files left ${left.length}`);
@@ -281,6 +285,7 @@ async function pdBothRuntimes(t: T, seconds: number): Promise<void> {
 async function pdOneRuntime(t: T, runtime: 'tokenspeed' | 'vllm', corpus: CorpusImage[], seconds: number): Promise<string> {
   const far = await shmNamespace({ name: `far ${runtime} prefill worker` });
   const started: Proc[] = [];
+  let router: Router | undefined;
   const track = async <W extends { proc: Proc }>(w: Promise<W>): Promise<W> => {
     const ready = await w;
     started.push(ready.proc);
@@ -299,7 +304,7 @@ async function pdOneRuntime(t: T, runtime: 'tokenspeed' | 'vllm', corpus: Corpus
     const file = configFile(
       `disaggregation: pd\nmultimodal_tensor_transport: auto\nrequest_timeout_secs: 120\nhealth_check_interval_secs: 1\nworkers:\n${entry(near, 'prefill')}${entry(farWorker, 'prefill')}${entry(overridden, 'prefill', '    multimodal_tensor_transport: inline\n')}${entry(decode, 'decode')}`,
     );
-    const router = await track(startRouter(['--config', file], { name: `router (${runtime} pd)` }));
+    const base = (router = await startRouter(['--config', file], { name: `router (${runtime} pd)` })).url;
     const shares = new Map([
       [near.url, true],
       [farWorker.url, false],
@@ -315,7 +320,7 @@ async function pdOneRuntime(t: T, runtime: 'tokenspeed' | 'vllm', corpus: Corpus
         await sleep(r.int(0, 500));
         while (performance.now() < end) {
           const sent = randomChat(r, corpus, [1, 2, 3, 4]);
-          const reply = await request(router.url, sent.body, { timeoutMs: 120_000 });
+          const reply = await request(base, sent.body, { timeoutMs: 120_000 });
           requests += 1;
           const found = verifyPd(reply, sent.images, runtime);
           if (found.problems.length && problems.length < 20) problems.push(found.problems.join('; ').slice(0, 400));
@@ -343,9 +348,8 @@ async function pdOneRuntime(t: T, runtime: 'tokenspeed' | 'vllm', corpus: Corpus
     t.note(`${runtime}_pixels_by_prefill`, { near: byPrefill[near.url], far: byPrefill[farWorker.url], overridden_inline: byPrefill[overridden.url] });
     return `${runtime}: ${requests} requests, pixels near ${byPrefill[near.url]?.shm ?? 0} SHM / ${byPrefill[near.url]?.inline ?? 0} inline, far ${byPrefill[farWorker.url]?.shm ?? 0} / ${byPrefill[farWorker.url]?.inline ?? 0}, overridden ${byPrefill[overridden.url]?.shm ?? 0} / ${byPrefill[overridden.url]?.inline ?? 0}; ${problems.length} problems`;
   } finally {
-    // The router first (the last started), then its workers together (whichever of them started).
-    const router = started.length === 5 ? started.pop() : undefined;
-    await router?.stop();
+    // The router first, then its workers together (whichever of them started).
+    await router?.proc.stop();
     await Promise.all(started.map((proc) => proc.stop()));
     await far.stop();
   }

@@ -96,7 +96,15 @@ async function drive(base: string, images: Awaited<ReturnType<typeof largeImages
   return load;
 }
 
-async function familyUnderLoad(t: T, kind: TestFamilyModel, label: string, images: Awaited<ReturnType<typeof largeImages>>, clients: number, seconds: number) {
+async function familyUnderLoad(
+  t: T,
+  kind: TestFamilyModel,
+  label: string,
+  images: Awaited<ReturnType<typeof largeImages>>,
+  clients: number,
+  seconds: number,
+  stream: number,
+) {
   const dir = makeFamilyModel(path.join(mkdtempSync(path.join(tempDir('families'), 'model-')), kind), kind);
   const [ts, vllm] = await Promise.all([
     startWorker('tokenspeed', ['--model-path', dir], { name: `${label}` }),
@@ -116,7 +124,7 @@ async function familyUnderLoad(t: T, kind: TestFamilyModel, label: string, image
     await sleep(3000);
     const warmIdle = router.proc.rss()!;
     peak = 0;
-    const load = await drive(router.url, images, t.rng.fork(kind.length), clients, seconds);
+    const load = await drive(router.url, images, t.rng.fork(stream), clients, seconds);
     clearInterval(sampler);
     await sleep(2000);
     const files = ourFiles('/dev/shm');
@@ -152,8 +160,8 @@ export async function familiesGroup(suite: Suite): Promise<void> {
       async (t) => {
         const images = await largeImages();
         const lines: string[] = [];
-        for (const { kind, label } of families) lines.push(await familyUnderLoad(t, kind, label, images, 32, seconds));
-        t.summary(`32 clients, 1080p and 4K JPEGs, ${seconds} s each: ${lines.join('; ')}; files left 0`);
+        for (const [i, { kind, label }] of families.entries()) lines.push(await familyUnderLoad(t, kind, label, images, 32, seconds, i));
+        t.summary(`32 clients, 1080p and 4K JPEGs, ${seconds} s each: ${lines.join('; ')}; files left ${ourFiles('/dev/shm').length}`);
       },
       { seeded: true, maxSeconds: 2 * seconds + 240 },
     );

@@ -51,7 +51,9 @@ export const LLAMA4_TILE_PROCESSOR: ImageProcessor<Llama4ImageConfig> = {
     const crops = grid[0]!;
     // One crop, or rows · cols tiles and the global tile: never 2, nor more than the budget allows.
     if (!Number.isInteger(crops) || crops < 1 || crops === 2 || crops > cfg.max_patches + 1)
-      throw new RangeError(`patches_per_image ${crops} is not an image's crops: 1, or 3 to ${cfg.max_patches + 1} (its tiles and the global tile)`);
+      throw new RangeError(
+        `patches_per_image ${crops} is not an image's crops: ${cfg.max_patches < 2 ? '1' : `1, or 3 to ${cfg.max_patches + 1} (its tiles and the global tile)`}`,
+      );
     const T = cfg.tile_size;
     if (encoderShape.length > 0 && (encoderShape.length !== 4 || encoderShape[1] !== 3 || encoderShape[2] !== T || encoderShape[3] !== T))
       throw new RangeError(`pixel_values are [${encoderShape.join(', ')}], expected [crops, 3, ${T}, ${T}]`);

@@ -54,7 +54,7 @@ export const LLAMA4: VisionFamily = {
   gatewaySpec: 'llama4',
   modelTypes: ['llama4'],
   imageTokenKey: 'image_token_index',
-  // The gateway's placeholder_token_id: config.json's image_token_index, else the tokenizer's <|image|>; the model's is <|patch|>.
+  // config.json's image_token_index, else the tokenizer's <|patch|>, the token the model embeds at (the gateway falls back to <|image|>: docs/preprocessing.md).
   tokenFallbacks: { image_token_index: '<|patch|>' },
   visionMarkers: false,
   promptPlaceholder: IMAGE,
