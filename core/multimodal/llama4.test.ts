@@ -78,7 +78,7 @@ describe('Llama 4 tile geometry (find_supported_resolutions, get_best_fit, get_m
   it('agrees with the reference on 600 sizes and three tile budgets (16, 9, 5)', () => {
     let seed = 11;
     const next = (n: number) => 1 + ((seed = (seed * 1103515245 + 12345) % 2147483648) % n);
-    const sizes = Array.from({ length: 600 }, (_, i) => (i < 400 ? [next(4000), next(4000)] : [next(700), next(700)]));
+    const sizes = Array.from({ length: 600 }, (_, i): [number, number] => (i < 400 ? [next(4000), next(4000)] : [next(700), next(700)]));
     for (const budget of [16, 9, 5]) {
       const reference = runPythonScript(REFERENCE, ['--sizes', sizes.map(([h, w]) => `${h}x${w}`).join(','), '--max-patches', String(budget)])
         .trim()
