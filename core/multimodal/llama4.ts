@@ -26,9 +26,9 @@
 // differs from the gateway (its filter, its float64 best fit, its float32 normalize, its
 // max_image_tiles key): docs/preprocessing.md.
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
-import { bf16LevelTables, encoderOutputBytes, ImageSizeError, memoryHolding, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
-import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
-import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
+import { cropWriter } from './crop-writer.ts';
+import { encoderOutputBytes, ImageSizeError, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import { resizeBytes } from './resize-simd.ts';
 
 export interface Llama4ImageConfig {
   /** preprocessor_config.json size.height (and width): a tile's side, the vision tower's image_size. */
@@ -212,62 +212,31 @@ export function preprocessLlama4Rgb(
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessLlama4Rgb: asked for neither float32 nor bfloat16 output');
   const g = llama4Geometry(height, width, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
-  const crop = llama4CropElements(cfg);
-  const elements = g.crops * crop;
-  const memory = memoryHolding(options.memory, elements, kinds, llama4MemoryBytes(width, height, cfg, kinds));
-  const views = memory ? outputViews(memory, kinds) : {};
-  const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(elements)) : undefined;
-  const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(elements)) : undefined;
-  const levels = llama4Levels(cfg);
-  const bfLevels = bf16LevelTables(levels);
   const T = cfg.tile_size;
   const plane = T * T;
-  /** `count` pixels of `line` from pixel `from` into crop `index`'s row `y` from column `x`. */
-  const put = (index: number, y: number, x: number, line: Uint8Array, from: number, count: number) => {
-    for (let c = 0; c < 3; c++) {
-      const at = index * crop + c * plane + y * T + x;
-      if (out) {
-        const table = levels[c]!;
-        for (let i = 0; i < count; i++) out[at + i] = table[line[(from + i) * 3 + c]!]!;
-      }
-      if (bf) {
-        const table = bfLevels[c]!;
-        for (let i = 0; i < count; i++) bf[at + i] = table[line[(from + i) * 3 + c]!]!;
-      }
-    }
-  };
+  const w = cropWriter(rgb, width, height, {
+    ...options,
+    crops: g.crops,
+    cropHeight: T,
+    cropWidth: T,
+    levels: llama4Levels(cfg),
+    filter: 'bilinear',
+    bytes: llama4MemoryBytes(width, height, cfg, kinds),
+  });
   const tiles = g.rows * g.cols;
-  // The padding (level 0, normalized): in each tile, the columns right of the resized image and the rows below it.
-  const pad = (c: number, from: number, to: number) => {
-    out?.fill(levels[c]![0]!, from, to);
-    bf?.fill(bfLevels[c]![0]!, from, to);
-  };
+  // The padding (black, normalized): in each tile, the columns right of the resized image and the rows below it.
   for (let index = 0; index < tiles; index++) {
     const rowsIn = Math.min(T, Math.max(0, g.resizedHeight - Math.floor(index / g.cols) * T));
     const colsIn = Math.min(T, Math.max(0, g.resizedWidth - (index % g.cols) * T));
     for (let c = 0; c < 3; c++) {
-      const base = index * crop + c * plane;
-      if (colsIn < T) for (let y = 0; y < rowsIn; y++) pad(c, base + y * T + colsIn, base + y * T + T);
-      if (rowsIn < T) pad(c, base + rowsIn * T, base + plane);
+      const base = (3 * index + c) * plane;
+      if (colsIn < T) for (let y = 0; y < rowsIn; y++) w.padBlack(c, base + y * T + colsIn, base + y * T + T);
+      if (rowsIn < T) w.padBlack(c, base + rowsIn * T, base + plane);
     }
   }
-  const resize = (outW: number, outH: number, row: (y: number, line: Uint8Array) => void) => {
-    const kernels = memory && !options.javascript ? kernelsOn(memory.memory) : null;
-    const plan = kernels ? planResize(kernels, rgb, width, height, outW, outH, [], memory!.scratchAt, undefined, 'bilinear') : null;
-    if (kernels && plan) resizeBand(kernels, plan, 0, row);
-    else (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, outW, outH, row, undefined, 'bilinear');
-  };
-  // The tiles: each resized row lands in the tiles of its canvas row, a run of columns in each.
-  resize(g.resizedWidth, g.resizedHeight, (y, line) => {
-    const tileRow = Math.floor(y / T);
-    for (let x = 0; x < g.resizedWidth;) {
-      const tileCol = Math.floor(x / T);
-      const count = Math.min(g.resizedWidth - x, (tileCol + 1) * T - x);
-      put(tileRow * g.cols + tileCol, y - tileRow * T, x - tileCol * T, line, x, count);
-      x += count;
-    }
-  });
+  // The tiles: each resized row lands in the tiles of its canvas row (from the top left), a run of columns in each.
+  w.resize(g.resizedWidth, g.resizedHeight, w.intoTiles({ top: 0, left: 0, cols: g.cols, resizedWidth: g.resizedWidth }, 0));
   // The global tile, after the others: the whole image squeezed to one tile.
-  if (g.crops > tiles) resize(T, T, (y, line) => put(tiles, y, 0, line, 0, T));
-  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
+  if (g.crops > tiles) w.resize(T, T, (y, line) => w.put(tiles, y, 0, line, 0, T));
+  return { ...g, ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}), ...(w.bf16 ? { bf16: w.bf16 } : {}), inMemory: w.inMemory };
 }

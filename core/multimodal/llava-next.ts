@@ -22,18 +22,9 @@
 // docs/preprocessing.md.
 import type { ClipImageConfig } from './clip-image.ts';
 import { CLIP_336_DEFAULTS } from './clip-image.ts';
-import {
-  bf16LevelTables,
-  encoderOutputBytes,
-  ImageSizeError,
-  levelTable,
-  memoryHolding,
-  outputViews,
-  type EncoderMemory,
-  type OutputKinds,
-} from './qwen-vl.ts';
-import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
-import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
+import { cropWriter } from './crop-writer.ts';
+import { encoderOutputBytes, ImageSizeError, levelTable, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import { resizeBytes } from './resize-simd.ts';
 
 export interface AnyresImageConfig extends ClipImageConfig {
   /** image_grid_pinpoints: the [height, width] sizes (whole crops) an image is resized and padded to. */
@@ -166,57 +157,21 @@ export function preprocessAnyresRgb(
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessAnyresRgb: asked for neither float32 nor bfloat16 output');
   const g = anyresGeometry(height, width, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
-  const crop = anyresCropElements(cfg);
-  const elements = g.crops * crop;
-  const memory = memoryHolding(options.memory, elements, kinds, anyresMemoryBytes(width, height, cfg, kinds));
-  const views = memory ? outputViews(memory, kinds) : {};
-  const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(elements)) : undefined;
-  const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(elements)) : undefined;
-  const levels = levelTable(cfg);
-  const bfLevels = bf16LevelTables(levels);
-  const T = cfg.crop_height;
-  const TW = cfg.crop_width;
-  const plane = T * TW;
-  /** `count` pixels of `line` from pixel `from` into crop `index`'s row `y` from column `x`. */
-  const put = (index: number, y: number, x: number, line: Uint8Array, from: number, count: number) => {
-    for (let c = 0; c < 3; c++) {
-      const at = index * crop + c * plane + y * TW + x;
-      if (out) {
-        const table = levels[c]!;
-        for (let i = 0; i < count; i++) out[at + i] = table[line[(from + i) * 3 + c]!]!;
-      }
-      if (bf) {
-        const table = bfLevels[c]!;
-        for (let i = 0; i < count; i++) bf[at + i] = table[line[(from + i) * 3 + c]!]!;
-      }
-    }
-  };
-  // The tiles start as the padding's value (a zero level, normalized); the resized image is written over it.
-  for (let index = 1; index < g.crops; index++)
-    for (let c = 0; c < 3; c++) {
-      const from = index * crop + c * plane;
-      out?.fill(levels[c]![0]!, from, from + plane);
-      bf?.fill(bfLevels[c]![0]!, from, from + plane);
-    }
-  const resize = (outW: number, outH: number, row: (y: number, line: Uint8Array) => void) => {
-    const kernels = memory && !options.javascript ? kernelsOn(memory.memory) : null;
-    const plan = kernels ? planResize(kernels, rgb, width, height, outW, outH, [], memory!.scratchAt) : null;
-    if (kernels && plan) resizeBand(kernels, plan, 0, row);
-    else (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, outW, outH, row);
-  };
-  // The base image: the whole image squeezed to one crop.
-  resize(TW, T, (y, line) => put(0, y, 0, line, 0, TW));
-  // The tiles: each resized row lands in the tiles of its padded row, a run of columns in each.
-  resize(g.resizedWidth, g.resizedHeight, (y, line) => {
-    const py = g.top + y;
-    const tileRow = Math.floor(py / T);
-    for (let x = 0; x < g.resizedWidth;) {
-      const px = g.left + x;
-      const tileCol = Math.floor(px / TW);
-      const count = Math.min(g.resizedWidth - x, (tileCol + 1) * TW - px);
-      put(1 + tileRow * g.cols + tileCol, py - tileRow * T, px - tileCol * TW, line, x, count);
-      x += count;
-    }
+  const plane = cfg.crop_height * cfg.crop_width;
+  const w = cropWriter(rgb, width, height, {
+    ...options,
+    crops: g.crops,
+    cropHeight: cfg.crop_height,
+    cropWidth: cfg.crop_width,
+    levels: levelTable(cfg),
+    filter: 'bicubic',
+    bytes: anyresMemoryBytes(width, height, cfg, kinds),
   });
-  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
+  // The tiles start as the padding's value (black, normalized); the resized image is written over it.
+  for (let index = 1; index < g.crops; index++) for (let c = 0; c < 3; c++) w.padBlack(c, (3 * index + c) * plane, (3 * index + c + 1) * plane);
+  // The base image: the whole image squeezed to one crop.
+  w.resize(cfg.crop_width, cfg.crop_height, (y, line) => w.put(0, y, 0, line, 0, cfg.crop_width));
+  // The tiles: each resized row lands in the tiles of its padded row, a run of columns in each.
+  w.resize(g.resizedWidth, g.resizedHeight, w.intoTiles(g, 1));
+  return { ...g, ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}), ...(w.bf16 ? { bf16: w.bf16 } : {}), inMemory: w.inMemory };
 }
