@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeTestImages } from '../test/images.ts';
-import { runPython, runPythonScript } from '../test/python.ts';
+import { addNoiseImages, makeTestImages } from '../test/images.ts';
+import { runPythonScript } from '../test/python.ts';
 import { f32ToBf16 } from '../transport/dtype.ts';
 import { decodeToRgb } from './decode.ts';
 import { llama4Canvases, llama4Geometry, llama4Levels, llama4MemoryBytes, LLAMA4_DEFAULTS, preprocessLlama4Rgb } from './llama4.ts';
@@ -15,18 +15,12 @@ const images = makeTestImages();
 afterAll(() => images.remove());
 // A portrait (3 x 1 tiles), a 1x1 dot (one tile, scaled up to it), a 3000x20 strip (1 x 9,
 // its 20 rows padded with black to 336) and a 200x150 image (one tile, scaled up to 336 wide).
-runPython(
-  `
-import sys, numpy as np
-from PIL import Image
-rng = np.random.default_rng(41)
-Image.fromarray(rng.integers(0, 256, (900, 250, 3), dtype=np.uint8)).save(sys.argv[1] + '/tall.png')
-Image.fromarray(rng.integers(0, 256, (1, 1, 3), dtype=np.uint8)).save(sys.argv[1] + '/dot.png')
-Image.fromarray(rng.integers(0, 256, (20, 3000, 3), dtype=np.uint8)).save(sys.argv[1] + '/strip.png')
-Image.fromarray(rng.integers(0, 256, (150, 200, 3), dtype=np.uint8)).save(sys.argv[1] + '/small.png')
-`,
-  [images.dir],
-);
+addNoiseImages(images, 41, [
+  ['tall.png', 900, 250],
+  ['dot.png', 1, 1],
+  ['strip.png', 20, 3000],
+  ['small.png', 150, 200],
+]);
 const bytesOf = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 
 interface ReferenceInfo {

@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeTestImages } from '../test/images.ts';
-import { runPython, runPythonScript } from '../test/python.ts';
+import { addNoiseImages, makeTestImages } from '../test/images.ts';
+import { runPythonScript } from '../test/python.ts';
 import { f32ToBf16 } from '../transport/dtype.ts';
 import { decodeToRgb } from './decode.ts';
 import { anyresGeometry, anyresMemoryBytes, anyresTokens, LLAVA_NEXT_DEFAULTS, preprocessAnyresRgb, selectBestResolution } from './llava-next.ts';
@@ -15,17 +15,11 @@ const images = makeTestImages();
 afterAll(() => images.remove());
 // A portrait (3 x 1 tiles at 1008x336), a 1x1 image (scaled up, 1 x 2 at 336x672) and a
 // 3000x20 strip (1 x 3 at 336x1008, 7 rows of pixels padded with black to 336).
-runPython(
-  `
-import sys, numpy as np
-from PIL import Image
-rng = np.random.default_rng(12)
-Image.fromarray(rng.integers(0, 256, (900, 250, 3), dtype=np.uint8)).save(sys.argv[1] + '/tall.png')
-Image.fromarray(rng.integers(0, 256, (1, 1, 3), dtype=np.uint8)).save(sys.argv[1] + '/dot.png')
-Image.fromarray(rng.integers(0, 256, (20, 3000, 3), dtype=np.uint8)).save(sys.argv[1] + '/strip.png')
-`,
-  [images.dir],
-);
+addNoiseImages(images, 12, [
+  ['tall.png', 900, 250],
+  ['dot.png', 1, 1],
+  ['strip.png', 20, 3000],
+]);
 const bytesOf = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 
 describe('LLaVA-NeXT anyres geometry (select_best_resolution, get_patch_output_size, vLLM’s token count)', () => {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { f32ToBf16 } from '../transport/dtype.ts';
-import { makeTestImages } from '../test/images.ts';
+import { addNoiseImages, makeTestImages } from '../test/images.ts';
 import { runPython, runPythonScript } from '../test/python.ts';
 import { decodeToRgb } from './decode.ts';
 import { KIMI_K25_DEFAULTS, moonVitGeometry, moonVitMemoryBytes, preprocessMoonVitRgb, type MoonVitImageConfig } from './moonvit.ts';
@@ -13,16 +13,10 @@ const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/moo
 const images = makeTestImages();
 afterAll(() => images.remove());
 // A 1x1 image (padded to one merge block) and a 60x2000 strip (within the budget: padded to 84 wide).
-runPython(
-  `
-import sys, numpy as np
-from PIL import Image
-rng = np.random.default_rng(5)
-Image.fromarray(rng.integers(0, 256, (1, 1, 3), dtype=np.uint8)).save(sys.argv[1] + '/dot.png')
-Image.fromarray(rng.integers(0, 256, (2000, 60, 3), dtype=np.uint8)).save(sys.argv[1] + '/strip.png')
-`,
-  [images.dir],
-);
+addNoiseImages(images, 5, [
+  ['dot.png', 1, 1],
+  ['strip.png', 2000, 60],
+]);
 const bytesOf = (a: Float32Array | Uint16Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 
 describe('MoonViT geometry (navit_resize_image)', () => {

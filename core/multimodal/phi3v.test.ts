@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { makeTestImages } from '../test/images.ts';
-import { runPython, runPythonScript } from '../test/python.ts';
+import { addNoiseImages, makeTestImages } from '../test/images.ts';
+import { runPythonScript } from '../test/python.ts';
 import { decodeToRgb } from './decode.ts';
 import { f32ToBf16 } from '../transport/dtype.ts';
 import { PHI3_VISION_DEFAULTS, phi3VisionGeometry, phi3VisionMemoryBytes, phi3VisionTokens, preprocessPhi3VisionRgb } from './phi3v.ts';
@@ -15,17 +15,11 @@ const images = makeTestImages();
 afterAll(() => images.remove());
 // A portrait (transposed for the HD transform), a 1x1 image (scaled up to 4x4 tiles) and a
 // 3000x20 strip (one tile row of 16, 35 rows of pixels padded with white to 336).
-runPython(
-  `
-import sys, numpy as np
-from PIL import Image
-rng = np.random.default_rng(11)
-Image.fromarray(rng.integers(0, 256, (700, 300, 3), dtype=np.uint8)).save(sys.argv[1] + '/tall.png')
-Image.fromarray(rng.integers(0, 256, (1, 1, 3), dtype=np.uint8)).save(sys.argv[1] + '/dot.png')
-Image.fromarray(rng.integers(0, 256, (20, 3000, 3), dtype=np.uint8)).save(sys.argv[1] + '/strip.png')
-`,
-  [images.dir],
-);
+addNoiseImages(images, 11, [
+  ['tall.png', 700, 300],
+  ['dot.png', 1, 1],
+  ['strip.png', 20, 3000],
+]);
 const bytesOf = (a: Float32Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
 
 describe('Phi-3-vision HD geometry (HD_transform, padding_336)', () => {

@@ -56,3 +56,21 @@ export function makeTestImages(): { dir: string; file(name: string): string; byt
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
+
+/**
+ * Noise images of odd shapes beside `images`' (a portrait, a 1×1 dot, a strip: the sizes a
+ * family's geometry treats apart), Pillow-written PNGs of uniform random pixels from `seed`,
+ * each `[name, height, width]`.
+ */
+export function addNoiseImages(images: { dir: string }, seed: number, shapes: ReadonlyArray<readonly [string, number, number]>): void {
+  runPython(
+    `
+import json, sys, numpy as np
+from PIL import Image
+rng = np.random.default_rng(int(sys.argv[2]))
+for name, h, w in json.loads(sys.argv[3]):
+    Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(sys.argv[1] + '/' + name)
+`,
+    [images.dir, String(seed), JSON.stringify(shapes)],
+  );
+}

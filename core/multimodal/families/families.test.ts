@@ -33,6 +33,21 @@ Image.fromarray(np.dstack([(x * 3) % 256, (y * 5) % 256, (x + y) % 256]).astype(
   [SMALL],
 );
 
+/** A model directory of `kind` whose config.json and preprocessor_config.json have these keys over the family's, and its loader. */
+function modelWithFiles(
+  kind: TestFamilyModel,
+  config: Record<string, unknown>,
+  pre: Record<string, unknown>,
+): { dir: string; load: () => ReturnType<typeof loadModelDirectory> } {
+  const dir = makeFamilyModel(path.join(scratch, `${kind}-${Math.random().toString(36).slice(2)}`), kind);
+  for (const [file, more] of [
+    ['config.json', config],
+    ['preprocessor_config.json', pre],
+  ] as const)
+    writeFileSync(path.join(dir, file), JSON.stringify({ ...JSON.parse(readFileSync(path.join(dir, file), 'utf8')), ...more }));
+  return { dir, load: () => loadModelDirectory(dir) };
+}
+
 const model = (kind: TestFamilyModel) => loadModelDirectory(makeFamilyModel(path.join(scratch, `${kind}-${Math.random().toString(36).slice(2)}`), kind));
 
 describe('detection from config.json, as the gateway registry does it by model_type', () => {
@@ -293,15 +308,7 @@ describe('every family names the tensors the gateway sends for it', () => {
 });
 
 describe('Llama 4 model directories', () => {
-  const withFiles = async (config: Record<string, unknown>, pre: Record<string, unknown>) => {
-    const dir = makeFamilyModel(path.join(scratch, `llama4-${Math.random().toString(36).slice(2)}`), 'llama4');
-    for (const [file, more] of [
-      ['config.json', config],
-      ['preprocessor_config.json', pre],
-    ] as const)
-      writeFileSync(path.join(dir, file), JSON.stringify({ ...JSON.parse(readFileSync(path.join(dir, file), 'utf8')), ...more }));
-    return { dir, load: () => loadModelDirectory(dir) };
-  };
+  const withFiles = (config: Record<string, unknown>, pre: Record<string, unknown>) => modelWithFiles('llama4', config, pre);
 
   it("<|patch|> (image_token_index 200092) takes the features, the template's <|image|> (200090) is the placeholder; 336-pixel tiles, 16 at most, 144 tokens a crop", async () => {
     const m = await model('llama4');
@@ -371,21 +378,21 @@ describe('Llama 4 model directories', () => {
   });
 
   it('max_patches and resize_to_max_canvas from preprocessor_config.json; refused: a tile the tower does not take, another filter, a non-square size, a vision tower of another patch', async () => {
-    const ok = await withFiles({}, { max_patches: 9, resize_to_max_canvas: true });
+    const ok = withFiles({}, { max_patches: 9, resize_to_max_canvas: true });
     expect((await ok.load()).imageConfig).toMatchObject({ max_patches: 9, resize_to_max_canvas: true });
-    const tile = await withFiles({}, { size: { height: 448, width: 448 } });
+    const tile = withFiles({}, { size: { height: 448, width: 448 } });
     await expect(tile.load()).rejects.toThrow(
       `${path.join(tile.dir, 'preprocessor_config.json')}: size 448x448 differs from ${path.join(tile.dir, 'config.json')}'s vision_config.image_size 336, the tiles the worker's model takes`,
     );
-    const filter = await withFiles({}, { resample: 3 });
+    const filter = withFiles({}, { resample: 3 });
     await expect(filter.load()).rejects.toThrow(`${path.join(filter.dir, 'preprocessor_config.json')}: resample 3 is not served (2, bilinear, is)`);
-    const oblong = await withFiles({}, { size: { height: 336, width: 672 } });
+    const oblong = withFiles({}, { size: { height: 336, width: 672 } });
     await expect(oblong.load()).rejects.toThrow(
       `${path.join(oblong.dir, 'preprocessor_config.json')}: size 336x672 is not served (a square tile is; HF's processor refuses another)`,
     );
-    const patch = await withFiles({ vision_config: { image_size: 336, patch_size: 15, pixel_shuffle_ratio: 0.5 } }, {});
+    const patch = withFiles({ vision_config: { image_size: 336, patch_size: 15, pixel_shuffle_ratio: 0.5 } }, {});
     await expect(patch.load()).rejects.toThrow(`${path.join(patch.dir, 'config.json')}: vision_config.patch_size 15 does not divide the 336-pixel tile`);
-    const budget = await withFiles({}, { max_patches: 0 });
+    const budget = withFiles({}, { max_patches: 0 });
     await expect(budget.load()).rejects.toThrow(`${path.join(budget.dir, 'preprocessor_config.json')}: max_patches must be a positive number, got 0`);
   });
 
@@ -400,15 +407,7 @@ describe('Llama 4 model directories', () => {
 });
 
 describe('LLaVA-NeXT model directories', () => {
-  const withFiles = async (config: Record<string, unknown>, pre: Record<string, unknown>) => {
-    const dir = makeFamilyModel(path.join(scratch, `llava-next-${Math.random().toString(36).slice(2)}`), 'llava_next');
-    for (const [file, more] of [
-      ['config.json', config],
-      ['preprocessor_config.json', pre],
-    ] as const)
-      writeFileSync(path.join(dir, file), JSON.stringify({ ...JSON.parse(readFileSync(path.join(dir, file), 'utf8')), ...more }));
-    return { dir, load: () => loadModelDirectory(dir) };
-  };
+  const withFiles = (config: Record<string, unknown>, pre: Record<string, unknown>) => modelWithFiles('llava_next', config, pre);
 
   it("config.json's image_token_index (32000), CLIP at 336 with the five pinpoints; an image's tokens from its size, as vLLM's model counts them", async () => {
     const m = await model('llava_next');
@@ -438,25 +437,25 @@ describe('LLaVA-NeXT model directories', () => {
       [336, 1008],
       [1008, 1008],
     ];
-    const ok = await withFiles({ image_grid_pinpoints: pinpoints }, { image_grid_pinpoints: pinpoints });
+    const ok = withFiles({ image_grid_pinpoints: pinpoints }, { image_grid_pinpoints: pinpoints });
     expect((await ok.load()).imageConfig).toMatchObject({ image_grid_pinpoints: pinpoints });
-    const differ = await withFiles({}, { image_grid_pinpoints: pinpoints });
+    const differ = withFiles({}, { image_grid_pinpoints: pinpoints });
     await expect(differ.load()).rejects.toThrow(
       `${path.join(differ.dir, 'preprocessor_config.json')}: image_grid_pinpoints [[336,1008],[1008,1008]] differs from ${path.join(differ.dir, 'config.json')}'s [[336,672],[672,336],[672,672],[1008,336],[336,1008]]: the processor's crops and the model's token count would disagree`,
     );
     // config.json naming none: the model takes LlavaNextConfig's default five, which the processor's must be too.
-    const unnamed = await withFiles({}, { image_grid_pinpoints: pinpoints });
+    const unnamed = withFiles({}, { image_grid_pinpoints: pinpoints });
     const config = JSON.parse(readFileSync(path.join(unnamed.dir, 'config.json'), 'utf8'));
     delete config.image_grid_pinpoints;
     writeFileSync(path.join(unnamed.dir, 'config.json'), JSON.stringify(config));
     await expect(unnamed.load()).rejects.toThrow(
       `${path.join(unnamed.dir, 'preprocessor_config.json')}: image_grid_pinpoints [[336,1008],[1008,1008]] differs from ${path.join(unnamed.dir, 'config.json')}'s [[336,672],[672,336],[672,672],[1008,336],[336,1008]] (its default: it names none): the processor's crops and the model's token count would disagree`,
     );
-    const uneven = await withFiles({ image_grid_pinpoints: [[336, 700]] }, { image_grid_pinpoints: [[336, 700]] });
+    const uneven = withFiles({ image_grid_pinpoints: [[336, 700]] }, { image_grid_pinpoints: [[336, 700]] });
     await expect(uneven.load()).rejects.toThrow(
       `${path.join(uneven.dir, 'preprocessor_config.json')}: image_grid_pinpoints must be a list of [height, width] pairs, each a whole number of 336x336 crops, got [[336,700]]`,
     );
-    const full = await withFiles({ vision_feature_select_strategy: 'full' }, {});
+    const full = withFiles({ vision_feature_select_strategy: 'full' }, {});
     await expect(full.load()).rejects.toThrow(
       `${path.join(full.dir, 'config.json')}: vision_feature_select_strategy "full" is not served for LLaVA-NeXT ("default" is)`,
     );
