@@ -161,11 +161,12 @@ export function llama4Geometry(height: number, width: number, cfg: Llama4ImageCo
 export const llama4CropElements = (cfg: Pick<Llama4ImageConfig, 'tile_size'>): number => 3 * cfg.tile_size * cfg.tile_size;
 
 /** A float32 value rounded to bfloat16 (to nearest, ties to even), as a float32. */
+const scratchF32 = new Float32Array(1);
+const scratchBits = new Uint32Array(scratchF32.buffer);
 function toBf16(x: number): number {
-  const f = new Float32Array([x]);
-  const bits = new Uint32Array(f.buffer);
-  bits[0] = bf16BitsFromF32Bits(bits[0]!) << 16;
-  return f[0]!;
+  scratchF32[0] = x;
+  scratchBits[0] = bf16BitsFromF32Bits(scratchBits[0]!) << 16;
+  return scratchF32[0];
 }
 
 /** Per channel, the encoder value of each 8-bit level as HF computes it in bfloat16 (rescale, then normalize, each step rounded). */
