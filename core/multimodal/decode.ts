@@ -20,6 +20,8 @@ export interface RgbImage {
   /** width × height × 3 bytes, row-major RGB. */
   rgb: Uint8Array;
   format: string;
+  /** width × height bytes of alpha, asked for (`keepAlpha`) and not wholly opaque: what Pillow sees as an alpha band or palette transparency. */
+  alpha?: Uint8Array;
 }
 
 /** Keep decompression bombs out: refuse images above this many pixels before decoding (the router passes its own, lower, request limit). */
@@ -115,7 +117,17 @@ function refusedFormat(bytes: Uint8Array): string | undefined {
   return undefined;
 }
 
-export async function decodeToRgb(bytes: Uint8Array, maxPixels: number = MAX_DECODE_PIXELS): Promise<RgbImage> {
+/**
+ * PNG's colour type (IHDR): 0 gray, 2 RGB, 3 palette, 4 gray with alpha, 6 RGBA. A gray or RGB
+ * PNG's transparency chunk (a colour key) makes the decoder give an alpha channel Pillow does
+ * not: it opens such an image as L or RGB, and Kimi-K3's processor returns an RGB image as it is.
+ */
+function pngColourType(bytes: Uint8Array): number | undefined {
+  return bytes.length > 25 ? bytes[25] : undefined;
+}
+
+/** `keepAlpha`: give the alpha channel too where the image has one that is not wholly opaque (Kimi-K3 flattens it over its background). */
+export async function decodeToRgb(bytes: Uint8Array, maxPixels: number = MAX_DECODE_PIXELS, keepAlpha = false): Promise<RgbImage> {
   const sniffed = sniffFormat(bytes);
   if (!sniffed) {
     const format = refusedFormat(bytes);
@@ -141,7 +153,22 @@ export async function decodeToRgb(bytes: Uint8Array, maxPixels: number = MAX_DEC
     const rgb = await sharp(bytes, { limitInputPixels: maxPixels, failOn: 'error' }).toColourspace('srgb').removeAlpha().raw({ depth: 'uchar' }).toBuffer();
     return { width, height, rgb, format: sniffed };
   }
-  return { width, height, rgb: toRgb(raw.data, width * height, channels), format: sniffed };
+  const rgb = toRgb(raw.data, width * height, channels);
+  const colourKeyed = sniffed === 'png' && (pngColourType(bytes) === 0 || pngColourType(bytes) === 2);
+  const alpha = keepAlpha && (channels === 2 || channels === 4) && !colourKeyed ? alphaPlane(raw.data, width * height, channels) : undefined;
+  return { width, height, rgb, format: sniffed, ...(alpha ? { alpha } : {}) };
+}
+
+/** The last channel of each pixel, or undefined when every pixel is opaque (then flattening changes nothing). */
+function alphaPlane(data: Uint8Array, pixels: number, channels: number): Uint8Array | undefined {
+  const alpha = new Uint8Array(pixels);
+  let opaque = true;
+  for (let i = 0, p = channels - 1; i < pixels; i++, p += channels) {
+    const a = data[p]!;
+    alpha[i] = a;
+    if (a !== 255) opaque = false;
+  }
+  return opaque ? undefined : alpha;
 }
 
 function firstLine(err: unknown): string {

@@ -5,7 +5,7 @@ import { f32ToBf16 } from '../transport/dtype.ts';
 import { addNoiseImages, makeTestImages } from '../test/images.ts';
 import { runPython, runPythonScript } from '../test/python.ts';
 import { decodeToRgb } from './decode.ts';
-import { KIMI_K25_DEFAULTS, moonVitGeometry, moonVitMemoryBytes, preprocessMoonVitRgb, type MoonVitImageConfig } from './moonvit.ts';
+import { KIMI_K25_DEFAULTS, KIMI_K3_DEFAULTS, moonVitGeometry, moonVitMemoryBytes, preprocessMoonVitRgb, type MoonVitImageConfig } from './moonvit.ts';
 import { PreprocessPool } from './pool.ts';
 import { ImageSizeError } from './qwen-vl.ts';
 
@@ -161,5 +161,89 @@ open(sys.argv[5], 'wb').write(x.tobytes())`,
     } finally {
       await pool.close();
     }
+  });
+});
+
+describe('Kimi-K3: transparent pixels over the chessboard, as the reference flattens them', () => {
+  // Transparent images of every kind Pillow reads as transparent: RGBA with every alpha level
+  // (a gradient over noise), gray with alpha (LA), a palette PNG and a GIF with a transparent
+  // index, a wholly transparent image, and an RGB PNG with a colour key (Pillow keeps it RGB).
+  runPython(
+    `
+import sys, numpy as np
+from PIL import Image
+d = sys.argv[1]
+rng = np.random.default_rng(31)
+h, w = 330, 470
+rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+alpha = np.tile(np.linspace(0, 255, w).astype(np.uint8), (h, 1))
+alpha[::7, :] = 0
+alpha[3::11, :] = 255
+Image.fromarray(np.dstack([rgb, alpha]), 'RGBA').save(d + '/k3-rgba.png')
+Image.fromarray(np.dstack([rgb[:, :, 0], alpha]), 'LA').save(d + '/k3-la.png')
+pal = Image.fromarray(rgb).quantize(64)
+pal.info['transparency'] = 5
+pal.save(d + '/k3-palette.png', transparency=5)
+pal.save(d + '/k3-palette.gif', transparency=5)
+Image.new('RGBA', (90, 61), (0, 0, 0, 0)).save(d + '/k3-clear.png')
+Image.fromarray(rgb).save(d + '/k3-keyed.png', transparency=(rgb[0, 0, 0], rgb[0, 0, 1], rgb[0, 0, 2]))
+`,
+    [images.dir],
+  );
+  const K3_SMALL: MoonVitImageConfig = { ...KIMI_K3_DEFAULTS, in_patch_limit: 512 };
+  const cases: Array<[string, MoonVitImageConfig, string[]]> = [
+    // K3's own budget keeps these sizes: flattened at the image's size.
+    ['k3-rgba.png', KIMI_K3_DEFAULTS, []],
+    ['k3-la.png', KIMI_K3_DEFAULTS, []],
+    ['k3-palette.png', KIMI_K3_DEFAULTS, []],
+    ['k3-palette.gif', KIMI_K3_DEFAULTS, []],
+    ['k3-clear.png', KIMI_K3_DEFAULTS, []],
+    ['k3-keyed.png', KIMI_K3_DEFAULTS, []],
+    ['photo.jpg', KIMI_K3_DEFAULTS, []],
+    // A 512-patch budget scales them: resized with their alpha (premultiplied), then flattened.
+    ['k3-rgba.png', K3_SMALL, ['--limit', '512']],
+    ['k3-la.png', K3_SMALL, ['--limit', '512']],
+    ['k3-palette.gif', K3_SMALL, ['--limit', '512']],
+    ['k3-keyed.png', K3_SMALL, ['--limit', '512']],
+    // Flattened before the resize (the reference's stage when the key is absent).
+    ['k3-rgba.png', { ...K3_SMALL, transparent_bg: { ...KIMI_K3_DEFAULTS.transparent_bg!, stage: 'before_resize' } }, ['--limit', '512', '--stage', 'before_resize']],
+    // Another board: 5-pixel squares, gray 90.
+    [
+      'k3-rgba.png',
+      { ...K3_SMALL, transparent_bg: { ...KIMI_K3_DEFAULTS.transparent_bg!, chessboard_square_size: 5, chessboard_gray_value: 90 } },
+      ['--limit', '512', '--square', '5', '--gray', '90'],
+    ],
+  ];
+  it.each(cases)('%s %#: the bytes of the reference, JavaScript and SIMD resize, and through the pool', async (name, cfg, args) => {
+    const out = path.join(images.dir, `k3-${name}-${args.join('')}.f32`);
+    const info = JSON.parse(runPythonScript(REFERENCE, [images.file(name), '--k3', ...args, '--out', out]));
+    const reference = readFileSync(out);
+    const img = await decodeToRgb(images.bytes(name), undefined, true);
+    expect(img.alpha !== undefined).toBe(name !== 'k3-keyed.png' && name !== 'photo.jpg');
+    const opts = img.alpha ? { alpha: img.alpha } : {};
+    const ours = preprocessMoonVitRgb(img.rgb, img.width, img.height, cfg, opts);
+    expect([ours.resizedHeight, ours.resizedWidth, ours.tokens]).toEqual([...info.resized, info.tokens]);
+    expect(bytesOf(ours.pixelValues!).equals(reference)).toBe(true);
+    const js = preprocessMoonVitRgb(img.rgb, img.width, img.height, cfg, { ...opts, javascript: true });
+    expect(bytesOf(js.pixelValues!).equals(reference)).toBe(true);
+    const pool = new PreprocessPool(2);
+    try {
+      const r = await pool.run({ bytes: images.bytes(name), config: cfg, bf16: true });
+      expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
+      expect(bytesOf(r.bf16!).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer))))).toBe(true);
+      r.release();
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it("a wholly transparent image is the bare board: 255 and 180 alone, top-left square white; K2.5's configuration drops the alpha (black)", async () => {
+    const img = await decodeToRgb(images.bytes('k3-clear.png'), undefined, true);
+    const k3 = preprocessMoonVitRgb(img.rgb, img.width, img.height, KIMI_K3_DEFAULTS, { alpha: img.alpha! });
+    // Patch 0, channel 0: its first row is x 0..13 of y 0: 8 white pixels, then 6 gray.
+    const level = (v: number) => Math.round((v * 0.5 + 0.5) * 255);
+    expect(Array.from(k3.pixelValues!.subarray(0, 14), level)).toEqual([...Array(8).fill(255), ...Array(6).fill(180)]);
+    const k25 = preprocessMoonVitRgb(img.rgb, img.width, img.height, KIMI_K25_DEFAULTS, { alpha: img.alpha! });
+    expect(level(k25.pixelValues![0]!)).toBe(0);
   });
 });

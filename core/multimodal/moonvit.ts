@@ -25,7 +25,8 @@ import {
   type EncoderMemory,
   type OutputKinds,
 } from './qwen-vl.ts';
-import { checkRgbBytes, resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
+import { checkRgbBytes, resizeRgb, resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
+import { KIMI_K3_TRANSPARENT_BG, alphaAsRgb, compositeOverBackground, firstChannel, premultiplied, unpremultiply, type TransparentBackground } from './transparent-bg.ts';
 import { kernelsOn, planResize, resizeBand, resizeBytes, simdAvailable, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
 
 export interface MoonVitImageConfig {
@@ -38,6 +39,8 @@ export interface MoonVitImageConfig {
   patch_limit_on_one_side: number;
   image_mean: [number, number, number];
   image_std: [number, number, number];
+  /** How an image with alpha is flattened (Kimi-K3's transparent_bg_config and fill stage: transparent-bg.ts); absent: its alpha is dropped (Kimi-K2.5). */
+  transparent_bg?: TransparentBackground;
 }
 
 /** Kimi-K2.5's preprocessor_config.json media_proc_cfg (moonshotai/Kimi-K2.5, as the gateway's KimiK25Processor defaults it). */
@@ -48,6 +51,13 @@ export const KIMI_K25_DEFAULTS: MoonVitImageConfig = {
   patch_limit_on_one_side: 512,
   image_mean: [0.5, 0.5, 0.5],
   image_std: [0.5, 0.5, 0.5],
+};
+
+/** Kimi-K3's preprocessor_config.json media_proc_cfg (moonshotai/Kimi-K3, as the gateway's KimiK3Processor defaults it): four times K2.5's patch budget, and its chessboard under transparent pixels. */
+export const KIMI_K3_DEFAULTS: MoonVitImageConfig = {
+  ...KIMI_K25_DEFAULTS,
+  in_patch_limit: 65536,
+  transparent_bg: KIMI_K3_TRANSPARENT_BG,
 };
 
 export interface MoonVitGeometry {
@@ -236,12 +246,14 @@ export async function preprocessMoonVitWithKernels(
   height: number,
   cfg: MoonVitImageConfig,
   memory: EncoderMemory,
-  options: { bf16?: boolean; float32?: boolean },
+  options: { bf16?: boolean; float32?: boolean; alpha?: Uint8Array },
   helper?: BandHelper,
 ): Promise<MoonVitOutput | null> {
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
   if (!kinds.float32 && !kinds.bf16) throw new RangeError('preprocessMoonVitWithKernels: asked for neither float32 nor bfloat16 output');
   if (!simdAvailable()) return null;
+  // An image flattened over a background takes the JavaScript passes (preprocessMoonVitRgb).
+  if (options.alpha && cfg.transparent_bg) return null;
   const g = moonVitGeometry(height, width, cfg);
   if (!memoryHolding(memory, moonVitElements(g, cfg), kinds, moonVitMemoryBytes(width, height, cfg, kinds))) return null;
   if (!kernelArithmeticAgrees(cfg, moonVitLevels(cfg))) return null;
@@ -298,10 +310,30 @@ export function preprocessMoonVitRgb(
   width: number,
   height: number,
   cfg: MoonVitImageConfig,
-  options: { bf16?: boolean; float32?: boolean; javascript?: boolean; memory?: EncoderMemory } = {},
+  options: { bf16?: boolean; float32?: boolean; javascript?: boolean; memory?: EncoderMemory; alpha?: Uint8Array } = {},
 ): MoonVitOutput {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessMoonVitRgb: asked for neither float32 nor bfloat16 output');
   const g = moonVitGeometry(height, width, cfg);
+  // An image with alpha under a transparent background (Kimi-K3): flattened at its own size,
+  // or resized with its alpha and flattened at the resized size; its rows are then the image's.
+  let resized: Uint8Array | undefined;
+  if (options.alpha && cfg.transparent_bg) {
+    checkRgbBytes(rgb, width, height);
+    if (options.alpha.length !== width * height) throw new RangeError(`expected ${width * height} bytes of alpha for ${width}x${height}, got ${options.alpha.length}`);
+    const scaled = g.resizedWidth !== width || g.resizedHeight !== height;
+    if (cfg.transparent_bg.stage === 'after_resize' && scaled) {
+      const impl = options.javascript ? 'js' : 'auto';
+      resized = resizeRgb(premultiplied(rgb, options.alpha), width, height, g.resizedWidth, g.resizedHeight, impl);
+      const alpha = firstChannel(resizeRgb(alphaAsRgb(options.alpha), width, height, g.resizedWidth, g.resizedHeight, impl));
+      unpremultiply(resized, alpha);
+      compositeOverBackground(resized, alpha, g.resizedWidth, g.resizedHeight, cfg.transparent_bg);
+    } else {
+      const flat = rgb.slice();
+      compositeOverBackground(flat, options.alpha, width, height, cfg.transparent_bg);
+      if (scaled) return preprocessMoonVitRgb(flat, width, height, cfg, { ...options, alpha: undefined });
+      resized = flat;
+    }
+  }
   const p = cfg.patch_size;
   const n = moonVitElements(g, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
@@ -320,10 +352,11 @@ export function preprocessMoonVitRgb(
     if (out) patchRow(out, gh * rowValues, levels, src, start, stride, rows, w, p, g.gridW);
     if (bf) patchRow(bf, gh * rowValues, bfLevels, src, start, stride, rows, w, p, g.gridW);
   };
-  if (w === width && g.resizedHeight === height) {
+  if (resized || (w === width && g.resizedHeight === height)) {
     // Not scaled: Pillow's resize to an image's own size is a copy of it, so its rows are the source's.
-    checkRgbBytes(rgb, width, height);
-    for (let gh = 0; gh < g.gridH; gh++) emit(gh, rgb, gh * p * stride, Math.max(0, Math.min(p, height - gh * p)));
+    const rows = resized ?? rgb;
+    if (!resized) checkRgbBytes(rgb, width, height);
+    for (let gh = 0; gh < g.gridH; gh++) emit(gh, rows, gh * p * stride, Math.max(0, Math.min(p, g.resizedHeight - gh * p)));
   } else {
     // The resize gives a row at a time: p of them make a row of patches.
     const block = new Uint8Array(p * stride);

@@ -100,7 +100,8 @@ export interface PreprocessResult extends EncoderGeometry {
 
 export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helper?: BandHelper, sink?: EncoderInputSink): Promise<PreprocessResult> {
   const t0 = performance.now();
-  const decoding = decodeToRgb(task.bytes, task.maxPixels);
+  // Kimi-K3 flattens an image's alpha over its background: the decoder keeps it for that configuration alone.
+  const decoding = decodeToRgb(task.bytes, task.maxPixels, isMoonVitConfig(task.config) && task.config.transparent_bg !== undefined);
   /** The sink while it is open: its descriptor and encoding, which the bands are written to. */
   let file: TensorFileWrite | undefined;
   let shm: ShmPrewriteResult | undefined;
@@ -141,6 +142,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
       // MoonViT runs on the SIMD kernels there (a scaled image's rows shared with the helper),
       // else on the JavaScript passes.
       const memory = task.output ? { memory: task.output } : {};
+      const alpha = image.alpha ? { alpha: image.alpha } : {};
       const done = isClipConfig(cfg)
         ? preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
         : isAnyresConfig(cfg)
@@ -149,8 +151,8 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
             ? preprocessPhi3VisionRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
             : isLlama4Config(cfg)
               ? preprocessLlama4Rgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
-              : ((task.output ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, options, helper) : null) ??
-                preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory }));
+              : ((task.output ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, { ...options, ...alpha }, helper) : null) ??
+                preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory, ...alpha }));
       if ('threads' in done) threads = done.threads;
       out = {
         ...geometry(),

@@ -12,7 +12,16 @@ image_to_resized_padded_np, normalize_image, patchify_image), never from our Typ
   normalize     (x / 255.0).astype(float32); x -= mean; x *= 1.0 / std (float32)
   patchify      (T, H, W, C) -> (T * H/p * W/p, C, p, p)
 
+Kimi-K3 (--k3): the same steps with K3's budget (--limit 65536) and its transparent background,
+written from the checkpoint's KimiK3VisionProcessor (_fill_transparent_background,
+_image_to_np) as the gateway's kimi_k3.rs describes it: an image with alpha (an alpha band, or
+palette transparency) is resized with its alpha (Pillow premultiplies RGBA for the resize; a
+palette image is made RGBA first, as the gateway's decoder and the MLX port do) and then
+composited over the board: alpha = a / 255 (float32), alpha * rgb + (1 - alpha) * board,
+truncated to uint8. --stage before_resize composites first, at the image's own size.
+
   moonvit_reference.py IMAGE [--limit 16384] [--side 512] [--patch 14] [--merge 2] [--out RAW]
+                             [--k3 [--stage after_resize|before_resize] [--square 8] [--gray 180]]
 
 Prints one JSON line: width, height, resized [h, w], padded [h, w], grid [t, h, w], tokens,
 shape and, with --out, writes the float32 values (native byte order) to RAW.
@@ -39,11 +48,40 @@ def navit_resize(width, height, patch, merge, in_patch_limit, side):
     return new_w, new_h, pad_w, pad_h, tokens
 
 
-def preprocess(path, limit=16384, side=512, patch=14, merge=2, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5)):
-    image = Image.open(path).convert("RGB")
+def chessboard(height, width, square, on_top_left, white, gray):
+    y = np.arange(height)[:, None] // square
+    x = np.arange(width)[None, :] // square
+    board = np.full((height, width, 3), white, dtype=np.uint8)
+    board[(x + y) % 2 == (1 if on_top_left else 0)] = gray
+    return board
+
+
+def fill_transparent(image, bg):
+    if image.mode == "RGB":
+        return image
+    if "A" not in image.getbands() and "transparency" not in image.info:
+        return image.convert("RGB")
+    rgba = np.asarray(image.convert("RGBA"))
+    height, width = rgba.shape[:2]
+    board = chessboard(height, width, bg["square"], True, 255, bg["gray"])
+    alpha = rgba[:, :, 3:4].astype(np.float32) / 255.0
+    result = alpha * rgba[:, :, :3] + (1.0 - alpha) * board
+    return Image.fromarray(result.astype(np.uint8))
+
+
+def preprocess(path, limit=16384, side=512, patch=14, merge=2, mean=(0.5, 0.5, 0.5), std=(0.5, 0.5, 0.5), bg=None):
+    image = Image.open(path)
+    image.load()
     width, height = image.size
     new_w, new_h, pad_w, pad_h, tokens = navit_resize(width, height, patch, merge, limit, side)
-    image = image.resize((new_w, new_h), resample=Image.Resampling.BICUBIC)
+    if bg is None:
+        image = image.convert("RGB").resize((new_w, new_h), resample=Image.Resampling.BICUBIC)
+    elif bg["stage"] == "before_resize":
+        image = fill_transparent(image, bg).resize((new_w, new_h), resample=Image.Resampling.BICUBIC)
+    else:
+        if image.mode == "P":
+            image = image.convert("RGBA")
+        image = fill_transparent(image.resize((new_w, new_h), resample=Image.Resampling.BICUBIC), bg)
     arr = np.pad(np.asarray(image), ((0, pad_h), (0, pad_w), (0, 0)), mode="constant", constant_values=0)
     x = arr[np.newaxis, ...]
     x = (x / 255.0).astype(np.float32)
@@ -60,7 +98,10 @@ def main(argv):
     def opt(name, default):
         return int(argv[argv.index(name) + 1]) if name in argv else default
 
-    x, info = preprocess(argv[0], opt("--limit", 16384), opt("--side", 512), opt("--patch", 14), opt("--merge", 2))
+    k3 = "--k3" in argv
+    stage = argv[argv.index("--stage") + 1] if "--stage" in argv else "after_resize"
+    bg = dict(stage=stage, square=opt("--square", 8), gray=opt("--gray", 180)) if k3 else None
+    x, info = preprocess(argv[0], opt("--limit", 65536 if k3 else 16384), opt("--side", 512), opt("--patch", 14), opt("--merge", 2), bg=bg)
     if "--out" in argv:
         with open(argv[argv.index("--out") + 1], "wb") as fh:
             fh.write(x.tobytes())
