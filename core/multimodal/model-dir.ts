@@ -13,6 +13,7 @@ import type { AnyresImageConfig } from './llava-next.ts';
 import { llama4TokensPerTile, type Llama4ImageConfig } from './llama4.ts';
 import { chatTemplateContentFormat, type ContentFormat } from './content-format.ts';
 import type { MoonVitImageConfig } from './moonvit.ts';
+import type { TransparentBackground } from './transparent-bg.ts';
 import type { Phi3VisionImageConfig } from './phi3v.ts';
 import {
   familyById,
@@ -319,12 +320,57 @@ function moonVitConfigFrom(
     image_mean: triple(media, 'image_mean', at, d.image_mean),
     image_std: nonZero(triple(media, 'image_std', at, d.image_std), 'image_std', at),
   };
+  const background = transparentBgFrom(media, at, d.transparent_bg);
+  if (background) cfg.transparent_bg = background;
   const tower = (config.vision_config as Record<string, unknown> | undefined)?.patch_size;
   if (tower !== undefined && tower !== cfg.patch_size)
     throw new ModelDirectoryError(
       `${at}: patch_size ${cfg.patch_size} differs from ${configFile}'s vision_config.patch_size ${JSON.stringify(tower)}, the patches the worker's model takes`,
     );
   return cfg;
+}
+
+/** The fields a transparent_bg_config leaves out, as the checkpoint's TransparentBgConfig (and the gateway's serde default) fills them. */
+const TRANSPARENT_BG_FIELD_DEFAULTS: Omit<TransparentBackground, 'stage'> = {
+  pattern: 'black',
+  chessboard_square_size: 16,
+  chessboard_square_on_top_left: true,
+  chessboard_white_value: 255,
+  chessboard_gray_value: 200,
+};
+
+/**
+ * Kimi-K3's transparent background (transparent-bg.ts) from media_proc_cfg's
+ * transparent_bg_config and transparent_bg_fill_stage, for a family that has one (`d`): absent,
+ * the family's (K3's chessboard, after the resize, as the gateway keeps it when the file does
+ * not say); null, none (alpha dropped); an object, its fields over the reference's defaults.
+ * Every field checked, the key and the value named.
+ */
+function transparentBgFrom(media: Record<string, unknown>, at: string, d: TransparentBackground | undefined): TransparentBackground | undefined {
+  if (!d || media.transparent_bg_config === null) return undefined;
+  const stageValue = media.transparent_bg_fill_stage;
+  if (stageValue !== undefined && stageValue !== null && stageValue !== 'before_resize' && stageValue !== 'after_resize')
+    throw new ModelDirectoryError(`${at}: transparent_bg_fill_stage must be "before_resize" or "after_resize", got ${JSON.stringify(stageValue)}`);
+  const stage = (stageValue as TransparentBackground['stage'] | null | undefined) ?? d.stage;
+  if (media.transparent_bg_config === undefined) return { ...d, stage };
+  const given = section(media, 'transparent_bg_config', at);
+  const key = `${at} transparent_bg_config`;
+  const pattern = given.pattern ?? TRANSPARENT_BG_FIELD_DEFAULTS.pattern;
+  if (pattern !== 'white' && pattern !== 'black' && pattern !== 'gray' && pattern !== 'chessboard')
+    throw new ModelDirectoryError(`${key}: pattern must be "white", "black", "gray" or "chessboard", got ${JSON.stringify(pattern)}`);
+  const level = (name: 'chessboard_white_value' | 'chessboard_gray_value') => {
+    const v = given[name] ?? TRANSPARENT_BG_FIELD_DEFAULTS[name];
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 255) throw new ModelDirectoryError(`${key}: ${name} must be an integer from 0 to 255, got ${JSON.stringify(v)}`);
+    return v;
+  };
+  return {
+    pattern,
+    chessboard_square_size: positiveInteger(given, 'chessboard_square_size', key, TRANSPARENT_BG_FIELD_DEFAULTS.chessboard_square_size),
+    chessboard_square_on_top_left: flag(given, 'chessboard_square_on_top_left', key, TRANSPARENT_BG_FIELD_DEFAULTS.chessboard_square_on_top_left),
+    chessboard_white_value: level('chessboard_white_value'),
+    chessboard_gray_value: level('chessboard_gray_value'),
+    stage,
+  };
 }
 
 /**
@@ -512,7 +558,7 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
       : { text, id: tokenizer.tokenToId(text), tokenizerFile: path.join(abs, tokenizerJson ? 'tokenizer.json' : 'tiktoken.model') };
   };
   const tokenizer = await loadTokenizer(abs, vision, tokenizerJson, tokenizerConfig!);
-  const templateSource = await readChatTemplate(abs, tokenizerConfig!);
+  const templateSource = vision.chatTemplate ?? (await readChatTemplate(abs, tokenizerConfig!));
   let chatTemplate: Template;
   try {
     chatTemplate = new Template(templateSource);

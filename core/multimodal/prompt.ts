@@ -14,6 +14,7 @@
 // messages' own text is tokenized as plain text, never as the tokenizer's added tokens; only
 // the template's own markup is (literalSegments).
 import { randomBytes } from 'node:crypto';
+import type { PromptTokenIds } from './families/family.ts';
 import type { ModelDirectory } from './model-dir.ts';
 
 export type ChatContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
@@ -44,6 +45,13 @@ export const embedRanges = (p: PlaceholderRange): Array<{ offset: number; length
 
 /** An image's whole range, as the gateway gives vLLM its placeholder (the servicer masks it by im_token_id). */
 export const wholeRange = (p: PlaceholderRange): { offset: number; length: number } => ({ offset: p.offset, length: p.length });
+
+/** The ids a family's prompt sequence is made of, from the model's tokenizer (VisionFamily.promptSequence). */
+export const promptTokenIdsOf = (model: ModelDirectory): PromptTokenIds => ({
+  image: model.imageTokenId,
+  named: model.promptTokenIds,
+  text: (s) => model.tokenizer.encodePlain(s),
+});
 
 /** An image's tokens in the prompt: N copies of the image token, or the family's whole sequence (VisionFamily.promptSequence). */
 export type ImageSlot = number | readonly number[];

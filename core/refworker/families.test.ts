@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import type { GenerateRequest } from '../gen/vllm/grpc/engine.ts';
 import { familyById } from '../multimodal/families/index.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
+import { promptTokenIdsOf } from '../multimodal/prompt.ts';
 import { makeFamilyModel } from '../test/family-models.ts';
 import { TensorReader } from '../transport/shm-reader.ts';
 import { receive, RequestInvalid, tokensOfModel } from './receive.ts';
@@ -270,7 +271,7 @@ function llama4Prompt(rows: number, cols: number): number[] {
   const LLAMA4 = familyById('llama4');
   const crops = rows * cols + (rows * cols > 1 ? 1 : 0);
   const tensors = LLAMA4.imageTensors({ patches: crops, tiles: [rows, cols] });
-  return [1, ...LLAMA4.promptSequence!(tensors, crops * 144, { image: LLAMA4_PATCH, named: llama4.promptTokenIds }), 2];
+  return [1, ...LLAMA4.promptSequence!(tensors, crops * 144, promptTokenIdsOf(llama4), { width: cols * 336, height: rows * 336 }), 2];
 }
 
 /** A vLLM request of one Llama 4 image of `crops` crops (patches_per_image) in `inputIds`, its whole range placed, im_token_id `imTokenId`. */

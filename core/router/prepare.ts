@@ -13,7 +13,7 @@ import { familyById, isQwenConfig, type ImageModelTensor, type VisionFamily } fr
 import type { ModelDirectory } from '../multimodal/model-dir.ts';
 import type { ImageHeader } from '../multimodal/pool.ts';
 import { PREWRITE_HEADER_MISMATCH, type ShmPrewriteTask } from '../multimodal/preprocess-task.ts';
-import { buildPromptWithin, type BuiltPrompt, type ImageSlot } from '../multimodal/prompt.ts';
+import { buildPromptWithin, promptTokenIdsOf, type BuiltPrompt, type ImageSlot } from '../multimodal/prompt.ts';
 import type { PrewrittenTensor } from '../transport/placement.ts';
 import type { WorkerTransport } from '../transport/resolve.ts';
 import type { CachedKind } from '../transport/pixel-cache.ts';
@@ -72,9 +72,16 @@ function prewriteFor(
   return file ? { name: file.name, task: { path: file.path, nbytes, kind: dtype === 'float32' ? 'float32' : 'bf16' } } : undefined;
 }
 
-/** An image's tokens in the prompt: its `tokens` copies of the image token, or its family's sequence (Llama 4's tiles and separators). */
-function slotOf(model: ModelDirectory, family: VisionFamily, tensors: () => readonly ImageModelTensor[], tokens: number): ImageSlot {
-  return family.promptSequence ? family.promptSequence(tensors(), tokens, { image: model.imageTokenId, named: model.promptTokenIds }) : tokens;
+/** An image's tokens in the prompt: its `tokens` copies of the image token, or its family's sequence (Llama 4's tiles and separators, Kimi-K3's media block). */
+function slotOf(
+  model: ModelDirectory,
+  family: VisionFamily,
+  tensors: () => readonly ImageModelTensor[],
+  tokens: number,
+  source: { width: number; height: number },
+): ImageSlot {
+  if (!family.promptSequence) return tokens;
+  return family.promptSequence(tensors(), tokens, promptTokenIdsOf(model), source);
 }
 
 const sameSlot = (a: ImageSlot | undefined, b: ImageSlot): boolean =>
@@ -189,7 +196,9 @@ export async function prepare(
   );
   // The prompt needs each image's token count, which its header gives: build it while the
   // pool works on the pixels (rebuilt below in the rare case the decoded image disagrees).
-  const headerSlots = headers.map((h) => h && slotOf(ctx.model, family, () => family.imageTensors(h.geometry), h.geometry.tokens));
+  const headerSlots = headers.map((h) => h && slotOf(ctx.model, family, () => family.imageTensors(h.geometry), h.geometry.tokens, h));
+  // Each image's decoded size (its header's, else the decoder's), which Kimi-K3's prompt writes.
+  const sources: Array<{ width: number; height: number } | undefined> = headers.map((h) => h && { width: h.width, height: h.height });
   const early = headerSlots.every((t): t is ImageSlot => t !== undefined) ? promptFor(ctx, a, headerSlots) : undefined;
 
   const imageOf = async (i: number): Promise<PreparedImage> => {
@@ -221,6 +230,7 @@ export async function prepare(
         Promise.resolve(headers[i]),
       );
       const r = await job.result;
+      sources[i] = { width: r.width, height: r.height };
       let written = false;
       if (file) {
         const values = file.task.kind === 'float32' ? r.pixelValues : r.bf16;
@@ -275,7 +285,7 @@ export async function prepare(
     const own = settled.map((s) => (s as PromiseFulfilledResult<PreparedImage>).value);
     const images = padsCrops ? paddedToBatch(own) : own;
     timing.mark('preprocess');
-    const slots = images.map((p) => slotOf(ctx.model, family, () => p.modelTensors, p.placeholder.length));
+    const slots = images.map((p, i) => slotOf(ctx.model, family, () => p.modelTensors, p.placeholder.length, sources[i]!));
     const built = await (early && headerSlots.every((n, i) => sameSlot(n, slots[i]!)) ? early : promptFor(ctx, a, slots));
     if ('error' in built) throw built.error;
     built.prompt.placeholders.forEach((range, i) => (images[i]!.placeholder = range));

@@ -440,6 +440,44 @@ const KIMI_CHAT_TEMPLATE =
   "{%- elif content['type'] == 'text' -%}{{ content['text'] }}{%- endif -%}{%- endfor -%}{%- endif -%}<|im_end|>{%- endfor -%}" +
   '{%- if add_generation_prompt -%}<|im_assistant|>assistant<|im_middle|>{%- endif -%}';
 
+/** config.json of a Kimi-K3 checkpoint as the gateway reads one (registry/kimi_k3.rs: model_type, media_placeholder_token_id; its renderer by architectures). */
+const KIMI_K3_CONFIG = {
+  ...KIMI_K25_CONFIG,
+  architectures: ['KimiK3ForConditionalGeneration'],
+  auto_map: { AutoConfig: 'configuration_kimi_k3.KimiK3Config', AutoModel: 'modeling_kimi_k3.KimiK3ForConditionalGeneration' },
+  model_type: 'kimi_k3',
+  video_placeholder: undefined,
+};
+
+/** preprocessor_config.json of moonshotai/Kimi-K3: media_proc_cfg with K3's patch budget and its chessboard (the gateway's kimi_k3.rs, "verbatim from the checkpoint"). */
+const KIMI_K3_PREPROCESSOR = {
+  auto_map: { AutoProcessor: 'kimi_k3_processor.KimiK3Processor' },
+  media_proc_cfg: {
+    ...KIMI_K25_PREPROCESSOR.media_proc_cfg,
+    in_patch_limit: 65536,
+    transparent_bg_config: {
+      pattern: 'chessboard',
+      chessboard_square_size: 8,
+      chessboard_square_on_top_left: true,
+      chessboard_white_value: 255,
+      chessboard_gray_value: 180,
+    },
+    transparent_bg_fill_stage: 'after_resize',
+  },
+};
+
+/**
+ * K3's XTML control tokens: their ids are in no public source we read (the gateway's tests
+ * spell them, never number them), so they take reserved slots after the media tokens; no test
+ * depends on the ids, only on each being one token.
+ */
+const KIMI_K3_XTML_SPECIALS: Array<[number, string]> = [
+  [163606, '<|open|>'],
+  [163607, '<|close|>'],
+  [163608, '<|sep|>'],
+  [163609, '<|end_of_msg|>'],
+];
+
 /** Kimi's ranks before its special tokens (len(mergeable_ranks) of its tiktoken.model). */
 export const KIMI_RANKS = 163584;
 
@@ -471,13 +509,21 @@ function kimiRanks(dir: string): void {
   writeFileSync(path.join(dir, 'tiktoken.model'), ranked.map((bytes, rank) => `${bytes.toString('base64')} ${rank}`).join('\n') + '\n');
 }
 
-/** Kimi-K2.5's tokenizer files: tiktoken.model (no tokenizer.json), and tokenizer_config.json naming its special tokens. */
-function kimiTokenizer(dir: string): void {
+/**
+ * Kimi's tokenizer files: tiktoken.model (no tokenizer.json), and tokenizer_config.json naming
+ * its special tokens; K2.5's chat_template.jinja, or none for K3 (its checkpoint renders XTML in
+ * code, with its control tokens).
+ */
+function kimiTokenizer(dir: string, k3 = false): void {
   rmSync(path.join(dir, 'tokenizer.json'));
+  rmSync(path.join(dir, 'tokenizer_config.json'));
   kimiRanks(dir);
   writeJson(dir, 'tokenizer_config.json', {
     added_tokens_decoder: Object.fromEntries(
-      KIMI_SPECIALS.map(([id, content]) => [String(id), { content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true }]),
+      [...KIMI_SPECIALS, ...(k3 ? KIMI_K3_XTML_SPECIALS : [])].map(([id, content]) => [
+        String(id),
+        { content, lstrip: false, normalized: false, rstrip: false, single_word: false, special: true },
+      ]),
     ),
     auto_map: { AutoTokenizer: ['tokenization_kimi.TikTokenTokenizer', null] },
     bos_token: '[BOS]',
@@ -487,11 +533,11 @@ function kimiTokenizer(dir: string): void {
     model_max_length: 1048576,
     tokenizer_class: 'TikTokenTokenizer',
   });
-  writeFileSync(path.join(dir, 'chat_template.jinja'), KIMI_CHAT_TEMPLATE);
+  if (!k3) writeFileSync(path.join(dir, 'chat_template.jinja'), KIMI_CHAT_TEMPLATE);
   writeJson(dir, 'generation_config.json', { eos_token_id: 163586, max_length: 262144 });
 }
 
-export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava' | 'llava_next' | 'kimi_k25' | 'phi3_v' | 'llama4';
+export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava' | 'llava_next' | 'kimi_k25' | 'kimi_k3' | 'phi3_v' | 'llama4';
 
 function writeJson(dir: string, name: string, value: unknown): void {
   writeFileSync(path.join(dir, name), `${JSON.stringify(value, null, 2)}\n`);
@@ -516,6 +562,10 @@ export function makeFamilyModel(dir: string, kind: TestFamilyModel): string {
     writeJson(dir, 'config.json', KIMI_K25_CONFIG);
     writeJson(dir, 'preprocessor_config.json', KIMI_K25_PREPROCESSOR);
     kimiTokenizer(dir);
+  } else if (kind === 'kimi_k3') {
+    writeJson(dir, 'config.json', KIMI_K3_CONFIG);
+    writeJson(dir, 'preprocessor_config.json', KIMI_K3_PREPROCESSOR);
+    kimiTokenizer(dir, true);
   } else if (kind === 'llava') {
     writeJson(dir, 'config.json', LLAVA_CONFIG);
     writeJson(dir, 'preprocessor_config.json', LLAVA_PREPROCESSOR);

@@ -11,7 +11,7 @@ import { makeTestImages } from '../../test/images.ts';
 import { runPython, runPythonScript } from '../../test/python.ts';
 import { decodeToRgb } from '../decode.ts';
 import { loadModelDirectory, ModelDirectoryError } from '../model-dir.ts';
-import { buildPrompt } from '../prompt.ts';
+import { buildPrompt, promptTokenIdsOf } from '../prompt.ts';
 import { encoderFingerprint, preprocessRgb } from '../qwen-vl.ts';
 import { asQwenConfig, FAMILIES, familyById, familyOfModelType, processorOf, type FamilyId } from './index.ts';
 
@@ -62,6 +62,7 @@ describe('detection from config.json, as the gateway registry does it by model_t
     ['qwen3_omni_moe_thinker', 'qwen3_omni', 'qwen3_omni'],
     ['llava', 'llava', 'llava'],
     ['kimi_k25', 'kimi_k25', 'kimi_k25'],
+    ['kimi_k3', 'kimi_k3', 'kimi_k3'],
     ['phi3_v', 'phi3_v', 'phi3_v'],
     ['llama4', 'llama4', 'llama4'],
   ])('model_type %s is the %s family (the gateway spec %s)', (modelType, family, spec) => {
@@ -70,11 +71,11 @@ describe('detection from config.json, as the gateway registry does it by model_t
   });
 
   it('a model_type no family takes is refused, naming every one that is', async () => {
-    const dir = makeFamilyModel(path.join(scratch, 'kimi_k3'), 'qwen3_5');
-    writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'kimi_k3', media_placeholder_token_id: 163605 }));
+    const dir = makeFamilyModel(path.join(scratch, 'inkling'), 'qwen3_5');
+    writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'inkling', image_token_id: 5 }));
     await expect(loadModelDirectory(dir)).rejects.toThrow(
       new ModelDirectoryError(
-        `${path.join(dir, 'config.json')}: model_type 'kimi_k3' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava, llava_next, kimi_k25, phi3_v, llama4)`,
+        `${path.join(dir, 'config.json')}: model_type 'inkling' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava, llava_next, kimi_k25, kimi_k3, phi3_v, llama4)`,
       ),
     );
   });
@@ -280,7 +281,7 @@ describe("each family's encoder input agrees exactly with the Pillow + numpy ref
 });
 
 describe('every family names the tensors the gateway sends for it', () => {
-  const qwen = FAMILIES.filter((f) => f.id !== 'llava' && f.id !== 'llava_next' && f.id !== 'kimi_k25' && f.id !== 'phi3_v' && f.id !== 'llama4');
+  const qwen = FAMILIES.filter((f) => f.gatewaySpec.startsWith('qwen'));
   it.each(qwen.map((f) => [f.id, f] as const))('%s: image_grid_thw (kept on the CPU) and patches_per_image (splits pixel_values), both batched', (_, f) => {
     expect(f.imageTensors({ gridT: 1, gridH: 4, gridW: 6, patches: 24 })).toEqual([
       { name: 'image_grid_thw', dtype: 'int64', shape: [1, 3], values: [1, 4, 6], layout: 'batched', keepOnCpu: true },
@@ -288,8 +289,8 @@ describe('every family names the tensors the gateway sends for it', () => {
     ]);
   });
 
-  it('kimi_k25: grid_thws (kept on the CPU) and patches_per_image (splits pixel_values), both batched; pixel values [patches, 3, 14, 14]', () => {
-    const f = familyById('kimi_k25');
+  it.each(['kimi_k25', 'kimi_k3'] as const)('%s: grid_thws (kept on the CPU) and patches_per_image (splits pixel_values), both batched; pixel values [patches, 3, 14, 14]', (id) => {
+    const f = familyById(id);
     expect(f.imageTensors({ gridT: 1, gridH: 4, gridW: 6, patches: 24 })).toEqual([
       { name: 'grid_thws', dtype: 'int64', shape: [1, 3], values: [1, 4, 6], layout: 'batched', keepOnCpu: true },
       { name: 'patches_per_image', dtype: 'int64', shape: [1], values: [24], layout: 'batched', keepOnCpu: false, splitsPixels: true },
@@ -343,12 +344,12 @@ describe('Llama 4 model directories', () => {
   it('an image becomes HF’s _prompt_split_image: 2 x 2 tiles are 4 runs of 144 <|patch|> with separators, then <|image|> and the global run (727 tokens)', async () => {
     const m = await model('llama4');
     const f = familyById('llama4');
-    const seq = f.promptSequence!(f.imageTensors({ patches: 5, tiles: [2, 2] }), 720, { image: m.imageTokenId, named: m.promptTokenIds });
+    const seq = f.promptSequence!(f.imageTensors({ patches: 5, tiles: [2, 2] }), 720, promptTokenIdsOf(m), { width: 900, height: 900 });
     expect(seq).toHaveLength(727);
     const run = (n: number) => Array<number>(n).fill(200092);
     expect(seq).toEqual([200080, ...run(144), 200084, ...run(144), 200085, ...run(144), 200084, ...run(144), 200085, 200090, ...run(144), 200081]);
     // One tile: no grid, no separators.
-    expect(f.promptSequence!(f.imageTensors({ patches: 1, tiles: [1, 1] }), 144, { image: 200092, named: m.promptTokenIds })).toEqual([
+    expect(f.promptSequence!(f.imageTensors({ patches: 1, tiles: [1, 1] }), 144, promptTokenIdsOf(m), { width: 300, height: 300 })).toEqual([
       200080,
       200090,
       ...run(144),
@@ -650,5 +651,133 @@ describe('Kimi-K2.5 model directories', () => {
     await expect(loadModelDirectory(dir)).rejects.toThrow(
       new ModelDirectoryError(`cannot read ${dir}/tokenizer.json: no such file (Qwen3.5, Qwen3.6 checkpoints ship one)`),
     );
+  });
+});
+
+describe('Kimi-K3 model directories', () => {
+  it("K2.5's token ids and tiktoken.model, media_proc_cfg's 65536-patch budget and its chessboard (after the resize); no chat template in the directory: K3's XTML, content as a string", async () => {
+    const m = await model('kimi_k3');
+    expect(m).toMatchObject({ modelType: 'kimi_k3', family: 'kimi_k3', imageTokenId: 163605, imagePlaceholderId: 163605, contentFormat: 'string' });
+    expect(m.imageConfig).toEqual({
+      patch_size: 14,
+      merge_size: 2,
+      in_patch_limit: 65536,
+      patch_limit_on_one_side: 512,
+      image_mean: [0.5, 0.5, 0.5],
+      image_std: [0.5, 0.5, 0.5],
+      transparent_bg: {
+        pattern: 'chessboard',
+        chessboard_square_size: 8,
+        chessboard_square_on_top_left: true,
+        chessboard_white_value: 255,
+        chessboard_gray_value: 180,
+        stage: 'after_resize',
+      },
+    });
+    // 4000x3000 keeps its size under K3's budget (285 x 214 patches < 65536), where K2.5 scales it to 2073x1554.
+    expect(processorOf(m.imageConfig).geometry(3000, 4000)).toMatchObject({ resizedWidth: 4000, resizedHeight: 3000, tokens: 143 * 108 });
+  });
+
+  // The Python reference's own renderings (encoding_k3.py::build_chat_segments), as the gateway
+  // holds its port to them: crates/tokenizer/tests/fixtures/kimi_k3/k3_render_fixtures.json.
+  const THINK_MAX =
+    '<|open|>message role="system" type="thinking-effort"<|sep|>`thinking_effort` guides on how much to think in your thinking channel (not including the response channel), supported values include `low`, `medium`, `high`, and `max`.\nNow the system is invoked with `thinking_effort=';
+  it.each<[string, Array<{ role: string; content: string }>, Record<string, unknown>, string]>([
+    [
+      'plain_user_thinking',
+      [{ role: 'user', content: 'Hi' }],
+      { thinking_effort: null },
+      '<|open|>message role="user"<|sep|>Hi<|close|>message<|sep|><|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|>',
+    ],
+    [
+      'system_user_thinking',
+      [
+        { role: 'system', content: 'You are helpful' },
+        { role: 'user', content: 'Hi' },
+      ],
+      { thinking_effort: null },
+      '<|open|>message role="system"<|sep|>You are helpful<|close|>message<|sep|><|end_of_msg|><|open|>message role="user"<|sep|>Hi<|close|>message<|sep|><|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|>',
+    ],
+    [
+      'plain_user_no_thinking',
+      [{ role: 'user', content: 'Hi' }],
+      { thinking: false },
+      '<|open|>message role="user"<|sep|>Hi<|close|>message<|sep|><|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>response<|sep|>',
+    ],
+    [
+      'assistant_prior_turn',
+      [
+        { role: 'user', content: 'Hi' },
+        { role: 'assistant', content: 'Hello!' },
+        { role: 'user', content: 'Bye' },
+      ],
+      { thinking_effort: null },
+      '<|open|>message role="user"<|sep|>Hi<|close|>message<|sep|><|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|><|close|>think<|sep|><|open|>response<|sep|>Hello!<|close|>response<|sep|><|close|>message<|sep|><|end_of_msg|><|open|>message role="user"<|sep|>Bye<|close|>message<|sep|><|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|>',
+    ],
+    [
+      'thinking_effort_low',
+      [{ role: 'user', content: 'Hi' }],
+      { thinking_effort: 'low' },
+      `${THINK_MAX}low\`.<|close|>message<|sep|><|end_of_msg|><|open|>message role="user"<|sep|>Hi<|close|>message<|sep|><|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|>`,
+    ],
+  ])("K3's template renders the reference's %s exactly", async (_, messages, kwargs, expected) => {
+    const m = await model('kimi_k3');
+    expect(m.chatTemplate.render({ messages, add_generation_prompt: true, ...kwargs })).toBe(expected);
+  });
+
+  it("an image is the checkpoint's media block: <|media_begin|>, its decoded size as text, <|media_content|>, its <|media_pad|> run (where the features go), <|media_end|>; thinking_effort max, as served", async () => {
+    const m = await model('kimi_k3');
+    const f = familyById('kimi_k3');
+    const g = processorOf(m.imageConfig).geometry(300, 400);
+    const slot = f.promptSequence!(f.imageTensors(g), g.tokens, promptTokenIdsOf(m), { width: 400, height: 300 });
+    const size = m.tokenizer.encodePlain('image 400x300');
+    expect(slot).toEqual([163602, ...size, 163603, ...Array<number>(165).fill(163605), 163604]);
+    const p = buildPrompt(
+      m,
+      [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'What is this?' },
+            { type: 'image_url', image_url: { url: 'x' } },
+          ],
+        },
+      ],
+      [slot],
+    );
+    // The gateway's flattening for a string template: the image's <|media_pad|> first, then the text, a line apart.
+    expect(p.text).toBe(
+      `${THINK_MAX}max\`.<|close|>message<|sep|><|end_of_msg|><|open|>message role="user"<|sep|><|media_pad|>\nWhat is this?<|close|>message<|sep|><|end_of_msg|><|open|>message role="assistant"<|sep|><|open|>think<|sep|>`,
+    );
+    const at = p.inputIds.indexOf(163602);
+    expect(p.placeholders).toEqual([{ offset: at, length: slot.length, patches: [{ offset: at + 2 + size.length, length: 165 }] }]);
+    expect(p.inputIds.slice(at, at + slot.length)).toEqual(slot);
+    expect(p.inputIds.filter((id) => id === 163606)).toHaveLength(4); // <|open|>: effort, user, assistant, think
+  });
+
+  it('a developer message is refused (K3 has no rendering for it) rather than dropped', async () => {
+    const m = await model('kimi_k3');
+    expect(() => buildPrompt(m, [{ role: 'developer', content: 'x' }], [])).toThrow(/Kimi-K3 renders system, user and assistant messages, not developer/);
+  });
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['a stage it does not know', { transparent_bg_fill_stage: 'during_resize' }, 'transparent_bg_fill_stage must be "before_resize" or "after_resize", got "during_resize"'],
+    ['a pattern it does not know', { transparent_bg_config: { pattern: 'stripes' } }, 'transparent_bg_config: pattern must be "white", "black", "gray" or "chessboard", got "stripes"'],
+    ['a square of 0', { transparent_bg_config: { pattern: 'chessboard', chessboard_square_size: 0 } }, 'transparent_bg_config: chessboard_square_size must be a positive number, got 0'],
+    ['a level past 255', { transparent_bg_config: { pattern: 'chessboard', chessboard_gray_value: 300 } }, 'transparent_bg_config: chessboard_gray_value must be an integer from 0 to 255, got 300'],
+    ['a corner that is not a boolean', { transparent_bg_config: { chessboard_square_on_top_left: 'yes' } }, 'transparent_bg_config: chessboard_square_on_top_left must be true or false, got "yes"'],
+  ])('%s is refused at start, naming the key and the value', async (_, media, message) => {
+    const { dir, load } = modelWithFiles('kimi_k3', {}, { media_proc_cfg: { ...media } });
+    await expect(load()).rejects.toThrow(new ModelDirectoryError(`${dir}/preprocessor_config.json media_proc_cfg${message.startsWith('transparent_bg_config') ? ' ' : ': '}${message}`));
+  });
+
+  it('transparent_bg_config null drops alpha as K2.5 does; an object takes the reference defaults for the fields it leaves out; a stage alone keeps the board', async () => {
+    expect((await modelWithFiles('kimi_k3', {}, { media_proc_cfg: { transparent_bg_config: null } }).load()).imageConfig).not.toHaveProperty('transparent_bg');
+    expect((await modelWithFiles('kimi_k3', {}, { media_proc_cfg: { transparent_bg_config: { pattern: 'white' } } }).load()).imageConfig).toMatchObject({
+      transparent_bg: { pattern: 'white', chessboard_square_size: 16, chessboard_gray_value: 200, stage: 'after_resize' },
+    });
+    expect((await modelWithFiles('kimi_k3', {}, { media_proc_cfg: { transparent_bg_fill_stage: 'before_resize' } }).load()).imageConfig).toMatchObject({
+      transparent_bg: { pattern: 'chessboard', chessboard_square_size: 8, stage: 'before_resize' },
+    });
   });
 });

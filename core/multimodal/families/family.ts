@@ -12,7 +12,7 @@ import type { MoonVitImageConfig } from '../moonvit.ts';
 import type { Phi3VisionImageConfig } from '../phi3v.ts';
 import type { OutputKinds, QwenVlImageConfig } from '../qwen-vl.ts';
 
-export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava' | 'llava_next' | 'kimi_k25' | 'phi3_v' | 'llama4';
+export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava' | 'llava_next' | 'kimi_k25' | 'kimi_k3' | 'phi3_v' | 'llama4';
 
 /** A family's image processor settings: Qwen's patches (qwen-vl.ts), CLIP's crop (clip-image.ts), LLaVA-NeXT's anyres crops (llava-next.ts), MoonViT's patches (moonvit.ts), Phi-3-vision's HD crops (phi3v.ts) or Llama 4's tiles (llama4.ts). */
 export type ImageConfig = QwenVlImageConfig | ClipImageConfig | AnyresImageConfig | MoonVitImageConfig | Phi3VisionImageConfig | Llama4ImageConfig;
@@ -118,10 +118,12 @@ export interface ImageProcessor<C extends ImageConfig> {
   tokensOf(received: { encoderShape: readonly number[]; grid?: readonly number[] }, cfg: C): number;
 }
 
-/** The ids a family's prompt sequence is made of: the image token (where the features go) and the family's promptTokens by spelling. */
+/** The ids a family's prompt sequence is made of: the image token (where the features go), the family's promptTokens by spelling, and ordinary text's. */
 export interface PromptTokenIds {
   image: number;
   named: Readonly<Record<string, number>>;
+  /** The ids of plain text (Kimi-K3's "image 1024x768"), as the model's tokenizer encodes it. */
+  text(s: string): number[];
 }
 
 export interface VisionFamily {
@@ -161,15 +163,22 @@ export interface VisionFamily {
    * placeholders are found by it (ModelDirectory.imagePlaceholderId).
    */
   promptPlaceholder?: string;
-  /** Token spellings the family's prompt sequence uses, looked up in the tokenizer at load (ModelDirectory.promptTokenIds). */
+  /** Token spellings the family's prompt sequence and built-in chat template use, looked up in the tokenizer at load (ModelDirectory.promptTokenIds). */
   promptTokens?: readonly string[];
   /**
    * An image's tokens in the prompt where they are more than its image token repeated (Llama
    * 4: <|image_start|>, the tiles' <|patch|> runs and separators, <|image|>, the global tile's
-   * run, <|image_end|>), from its model tensors and embedded `tokens`; `ids` the image token's
-   * and the promptTokens' ids. Undefined: `tokens` copies of the image token.
+   * run, <|image_end|>; Kimi-K3: its media block with the image's size), from its model
+   * tensors, embedded `tokens` and decoded size (`source`, before any resize); `ids` the image
+   * token's, the promptTokens' and plain text's ids. Undefined: `tokens` copies of the image token.
    */
-  promptSequence?(tensors: readonly ImageModelTensor[], tokens: number, ids: PromptTokenIds): number[];
+  promptSequence?(tensors: readonly ImageModelTensor[], tokens: number, ids: PromptTokenIds, source: { width: number; height: number }): number[];
+  /**
+   * The chat template of a family whose checkpoints render their prompt in code rather than
+   * ship a Jinja template (Kimi-K3's XTML renderer), written from that code: used instead of
+   * any template in the directory, as the gateway picks its renderer by the model.
+   */
+  chatTemplate?: string;
   /**
    * One image's encoder input as the gateway slices it per item (assemble.rs,
    * encoder_input_for_item): `patches` rows of `features` values along its first axis.

@@ -24,6 +24,7 @@ import {
   type VisionFamily,
 } from './family.ts';
 import { KIMI_K25 } from './kimi-k25.ts';
+import { KIMI_K3 } from './kimi-k3.ts';
 import { LLAMA4 } from './llama4.ts';
 import { LLAMA4_TILE_PROCESSOR } from './llama4-tiles.ts';
 import { LLAVA } from './llava.ts';
@@ -40,7 +41,7 @@ import { QWEN3_VL } from './qwen3-vl.ts';
 export { asQwenConfig, isAnyresConfig, isClipConfig, isLlama4Config, isMoonVitConfig, isPhi3VisionConfig, isQwenConfig } from './family.ts';
 export type { EncoderGeometry, FamilyId, ImageConfig, ImageModelTensor, ImageProcessor, PromptTokenIds, VisionFamily } from './family.ts';
 
-export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL, LLAVA, LLAVA_NEXT, KIMI_K25, PHI3_V, LLAMA4];
+export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL, LLAVA, LLAVA_NEXT, KIMI_K25, KIMI_K3, PHI3_V, LLAMA4];
 
 export const FAMILY_IDS = FAMILIES.map((f) => f.id) as readonly FamilyId[];
 
