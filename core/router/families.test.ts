@@ -4,14 +4,14 @@
 // processor settings, bit for bit), its tensors (image_grid_thw, patches_per_image) and each
 // image's placeholder range as long as the worker's model computes from the grid it receives;
 // a length that did not match would be refused by the worker (core/refworker/receive.ts).
-import { asQwenConfig } from '../multimodal/families/index.ts';
+import { asQwenConfig, familyById } from '../multimodal/families/index.ts';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { decodeToRgb } from '../multimodal/decode.ts';
 import { loadModelDirectory } from '../multimodal/model-dir.ts';
-import { buildPrompt, type ChatMessage } from '../multimodal/prompt.ts';
+import { buildPrompt, promptTokenIdsOf, type ChatMessage } from '../multimodal/prompt.ts';
 import { preprocessRgb } from '../multimodal/qwen-vl.ts';
 import { encodeFloat32As } from '../transport/dtype.ts';
 import { fnv1a64Hex } from '../util/fnv.ts';
@@ -275,6 +275,83 @@ describe('a kimi_k25 model directory', () => {
         return `encoder_input[${i}] [${ref.patches},3,14,14] bfloat16 via shm, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`;
       }),
     );
+  }, 60_000);
+});
+
+// Kimi-K3 (docs/preprocessing.md, "MoonViT patches"): K2.5's wire layout, a photo and a
+// half-transparent PNG flattened over K3's chessboard, bit for bit the reference's; each image
+// is its media block (its decoded size as text, then its <|media_pad|> run), rendered through
+// K3's XTML; vLLM gets the blocks and masks them by im_token_id, SGLang and TokenSpeed the runs.
+describe('a kimi_k3 model directory', () => {
+  const dir = makeFamilyModel(path.join(scratch, 'kimi_k3'), 'kimi_k3');
+  const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/moonvit_reference.py');
+  const GLASS = path.join(scratch, 'glass.png');
+  runPython(
+    `import sys, numpy as np
+from PIL import Image
+y, x = np.mgrid[0:420, 0:150]
+Image.fromarray(np.dstack([(x * 7) % 256, (y * 3) % 256, (x * y) % 256, (y * 255) // 419]).astype(np.uint8), 'RGBA').save(sys.argv[1])`,
+    [GLASS],
+  );
+  const PAIR = [IMAGES[0]!, { bytes: readFileSync(GLASS), mime: 'image/png' }];
+  const reference = PAIR.map((image, i) => {
+    const file = path.join(scratch, `kimi-k3-${i}.f32`);
+    const source = path.join(scratch, `kimi-k3-source-${i}`);
+    writeFileSync(source, image.bytes);
+    const info = JSON.parse(runPythonScript(REFERENCE, [source, '--k3', '--out', file])) as { grid: number[]; tokens: number };
+    return { values: new Float32Array(Uint8Array.from(readFileSync(file)).buffer), grid: info.grid, tokens: info.tokens, patches: info.grid[1]! * info.grid[2]! };
+  });
+
+  it.each(['tokenspeed', 'vllm', 'sglang'] as const)(
+    '%s: a photo and a half-transparent image arrive as MoonViT patches (the board under the glass) with grid_thws; each image its media block with its size',
+    async (runtime) => {
+      expect(reference.map((r) => [r.grid, r.tokens])).toEqual([
+        [[1, 22, 30], 165],
+        [[1, 30, 12], 90],
+      ]);
+      const model = await loadModelDirectory(dir);
+      expect(model.family).toBe('kimi_k3');
+      const worker = await startWorker(runtime, ['--model-path', dir]);
+      const r = await router(worker, 'inline', { model_path: dir });
+      const { content, promptTokens } = await chat(r, 'kimi', '', PAIR);
+      if (runtime === 'tokenspeed') {
+        for (const [i, ref] of reference.entries()) {
+          const bf16 = encodeFloat32As('bfloat16', ref.values);
+          expect(content).toContain(`encoder_input[${i}] [${ref.patches},3,14,14] bfloat16 via inline, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`);
+          expect(content).toContain(`grid_thws[${i}] [1,3] int64 via inline, 24 bytes`);
+        }
+      } else {
+        const joined = new Float32Array(reference[0]!.values.length + reference[1]!.values.length);
+        joined.set(reference[0]!.values);
+        joined.set(reference[1]!.values, reference[0]!.values.length);
+        expect(content).toContain(`pixel_values [${reference[0]!.patches + reference[1]!.patches},3,14,14] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`);
+        expect(content).toContain('grid_thws [2,3] int64 via inline, 48 bytes');
+      }
+      const f = familyById('kimi_k3');
+      const slots = [
+        [400, 300, 165],
+        [150, 420, 90],
+      ].map(([width, height, tokens]) => f.promptSequence!([], tokens!, promptTokenIdsOf(model), { width: width!, height: height! }));
+      const prompt = buildPrompt(model, messages(PAIR), slots);
+      expect(prompt.text).toContain('<|open|>message role="user"<|sep|><|media_pad|>\n<|media_pad|>\nand\nWhat differs?<|close|>message<|sep|>');
+      expect(promptTokens).toBe(prompt.inputIds.length);
+      expect(prompt.inputIds.filter((id) => id === 163605)).toHaveLength(165 + 90);
+      expect(prompt.placeholders.map((p) => p.patches!.map((run) => run.length))).toEqual([[165], [90]]);
+    },
+    60_000,
+  );
+
+  it('TokenSpeed over /dev/shm: the patches written while they are preprocessed, read by the worker, the same bytes; again from the pixel cache', async () => {
+    const worker = await startWorker('tokenspeed', ['--model-path', dir]);
+    const r = await router(worker, 'shm', { model_path: dir });
+    for (const round of ['computed', 'cached']) {
+      const { content } = await chat(r, 'kimi', `${round}: `, PAIR);
+      for (const [i, ref] of reference.entries()) {
+        const bf16 = encodeFloat32As('bfloat16', ref.values);
+        expect(content, round).toContain(`encoder_input[${i}] [${ref.patches},3,14,14] bfloat16 via shm, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`);
+      }
+    }
+    expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 2, misses: 2 });
   }, 60_000);
 });
 
