@@ -1,6 +1,6 @@
 // MoonViT image preprocessing, as Kimi-K2.5's processor runs it (the checkpoint's
 // KimiK25VisionProcessor as vLLM ports it, kimi_k25_vision_fused.py; docs/preprocessing.md,
-// "MoonViT patches (Kimi-K2.5)"), from 8-bit RGB pixels to the encoder input:
+// "MoonViT patches (Kimi-K2.5, Kimi-K3)"), from 8-bit RGB pixels to the encoder input:
 //
 //   navit resize  scale = min(1, sqrt(in_patch_limit / (max(1, w // p) · max(1, h // p))),
 //                 side·p / w, side·p / h) (side: patch_limit_on_one_side); each side
@@ -10,6 +10,10 @@
 //   normalize     x / 255 in float64 then float32, minus mean, times 1 / std (float32):
 //                 the reference's order, so a padded pixel is (0 − mean) / std
 //   patchify      [grid_h·grid_w, 3, p, p]: patches row by row, each channel's p×p block
+//
+// Kimi-K3 (transparent_bg): an image with alpha is flattened over its background before the
+// resize, or resized with its alpha (premultiplied, as Pillow resizes RGBA) and flattened
+// after it (transparent-bg.ts); the rest is the same.
 //
 // Tokens are (padded height / (p·merge)) · (padded width / (p·merge)): the model merges
 // merge×merge patches into one.

@@ -205,7 +205,7 @@ describe('a llava model directory', () => {
   }, 60_000);
 });
 
-// Kimi-K2.5 (docs/preprocessing.md, "MoonViT patches (Kimi-K2.5)"): every image resized within
+// Kimi-K2.5 (docs/preprocessing.md, "MoonViT patches (Kimi-K2.5, Kimi-K3)"): every image resized within
 // its patch budget, zero-padded to whole 28-pixel merge blocks and cut into [3, 14, 14] patches,
 // bit for bit the Pillow + numpy reference written from the checkpoint's processor; vLLM gets
 // them flat ([patches, 3, 14, 14], split by patches_per_image) with grid_thws, TokenSpeed one
@@ -278,7 +278,7 @@ describe('a kimi_k25 model directory', () => {
   }, 60_000);
 });
 
-// Kimi-K3 (docs/preprocessing.md, "MoonViT patches"): K2.5's wire layout, a photo and a
+// Kimi-K3 (docs/preprocessing.md, "MoonViT patches (Kimi-K2.5, Kimi-K3)"): K2.5's wire layout, a photo and a
 // half-transparent PNG flattened over K3's chessboard, bit for bit the reference's; each image
 // is its media block (its decoded size as text, then its <|media_pad|> run), rendered through
 // K3's XTML; vLLM gets the blocks and masks them by im_token_id, SGLang and TokenSpeed the runs.
