@@ -51,7 +51,7 @@ import {
   isPhi3VisionConfig,
   type ImageConfig,
 } from '../core/multimodal/families/index.ts';
-import { KIMI_K25_DEFAULTS, preprocessMoonVitRgb } from '../core/multimodal/moonvit.ts';
+import { KIMI_K25_DEFAULTS, KIMI_K3_DEFAULTS, preprocessMoonVitRgb } from '../core/multimodal/moonvit.ts';
 import { PHI3_VISION_DEFAULTS, preprocessPhi3VisionRgb } from '../core/multimodal/phi3v.ts';
 import { encoderMemoryIn, preprocessRgb, QWEN_VL_DEFAULTS, type EncoderMemory } from '../core/multimodal/qwen-vl.ts';
 import { pythonWithPillow } from '../core/test/python.ts';
@@ -162,13 +162,14 @@ async function eventLoopUnderLoad(
   return { load, idle, images };
 }
 
-/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop; LLaVA-NeXT: anyres crops; Kimi-K2.5: MoonViT; Phi-3-vision: HD crops; Llama 4: tiles). */
-const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'llava_next' | 'kimi_k25' | 'phi3_v' | 'llama4', ImageConfig> = {
+/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop; LLaVA-NeXT: anyres crops; Kimi-K2.5 and K3: MoonViT; Phi-3-vision: HD crops; Llama 4: tiles). */
+const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'llava_next' | 'kimi_k25' | 'kimi_k3' | 'phi3_v' | 'llama4', ImageConfig> = {
   qwen2_vl: QWEN_VL_DEFAULTS.qwen2_vl,
   qwen3_vl: QWEN_VL_DEFAULTS.qwen3_vl,
   llava: CLIP_336_DEFAULTS,
   llava_next: LLAVA_NEXT_DEFAULTS,
   kimi_k25: KIMI_K25_DEFAULTS,
+  kimi_k3: KIMI_K3_DEFAULTS,
   phi3_v: PHI3_VISION_DEFAULTS,
   llama4: LLAMA4_DEFAULTS,
 };

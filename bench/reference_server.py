@@ -13,7 +13,8 @@ benchmark can interleave them with its own runs (one image per command, same fil
           bfloat16 is the float32 result cast with .to(torch.bfloat16), as a bfloat16
           model's input is. For llava, CLIPImageProcessorFast's: the shortest edge to 336
           (the long side truncated), F.resize(BICUBIC, antialias=True), F.center_crop,
-          rescale fused into normalize. For kimi_k25 (whose checkpoint's processor is Pillow +
+          rescale fused into normalize. For kimi_k25 and kimi_k3 (K3: its 65536-patch budget; the
+          JPEGs have no alpha, so its board never shows) (whose checkpoint's processor is Pillow +
           numpy, the pillow column), the same steps in torch: navit_resize_image's size,
           F.resize(BICUBIC, antialias=True), F.pad with zeros to whole merge blocks, normalize
           in one float32 pass ((x / 255 - 0.5) * 2), patchify by view/permute. For phi3_v
@@ -182,6 +183,8 @@ def torch_fast(path, family, dtype):
         return torch_fast_clip(path, dtype)
     if family == "kimi_k25":
         return torch_moonvit(path, dtype)
+    if family == "kimi_k3":
+        return torch_moonvit(path, dtype, limit=65536)
     if family == "phi3_v":
         return torch_phi3v(path, dtype)
     f = ref.FAMILIES[family]
@@ -221,6 +224,8 @@ def reference(path, family):
         return clip_ref.preprocess(path)
     if family == "kimi_k25":
         return moonvit_ref.preprocess(path)
+    if family == "kimi_k3":
+        return moonvit_ref.preprocess(path, limit=65536, bg=dict(stage="after_resize", square=8, gray=180))
     if family == "phi3_v":
         return phi3v_ref.preprocess(path)
     return ref.preprocess(path, family, True)
