@@ -351,7 +351,7 @@ function transparentBgFrom(media: Record<string, unknown>, at: string, d: Transp
   const stageValue = media.transparent_bg_fill_stage;
   if (stageValue !== undefined && stageValue !== null && stageValue !== 'before_resize' && stageValue !== 'after_resize')
     throw new ModelDirectoryError(`${at}: transparent_bg_fill_stage must be "before_resize" or "after_resize", got ${JSON.stringify(stageValue)}`);
-  const stage = (stageValue as TransparentBackground['stage'] | null | undefined) ?? d.stage;
+  const stage = stageValue ?? d.stage;
   if (media.transparent_bg_config === undefined) return { ...d, stage };
   const given = section(media, 'transparent_bg_config', at);
   const key = `${at} transparent_bg_config`;
@@ -360,7 +360,8 @@ function transparentBgFrom(media: Record<string, unknown>, at: string, d: Transp
     throw new ModelDirectoryError(`${key}: pattern must be "white", "black", "gray" or "chessboard", got ${JSON.stringify(pattern)}`);
   const level = (name: 'chessboard_white_value' | 'chessboard_gray_value') => {
     const v = given[name] ?? TRANSPARENT_BG_FIELD_DEFAULTS[name];
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 255) throw new ModelDirectoryError(`${key}: ${name} must be an integer from 0 to 255, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 255)
+      throw new ModelDirectoryError(`${key}: ${name} must be an integer from 0 to 255, got ${JSON.stringify(v)}`);
     return v;
   };
   return {

@@ -206,7 +206,11 @@ Image.fromarray(rgb).save(d + '/k3-keyed.png', transparency=(rgb[0, 0, 0], rgb[0
     ['k3-palette.gif', K3_SMALL, ['--limit', '512']],
     ['k3-keyed.png', K3_SMALL, ['--limit', '512']],
     // Flattened before the resize (the reference's stage when the key is absent).
-    ['k3-rgba.png', { ...K3_SMALL, transparent_bg: { ...KIMI_K3_DEFAULTS.transparent_bg!, stage: 'before_resize' } }, ['--limit', '512', '--stage', 'before_resize']],
+    [
+      'k3-rgba.png',
+      { ...K3_SMALL, transparent_bg: { ...KIMI_K3_DEFAULTS.transparent_bg!, stage: 'before_resize' } },
+      ['--limit', '512', '--stage', 'before_resize'],
+    ],
     // Another board: 5-pixel squares, gray 90.
     [
       'k3-rgba.png',

@@ -30,7 +30,15 @@ import {
   type OutputKinds,
 } from './qwen-vl.ts';
 import { checkRgbBytes, resizeRgb, resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
-import { KIMI_K3_TRANSPARENT_BG, alphaAsRgb, compositeOverBackground, firstChannel, premultiplied, unpremultiply, type TransparentBackground } from './transparent-bg.ts';
+import {
+  KIMI_K3_TRANSPARENT_BG,
+  alphaAsRgb,
+  compositeOverBackground,
+  firstChannel,
+  premultiplied,
+  unpremultiply,
+  type TransparentBackground,
+} from './transparent-bg.ts';
 import { kernelsOn, planResize, resizeBand, resizeBytes, simdAvailable, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
 
 export interface MoonVitImageConfig {
@@ -323,7 +331,8 @@ export function preprocessMoonVitRgb(
   let resized: Uint8Array | undefined;
   if (options.alpha && cfg.transparent_bg) {
     checkRgbBytes(rgb, width, height);
-    if (options.alpha.length !== width * height) throw new RangeError(`expected ${width * height} bytes of alpha for ${width}x${height}, got ${options.alpha.length}`);
+    if (options.alpha.length !== width * height)
+      throw new RangeError(`expected ${width * height} bytes of alpha for ${width}x${height}, got ${options.alpha.length}`);
     const scaled = g.resizedWidth !== width || g.resizedHeight !== height;
     if (cfg.transparent_bg.stage === 'after_resize' && scaled) {
       const impl = options.javascript ? 'js' : 'auto';

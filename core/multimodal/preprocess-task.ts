@@ -151,8 +151,9 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
             ? preprocessPhi3VisionRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
             : isLlama4Config(cfg)
               ? preprocessLlama4Rgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
-              : ((task.output ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, { ...options, ...alpha }, helper) : null) ??
-                preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory, ...alpha }));
+              : ((task.output
+                  ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, { ...options, ...alpha }, helper)
+                  : null) ?? preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory, ...alpha }));
       if ('threads' in done) threads = done.threads;
       out = {
         ...geometry(),

@@ -299,7 +299,12 @@ Image.fromarray(np.dstack([(x * 7) % 256, (y * 3) % 256, (x * y) % 256, (y * 255
     const source = path.join(scratch, `kimi-k3-source-${i}`);
     writeFileSync(source, image.bytes);
     const info = JSON.parse(runPythonScript(REFERENCE, [source, '--k3', '--out', file])) as { grid: number[]; tokens: number };
-    return { values: new Float32Array(Uint8Array.from(readFileSync(file)).buffer), grid: info.grid, tokens: info.tokens, patches: info.grid[1]! * info.grid[2]! };
+    return {
+      values: new Float32Array(Uint8Array.from(readFileSync(file)).buffer),
+      grid: info.grid,
+      tokens: info.tokens,
+      patches: info.grid[1]! * info.grid[2]!,
+    };
   });
 
   it.each(['tokenspeed', 'vllm', 'sglang'] as const)(
@@ -324,7 +329,9 @@ Image.fromarray(np.dstack([(x * 7) % 256, (y * 3) % 256, (x * y) % 256, (y * 255
         const joined = new Float32Array(reference[0]!.values.length + reference[1]!.values.length);
         joined.set(reference[0]!.values);
         joined.set(reference[1]!.values, reference[0]!.values.length);
-        expect(content).toContain(`pixel_values [${reference[0]!.patches + reference[1]!.patches},3,14,14] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`);
+        expect(content).toContain(
+          `pixel_values [${reference[0]!.patches + reference[1]!.patches},3,14,14] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`,
+        );
         expect(content).toContain('grid_thws [2,3] int64 via inline, 48 bytes');
       }
       const f = familyById('kimi_k3');

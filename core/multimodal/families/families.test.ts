@@ -289,14 +289,17 @@ describe('every family names the tensors the gateway sends for it', () => {
     ]);
   });
 
-  it.each(['kimi_k25', 'kimi_k3'] as const)('%s: grid_thws (kept on the CPU) and patches_per_image (splits pixel_values), both batched; pixel values [patches, 3, 14, 14]', (id) => {
-    const f = familyById(id);
-    expect(f.imageTensors({ gridT: 1, gridH: 4, gridW: 6, patches: 24 })).toEqual([
-      { name: 'grid_thws', dtype: 'int64', shape: [1, 3], values: [1, 4, 6], layout: 'batched', keepOnCpu: true },
-      { name: 'patches_per_image', dtype: 'int64', shape: [1], values: [24], layout: 'batched', keepOnCpu: false, splitsPixels: true },
-    ]);
-    expect(f.encoderShape({ patches: 24, features: 588 }, f.defaults)).toEqual([24, 3, 14, 14]);
-  });
+  it.each(['kimi_k25', 'kimi_k3'] as const)(
+    '%s: grid_thws (kept on the CPU) and patches_per_image (splits pixel_values), both batched; pixel values [patches, 3, 14, 14]',
+    (id) => {
+      const f = familyById(id);
+      expect(f.imageTensors({ gridT: 1, gridH: 4, gridW: 6, patches: 24 })).toEqual([
+        { name: 'grid_thws', dtype: 'int64', shape: [1, 3], values: [1, 4, 6], layout: 'batched', keepOnCpu: true },
+        { name: 'patches_per_image', dtype: 'int64', shape: [1], values: [24], layout: 'batched', keepOnCpu: false, splitsPixels: true },
+      ]);
+      expect(f.encoderShape({ patches: 24, features: 588 }, f.defaults)).toEqual([24, 3, 14, 14]);
+    },
+  );
 
   it('phi3_v: image_sizes (the HD size) batched, num_img_tokens with no layout (every item gets the whole); pixel values [1, 17, 3, 336, 336] per image', () => {
     const f = familyById('phi3_v');
@@ -761,14 +764,36 @@ describe('Kimi-K3 model directories', () => {
   });
 
   it.each<[string, Record<string, unknown>, string]>([
-    ['a stage it does not know', { transparent_bg_fill_stage: 'during_resize' }, 'transparent_bg_fill_stage must be "before_resize" or "after_resize", got "during_resize"'],
-    ['a pattern it does not know', { transparent_bg_config: { pattern: 'stripes' } }, 'transparent_bg_config: pattern must be "white", "black", "gray" or "chessboard", got "stripes"'],
-    ['a square of 0', { transparent_bg_config: { pattern: 'chessboard', chessboard_square_size: 0 } }, 'transparent_bg_config: chessboard_square_size must be a positive number, got 0'],
-    ['a level past 255', { transparent_bg_config: { pattern: 'chessboard', chessboard_gray_value: 300 } }, 'transparent_bg_config: chessboard_gray_value must be an integer from 0 to 255, got 300'],
-    ['a corner that is not a boolean', { transparent_bg_config: { chessboard_square_on_top_left: 'yes' } }, 'transparent_bg_config: chessboard_square_on_top_left must be true or false, got "yes"'],
+    [
+      'a stage it does not know',
+      { transparent_bg_fill_stage: 'during_resize' },
+      'transparent_bg_fill_stage must be "before_resize" or "after_resize", got "during_resize"',
+    ],
+    [
+      'a pattern it does not know',
+      { transparent_bg_config: { pattern: 'stripes' } },
+      'transparent_bg_config: pattern must be "white", "black", "gray" or "chessboard", got "stripes"',
+    ],
+    [
+      'a square of 0',
+      { transparent_bg_config: { pattern: 'chessboard', chessboard_square_size: 0 } },
+      'transparent_bg_config: chessboard_square_size must be a positive number, got 0',
+    ],
+    [
+      'a level past 255',
+      { transparent_bg_config: { pattern: 'chessboard', chessboard_gray_value: 300 } },
+      'transparent_bg_config: chessboard_gray_value must be an integer from 0 to 255, got 300',
+    ],
+    [
+      'a corner that is not a boolean',
+      { transparent_bg_config: { chessboard_square_on_top_left: 'yes' } },
+      'transparent_bg_config: chessboard_square_on_top_left must be true or false, got "yes"',
+    ],
   ])('%s is refused at start, naming the key and the value', async (_, media, message) => {
     const { dir, load } = modelWithFiles('kimi_k3', {}, { media_proc_cfg: { ...media } });
-    await expect(load()).rejects.toThrow(new ModelDirectoryError(`${dir}/preprocessor_config.json media_proc_cfg${message.startsWith('transparent_bg_config') ? ' ' : ': '}${message}`));
+    await expect(load()).rejects.toThrow(
+      new ModelDirectoryError(`${dir}/preprocessor_config.json media_proc_cfg${message.startsWith('transparent_bg_config') ? ' ' : ': '}${message}`),
+    );
   });
 
   it('transparent_bg_config null drops alpha as K2.5 does; an object takes the reference defaults for the fields it leaves out; a stage alone keeps the board', async () => {

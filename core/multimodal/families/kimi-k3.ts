@@ -27,7 +27,13 @@ const XTML_TOKENS = ['<|open|>', '<|close|>', '<|sep|>', '<|end_of_msg|>'] as co
 /** The image's media block: its size as text between the wrapper tokens, then its run of `tokens` <|media_pad|>. */
 function promptSequence(_tensors: readonly ImageModelTensor[], tokens: number, ids: PromptTokenIds, source: { width: number; height: number }): number[] {
   const id = (spelling: string) => ids.named[spelling]!;
-  return [id(MEDIA_BEGIN), ...ids.text(`image ${source.width}x${source.height}`), id(MEDIA_CONTENT), ...new Array<number>(tokens).fill(ids.image), id(MEDIA_END)];
+  return [
+    id(MEDIA_BEGIN),
+    ...ids.text(`image ${source.width}x${source.height}`),
+    id(MEDIA_CONTENT),
+    ...new Array<number>(tokens).fill(ids.image),
+    id(MEDIA_END),
+  ];
 }
 
 const EFFORT_BODY =
