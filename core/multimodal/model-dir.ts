@@ -12,6 +12,7 @@ import type { ClipImageConfig } from './clip-image.ts';
 import type { AnyresImageConfig } from './llava-next.ts';
 import { llama4TokensPerTile, type Llama4ImageConfig } from './llama4.ts';
 import { chatTemplateContentFormat, type ContentFormat } from './content-format.ts';
+import type { InklingImageConfig } from './inkling.ts';
 import type { MoonVitImageConfig } from './moonvit.ts';
 import type { TransparentBackground } from './transparent-bg.ts';
 import type { Phi3VisionImageConfig } from './phi3v.ts';
@@ -21,6 +22,7 @@ import {
   isAnyresConfig,
   isClipConfig,
   isLlama4Config,
+  isInklingConfig,
   isMoonVitConfig,
   isPhi3VisionConfig,
   SUPPORTED_MODEL_TYPES,
@@ -442,7 +444,31 @@ function llama4ConfigFrom(
   return cfg;
 }
 
-/** preprocessor_config.json over the family defaults (Qwen: min/max_pixels or size.shortest/longest_edge; CLIP: size and crop_size, with config.json's vision tower; LLaVA-NeXT: CLIP's and image_grid_pinpoints; MoonViT: media_proc_cfg; Phi-3-vision: num_crops; Llama 4: the tile and max_patches). */
+/**
+ * Inkling's settings: preprocessor_config.json's size (the patch, square; the gateway's
+ * patch_size too, which must agree), temporal_patch_size, image_mean and image_std. Refused:
+ * a rescale_image_frac (the processor's Lanczos pre-scaling, not served: images go as they
+ * are, the processor's default), do_resize, do_rescale or do_normalize false.
+ */
+function inklingConfigFrom(d: InklingImageConfig, pre: Record<string, unknown>, file: string): InklingImageConfig {
+  if (pre.rescale_image_frac !== undefined && pre.rescale_image_frac !== null)
+    throw new ModelDirectoryError(`${file}: rescale_image_frac ${JSON.stringify(pre.rescale_image_frac)} is not served (images go at their own size, the processor's default)`);
+  for (const key of ['do_resize', 'do_rescale', 'do_normalize'] as const)
+    if (pre[key] === false) throw new ModelDirectoryError(`${file}: ${key} false is not served (Inkling's processor always patchifies, rescales and normalizes)`);
+  const height = sideField(pre, 'size', 'height', file, d.patch_side);
+  const width = sideField(pre, 'size', 'width', file, d.patch_side);
+  if (height !== width) throw new ModelDirectoryError(`${file}: size ${height}x${width} is not served (a square patch is; HF's processor refuses another)`);
+  const patch = positiveInteger(pre, 'patch_size', file, height);
+  if (patch !== height) throw new ModelDirectoryError(`${file}: patch_size ${patch} differs from size ${height}x${width}`);
+  return {
+    patch_side: height,
+    temporal_patch_size: positiveInteger(pre, 'temporal_patch_size', file, d.temporal_patch_size),
+    image_mean: triple(pre, 'image_mean', file, d.image_mean),
+    image_std: nonZero(triple(pre, 'image_std', file, d.image_std), 'image_std', file),
+  };
+}
+
+/** preprocessor_config.json over the family defaults (Qwen: min/max_pixels or size.shortest/longest_edge; CLIP: size and crop_size, with config.json's vision tower; LLaVA-NeXT: CLIP's and image_grid_pinpoints; MoonViT: media_proc_cfg; Phi-3-vision: num_crops; Llama 4: the tile and max_patches; Inkling: the patch). */
 export function imageConfigFrom(
   family: FamilyId,
   pre: Record<string, unknown> | undefined,
@@ -456,6 +482,7 @@ export function imageConfigFrom(
   if (isMoonVitConfig(defaults)) return moonVitConfigFrom(defaults, pre ?? {}, file, config, configFile);
   if (isPhi3VisionConfig(defaults)) return phi3VisionConfigFrom(defaults, pre ?? {}, file, config, configFile);
   if (isLlama4Config(defaults)) return llama4ConfigFrom(defaults, pre ?? {}, file, config, configFile);
+  if (isInklingConfig(defaults)) return inklingConfigFrom(defaults, pre ?? {}, file);
   const d: QwenVlImageConfig = defaults;
   if (!pre) return d;
   const size = (pre.size ?? {}) as Record<string, unknown>;

@@ -5,6 +5,7 @@
 import { preprocessClipRgb } from './clip-image.ts';
 import { preprocessAnyresRgb } from './llava-next.ts';
 import { preprocessLlama4Rgb } from './llama4.ts';
+import { preprocessInklingRgb } from './inkling.ts';
 import { preprocessMoonVitRgb, preprocessMoonVitWithKernels } from './moonvit.ts';
 import { preprocessPhi3VisionRgb } from './phi3v.ts';
 import { decodeToRgb } from './decode.ts';
@@ -12,6 +13,7 @@ import {
   isAnyresConfig,
   isClipConfig,
   isLlama4Config,
+  isInklingConfig,
   isMoonVitConfig,
   isPhi3VisionConfig,
   processorOf,
@@ -137,7 +139,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     // once two threads have held them (shared-memory-arena.ts).
     const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
     const cfg = task.config;
-    if (isClipConfig(cfg) || isAnyresConfig(cfg) || isMoonVitConfig(cfg) || isPhi3VisionConfig(cfg) || isLlama4Config(cfg)) {
+    if (isClipConfig(cfg) || isAnyresConfig(cfg) || isMoonVitConfig(cfg) || isPhi3VisionConfig(cfg) || isLlama4Config(cfg) || isInklingConfig(cfg)) {
       // In the pool's memory when it has it: outputs and resize (Phi-3-vision's HD planes).
       // MoonViT runs on the SIMD kernels there (a scaled image's rows shared with the helper),
       // else on the JavaScript passes.
@@ -151,6 +153,8 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
             ? preprocessPhi3VisionRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
             : isLlama4Config(cfg)
               ? preprocessLlama4Rgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
+              : isInklingConfig(cfg)
+                ? preprocessInklingRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
               : ((task.output
                   ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, { ...options, ...alpha }, helper)
                   : null) ?? preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory, ...alpha }));

@@ -14,6 +14,7 @@
 // messages' own text is tokenized as plain text, never as the tokenizer's added tokens; only
 // the template's own markup is (literalSegments).
 import { randomBytes } from 'node:crypto';
+import { familyById } from './families/index.ts';
 import type { PromptTokenIds } from './families/family.ts';
 import type { ModelDirectory } from './model-dir.ts';
 
@@ -91,7 +92,7 @@ function messageTexts(messages: readonly ChatMessage[]): string[] {
  */
 function flattenedParts(model: ModelDirectory, parts: readonly ChatContentPart[], text: (t: string) => string): string {
   const placeholder = model.tokenizer.idToToken(model.imagePlaceholderId)!;
-  return mediaFirst(parts)
+  return partsInOrder(model, parts)
     .map((p) => (p.type === 'text' ? text(p.text) : placeholder))
     .join('\n');
 }
@@ -106,6 +107,10 @@ function mediaFirst(parts: readonly ChatContentPart[]): ChatContentPart[] {
   return [...parts.filter((p) => p.type === 'image_url'), ...parts.filter((p) => p.type !== 'image_url')];
 }
 
+/** A message's parts in its family's order: as written (Inkling: VisionFamily.authoredOrder), else images first. */
+const partsInOrder = (model: ModelDirectory, parts: readonly ChatContentPart[]): readonly ChatContentPart[] =>
+  familyById(model.family).authoredOrder ? parts : mediaFirst(parts);
+
 function renderTemplate(model: ModelDirectory, messages: readonly ChatMessage[], text: (t: string) => string): string {
   const templated = messages.map((m) => ({
     role: m.role,
@@ -114,7 +119,7 @@ function renderTemplate(model: ModelDirectory, messages: readonly ChatMessage[],
         ? text(m.content ?? '')
         : model.contentFormat === 'string'
           ? flattenedParts(model, m.content, text)
-          : mediaFirst(m.content).map((p) => (p.type === 'text' ? { type: 'text', text: text(p.text) } : { type: 'image', image_url: p.image_url.url })),
+          : partsInOrder(model, m.content).map((p) => (p.type === 'text' ? { type: 'text', text: text(p.text) } : { type: 'image', image_url: p.image_url.url })),
   }));
   try {
     return model.chatTemplate.render({ messages: templated, add_generation_prompt: true, add_vision_id: false, ...model.templateTokens });
@@ -237,11 +242,18 @@ function tokenizePrompt(model: ModelDirectory, { text, segments }: RenderedChat,
   }
   const inputIds: number[] = [];
   const placeholders: BuiltPrompt['placeholders'] = [];
+  // The token the template writes before each placeholder that the image's range starts at (Inkling's <|content_image|>).
+  const prefixText = familyById(model.family).structuralPrefix;
+  const prefix = prefixText === undefined ? undefined : model.promptTokenIds[prefixText];
   let from = 0;
   pads.forEach((at, i) => {
     for (let k = from; k < at; k++) inputIds.push(ids[k]!);
     const slot = imageTokens[i]!;
-    if (typeof slot === 'number') {
+    if (typeof slot === 'number' && prefix !== undefined) {
+      if (inputIds.at(-1) !== prefix) throw new PromptError(`the rendered prompt's image placeholder ${i} does not follow ${prefixText}, which its range starts at`);
+      placeholders.push({ offset: inputIds.length - 1, length: slot + 1, patches: [{ offset: inputIds.length, length: slot }] });
+      for (let k = 0; k < slot; k++) inputIds.push(model.imageTokenId);
+    } else if (typeof slot === 'number') {
       placeholders.push({ offset: inputIds.length, length: slot });
       for (let k = 0; k < slot; k++) inputIds.push(model.imageTokenId);
     } else {

@@ -25,10 +25,10 @@ export type TokensOf = Pick<ConfiguredProcessor, 'tokensOf' | 'gridded' | 'gridK
 
 /**
  * The grid tensors a family's model reads (Qwen's image_grid_thw, Kimi's grid_thws, Phi-3-vision's
- * image_sizes, Llama 4's patches_per_image): int64, one row per image. patches_per_image last:
- * Qwen and Kimi send it beside their own grid.
+ * image_sizes, Llama 4's patches_per_image, Inkling's tokens_per_item): int64, one row per
+ * image. patches_per_image last: Qwen and Kimi send it beside their own grid.
  */
-export const GRID_KEYS: readonly string[] = ['image_grid_thw', 'grid_thws', 'image_sizes', 'patches_per_image'];
+export const GRID_KEYS: readonly string[] = ['image_grid_thw', 'grid_thws', 'image_sizes', 'tokens_per_item', 'patches_per_image'];
 
 /** The grid key among a request's model-specific tensors, if any. */
 export const gridKeyIn = (tensors: Record<string, unknown>): string | undefined => GRID_KEYS.find((k) => tensors[k] !== undefined);

@@ -353,6 +353,60 @@ const LLAMA4_CHAT_TEMPLATE =
   '{%- endfor %}{%- endif %}{{- "<|eot|>" }}{%- endfor %}' +
   "{%- if add_generation_prompt %}{{- '<|header_start|>assistant<|header_end|>\n\n' }}{%- endif %}";
 
+/** config.json of an Inkling checkpoint as the gateway and TokenSpeed read one: model_type inkling_mm_model, a vision tower (vision_config.decoder_dmodel). */
+const INKLING_CONFIG = {
+  architectures: ['InklingForConditionalGeneration'],
+  model_type: 'inkling_mm_model',
+  max_position_embeddings: 131072,
+  torch_dtype: 'bfloat16',
+  vision_config: { decoder_dmodel: 6144 },
+};
+
+/** preprocessor_config.json with Hugging Face's InklingImageProcessor defaults: 40-pixel patches, CLIP's mean and std, no pre-scaling. */
+const INKLING_PREPROCESSOR = {
+  image_processor_type: 'InklingImageProcessor',
+  do_convert_rgb: true,
+  do_normalize: true,
+  do_rescale: true,
+  image_mean: [0.48145466, 0.4578275, 0.40821073],
+  image_std: [0.26862954, 0.26130258, 0.27577711],
+  resample: 1,
+  rescale_factor: 0.00392156862745098,
+  rescale_image_frac: null,
+  rescale_image_max_upscaled_long_edge: 2048,
+  size: { height: 40, width: 40 },
+};
+
+/**
+ * Inkling's TML control tokens. <|content_image|> (200005), <|content_audio_input|> (200020)
+ * and the two placeholders (200053, 200054) are the ids the gateway's spec tests hold; the
+ * others take free ids nearby (their real ids are in no source we read; no test depends on them).
+ */
+const INKLING_SPECIALS: Array<[number, string]> = [
+  [200000, '<|endoftext|>'],
+  [200001, '<|message_user|>'],
+  [200002, '<|message_model|>'],
+  [200003, '<|message_system|>'],
+  [200004, '<|content_text|>'],
+  [200005, '<|content_image|>'],
+  [200006, '<|end_message|>'],
+  [200020, '<|content_audio_input|>'],
+  [200053, '<|unused_200053|>'],
+  [200054, '<|unused_200054|>'],
+];
+
+/**
+ * A TML chat template of the shape the gateway's Inkling spec expects (its checkpoint's is not
+ * public): per message `<|message_{role}|>`, its parts in the order written (text after
+ * `<|content_text|>`, an image as `<|content_image|><|unused_200054|>`), `<|end_message|>`.
+ */
+const INKLING_CHAT_TEMPLATE =
+  "{%- for message in messages -%}{{- '<|message_' + (message['role'] == 'assistant' and 'model' or message['role']) + '|>' -}}" +
+  "{%- if message['content'] is string -%}{{- '<|content_text|>' + message['content'] -}}{%- else -%}{%- for content in message['content'] -%}" +
+  "{%- if content['type'] == 'image' -%}{{- '<|content_image|><|unused_200054|>' -}}{%- elif content['type'] == 'text' -%}{{- '<|content_text|>' + content['text'] -}}{%- endif -%}" +
+  "{%- endfor -%}{%- endif -%}{{- '<|end_message|>' -}}{%- endfor -%}" +
+  "{%- if add_generation_prompt -%}{{- '<|message_model|>' -}}{%- endif -%}";
+
 /** Llama 4's special tokens at their ids (its tokenizer's BASIC, TEXT and VISION special tokens). */
 const LLAMA4_SPECIALS: Array<[number, string]> = [
   [200000, '<|begin_of_text|>'],
@@ -537,7 +591,7 @@ function kimiTokenizer(dir: string, k3 = false): void {
   writeJson(dir, 'generation_config.json', { eos_token_id: 163586, max_length: 262144 });
 }
 
-export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava' | 'llava_next' | 'kimi_k25' | 'kimi_k3' | 'phi3_v' | 'llama4';
+export type TestFamilyModel = 'qwen3_5' | 'qwen3_5_moe' | 'qwen3_omni_moe' | 'llava' | 'llava_next' | 'kimi_k25' | 'kimi_k3' | 'phi3_v' | 'llama4' | 'inkling';
 
 function writeJson(dir: string, name: string, value: unknown): void {
   writeFileSync(path.join(dir, name), `${JSON.stringify(value, null, 2)}\n`);
@@ -606,6 +660,17 @@ export function makeFamilyModel(dir: string, kind: TestFamilyModel): string {
       maxLength: 10485760,
       generation: { bos_token_id: 200000, eos_token_id: [200001, 200007, 200008], pad_token_id: 200018 },
       named: { bos: '<|begin_of_text|>', eos: '<|eot|>' },
+    });
+  } else if (kind === 'inkling') {
+    writeJson(dir, 'config.json', INKLING_CONFIG);
+    writeJson(dir, 'preprocessor_config.json', INKLING_PREPROCESSOR);
+    llamaVocabularyTokenizer(dir, INKLING_SPECIALS, {
+      chatTemplate: INKLING_CHAT_TEMPLATE,
+      padToken: '<|endoftext|>',
+      processorClass: 'InklingProcessor',
+      maxLength: 131072,
+      generation: { eos_token_id: [200000, 200006] },
+      named: { bos: '<|endoftext|>', eos: '<|end_message|>' },
     });
   } else if (kind === 'qwen3_omni_moe') {
     writeJson(dir, 'config.json', QWEN3_OMNI_CONFIG);

@@ -6,16 +6,17 @@
 // memory, preprocessing) with the processor's defaults, and the model-specific tensors of each
 // image with their field layouts on the wire.
 import type { ClipImageConfig } from '../clip-image.ts';
+import type { InklingImageConfig } from '../inkling.ts';
 import type { Llama4ImageConfig } from '../llama4.ts';
 import type { AnyresImageConfig } from '../llava-next.ts';
 import type { MoonVitImageConfig } from '../moonvit.ts';
 import type { Phi3VisionImageConfig } from '../phi3v.ts';
 import type { OutputKinds, QwenVlImageConfig } from '../qwen-vl.ts';
 
-export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava' | 'llava_next' | 'kimi_k25' | 'kimi_k3' | 'phi3_v' | 'llama4';
+export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava' | 'llava_next' | 'kimi_k25' | 'kimi_k3' | 'phi3_v' | 'llama4' | 'inkling';
 
-/** A family's image processor settings: Qwen's patches (qwen-vl.ts), CLIP's crop (clip-image.ts), LLaVA-NeXT's anyres crops (llava-next.ts), MoonViT's patches (moonvit.ts), Phi-3-vision's HD crops (phi3v.ts) or Llama 4's tiles (llama4.ts). */
-export type ImageConfig = QwenVlImageConfig | ClipImageConfig | AnyresImageConfig | MoonVitImageConfig | Phi3VisionImageConfig | Llama4ImageConfig;
+/** A family's image processor settings: Qwen's patches (qwen-vl.ts), CLIP's crop (clip-image.ts), LLaVA-NeXT's anyres crops (llava-next.ts), MoonViT's patches (moonvit.ts), Phi-3-vision's HD crops (phi3v.ts), Llama 4's tiles (llama4.ts) or Inkling's patches (inkling.ts). */
+export type ImageConfig = QwenVlImageConfig | ClipImageConfig | AnyresImageConfig | MoonVitImageConfig | Phi3VisionImageConfig | Llama4ImageConfig | InklingImageConfig;
 
 /** LLaVA-NeXT's anyres configuration (its pinpoints are what tell it from CLIP's crop, whose settings it has too). */
 export const isAnyresConfig = (cfg: ImageConfig): cfg is AnyresImageConfig => 'image_grid_pinpoints' in cfg;
@@ -32,15 +33,18 @@ export const isPhi3VisionConfig = (cfg: ImageConfig): cfg is Phi3VisionImageConf
 /** Llama 4's tile configuration (its tile budget is what tells it from the others). */
 export const isLlama4Config = (cfg: ImageConfig): cfg is Llama4ImageConfig => 'max_patches' in cfg;
 
+/** Inkling's patch configuration (its patch side is what tells it from the others). */
+export const isInklingConfig = (cfg: ImageConfig): cfg is InklingImageConfig => 'patch_side' in cfg;
+
 /** Qwen's patch configuration (smart resize between min_pixels and max_pixels). */
 export const isQwenConfig = (cfg: ImageConfig): cfg is QwenVlImageConfig =>
-  !isClipConfig(cfg) && !isAnyresConfig(cfg) && !isMoonVitConfig(cfg) && !isPhi3VisionConfig(cfg) && !isLlama4Config(cfg);
+  !isClipConfig(cfg) && !isAnyresConfig(cfg) && !isMoonVitConfig(cfg) && !isPhi3VisionConfig(cfg) && !isLlama4Config(cfg) && !isInklingConfig(cfg);
 
 /** A configuration that must be Qwen's (a caller of Qwen's own pipeline, qwen-vl.ts). */
 export function asQwenConfig(cfg: ImageConfig): QwenVlImageConfig {
   if (!isQwenConfig(cfg))
     throw new TypeError(
-      `a ${isClipConfig(cfg) ? 'CLIP crop' : isAnyresConfig(cfg) ? 'LLaVA-NeXT anyres' : isMoonVitConfig(cfg) ? 'MoonViT' : isLlama4Config(cfg) ? 'Llama 4 tile' : 'Phi-3-vision HD crop'} configuration where Qwen's patch configuration is needed`,
+      `a ${isClipConfig(cfg) ? 'CLIP crop' : isAnyresConfig(cfg) ? 'LLaVA-NeXT anyres' : isMoonVitConfig(cfg) ? 'MoonViT' : isLlama4Config(cfg) ? 'Llama 4 tile' : isInklingConfig(cfg) ? 'Inkling patch' : 'Phi-3-vision HD crop'} configuration where Qwen's patch configuration is needed`,
     );
   return cfg;
 }
@@ -179,6 +183,14 @@ export interface VisionFamily {
    * any template in the directory, as the gateway picks its renderer by the model.
    */
   chatTemplate?: string;
+  /**
+   * A token the chat template writes right before each image's placeholder that the gateway
+   * counts into the image's range (its spec's structural_prefix: Inkling's <|content_image|>):
+   * vLLM's range starts there; the features go to the run after it.
+   */
+  structuralPrefix?: string;
+  /** A message's parts keep the order the client wrote (the gateway's MediaPartOrder::Authored: Inkling); else its images come first. */
+  authoredOrder?: boolean;
   /**
    * One image's encoder input as the gateway slices it per item (assemble.rs,
    * encoder_input_for_item): `patches` rows of `features` values along its first axis.

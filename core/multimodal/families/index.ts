@@ -4,6 +4,7 @@
 // and how a model directory's config.json is matched to one (docs/preprocessing.md,
 // "Model families").
 import type { ClipImageConfig } from '../clip-image.ts';
+import type { InklingImageConfig } from '../inkling.ts';
 import type { Llama4ImageConfig } from '../llama4.ts';
 import type { AnyresImageConfig } from '../llava-next.ts';
 import type { QwenVlImageConfig } from '../qwen-vl.ts';
@@ -14,6 +15,7 @@ import { CLIP_CROP_PROCESSOR } from './clip-crop.ts';
 import {
   isAnyresConfig,
   isClipConfig,
+  isInklingConfig,
   isLlama4Config,
   isMoonVitConfig,
   isPhi3VisionConfig,
@@ -23,6 +25,8 @@ import {
   type ImageProcessor,
   type VisionFamily,
 } from './family.ts';
+import { INKLING } from './inkling.ts';
+import { INKLING_PATCH_PROCESSOR } from './inkling-patches.ts';
 import { KIMI_K25 } from './kimi-k25.ts';
 import { KIMI_K3 } from './kimi-k3.ts';
 import { LLAMA4 } from './llama4.ts';
@@ -38,10 +42,10 @@ import { QWEN3_5 } from './qwen3-5.ts';
 import { QWEN3_OMNI } from './qwen3-omni.ts';
 import { QWEN3_VL } from './qwen3-vl.ts';
 
-export { asQwenConfig, isAnyresConfig, isClipConfig, isLlama4Config, isMoonVitConfig, isPhi3VisionConfig, isQwenConfig } from './family.ts';
+export { asQwenConfig, isAnyresConfig, isClipConfig, isInklingConfig, isLlama4Config, isMoonVitConfig, isPhi3VisionConfig, isQwenConfig } from './family.ts';
 export type { EncoderGeometry, FamilyId, ImageConfig, ImageModelTensor, ImageProcessor, PromptTokenIds, VisionFamily } from './family.ts';
 
-export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL, LLAVA, LLAVA_NEXT, KIMI_K25, KIMI_K3, PHI3_V, LLAMA4];
+export const FAMILIES: readonly VisionFamily[] = [QWEN3_OMNI, QWEN3_VL, QWEN3_5, QWEN2_VL, LLAVA, LLAVA_NEXT, KIMI_K25, KIMI_K3, PHI3_V, LLAMA4, INKLING];
 
 export const FAMILY_IDS = FAMILIES.map((f) => f.id) as readonly FamilyId[];
 
@@ -94,12 +98,13 @@ function bind<C extends ImageConfig>(p: ImageProcessor<C>, cfg: C): ConfiguredPr
   };
 }
 
-/** The processor a configuration is for: CLIP's crop, LLaVA-NeXT's anyres crops, MoonViT's patches, Phi-3-vision's HD crops, Llama 4's tiles or Qwen's patches (what the pool thread runs follows the same tests). */
+/** The processor a configuration is for: CLIP's crop, LLaVA-NeXT's anyres crops, MoonViT's patches, Phi-3-vision's HD crops, Llama 4's tiles, Inkling's patches or Qwen's patches (what the pool thread runs follows the same tests). */
 export function processorOf(cfg: ImageConfig): ConfiguredProcessor {
   if (isClipConfig(cfg)) return bind<ClipImageConfig>(CLIP_CROP_PROCESSOR, cfg);
   if (isAnyresConfig(cfg)) return bind<AnyresImageConfig>(ANYRES_CROP_PROCESSOR, cfg);
   if (isMoonVitConfig(cfg)) return bind<MoonVitImageConfig>(MOONVIT_PATCH_PROCESSOR, cfg);
   if (isPhi3VisionConfig(cfg)) return bind<Phi3VisionImageConfig>(PHI3_HD_PROCESSOR, cfg);
   if (isLlama4Config(cfg)) return bind<Llama4ImageConfig>(LLAMA4_TILE_PROCESSOR, cfg);
+  if (isInklingConfig(cfg)) return bind<InklingImageConfig>(INKLING_PATCH_PROCESSOR, cfg);
   return bind<QwenVlImageConfig>(QWEN_PATCH_PROCESSOR, cfg);
 }

@@ -1,0 +1,144 @@
+// Inkling's image patches, as Hugging Face's InklingImageProcessor computes them
+// (src/transformers/models/inkling/image_processing_inkling.py, a torchvision processor; the
+// gateway's vision/processors/inkling.rs; docs/preprocessing.md, "Patches (Inkling)"), from
+// 8-bit RGB pixels to the encoder input:
+//
+//   size       the image as it is (rescale_image_frac None, the processor's default: no resize)
+//   patches    ceil(h / p) rows of floor(w / p) + 1 columns of p × p (p 40): divide_to_patches,
+//              whose column count always holds one more, past the image's right edge
+//   pad        each patch to p × p with the raw value −1.0 (before rescale and normalize)
+//   normalize  rescale fused into normalize, in float32 as torch runs it: mean and std
+//              times 255 (float32 tensors), then (x − mean') / std'
+//   layout     [patches, temporal, p, p, 3]: each patch's pixels row by row, channels last,
+//              the frame repeated `temporal` (2) times
+//
+// Tokens: one per patch (the worker's model embeds each patch's frames as one soft token);
+// tokens_per_item is the tensor they follow from.
+import { bf16LevelTables, encoderOutputBytes, ImageSizeError, memoryHolding, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import { checkRgbBytes } from './resize.ts';
+
+export interface InklingImageConfig {
+  /** Side of a patch: preprocessor_config.json's size (40); its name tells this configuration from the others. */
+  patch_side: number;
+  /** Frames each patch is repeated into. */
+  temporal_patch_size: number;
+  image_mean: [number, number, number];
+  image_std: [number, number, number];
+}
+
+/** OpenAI's CLIP mean and std, Inkling's processor's defaults. */
+export const INKLING_DEFAULTS: InklingImageConfig = {
+  patch_side: 40,
+  temporal_patch_size: 2,
+  image_mean: [0.48145466, 0.4578275, 0.40821073],
+  image_std: [0.26862954, 0.26130258, 0.27577711],
+};
+
+/** The raw value divide_to_patches' padding takes, before rescale and normalize. */
+const PAD_RAW = -1;
+
+export interface InklingGeometry {
+  rows: number;
+  cols: number;
+  patches: number;
+}
+
+/** divide_to_patches: ceil(h / p) rows, floor(w / p) + 1 columns; a patch a token. */
+export function inklingGeometry(height: number, width: number, cfg: InklingImageConfig): InklingGeometry {
+  if (height <= 0 || width <= 0) throw new ImageSizeError(`image of ${width}x${height} pixels has a zero side`);
+  const p = cfg.patch_side;
+  const rows = Math.ceil(height / p);
+  const cols = Math.floor(width / p) + 1;
+  return { rows, cols, patches: rows * cols };
+}
+
+/** Values in one patch: its frames of p × p pixels, three channels each. */
+export const inklingPatchElements = (cfg: InklingImageConfig): number => cfg.temporal_patch_size * cfg.patch_side * cfg.patch_side * 3;
+
+/**
+ * Per channel, the encoder value of each 8-bit level and (index 256) of the padding, in torch's
+ * float32 arithmetic for the fused rescale and normalize: m = f32(f32(mean) · 255), s =
+ * f32(f32(std) · 255), value = f32(f32(x − m) / s).
+ */
+export function inklingLevels(cfg: Pick<InklingImageConfig, 'image_mean' | 'image_std'>): Float32Array[] {
+  const f = Math.fround;
+  return [0, 1, 2].map((c) => {
+    const mean = f(f(cfg.image_mean[c]!) * 255);
+    const std = f(f(cfg.image_std[c]!) * 255);
+    const level = (x: number) => f(f(x - mean) / std);
+    return Float32Array.from({ length: 257 }, (_, v) => level(v === 256 ? PAD_RAW : v));
+  });
+}
+
+/** Bytes an image takes in the pool's memory: its outputs (no resize, no working space). */
+export function inklingMemoryBytes(width: number, height: number, cfg: InklingImageConfig, kinds: OutputKinds): number {
+  return encoderOutputBytes(inklingGeometry(height, width, cfg).patches * inklingPatchElements(cfg), kinds);
+}
+
+/** One patch's first frame from the image (the padding's index, 256, past its edges), then its copies. */
+function writePatch<A extends Float32Array | Uint16Array>(
+  dst: A,
+  at: number,
+  tables: readonly A[],
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  x0: number,
+  y0: number,
+  p: number,
+  frames: number,
+): void {
+  const start = at;
+  const pad = [tables[0]![256]!, tables[1]![256]!, tables[2]![256]!];
+  const inside = Math.max(0, Math.min(p, width - x0));
+  for (let y = 0; y < p; y++) {
+    const iy = y0 + y;
+    let x = 0;
+    if (iy < height)
+      for (let from = (iy * width + x0) * 3; x < inside; x++, from += 3) {
+        dst[at++] = tables[0]![rgb[from]!]!;
+        dst[at++] = tables[1]![rgb[from + 1]!]!;
+        dst[at++] = tables[2]![rgb[from + 2]!]!;
+      }
+    for (; x < p; x++) {
+      dst[at++] = pad[0]!;
+      dst[at++] = pad[1]!;
+      dst[at++] = pad[2]!;
+    }
+  }
+  const frame = at - start;
+  for (let t = 1; t < frames; t++, at += frame) dst.copyWithin(at, start, start + frame);
+}
+
+/**
+ * Patchify, pad and normalize packed RGB into [patches, temporal, p, p, 3]: float32 unless
+ * `float32: false`, bfloat16 bits too with `bf16: true`; into the pool's memory when given
+ * (laid out for this image), else new arrays.
+ */
+export function preprocessInklingRgb(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: InklingImageConfig,
+  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory } = {},
+): InklingGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean } {
+  if (options.float32 === false && !options.bf16) throw new RangeError('preprocessInklingRgb: asked for neither float32 nor bfloat16 output');
+  checkRgbBytes(rgb, width, height);
+  const g = inklingGeometry(height, width, cfg);
+  const per = inklingPatchElements(cfg);
+  const n = g.patches * per;
+  const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
+  const memory = memoryHolding(options.memory, n, kinds, inklingMemoryBytes(width, height, cfg, kinds));
+  const views = memory ? outputViews(memory, kinds) : {};
+  const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(n)) : undefined;
+  const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(n)) : undefined;
+  const levels = inklingLevels(cfg);
+  const bfLevels = bf16LevelTables(levels);
+  const p = cfg.patch_side;
+  for (let r = 0, i = 0; r < g.rows; r++)
+    for (let c = 0; c < g.cols; c++, i++) {
+      if (out) writePatch(out, i * per, levels, rgb, width, height, c * p, r * p, p, cfg.temporal_patch_size);
+      if (bf) writePatch(bf, i * per, bfLevels, rgb, width, height, c * p, r * p, p, cfg.temporal_patch_size);
+    }
+  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
+}
