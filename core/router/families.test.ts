@@ -641,3 +641,69 @@ describe('a llama4 model directory', () => {
     );
   }, 60_000);
 });
+
+// Inkling (docs/preprocessing.md, "Patches (Inkling)"): each image as it is, [patches, 2, 40, 40,
+// 3] bit for bit the torch reference of HF's processor, tokens_per_item batched; a message's
+// parts in the order written; each image's range starts at <|content_image|> (vLLM masks it by
+// im_token_id), SGLang and TokenSpeed get the run of <|unused_200054|>.
+describe('an inkling model directory', () => {
+  const dir = makeFamilyModel(path.join(scratch, 'inkling'), 'inkling');
+  const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/inkling_reference.py');
+  const files = IMAGES.map((image, i) => {
+    const source = path.join(scratch, `inkling-source-${i}`);
+    writeFileSync(source, image.bytes);
+    return { source, out: path.join(scratch, `inkling-${i}.f32`) };
+  });
+  const infos = runPythonScript(REFERENCE, ['--each', ...files.map((f) => `${f.source}=${f.out}`)])
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { patches: number });
+  const reference = files.map((f) => new Float32Array(Uint8Array.from(readFileSync(f.out)).buffer));
+
+  it.each(['tokenspeed', 'vllm', 'sglang'] as const)(
+    '%s: two images of different aspect ratios arrive as their 40-pixel patches with tokens_per_item, each image a run of its patches after <|content_image|>',
+    async (runtime) => {
+      // 400x300: 8 rows of 11 (the padding column included); 150x420: 11 rows of 4.
+      expect(infos.map((i) => i.patches)).toEqual([88, 44]);
+      const model = await loadModelDirectory(dir);
+      expect(model.family).toBe('inkling');
+      const worker = await startWorker(runtime, ['--model-path', dir]);
+      const r = await router(worker, 'inline', { model_path: dir });
+      const { content, promptTokens } = await chat(r, 'inkling');
+      if (runtime === 'tokenspeed') {
+        for (const [i, values] of reference.entries()) {
+          const bf16 = encodeFloat32As('bfloat16', values);
+          expect(content).toContain(`encoder_input[${i}] [${infos[i]!.patches},2,40,40,3] bfloat16 via inline, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`);
+          expect(content).toContain(`tokens_per_item[${i}] [1] int64 via inline, 8 bytes`);
+        }
+      } else {
+        const joined = new Float32Array(reference[0]!.length + reference[1]!.length);
+        joined.set(reference[0]!);
+        joined.set(reference[1]!, reference[0]!.length);
+        expect(content).toContain(`pixel_values [132,2,40,40,3] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`);
+        expect(content).toContain('tokens_per_item [2] int64 via inline, 16 bytes');
+      }
+      const prompt = buildPrompt(model, messages(), [88, 44]);
+      expect(prompt.text).toBe(
+        '<|message_user|><|content_image|><|unused_200054|><|content_text|>and<|content_image|><|unused_200054|><|content_text|>What differs?<|end_message|><|message_model|>',
+      );
+      expect(promptTokens).toBe(prompt.inputIds.length);
+      expect(prompt.placeholders.map((p) => [p.length, p.patches!.map((run) => run.length)])).toEqual([
+        [89, [88]],
+        [45, [44]],
+      ]);
+    },
+    60_000,
+  );
+
+  it('TokenSpeed over /dev/shm: the patches written while they are preprocessed, read by the worker, the same bytes; again from the pixel cache', async () => {
+    await shmThenCached(
+      dir,
+      'inkling',
+      reference.map((values, i) => {
+        const bf16 = encodeFloat32As('bfloat16', values);
+        return `encoder_input[${i}] [${infos[i]!.patches},2,40,40,3] bfloat16 via shm, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`;
+      }),
+    );
+  }, 60_000);
+});

@@ -65,17 +65,18 @@ describe('detection from config.json, as the gateway registry does it by model_t
     ['kimi_k3', 'kimi_k3', 'kimi_k3'],
     ['phi3_v', 'phi3_v', 'phi3_v'],
     ['llama4', 'llama4', 'llama4'],
+    ['inkling_mm_model', 'inkling', 'inkling'],
   ])('model_type %s is the %s family (the gateway spec %s)', (modelType, family, spec) => {
     expect(familyOfModelType(modelType)?.id).toBe(family);
     expect(familyOfModelType(modelType)?.gatewaySpec).toBe(spec);
   });
 
   it('a model_type no family takes is refused, naming every one that is', async () => {
-    const dir = makeFamilyModel(path.join(scratch, 'inkling'), 'qwen3_5');
-    writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'inkling', image_token_id: 5 }));
+    const dir = makeFamilyModel(path.join(scratch, 'paligemma'), 'qwen3_5');
+    writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'paligemma', image_token_id: 5 }));
     await expect(loadModelDirectory(dir)).rejects.toThrow(
       new ModelDirectoryError(
-        `${path.join(dir, 'config.json')}: model_type 'inkling' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava, llava_next, kimi_k25, kimi_k3, phi3_v, llama4)`,
+        `${path.join(dir, 'config.json')}: model_type 'paligemma' is not a supported vision-language model (expected qwen3_omni_moe, qwen3_omni_moe_thinker, qwen3_vl, qwen3_vl_moe, qwen3_5, qwen3_5_moe, qwen2_vl, qwen2_5_vl, llava, llava_next, kimi_k25, kimi_k3, phi3_v, llama4, inkling_mm_model)`,
       ),
     );
   });
@@ -804,5 +805,58 @@ describe('Kimi-K3 model directories', () => {
     expect((await modelWithFiles('kimi_k3', {}, { media_proc_cfg: { transparent_bg_fill_stage: 'before_resize' } }).load()).imageConfig).toMatchObject({
       transparent_bg: { pattern: 'chessboard', chessboard_square_size: 8, stage: 'before_resize' },
     });
+  });
+});
+
+describe('Inkling model directories', () => {
+  it("the tokenizer's <|unused_200054|> (config.json names no image token) and <|content_image|>, 40-pixel patches in 2 frames, CLIP's mean and std", async () => {
+    const m = await model('inkling');
+    expect(m).toMatchObject({ modelType: 'inkling_mm_model', family: 'inkling', imageTokenId: 200054, imagePlaceholderId: 200054, contentFormat: 'openai' });
+    expect(m.promptTokenIds).toEqual({ '<|content_image|>': 200005 });
+    expect(m.imageConfig).toEqual({ patch_side: 40, temporal_patch_size: 2, image_mean: [0.48145466, 0.4578275, 0.40821073], image_std: [0.26862954, 0.26130258, 0.27577711] });
+    expect(processorOf(m.imageConfig).geometry(300, 400)).toMatchObject({ resizedWidth: 400, resizedHeight: 300, patches: 88, tokens: 88, features: 9600 });
+    const f = familyById('inkling');
+    expect(f.imageTensors({ patches: 88 })).toEqual([{ name: 'tokens_per_item', dtype: 'int64', shape: [1], values: [88], layout: 'batched', keepOnCpu: false, splitsPixels: true }]);
+    expect(f.encoderShape({ patches: 88, features: 9600 }, m.imageConfig)).toEqual([88, 2, 40, 40, 3]);
+    expect(processorOf(m.imageConfig).tokensOf({ encoderShape: [88, 2, 40, 40, 3], grid: [88] })).toBe(88);
+    expect(() => processorOf(m.imageConfig).tokensOf({ encoderShape: [88, 3, 40, 40], grid: [88] })).toThrow('pixel_values are [88, 3, 40, 40], expected [patches, 2, 40, 40, 3]');
+  });
+
+  it("a message's parts keep the order written; each image is <|content_image|> and its run of <|unused_200054|>, the range starting at <|content_image|> (the gateway's structural prefix), the run where the features go", async () => {
+    const m = await model('inkling');
+    const p = buildPrompt(
+      m,
+      [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'First' },
+            { type: 'image_url', image_url: { url: 'a' } },
+            { type: 'text', text: 'then' },
+            { type: 'image_url', image_url: { url: 'b' } },
+          ],
+        },
+      ],
+      [88, 8],
+    );
+    expect(p.text).toBe('<|message_user|><|content_text|>First<|content_image|><|unused_200054|><|content_text|>then<|content_image|><|unused_200054|><|end_message|><|message_model|>');
+    const first = p.inputIds.indexOf(200005);
+    const second = p.inputIds.indexOf(200005, first + 1);
+    expect(p.placeholders).toEqual([
+      { offset: first, length: 89, patches: [{ offset: first + 1, length: 88 }] },
+      { offset: second, length: 9, patches: [{ offset: second + 1, length: 8 }] },
+    ]);
+    expect(p.inputIds.filter((id) => id === 200054)).toHaveLength(96);
+  });
+
+  it.each<[string, Record<string, unknown>, string]>([
+    ['a pre-scaling factor', { rescale_image_frac: 2 }, "rescale_image_frac 2 is not served (images go at their own size, the processor's default)"],
+    ['a patch that is not square', { size: { height: 40, width: 32 } }, "size 40x32 is not served (a square patch is; HF's processor refuses another)"],
+    ["the gateway's patch_size disagreeing", { patch_size: 32 }, 'patch_size 32 differs from size 40x40'],
+    ['no normalize', { do_normalize: false }, "do_normalize false is not served (Inkling's processor always patchifies, rescales and normalizes)"],
+    ['no frames', { temporal_patch_size: 0 }, 'temporal_patch_size must be a positive number, got 0'],
+  ])('%s is refused at start, naming the file, the key and the value', async (_, pre, message) => {
+    const { dir, load } = modelWithFiles('inkling', {}, pre);
+    await expect(load()).rejects.toThrow(new ModelDirectoryError(`${dir}/preprocessor_config.json: ${message}`));
   });
 });
