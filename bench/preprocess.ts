@@ -41,11 +41,13 @@ import { decodeToRgb } from '../core/multimodal/decode.ts';
 import { PreprocessPool } from '../core/multimodal/pool.ts';
 import { CLIP_336_DEFAULTS, preprocessClipRgb } from '../core/multimodal/clip-image.ts';
 import { LLAVA_NEXT_DEFAULTS, preprocessAnyresRgb } from '../core/multimodal/llava-next.ts';
+import { INKLING_DEFAULTS, preprocessInklingRgb } from '../core/multimodal/inkling.ts';
 import { LLAMA4_DEFAULTS, preprocessLlama4Rgb } from '../core/multimodal/llama4.ts';
 import {
   asQwenConfig,
   isAnyresConfig,
   isClipConfig,
+  isInklingConfig,
   isLlama4Config,
   isMoonVitConfig,
   isPhi3VisionConfig,
@@ -162,8 +164,8 @@ async function eventLoopUnderLoad(
   return { load, idle, images };
 }
 
-/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop; LLaVA-NeXT: anyres crops; Kimi-K2.5 and K3: MoonViT; Phi-3-vision: HD crops; Llama 4: tiles). */
-const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'llava_next' | 'kimi_k25' | 'kimi_k3' | 'phi3_v' | 'llama4', ImageConfig> = {
+/** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop; LLaVA-NeXT: anyres crops; Kimi-K2.5 and K3: MoonViT; Phi-3-vision: HD crops; Llama 4: tiles; Inkling: its patches). */
+const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'llava_next' | 'kimi_k25' | 'kimi_k3' | 'phi3_v' | 'llama4' | 'inkling', ImageConfig> = {
   qwen2_vl: QWEN_VL_DEFAULTS.qwen2_vl,
   qwen3_vl: QWEN_VL_DEFAULTS.qwen3_vl,
   llava: CLIP_336_DEFAULTS,
@@ -172,6 +174,7 @@ const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'llava_next' | 
   kimi_k3: KIMI_K3_DEFAULTS,
   phi3_v: PHI3_VISION_DEFAULTS,
   llama4: LLAMA4_DEFAULTS,
+  inkling: INKLING_DEFAULTS,
 };
 
 interface Row {
@@ -265,6 +268,13 @@ async function main() {
                   const t2 = performance.now();
                   decodes.push(t1 - t0);
                   shape = `${config.num_crops + 1}x3x336x336`;
+                  return t2 - t0;
+                }
+                if (isInklingConfig(config)) {
+                  const out = preprocessInklingRgb(img.rgb, img.width, img.height, config, { bf16, float32: !bf16 });
+                  const t2 = performance.now();
+                  decodes.push(t1 - t0);
+                  shape = `${out.patches}x${config.temporal_patch_size}x${config.patch_side}x${config.patch_side}x3`;
                   return t2 - t0;
                 }
                 if (isMoonVitConfig(config)) {

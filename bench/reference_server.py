@@ -51,6 +51,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "scripts", "reference"))
 
 import clip_reference as clip_ref  # noqa: E402
+import inkling_reference as inkling_ref  # noqa: E402
 import llama4_reference as llama4_ref  # noqa: E402
 import llava_next_reference as llava_next_ref  # noqa: E402
 import moonvit_reference as moonvit_ref  # noqa: E402
@@ -174,7 +175,18 @@ def torch_llama4(path, dtype, tile=336):
     return list(out.shape)
 
 
+def torch_inkling(path, dtype):
+    image = decode_jpeg(read_file(path), mode=ImageReadMode.RGB)  # uint8 [3, H, W]
+    x, _ = inkling_ref.from_tensor(image)
+    x = torch.from_numpy(x)
+    if dtype == "bfloat16":
+        x = x.to(torch.bfloat16)
+    return list(x.shape)
+
+
 def torch_fast(path, family, dtype):
+    if family == "inkling":
+        return torch_inkling(path, dtype)
     if family == "llama4":
         return torch_llama4(path, dtype)
     if family == "llava_next":
@@ -216,6 +228,8 @@ def torch_fast(path, family, dtype):
 
 
 def reference(path, family):
+    if family == "inkling":
+        return inkling_ref.preprocess(path)
     if family == "llama4":
         return llama4_ref.preprocess(path, 16)
     if family == "llava_next":

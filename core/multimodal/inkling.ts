@@ -14,8 +14,18 @@
 //
 // Tokens: one per patch (the worker's model embeds each patch's frames as one soft token);
 // tokens_per_item is the tensor they follow from.
-import { bf16LevelTables, encoderOutputBytes, ImageSizeError, memoryHolding, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import {
+  bf16LevelTables,
+  encoderOutputBytes,
+  ImageSizeError,
+  memoryHolding,
+  outputViews,
+  type BandHelper,
+  type EncoderMemory,
+  type OutputKinds,
+} from './qwen-vl.ts';
 import { checkRgbBytes } from './resize.ts';
+import type { SharedWasmMemory } from './resize-simd.ts';
 
 export interface InklingImageConfig {
   /** Side of a patch: preprocessor_config.json's size (40); its name tells this configuration from the others. */
@@ -70,9 +80,17 @@ export function inklingLevels(cfg: Pick<InklingImageConfig, 'image_mean' | 'imag
   });
 }
 
-/** Bytes an image takes in the pool's memory: its outputs (no resize, no working space). */
+const align16 = (n: number) => Math.ceil(n / 16) * 16;
+
+/** Bytes an image takes in the pool's memory: its outputs, then a copy of its pixels for the thread that takes the second band (no resize). */
 export function inklingMemoryBytes(width: number, height: number, cfg: InklingImageConfig, kinds: OutputKinds): number {
-  return encoderOutputBytes(inklingGeometry(height, width, cfg).patches * inklingPatchElements(cfg), kinds);
+  return align16(encoderOutputBytes(inklingGeometry(height, width, cfg).patches * inklingPatchElements(cfg), kinds)) + width * height * 3;
+}
+
+/** The patch row the second band starts at, for two threads: none when the image has one patch row. */
+export function inklingBandStarts(height: number, cfg: InklingImageConfig): number[] {
+  const rows = Math.ceil(height / cfg.patch_side);
+  return rows < 2 ? [] : [Math.round(rows / 2)];
 }
 
 /** One patch's first frame from the image (the padding's index, 256, past its edges), then its copies. */
@@ -110,6 +128,115 @@ function writePatch<A extends Float32Array | Uint16Array>(
   for (let t = 1; t < frames; t++, at += frame) dst.copyWithin(at, start, start + frame);
 }
 
+/** Patch rows [r0, r1) of the image into the outputs. */
+function writeRows(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: InklingImageConfig,
+  out: { pixelValues?: Float32Array | undefined; bf16?: Uint16Array | undefined },
+  r0: number,
+  r1: number,
+): void {
+  const levels = inklingLevels(cfg);
+  const bfLevels = bf16LevelTables(levels);
+  const { cols } = inklingGeometry(height, width, cfg);
+  const p = cfg.patch_side;
+  const per = inklingPatchElements(cfg);
+  for (let r = r0; r < r1; r++)
+    for (let c = 0; c < cols; c++) {
+      const i = r * cols + c;
+      if (out.pixelValues) writePatch(out.pixelValues, i * per, levels, rgb, width, height, c * p, r * p, p, cfg.temporal_patch_size);
+      if (out.bf16) writePatch(out.bf16, i * per, bfLevels, rgb, width, height, c * p, r * p, p, cfg.temporal_patch_size);
+    }
+}
+
+/** The second band of an image, as a helper thread runs it: plain data over the pool's shared memory. */
+export interface InklingBandJob {
+  kind: 'inkling';
+  memory: SharedWasmMemory;
+  cfg: InklingImageConfig;
+  width: number;
+  height: number;
+  /** The image's pixels, copied into the memory. */
+  srcAt: number;
+  elements: number;
+  f32At?: number;
+  bf16At?: number;
+  rows: [number, number];
+}
+
+/** Run a band another thread posted (what a helper thread does). */
+export function runPostedInklingBand(job: InklingBandJob): undefined {
+  const buffer = job.memory.buffer;
+  const rgb = new Uint8Array(buffer, job.srcAt, job.width * job.height * 3);
+  writeRows(
+    rgb,
+    job.width,
+    job.height,
+    job.cfg,
+    {
+      pixelValues: job.f32At !== undefined ? new Float32Array(buffer, job.f32At, job.elements) : undefined,
+      bf16: job.bf16At !== undefined ? new Uint16Array(buffer, job.bf16At, job.elements) : undefined,
+    },
+    job.rows[0],
+    job.rows[1],
+  );
+  return undefined;
+}
+
+/**
+ * Two threads in the pool's memory: the image's pixels copied after the outputs, the second
+ * half of its patch rows posted to `helper`, the first written here. Null where it does not
+ * apply (memory not laid out for this image, one patch row): the caller runs preprocessInklingRgb.
+ */
+export async function preprocessInklingInBands(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: InklingImageConfig,
+  memory: EncoderMemory,
+  options: { bf16?: boolean; float32?: boolean },
+  helper: BandHelper,
+): Promise<(InklingGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: true; threads: number }) | null> {
+  const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
+  if (!kinds.float32 && !kinds.bf16) throw new RangeError('preprocessInklingInBands: asked for neither float32 nor bfloat16 output');
+  checkRgbBytes(rgb, width, height);
+  const g = inklingGeometry(height, width, cfg);
+  const elements = g.patches * inklingPatchElements(cfg);
+  const starts = inklingBandStarts(height, cfg);
+  if (starts.length === 0 || !memoryHolding(memory, elements, kinds, inklingMemoryBytes(width, height, cfg, kinds))) return null;
+  const srcAt = inklingMemoryBytes(width, height, cfg, kinds) - width * height * 3;
+  new Uint8Array(memory.memory.buffer, srcAt, rgb.length).set(rgb);
+  const views = outputViews(memory, kinds);
+  const split = starts[0]!;
+  const job: InklingBandJob = {
+    kind: 'inkling',
+    memory: memory.memory,
+    cfg,
+    width,
+    height,
+    srcAt,
+    elements,
+    ...(kinds.float32 ? { f32At: memory.f32At! } : {}),
+    ...(kinds.bf16 ? { bf16At: memory.bf16At! } : {}),
+    rows: [split, g.rows],
+  };
+  // A helper that fails has its band made up for here.
+  const helped = helper(job).then(
+    () => true,
+    () => (runPostedInklingBand(job), false),
+  );
+  try {
+    writeRows(rgb, width, height, cfg, views, 0, split);
+    helper.pollAnswer?.(20);
+  } finally {
+    // Never return (or throw) while the other thread may still use the memory.
+    await helped.catch(() => undefined);
+  }
+  return { ...g, ...views, inMemory: true, threads: (await helped) ? 2 : 1 };
+}
+
 /**
  * Patchify, pad and normalize packed RGB into [patches, temporal, p, p, 3]: float32 unless
  * `float32: false`, bfloat16 bits too with `bf16: true`; into the pool's memory when given
@@ -132,13 +259,6 @@ export function preprocessInklingRgb(
   const views = memory ? outputViews(memory, kinds) : {};
   const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(n)) : undefined;
   const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(n)) : undefined;
-  const levels = inklingLevels(cfg);
-  const bfLevels = bf16LevelTables(levels);
-  const p = cfg.patch_side;
-  for (let r = 0, i = 0; r < g.rows; r++)
-    for (let c = 0; c < g.cols; c++, i++) {
-      if (out) writePatch(out, i * per, levels, rgb, width, height, c * p, r * p, p, cfg.temporal_patch_size);
-      if (bf) writePatch(bf, i * per, bfLevels, rgb, width, height, c * p, r * p, p, cfg.temporal_patch_size);
-    }
+  writeRows(rgb, width, height, cfg, { pixelValues: out, bf16: bf }, 0, g.rows);
   return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
 }

@@ -5,7 +5,7 @@
 import { preprocessClipRgb } from './clip-image.ts';
 import { preprocessAnyresRgb } from './llava-next.ts';
 import { preprocessLlama4Rgb } from './llama4.ts';
-import { preprocessInklingRgb } from './inkling.ts';
+import { preprocessInklingInBands, preprocessInklingRgb } from './inkling.ts';
 import { preprocessMoonVitRgb, preprocessMoonVitWithKernels } from './moonvit.ts';
 import { preprocessPhi3VisionRgb } from './phi3v.ts';
 import { decodeToRgb } from './decode.ts';
@@ -154,7 +154,8 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
             : isLlama4Config(cfg)
               ? preprocessLlama4Rgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
               : isInklingConfig(cfg)
-                ? preprocessInklingRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
+                ? ((task.output && helper ? await preprocessInklingInBands(image.rgb, image.width, image.height, cfg, task.output, options, helper) : null) ??
+                  preprocessInklingRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory }))
               : ((task.output
                   ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, { ...options, ...alpha }, helper)
                   : null) ?? preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory, ...alpha }));

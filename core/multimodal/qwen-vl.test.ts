@@ -143,7 +143,7 @@ describe('the WebAssembly scatter kernel', () => {
       const into = encoderMemoryIn(newSharedMemory(encoderMemoryBytes(w, tall, cfg, wanted)), js.patches * js.features, wanted);
       const bands: number[] = [];
       const out = await preprocessRgbInBands(rgbTall, w, tall, cfg, into, kinds, async (job) => {
-        bands.push(job.band);
+        if ('band' in job) bands.push(job.band);
         return runPostedBand(job);
       });
       expect(out, 'split in two bands').not.toBeNull();
@@ -175,7 +175,7 @@ describe('preprocessRgbInBands', () => {
     const { expected, into } = fresh();
     const bands: number[] = [];
     const out = await preprocessRgbInBands(rgb, w, h, cfg, into, {}, async (job) => {
-      bands.push(job.band);
+      if ('band' in job) bands.push(job.band);
       return runPostedBand(job);
     });
     expect(bands).toEqual([1]);

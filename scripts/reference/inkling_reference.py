@@ -36,7 +36,11 @@ def divide_to_patches(image, patch):
 
 
 def preprocess(path, patch=40, temporal=2, mean=OPENAI_CLIP_MEAN, std=OPENAI_CLIP_STD):
-    image = F.pil_to_tensor(Image.open(path).convert("RGB"))
+    return from_tensor(F.pil_to_tensor(Image.open(path).convert("RGB")), patch, temporal, mean, std)
+
+
+def from_tensor(image, patch=40, temporal=2, mean=OPENAI_CLIP_MEAN, std=OPENAI_CLIP_STD):
+    """The processor's steps on a uint8 [3, H, W] tensor."""
     _, height, width = image.shape
     patches, rows, cols = divide_to_patches(image, patch)
     padded = []

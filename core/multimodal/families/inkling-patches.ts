@@ -2,7 +2,7 @@
 // column past its right edge, padded with −1 before the normalize, each patch's pixels
 // channels last and its frame repeated. A patch is a token: tokens_per_item (one value an
 // image) is the tensor the worker's model reads them from, and splits the flat pixel values by.
-import { inklingGeometry, inklingMemoryBytes, inklingPatchElements, type InklingImageConfig } from '../inkling.ts';
+import { inklingBandStarts, inklingGeometry, inklingMemoryBytes, inklingPatchElements, type InklingImageConfig } from '../inkling.ts';
 import type { EncoderGeometry, ImageProcessor } from './family.ts';
 
 function geometry(height: number, width: number, cfg: InklingImageConfig): EncoderGeometry {
@@ -26,7 +26,8 @@ export const INKLING_PATCH_PROCESSOR: ImageProcessor<InklingImageConfig> = {
   name: 'Inkling patches (no resize, -1 padding, channels last, frames repeated)',
   geometry,
   memoryBytes: inklingMemoryBytes,
-  bandStarts: () => [],
+  // Two threads take half the patch rows each (the second from a copy of the pixels in the pool's memory).
+  bandStarts: (g, cfg, count) => (count < 2 ? [] : inklingBandStarts(g.resizedHeight, cfg).map((row) => row * cfg.patch_side)),
   sizesNear,
   batchedEncoder: false,
   gridded: true,
