@@ -87,7 +87,10 @@ describe('Inkling encoder input agrees exactly with the torch reference', () => 
       expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
       expect(bytesOf(r.bf16!).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer))))).toBe(true);
       r.release();
-      const cost = pool.memoryCost({ bytes: images.bytes('hd.jpg'), config: INKLING_DEFAULTS, bf16: true }, await pool.readHeader(images.bytes('hd.jpg'), INKLING_DEFAULTS));
+      const cost = pool.memoryCost(
+        { bytes: images.bytes('hd.jpg'), config: INKLING_DEFAULTS, bf16: true },
+        await pool.readHeader(images.bytes('hd.jpg'), INKLING_DEFAULTS),
+      );
       expect(cost.shared).toBeGreaterThanOrEqual(inklingMemoryBytes(1920, 1080, INKLING_DEFAULTS, { float32: true, bf16: true }));
     } finally {
       await pool.close();

@@ -813,13 +813,22 @@ describe('Inkling model directories', () => {
     const m = await model('inkling');
     expect(m).toMatchObject({ modelType: 'inkling_mm_model', family: 'inkling', imageTokenId: 200054, imagePlaceholderId: 200054, contentFormat: 'openai' });
     expect(m.promptTokenIds).toEqual({ '<|content_image|>': 200005 });
-    expect(m.imageConfig).toEqual({ patch_side: 40, temporal_patch_size: 2, image_mean: [0.48145466, 0.4578275, 0.40821073], image_std: [0.26862954, 0.26130258, 0.27577711] });
+    expect(m.imageConfig).toEqual({
+      patch_side: 40,
+      temporal_patch_size: 2,
+      image_mean: [0.48145466, 0.4578275, 0.40821073],
+      image_std: [0.26862954, 0.26130258, 0.27577711],
+    });
     expect(processorOf(m.imageConfig).geometry(300, 400)).toMatchObject({ resizedWidth: 400, resizedHeight: 300, patches: 88, tokens: 88, features: 9600 });
     const f = familyById('inkling');
-    expect(f.imageTensors({ patches: 88 })).toEqual([{ name: 'tokens_per_item', dtype: 'int64', shape: [1], values: [88], layout: 'batched', keepOnCpu: false, splitsPixels: true }]);
+    expect(f.imageTensors({ patches: 88 })).toEqual([
+      { name: 'tokens_per_item', dtype: 'int64', shape: [1], values: [88], layout: 'batched', keepOnCpu: false, splitsPixels: true },
+    ]);
     expect(f.encoderShape({ patches: 88, features: 9600 }, m.imageConfig)).toEqual([88, 2, 40, 40, 3]);
     expect(processorOf(m.imageConfig).tokensOf({ encoderShape: [88, 2, 40, 40, 3], grid: [88] })).toBe(88);
-    expect(() => processorOf(m.imageConfig).tokensOf({ encoderShape: [88, 3, 40, 40], grid: [88] })).toThrow('pixel_values are [88, 3, 40, 40], expected [patches, 2, 40, 40, 3]');
+    expect(() => processorOf(m.imageConfig).tokensOf({ encoderShape: [88, 3, 40, 40], grid: [88] })).toThrow(
+      'pixel_values are [88, 3, 40, 40], expected [patches, 2, 40, 40, 3]',
+    );
   });
 
   it("a message's parts keep the order written; each image is <|content_image|> and its run of <|unused_200054|>, the range starting at <|content_image|> (the gateway's structural prefix), the run where the features go", async () => {
@@ -839,7 +848,9 @@ describe('Inkling model directories', () => {
       ],
       [88, 8],
     );
-    expect(p.text).toBe('<|message_user|><|content_text|>First<|content_image|><|unused_200054|><|content_text|>then<|content_image|><|unused_200054|><|end_message|><|message_model|>');
+    expect(p.text).toBe(
+      '<|message_user|><|content_text|>First<|content_image|><|unused_200054|><|content_text|>then<|content_image|><|unused_200054|><|end_message|><|message_model|>',
+    );
     const first = p.inputIds.indexOf(200005);
     const second = p.inputIds.indexOf(200005, first + 1);
     expect(p.placeholders).toEqual([

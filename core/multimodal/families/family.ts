@@ -16,7 +16,8 @@ import type { OutputKinds, QwenVlImageConfig } from '../qwen-vl.ts';
 export type FamilyId = 'qwen2_vl' | 'qwen3_vl' | 'qwen3_5' | 'qwen3_omni' | 'llava' | 'llava_next' | 'kimi_k25' | 'kimi_k3' | 'phi3_v' | 'llama4' | 'inkling';
 
 /** A family's image processor settings: Qwen's patches (qwen-vl.ts), CLIP's crop (clip-image.ts), LLaVA-NeXT's anyres crops (llava-next.ts), MoonViT's patches (moonvit.ts), Phi-3-vision's HD crops (phi3v.ts), Llama 4's tiles (llama4.ts) or Inkling's patches (inkling.ts). */
-export type ImageConfig = QwenVlImageConfig | ClipImageConfig | AnyresImageConfig | MoonVitImageConfig | Phi3VisionImageConfig | Llama4ImageConfig | InklingImageConfig;
+export type ImageConfig =
+  QwenVlImageConfig | ClipImageConfig | AnyresImageConfig | MoonVitImageConfig | Phi3VisionImageConfig | Llama4ImageConfig | InklingImageConfig;
 
 /** LLaVA-NeXT's anyres configuration (its pinpoints are what tell it from CLIP's crop, whose settings it has too). */
 export const isAnyresConfig = (cfg: ImageConfig): cfg is AnyresImageConfig => 'image_grid_pinpoints' in cfg;
