@@ -7,5 +7,5 @@ import { runPostedPreprocessBand, type BandWrite, type PreprocessBandJob } from 
 
 export function runPostedBand(job: PreprocessBandJob | MoonVitBandJob | InklingBandJob): BandWrite | undefined {
   if ('kind' in job && job.kind === 'inkling') return runPostedInklingBand(job);
-  return 'kind' in job && job.kind === 'moonvit' ? runPostedMoonVitBand(job) : runPostedPreprocessBand(job as PreprocessBandJob);
+  return 'kind' in job && job.kind === 'moonvit' ? runPostedMoonVitBand(job) : runPostedPreprocessBand(job);
 }
