@@ -452,9 +452,12 @@ function llama4ConfigFrom(
  */
 function inklingConfigFrom(d: InklingImageConfig, pre: Record<string, unknown>, file: string): InklingImageConfig {
   if (pre.rescale_image_frac !== undefined && pre.rescale_image_frac !== null)
-    throw new ModelDirectoryError(`${file}: rescale_image_frac ${JSON.stringify(pre.rescale_image_frac)} is not served (images go at their own size, the processor's default)`);
+    throw new ModelDirectoryError(
+      `${file}: rescale_image_frac ${JSON.stringify(pre.rescale_image_frac)} is not served (images go at their own size, the processor's default)`,
+    );
   for (const key of ['do_resize', 'do_rescale', 'do_normalize'] as const)
-    if (pre[key] === false) throw new ModelDirectoryError(`${file}: ${key} false is not served (Inkling's processor always patchifies, rescales and normalizes)`);
+    if (pre[key] === false)
+      throw new ModelDirectoryError(`${file}: ${key} false is not served (Inkling's processor always patchifies, rescales and normalizes)`);
   const height = sideField(pre, 'size', 'height', file, d.patch_side);
   const width = sideField(pre, 'size', 'width', file, d.patch_side);
   if (height !== width) throw new ModelDirectoryError(`${file}: size ${height}x${width} is not served (a square patch is; HF's processor refuses another)`);

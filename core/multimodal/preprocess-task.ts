@@ -156,9 +156,9 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
               : isInklingConfig(cfg)
                 ? ((task.output && helper ? await preprocessInklingInBands(image.rgb, image.width, image.height, cfg, task.output, options, helper) : null) ??
                   preprocessInklingRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory }))
-              : ((task.output
-                  ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, { ...options, ...alpha }, helper)
-                  : null) ?? preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory, ...alpha }));
+                : ((task.output
+                    ? await preprocessMoonVitWithKernels(image.rgb, image.width, image.height, cfg, task.output, { ...options, ...alpha }, helper)
+                    : null) ?? preprocessMoonVitRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory, ...alpha }));
       if ('threads' in done) threads = done.threads;
       out = {
         ...geometry(),

@@ -119,7 +119,9 @@ function renderTemplate(model: ModelDirectory, messages: readonly ChatMessage[],
         ? text(m.content ?? '')
         : model.contentFormat === 'string'
           ? flattenedParts(model, m.content, text)
-          : partsInOrder(model, m.content).map((p) => (p.type === 'text' ? { type: 'text', text: text(p.text) } : { type: 'image', image_url: p.image_url.url })),
+          : partsInOrder(model, m.content).map((p) =>
+              p.type === 'text' ? { type: 'text', text: text(p.text) } : { type: 'image', image_url: p.image_url.url },
+            ),
   }));
   try {
     return model.chatTemplate.render({ messages: templated, add_generation_prompt: true, add_vision_id: false, ...model.templateTokens });
@@ -250,7 +252,8 @@ function tokenizePrompt(model: ModelDirectory, { text, segments }: RenderedChat,
     for (let k = from; k < at; k++) inputIds.push(ids[k]!);
     const slot = imageTokens[i]!;
     if (typeof slot === 'number' && prefix !== undefined) {
-      if (inputIds.at(-1) !== prefix) throw new PromptError(`the rendered prompt's image placeholder ${i} does not follow ${prefixText}, which its range starts at`);
+      if (inputIds.at(-1) !== prefix)
+        throw new PromptError(`the rendered prompt's image placeholder ${i} does not follow ${prefixText}, which its range starts at`);
       placeholders.push({ offset: inputIds.length - 1, length: slot + 1, patches: [{ offset: inputIds.length, length: slot }] });
       for (let k = 0; k < slot; k++) inputIds.push(model.imageTokenId);
     } else if (typeof slot === 'number') {

@@ -673,14 +673,18 @@ describe('an inkling model directory', () => {
       if (runtime === 'tokenspeed') {
         for (const [i, values] of reference.entries()) {
           const bf16 = encodeFloat32As('bfloat16', values);
-          expect(content).toContain(`encoder_input[${i}] [${infos[i]!.patches},2,40,40,3] bfloat16 via inline, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`);
+          expect(content).toContain(
+            `encoder_input[${i}] [${infos[i]!.patches},2,40,40,3] bfloat16 via inline, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`,
+          );
           expect(content).toContain(`tokens_per_item[${i}] [1] int64 via inline, 8 bytes`);
         }
       } else {
         const joined = new Float32Array(reference[0]!.length + reference[1]!.length);
         joined.set(reference[0]!);
         joined.set(reference[1]!, reference[0]!.length);
-        expect(content).toContain(`pixel_values [132,2,40,40,3] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`);
+        expect(content).toContain(
+          `pixel_values [132,2,40,40,3] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`,
+        );
         expect(content).toContain('tokens_per_item [2] int64 via inline, 16 bytes');
       }
       const prompt = buildPrompt(model, messages(), [88, 44]);
