@@ -120,7 +120,9 @@ function refusedFormat(bytes: Uint8Array): string | undefined {
 /**
  * PNG's colour type (IHDR): 0 gray, 2 RGB, 3 palette, 4 gray with alpha, 6 RGBA. A gray or RGB
  * PNG's transparency chunk (a colour key) makes the decoder give an alpha channel Pillow does
- * not: it opens such an image as L or RGB, and Kimi-K3's processor returns an RGB image as it is.
+ * not (it opens such an image as L or RGB): mmtc keeps it opaque, as Kimi-K3's processor keeps
+ * an RGB image; a keyed gray one it would flatten where the key is (docs/preprocessing.md,
+ * "MoonViT patches (Kimi-K2.5, Kimi-K3)", says where mmtc and the gateway differ on these).
  */
 function pngColourType(bytes: Uint8Array): number | undefined {
   return bytes.length > 25 ? bytes[25] : undefined;

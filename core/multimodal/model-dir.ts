@@ -14,7 +14,7 @@ import { llama4TokensPerTile, type Llama4ImageConfig } from './llama4.ts';
 import { chatTemplateContentFormat, type ContentFormat } from './content-format.ts';
 import type { InklingImageConfig } from './inkling.ts';
 import type { MoonVitImageConfig } from './moonvit.ts';
-import type { TransparentBackground } from './transparent-bg.ts';
+import { TRANSPARENT_BG_PATTERNS, type TransparentBackground } from './transparent-bg.ts';
 import type { Phi3VisionImageConfig } from './phi3v.ts';
 import {
   familyById,
@@ -357,9 +357,11 @@ function transparentBgFrom(media: Record<string, unknown>, at: string, d: Transp
   if (media.transparent_bg_config === undefined) return { ...d, stage };
   const given = section(media, 'transparent_bg_config', at);
   const key = `${at} transparent_bg_config`;
-  const pattern = given.pattern ?? TRANSPARENT_BG_FIELD_DEFAULTS.pattern;
-  if (pattern !== 'white' && pattern !== 'black' && pattern !== 'gray' && pattern !== 'chessboard')
-    throw new ModelDirectoryError(`${key}: pattern must be "white", "black", "gray" or "chessboard", got ${JSON.stringify(pattern)}`);
+  const pattern = (given.pattern ?? TRANSPARENT_BG_FIELD_DEFAULTS.pattern) as TransparentBackground['pattern'];
+  if (!TRANSPARENT_BG_PATTERNS.includes(pattern))
+    throw new ModelDirectoryError(
+      `${key}: pattern must be one of ${TRANSPARENT_BG_PATTERNS.map((p) => JSON.stringify(p)).join(', ')}, got ${JSON.stringify(pattern)}`,
+    );
   const level = (name: 'chessboard_white_value' | 'chessboard_gray_value') => {
     const v = given[name] ?? TRANSPARENT_BG_FIELD_DEFAULTS[name];
     if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 255)
@@ -461,8 +463,11 @@ function inklingConfigFrom(d: InklingImageConfig, pre: Record<string, unknown>, 
   const height = sideField(pre, 'size', 'height', file, d.patch_side);
   const width = sideField(pre, 'size', 'width', file, d.patch_side);
   if (height !== width) throw new ModelDirectoryError(`${file}: size ${height}x${width} is not served (a square patch is; HF's processor refuses another)`);
-  const patch = positiveInteger(pre, 'patch_size', file, height);
-  if (patch !== height) throw new ModelDirectoryError(`${file}: patch_size ${patch} differs from size ${height}x${width}`);
+  // The gateway's patch_size: a number or {height, width}.
+  const patchHeight = sideField(pre, 'patch_size', 'height', file, height);
+  const patchWidth = sideField(pre, 'patch_size', 'width', file, height);
+  if (patchHeight !== height || patchWidth !== height)
+    throw new ModelDirectoryError(`${file}: patch_size ${JSON.stringify(pre.patch_size)} differs from size ${height}x${width}`);
   return {
     patch_side: height,
     temporal_patch_size: positiveInteger(pre, 'temporal_patch_size', file, d.temporal_patch_size),
@@ -619,7 +624,7 @@ export async function loadModelDirectory(dir: string = BUNDLED_MODEL_PATH): Prom
     imageTokenId,
     imagePlaceholderId:
       vision.promptPlaceholder === undefined ? imageTokenId : promptTokenId(vision.promptPlaceholder, `the chat template's placeholder of an image`),
-    promptTokenIds: Object.fromEntries((vision.promptTokens ?? []).map((t) => [t, promptTokenId(t, `${vision.label}'s prompt wraps an image's tokens in it`)])),
+    promptTokenIds: Object.fromEntries((vision.promptTokens ?? []).map((t) => [t, promptTokenId(t, `${vision.label}'s prompt is written with it`)])),
     visionStartTokenId: vision.visionMarkers ? tokenId(root, at, 'vision_start_token_id', configFile, fallbackId('vision_start_token_id')) : undefined,
     visionEndTokenId: vision.visionMarkers ? tokenId(root, at, 'vision_end_token_id', configFile, fallbackId('vision_end_token_id')) : undefined,
     eosTokenIds,

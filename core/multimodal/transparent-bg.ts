@@ -9,7 +9,8 @@
 // every channel resized alike, then divided back (RGBa → RGBA: 255 · v / a, truncated, at most
 // 255; a of 0 or 255 leaves the colour as it is).
 
-export type TransparentBgPattern = 'white' | 'black' | 'gray' | 'chessboard';
+export const TRANSPARENT_BG_PATTERNS = ['white', 'black', 'gray', 'chessboard'] as const;
+export type TransparentBgPattern = (typeof TRANSPARENT_BG_PATTERNS)[number];
 
 /** transparent_bg_config and transparent_bg_fill_stage, as the checkpoint's processor reads them. */
 export interface TransparentBackground {

@@ -407,7 +407,7 @@ describe('Llama 4 model directories', () => {
     const tokenizer = JSON.parse(readFileSync(file, 'utf8')) as { added_tokens: Array<{ content: string }> };
     tokenizer.added_tokens = tokenizer.added_tokens.filter((t) => t.content !== '<|tile_y_separator|>');
     writeFileSync(file, JSON.stringify(tokenizer));
-    await expect(loadModelDirectory(dir)).rejects.toThrow(`${file}: no token "<|tile_y_separator|>" (Llama 4's prompt wraps an image's tokens in it)`);
+    await expect(loadModelDirectory(dir)).rejects.toThrow(`${file}: no token "<|tile_y_separator|>" (Llama 4's prompt is written with it)`);
   });
 });
 
@@ -773,7 +773,7 @@ describe('Kimi-K3 model directories', () => {
     [
       'a pattern it does not know',
       { transparent_bg_config: { pattern: 'stripes' } },
-      'transparent_bg_config: pattern must be "white", "black", "gray" or "chessboard", got "stripes"',
+      'transparent_bg_config: pattern must be one of "white", "black", "gray", "chessboard", got "stripes"',
     ],
     [
       'a square of 0',
@@ -826,6 +826,12 @@ describe('Inkling model directories', () => {
     ]);
     expect(f.encoderShape({ patches: 88, features: 9600 }, m.imageConfig)).toEqual([88, 2, 40, 40, 3]);
     expect(processorOf(m.imageConfig).tokensOf({ encoderShape: [88, 2, 40, 40, 3], grid: [88] })).toBe(88);
+    // An image under 40 pixels a side is one patch (its column past the edge is the only one).
+    expect(processorOf(m.imageConfig).geometry(32, 32)).toMatchObject({ patches: 1, tokens: 1 });
+    expect(processorOf(m.imageConfig).tokensOf({ encoderShape: [1, 2, 40, 40, 3], grid: [1] })).toBe(1);
+    expect(() => processorOf(m.imageConfig).tokensOf({ encoderShape: [], grid: [0] })).toThrow(
+      "tokens_per_item 0 is not an image's patches (a positive count)",
+    );
     expect(() => processorOf(m.imageConfig).tokensOf({ encoderShape: [88, 3, 40, 40], grid: [88] })).toThrow(
       'pixel_values are [88, 3, 40, 40], expected [patches, 2, 40, 40, 3]',
     );
@@ -864,6 +870,11 @@ describe('Inkling model directories', () => {
     ['a pre-scaling factor', { rescale_image_frac: 2 }, "rescale_image_frac 2 is not served (images go at their own size, the processor's default)"],
     ['a patch that is not square', { size: { height: 40, width: 32 } }, "size 40x32 is not served (a square patch is; HF's processor refuses another)"],
     ["the gateway's patch_size disagreeing", { patch_size: 32 }, 'patch_size 32 differs from size 40x40'],
+    [
+      "the gateway's patch_size as an object, disagreeing",
+      { patch_size: { height: 40, width: 20 } },
+      'patch_size {"height":40,"width":20} differs from size 40x40',
+    ],
     ['no normalize', { do_normalize: false }, "do_normalize false is not served (Inkling's processor always patchifies, rescales and normalizes)"],
     ['no frames', { temporal_patch_size: 0 }, 'temporal_patch_size must be a positive number, got 0'],
   ])('%s is refused at start, naming the file, the key and the value', async (_, pre, message) => {

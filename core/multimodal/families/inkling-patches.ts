@@ -37,8 +37,7 @@ export const INKLING_PATCH_PROCESSOR: ImageProcessor<InklingImageConfig> = {
   tokensOf: ({ encoderShape, grid }, cfg) => {
     if (!grid || grid.length !== 1) throw new TypeError('no tokens_per_item value: an Inkling model embeds an image by its patches');
     const patches = grid[0]!;
-    if (!Number.isInteger(patches) || patches < 2)
-      throw new RangeError(`tokens_per_item ${patches} is not an image's patches (at least one row of two columns)`);
+    if (!Number.isInteger(patches) || patches < 1) throw new RangeError(`tokens_per_item ${patches} is not an image's patches (a positive count)`);
     const p = cfg.patch_side;
     const want = [cfg.temporal_patch_size, p, p, 3];
     if (encoderShape.length > 0 && (encoderShape.length !== 5 || want.some((v, i) => encoderShape[i + 1] !== v)))

@@ -19,7 +19,8 @@ export const INKLING: VisionFamily = {
   label: 'Inkling',
   gatewaySpec: 'inkling',
   modelTypes: ['inkling_mm_model'],
-  // config.json names no image token: the tokenizer's, as the gateway's spec takes it.
+  // The gateway's spec takes the tokenizer's <|unused_200054|>; config.json names none (one that
+  // named another token would be refused at load: its text must be the placeholder's).
   imageTokenKey: 'image_token_id',
   tokenFallbacks: { image_token_id: '<|unused_200054|>' },
   visionMarkers: false,

@@ -5,7 +5,7 @@
 //
 // - K3 ships no Jinja chat template; the checkpoint renders XTML in Python
 //   (encoding_k3.py::build_chat_segments, with a thinking_effort of max by default), which the
-//   gateway ports (crates/tokenizer/src/encoders/kimi_k3_xtml.rs). CHAT_TEMPLATE is that
+//   gateway ports (crates/tokenizer/src/encoders/kimi_k3_xtml.rs). KIMI_K3_CHAT_TEMPLATE is that
 //   rendering for the messages mmtc takes (system, user and assistant text; no tools), held to
 //   the Python reference's own outputs in families.test.ts. Content is a string: an image is one
 //   <|media_pad|> (config.json media_placeholder_token_id, 163605) in the message's text.
@@ -16,7 +16,7 @@
 //   masks it by im_token_id, SGLang and TokenSpeed get the run (engines).
 import { KIMI_K3_DEFAULTS } from '../moonvit.ts';
 import type { ImageModelTensor, PromptTokenIds, VisionFamily } from './family.ts';
-import { moonVitEncoderShape, moonVitImageTensors } from './kimi-k25.ts';
+import { moonVitEncoderShape, moonVitImageTensors } from './moonvit-patches.ts';
 
 const MEDIA_BEGIN = '<|media_begin|>';
 const MEDIA_CONTENT = '<|media_content|>';

@@ -3,7 +3,7 @@
 // worker's model merges merge×merge patches into a token. Its grid (1, grid_h, grid_w) is
 // the tensor the model computes the tokens from (Kimi's grid_thws).
 import { moonVitBandStarts, moonVitElements, moonVitGeometry, moonVitMemoryBytes, type MoonVitImageConfig } from '../moonvit.ts';
-import type { EncoderGeometry, ImageProcessor } from './family.ts';
+import { isMoonVitConfig, type EncoderGeometry, type ImageConfig, type ImageModelTensor, type ImageProcessor } from './family.ts';
 
 function geometry(height: number, width: number, cfg: MoonVitImageConfig): EncoderGeometry {
   const g = moonVitGeometry(height, width, cfg);
@@ -52,3 +52,18 @@ export const MOONVIT_PATCH_PROCESSOR: ImageProcessor<MoonVitImageConfig> = {
     return (h * w) / (cfg.merge_size * cfg.merge_size);
   },
 };
+
+/** A MoonViT image's model tensors, Kimi-K2.5's and K3's alike: grid_thws (kept on the CPU) and patches_per_image, which splits the flat pixel values. */
+export function moonVitImageTensors(g: Pick<EncoderGeometry, 'patches' | 'gridT' | 'gridH' | 'gridW'>): ImageModelTensor[] {
+  if (g.gridT === undefined || g.gridH === undefined || g.gridW === undefined) throw new TypeError('a MoonViT image geometry without its grid');
+  return [
+    { name: 'grid_thws', dtype: 'int64', shape: [1, 3], values: [g.gridT, g.gridH, g.gridW], layout: 'batched', keepOnCpu: true },
+    { name: 'patches_per_image', dtype: 'int64', shape: [1], values: [g.patches], layout: 'batched', keepOnCpu: false, splitsPixels: true },
+  ];
+}
+
+/** Flat: the image's patches, each [3, p, p] (the gateway's 4-D encoder input). */
+export function moonVitEncoderShape(g: Pick<EncoderGeometry, 'patches'>, cfg: ImageConfig): number[] {
+  if (!isMoonVitConfig(cfg)) throw new TypeError('a Kimi family takes a MoonViT configuration');
+  return [g.patches, 3, cfg.patch_size, cfg.patch_size];
+}
