@@ -367,3 +367,49 @@ describe('a Llama 4 worker', () => {
     );
   });
 });
+
+const inkling = await loadModelDirectory(makeFamilyModel(path.join(scratch, 'inkling'), 'inkling'));
+const INKLING_PAD = 200054;
+const CONTENT_IMAGE = 200005;
+
+/** A vLLM request of one Inkling image of `patches` patches: the range from <|content_image|> over its run, as the gateway places it. */
+function inklingRequest(o: { patches: number; run?: number; imTokenId?: number; shape?: number[] }): GenerateRequest {
+  const run = o.run ?? o.patches;
+  const inputIds = [1, CONTENT_IMAGE, ...Array<number>(run).fill(INKLING_PAD), 2];
+  const shape = o.shape ?? [o.patches, 2, 40, 40, 3];
+  return {
+    requestId: 'r',
+    input: { $case: 'tokenized', value: { originalText: 'x', inputIds } },
+    stream: false,
+    mmInputs: {
+      pixelValues: { shape, dtype: 'float32', payload: { $case: 'inline', value: Buffer.alloc(shape.reduce((a, b) => a * b, 4)) } },
+      modelSpecificTensors: { tokens_per_item: int64([o.patches], [1]) },
+      ...(o.imTokenId !== undefined ? { imTokenId: o.imTokenId } : {}),
+      mmPlaceholders: [{ offset: 1, length: run + 1 }],
+      mmHashes: ['h0'],
+      batchedKeys: ['tokens_per_item'],
+      flatKeys: { pixel_values: 'tokens_per_item' },
+      keepOnCpuKeys: [],
+      modality: 1,
+    },
+  } as unknown as GenerateRequest;
+}
+
+describe('an Inkling worker', () => {
+  it('vLLM: takes an image placed from its <|content_image|>, the run of <|unused_200054|> (im_token_id) masked in; a one-patch image too', () => {
+    expect(judge(inklingRequest({ patches: 88, imTokenId: INKLING_PAD }), inkling)).toMatch(/^1 image: pixel_values \[88,2,40,40,3\] float32/);
+    expect(judge(inklingRequest({ patches: 1, imTokenId: INKLING_PAD }), inkling)).toMatch(/^1 image: pixel_values \[1,2,40,40,3\] float32/);
+  });
+
+  it('vLLM: refuses the range without im_token_id (the <|content_image|> would take a feature), a run short of the patches, and patches laid out channels first', () => {
+    expect(() => judge(inklingRequest({ patches: 88 }), inkling)).toThrow(
+      new RequestInvalid('image 0: placeholder length 89 does not match tokens_per_item 88 (88 tokens)'),
+    );
+    expect(() => judge(inklingRequest({ patches: 88, run: 87, imTokenId: INKLING_PAD }), inkling)).toThrow(
+      new RequestInvalid('image 0: placeholder range [1, 89) holds 87 image tokens (id 200054), but tokens_per_item 88 gives 88'),
+    );
+    expect(() => judge(inklingRequest({ patches: 88, imTokenId: INKLING_PAD, shape: [88, 3, 40, 40] }), inkling)).toThrow(
+      new RequestInvalid('image 0: pixel_values are [88, 3, 40, 40], expected [patches, 2, 40, 40, 3]'),
+    );
+  });
+});
