@@ -74,15 +74,15 @@ async function chat(
 }
 
 /**
- * The two images twice over /dev/shm to a TokenSpeed worker loaded from `dir`: each answer
+ * The two images (`pair`, else IMAGES) twice over /dev/shm to a TokenSpeed worker loaded from `dir`: each answer
  * holds every line of `expected` (the tensors as the worker read them), the second request's
  * images from the pixel cache (a link to the kept file), not the pool.
  */
-async function shmThenCached(dir: string, model: string, expected: readonly string[]): Promise<void> {
+async function shmThenCached(dir: string, model: string, expected: readonly string[], pair: readonly TestImage[] = IMAGES): Promise<void> {
   const worker = await startWorker('tokenspeed', ['--model-path', dir]);
   const r = await router(worker, 'shm', { model_path: dir });
   for (const round of ['computed', 'cached']) {
-    const { content } = await chat(r, model, `${round}: `);
+    const { content } = await chat(r, model, `${round}: `, pair);
     for (const line of expected) expect(content, round).toContain(line);
   }
   expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 2, misses: 2 });
@@ -205,20 +205,35 @@ describe('a llava model directory', () => {
   }, 60_000);
 });
 
-// Kimi-K2.5 (docs/preprocessing.md, "MoonViT patches (Kimi-K2.5, Kimi-K3)"): every image resized within
-// its patch budget, zero-padded to whole 28-pixel merge blocks and cut into [3, 14, 14] patches,
-// bit for bit the Pillow + numpy reference written from the checkpoint's processor; vLLM gets
-// them flat ([patches, 3, 14, 14], split by patches_per_image) with grid_thws, TokenSpeed one
-// item each; each image's <|media_pad|> is as many tokens as its grid over 2², what the worker's
-// model computes from the grid_thws it receives (the worker refuses another count).
-describe('a kimi_k25 model directory', () => {
-  const dir = makeFamilyModel(path.join(scratch, 'kimi_k25'), 'kimi_k25');
+// Kimi-K2.5 and Kimi-K3 (docs/preprocessing.md, "MoonViT patches (Kimi-K2.5, Kimi-K3)"): every
+// image resized within its patch budget, zero-padded to whole 28-pixel merge blocks and cut into
+// [3, 14, 14] patches, bit for bit the Pillow + numpy reference written from the checkpoint's
+// processor (K3: a half-transparent PNG flattened over its chessboard); vLLM gets them flat
+// ([patches, 3, 14, 14], split by patches_per_image) with grid_thws, TokenSpeed one item each;
+// each image's <|media_pad|> is as many tokens as its grid over 2², what the worker's model
+// computes from the grid_thws it receives (the worker refuses another count). K3's images are
+// each its media block (its size as text, then the run), through its XTML rendering: vLLM gets
+// the blocks and masks them by im_token_id, SGLang and TokenSpeed the runs.
+const GLASS = path.join(scratch, 'glass.png');
+runPython(
+  `import sys, numpy as np
+from PIL import Image
+y, x = np.mgrid[0:420, 0:150]
+Image.fromarray(np.dstack([(x * 7) % 256, (y * 3) % 256, (x * y) % 256, (y * 255) // 419]).astype(np.uint8), 'RGBA').save(sys.argv[1])`,
+  [GLASS],
+);
+
+describe.each<[TestFamilyModel, readonly TestImage[], string[]]>([
+  ['kimi_k25', IMAGES, []],
+  ['kimi_k3', [IMAGES[0]!, { bytes: readFileSync(GLASS), mime: 'image/png' }], ['--k3']],
+])('a %s model directory', (kind, pair, args) => {
+  const dir = makeFamilyModel(path.join(scratch, kind), kind);
   const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/moonvit_reference.py');
-  const reference = IMAGES.map((_, i) => {
-    const file = path.join(scratch, `kimi-${i}.f32`);
-    const source = path.join(scratch, `kimi-source-${i}`);
-    writeFileSync(source, IMAGES[i]!.bytes);
-    const info = JSON.parse(runPythonScript(REFERENCE, [source, '--out', file])) as { grid: number[]; tokens: number };
+  const reference = pair.map((image, i) => {
+    const file = path.join(scratch, `${kind}-${i}.f32`);
+    const source = path.join(scratch, `${kind}-source-${i}`);
+    writeFileSync(source, image.bytes);
+    const info = JSON.parse(runPythonScript(REFERENCE, [source, ...args, '--out', file])) as { grid: number[]; tokens: number };
     return {
       values: new Float32Array(Uint8Array.from(readFileSync(file)).buffer),
       grid: info.grid,
@@ -236,10 +251,10 @@ describe('a kimi_k25 model directory', () => {
         [[1, 30, 12], 90],
       ]);
       const model = await loadModelDirectory(dir);
-      expect(model.family).toBe('kimi_k25');
+      expect(model.family).toBe(kind);
       const worker = await startWorker(runtime, ['--model-path', dir]);
       const r = await router(worker, 'inline', { model_path: dir });
-      const { content, promptTokens } = await chat(r, 'kimi');
+      const { content, promptTokens } = await chat(r, 'kimi', '', pair);
       if (runtime === 'tokenspeed') {
         // The checkpoint's weights are bfloat16 (config.json torch_dtype): the worker's encoder dtype.
         for (const [i, ref] of reference.entries()) {
@@ -259,9 +274,20 @@ describe('a kimi_k25 model directory', () => {
         expect(content).toContain('patches_per_image [2] int64 via inline, 16 bytes');
       }
       expect(content).not.toContain('image_grid_thw');
-      const prompt = buildPrompt(model, messages(), [165, 90]);
+      const f = familyById(kind === 'kimi_k3' ? 'kimi_k3' : 'kimi_k25');
+      const slots = [
+        [400, 300, 165],
+        [150, 420, 90],
+      ].map(([width, height, tokens]) =>
+        f.promptSequence ? f.promptSequence([], tokens!, promptTokenIdsOf(model), { width: width!, height: height! }) : tokens!,
+      );
+      const prompt = buildPrompt(model, messages(pair), slots);
       expect(promptTokens).toBe(prompt.inputIds.length);
       expect(prompt.inputIds.filter((id) => id === 163605)).toHaveLength(165 + 90);
+      if (kind === 'kimi_k3') {
+        expect(prompt.text).toContain('<|open|>message role="user"<|sep|><|media_pad|>\n<|media_pad|>\nand\nWhat differs?<|close|>message<|sep|>');
+        expect(prompt.placeholders.map((p) => p.patches!.map((run) => run.length))).toEqual([[165], [90]]);
+      }
     },
     60_000,
   );
@@ -274,91 +300,8 @@ describe('a kimi_k25 model directory', () => {
         const bf16 = encodeFloat32As('bfloat16', ref.values);
         return `encoder_input[${i}] [${ref.patches},3,14,14] bfloat16 via shm, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`;
       }),
+      pair,
     );
-  }, 60_000);
-});
-
-// Kimi-K3 (docs/preprocessing.md, "MoonViT patches (Kimi-K2.5, Kimi-K3)"): K2.5's wire layout, a photo and a
-// half-transparent PNG flattened over K3's chessboard, bit for bit the reference's; each image
-// is its media block (its decoded size as text, then its <|media_pad|> run), rendered through
-// K3's XTML; vLLM gets the blocks and masks them by im_token_id, SGLang and TokenSpeed the runs.
-describe('a kimi_k3 model directory', () => {
-  const dir = makeFamilyModel(path.join(scratch, 'kimi_k3'), 'kimi_k3');
-  const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/moonvit_reference.py');
-  const GLASS = path.join(scratch, 'glass.png');
-  runPython(
-    `import sys, numpy as np
-from PIL import Image
-y, x = np.mgrid[0:420, 0:150]
-Image.fromarray(np.dstack([(x * 7) % 256, (y * 3) % 256, (x * y) % 256, (y * 255) // 419]).astype(np.uint8), 'RGBA').save(sys.argv[1])`,
-    [GLASS],
-  );
-  const PAIR = [IMAGES[0]!, { bytes: readFileSync(GLASS), mime: 'image/png' }];
-  const reference = PAIR.map((image, i) => {
-    const file = path.join(scratch, `kimi-k3-${i}.f32`);
-    const source = path.join(scratch, `kimi-k3-source-${i}`);
-    writeFileSync(source, image.bytes);
-    const info = JSON.parse(runPythonScript(REFERENCE, [source, '--k3', '--out', file])) as { grid: number[]; tokens: number };
-    return {
-      values: new Float32Array(Uint8Array.from(readFileSync(file)).buffer),
-      grid: info.grid,
-      tokens: info.tokens,
-      patches: info.grid[1]! * info.grid[2]!,
-    };
-  });
-
-  it.each(['tokenspeed', 'vllm', 'sglang'] as const)(
-    '%s: a photo and a half-transparent image arrive as MoonViT patches (the board under the glass) with grid_thws; each image its media block with its size',
-    async (runtime) => {
-      expect(reference.map((r) => [r.grid, r.tokens])).toEqual([
-        [[1, 22, 30], 165],
-        [[1, 30, 12], 90],
-      ]);
-      const model = await loadModelDirectory(dir);
-      expect(model.family).toBe('kimi_k3');
-      const worker = await startWorker(runtime, ['--model-path', dir]);
-      const r = await router(worker, 'inline', { model_path: dir });
-      const { content, promptTokens } = await chat(r, 'kimi', '', PAIR);
-      if (runtime === 'tokenspeed') {
-        for (const [i, ref] of reference.entries()) {
-          const bf16 = encodeFloat32As('bfloat16', ref.values);
-          expect(content).toContain(`encoder_input[${i}] [${ref.patches},3,14,14] bfloat16 via inline, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`);
-          expect(content).toContain(`grid_thws[${i}] [1,3] int64 via inline, 24 bytes`);
-        }
-      } else {
-        const joined = new Float32Array(reference[0]!.values.length + reference[1]!.values.length);
-        joined.set(reference[0]!.values);
-        joined.set(reference[1]!.values, reference[0]!.values.length);
-        expect(content).toContain(
-          `pixel_values [${reference[0]!.patches + reference[1]!.patches},3,14,14] float32 via inline, ${joined.byteLength} bytes, fnv1a ${fnv1a64Hex(encodeFloat32As('float32', joined))}`,
-        );
-        expect(content).toContain('grid_thws [2,3] int64 via inline, 48 bytes');
-      }
-      const f = familyById('kimi_k3');
-      const slots = [
-        [400, 300, 165],
-        [150, 420, 90],
-      ].map(([width, height, tokens]) => f.promptSequence!([], tokens!, promptTokenIdsOf(model), { width: width!, height: height! }));
-      const prompt = buildPrompt(model, messages(PAIR), slots);
-      expect(prompt.text).toContain('<|open|>message role="user"<|sep|><|media_pad|>\n<|media_pad|>\nand\nWhat differs?<|close|>message<|sep|>');
-      expect(promptTokens).toBe(prompt.inputIds.length);
-      expect(prompt.inputIds.filter((id) => id === 163605)).toHaveLength(165 + 90);
-      expect(prompt.placeholders.map((p) => p.patches!.map((run) => run.length))).toEqual([[165], [90]]);
-    },
-    60_000,
-  );
-
-  it('TokenSpeed over /dev/shm: the patches written while they are preprocessed, read by the worker, the same bytes; again from the pixel cache', async () => {
-    const worker = await startWorker('tokenspeed', ['--model-path', dir]);
-    const r = await router(worker, 'shm', { model_path: dir });
-    for (const round of ['computed', 'cached']) {
-      const { content } = await chat(r, 'kimi', `${round}: `, PAIR);
-      for (const [i, ref] of reference.entries()) {
-        const bf16 = encodeFloat32As('bfloat16', ref.values);
-        expect(content, round).toContain(`encoder_input[${i}] [${ref.patches},3,14,14] bfloat16 via shm, ${bf16.byteLength} bytes, fnv1a ${fnv1a64Hex(bf16)}`);
-      }
-    }
-    expect(r.context.pixelCache?.stats()).toMatchObject({ hits: 2, misses: 2 });
   }, 60_000);
 });
 
