@@ -71,6 +71,20 @@ describe('mmtc preprocess', () => {
     expect(raw.stderr).toContain('error: --no-normalize is not available for the kimi_k25 family (its processor always normalizes)');
   });
 
+  it('--model kimi_k3 and --model inkling: the image at its own size, as MoonViT patches under K3's budget and as 40-pixel patches in two frames', () => {
+    const k3 = runMmtc(['preprocess', '--model', 'kimi_k3', images.file('hd.jpg')]);
+    expect(k3.status, k3.stderr).toBe(0);
+    expect(k3.stdout).toContain('family      kimi_k3');
+    expect(k3.stdout).toContain('shape       [10764, 3, 14, 14]  grid_thw [1, 78, 138]  2691 tokens');
+    const inkling = runMmtc(['preprocess', '--model', 'inkling', images.file('hd.jpg')]);
+    expect(inkling.status, inkling.stderr).toBe(0);
+    expect(inkling.stdout).toContain('family      inkling');
+    expect(inkling.stdout).toContain('resized     1920x1080');
+    // 27 rows of 1920 // 40 + 1 = 49 columns.
+    expect(inkling.stdout).toContain('shape       [1323, 2, 40, 40, 3]  1323 tokens');
+    expect(inkling.stdout).toContain(`encoder     float32, ${1323 * 9600 * 4} bytes`);
+  });
+
   it('--model phi3_v: 17 HD crops of 336 pixels, the HD size as image_sizes and its tokens', () => {
     const r = runMmtc(['preprocess', '--model', 'phi3_v', images.file('hd.jpg')]);
     expect(r.status, r.stderr).toBe(0);
