@@ -71,7 +71,7 @@ describe('mmtc preprocess', () => {
     expect(raw.stderr).toContain('error: --no-normalize is not available for the kimi_k25 family (its processor always normalizes)');
   });
 
-  it('--model kimi_k3 and --model inkling: the image at its own size, as MoonViT patches under K3's budget and as 40-pixel patches in two frames', () => {
+  it("--model kimi_k3 and --model inkling: the image at its own size, as MoonViT patches under K3's budget and as 40-pixel patches in two frames", () => {
     const k3 = runMmtc(['preprocess', '--model', 'kimi_k3', images.file('hd.jpg')]);
     expect(k3.status, k3.stderr).toBe(0);
     expect(k3.stdout).toContain('family      kimi_k3');
