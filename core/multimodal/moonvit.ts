@@ -264,7 +264,7 @@ export async function preprocessMoonVitWithKernels(
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
   if (!kinds.float32 && !kinds.bf16) throw new RangeError('preprocessMoonVitWithKernels: asked for neither float32 nor bfloat16 output');
   if (!simdAvailable()) return null;
-  // An image flattened over a background takes the JavaScript passes (preprocessMoonVitRgb).
+  // An image flattened over a background takes preprocessMoonVitRgb, on one thread.
   if (options.alpha && cfg.transparent_bg) return null;
   const g = moonVitGeometry(height, width, cfg);
   if (!memoryHolding(memory, moonVitElements(g, cfg), kinds, moonVitMemoryBytes(width, height, cfg, kinds))) return null;
