@@ -156,7 +156,8 @@ export async function decodeToRgb(bytes: Uint8Array, maxPixels: number = MAX_DEC
     return { width, height, rgb, format: sniffed };
   }
   const rgb = toRgb(raw.data, width * height, channels);
-  const colourKeyed = sniffed === 'png' && (pngColourType(bytes) === 0 || pngColourType(bytes) === 2);
+  const colourType = sniffed === 'png' ? pngColourType(bytes) : undefined;
+  const colourKeyed = colourType === 0 || colourType === 2;
   const alpha = keepAlpha && (channels === 2 || channels === 4) && !colourKeyed ? alphaPlane(raw.data, width * height, channels) : undefined;
   return { width, height, rgb, format: sniffed, ...(alpha ? { alpha } : {}) };
 }

@@ -107,21 +107,24 @@ function writePatch<A extends Float32Array | Uint16Array>(
   frames: number,
 ): void {
   const start = at;
-  const pad = [tables[0]![256]!, tables[1]![256]!, tables[2]![256]!];
+  const [t0, t1, t2] = tables as [A, A, A];
+  const pad0 = t0[256]!;
+  const pad1 = t1[256]!;
+  const pad2 = t2[256]!;
   const inside = Math.max(0, Math.min(p, width - x0));
   for (let y = 0; y < p; y++) {
     const iy = y0 + y;
     let x = 0;
     if (iy < height)
       for (let from = (iy * width + x0) * 3; x < inside; x++, from += 3) {
-        dst[at++] = tables[0]![rgb[from]!]!;
-        dst[at++] = tables[1]![rgb[from + 1]!]!;
-        dst[at++] = tables[2]![rgb[from + 2]!]!;
+        dst[at++] = t0[rgb[from]!]!;
+        dst[at++] = t1[rgb[from + 1]!]!;
+        dst[at++] = t2[rgb[from + 2]!]!;
       }
     for (; x < p; x++) {
-      dst[at++] = pad[0]!;
-      dst[at++] = pad[1]!;
-      dst[at++] = pad[2]!;
+      dst[at++] = pad0;
+      dst[at++] = pad1;
+      dst[at++] = pad2;
     }
   }
   const frame = at - start;

@@ -14,7 +14,7 @@ import { llama4TokensPerTile, type Llama4ImageConfig } from './llama4.ts';
 import { chatTemplateContentFormat, type ContentFormat } from './content-format.ts';
 import type { InklingImageConfig } from './inkling.ts';
 import type { MoonVitImageConfig } from './moonvit.ts';
-import { TRANSPARENT_BG_PATTERNS, type TransparentBackground } from './transparent-bg.ts';
+import { TRANSPARENT_BG_PATTERNS, TRANSPARENT_BG_STAGES, type TransparentBackground } from './transparent-bg.ts';
 import type { Phi3VisionImageConfig } from './phi3v.ts';
 import {
   familyById,
@@ -350,9 +350,11 @@ const TRANSPARENT_BG_FIELD_DEFAULTS: Omit<TransparentBackground, 'stage'> = {
  */
 function transparentBgFrom(media: Record<string, unknown>, at: string, d: TransparentBackground | undefined): TransparentBackground | undefined {
   if (!d || media.transparent_bg_config === null) return undefined;
-  const stageValue = media.transparent_bg_fill_stage;
-  if (stageValue !== undefined && stageValue !== null && stageValue !== 'before_resize' && stageValue !== 'after_resize')
-    throw new ModelDirectoryError(`${at}: transparent_bg_fill_stage must be "before_resize" or "after_resize", got ${JSON.stringify(stageValue)}`);
+  const stageValue = media.transparent_bg_fill_stage as TransparentBackground['stage'] | null | undefined;
+  if (stageValue !== undefined && stageValue !== null && !TRANSPARENT_BG_STAGES.includes(stageValue))
+    throw new ModelDirectoryError(
+      `${at}: transparent_bg_fill_stage must be ${TRANSPARENT_BG_STAGES.map((s) => JSON.stringify(s)).join(' or ')}, got ${JSON.stringify(stageValue)}`,
+    );
   const stage = stageValue ?? d.stage;
   if (media.transparent_bg_config === undefined) return { ...d, stage };
   const given = section(media, 'transparent_bg_config', at);

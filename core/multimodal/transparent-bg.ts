@@ -12,6 +12,9 @@
 export const TRANSPARENT_BG_PATTERNS = ['white', 'black', 'gray', 'chessboard'] as const;
 export type TransparentBgPattern = (typeof TRANSPARENT_BG_PATTERNS)[number];
 
+/** transparent_bg_fill_stage: composited before the resize (at the image's own size) or after it (at the resized size). */
+export const TRANSPARENT_BG_STAGES = ['before_resize', 'after_resize'] as const;
+
 /** transparent_bg_config and transparent_bg_fill_stage, as the checkpoint's processor reads them. */
 export interface TransparentBackground {
   pattern: TransparentBgPattern;
@@ -19,8 +22,7 @@ export interface TransparentBackground {
   chessboard_square_on_top_left: boolean;
   chessboard_white_value: number;
   chessboard_gray_value: number;
-  /** Composited before the resize (at the image's own size) or after it (at the resized size). */
-  stage: 'before_resize' | 'after_resize';
+  stage: (typeof TRANSPARENT_BG_STAGES)[number];
 }
 
 /** Kimi-K3's shipped board (moonshotai/Kimi-K3 preprocessor_config.json, the gateway's default_transparent_bg). */
