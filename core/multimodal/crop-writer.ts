@@ -1,11 +1,312 @@
 // Writing one image's crops, [crops, 3, H, W] in float32 and/or bfloat16, through per-channel
-// level tables as a resize's rows come out: what LLaVA-NeXT's anyres crops (llava-next.ts) and
-// Llama 4's tiles (llama4.ts) share. The outputs live in the pool's memory when it holds them
-// (and the resize then runs on the SIMD kernels there), else in arrays of their own.
-import { bf16LevelTables, memoryHolding, outputViews, type EncoderMemory } from './qwen-vl.ts';
-import type { ResampleFilter } from './resample.ts';
+// level tables as a resize's rows come out: what LLaVA-NeXT's anyres crops (llava-next.ts),
+// Llama 4's tiles (llama4.ts) and Phi-3-vision's HD tiles (phi3v.ts) share. The outputs live in
+// the pool's memory when it holds them (and the resizes then run on the SIMD kernels there),
+// else in arrays of their own. In the pool's memory, with a helper thread, an image's resizes
+// are split between two threads by their estimated cost (cropSplit): the helper runs a band of
+// output rows of one of them (CropBandJob), this thread the rest; each writes its own rows.
+import { bf16LevelTables, memoryHolding, outputViews, type BandHelper, type EncoderMemory } from './qwen-vl.ts';
+import { kernelSize, type ResampleFilter, type RowSink } from './resample.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
-import { kernelsOn, planResize, resizeBand } from './resize-simd.ts';
+import { kernelsOn, planResize, resizeBand, resizeBytes, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
+import { rowSums, torchCubicAxis } from './torch-bicubic.ts';
+
+/**
+ * Where a resized image's rows land: a canvas of tiles, the resized image placed in it at
+ * (top, left); `transposed`: the resize ran on the transposed image, so its row y is the
+ * canvas's column top + y and its pixel x the canvas's row left + x.
+ */
+export interface TilePlacement {
+  top: number;
+  left: number;
+  transposed?: boolean;
+  /** Tiles in a canvas row. */
+  cols: number;
+  /** The resized image's width. */
+  resizedWidth: number;
+  /** The crop index of the canvas's first tile. */
+  first: number;
+}
+
+/**
+ * The resized image's rows as float32 values on the whole canvas (`height` × `width`), placed as
+ * in the tiles: summed as they come out, each canvas row's four-column sums of torch's bicubic
+ * interpolate toward `sumsWidth` columns (torch-bicubic.ts rowSums) into `sums`, [3, height,
+ * sumsWidth]; or, for a transposed placement (its rows come out as the canvas's columns),
+ * written into the channel planes `hd`, [3, height, width], for the caller to sum once whole.
+ */
+export type CanvasPlanes = { width: number; height: number } & ({ sums: Float32Array; sumsWidth: number } | { hd: Float32Array });
+
+/** One resize of the image, and where its rows go: crops, and the canvas planes when given. */
+export interface CropResize {
+  outW: number;
+  outH: number;
+  place: TilePlacement;
+  canvas?: CanvasPlanes;
+}
+
+/** A resize to one crop's own size, written whole into crop `index`. */
+export const intoCrop = (index: number, width: number): TilePlacement => ({ top: 0, left: 0, cols: 1, resizedWidth: width, first: index });
+
+/** The crops' shape and where they are in a shared memory: plain data, so a helper thread can write into them. */
+export interface CropLayout {
+  cropHeight: number;
+  cropWidth: number;
+  elements: number;
+  f32At?: number;
+  bf16At?: number;
+  /** Per channel, the encoder value of each 8-bit level (float32). */
+  levels: Float32Array[];
+}
+
+/** Writes pixels into crops: `count` pixels of `line` from pixel `from` into crop `index`'s row `y` from column `x`. */
+type Put = (index: number, y: number, x: number, line: Uint8Array, from: number, count: number) => void;
+
+function putter(layout: CropLayout, out: Float32Array | undefined, bf: Uint16Array | undefined): Put {
+  const TW = layout.cropWidth;
+  const plane = layout.cropHeight * TW;
+  const crop = 3 * plane;
+  const levels = layout.levels;
+  const bfLevels = bf ? bf16LevelTables(levels) : [];
+  return (index, y, x, line, from, count) => {
+    for (let c = 0; c < 3; c++) {
+      const at = index * crop + c * plane + y * TW + x;
+      if (out) {
+        const table = levels[c]!;
+        for (let i = 0; i < count; i++) out[at + i] = table[line[(from + i) * 3 + c]!]!;
+      }
+      if (bf) {
+        const table = bfLevels[c]!;
+        for (let i = 0; i < count; i++) bf[at + i] = table[line[(from + i) * 3 + c]!]!;
+      }
+    }
+  };
+}
+
+/** Writes pixels down a crop's column: `count` pixels of `line` from pixel `from` into crop `index`'s column `x` from row `y`. */
+function columnPutter(layout: CropLayout, out: Float32Array | undefined, bf: Uint16Array | undefined): Put {
+  const TW = layout.cropWidth;
+  const plane = layout.cropHeight * TW;
+  const crop = 3 * plane;
+  const levels = layout.levels;
+  const bfLevels = bf ? bf16LevelTables(levels) : [];
+  return (index, y, x, line, from, count) => {
+    for (let c = 0; c < 3; c++) {
+      const at = index * crop + c * plane + y * TW + x;
+      if (out) {
+        const table = levels[c]!;
+        for (let i = 0; i < count; i++) out[at + i * TW] = table[line[(from + i) * 3 + c]!]!;
+      }
+      if (bf) {
+        const table = bfLevels[c]!;
+        for (let i = 0; i < count; i++) bf[at + i * TW] = table[line[(from + i) * 3 + c]!]!;
+      }
+    }
+  };
+}
+
+/** A row sink for a resize placed in a canvas of tiles: each row's pixels go to the tiles they cross (`put` for rows, `putColumn` for a transposed placement). */
+function tileRows(put: Put, putColumn: Put, layout: Pick<CropLayout, 'cropHeight' | 'cropWidth'>, g: TilePlacement): RowSink {
+  const T = layout.cropHeight;
+  const TW = layout.cropWidth;
+  if (g.transposed)
+    return (y, line) => {
+      const px = g.top + y;
+      const tileCol = Math.floor(px / TW);
+      for (let x = 0; x < g.resizedWidth;) {
+        const py = g.left + x;
+        const tileRow = Math.floor(py / T);
+        const count = Math.min(g.resizedWidth - x, (tileRow + 1) * T - py);
+        putColumn(g.first + tileRow * g.cols + tileCol, py - tileRow * T, px - tileCol * TW, line, x, count);
+        x += count;
+      }
+    };
+  return (y, line) => {
+    const py = g.top + y;
+    const tileRow = Math.floor(py / T);
+    for (let x = 0; x < g.resizedWidth;) {
+      const px = g.left + x;
+      const tileCol = Math.floor(px / TW);
+      const count = Math.min(g.resizedWidth - x, (tileCol + 1) * TW - px);
+      put(g.first + tileRow * g.cols + tileCol, py - tileRow * T, px - tileCol * TW, line, x, count);
+      x += count;
+    }
+  };
+}
+
+/** A row sink writing the canvas planes, or summing the rows, placed as `g` (after the tile sink: `tiles`, the float32 crops it writes). */
+function canvasRows(levels: readonly Float32Array[], canvas: CanvasPlanes, g: TilePlacement, tiles?: { out: Float32Array; layout: CropLayout }): RowSink {
+  const W = canvas.width;
+  const plane = canvas.height * W;
+  const [l0, l1, l2] = levels as [Float32Array, Float32Array, Float32Array];
+  if ('hd' in canvas) {
+    if (!g.transposed) throw new RangeError('canvas planes are written for a transposed placement only: sum the rows of another');
+    const hd = canvas.hd;
+    return (y, line) => {
+      for (let x = 0, at = g.left * W + g.top + y; x < g.resizedWidth; x++, at += W) {
+        hd[at] = l0[line[x * 3]!]!;
+        hd[plane + at] = l1[line[x * 3 + 1]!]!;
+        hd[2 * plane + at] = l2[line[x * 3 + 2]!]!;
+      }
+    };
+  }
+  if (g.transposed) throw new RangeError("a transposed placement's rows are the canvas's columns: write them into planes, not sums");
+  const { sums, sumsWidth: outW } = canvas;
+  const { index, weight } = torchCubicAxis(W, outW);
+  const { top, left, resizedWidth: n } = g;
+  const height = canvas.height;
+  // One canvas row, a channel after another; the columns outside the resized image are not read (the canvas is as wide as it).
+  const r0 = new Float32Array(W);
+  const r1 = new Float32Array(W);
+  const r2 = new Float32Array(W);
+  // With float32 tiles covering the canvas's width, the row is copied back from them (the tile
+  // sink wrote it just before): cheaper than the level tables again.
+  const T = tiles?.layout.cropHeight ?? 0;
+  const TW = tiles?.layout.cropWidth ?? 0;
+  const fromTiles = tiles && g.cols * TW === W ? tiles.out : undefined;
+  return (y, line) => {
+    const r = top + y;
+    if (fromTiles) {
+      const tileRow = Math.floor(r / T);
+      for (let j = 0; j < g.cols; j++) {
+        const at = (g.first + tileRow * g.cols + j) * 3 * T * TW + (r - tileRow * T) * TW;
+        r0.set(fromTiles.subarray(at, at + TW), j * TW);
+        r1.set(fromTiles.subarray(at + T * TW, at + T * TW + TW), j * TW);
+        r2.set(fromTiles.subarray(at + 2 * T * TW, at + 2 * T * TW + TW), j * TW);
+      }
+    } else
+      for (let x = 0; x < n; x++) {
+        r0[left + x] = l0[line[x * 3]!]!;
+        r1[left + x] = l1[line[x * 3 + 1]!]!;
+        r2[left + x] = l2[line[x * 3 + 2]!]!;
+      }
+    rowSums(r0, 0, index, weight, sums, r * outW, outW);
+    rowSums(r1, 0, index, weight, sums, (height + r) * outW, outW);
+    rowSums(r2, 0, index, weight, sums, (2 * height + r) * outW, outW);
+  };
+}
+
+/** Both sinks of a resize: its tiles, then its canvas planes when it has them. */
+function resizeRows(put: Put, putColumn: Put, layout: CropLayout, r: Pick<CropResize, 'place' | 'canvas'>, out: Float32Array | undefined): RowSink {
+  const tiles = tileRows(put, putColumn, layout, r.place);
+  if (!r.canvas) return tiles;
+  const canvas = canvasRows(layout.levels, r.canvas, r.place, out && { out, layout });
+  return (y, line) => {
+    tiles(y, line);
+    canvas(y, line);
+  };
+}
+
+/**
+ * Estimated nanoseconds of a resize on the SIMD kernels with its rows written out: its
+ * horizontal pass reads every source row's taps, its vertical pass every output pixel's, and
+ * each output pixel's three values go through the level tables in JavaScript (fitted to
+ * bench:preprocess's 1080p resizes: docs/performance.md, "Crops on two threads").
+ */
+function resizeCost(width: number, height: number, r: Pick<CropResize, 'outW' | 'outH'>, filter: ResampleFilter): number {
+  const taps = height * r.outW * kernelSize(width, r.outW, filter) + r.outH * r.outW * kernelSize(height, r.outH, filter);
+  return 0.35 * taps + 7 * r.outW * r.outH;
+}
+
+/**
+ * How two threads share an image's resizes: the helper takes output rows [start, outH) of
+ * resize `index` (the costliest), about half of all the work; this thread the rest. Null when
+ * there is nothing to share.
+ */
+export function cropSplit(width: number, height: number, resizes: readonly CropResize[], filter: ResampleFilter): { index: number; start: number } | null {
+  if (resizes.length === 0) return null;
+  const costs = resizes.map((r) => resizeCost(width, height, r, filter));
+  const total = costs.reduce((a, b) => a + b, 0);
+  let index = 0;
+  for (let i = 1; i < costs.length; i++) if (costs[i]! > costs[index]!) index = i;
+  const outH = resizes[index]!.outH;
+  const rows = Math.round((outH * total) / 2 / costs[index]!);
+  if (rows < 1 || (resizes.length === 1 && outH < 2)) return null;
+  return { index, start: Math.max(0, outH - rows) };
+}
+
+/** The output rows where the bands after the first start, for resize `i` under `split`. */
+const bandsOf = (split: { index: number; start: number } | null, i: number): number[] => (split && split.index === i && split.start > 0 ? [split.start] : []);
+
+/**
+ * Bytes of the resizes laid out one after the other from `base` for two threads (the source
+ * pixels once, the split resize in two bands): what planCropResizes takes.
+ */
+export function cropResizesBytes(width: number, height: number, resizes: readonly CropResize[], base: number, filter: ResampleFilter): number {
+  const split = cropSplit(width, height, resizes, filter);
+  let at = base;
+  resizes.forEach((r, i) => {
+    at += resizeBytes(width, height, r.outW, r.outH, bandsOf(split, i), at, undefined, filter, i === 0 ? undefined : 0);
+  });
+  return at - base;
+}
+
+/** The resizes planned from `base` as cropResizesBytes lays them out: null when one does not fit. */
+function planCropResizes(
+  k: Kernels,
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  resizes: readonly CropResize[],
+  split: { index: number; start: number } | null,
+  base: number,
+  filter: ResampleFilter,
+): ResizePlan[] | null {
+  const plans: ResizePlan[] = [];
+  let at = base;
+  for (let i = 0; i < resizes.length; i++) {
+    const r = resizes[i]!;
+    const source = i === 0 ? undefined : plans[0]!.src;
+    const plan = planResize(k, rgb, width, height, r.outW, r.outH, bandsOf(split, i), at, undefined, filter, source);
+    if (!plan) return null;
+    plans.push(plan);
+    at += resizeBytes(width, height, r.outW, r.outH, bandsOf(split, i), at, undefined, filter, source);
+  }
+  return plans;
+}
+
+/** A band of one of an image's resizes, posted to a helper thread: plain data over the pool's shared memory. */
+export interface CropBandJob {
+  kind: 'crops';
+  memory: SharedWasmMemory;
+  layout: CropLayout;
+  plan: ResizePlan;
+  band: number;
+  place: TilePlacement;
+  /** The canvas planes (CanvasPlanes) by their byte offsets in the memory. */
+  canvas?: { width: number; height: number } & ({ sumsAt: number; sumsWidth: number } | { hdAt: number });
+}
+
+/** Run a band another thread posted (what a helper thread does). */
+export function runPostedCropBand(job: CropBandJob): undefined {
+  const kernels = kernelsOn(job.memory);
+  if (!kernels) throw new Error('the helper thread has no WebAssembly SIMD kernels');
+  const buffer = job.memory.buffer;
+  const { layout, canvas: c } = job;
+  const out = layout.f32At !== undefined ? new Float32Array(buffer, layout.f32At, layout.elements) : undefined;
+  const bf = layout.bf16At !== undefined ? new Uint16Array(buffer, layout.bf16At, layout.elements) : undefined;
+  const canvas: CanvasPlanes | undefined =
+    c &&
+    ('hdAt' in c
+      ? { width: c.width, height: c.height, hd: new Float32Array(buffer, c.hdAt, 3 * c.height * c.width) }
+      : { width: c.width, height: c.height, sums: new Float32Array(buffer, c.sumsAt, 3 * c.height * c.sumsWidth), sumsWidth: c.sumsWidth });
+  resizeBand(
+    kernels,
+    job.plan,
+    job.band,
+    resizeRows(putter(layout, out, bf), columnPutter(layout, out, bf), layout, { place: job.place, ...(canvas ? { canvas } : {}) }, out),
+  );
+  return undefined;
+}
+
+/** A resize's canvas planes by their byte offsets, for a job: null when they are not in `memory` (the job cannot be posted). */
+function postedCanvas(canvas: CanvasPlanes, memory: SharedWasmMemory): CropBandJob['canvas'] | null {
+  const values = 'hd' in canvas ? canvas.hd : canvas.sums;
+  if (values.buffer !== memory.buffer) return null;
+  return 'hd' in canvas
+    ? { width: canvas.width, height: canvas.height, hdAt: canvas.hd.byteOffset }
+    : { width: canvas.width, height: canvas.height, sumsAt: canvas.sums.byteOffset, sumsWidth: canvas.sumsWidth };
+}
 
 export interface CropWriter {
   pixelValues?: Float32Array;
@@ -13,17 +314,20 @@ export interface CropWriter {
   /** Whether the outputs are in the pool's memory. */
   inMemory: boolean;
   /** `count` pixels of `line` from pixel `from` into crop `index`'s row `y` from column `x`. */
-  put(index: number, y: number, x: number, line: Uint8Array, from: number, count: number): void;
-  /** Channel `c`'s values [from, to) of the outputs (whole-tensor offsets) set to the value of 8-bit level 0: black padding. */
-  padBlack(c: number, from: number, to: number): void;
+  put: Put;
+  /** Channel `c`'s values [from, to) of the outputs (whole-tensor offsets) set to the value of 8-bit level `level` (0: black padding). */
+  fill(c: number, from: number, to: number, level?: number): void;
+  /** Rows [r0, r1) × columns [c0, c1) of a canvas of tiles (`cols` a row, crop `first` its first) set to the value of 8-bit level `level`. */
+  fillCanvas(g: Pick<TilePlacement, 'cols' | 'first'>, r0: number, r1: number, c0: number, c1: number, level: number): void;
   /** The image resized to outW × outH by `filter`, each row handed to `row`. */
-  resize(outW: number, outH: number, row: (y: number, line: Uint8Array) => void): void;
+  resize(outW: number, outH: number, row: RowSink): void;
+  /** Each resize in turn, on this thread, its rows written where it is placed. */
+  resizeEach(resizes: readonly CropResize[]): void;
   /**
-   * A row sink for an image resized into a canvas of tiles, placed at (top, left) in it: each
-   * row's pixels go to the tiles they cross, crop `first` being the canvas's first tile and
-   * `cols` tiles making a row; `resizedWidth` the resized image's width.
+   * The resizes split with `helper` (cropSplit) when the outputs are in the pool's memory and
+   * the kernels run there, else resizeEach; resolves to the threads that wrote the crops.
    */
-  intoTiles(g: { top: number; left: number; cols: number; resizedWidth: number }, first: number): (y: number, line: Uint8Array) => void;
+  resizeShared(resizes: readonly CropResize[], helper: BandHelper | undefined): Promise<number>;
 }
 
 export function cropWriter(
@@ -39,62 +343,108 @@ export function cropWriter(
     filter: ResampleFilter;
     /** Bytes of the pool's memory this image needs (its outputs and resizes): the memory is used only when it holds them. */
     bytes: number;
+    /** Where the resizes' working space starts in the pool's memory (default: after the outputs). */
+    resizeAt?: number;
     bf16?: boolean;
     float32?: boolean;
     memory?: EncoderMemory;
     javascript?: boolean;
   },
 ): CropWriter {
-  const T = o.cropHeight;
-  const TW = o.cropWidth;
-  const plane = T * TW;
-  const crop = 3 * plane;
-  const elements = o.crops * crop;
+  const elements = o.crops * 3 * o.cropHeight * o.cropWidth;
   const kinds = { float32: o.float32 !== false, bf16: o.bf16 === true };
   const memory = memoryHolding(o.memory, elements, kinds, o.bytes);
   const views = memory ? outputViews(memory, kinds) : {};
   const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(elements)) : undefined;
   const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(elements)) : undefined;
-  const levels = o.levels;
-  const bfLevels = bf16LevelTables(levels);
-  const put = (index: number, y: number, x: number, line: Uint8Array, from: number, count: number) => {
-    for (let c = 0; c < 3; c++) {
-      const at = index * crop + c * plane + y * TW + x;
-      if (out) {
-        const table = levels[c]!;
-        for (let i = 0; i < count; i++) out[at + i] = table[line[(from + i) * 3 + c]!]!;
-      }
-      if (bf) {
-        const table = bfLevels[c]!;
-        for (let i = 0; i < count; i++) bf[at + i] = table[line[(from + i) * 3 + c]!]!;
-      }
-    }
+  const layout: CropLayout = {
+    cropHeight: o.cropHeight,
+    cropWidth: o.cropWidth,
+    elements,
+    levels: o.levels,
+    ...(memory && out ? { f32At: memory.f32At! } : {}),
+    ...(memory && bf ? { bf16At: memory.bf16At! } : {}),
+  };
+  const put = putter(layout, out, bf);
+  const putColumn = columnPutter(layout, out, bf);
+  const bfLevels = bf ? bf16LevelTables(o.levels) : [];
+  const base = memory ? (o.resizeAt ?? memory.scratchAt) : 0;
+  const kernels = (): Kernels | null => (memory && !o.javascript ? kernelsOn(memory.memory) : null);
+  const resize = (outW: number, outH: number, row: RowSink) => {
+    const k = kernels();
+    const plan = k ? planResize(k, rgb, width, height, outW, outH, [], base, undefined, o.filter) : null;
+    if (k && plan) resizeBand(k, plan, 0, row);
+    else (o.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, outW, outH, row, undefined, o.filter);
+  };
+  const resizeEach = (resizes: readonly CropResize[]) => {
+    for (const r of resizes) resize(r.outW, r.outH, resizeRows(put, putColumn, layout, r, out));
   };
   return {
     ...(out ? { pixelValues: out } : {}),
     ...(bf ? { bf16: bf } : {}),
     inMemory: memory !== undefined,
     put,
-    padBlack: (c, from, to) => {
-      out?.fill(levels[c]![0]!, from, to);
-      bf?.fill(bfLevels[c]![0]!, from, to);
+    fill: (c, from, to, level = 0) => {
+      out?.fill(o.levels[c]![level]!, from, to);
+      bf?.fill(bfLevels[c]![level]!, from, to);
     },
-    resize: (outW, outH, row) => {
-      const kernels = memory && !o.javascript ? kernelsOn(memory.memory) : null;
-      const plan = kernels ? planResize(kernels, rgb, width, height, outW, outH, [], memory!.scratchAt, undefined, o.filter) : null;
-      if (kernels && plan) resizeBand(kernels, plan, 0, row);
-      else (o.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, outW, outH, row, undefined, o.filter);
-    },
-    intoTiles: (g, first) => (y, line) => {
-      const py = g.top + y;
-      const tileRow = Math.floor(py / T);
-      for (let x = 0; x < g.resizedWidth;) {
-        const px = g.left + x;
-        const tileCol = Math.floor(px / TW);
-        const count = Math.min(g.resizedWidth - x, (tileCol + 1) * TW - px);
-        put(first + tileRow * g.cols + tileCol, py - tileRow * T, px - tileCol * TW, line, x, count);
-        x += count;
+    fillCanvas: (g, r0, r1, c0, c1, level) => {
+      const T = o.cropHeight;
+      const TW = o.cropWidth;
+      const plane = T * TW;
+      for (let r = r0; r < r1; r++) {
+        const tileRow = Math.floor(r / T);
+        for (let x = c0; x < c1;) {
+          const tileCol = Math.floor(x / TW);
+          const count = Math.min(c1 - x, (tileCol + 1) * TW - x);
+          const index = g.first + tileRow * g.cols + tileCol;
+          for (let c = 0; c < 3; c++) {
+            const at = (3 * index + c) * plane + (r - tileRow * T) * TW + (x - tileCol * TW);
+            out?.fill(o.levels[c]![level]!, at, at + count);
+            bf?.fill(bfLevels[c]![level]!, at, at + count);
+          }
+          x += count;
+        }
       }
+    },
+    resize,
+    resizeEach,
+    resizeShared: async (resizes, helper) => {
+      const k = kernels();
+      const split = cropSplit(width, height, resizes, o.filter);
+      const shared = resizes[split?.index ?? 0]?.canvas;
+      const canvas = shared && memory ? postedCanvas(shared, memory.memory) : undefined;
+      const plans = k && helper && split && canvas !== null ? planCropResizes(k, rgb, width, height, resizes, split, base, o.filter) : null;
+      if (!k || !helper || !split || !plans) {
+        resizeEach(resizes);
+        return 1;
+      }
+      const helperBand = split.start > 0 ? 1 : 0;
+      const job: CropBandJob = {
+        kind: 'crops',
+        memory: memory!.memory,
+        layout,
+        plan: plans[split.index]!,
+        band: helperBand,
+        place: resizes[split.index]!.place,
+        ...(canvas ? { canvas } : {}),
+      };
+      // A helper that fails has its band made up for here.
+      const helped = helper(job).then(
+        () => true,
+        () => (runPostedCropBand(job), false),
+      );
+      try {
+        resizes.forEach((r, i) => {
+          if (i === split.index && helperBand === 0) return;
+          resizeBand(k, plans[i]!, 0, resizeRows(put, putColumn, layout, r, out));
+        });
+        helper.pollAnswer?.(20);
+      } finally {
+        // Never return (or throw) while the other thread may still use the memory.
+        await helped.catch(() => undefined);
+      }
+      return (await helped) ? 2 : 1;
     },
   };
 }

@@ -148,29 +148,35 @@ describe('Llama 4 encoder input agrees exactly with the processor run in Pillow,
 });
 
 describe('Llama 4 in the preprocessing pool', () => {
-  it("a 1080p image's 16 crops in the pool's memory, float32 and bfloat16: the reference's bytes, its tiles and crops", async () => {
-    const reference = readFileSync(referenceOut('hd.jpg'));
-    const pool = new PreprocessPool(1);
-    try {
-      const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: LLAMA4_DEFAULTS, bf16: true });
-      expect([r.patches, r.tokens, r.tiles]).toEqual([16, 16 * 144, [3, 5]]);
-      expect(r.inOutput).toBe(true);
-      expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
-      expect(
-        Buffer.from(r.bf16!.buffer, r.bf16!.byteOffset, r.bf16!.byteLength).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer)))),
-      ).toBe(true);
-      r.release();
-    } finally {
-      await pool.close();
-    }
-  });
+  it.each([1, 2])(
+    "a 1080p image's 16 crops in the pool's memory on %i thread(s), float32 and bfloat16: the reference's bytes, its tiles and crops",
+    async (threads) => {
+      const reference = readFileSync(referenceOut('hd.jpg'));
+      const pool = new PreprocessPool(threads);
+      try {
+        const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: LLAMA4_DEFAULTS, bf16: true });
+        expect([r.patches, r.tokens, r.tiles]).toEqual([16, 16 * 144, [3, 5]]);
+        // Two threads: the canvas's rows split between them (the global tile's resize on the first).
+        expect([r.inOutput, r.threads]).toEqual([true, threads]);
+        expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
+        expect(
+          Buffer.from(r.bf16!.buffer, r.bf16!.byteOffset, r.bf16!.byteLength).equals(
+            Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer))),
+          ),
+        ).toBe(true);
+        r.release();
+      } finally {
+        await pool.close();
+      }
+    },
+  );
 
-  it("a 1080p image's budget (its 16 crops and the larger resize's working space) holds it: in a memory of that size it runs there, the reference's bytes; a page less, in memory of its own", async () => {
+  it("a 1080p image's budget (its 16 crops and both resizes' working space) holds it: in a memory of that size it runs there, the reference's bytes; a page less, in memory of its own", async () => {
     const img = await decodeToRgb(images.bytes('hd.jpg'));
     const kinds = { float32: true, bf16: false };
     const bytes = llama4MemoryBytes(img.width, img.height, LLAMA4_DEFAULTS, kinds);
     const elements = 16 * 3 * 336 * 336;
-    // The outputs, 20.7 MiB, and the working space of the 1680x945 resize, under 40 MB in all.
+    // The outputs, 20.7 MiB, and the working space of the 1680x945 and 336x336 resizes (the source once), under 40 MB in all.
     expect(bytes).toBeGreaterThan(elements * 4);
     expect(bytes).toBeLessThan(40e6);
     const fitting = encoderMemoryIn(newSharedMemory(bytes), elements, kinds);

@@ -26,9 +26,8 @@
 // differs from the gateway (its filter, its float64 best fit, its float32 normalize, its
 // max_image_tiles key): docs/preprocessing.md.
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
-import { cropWriter } from './crop-writer.ts';
-import { encoderOutputBytes, ImageSizeError, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
-import { resizeBytes } from './resize-simd.ts';
+import { cropResizesBytes, cropSplit, cropWriter, intoCrop, type CropResize, type CropWriter } from './crop-writer.ts';
+import { encoderOutputBytes, ImageSizeError, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 
 export interface Llama4ImageConfig {
   /** preprocessor_config.json size.height (and width): a tile's side, the vision tower's image_size. */
@@ -184,32 +183,37 @@ export function llama4Levels(cfg: Pick<Llama4ImageConfig, 'rescale_factor' | 'im
   });
 }
 
-/**
- * Bytes an image of this size takes in the pool's memory: its outputs, then the larger of its
- * two resizes' working space (the tiles', then the global tile's; one after the other).
- */
+/** The image's resizes and where their rows go: into the canvas's tiles, then (more than one tile) squeezed into the global tile after them. */
+function llama4Resizes(g: Llama4Geometry, cfg: Pick<Llama4ImageConfig, 'tile_size'>): CropResize[] {
+  const T = cfg.tile_size;
+  const tiles = g.rows * g.cols;
+  const canvas: CropResize = { outW: g.resizedWidth, outH: g.resizedHeight, place: { top: 0, left: 0, cols: g.cols, resizedWidth: g.resizedWidth, first: 0 } };
+  return g.crops > tiles ? [canvas, { outW: T, outH: T, place: intoCrop(tiles, T) }] : [canvas];
+}
+
+/** Bytes an image of this size takes in the pool's memory: its outputs, then its resizes' working space (cropResizesBytes). */
 export function llama4MemoryBytes(width: number, height: number, cfg: Llama4ImageConfig, kinds: OutputKinds): number {
   const g = llama4Geometry(height, width, cfg);
   const outputs = encoderOutputBytes(g.crops * llama4CropElements(cfg), kinds);
-  const T = cfg.tile_size;
-  const tiles = resizeBytes(width, height, g.resizedWidth, g.resizedHeight, [], outputs, undefined, 'bilinear');
-  return outputs + Math.max(tiles, g.crops > 1 ? resizeBytes(width, height, T, T, [], outputs, undefined, 'bilinear') : 0);
+  return outputs + cropResizesBytes(width, height, llama4Resizes(g, cfg), outputs, 'bilinear');
 }
 
-/**
- * Llama 4's encoder input of one image, [tiles (+ 1), 3, tile, tile]: the canvas's tiles row by
- * row, then the global tile; float32 unless `float32: false`, bfloat16 bits too with
- * `bf16: true` (the same values: they are bfloat16's). `memory` (the pool's, laid out for this
- * image: llama4MemoryBytes) holds the outputs and the resizes; `javascript` forces the
- * JavaScript resize (the tests hold the kernels to it).
- */
-export function preprocessLlama4Rgb(
+/** Output rows where the helper thread's band starts (none: one thread does the image). */
+export function llama4BandStarts(width: number, height: number, cfg: Llama4ImageConfig): number[] {
+  const split = cropSplit(width, height, llama4Resizes(llama4Geometry(height, width, cfg), cfg), 'bilinear');
+  return split ? [split.start] : [];
+}
+
+type Llama4Result = Llama4Geometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };
+
+/** The writer of an image's crops with its padding written, and its resizes (still to run). */
+function llama4Crops(
   rgb: Uint8Array,
   width: number,
   height: number,
   cfg: Llama4ImageConfig,
-  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean } = {},
-): Llama4Geometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean } {
+  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean },
+): { g: Llama4Geometry; w: CropWriter; resizes: CropResize[] } {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessLlama4Rgb: asked for neither float32 nor bfloat16 output');
   const g = llama4Geometry(height, width, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
@@ -231,13 +235,49 @@ export function preprocessLlama4Rgb(
     const colsIn = Math.min(T, Math.max(0, g.resizedWidth - (index % g.cols) * T));
     for (let c = 0; c < 3; c++) {
       const base = (3 * index + c) * plane;
-      if (colsIn < T) for (let y = 0; y < rowsIn; y++) w.padBlack(c, base + y * T + colsIn, base + y * T + T);
-      if (rowsIn < T) w.padBlack(c, base + rowsIn * T, base + plane);
+      if (colsIn < T) for (let y = 0; y < rowsIn; y++) w.fill(c, base + y * T + colsIn, base + y * T + T);
+      if (rowsIn < T) w.fill(c, base + rowsIn * T, base + plane);
     }
   }
-  // The tiles: each resized row lands in the tiles of its canvas row (from the top left), a run of columns in each.
-  w.resize(g.resizedWidth, g.resizedHeight, w.intoTiles({ top: 0, left: 0, cols: g.cols, resizedWidth: g.resizedWidth }, 0));
-  // The global tile, after the others: the whole image squeezed to one tile.
-  if (g.crops > tiles) w.resize(T, T, (y, line) => w.put(tiles, y, 0, line, 0, T));
-  return { ...g, ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}), ...(w.bf16 ? { bf16: w.bf16 } : {}), inMemory: w.inMemory };
+  return { g, w, resizes: llama4Resizes(g, cfg) };
+}
+
+const llama4Result = (g: Llama4Geometry, w: CropWriter): Llama4Result => ({
+  ...g,
+  ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}),
+  ...(w.bf16 ? { bf16: w.bf16 } : {}),
+  inMemory: w.inMemory,
+});
+
+/**
+ * Llama 4's encoder input of one image, [tiles (+ 1), 3, tile, tile]: the canvas's tiles row by
+ * row, then the global tile; float32 unless `float32: false`, bfloat16 bits too with
+ * `bf16: true` (the same values: they are bfloat16's). `memory` (the pool's, laid out for this
+ * image: llama4MemoryBytes) holds the outputs and the resizes; `javascript` forces the
+ * JavaScript resize (the tests hold the kernels to it).
+ */
+export function preprocessLlama4Rgb(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: Llama4ImageConfig,
+  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean } = {},
+): Llama4Result {
+  const { g, w, resizes } = llama4Crops(rgb, width, height, cfg, options);
+  w.resizeEach(resizes);
+  return llama4Result(g, w);
+}
+
+/** As preprocessLlama4Rgb, the resizes shared with `helper` in the pool's memory (crop-writer.ts): the same bytes. */
+export async function preprocessLlama4Shared(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: Llama4ImageConfig,
+  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory },
+  helper: BandHelper | undefined,
+): Promise<Llama4Result & { threads: number }> {
+  const { g, w, resizes } = llama4Crops(rgb, width, height, cfg, options);
+  const threads = await w.resizeShared(resizes, helper);
+  return { ...llama4Result(g, w), threads };
 }

@@ -5,7 +5,15 @@ import { addNoiseImages, makeTestImages } from '../test/images.ts';
 import { runPythonScript } from '../test/python.ts';
 import { f32ToBf16 } from '../transport/dtype.ts';
 import { decodeToRgb } from './decode.ts';
-import { anyresGeometry, anyresMemoryBytes, anyresTokens, LLAVA_NEXT_DEFAULTS, preprocessAnyresRgb, selectBestResolution } from './llava-next.ts';
+import {
+  anyresBandStarts,
+  anyresGeometry,
+  anyresMemoryBytes,
+  anyresTokens,
+  LLAVA_NEXT_DEFAULTS,
+  preprocessAnyresRgb,
+  selectBestResolution,
+} from './llava-next.ts';
 import { PreprocessPool } from './pool.ts';
 import { ImageSizeError } from './qwen-vl.ts';
 import { resizeBytes } from './resize-simd.ts';
@@ -114,13 +122,14 @@ describe('LLaVA-NeXT encoder input agrees exactly with the processor run in Pill
 });
 
 describe('LLaVA-NeXT in the preprocessing pool', () => {
-  it("a portrait's crops in the pool's memory, float32 and bfloat16: the reference's bytes", async () => {
+  it.each([1, 2])("a portrait's crops in the pool's memory on %i thread(s), float32 and bfloat16: the reference's bytes", async (threads) => {
     const reference = readFileSync(referenceOut('tall.png'));
-    const pool = new PreprocessPool(1);
+    const pool = new PreprocessPool(threads);
     try {
       const r = await pool.run({ bytes: images.bytes('tall.png'), config: LLAVA_NEXT_DEFAULTS, bf16: true });
       expect([r.resizedHeight, r.resizedWidth, r.tokens, r.imageSize]).toEqual([1008, 280, REFERENCE_INFO[4]!.tokens, [900, 250]]);
-      expect(r.inOutput).toBe(true);
+      // Two threads: the tiles' rows split between them (the base image's resize on the first).
+      expect([r.inOutput, r.threads]).toEqual([true, threads]);
       expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
       expect(
         Buffer.from(r.bf16!.buffer, r.bf16!.byteOffset, r.bf16!.byteLength).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer)))),
@@ -131,9 +140,14 @@ describe('LLaVA-NeXT in the preprocessing pool', () => {
     }
   });
 
-  it("counts the outputs and the larger of its two resizes' working space", () => {
+  it("counts the outputs and both resizes' working space, laid out one after the other with the source pixels once and the tiles' resize in two bands", () => {
     const outputs = 4 * 3 * 336 * 336 * (4 + 2);
     const bytes = anyresMemoryBytes(250, 900, LLAVA_NEXT_DEFAULTS, { float32: true, bf16: true });
-    expect(bytes).toBe(outputs + Math.max(resizeBytes(250, 900, 336, 336, [], outputs), resizeBytes(250, 900, 280, 1008, [], outputs)));
+    const base = resizeBytes(250, 900, 336, 336, [], outputs);
+    const split = anyresBandStarts(250, 900, LLAVA_NEXT_DEFAULTS);
+    expect(split).toHaveLength(1);
+    expect(split[0]).toBeGreaterThan(0);
+    expect(split[0]).toBeLessThan(1008);
+    expect(bytes).toBe(outputs + base + resizeBytes(250, 900, 280, 1008, split, outputs + base, undefined, 'bicubic', 0));
   });
 });

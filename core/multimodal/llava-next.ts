@@ -22,9 +22,8 @@
 // docs/preprocessing.md.
 import type { ClipImageConfig } from './clip-image.ts';
 import { CLIP_336_DEFAULTS } from './clip-image.ts';
-import { cropWriter } from './crop-writer.ts';
-import { encoderOutputBytes, ImageSizeError, levelTable, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
-import { resizeBytes } from './resize-simd.ts';
+import { cropResizesBytes, cropSplit, cropWriter, intoCrop, type CropResize, type CropWriter } from './crop-writer.ts';
+import { encoderOutputBytes, ImageSizeError, levelTable, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 
 export interface AnyresImageConfig extends ClipImageConfig {
   /** image_grid_pinpoints: the [height, width] sizes (whole crops) an image is resized and padded to. */
@@ -127,33 +126,37 @@ export function anyresGeometry(height: number, width: number, cfg: AnyresImageCo
 /** Values of one crop: [3, crop, crop]. */
 export const anyresCropElements = (cfg: Pick<ClipImageConfig, 'crop_height' | 'crop_width'>): number => 3 * cfg.crop_height * cfg.crop_width;
 
-/**
- * Bytes an image of this size takes in the pool's memory: its outputs, then the larger of its
- * two resizes' working space (the base image's, then the tiles'; one after the other).
- */
+/** The image's resizes and where their rows go: the whole image squeezed into the base crop, then the image into its pinpoint's tiles. */
+function anyresResizes(g: AnyresGeometry, cfg: AnyresImageConfig): CropResize[] {
+  return [
+    { outW: cfg.crop_width, outH: cfg.crop_height, place: intoCrop(0, cfg.crop_width) },
+    { outW: g.resizedWidth, outH: g.resizedHeight, place: { top: g.top, left: g.left, cols: g.cols, resizedWidth: g.resizedWidth, first: 1 } },
+  ];
+}
+
+/** Bytes an image of this size takes in the pool's memory: its outputs, then its resizes' working space (cropResizesBytes). */
 export function anyresMemoryBytes(width: number, height: number, cfg: AnyresImageConfig, kinds: OutputKinds): number {
   const g = anyresGeometry(height, width, cfg);
   const outputs = encoderOutputBytes(g.crops * anyresCropElements(cfg), kinds);
-  return (
-    outputs +
-    Math.max(resizeBytes(width, height, cfg.crop_width, cfg.crop_height, [], outputs), resizeBytes(width, height, g.resizedWidth, g.resizedHeight, [], outputs))
-  );
+  return outputs + cropResizesBytes(width, height, anyresResizes(g, cfg), outputs, 'bicubic');
 }
 
-/**
- * LLaVA-NeXT's encoder input of one image, [1 + tiles, 3, crop, crop]: the base image, then the
- * padded image's tiles row by row; float32 unless `float32: false`, bfloat16 bits too with
- * `bf16: true`. `memory` (the pool's, laid out for this image: anyresMemoryBytes) holds the
- * outputs and the resizes; `javascript` forces the JavaScript resize (the tests hold the
- * kernels to it).
- */
-export function preprocessAnyresRgb(
+/** Output rows where the helper thread's band starts (none: one thread does the image). */
+export function anyresBandStarts(width: number, height: number, cfg: AnyresImageConfig): number[] {
+  const split = cropSplit(width, height, anyresResizes(anyresGeometry(height, width, cfg), cfg), 'bicubic');
+  return split ? [split.start] : [];
+}
+
+type AnyresResult = AnyresGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };
+
+/** The writer of an image's crops with its padding written, and its resizes (still to run). */
+function anyresCrops(
   rgb: Uint8Array,
   width: number,
   height: number,
   cfg: AnyresImageConfig,
-  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean } = {},
-): AnyresGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean } {
+  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean },
+): { g: AnyresGeometry; w: CropWriter; resizes: CropResize[] } {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessAnyresRgb: asked for neither float32 nor bfloat16 output');
   const g = anyresGeometry(height, width, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
@@ -168,10 +171,46 @@ export function preprocessAnyresRgb(
     bytes: anyresMemoryBytes(width, height, cfg, kinds),
   });
   // The tiles start as the padding's value (black, normalized); the resized image is written over it.
-  for (let index = 1; index < g.crops; index++) for (let c = 0; c < 3; c++) w.padBlack(c, (3 * index + c) * plane, (3 * index + c + 1) * plane);
-  // The base image: the whole image squeezed to one crop.
-  w.resize(cfg.crop_width, cfg.crop_height, (y, line) => w.put(0, y, 0, line, 0, cfg.crop_width));
-  // The tiles: each resized row lands in the tiles of its padded row, a run of columns in each.
-  w.resize(g.resizedWidth, g.resizedHeight, w.intoTiles(g, 1));
-  return { ...g, ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}), ...(w.bf16 ? { bf16: w.bf16 } : {}), inMemory: w.inMemory };
+  for (let index = 1; index < g.crops; index++) for (let c = 0; c < 3; c++) w.fill(c, (3 * index + c) * plane, (3 * index + c + 1) * plane);
+  return { g, w, resizes: anyresResizes(g, cfg) };
+}
+
+const anyresResult = (g: AnyresGeometry, w: CropWriter): AnyresResult => ({
+  ...g,
+  ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}),
+  ...(w.bf16 ? { bf16: w.bf16 } : {}),
+  inMemory: w.inMemory,
+});
+
+/**
+ * LLaVA-NeXT's encoder input of one image, [1 + tiles, 3, crop, crop]: the base image, then the
+ * padded image's tiles row by row; float32 unless `float32: false`, bfloat16 bits too with
+ * `bf16: true`. `memory` (the pool's, laid out for this image: anyresMemoryBytes) holds the
+ * outputs and the resizes; `javascript` forces the JavaScript resize (the tests hold the
+ * kernels to it).
+ */
+export function preprocessAnyresRgb(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: AnyresImageConfig,
+  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean } = {},
+): AnyresResult {
+  const { g, w, resizes } = anyresCrops(rgb, width, height, cfg, options);
+  w.resizeEach(resizes);
+  return anyresResult(g, w);
+}
+
+/** As preprocessAnyresRgb, the resizes shared with `helper` in the pool's memory (crop-writer.ts): the same bytes. */
+export async function preprocessAnyresShared(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: AnyresImageConfig,
+  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory },
+  helper: BandHelper | undefined,
+): Promise<AnyresResult & { threads: number }> {
+  const { g, w, resizes } = anyresCrops(rgb, width, height, cfg, options);
+  const threads = await w.resizeShared(resizes, helper);
+  return { ...anyresResult(g, w), threads };
 }

@@ -5,7 +5,7 @@ import { addNoiseImages, makeTestImages } from '../test/images.ts';
 import { runPythonScript } from '../test/python.ts';
 import { decodeToRgb } from './decode.ts';
 import { f32ToBf16 } from '../transport/dtype.ts';
-import { PHI3_VISION_DEFAULTS, phi3VisionGeometry, phi3VisionMemoryBytes, phi3VisionTokens, preprocessPhi3VisionRgb } from './phi3v.ts';
+import { PHI3_VISION_DEFAULTS, phi3VisionBandStarts, phi3VisionGeometry, phi3VisionMemoryBytes, phi3VisionTokens, preprocessPhi3VisionRgb } from './phi3v.ts';
 import { PreprocessPool } from './pool.ts';
 import { resizeBytes } from './resize-simd.ts';
 import { ImageSizeError } from './qwen-vl.ts';
@@ -99,13 +99,14 @@ describe('Phi-3-vision encoder input agrees exactly with the processor run in Pi
 });
 
 describe('Phi-3-vision in the preprocessing pool', () => {
-  it("a portrait's crops and HD planes in the pool's memory, float32 and bfloat16: the reference's bytes", async () => {
+  it.each([1, 2])("a portrait's crops and HD planes in the pool's memory on %i thread(s), float32 and bfloat16: the reference's bytes", async (threads) => {
     const reference = readFileSync(referenceOut('tall.png'));
-    const pool = new PreprocessPool(1);
+    const pool = new PreprocessPool(threads);
     try {
       const r = await pool.run({ bytes: images.bytes('tall.png'), config: PHI3_VISION_DEFAULTS, bf16: true });
       expect([r.resizedHeight, r.resizedWidth, r.tokens, r.imageSize]).toEqual([1680, 720, 2377, [1680, 1008]]);
-      expect(r.inOutput).toBe(true);
+      // Two threads: the resize's rows (the HD image's columns) split between them.
+      expect([r.inOutput, r.threads]).toEqual([true, threads]);
       expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
       expect(
         Buffer.from(r.bf16!.buffer, r.bf16!.byteOffset, r.bf16!.byteLength).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer)))),
@@ -116,11 +117,32 @@ describe('Phi-3-vision in the preprocessing pool', () => {
     }
   });
 
-  it("counts the outputs, the HD planes, the resize's working space, a portrait's transposed copy and the global image's working space", () => {
-    // 300x700: 1008x1680 HD float32 planes, the resize of the transposed 700x300 to 1680x720 in the kernels' layout, a 300x700
-    // transposed copy, a row of 336 sums for each of the 1680 HD rows, and (bfloat16 alone) a float32 crop and a tile's channel.
-    const base = 17 * 3 * 336 * 336 * (4 + 2) + 3 * 1008 * 1680 * 4;
-    const bytes = phi3VisionMemoryBytes(300, 700, PHI3_VISION_DEFAULTS, { float32: true, bf16: true });
-    expect(bytes).toBe(base + resizeBytes(700, 300, 1680, 720, [], base, undefined, 'bilinear') + 300 * 700 * 3 + 1680 * 336 * 4 + 4 * 336 * 336 * 4);
+  it("a landscape's bfloat16 alone on two threads (its rows summed through the level tables, not copied back from float32 tiles): the reference's values rounded", async () => {
+    const reference = readFileSync(referenceOut('hd.jpg'));
+    const pool = new PreprocessPool(2);
+    try {
+      const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: PHI3_VISION_DEFAULTS, bf16: true, float32: false });
+      expect([r.inOutput, r.threads, r.pixelValues]).toEqual([true, 2, undefined]);
+      expect(
+        Buffer.from(r.bf16!.buffer, r.bf16!.byteOffset, r.bf16!.byteLength).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer)))),
+      ).toBe(true);
+      r.release();
+    } finally {
+      await pool.close();
+    }
+  });
+
+  it("counts the outputs, the global image's sums (and a portrait's HD planes), the resize's working space in two bands, a portrait's transposed copy and (bfloat16 alone) the global image's float32 crop", () => {
+    // 300x700: a row of 336 sums for each of the 1680 HD rows and channels, the portrait's 1008x1680 HD float32 planes, the
+    // resize of the transposed 700x300 to 1680x720 in the kernels' layout (split in two bands), a 300x700 transposed copy.
+    const base = 17 * 3 * 336 * 336 * (4 + 2) + 3 * 1680 * 336 * 4 + 3 * 1008 * 1680 * 4;
+    const split = phi3VisionBandStarts(300, 700, PHI3_VISION_DEFAULTS);
+    expect(split).toHaveLength(1);
+    const resize = resizeBytes(700, 300, 1680, 720, split, base, undefined, 'bilinear');
+    expect(phi3VisionMemoryBytes(300, 700, PHI3_VISION_DEFAULTS, { float32: true, bf16: true })).toBe(base + resize + 300 * 700 * 3);
+    const bf16Base = base - 17 * 3 * 336 * 336 * 4;
+    expect(phi3VisionMemoryBytes(300, 700, PHI3_VISION_DEFAULTS, { float32: false, bf16: true })).toBe(
+      bf16Base + resizeBytes(700, 300, 1680, 720, split, bf16Base, undefined, 'bilinear') + 300 * 700 * 3 + 3 * 336 * 336 * 4,
+    );
   });
 });

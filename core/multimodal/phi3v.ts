@@ -18,9 +18,9 @@
 // and torch; mmtc's values are its bytes exactly, the global image included (torch's bicubic
 // as its AVX2 kernel computes it, fused multiply-adds and all: docs/preprocessing.md).
 import { f32ToBf16 } from '../transport/dtype.ts';
-import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, memoryHolding, outputViews, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
-import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
-import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
+import { cropResizesBytes, cropSplit, cropWriter, type CanvasPlanes, type CropResize, type CropWriter } from './crop-writer.ts';
+import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
+import { rowSums, sumRows, torchCubicAxis } from './torch-bicubic.ts';
 
 /** The side of a crop, and of the global image. */
 export const PHI3V_TILE = 336;
@@ -126,154 +126,147 @@ function resizeFrame(width: number, height: number, g: Phi3VisionGeometry): { sr
 }
 
 /**
- * The normalized HD image, channel first [3, hdHeight, hdWidth], into `out`: the Pillow-exact
- * bilinear resize of the (transposed) image, each 8-bit value through its channel's level
- * table as its row comes out of the resize, white bands on the padded side. The resize runs on
- * the SIMD kernels in `memory` from byte `scratchAt` when given (the pool's), else on this
- * thread's kernels, or in JavaScript with `javascript` (the same bytes).
+ * Bytes of the global image's working space after the outputs: its sums (a row of 336 for each
+ * HD row, each channel), then, for a portrait, the HD image's float32 planes (its resized rows
+ * are the HD image's columns: they are summed once the planes are whole). A landscape's rows
+ * are summed as they come out of the resize.
  */
-function hdPlanes(
-  rgb: Uint8Array,
-  width: number,
-  height: number,
-  g: Phi3VisionGeometry,
-  levels: readonly Float32Array[],
-  out: Float32Array,
-  where: { memory?: EncoderMemory['memory']; scratchAt?: number; javascript?: boolean },
-): Float32Array {
-  const W = g.hdWidth;
-  const plane = g.hdHeight * W;
-  for (let c = 0; c < 3; c++) out.fill(levels[c]![255]!, c * plane, (c + 1) * plane);
-  // In the transposed frame the resize runs on the transposed pixels, as Pillow does (its
-  // horizontal pass first): its row y is the HD image's column padStart + y.
-  const source = g.transposed ? transposeRgb(rgb, width, height) : rgb;
-  const { srcW, srcH, outW, outH } = resizeFrame(width, height, g);
-  const [l0, l1, l2] = levels as [Float32Array, Float32Array, Float32Array];
-  const row = g.transposed
-    ? (y: number, line: Uint8Array) => {
-        for (let x = 0, at = g.padStart + y; x < outW; x++, at += W) {
-          out[at] = l0[line[x * 3]!]!;
-          out[plane + at] = l1[line[x * 3 + 1]!]!;
-          out[2 * plane + at] = l2[line[x * 3 + 2]!]!;
-        }
-      }
-    : (y: number, line: Uint8Array) => {
-        for (let x = 0, at = (g.padStart + y) * W; x < outW; x++, at++) {
-          out[at] = l0[line[x * 3]!]!;
-          out[plane + at] = l1[line[x * 3 + 1]!]!;
-          out[2 * plane + at] = l2[line[x * 3 + 2]!]!;
-        }
-      };
-  if (where.javascript) {
-    resizeRgbIntoJs(source, srcW, srcH, outW, outH, row, undefined, 'bilinear');
-    return out;
-  }
-  const kernels = where.memory ? kernelsOn(where.memory) : null;
-  const plan = kernels ? planResize(kernels, source, srcW, srcH, outW, outH, [], where.scratchAt, undefined, 'bilinear') : null;
-  if (kernels && plan) resizeBand(kernels, plan, 0, row);
-  else resizeRgbInto(source, srcW, srcH, outW, outH, row, undefined, 'bilinear');
-  return out;
+const globalBytes = (g: Phi3VisionGeometry) => 3 * g.hdHeight * PHI3V_TILE * 4 + (g.transposed ? 3 * g.hdHeight * g.hdWidth * 4 : 0);
+
+/**
+ * The HD transform's one resize (in the transposed frame of a portrait): its rows written into
+ * the HD tiles (crops 1 on) at the padded side's offset, and into the HD planes when given.
+ */
+function phi3Resize(width: number, height: number, g: Phi3VisionGeometry, canvas?: CanvasPlanes): CropResize {
+  const { outW, outH } = resizeFrame(width, height, g);
+  return {
+    outW,
+    outH,
+    place: { top: g.padStart, left: 0, cols: g.hdWidth / PHI3V_TILE, resizedWidth: outW, first: 1, ...(g.transposed ? { transposed: true } : {}) },
+    ...(canvas ? { canvas } : {}),
+  };
 }
 
 /**
- * torch's cubic interpolation weights and source indices along one axis (upsample_bicubic2d,
- * align_corners false: source = scale · (i + 0.5) − 0.5, a = −0.75, indices clamped to the
- * edge), every step in float32 as its CPU kernel computes them.
- */
-function torchCubicAxis(inSize: number, outSize: number): { index: Int32Array; weight: Float32Array } {
-  const f = Math.fround;
-  const A = -0.75;
-  const scale = f(inSize / outSize);
-  const conv1 = (x: number) => f(f(f(1.25 * x - 2.25) * x) * x + 1);
-  const conv2 = (x: number) => f(f(f(A * x + 3.75) * x - 6) * x + 3);
-  const index = new Int32Array(outSize * 4);
-  const weight = new Float32Array(outSize * 4);
-  for (let i = 0; i < outSize; i++) {
-    const real = f(scale * f(i + 0.5) - 0.5);
-    const at = Math.floor(real);
-    const t = f(real - at);
-    const x2 = f(1 - t);
-    weight[i * 4] = conv2(f(t + 1));
-    weight[i * 4 + 1] = conv1(t);
-    weight[i * 4 + 2] = conv1(x2);
-    weight[i * 4 + 3] = conv2(f(x2 + 1));
-    for (let j = 0; j < 4; j++) index[i * 4 + j] = Math.max(Math.min(at - 1 + j, inSize - 1), 0);
-  }
-  return { index, weight };
-}
-
-/**
- * One channel plane of the normalized HD image resized to `outH` × `outW` by torch's bicubic
- * interpolate: per output value four rows' sums of four columns each, in float32, each product
- * added with one rounding (a fused multiply-add) in torch's order: torch's CPU kernel compiled
- * for AVX2 fuses them (that is the reference's arithmetic bit for bit; a build without fused
- * multiply-adds differs by a float32 ulp, docs/preprocessing.md). A float32 product is exact
- * in a double, so rounding `a * b + c` once is the fused multiply-add (up to a double rounding
- * of the sum that a tie would need: none in the reference's images). `sums` holds a row of
- * `outW` for each source row.
- */
-export function torchBicubicPlane(src: Float32Array, height: number, width: number, outH: number, outW: number, into: Float32Array, sums: Float32Array): void {
-  const rows = torchCubicAxis(height, outH);
-  const cols = torchCubicAxis(width, outW);
-  // A source row's four-column sums do not depend on the output row: every row's once (the
-  // interpolation reads each row of a downscaled image), then the rows' sums combined.
-  for (let r = 0; r < height; r++) rowSums(src, r * width, cols.index, cols.weight, sums, r * outW, outW);
-  const f = Math.fround;
-  const ri = rows.index;
-  const rw = rows.weight;
-  for (let y = 0; y < outH; y++) {
-    const k = y * 4;
-    const a0 = ri[k]! * outW;
-    const a1 = ri[k + 1]! * outW;
-    const a2 = ri[k + 2]! * outW;
-    const a3 = ri[k + 3]! * outW;
-    const w0 = rw[k]!;
-    const w1 = rw[k + 1]!;
-    const w2 = rw[k + 2]!;
-    const w3 = rw[k + 3]!;
-    const at = y * outW;
-    for (let x = 0; x < outW; x++) {
-      const output = f(sums[a2 + x]! * w2 + f(sums[a0 + x]! * w0 + f(sums[a1 + x]! * w1)));
-      into[at + x] = sums[a3 + x]! * w3 + output;
-    }
-  }
-}
-
-/** One source row's four-column sums (the row at `from` of `src`) into `sums` from `to`. */
-function rowSums(src: Float32Array, from: number, ci: Int32Array, cw: Float32Array, sums: Float32Array, to: number, outW: number): void {
-  for (let x = 0, k = 0; x < outW; x++, k += 4) {
-    const t = Math.fround(src[from + ci[k]!]! * cw[k]! + Math.fround(src[from + ci[k + 1]!]! * cw[k + 1]!));
-    const u = Math.fround(src[from + ci[k + 2]!]! * cw[k + 2]! + t);
-    sums[to + x] = src[from + ci[k + 3]!]! * cw[k + 3]! + u;
-  }
-}
-
-/** Bytes of the HD image's float32 planes. */
-const hdBytes = (g: Phi3VisionGeometry) => 3 * g.hdHeight * g.hdWidth * 4;
-
-/** Bytes of the working space beside: a row of the global image's sums for each HD row, and, when only bfloat16 is written, its float32 crop and one channel of a tile. */
-const globalBytes = (g: Phi3VisionGeometry) => g.hdHeight * PHI3V_TILE * 4 + 4 * PHI3V_TILE * PHI3V_TILE * 4;
-
-/**
- * Bytes an image of this size takes in the pool's memory: its outputs, the HD image's planes,
- * then the resize's working space (the SIMD kernels resize there); and the transposed copy of
- * a portrait and the global image's working space (the thread's own memory, freed when the
+ * Bytes an image of this size takes in the pool's memory: its outputs, the global image's
+ * working space (globalBytes), then the resize's working space (the SIMD kernels resize
+ * there, split in two bands: cropResizesBytes); and the transposed copy of a portrait and,
+ * bfloat16 alone, the global image's float32 crop (the thread's own memory, freed when the
  * image is done), counted so the budget holds them too.
  */
 export function phi3VisionMemoryBytes(width: number, height: number, cfg: Phi3VisionImageConfig, kinds: OutputKinds): number {
   const g = phi3VisionGeometry(height, width, cfg);
-  const { srcW, srcH, outW, outH } = resizeFrame(width, height, g);
-  const base = encoderOutputBytes(phi3VisionElements(cfg), kinds) + hdBytes(g);
+  const { srcW, srcH } = resizeFrame(width, height, g);
+  const base = encoderOutputBytes(phi3VisionElements(cfg), kinds) + globalBytes(g);
   const transposed = g.transposed ? width * height * 3 : 0;
-  return base + resizeBytes(srcW, srcH, outW, outH, [], base, undefined, 'bilinear') + transposed + globalBytes(g);
+  const global = kinds.float32 ? 0 : 3 * PHI3V_TILE * PHI3V_TILE * 4;
+  return base + cropResizesBytes(srcW, srcH, [phi3Resize(width, height, g)], base, 'bilinear') + transposed + global;
+}
+
+/** Output rows where the helper thread's band starts (none: one thread does the image). */
+export function phi3VisionBandStarts(width: number, height: number, cfg: Phi3VisionImageConfig): number[] {
+  const g = phi3VisionGeometry(height, width, cfg);
+  const { srcW, srcH } = resizeFrame(width, height, g);
+  const split = cropSplit(srcW, srcH, [phi3Resize(width, height, g)], 'bilinear');
+  return split ? [split.start] : [];
+}
+
+type Phi3VisionResult = Phi3VisionGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };
+
+/**
+ * The writer of an image's crops and its HD planes, the white padding written into both, and
+ * the resize (still to run); `global` finishes the image once the resize has run: the global
+ * image from the HD planes, the zero crops after the tiles.
+ */
+function phi3Crops(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: Phi3VisionImageConfig,
+  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean },
+): { g: Phi3VisionGeometry; w: CropWriter; resize: CropResize; global: () => Phi3VisionResult } {
+  if (options.float32 === false && !options.bf16) throw new RangeError('preprocessPhi3VisionRgb: asked for neither float32 nor bfloat16 output');
+  const g = phi3VisionGeometry(height, width, cfg);
+  const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
+  const T = PHI3V_TILE;
+  const levels = phi3VisionLevels(cfg);
+  // In the transposed frame the resize runs on the transposed pixels, as Pillow does (its
+  // horizontal pass first): its row y is the HD image's column padStart + y.
+  const source = g.transposed ? transposeRgb(rgb, width, height) : rgb;
+  const { srcW, srcH, outH } = resizeFrame(width, height, g);
+  const given = options.memory;
+  const bytes = phi3VisionMemoryBytes(width, height, cfg, kinds);
+  const w = cropWriter(source, srcW, srcH, {
+    ...options,
+    crops: cfg.num_crops + 1,
+    cropHeight: T,
+    cropWidth: T,
+    levels,
+    filter: 'bilinear',
+    bytes,
+    ...(given ? { resizeAt: given.scratchAt + globalBytes(g) } : {}),
+  });
+  // The sums (and a portrait's HD planes) in the pool's memory when the outputs are there (the helper thread writes them too).
+  const W = g.hdWidth;
+  const H = g.hdHeight;
+  const plane = H * W;
+  const sumsLength = 3 * H * T;
+  const sums = w.inMemory ? new Float32Array(given!.memory.buffer, given!.scratchAt, sumsLength) : new Float32Array(sumsLength);
+  const hd = g.transposed
+    ? w.inMemory
+      ? new Float32Array(given!.memory.buffer, given!.scratchAt + sumsLength * 4, 3 * plane)
+      : new Float32Array(3 * plane)
+    : undefined;
+  const canvas: CanvasPlanes = hd ? { width: W, height: H, hd } : { width: W, height: H, sums, sumsWidth: T };
+  const canvasOf = { cols: W / T, first: 1 };
+  // The white padding of the padded side: in the tiles, and in a portrait's HD planes.
+  const white = (r0: number, r1: number, c0: number, c1: number) => {
+    if (r1 <= r0 || c1 <= c0) return;
+    w.fillCanvas(canvasOf, r0, r1, c0, c1, 255);
+    if (hd) for (let c = 0; c < 3; c++) for (let r = r0; r < r1; r++) hd.fill(levels[c]![255]!, c * plane + r * W + c0, c * plane + r * W + c1);
+  };
+  const end = g.padStart + outH;
+  if (g.transposed) {
+    white(0, H, 0, g.padStart);
+    white(0, H, end, W);
+  } else {
+    white(0, g.padStart, 0, W);
+    white(end, H, 0, W);
+    // A landscape's padding rows' sums: one white row's, copied to every padding row.
+    const pads = [...Array(g.padStart).keys(), ...Array.from({ length: H - end }, (_, i) => end + i)];
+    if (pads.length > 0) {
+      const taps = torchCubicAxis(W, T);
+      for (let c = 0; c < 3; c++) {
+        const first = (c * H + pads[0]!) * T;
+        rowSums(new Float32Array(W).fill(levels[c]![255]!), 0, taps.index, taps.weight, sums, first, T);
+        for (const r of pads.slice(1)) sums.copyWithin((c * H + r) * T, first, first + T);
+      }
+    }
+  }
+  const global = (): Phi3VisionResult => {
+    if (hd) {
+      const taps = torchCubicAxis(W, T);
+      for (let c = 0; c < 3; c++) for (let r = 0; r < H; r++) rowSums(hd, c * plane + r * W, taps.index, taps.weight, sums, (c * H + r) * T, T);
+    }
+    // The global image first: float32 from torch's interpolate, its bfloat16 rounded from it.
+    const crop = 3 * T * T;
+    const globalCrop = w.pixelValues ? w.pixelValues.subarray(0, crop) : new Float32Array(crop);
+    for (let c = 0; c < 3; c++) sumRows(sums.subarray(c * H * T, (c + 1) * H * T), H, T, T, globalCrop.subarray(c * T * T, (c + 1) * T * T));
+    if (w.bf16) f32ToBf16(globalCrop, new Uint8Array(w.bf16.buffer, w.bf16.byteOffset, crop * 2));
+    // Then zeros after the tiles.
+    w.pixelValues?.fill(0, (g.tiles + 1) * crop);
+    w.bf16?.fill(0, (g.tiles + 1) * crop);
+    return { ...g, ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}), ...(w.bf16 ? { bf16: w.bf16 } : {}), inMemory: w.inMemory };
+  };
+  return { g, w, resize: phi3Resize(width, height, g, canvas), global };
 }
 
 /**
  * Phi-3-vision's encoder input of one image, [num_crops + 1, 3, 336, 336]: the global image,
  * the HD tiles row by row, zeros; float32 unless `float32: false`, bfloat16 bits too with
  * `bf16: true` (each value rounded to nearest even from its float32). `memory` (the pool's,
- * laid out for this image: phi3VisionMemoryBytes) holds the outputs, the HD planes and the
- * resize; `javascript` forces the JavaScript resize (the tests hold the kernels to it).
+ * laid out for this image: phi3VisionMemoryBytes) holds the outputs, the global image's
+ * working space and the resize; `javascript` forces the JavaScript resize (the tests hold the kernels to it).
  */
 export function preprocessPhi3VisionRgb(
   rgb: Uint8Array,
@@ -281,58 +274,22 @@ export function preprocessPhi3VisionRgb(
   height: number,
   cfg: Phi3VisionImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean } = {},
-): Phi3VisionGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean } {
-  if (options.float32 === false && !options.bf16) throw new RangeError('preprocessPhi3VisionRgb: asked for neither float32 nor bfloat16 output');
-  const g = phi3VisionGeometry(height, width, cfg);
-  const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
-  const elements = phi3VisionElements(cfg);
-  const given = options.memory;
-  const memory = memoryHolding(given, elements, kinds, (given?.scratchAt ?? 0) + hdBytes(g));
-  const views = memory ? outputViews(memory, kinds) : {};
-  const hd = hdPlanes(
-    rgb,
-    width,
-    height,
-    g,
-    phi3VisionLevels(cfg),
-    memory ? new Float32Array(memory.memory.buffer, memory.scratchAt, hdBytes(g) / 4) : new Float32Array(hdBytes(g) / 4),
-    {
-      ...(memory ? { memory: memory.memory, scratchAt: memory.scratchAt + hdBytes(g) } : {}),
-      ...(options.javascript ? { javascript: true } : {}),
-    },
-  );
-  const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(elements)) : undefined;
-  const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(elements)) : undefined;
-  const bfBytes = bf ? new Uint8Array(bf.buffer, bf.byteOffset, bf.byteLength) : undefined;
-  const T = PHI3V_TILE;
-  const plane = T * T;
-  const crop = 3 * plane;
-  const W = g.hdWidth;
-  const hdPlane = g.hdHeight * W;
-  // The global image first: float32 from torch's interpolate, its bfloat16 rounded from it.
-  const global = out ? out.subarray(0, crop) : new Float32Array(crop);
-  const sums = new Float32Array(g.hdHeight * T);
-  for (let c = 0; c < 3; c++)
-    torchBicubicPlane(hd.subarray(c * hdPlane, (c + 1) * hdPlane), g.hdHeight, W, T, T, global.subarray(c * plane, (c + 1) * plane), sums);
-  if (bfBytes) f32ToBf16(global, bfBytes.subarray(0, crop * 2));
-  // The tiles row by row, each a copy of the HD planes' rows (its bfloat16 rounded a whole
-  // channel at a time, from the float32 output or a reused crop of one channel); then zeros.
-  const cols = W / T;
-  const channel = bfBytes && !out ? new Float32Array(plane) : undefined;
-  for (let tile = 0; tile < g.tiles; tile++) {
-    const top = Math.floor(tile / cols) * T;
-    const left = (tile % cols) * T;
-    for (let c = 0; c < 3; c++) {
-      const to = (tile + 1) * crop + c * plane;
-      const into = out ? out.subarray(to, to + plane) : channel!;
-      for (let y = 0; y < T; y++) {
-        const from = c * hdPlane + (top + y) * W + left;
-        into.set(hd.subarray(from, from + T), y * T);
-      }
-      if (bfBytes) f32ToBf16(into, bfBytes.subarray(to * 2, (to + plane) * 2));
-    }
-  }
-  out?.fill(0, (g.tiles + 1) * crop);
-  bf?.fill(0, (g.tiles + 1) * crop);
-  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
+): Phi3VisionResult {
+  const { w, resize, global } = phi3Crops(rgb, width, height, cfg, options);
+  w.resizeEach([resize]);
+  return global();
+}
+
+/** As preprocessPhi3VisionRgb, the resize's rows shared with `helper` in the pool's memory (crop-writer.ts): the same bytes. */
+export async function preprocessPhi3VisionShared(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: Phi3VisionImageConfig,
+  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory },
+  helper: BandHelper | undefined,
+): Promise<Phi3VisionResult & { threads: number }> {
+  const { w, resize, global } = phi3Crops(rgb, width, height, cfg, options);
+  const threads = await w.resizeShared([resize], helper);
+  return { ...global(), threads };
 }

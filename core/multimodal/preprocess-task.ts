@@ -3,11 +3,11 @@
 // caller gives a sink, the encoder input written into it as it is computed (this module never
 // opens a file: the sink's owner does).
 import { preprocessClipRgb } from './clip-image.ts';
-import { preprocessAnyresRgb } from './llava-next.ts';
-import { preprocessLlama4Rgb } from './llama4.ts';
+import { preprocessAnyresShared } from './llava-next.ts';
+import { preprocessLlama4Shared } from './llama4.ts';
 import { preprocessInklingInBands, preprocessInklingRgb } from './inkling.ts';
 import { preprocessMoonVitRgb, preprocessMoonVitWithKernels } from './moonvit.ts';
-import { preprocessPhi3VisionRgb } from './phi3v.ts';
+import { preprocessPhi3VisionShared } from './phi3v.ts';
 import { decodeToRgb } from './decode.ts';
 import {
   isAnyresConfig,
@@ -148,11 +148,11 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
       const done = isClipConfig(cfg)
         ? preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
         : isAnyresConfig(cfg)
-          ? preprocessAnyresRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
+          ? await preprocessAnyresShared(image.rgb, image.width, image.height, cfg, { ...options, ...memory }, helper)
           : isPhi3VisionConfig(cfg)
-            ? preprocessPhi3VisionRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
+            ? await preprocessPhi3VisionShared(image.rgb, image.width, image.height, cfg, { ...options, ...memory }, helper)
             : isLlama4Config(cfg)
-              ? preprocessLlama4Rgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
+              ? await preprocessLlama4Shared(image.rgb, image.width, image.height, cfg, { ...options, ...memory }, helper)
               : isInklingConfig(cfg)
                 ? ((task.output && helper ? await preprocessInklingInBands(image.rgb, image.width, image.height, cfg, task.output, options, helper) : null) ??
                   preprocessInklingRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory }))

@@ -194,6 +194,7 @@ function layoutResize(
   base: number,
   window: OutputWindow = wholeOutput(outW, outH),
   filter: ResampleFilter = 'bicubic',
+  sourceAt?: number,
 ): { plan: ResizePlan; end: number } {
   const needH = outW !== width;
   const needV = outH !== height;
@@ -212,7 +213,8 @@ function layoutResize(
   const vk = kernelSize(height, outH, filter);
   const rows = window.y1 - window.y0;
   const v = needV ? { ksize: vk, starts: take(rows * 4), counts: take(rows * 4), weights: take(rows * vk * 4) } : null;
-  const srcAt = take(width * height * 3);
+  // The source pixels, unless another plan in this memory already holds them (at `sourceAt`).
+  const srcAt = sourceAt ?? take(width * height * 3);
   const bands: ResizeBand[] = [];
   for (let b = 0; b + 1 < edges.length; b++) {
     const y0 = edges[b]!;
@@ -238,15 +240,18 @@ export function resizeBytes(
   base = 0,
   window: OutputWindow = wholeOutput(outW, outH),
   filter: ResampleFilter = 'bicubic',
+  sourceAt?: number,
 ): number {
-  return layoutResize(width, height, outW, outH, bandStarts, base, window, filter).end - base;
+  return layoutResize(width, height, outW, outH, bandStarts, base, window, filter, sourceAt).end - base;
 }
 
 /**
  * Lay out a resize in the kernels' memory from byte `base` (growing the memory as needed)
  * and copy the source pixels and the coefficients in. `bandStarts` are the first output rows
- * of the bands after the first. Returns null when the layout does not fit the memory's
- * maximum or the memory cannot grow (the caller falls back to the JavaScript passes).
+ * of the bands after the first. With `sourceAt`, the source pixels are read where an earlier
+ * plan in this memory copied the same image (`plan.src`), not copied again. Returns null when
+ * the layout does not fit the memory's maximum or the memory cannot grow (the caller falls
+ * back to the JavaScript passes).
  */
 export function planResize(
   k: Kernels,
@@ -259,8 +264,9 @@ export function planResize(
   base = 0,
   window: OutputWindow = wholeOutput(outW, outH),
   filter: ResampleFilter = 'bicubic',
+  sourceAt?: number,
 ): ResizePlan | null {
-  const { plan, end } = layoutResize(width, height, outW, outH, bandStarts, base, window, filter);
+  const { plan, end } = layoutResize(width, height, outW, outH, bandStarts, base, window, filter, sourceAt);
   const pages = Math.ceil(end / PAGE);
   const have = k.memory.buffer.byteLength / PAGE;
   if (pages > MAX_PAGES) return null;
@@ -283,7 +289,7 @@ export function planResize(
     copy(plan.vert.counts, v.count);
     copy(plan.vert.weights, v.weights);
   }
-  copy(plan.src, src);
+  if (sourceAt === undefined) copy(plan.src, src);
   return plan;
 }
 

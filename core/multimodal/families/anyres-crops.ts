@@ -3,7 +3,7 @@
 // an image's encoder input is [1, 1 + tiles, 3, 336, 336] (a request's images padded with zero
 // crops to its most). Its tokens follow from the image's own size, which the model reads from
 // image_sizes [h, w] (its grid: one row per image, one crop stack each).
-import { anyresCropElements, anyresGeometry, anyresMemoryBytes, type AnyresImageConfig } from '../llava-next.ts';
+import { anyresBandStarts, anyresCropElements, anyresGeometry, anyresMemoryBytes, type AnyresImageConfig } from '../llava-next.ts';
 import { checkCropStack, IMAGE_SIZES_GRID } from './crop-stack.ts';
 import type { EncoderGeometry, ImageProcessor } from './family.ts';
 
@@ -23,7 +23,7 @@ export const ANYRES_CROP_PROCESSOR: ImageProcessor<AnyresImageConfig> = {
   name: 'anyres crops (best pinpoint, base image, 336-pixel tiles)',
   geometry,
   memoryBytes: anyresMemoryBytes,
-  bandStarts: () => [],
+  bandStarts: (_g, cfg, count, source) => (count < 2 ? [] : anyresBandStarts(source.width, source.height, cfg)),
   // An image's bytes depend on its crops alone: one image per crop count its pinpoints give
   // (an image of a pinpoint's own size takes that pinpoint), the nearest to each target.
   sizesNear: (targets, elementBytes, cfg) => {

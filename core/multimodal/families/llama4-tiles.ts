@@ -4,7 +4,7 @@
 // pixel_values; the worker's model splits them by patches_per_image and embeds each crop as
 // (tile / patch)² / round(1 / pixel_shuffle_ratio²) tokens (vLLM's Llama4ForConditionalGeneration):
 // patches_per_image is the tensor the tokens follow from, its one value the image's crops.
-import { llama4CropElements, llama4Geometry, llama4MemoryBytes, llama4TokensPerTile, type Llama4ImageConfig } from '../llama4.ts';
+import { llama4BandStarts, llama4CropElements, llama4Geometry, llama4MemoryBytes, llama4TokensPerTile, type Llama4ImageConfig } from '../llama4.ts';
 import type { EncoderGeometry, ImageProcessor } from './family.ts';
 
 function geometry(height: number, width: number, cfg: Llama4ImageConfig): EncoderGeometry {
@@ -39,7 +39,7 @@ export const LLAMA4_TILE_PROCESSOR: ImageProcessor<Llama4ImageConfig> = {
   name: 'Llama 4 tiles (best-fit canvas, pad, tiles and a global tile)',
   geometry,
   memoryBytes: llama4MemoryBytes,
-  bandStarts: () => [],
+  bandStarts: (_g, cfg, count, source) => (count < 2 ? [] : llama4BandStarts(source.width, source.height, cfg)),
   sizesNear,
   batchedEncoder: false,
   gridded: true,

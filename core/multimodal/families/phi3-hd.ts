@@ -3,7 +3,15 @@
 // given as the same [num_crops + 1, 3, 336, 336] (the global image, the tiles, zeros), so every
 // image's encoder input is one size. The image's tokens follow from the HD image's size,
 // which the model reads from image_sizes [h, w] (its grid: one row per image, one crop stack each).
-import { PHI3V_TILE, phi3VisionElements, phi3VisionGeometry, phi3VisionMemoryBytes, phi3VisionTokens, type Phi3VisionImageConfig } from '../phi3v.ts';
+import {
+  PHI3V_TILE,
+  phi3VisionBandStarts,
+  phi3VisionElements,
+  phi3VisionGeometry,
+  phi3VisionMemoryBytes,
+  phi3VisionTokens,
+  type Phi3VisionImageConfig,
+} from '../phi3v.ts';
 import { checkCropStack, IMAGE_SIZES_GRID } from './crop-stack.ts';
 import type { EncoderGeometry, ImageProcessor } from './family.ts';
 
@@ -23,7 +31,7 @@ export const PHI3_HD_PROCESSOR: ImageProcessor<Phi3VisionImageConfig> = {
   name: 'HD crops (HD transform, global image, 336-pixel tiles)',
   geometry,
   memoryBytes: phi3VisionMemoryBytes,
-  bandStarts: () => [],
+  bandStarts: (_g, cfg, count, source) => (count < 2 ? [] : phi3VisionBandStarts(source.width, source.height, cfg)),
   // Every image gives the same encoder input: one size to measure.
   sizesNear: (_targets, elementBytes, cfg) => [{ width: PHI3V_TILE, height: PHI3V_TILE, nbytes: phi3VisionElements(cfg) * elementBytes }],
   ...IMAGE_SIZES_GRID,
