@@ -13,21 +13,9 @@
 //
 // Only the crop's pixels are resized (each output pixel's taps are its own, so they are the
 // bytes Pillow's whole resize has there), and normalized straight into the output.
-import {
-  bf16LevelTables,
-  CLIP_MEAN,
-  CLIP_STD,
-  encoderOutputBytes,
-  memoryHolding,
-  ImageSizeError,
-  levelTable,
-  outputViews,
-  type EncoderMemory,
-  type OutputKinds,
-} from './qwen-vl.ts';
+import { cropResizesBytes, cropSplit, cropWriter, type CropResize, type CropWriter } from './crop-writer.ts';
+import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, levelTable, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 import type { OutputWindow } from './resample.ts';
-import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
-import { kernelsOn, planResize, resizeBand, resizeBytes } from './resize-simd.ts';
 
 export interface ClipImageConfig {
   /** size.shortest_edge: the side the shorter edge is resized to. */
@@ -108,15 +96,66 @@ export function clipGeometry(height: number, width: number, cfg: ClipImageConfig
 /** The crop as a window of the resized image (the only pixels resized). */
 const cropWindow = (g: ClipGeometry): OutputWindow => ({ x0: g.left, x1: g.left + g.width, y0: g.top, y1: g.top + g.height });
 
+/** The image's one resize: only the crop's window, its rows written into the crop. */
+const clipResize = (g: ClipGeometry): CropResize => ({
+  outW: g.resizedWidth,
+  outH: g.resizedHeight,
+  window: cropWindow(g),
+  place: { top: -g.top, left: 0, cols: 1, resizedWidth: g.width, first: 0 },
+});
+
 /**
- * Bytes an image of this size takes in the pool's memory: its outputs, then the resize's
- * working space (the source pixels, the crop's columns of the rows it reads, the crop).
+ * Bytes an image of this size takes in the pool's memory: its outputs, then the crop writer's
+ * working space (the level tables, the source pixels, the crop's columns of the rows it reads,
+ * the crop; the resize in two bands: cropResizesBytes).
  */
 export function clipMemoryBytes(width: number, height: number, cfg: ClipImageConfig, kinds: OutputKinds): number {
   const g = clipGeometry(height, width, cfg);
   const outputs = encoderOutputBytes(3 * g.height * g.width, kinds);
-  return outputs + resizeBytes(width, height, g.resizedWidth, g.resizedHeight, [], outputs, cropWindow(g));
+  return outputs + cropResizesBytes(width, height, [clipResize(g)], outputs, 'bicubic');
 }
+
+/** Output rows where the helper thread's band starts (none: one thread does the image). */
+export function clipBandStarts(width: number, height: number, cfg: ClipImageConfig): number[] {
+  const split = cropSplit(width, height, [clipResize(clipGeometry(height, width, cfg))], 'bicubic');
+  return split ? [split.start] : [];
+}
+
+type ClipResult = ClipGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };
+
+function clipCrop(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: ClipImageConfig,
+  options: { bf16?: boolean; float32?: boolean; javascript?: boolean; memory?: EncoderMemory },
+): { g: ClipGeometry; w: CropWriter } {
+  if (options.float32 === false && !options.bf16) throw new RangeError('preprocessClipRgb: asked for neither float32 nor bfloat16 output');
+  const g = clipGeometry(height, width, cfg);
+  const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
+  // The pool's memory when it is laid out for this image's values in these encodings and holds
+  // its resize without growing (a decoded image larger than its header said would need more
+  // than the budget counted: it then resizes in the thread's own memory). Rescale and
+  // normalize of an 8-bit level have 256 results per channel: a float32 table, and its
+  // bfloat16 bits, so each value is one lookup.
+  const w = cropWriter(rgb, width, height, {
+    ...options,
+    crops: 1,
+    cropHeight: g.height,
+    cropWidth: g.width,
+    levels: levelTable(cfg),
+    filter: 'bicubic',
+    bytes: clipMemoryBytes(width, height, cfg, kinds),
+  });
+  return { g, w };
+}
+
+const clipResult = (g: ClipGeometry, w: CropWriter): ClipResult => ({
+  ...g,
+  ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}),
+  ...(w.bf16 ? { bf16: w.bf16 } : {}),
+  inMemory: w.inMemory,
+});
 
 /**
  * Resize, crop, rescale and normalize packed RGB into a channel-first [3, height, width]
@@ -132,43 +171,22 @@ export function preprocessClipRgb(
   height: number,
   cfg: ClipImageConfig,
   options: { bf16?: boolean; float32?: boolean; javascript?: boolean; memory?: EncoderMemory } = {},
-): ClipGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean } {
-  if (options.float32 === false && !options.bf16) throw new RangeError('preprocessClipRgb: asked for neither float32 nor bfloat16 output');
-  const g = clipGeometry(height, width, cfg);
-  const plane = g.height * g.width;
-  const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
-  // The pool's memory when it is laid out for this image's values in these encodings and holds
-  // its resize without growing (a decoded image larger than its header said would need more
-  // than the budget counted: it then resizes in the thread's own memory).
-  const given = options.memory;
-  const memory = memoryHolding(given, 3 * plane, kinds, clipMemoryBytes(width, height, cfg, kinds));
-  const views = memory ? outputViews(memory, kinds) : {};
-  const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(3 * plane)) : undefined;
-  const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(3 * plane)) : undefined;
-  // Rescale and normalize of an 8-bit level have 256 results per channel: a float32 table, and
-  // its bfloat16 bits (round to nearest even) beside it, so each value is one lookup.
-  const levels = levelTable(cfg);
-  const bfLevels = bf16LevelTables(levels);
-  // Only the crop is resized (each output pixel's taps are its own: the same bytes as resizing the whole and cropping).
-  const window = cropWindow(g);
-  const row = (y: number, line: Uint8Array) => {
-    const r = y - g.top;
-    for (let c = 0; c < 3; c++) {
-      const at = c * plane + r * g.width;
-      const from = c;
-      if (out) {
-        const table = levels[c]!;
-        for (let x = 0; x < g.width; x++) out[at + x] = table[line[from + x * 3]!]!;
-      }
-      if (bf) {
-        const table = bfLevels[c]!;
-        for (let x = 0; x < g.width; x++) bf[at + x] = table[line[from + x * 3]!]!;
-      }
-    }
-  };
-  const kernels = memory && !options.javascript ? kernelsOn(memory.memory) : null;
-  const plan = kernels ? planResize(kernels, rgb, width, height, g.resizedWidth, g.resizedHeight, [], memory!.scratchAt, window) : null;
-  if (kernels && plan) resizeBand(kernels, plan, 0, row);
-  else (options.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, g.resizedWidth, g.resizedHeight, row, window);
-  return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
+): ClipResult {
+  const { g, w } = clipCrop(rgb, width, height, cfg, options);
+  w.resizeEach([clipResize(g)]);
+  return clipResult(g, w);
+}
+
+/** As preprocessClipRgb, the crop's rows shared with `helper` in the pool's memory (crop-writer.ts): the same bytes. */
+export async function preprocessClipShared(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: ClipImageConfig,
+  options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory },
+  helper: BandHelper | undefined,
+): Promise<ClipResult & { threads: number }> {
+  const { g, w } = clipCrop(rgb, width, height, cfg, options);
+  const threads = await w.resizeShared([clipResize(g)], helper);
+  return { ...clipResult(g, w), threads };
 }

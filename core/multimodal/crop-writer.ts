@@ -1,12 +1,13 @@
 // Writing one image's crops, [crops, 3, H, W] in float32 and/or bfloat16, through per-channel
 // level tables as a resize's rows come out: what LLaVA-NeXT's anyres crops (llava-next.ts),
 // Llama 4's tiles (llama4.ts) and Phi-3-vision's HD tiles (phi3v.ts) share. The outputs live in
-// the pool's memory when it holds them (and the resizes then run on the SIMD kernels there),
-// else in arrays of their own. In the pool's memory, with a helper thread, an image's resizes
+// the pool's memory when it holds them (and the resizes and the table lookups then run on the
+// SIMD kernels there, the tables copied in beside them), else in arrays of their own (and the
+// lookups in JavaScript). In the pool's memory, with a helper thread, an image's resizes
 // are split between two threads by their estimated cost (cropSplit): the helper runs a band of
 // output rows of one of them (CropBandJob), this thread the rest; each writes its own rows.
 import { bf16LevelTables, memoryHolding, outputViews, type BandHelper, type EncoderMemory } from './qwen-vl.ts';
-import { kernelSize, type ResampleFilter, type RowSink } from './resample.ts';
+import { kernelSize, wholeOutput, type OutputWindow, type ResampleFilter, type RowSink } from './resample.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
 import { kernelsOn, planResize, resizeBand, resizeBytes, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
 import { rowSums, torchCubicAxis } from './torch-bicubic.ts';
@@ -35,12 +36,22 @@ export interface TilePlacement {
  * sumsWidth]; or, for a transposed placement (its rows come out as the canvas's columns),
  * written into the channel planes `hd`, [3, height, width], for the caller to sum once whole.
  */
-export type CanvasPlanes = { width: number; height: number } & ({ sums: Float32Array; sumsWidth: number } | { hd: Float32Array });
+export type CanvasPlanes = { width: number; height: number } & (
+  | {
+      sums: Float32Array;
+      sumsWidth: number;
+      /** In the pool's memory: byte offsets of each thread's row (3 · width float32), where the SIMD kernels write a row's values before it is summed. */
+      rowsAt?: readonly [number, number];
+    }
+  | { hd: Float32Array }
+);
 
 /** One resize of the image, and where its rows go: crops, and the canvas planes when given. */
 export interface CropResize {
   outW: number;
   outH: number;
+  /** Only these output rows and columns are computed (a crop of the resized image: CLIP's); rows are numbered in the whole resized image. */
+  window?: OutputWindow;
   place: TilePlacement;
   canvas?: CanvasPlanes;
 }
@@ -57,6 +68,35 @@ export interface CropLayout {
   bf16At?: number;
   /** Per channel, the encoder value of each 8-bit level (float32). */
   levels: Float32Array[];
+  /** Where the level tables are in the shared memory (writeLevelTables): the SIMD kernels write the crops there. */
+  tablesAt?: number;
+}
+
+/** Bytes of the level tables in the pool's memory: float32 then bfloat16, 256 entries a channel. */
+const LEVEL_TABLES_BYTES = 3 * 256 * (4 + 2);
+
+/** The level tables, float32 then bfloat16, into `memory` at `at` (where the SIMD kernels read them). */
+function writeLevelTables(memory: SharedWasmMemory, at: number, levels: readonly Float32Array[]): void {
+  levels.forEach((t, c) => new Float32Array(memory.buffer, at + c * 1024, 256).set(t));
+  bf16LevelTables(levels).forEach((t, c) => new Uint16Array(memory.buffer, at + 3072 + c * 512, 256).set(t));
+}
+
+/**
+ * The writers of crop rows and columns on the SIMD kernels (resize.wat "levels"): the rows come
+ * out of the kernels' resize in the same memory as the outputs and the tables.
+ */
+function kernelPutters(k: Kernels, layout: CropLayout): { put: Put; putColumn: Put } {
+  const TW = layout.cropWidth;
+  const plane = layout.cropHeight * TW;
+  const crop = 3 * plane;
+  const { f32At, bf16At, tablesAt } = layout;
+  const write = (step: number) => (index: number, y: number, x: number, line: Uint8Array, from: number, count: number) => {
+    const src = line.byteOffset + from * 3;
+    const at = index * crop + y * TW + x;
+    if (f32At !== undefined) k.levels(src, count, f32At + at * 4, plane * 4, step * 4, tablesAt!, 4);
+    if (bf16At !== undefined) k.levels(src, count, bf16At + at * 2, plane * 2, step * 2, tablesAt! + 3072, 2);
+  };
+  return { put: write(1), putColumn: write(TW) };
 }
 
 /** Writes pixels into crops: `count` pixels of `line` from pixel `from` into crop `index`'s row `y` from column `x`. */
@@ -135,13 +175,21 @@ function tileRows(put: Put, putColumn: Put, layout: Pick<CropLayout, 'cropHeight
 }
 
 /** A row sink writing the canvas planes, or summing the rows, placed as `g` (after the tile sink: `tiles`, the float32 crops it writes). */
-function canvasRows(levels: readonly Float32Array[], canvas: CanvasPlanes, g: TilePlacement, tiles?: { out: Float32Array; layout: CropLayout }): RowSink {
+function canvasRows(
+  levels: readonly Float32Array[],
+  canvas: CanvasPlanes,
+  g: TilePlacement,
+  tiles: { out: Float32Array; layout: CropLayout } | undefined,
+  simd: { k: Kernels; tablesAt: number; thread: 0 | 1 } | undefined,
+): RowSink {
   const W = canvas.width;
   const plane = canvas.height * W;
   const [l0, l1, l2] = levels as [Float32Array, Float32Array, Float32Array];
   if ('hd' in canvas) {
     if (!g.transposed) throw new RangeError('canvas planes are written for a transposed placement only: sum the rows of another');
     const hd = canvas.hd;
+    if (simd && hd.buffer === simd.k.memory.buffer)
+      return (y, line) => simd.k.levels(line.byteOffset, g.resizedWidth, hd.byteOffset + (g.left * W + g.top + y) * 4, plane * 4, W * 4, simd.tablesAt, 4);
     return (y, line) => {
       for (let x = 0, at = g.left * W + g.top + y; x < g.resizedWidth; x++, at += W) {
         hd[at] = l0[line[x * 3]!]!;
@@ -155,10 +203,13 @@ function canvasRows(levels: readonly Float32Array[], canvas: CanvasPlanes, g: Ti
   const { index, weight } = torchCubicAxis(W, outW);
   const { top, left, resizedWidth: n } = g;
   const height = canvas.height;
-  // One canvas row, a channel after another; the columns outside the resized image are not read (the canvas is as wide as it).
-  const r0 = new Float32Array(W);
-  const r1 = new Float32Array(W);
-  const r2 = new Float32Array(W);
+  // One canvas row, a channel after another; the columns outside the resized image are not
+  // read (the canvas is as wide as it). On the SIMD kernels, this thread's row in their memory.
+  const rowsAt = simd && canvas.rowsAt ? canvas.rowsAt[simd.thread] : undefined;
+  const rows = rowsAt !== undefined ? new Float32Array(simd!.k.memory.buffer, rowsAt, 3 * W) : new Float32Array(3 * W);
+  const r0 = rows.subarray(0, W);
+  const r1 = rows.subarray(W, 2 * W);
+  const r2 = rows.subarray(2 * W);
   // With float32 tiles covering the canvas's width, the row is copied back from them (the tile
   // sink wrote it just before): cheaper than the level tables again.
   const T = tiles?.layout.cropHeight ?? 0;
@@ -174,7 +225,8 @@ function canvasRows(levels: readonly Float32Array[], canvas: CanvasPlanes, g: Ti
         r1.set(fromTiles.subarray(at + T * TW, at + T * TW + TW), j * TW);
         r2.set(fromTiles.subarray(at + 2 * T * TW, at + 2 * T * TW + TW), j * TW);
       }
-    } else
+    } else if (rowsAt !== undefined) simd!.k.levels(line.byteOffset, n, rowsAt + left * 4, W * 4, 4, simd!.tablesAt, 4);
+    else
       for (let x = 0; x < n; x++) {
         r0[left + x] = l0[line[x * 3]!]!;
         r1[left + x] = l1[line[x * 3 + 1]!]!;
@@ -187,10 +239,18 @@ function canvasRows(levels: readonly Float32Array[], canvas: CanvasPlanes, g: Ti
 }
 
 /** Both sinks of a resize: its tiles, then its canvas planes when it has them. */
-function resizeRows(put: Put, putColumn: Put, layout: CropLayout, r: Pick<CropResize, 'place' | 'canvas'>, out: Float32Array | undefined): RowSink {
+function resizeRows(
+  put: Put,
+  putColumn: Put,
+  layout: CropLayout,
+  r: Pick<CropResize, 'place' | 'canvas'>,
+  out: Float32Array | undefined,
+  simd?: { k: Kernels; thread: 0 | 1 },
+): RowSink {
   const tiles = tileRows(put, putColumn, layout, r.place);
   if (!r.canvas) return tiles;
-  const canvas = canvasRows(layout.levels, r.canvas, r.place, out && { out, layout });
+  const tablesAt = layout.tablesAt;
+  const canvas = canvasRows(layout.levels, r.canvas, r.place, out && { out, layout }, simd && tablesAt !== undefined ? { ...simd, tablesAt } : undefined);
   return (y, line) => {
     tiles(y, line);
     canvas(y, line);
@@ -200,16 +260,22 @@ function resizeRows(put: Put, putColumn: Put, layout: CropLayout, r: Pick<CropRe
 /**
  * Estimated nanoseconds of a resize on the SIMD kernels with its rows written out: its
  * horizontal pass reads every source row's taps, its vertical pass every output pixel's, and
- * each output pixel's three values go through the level tables in JavaScript (fitted to
- * bench:preprocess's 1080p resizes: docs/performance.md, "Crops on two threads").
+ * each output pixel's three values go through the level tables (the kernels' "levels"; fitted
+ * to bench:preprocess's 1080p resizes: docs/performance.md, "Crops on two threads").
  */
-function resizeCost(width: number, height: number, r: Pick<CropResize, 'outW' | 'outH'>, filter: ResampleFilter): number {
-  const taps = height * r.outW * kernelSize(width, r.outW, filter) + r.outH * r.outW * kernelSize(height, r.outH, filter);
-  return 0.35 * taps + 7 * r.outW * r.outH;
+function resizeCost(width: number, height: number, r: Pick<CropResize, 'outW' | 'outH' | 'window'>, filter: ResampleFilter): number {
+  const w = windowOf(r);
+  const columns = w.x1 - w.x0;
+  const rows = w.y1 - w.y0;
+  // The horizontal pass runs over the source rows the window's rows read (about its share of them).
+  const taps = ((height * rows) / r.outH) * columns * kernelSize(width, r.outW, filter) + rows * columns * kernelSize(height, r.outH, filter);
+  return 0.35 * taps + 3 * rows * columns;
 }
 
+const windowOf = (r: Pick<CropResize, 'outW' | 'outH' | 'window'>): OutputWindow => r.window ?? wholeOutput(r.outW, r.outH);
+
 /**
- * How two threads share an image's resizes: the helper takes output rows [start, outH) of
+ * How two threads share an image's resizes: the helper takes output rows [start, end) of
  * resize `index` (the costliest), about half of all the work; this thread the rest. Null when
  * there is nothing to share.
  */
@@ -219,24 +285,26 @@ export function cropSplit(width: number, height: number, resizes: readonly CropR
   const total = costs.reduce((a, b) => a + b, 0);
   let index = 0;
   for (let i = 1; i < costs.length; i++) if (costs[i]! > costs[index]!) index = i;
-  const outH = resizes[index]!.outH;
-  const rows = Math.round((outH * total) / 2 / costs[index]!);
-  if (rows < 1 || (resizes.length === 1 && outH < 2)) return null;
-  return { index, start: Math.max(0, outH - rows) };
+  const { y0, y1 } = windowOf(resizes[index]!);
+  const rows = Math.round(((y1 - y0) * total) / 2 / costs[index]!);
+  if (rows < 1 || (resizes.length === 1 && y1 - y0 < 2)) return null;
+  return { index, start: Math.max(y0, y1 - rows) };
 }
 
 /** The output rows where the bands after the first start, for resize `i` under `split`. */
-const bandsOf = (split: { index: number; start: number } | null, i: number): number[] => (split && split.index === i && split.start > 0 ? [split.start] : []);
+const bandsOf = (split: { index: number; start: number } | null, i: number, r: CropResize): number[] =>
+  split && split.index === i && split.start > windowOf(r).y0 ? [split.start] : [];
 
 /**
- * Bytes of the resizes laid out one after the other from `base` for two threads (the source
- * pixels once, the split resize in two bands): what planCropResizes takes.
+ * Bytes of the crop writer's working space from `base`: the level tables, then the resizes
+ * laid out one after the other for two threads (the source pixels once, the split resize in
+ * two bands), as planCropResizes lays them out.
  */
 export function cropResizesBytes(width: number, height: number, resizes: readonly CropResize[], base: number, filter: ResampleFilter): number {
   const split = cropSplit(width, height, resizes, filter);
-  let at = base;
+  let at = base + LEVEL_TABLES_BYTES;
   resizes.forEach((r, i) => {
-    at += resizeBytes(width, height, r.outW, r.outH, bandsOf(split, i), at, undefined, filter, i === 0 ? undefined : 0);
+    at += resizeBytes(width, height, r.outW, r.outH, bandsOf(split, i, r), at, windowOf(r), filter, i === 0 ? undefined : 0);
   });
   return at - base;
 }
@@ -257,10 +325,10 @@ function planCropResizes(
   for (let i = 0; i < resizes.length; i++) {
     const r = resizes[i]!;
     const source = i === 0 ? undefined : plans[0]!.src;
-    const plan = planResize(k, rgb, width, height, r.outW, r.outH, bandsOf(split, i), at, undefined, filter, source);
+    const plan = planResize(k, rgb, width, height, r.outW, r.outH, bandsOf(split, i, r), at, windowOf(r), filter, source);
     if (!plan) return null;
     plans.push(plan);
-    at += resizeBytes(width, height, r.outW, r.outH, bandsOf(split, i), at, undefined, filter, source);
+    at += resizeBytes(width, height, r.outW, r.outH, bandsOf(split, i, r), at, windowOf(r), filter, source);
   }
   return plans;
 }
@@ -274,27 +342,34 @@ export interface CropBandJob {
   band: number;
   place: TilePlacement;
   /** The canvas planes (CanvasPlanes) by their byte offsets in the memory. */
-  canvas?: { width: number; height: number } & ({ sumsAt: number; sumsWidth: number } | { hdAt: number });
+  canvas?: { width: number; height: number } & ({ sumsAt: number; sumsWidth: number; rowsAt?: readonly [number, number] } | { hdAt: number });
 }
 
 /** Run a band another thread posted (what a helper thread does). */
 export function runPostedCropBand(job: CropBandJob): undefined {
   const kernels = kernelsOn(job.memory);
   if (!kernels) throw new Error('the helper thread has no WebAssembly SIMD kernels');
+  if (job.layout.tablesAt === undefined) throw new Error("a crop band job without the level tables' place in the shared memory");
   const buffer = job.memory.buffer;
   const { layout, canvas: c } = job;
   const out = layout.f32At !== undefined ? new Float32Array(buffer, layout.f32At, layout.elements) : undefined;
-  const bf = layout.bf16At !== undefined ? new Uint16Array(buffer, layout.bf16At, layout.elements) : undefined;
   const canvas: CanvasPlanes | undefined =
     c &&
     ('hdAt' in c
       ? { width: c.width, height: c.height, hd: new Float32Array(buffer, c.hdAt, 3 * c.height * c.width) }
-      : { width: c.width, height: c.height, sums: new Float32Array(buffer, c.sumsAt, 3 * c.height * c.sumsWidth), sumsWidth: c.sumsWidth });
+      : {
+          width: c.width,
+          height: c.height,
+          sums: new Float32Array(buffer, c.sumsAt, 3 * c.height * c.sumsWidth),
+          sumsWidth: c.sumsWidth,
+          ...(c.rowsAt ? { rowsAt: c.rowsAt } : {}),
+        });
+  const { put, putColumn } = kernelPutters(kernels, layout);
   resizeBand(
     kernels,
     job.plan,
     job.band,
-    resizeRows(putter(layout, out, bf), columnPutter(layout, out, bf), layout, { place: job.place, ...(canvas ? { canvas } : {}) }, out),
+    resizeRows(put, putColumn, layout, { place: job.place, ...(canvas ? { canvas } : {}) }, out, { k: kernels, thread: 1 }),
   );
   return undefined;
 }
@@ -305,7 +380,13 @@ function postedCanvas(canvas: CanvasPlanes, memory: SharedWasmMemory): CropBandJ
   if (values.buffer !== memory.buffer) return null;
   return 'hd' in canvas
     ? { width: canvas.width, height: canvas.height, hdAt: canvas.hd.byteOffset }
-    : { width: canvas.width, height: canvas.height, sumsAt: canvas.sums.byteOffset, sumsWidth: canvas.sumsWidth };
+    : {
+        width: canvas.width,
+        height: canvas.height,
+        sumsAt: canvas.sums.byteOffset,
+        sumsWidth: canvas.sumsWidth,
+        ...(canvas.rowsAt ? { rowsAt: canvas.rowsAt } : {}),
+      };
 }
 
 export interface CropWriter {
@@ -313,14 +394,10 @@ export interface CropWriter {
   bf16?: Uint16Array;
   /** Whether the outputs are in the pool's memory. */
   inMemory: boolean;
-  /** `count` pixels of `line` from pixel `from` into crop `index`'s row `y` from column `x`. */
-  put: Put;
   /** Channel `c`'s values [from, to) of the outputs (whole-tensor offsets) set to the value of 8-bit level `level` (0: black padding). */
   fill(c: number, from: number, to: number, level?: number): void;
   /** Rows [r0, r1) × columns [c0, c1) of a canvas of tiles (`cols` a row, crop `first` its first) set to the value of 8-bit level `level`. */
   fillCanvas(g: Pick<TilePlacement, 'cols' | 'first'>, r0: number, r1: number, c0: number, c1: number, level: number): void;
-  /** The image resized to outW × outH by `filter`, each row handed to `row`. */
-  resize(outW: number, outH: number, row: RowSink): void;
   /** Each resize in turn, on this thread, its rows written where it is placed. */
   resizeEach(resizes: readonly CropResize[]): void;
   /**
@@ -357,6 +434,9 @@ export function cropWriter(
   const views = memory ? outputViews(memory, kinds) : {};
   const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(elements)) : undefined;
   const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(elements)) : undefined;
+  // The working space in the pool's memory: the level tables, then the resizes (cropResizesBytes).
+  const base = memory ? (o.resizeAt ?? memory.scratchAt) : 0;
+  const resizesAt = base + LEVEL_TABLES_BYTES;
   const layout: CropLayout = {
     cropHeight: o.cropHeight,
     cropWidth: o.cropWidth,
@@ -364,26 +444,29 @@ export function cropWriter(
     levels: o.levels,
     ...(memory && out ? { f32At: memory.f32At! } : {}),
     ...(memory && bf ? { bf16At: memory.bf16At! } : {}),
+    ...(memory ? { tablesAt: base } : {}),
   };
+  if (memory) writeLevelTables(memory.memory, base, o.levels);
+  // In JavaScript, for rows the JavaScript resize (or this thread's own kernels) hands over.
   const put = putter(layout, out, bf);
   const putColumn = columnPutter(layout, out, bf);
   const bfLevels = bf ? bf16LevelTables(o.levels) : [];
-  const base = memory ? (o.resizeAt ?? memory.scratchAt) : 0;
   const kernels = (): Kernels | null => (memory && !o.javascript ? kernelsOn(memory.memory) : null);
-  const resize = (outW: number, outH: number, row: RowSink) => {
-    const k = kernels();
-    const plan = k ? planResize(k, rgb, width, height, outW, outH, [], base, undefined, o.filter) : null;
-    if (k && plan) resizeBand(k, plan, 0, row);
-    else (o.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, outW, outH, row, undefined, o.filter);
-  };
   const resizeEach = (resizes: readonly CropResize[]) => {
-    for (const r of resizes) resize(r.outW, r.outH, resizeRows(put, putColumn, layout, r, out));
+    for (const r of resizes) {
+      const k = kernels();
+      const plan = k ? planResize(k, rgb, width, height, r.outW, r.outH, [], resizesAt, windowOf(r), o.filter) : null;
+      if (k && plan) {
+        const p = kernelPutters(k, layout);
+        resizeBand(k, plan, 0, resizeRows(p.put, p.putColumn, layout, r, out, { k, thread: 0 }));
+      } else
+        (o.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, r.outW, r.outH, resizeRows(put, putColumn, layout, r, out), windowOf(r), o.filter);
+    }
   };
   return {
     ...(out ? { pixelValues: out } : {}),
     ...(bf ? { bf16: bf } : {}),
     inMemory: memory !== undefined,
-    put,
     fill: (c, from, to, level = 0) => {
       out?.fill(o.levels[c]![level]!, from, to);
       bf?.fill(bfLevels[c]![level]!, from, to);
@@ -407,19 +490,18 @@ export function cropWriter(
         }
       }
     },
-    resize,
     resizeEach,
     resizeShared: async (resizes, helper) => {
       const k = kernels();
       const split = cropSplit(width, height, resizes, o.filter);
       const shared = resizes[split?.index ?? 0]?.canvas;
       const canvas = shared && memory ? postedCanvas(shared, memory.memory) : undefined;
-      const plans = k && helper && split && canvas !== null ? planCropResizes(k, rgb, width, height, resizes, split, base, o.filter) : null;
+      const plans = k && helper && split && canvas !== null ? planCropResizes(k, rgb, width, height, resizes, split, resizesAt, o.filter) : null;
       if (!k || !helper || !split || !plans) {
         resizeEach(resizes);
         return 1;
       }
-      const helperBand = split.start > 0 ? 1 : 0;
+      const helperBand = bandsOf(split, split.index, resizes[split.index]!).length;
       const job: CropBandJob = {
         kind: 'crops',
         memory: memory!.memory,
@@ -435,9 +517,10 @@ export function cropWriter(
         () => (runPostedCropBand(job), false),
       );
       try {
+        const p = kernelPutters(k, layout);
         resizes.forEach((r, i) => {
           if (i === split.index && helperBand === 0) return;
-          resizeBand(k, plans[i]!, 0, resizeRows(put, putColumn, layout, r, out));
+          resizeBand(k, plans[i]!, 0, resizeRows(p.put, p.putColumn, layout, r, out, { k, thread: 0 }));
         });
         helper.pollAnswer?.(20);
       } finally {

@@ -140,14 +140,15 @@ describe('LLaVA-NeXT in the preprocessing pool', () => {
     }
   });
 
-  it("counts the outputs and both resizes' working space, laid out one after the other with the source pixels once and the tiles' resize in two bands", () => {
+  it("counts the outputs, the level tables and both resizes' working space, laid out one after the other with the source pixels once and the tiles' resize in two bands", () => {
     const outputs = 4 * 3 * 336 * 336 * (4 + 2);
+    const tables = 3 * 256 * (4 + 2);
     const bytes = anyresMemoryBytes(250, 900, LLAVA_NEXT_DEFAULTS, { float32: true, bf16: true });
-    const base = resizeBytes(250, 900, 336, 336, [], outputs);
+    const base = resizeBytes(250, 900, 336, 336, [], outputs + tables);
     const split = anyresBandStarts(250, 900, LLAVA_NEXT_DEFAULTS);
     expect(split).toHaveLength(1);
     expect(split[0]).toBeGreaterThan(0);
     expect(split[0]).toBeLessThan(1008);
-    expect(bytes).toBe(outputs + base + resizeBytes(250, 900, 280, 1008, split, outputs + base, undefined, 'bicubic', 0));
+    expect(bytes).toBe(outputs + tables + base + resizeBytes(250, 900, 280, 1008, split, outputs + tables + base, undefined, 'bicubic', 0));
   });
 });

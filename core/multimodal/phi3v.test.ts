@@ -117,12 +117,16 @@ describe('Phi-3-vision in the preprocessing pool', () => {
     }
   });
 
-  it("a landscape's bfloat16 alone on two threads (its rows summed through the level tables, not copied back from float32 tiles): the reference's values rounded", async () => {
+  it.each([
+    ['float32 and bfloat16 (each row summed from the float32 tiles it was just written to)', true],
+    ['bfloat16 alone (each row summed from its values through the float32 tables, written in the SIMD kernels memory)', false],
+  ])("a landscape on two threads, %s: the reference's bytes", async (_, float32) => {
     const reference = readFileSync(referenceOut('hd.jpg'));
     const pool = new PreprocessPool(2);
     try {
-      const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: PHI3_VISION_DEFAULTS, bf16: true, float32: false });
-      expect([r.inOutput, r.threads, r.pixelValues]).toEqual([true, 2, undefined]);
+      const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: PHI3_VISION_DEFAULTS, bf16: true, float32 });
+      expect([r.inOutput, r.threads, r.pixelValues !== undefined]).toEqual([true, 2, float32]);
+      if (float32) expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
       expect(
         Buffer.from(r.bf16!.buffer, r.bf16!.byteOffset, r.bf16!.byteLength).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer)))),
       ).toBe(true);
@@ -136,13 +140,15 @@ describe('Phi-3-vision in the preprocessing pool', () => {
     // 300x700: a row of 336 sums for each of the 1680 HD rows and channels, the portrait's 1008x1680 HD float32 planes, the
     // resize of the transposed 700x300 to 1680x720 in the kernels' layout (split in two bands), a 300x700 transposed copy.
     const base = 17 * 3 * 336 * 336 * (4 + 2) + 3 * 1680 * 336 * 4 + 3 * 1008 * 1680 * 4;
+    // Then the level tables (float32 and bfloat16, 256 levels of 3 channels) the SIMD kernels write the crops from.
+    const tables = 3 * 256 * (4 + 2);
     const split = phi3VisionBandStarts(300, 700, PHI3_VISION_DEFAULTS);
     expect(split).toHaveLength(1);
-    const resize = resizeBytes(700, 300, 1680, 720, split, base, undefined, 'bilinear');
-    expect(phi3VisionMemoryBytes(300, 700, PHI3_VISION_DEFAULTS, { float32: true, bf16: true })).toBe(base + resize + 300 * 700 * 3);
+    const resize = resizeBytes(700, 300, 1680, 720, split, base + tables, undefined, 'bilinear');
+    expect(phi3VisionMemoryBytes(300, 700, PHI3_VISION_DEFAULTS, { float32: true, bf16: true })).toBe(base + tables + resize + 300 * 700 * 3);
     const bf16Base = base - 17 * 3 * 336 * 336 * 4;
     expect(phi3VisionMemoryBytes(300, 700, PHI3_VISION_DEFAULTS, { float32: false, bf16: true })).toBe(
-      bf16Base + resizeBytes(700, 300, 1680, 720, split, bf16Base, undefined, 'bilinear') + 300 * 700 * 3 + 3 * 336 * 336 * 4,
+      bf16Base + tables + resizeBytes(700, 300, 1680, 720, split, bf16Base + tables, undefined, 'bilinear') + 300 * 700 * 3 + 3 * 336 * 336 * 4,
     );
   });
 });

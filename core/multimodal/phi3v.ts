@@ -128,10 +128,11 @@ function resizeFrame(width: number, height: number, g: Phi3VisionGeometry): { sr
 /**
  * Bytes of the global image's working space after the outputs: its sums (a row of 336 for each
  * HD row, each channel), then, for a portrait, the HD image's float32 planes (its resized rows
- * are the HD image's columns: they are summed once the planes are whole). A landscape's rows
- * are summed as they come out of the resize.
+ * are the HD image's columns: they are summed once the planes are whole); for a landscape,
+ * whose rows are summed as they come out of the resize, a row of float32 values (3 channels)
+ * for each of the two threads.
  */
-const globalBytes = (g: Phi3VisionGeometry) => 3 * g.hdHeight * PHI3V_TILE * 4 + (g.transposed ? 3 * g.hdHeight * g.hdWidth * 4 : 0);
+const globalBytes = (g: Phi3VisionGeometry) => 3 * g.hdHeight * PHI3V_TILE * 4 + (g.transposed ? 3 * g.hdHeight * g.hdWidth * 4 : 2 * 3 * g.hdWidth * 4);
 
 /**
  * The HD transform's one resize (in the transposed frame of a portrait): its rows written into
@@ -217,7 +218,10 @@ function phi3Crops(
       ? new Float32Array(given!.memory.buffer, given!.scratchAt + sumsLength * 4, 3 * plane)
       : new Float32Array(3 * plane)
     : undefined;
-  const canvas: CanvasPlanes = hd ? { width: W, height: H, hd } : { width: W, height: H, sums, sumsWidth: T };
+  const rowsAt = w.inMemory && !hd ? given!.scratchAt + sumsLength * 4 : undefined;
+  const canvas: CanvasPlanes = hd
+    ? { width: W, height: H, hd }
+    : { width: W, height: H, sums, sumsWidth: T, ...(rowsAt !== undefined ? { rowsAt: [rowsAt, rowsAt + 3 * W * 4] as const } : {}) };
   const canvasOf = { cols: W / T, first: 1 };
   // The white padding of the padded side: in the tiles, and in a portrait's HD planes.
   const white = (r0: number, r1: number, c0: number, c1: number) => {

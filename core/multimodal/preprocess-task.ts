@@ -2,7 +2,7 @@
 // (the fused Qwen-VL pipeline, or the CLIP crop), with the time of each stage; and, when the
 // caller gives a sink, the encoder input written into it as it is computed (this module never
 // opens a file: the sink's owner does).
-import { preprocessClipRgb } from './clip-image.ts';
+import { preprocessClipShared } from './clip-image.ts';
 import { preprocessAnyresShared } from './llava-next.ts';
 import { preprocessLlama4Shared } from './llama4.ts';
 import { preprocessInklingInBands, preprocessInklingRgb } from './inkling.ts';
@@ -146,7 +146,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
       const memory = task.output ? { memory: task.output } : {};
       const alpha = image.alpha ? { alpha: image.alpha } : {};
       const done = isClipConfig(cfg)
-        ? preprocessClipRgb(image.rgb, image.width, image.height, cfg, { ...options, ...memory })
+        ? await preprocessClipShared(image.rgb, image.width, image.height, cfg, { ...options, ...memory }, helper)
         : isAnyresConfig(cfg)
           ? await preprocessAnyresShared(image.rgb, image.width, image.height, cfg, { ...options, ...memory }, helper)
           : isPhi3VisionConfig(cfg)

@@ -60,6 +60,8 @@ export interface Kernels {
     rowStride: number,
     consts: number,
   ): void;
+  /** `count` pixels of RGB bytes at `src` through the channels' level tables at `tables` (entries of `size` bytes: 4 or 2) to `dst` + c · `plane` + i · `step` (resize.wat). */
+  levels(src: number, count: number, dst: number, plane: number, step: number, tables: number, size: number): void;
 }
 
 /** A new shared memory of at least `bytes`, able to grow to the kernels' limit. */
@@ -88,7 +90,7 @@ export function kernelsOn(memory: SharedWasmMemory): Kernels | null {
   const m = compiled();
   if (!m) return null;
   const exports = new wasm.Instance(m, { env: { memory } }).exports as Omit<Kernels, 'memory'>;
-  return { memory, horizontal: exports.horizontal, vertical: exports.vertical, scatter: exports.scatter };
+  return { memory, horizontal: exports.horizontal, vertical: exports.vertical, scatter: exports.scatter, levels: exports.levels };
 }
 
 /** This thread's kernels on its own memory, or null where WebAssembly SIMD or the generated module is unavailable. */

@@ -2,7 +2,7 @@
 // center-cropped to one fixed size, so every image's encoder input is the same
 // [1, 3, crop_height, crop_width] (one row of 3·H·W values along the first axis) and the same
 // number of placeholder tokens, whatever its size.
-import { clipGeometry, clipMemoryBytes, clipTokens, type ClipImageConfig } from '../clip-image.ts';
+import { clipBandStarts, clipGeometry, clipMemoryBytes, clipTokens, type ClipImageConfig } from '../clip-image.ts';
 import type { EncoderGeometry, ImageProcessor } from './family.ts';
 
 function geometry(height: number, width: number, cfg: ClipImageConfig): EncoderGeometry {
@@ -21,7 +21,7 @@ export const CLIP_CROP_PROCESSOR: ImageProcessor<ClipImageConfig> = {
   geometry,
   // The outputs, then the resize's working space: the kernels run in the pool's memory.
   memoryBytes: clipMemoryBytes,
-  bandStarts: () => [],
+  bandStarts: (_g, cfg, count, source) => (count < 2 ? [] : clipBandStarts(source.width, source.height, cfg)),
   batchedEncoder: true,
   gridded: false,
   // Every image gives the same encoder input: one size to measure.
