@@ -250,7 +250,8 @@ export function runPostedMoonVitBand(job: MoonVitBandJob): BandWrite | undefined
  * while `helper` runs the second (one thread without a helper). Null where it does not apply
  * (no SIMD kernels, memory not laid out for this image, arithmetic the kernel does not
  * reproduce): the caller then runs preprocessMoonVitRgb. An image the budget does not scale
- * has no resize pass (its rows are the source's, as Pillow's copy is) and one thread.
+ * has no resize pass (its rows are the source's, as Pillow's copy is): its two bands are the
+ * scatter's patch rows.
  */
 export async function preprocessMoonVitWithKernels(
   rgb: Uint8Array,

@@ -37,8 +37,8 @@ export const MOONVIT_PATCH_PROCESSOR: ImageProcessor<MoonVitImageConfig> = {
   name: 'MoonViT patches (navit resize, zero pad, patchify)',
   geometry,
   memoryBytes: moonVitMemoryBytes,
-  // Two threads share a scaled image's resize and scatter (an image the budget keeps as it is has no resize to share).
-  bandStarts: (g, cfg, count, source) => (count < 2 || (g.resizedWidth === source.width && g.resizedHeight === source.height) ? [] : moonVitBandStarts(g, cfg)),
+  // Two threads share an image's resize and scatter (an image the budget keeps as it is: its scatter).
+  bandStarts: (g, cfg, count) => (count < 2 ? [] : moonVitBandStarts(g, cfg)),
   sizesNear,
   batchedEncoder: false,
   gridded: true,
