@@ -9,7 +9,18 @@
 import { bf16LevelTables, memoryHolding, outputViews, type BandHelper, type EncoderMemory } from './qwen-vl.ts';
 import { kernelSize, wholeOutput, type OutputWindow, type ResampleFilter, type RowSink } from './resample.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
-import { kernelsOn, planResize, resizeBand, resizeBytes, type Kernels, type ResizePlan, type SharedWasmMemory } from './resize-simd.ts';
+import {
+  BF16_TABLES_OFFSET,
+  kernelsOn,
+  LEVEL_TABLES_BYTES,
+  planResize,
+  resizeBand,
+  resizeBytes,
+  writeLevelTables,
+  type Kernels,
+  type ResizePlan,
+  type SharedWasmMemory,
+} from './resize-simd.ts';
 import { rowSums, torchCubicAxis } from './torch-bicubic.ts';
 
 /**
@@ -72,15 +83,6 @@ export interface CropLayout {
   tablesAt?: number;
 }
 
-/** Bytes of the level tables in the pool's memory: float32 then bfloat16, 256 entries a channel. */
-const LEVEL_TABLES_BYTES = 3 * 256 * (4 + 2);
-
-/** The level tables, float32 then bfloat16, into `memory` at `at` (where the SIMD kernels read them). */
-function writeLevelTables(memory: SharedWasmMemory, at: number, levels: readonly Float32Array[]): void {
-  levels.forEach((t, c) => new Float32Array(memory.buffer, at + c * 1024, 256).set(t));
-  bf16LevelTables(levels).forEach((t, c) => new Uint16Array(memory.buffer, at + 3072 + c * 512, 256).set(t));
-}
-
 /**
  * The writers of crop rows and columns on the SIMD kernels (resize.wat "levels"): the rows come
  * out of the kernels' resize in the same memory as the outputs and the tables.
@@ -94,7 +96,7 @@ function kernelPutters(k: Kernels, layout: CropLayout): { put: Put; putColumn: P
     const src = line.byteOffset + from * 3;
     const at = index * crop + y * TW + x;
     if (f32At !== undefined) k.levels(src, count, f32At + at * 4, plane * 4, step * 4, tablesAt!, 4);
-    if (bf16At !== undefined) k.levels(src, count, bf16At + at * 2, plane * 2, step * 2, tablesAt! + 3072, 2);
+    if (bf16At !== undefined) k.levels(src, count, bf16At + at * 2, plane * 2, step * 2, tablesAt! + BF16_TABLES_OFFSET, 2);
   };
   return { put: write(1), putColumn: write(TW) };
 }
@@ -446,7 +448,7 @@ export function cropWriter(
     ...(memory && bf ? { bf16At: memory.bf16At! } : {}),
     ...(memory ? { tablesAt: base } : {}),
   };
-  if (memory) writeLevelTables(memory.memory, base, o.levels);
+  if (memory) writeLevelTables(memory.memory, base, o.levels, bf16LevelTables(o.levels));
   // In JavaScript, for rows the JavaScript resize (or this thread's own kernels) hands over.
   const put = putter(layout, out, bf);
   const putColumn = columnPutter(layout, out, bf);

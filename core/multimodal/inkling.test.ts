@@ -76,24 +76,27 @@ describe('Inkling encoder input agrees exactly with the torch reference', () => 
     expect(bytesOf(ours.pixelValues!).equals(readFileSync(out))).toBe(true);
   });
 
-  it("through the pool: in the pool's memory (its outputs and a copy of the pixels), the patch rows split between two threads, float32 and bfloat16", async () => {
-    const pool = new PreprocessPool(2);
-    try {
-      const out = path.join(images.dir, 'inkling-pool-hd.f32');
-      runPythonScript(REFERENCE, [images.file('hd.jpg'), '--out', out]);
-      const reference = readFileSync(out);
-      const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: INKLING_DEFAULTS, bf16: true });
-      expect([r.patches, r.features, r.tokens, r.inOutput, r.threads]).toEqual([27 * 49, 2 * 40 * 40 * 3, 27 * 49, true, 2]);
-      expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
-      expect(bytesOf(r.bf16!).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer))))).toBe(true);
-      r.release();
-      const cost = pool.memoryCost(
-        { bytes: images.bytes('hd.jpg'), config: INKLING_DEFAULTS, bf16: true },
-        await pool.readHeader(images.bytes('hd.jpg'), INKLING_DEFAULTS),
-      );
-      expect(cost.shared).toBeGreaterThanOrEqual(inklingMemoryBytes(1920, 1080, INKLING_DEFAULTS, { float32: true, bf16: true }));
-    } finally {
-      await pool.close();
-    }
-  });
+  it.each([1, 2])(
+    "through the pool on %i thread(s): in the pool's memory (its outputs, the level tables and a copy of the pixels, written on the SIMD kernels), the patch rows split between the threads, float32 and bfloat16",
+    async (threads) => {
+      const pool = new PreprocessPool(threads);
+      try {
+        const out = path.join(images.dir, 'inkling-pool-hd.f32');
+        runPythonScript(REFERENCE, [images.file('hd.jpg'), '--out', out]);
+        const reference = readFileSync(out);
+        const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: INKLING_DEFAULTS, bf16: true });
+        expect([r.patches, r.features, r.tokens, r.inOutput, r.threads]).toEqual([27 * 49, 2 * 40 * 40 * 3, 27 * 49, true, threads]);
+        expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
+        expect(bytesOf(r.bf16!).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer))))).toBe(true);
+        r.release();
+        const cost = pool.memoryCost(
+          { bytes: images.bytes('hd.jpg'), config: INKLING_DEFAULTS, bf16: true },
+          await pool.readHeader(images.bytes('hd.jpg'), INKLING_DEFAULTS),
+        );
+        expect(cost.shared).toBeGreaterThanOrEqual(inklingMemoryBytes(1920, 1080, INKLING_DEFAULTS, { float32: true, bf16: true }));
+      } finally {
+        await pool.close();
+      }
+    },
+  );
 });

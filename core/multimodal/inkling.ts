@@ -25,7 +25,7 @@ import {
   type OutputKinds,
 } from './qwen-vl.ts';
 import { checkRgbBytes } from './resize.ts';
-import type { SharedWasmMemory } from './resize-simd.ts';
+import { BF16_TABLES_OFFSET, kernelsOn, LEVEL_TABLES_BYTES, writeLevelTables, type Kernels, type SharedWasmMemory } from './resize-simd.ts';
 
 export interface InklingImageConfig {
   /** Side of a patch: preprocessor_config.json's size (40); its name tells this configuration from the others. */
@@ -82,10 +82,17 @@ export function inklingLevels(cfg: Pick<InklingImageConfig, 'image_mean' | 'imag
 
 const align16 = (n: number) => Math.ceil(n / 16) * 16;
 
-/** Bytes an image takes in the pool's memory: its outputs, then a copy of its pixels for the thread that takes the second band (no resize). */
+/**
+ * Bytes an image takes in the pool's memory: its outputs, then the SIMD kernels' level tables
+ * and a copy of its pixels (what both threads read; no resize).
+ */
 export function inklingMemoryBytes(width: number, height: number, cfg: InklingImageConfig, kinds: OutputKinds): number {
-  return align16(encoderOutputBytes(inklingGeometry(height, width, cfg).patches * inklingPatchElements(cfg), kinds)) + width * height * 3;
+  return inklingTablesAt(width, height, cfg, kinds) + LEVEL_TABLES_BYTES + width * height * 3;
 }
+
+/** Where the level tables are in the pool's memory (the pixels' copy follows them). */
+const inklingTablesAt = (width: number, height: number, cfg: InklingImageConfig, kinds: OutputKinds): number =>
+  align16(encoderOutputBytes(inklingGeometry(height, width, cfg).patches * inklingPatchElements(cfg), kinds));
 
 /** The patch row the second band starts at, for two threads: none when the image has one patch row. */
 export function inklingBandStarts(height: number, cfg: InklingImageConfig): number[] {
@@ -93,7 +100,20 @@ export function inklingBandStarts(height: number, cfg: InklingImageConfig): numb
   return rows < 2 ? [] : [Math.round(rows / 2)];
 }
 
-/** One patch's first frame from the image (the padding's index, 256, past its edges), then its copies. */
+/**
+ * Where the SIMD kernels write a patch's pixels from (resize.wat "levels"): the image's pixels,
+ * the outputs and the tables all in their memory; `tables` the byte offset of the output's
+ * kind's tables.
+ */
+interface PatchKernel {
+  k: Kernels;
+  tables: number;
+}
+
+/**
+ * One patch's first frame from the image (the padding's index, 256, past its edges), then its
+ * copies; the image's pixels through the SIMD kernels with `kernel`, else in JavaScript.
+ */
 function writePatch<A extends Float32Array | Uint16Array>(
   dst: A,
   at: number,
@@ -105,6 +125,7 @@ function writePatch<A extends Float32Array | Uint16Array>(
   y0: number,
   p: number,
   frames: number,
+  kernel: PatchKernel | undefined,
 ): void {
   const start = at;
   const [t0, t1, t2] = tables as [A, A, A];
@@ -112,10 +133,16 @@ function writePatch<A extends Float32Array | Uint16Array>(
   const pad1 = t1[256]!;
   const pad2 = t2[256]!;
   const inside = Math.max(0, Math.min(p, width - x0));
+  const size = dst.BYTES_PER_ELEMENT;
   for (let y = 0; y < p; y++) {
     const iy = y0 + y;
     let x = 0;
-    if (iy < height)
+    if (iy < height && kernel && inside > 0) {
+      // Channels last: a channel's values are one element apart, a pixel's three.
+      kernel.k.levels(rgb.byteOffset + (iy * width + x0) * 3, inside, dst.byteOffset + at * size, size, 3 * size, kernel.tables, size);
+      at += inside * 3;
+      x = inside;
+    } else if (iy < height)
       for (let from = (iy * width + x0) * 3; x < inside; x++, from += 3) {
         dst[at++] = t0[rgb[from]!]!;
         dst[at++] = t1[rgb[from + 1]!]!;
@@ -131,7 +158,11 @@ function writePatch<A extends Float32Array | Uint16Array>(
   for (let t = 1; t < frames; t++, at += frame) dst.copyWithin(at, start, start + frame);
 }
 
-/** Patch rows [r0, r1) of the image into the outputs. */
+/**
+ * Patch rows [r0, r1) of the image into the outputs: on the SIMD kernels over `kernels` when
+ * given (the pixels, the outputs and the level tables at `tablesAt` all in their memory), else
+ * in JavaScript.
+ */
 function writeRows(
   rgb: Uint8Array,
   width: number,
@@ -140,18 +171,43 @@ function writeRows(
   out: { pixelValues?: Float32Array | undefined; bf16?: Uint16Array | undefined },
   r0: number,
   r1: number,
+  simd?: { k: Kernels; tablesAt: number },
 ): void {
   const levels = inklingLevels(cfg);
   const bfLevels = bf16LevelTables(levels);
   const { cols } = inklingGeometry(height, width, cfg);
   const p = cfg.patch_side;
   const per = inklingPatchElements(cfg);
+  const f32Kernel = simd && { k: simd.k, tables: simd.tablesAt };
+  const bf16Kernel = simd && { k: simd.k, tables: simd.tablesAt + BF16_TABLES_OFFSET };
   for (let r = r0; r < r1; r++)
     for (let c = 0; c < cols; c++) {
       const i = r * cols + c;
-      if (out.pixelValues) writePatch(out.pixelValues, i * per, levels, rgb, width, height, c * p, r * p, p, cfg.temporal_patch_size);
-      if (out.bf16) writePatch(out.bf16, i * per, bfLevels, rgb, width, height, c * p, r * p, p, cfg.temporal_patch_size);
+      if (out.pixelValues) writePatch(out.pixelValues, i * per, levels, rgb, width, height, c * p, r * p, p, cfg.temporal_patch_size, f32Kernel);
+      if (out.bf16) writePatch(out.bf16, i * per, bfLevels, rgb, width, height, c * p, r * p, p, cfg.temporal_patch_size, bf16Kernel);
     }
+}
+
+/**
+ * The image's pixels copied into the pool's memory after the level tables (written there), for
+ * the SIMD kernels and a helper thread: the copy, and the kernels over the memory (none where
+ * WebAssembly SIMD is unavailable: the JavaScript writes then read the copy).
+ */
+function inklingInMemory(
+  rgb: Uint8Array,
+  width: number,
+  height: number,
+  cfg: InklingImageConfig,
+  memory: EncoderMemory,
+  kinds: OutputKinds,
+): { pixels: Uint8Array; tablesAt: number; simd?: { k: Kernels; tablesAt: number } } {
+  const tablesAt = inklingTablesAt(width, height, cfg, kinds);
+  const levels = inklingLevels(cfg);
+  writeLevelTables(memory.memory, tablesAt, levels, bf16LevelTables(levels));
+  const pixels = new Uint8Array(memory.memory.buffer, tablesAt + LEVEL_TABLES_BYTES, rgb.length);
+  pixels.set(rgb);
+  const k = kernelsOn(memory.memory);
+  return { pixels, tablesAt, ...(k ? { simd: { k, tablesAt } } : {}) };
 }
 
 /** The second band of an image, as a helper thread runs it: plain data over the pool's shared memory. */
@@ -163,6 +219,8 @@ export interface InklingBandJob {
   height: number;
   /** The image's pixels, copied into the memory. */
   srcAt: number;
+  /** The SIMD kernels' level tables in the memory. */
+  tablesAt: number;
   elements: number;
   f32At?: number;
   bf16At?: number;
@@ -184,13 +242,21 @@ export function runPostedInklingBand(job: InklingBandJob): undefined {
     },
     job.rows[0],
     job.rows[1],
+    simdOn(job.memory, job.tablesAt),
   );
   return undefined;
 }
 
+/** The SIMD kernels over `memory` with the level tables at `tablesAt`, or undefined where WebAssembly SIMD is unavailable. */
+function simdOn(memory: SharedWasmMemory, tablesAt: number): { k: Kernels; tablesAt: number } | undefined {
+  const k = kernelsOn(memory);
+  return k ? { k, tablesAt } : undefined;
+}
+
 /**
- * Two threads in the pool's memory: the image's pixels copied after the outputs, the second
- * half of its patch rows posted to `helper`, the first written here. Null where it does not
+ * Two threads in the pool's memory: the image's pixels copied after the outputs and the level
+ * tables, the second half of its patch rows posted to `helper`, the first written here (each
+ * on the SIMD kernels where they run). Null where it does not
  * apply (memory not laid out for this image, one patch row): the caller runs preprocessInklingRgb.
  */
 export async function preprocessInklingInBands(
@@ -209,8 +275,7 @@ export async function preprocessInklingInBands(
   const elements = g.patches * inklingPatchElements(cfg);
   const starts = inklingBandStarts(height, cfg);
   if (starts.length === 0 || !memoryHolding(memory, elements, kinds, inklingMemoryBytes(width, height, cfg, kinds))) return null;
-  const srcAt = inklingMemoryBytes(width, height, cfg, kinds) - width * height * 3;
-  new Uint8Array(memory.memory.buffer, srcAt, rgb.length).set(rgb);
+  const { pixels, tablesAt, simd } = inklingInMemory(rgb, width, height, cfg, memory, kinds);
   const views = outputViews(memory, kinds);
   const split = starts[0]!;
   const job: InklingBandJob = {
@@ -219,7 +284,8 @@ export async function preprocessInklingInBands(
     cfg,
     width,
     height,
-    srcAt,
+    srcAt: pixels.byteOffset,
+    tablesAt,
     elements,
     ...(kinds.float32 ? { f32At: memory.f32At! } : {}),
     ...(kinds.bf16 ? { bf16At: memory.bf16At! } : {}),
@@ -231,7 +297,7 @@ export async function preprocessInklingInBands(
     () => (runPostedInklingBand(job), false),
   );
   try {
-    writeRows(rgb, width, height, cfg, views, 0, split);
+    writeRows(pixels, width, height, cfg, views, 0, split, simd);
     helper.pollAnswer?.(20);
   } finally {
     // Never return (or throw) while the other thread may still use the memory.
@@ -262,6 +328,8 @@ export function preprocessInklingRgb(
   const views = memory ? outputViews(memory, kinds) : {};
   const out = kinds.float32 ? (views.pixelValues ?? new Float32Array(n)) : undefined;
   const bf = kinds.bf16 ? (views.bf16 ?? new Uint16Array(n)) : undefined;
-  writeRows(rgb, width, height, cfg, { pixelValues: out, bf16: bf }, 0, g.rows);
+  // In the pool's memory, the pixels copied beside the outputs for the SIMD kernels.
+  const inMemory = memory ? inklingInMemory(rgb, width, height, cfg, memory, kinds) : undefined;
+  writeRows(inMemory?.pixels ?? rgb, width, height, cfg, { pixelValues: out, bf16: bf }, 0, g.rows, inMemory?.simd);
   return { ...g, ...(out ? { pixelValues: out } : {}), ...(bf ? { bf16: bf } : {}), inMemory: memory !== undefined };
 }

@@ -64,6 +64,18 @@ export interface Kernels {
   levels(src: number, count: number, dst: number, plane: number, step: number, tables: number, size: number): void;
 }
 
+/** Bytes of the "levels" kernel's tables in a memory: float32 then bfloat16, 256 entries a channel. */
+export const LEVEL_TABLES_BYTES = 3 * 256 * (4 + 2);
+
+/** Where the bfloat16 tables start, past the float32 ones. */
+export const BF16_TABLES_OFFSET = 3 * 256 * 4;
+
+/** The "levels" kernel's tables into `memory` at `at`: each channel's float32 values of the 256 levels, then their bfloat16 bits. */
+export function writeLevelTables(memory: SharedWasmMemory, at: number, levels: readonly Float32Array[], bf16Levels: readonly Uint16Array[]): void {
+  levels.forEach((t, c) => new Float32Array(memory.buffer, at + c * 1024, 256).set(t.subarray(0, 256)));
+  bf16Levels.forEach((t, c) => new Uint16Array(memory.buffer, at + BF16_TABLES_OFFSET + c * 512, 256).set(t.subarray(0, 256)));
+}
+
 /** A new shared memory of at least `bytes`, able to grow to the kernels' limit. */
 export function newSharedMemory(bytes: number): SharedWasmMemory {
   return new wasm.Memory({ initial: Math.max(1, Math.ceil(bytes / PAGE)), maximum: MAX_PAGES, shared: true });
