@@ -63,28 +63,31 @@ describe('CLIP encoder input agrees exactly with the Pillow + numpy reference', 
 });
 
 describe('CLIP in the preprocessing pool', () => {
-  it.each([1, 2])("resizes in the pool's memory (counted in its budget) on %i thread(s) and gives the reference's bytes, float32 and bfloat16", async (threads) => {
-    const pool = new PreprocessPool(threads);
-    try {
-      const out = path.join(images.dir, 'clip-pool-hd.f32');
-      runPythonScript(REFERENCE, [images.file('hd.jpg'), '--out', out]);
-      const reference = readFileSync(out);
-      const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: CLIP_336_DEFAULTS, bf16: true });
-      // Two threads: the crop's rows split between them.
-      expect([r.patches, r.features, r.tokens, r.threads]).toEqual([1, 3 * 336 * 336, 576, threads]);
-      expect(r.inOutput).toBe(true);
-      const bytesOf = (a: Float32Array | Uint16Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
-      expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
-      expect(bytesOf(r.bf16!).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer))))).toBe(true);
-      r.release();
-      // What the pool reserves for it from its budget: at least the outputs and the resize's working space.
-      const cost = pool.memoryCost(
-        { bytes: images.bytes('hd.jpg'), config: CLIP_336_DEFAULTS, bf16: true },
-        await pool.readHeader(images.bytes('hd.jpg'), CLIP_336_DEFAULTS),
-      );
-      expect(cost.shared).toBeGreaterThanOrEqual(clipMemoryBytes(1920, 1080, CLIP_336_DEFAULTS, { float32: true, bf16: true }));
-    } finally {
-      await pool.close();
-    }
-  });
+  it.each([1, 2])(
+    "resizes in the pool's memory (counted in its budget) on %i thread(s) and gives the reference's bytes, float32 and bfloat16",
+    async (threads) => {
+      const pool = new PreprocessPool(threads);
+      try {
+        const out = path.join(images.dir, 'clip-pool-hd.f32');
+        runPythonScript(REFERENCE, [images.file('hd.jpg'), '--out', out]);
+        const reference = readFileSync(out);
+        const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: CLIP_336_DEFAULTS, bf16: true });
+        // Two threads: the crop's rows split between them.
+        expect([r.patches, r.features, r.tokens, r.threads]).toEqual([1, 3 * 336 * 336, 576, threads]);
+        expect(r.inOutput).toBe(true);
+        const bytesOf = (a: Float32Array | Uint16Array) => Buffer.from(a.buffer, a.byteOffset, a.byteLength);
+        expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
+        expect(bytesOf(r.bf16!).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer))))).toBe(true);
+        r.release();
+        // What the pool reserves for it from its budget: at least the outputs and the resize's working space.
+        const cost = pool.memoryCost(
+          { bytes: images.bytes('hd.jpg'), config: CLIP_336_DEFAULTS, bf16: true },
+          await pool.readHeader(images.bytes('hd.jpg'), CLIP_336_DEFAULTS),
+        );
+        expect(cost.shared).toBeGreaterThanOrEqual(clipMemoryBytes(1920, 1080, CLIP_336_DEFAULTS, { float32: true, bf16: true }));
+      } finally {
+        await pool.close();
+      }
+    },
+  );
 });

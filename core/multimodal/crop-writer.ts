@@ -400,13 +400,14 @@ export interface CropWriter {
   fill(c: number, from: number, to: number, level?: number): void;
   /** Rows [r0, r1) × columns [c0, c1) of a canvas of tiles (`cols` a row, crop `first` its first) set to the value of 8-bit level `level`. */
   fillCanvas(g: Pick<TilePlacement, 'cols' | 'first'>, r0: number, r1: number, c0: number, c1: number, level: number): void;
-  /** Each resize in turn, on this thread, its rows written where it is placed. */
-  resizeEach(resizes: readonly CropResize[]): void;
+  /** `alongside` (the padding: values no resize writes), then each resize in turn, on this thread, its rows written where it is placed. */
+  resizeEach(resizes: readonly CropResize[], alongside?: () => void): void;
   /**
    * The resizes split with `helper` (cropSplit) when the outputs are in the pool's memory and
-   * the kernels run there, else resizeEach; resolves to the threads that wrote the crops.
+   * the kernels run there, `alongside` run here while the helper starts on its band; else
+   * resizeEach. Resolves to the threads that wrote the crops.
    */
-  resizeShared(resizes: readonly CropResize[], helper: BandHelper | undefined): Promise<number>;
+  resizeShared(resizes: readonly CropResize[], helper: BandHelper | undefined, alongside?: () => void): Promise<number>;
 }
 
 export function cropWriter(
@@ -454,7 +455,8 @@ export function cropWriter(
   const putColumn = columnPutter(layout, out, bf);
   const bfLevels = bf ? bf16LevelTables(o.levels) : [];
   const kernels = (): Kernels | null => (memory && !o.javascript ? kernelsOn(memory.memory) : null);
-  const resizeEach = (resizes: readonly CropResize[]) => {
+  const resizeEach = (resizes: readonly CropResize[], alongside?: () => void) => {
+    alongside?.();
     for (const r of resizes) {
       const k = kernels();
       const plan = k ? planResize(k, rgb, width, height, r.outW, r.outH, [], resizesAt, windowOf(r), o.filter) : null;
@@ -493,14 +495,14 @@ export function cropWriter(
       }
     },
     resizeEach,
-    resizeShared: async (resizes, helper) => {
+    resizeShared: async (resizes, helper, alongside) => {
       const k = kernels();
       const split = cropSplit(width, height, resizes, o.filter);
       const shared = resizes[split?.index ?? 0]?.canvas;
       const canvas = shared && memory ? postedCanvas(shared, memory.memory) : undefined;
       const plans = k && helper && split && canvas !== null ? planCropResizes(k, rgb, width, height, resizes, split, resizesAt, o.filter) : null;
       if (!k || !helper || !split || !plans) {
-        resizeEach(resizes);
+        resizeEach(resizes, alongside);
         return 1;
       }
       const helperBand = bandsOf(split, split.index, resizes[split.index]!).length;
@@ -519,6 +521,7 @@ export function cropWriter(
         () => (runPostedCropBand(job), false),
       );
       try {
+        alongside?.();
         const p = kernelPutters(k, layout);
         resizes.forEach((r, i) => {
           if (i === split.index && helperBand === 0) return;

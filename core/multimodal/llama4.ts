@@ -206,14 +206,14 @@ export function llama4BandStarts(width: number, height: number, cfg: Llama4Image
 
 type Llama4Result = Llama4Geometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };
 
-/** The writer of an image's crops with its padding written, and its resizes (still to run). */
+/** The writer of an image's crops, its resizes and its padding (still to run: the padding beside the resizes, which never write it). */
 function llama4Crops(
   rgb: Uint8Array,
   width: number,
   height: number,
   cfg: Llama4ImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean },
-): { g: Llama4Geometry; w: CropWriter; resizes: CropResize[] } {
+): { g: Llama4Geometry; w: CropWriter; resizes: CropResize[]; padding: () => void } {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessLlama4Rgb: asked for neither float32 nor bfloat16 output');
   const g = llama4Geometry(height, width, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
@@ -230,16 +230,18 @@ function llama4Crops(
   });
   const tiles = g.rows * g.cols;
   // The padding (black, normalized): in each tile, the columns right of the resized image and the rows below it.
-  for (let index = 0; index < tiles; index++) {
-    const rowsIn = Math.min(T, Math.max(0, g.resizedHeight - Math.floor(index / g.cols) * T));
-    const colsIn = Math.min(T, Math.max(0, g.resizedWidth - (index % g.cols) * T));
-    for (let c = 0; c < 3; c++) {
-      const base = (3 * index + c) * plane;
-      if (colsIn < T) for (let y = 0; y < rowsIn; y++) w.fill(c, base + y * T + colsIn, base + y * T + T);
-      if (rowsIn < T) w.fill(c, base + rowsIn * T, base + plane);
+  const padding = () => {
+    for (let index = 0; index < tiles; index++) {
+      const rowsIn = Math.min(T, Math.max(0, g.resizedHeight - Math.floor(index / g.cols) * T));
+      const colsIn = Math.min(T, Math.max(0, g.resizedWidth - (index % g.cols) * T));
+      for (let c = 0; c < 3; c++) {
+        const base = (3 * index + c) * plane;
+        if (colsIn < T) for (let y = 0; y < rowsIn; y++) w.fill(c, base + y * T + colsIn, base + y * T + T);
+        if (rowsIn < T) w.fill(c, base + rowsIn * T, base + plane);
+      }
     }
-  }
-  return { g, w, resizes: llama4Resizes(g, cfg) };
+  };
+  return { g, w, resizes: llama4Resizes(g, cfg), padding };
 }
 
 const llama4Result = (g: Llama4Geometry, w: CropWriter): Llama4Result => ({
@@ -263,8 +265,8 @@ export function preprocessLlama4Rgb(
   cfg: Llama4ImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean } = {},
 ): Llama4Result {
-  const { g, w, resizes } = llama4Crops(rgb, width, height, cfg, options);
-  w.resizeEach(resizes);
+  const { g, w, resizes, padding } = llama4Crops(rgb, width, height, cfg, options);
+  w.resizeEach(resizes, padding);
   return llama4Result(g, w);
 }
 
@@ -277,7 +279,7 @@ export async function preprocessLlama4Shared(
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory },
   helper: BandHelper | undefined,
 ): Promise<Llama4Result & { threads: number }> {
-  const { g, w, resizes } = llama4Crops(rgb, width, height, cfg, options);
-  const threads = await w.resizeShared(resizes, helper);
+  const { g, w, resizes, padding } = llama4Crops(rgb, width, height, cfg, options);
+  const threads = await w.resizeShared(resizes, helper, padding);
   return { ...llama4Result(g, w), threads };
 }

@@ -149,18 +149,17 @@ export function anyresBandStarts(width: number, height: number, cfg: AnyresImage
 
 type AnyresResult = AnyresGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };
 
-/** The writer of an image's crops with its padding written, and its resizes (still to run). */
+/** The writer of an image's crops, its resizes and its padding (still to run: the padding beside the resizes, which never write it). */
 function anyresCrops(
   rgb: Uint8Array,
   width: number,
   height: number,
   cfg: AnyresImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean },
-): { g: AnyresGeometry; w: CropWriter; resizes: CropResize[] } {
+): { g: AnyresGeometry; w: CropWriter; resizes: CropResize[]; padding: () => void } {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessAnyresRgb: asked for neither float32 nor bfloat16 output');
   const g = anyresGeometry(height, width, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
-  const plane = cfg.crop_height * cfg.crop_width;
   const w = cropWriter(rgb, width, height, {
     ...options,
     crops: g.crops,
@@ -170,9 +169,18 @@ function anyresCrops(
     filter: 'bicubic',
     bytes: anyresMemoryBytes(width, height, cfg, kinds),
   });
-  // The tiles start as the padding's value (black, normalized); the resized image is written over it.
-  for (let index = 1; index < g.crops; index++) for (let c = 0; c < 3; c++) w.fill(c, (3 * index + c) * plane, (3 * index + c + 1) * plane);
-  return { g, w, resizes: anyresResizes(g, cfg) };
+  // The padding (black, normalized) around the resized image in the pinpoint: the bands above
+  // and below it, then left and right of it.
+  const canvas = { cols: g.cols, first: 1 };
+  const bottom = g.top + g.resizedHeight;
+  const right = g.left + g.resizedWidth;
+  const padding = () => {
+    w.fillCanvas(canvas, 0, g.top, 0, g.bestWidth, 0);
+    w.fillCanvas(canvas, bottom, g.bestHeight, 0, g.bestWidth, 0);
+    w.fillCanvas(canvas, g.top, bottom, 0, g.left, 0);
+    w.fillCanvas(canvas, g.top, bottom, right, g.bestWidth, 0);
+  };
+  return { g, w, resizes: anyresResizes(g, cfg), padding };
 }
 
 const anyresResult = (g: AnyresGeometry, w: CropWriter): AnyresResult => ({
@@ -196,8 +204,8 @@ export function preprocessAnyresRgb(
   cfg: AnyresImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean } = {},
 ): AnyresResult {
-  const { g, w, resizes } = anyresCrops(rgb, width, height, cfg, options);
-  w.resizeEach(resizes);
+  const { g, w, resizes, padding } = anyresCrops(rgb, width, height, cfg, options);
+  w.resizeEach(resizes, padding);
   return anyresResult(g, w);
 }
 
@@ -210,7 +218,7 @@ export async function preprocessAnyresShared(
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory },
   helper: BandHelper | undefined,
 ): Promise<AnyresResult & { threads: number }> {
-  const { g, w, resizes } = anyresCrops(rgb, width, height, cfg, options);
-  const threads = await w.resizeShared(resizes, helper);
+  const { g, w, resizes, padding } = anyresCrops(rgb, width, height, cfg, options);
+  const threads = await w.resizeShared(resizes, helper, padding);
   return { ...anyresResult(g, w), threads };
 }

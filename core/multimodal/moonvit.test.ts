@@ -141,28 +141,37 @@ open(sys.argv[5], 'wb').write(x.tobytes())`,
     }
   });
 
-  it.each([1, 2])("an image the budget keeps as it is: its rows scattered in the pool's memory (counted in its budget) on %i thread(s), the reference's bytes, float32 and bfloat16", async (threads) => {
-    const pool = new PreprocessPool(threads);
-    try {
-      const out = path.join(images.dir, 'moonvit-pool-hd.f32');
-      const info = JSON.parse(runPythonScript(REFERENCE, [images.file('hd.jpg'), '--out', out]));
-      const reference = readFileSync(out);
-      const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: KIMI_K25_DEFAULTS, bf16: true });
-      expect([r.patches, r.features, r.tokens, r.gridH, r.gridW]).toEqual([info.grid[1] * info.grid[2], 3 * 14 * 14, info.tokens, info.grid[1], info.grid[2]]);
-      // Two threads: each scatters half of the patch rows, straight from the source's rows.
-      expect([r.inOutput, r.threads]).toEqual([true, threads]);
-      expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
-      expect(bytesOf(r.bf16!).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer))))).toBe(true);
-      r.release();
-      const cost = pool.memoryCost(
-        { bytes: images.bytes('hd.jpg'), config: KIMI_K25_DEFAULTS, bf16: true },
-        await pool.readHeader(images.bytes('hd.jpg'), KIMI_K25_DEFAULTS),
-      );
-      expect(cost.shared).toBeGreaterThanOrEqual(moonVitMemoryBytes(1920, 1080, KIMI_K25_DEFAULTS, { float32: true, bf16: true }));
-    } finally {
-      await pool.close();
-    }
-  });
+  it.each([1, 2])(
+    "an image the budget keeps as it is: its rows scattered in the pool's memory (counted in its budget) on %i thread(s), the reference's bytes, float32 and bfloat16",
+    async (threads) => {
+      const pool = new PreprocessPool(threads);
+      try {
+        const out = path.join(images.dir, 'moonvit-pool-hd.f32');
+        const info = JSON.parse(runPythonScript(REFERENCE, [images.file('hd.jpg'), '--out', out]));
+        const reference = readFileSync(out);
+        const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: KIMI_K25_DEFAULTS, bf16: true });
+        expect([r.patches, r.features, r.tokens, r.gridH, r.gridW]).toEqual([
+          info.grid[1] * info.grid[2],
+          3 * 14 * 14,
+          info.tokens,
+          info.grid[1],
+          info.grid[2],
+        ]);
+        // Two threads: each scatters half of the patch rows, straight from the source's rows.
+        expect([r.inOutput, r.threads]).toEqual([true, threads]);
+        expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
+        expect(bytesOf(r.bf16!).equals(Buffer.from(f32ToBf16(new Float32Array(Uint8Array.from(reference).buffer))))).toBe(true);
+        r.release();
+        const cost = pool.memoryCost(
+          { bytes: images.bytes('hd.jpg'), config: KIMI_K25_DEFAULTS, bf16: true },
+          await pool.readHeader(images.bytes('hd.jpg'), KIMI_K25_DEFAULTS),
+        );
+        expect(cost.shared).toBeGreaterThanOrEqual(moonVitMemoryBytes(1920, 1080, KIMI_K25_DEFAULTS, { float32: true, bf16: true }));
+      } finally {
+        await pool.close();
+      }
+    },
+  );
 });
 
 describe('Kimi-K3: transparent pixels over the chessboard, as the reference flattens them', () => {

@@ -175,9 +175,9 @@ export function phi3VisionBandStarts(width: number, height: number, cfg: Phi3Vis
 type Phi3VisionResult = Phi3VisionGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };
 
 /**
- * The writer of an image's crops and its HD planes, the white padding written into both, and
- * the resize (still to run); `global` finishes the image once the resize has run: the global
- * image from the HD planes, the zero crops after the tiles.
+ * The writer of an image's crops, the resize and the padding (still to run: the padding
+ * beside the resize, which never writes it); `global` finishes the image once both have run:
+ * the global image from the rows' sums.
  */
 function phi3Crops(
   rgb: Uint8Array,
@@ -185,7 +185,7 @@ function phi3Crops(
   height: number,
   cfg: Phi3VisionImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean },
-): { g: Phi3VisionGeometry; w: CropWriter; resize: CropResize; global: () => Phi3VisionResult } {
+): { g: Phi3VisionGeometry; w: CropWriter; resize: CropResize; padding: () => void; global: () => Phi3VisionResult } {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessPhi3VisionRgb: asked for neither float32 nor bfloat16 output');
   const g = phi3VisionGeometry(height, width, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
@@ -230,39 +230,42 @@ function phi3Crops(
     if (hd) for (let c = 0; c < 3; c++) for (let r = r0; r < r1; r++) hd.fill(levels[c]![255]!, c * plane + r * W + c0, c * plane + r * W + c1);
   };
   const end = g.padStart + outH;
-  if (g.transposed) {
-    white(0, H, 0, g.padStart);
-    white(0, H, end, W);
-  } else {
-    white(0, g.padStart, 0, W);
-    white(end, H, 0, W);
-    // A landscape's padding rows' sums: one white row's, copied to every padding row.
-    const pads = [...Array(g.padStart).keys(), ...Array.from({ length: H - end }, (_, i) => end + i)];
-    if (pads.length > 0) {
-      const taps = torchCubicAxis(W, T);
-      for (let c = 0; c < 3; c++) {
-        const first = (c * H + pads[0]!) * T;
-        rowSums(new Float32Array(W).fill(levels[c]![255]!), 0, taps.index, taps.weight, sums, first, T);
-        for (const r of pads.slice(1)) sums.copyWithin((c * H + r) * T, first, first + T);
+  const crop = 3 * T * T;
+  // What the resize never writes: the padded side's white (and a landscape's padding rows'
+  // sums), the zero crops after the tiles. Run beside the resize (crop-writer.ts).
+  const padding = () => {
+    if (g.transposed) {
+      white(0, H, 0, g.padStart);
+      white(0, H, end, W);
+    } else {
+      white(0, g.padStart, 0, W);
+      white(end, H, 0, W);
+      // A landscape's padding rows' sums: one white row's, copied to every padding row.
+      const pads = [...Array(g.padStart).keys(), ...Array.from({ length: H - end }, (_, i) => end + i)];
+      if (pads.length > 0) {
+        const taps = torchCubicAxis(W, T);
+        for (let c = 0; c < 3; c++) {
+          const first = (c * H + pads[0]!) * T;
+          rowSums(new Float32Array(W).fill(levels[c]![255]!), 0, taps.index, taps.weight, sums, first, T);
+          for (const r of pads.slice(1)) sums.copyWithin((c * H + r) * T, first, first + T);
+        }
       }
     }
-  }
+    w.pixelValues?.fill(0, (g.tiles + 1) * crop);
+    w.bf16?.fill(0, (g.tiles + 1) * crop);
+  };
   const global = (): Phi3VisionResult => {
     if (hd) {
       const taps = torchCubicAxis(W, T);
       for (let c = 0; c < 3; c++) for (let r = 0; r < H; r++) rowSums(hd, c * plane + r * W, taps.index, taps.weight, sums, (c * H + r) * T, T);
     }
     // The global image first: float32 from torch's interpolate, its bfloat16 rounded from it.
-    const crop = 3 * T * T;
     const globalCrop = w.pixelValues ? w.pixelValues.subarray(0, crop) : new Float32Array(crop);
     for (let c = 0; c < 3; c++) sumRows(sums.subarray(c * H * T, (c + 1) * H * T), H, T, T, globalCrop.subarray(c * T * T, (c + 1) * T * T));
     if (w.bf16) f32ToBf16(globalCrop, new Uint8Array(w.bf16.buffer, w.bf16.byteOffset, crop * 2));
-    // Then zeros after the tiles.
-    w.pixelValues?.fill(0, (g.tiles + 1) * crop);
-    w.bf16?.fill(0, (g.tiles + 1) * crop);
     return { ...g, ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}), ...(w.bf16 ? { bf16: w.bf16 } : {}), inMemory: w.inMemory };
   };
-  return { g, w, resize: phi3Resize(width, height, g, canvas), global };
+  return { g, w, resize: phi3Resize(width, height, g, canvas), padding, global };
 }
 
 /**
@@ -279,8 +282,8 @@ export function preprocessPhi3VisionRgb(
   cfg: Phi3VisionImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean } = {},
 ): Phi3VisionResult {
-  const { w, resize, global } = phi3Crops(rgb, width, height, cfg, options);
-  w.resizeEach([resize]);
+  const { w, resize, padding, global } = phi3Crops(rgb, width, height, cfg, options);
+  w.resizeEach([resize], padding);
   return global();
 }
 
@@ -293,7 +296,7 @@ export async function preprocessPhi3VisionShared(
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory },
   helper: BandHelper | undefined,
 ): Promise<Phi3VisionResult & { threads: number }> {
-  const { w, resize, global } = phi3Crops(rgb, width, height, cfg, options);
-  const threads = await w.resizeShared([resize], helper);
+  const { w, resize, padding, global } = phi3Crops(rgb, width, height, cfg, options);
+  const threads = await w.resizeShared([resize], helper, padding);
   return { ...global(), threads };
 }
