@@ -13,7 +13,7 @@
 //
 // Only the crop's pixels are resized (each output pixel's taps are its own, so they are the
 // bytes Pillow's whole resize has there), and normalized straight into the output.
-import { cropResizesBytes, cropSplit, cropWriter, type CropResize, type CropWriter } from './crop-writer.ts';
+import { cropResizesBytes, cropSplit, cropWriter, withCrops, type CropResize, type CropWriter } from './crop-writer.ts';
 import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, levelTable, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 import type { OutputWindow } from './resample.ts';
 
@@ -150,13 +150,6 @@ function clipCrop(
   return { g, w };
 }
 
-const clipResult = (g: ClipGeometry, w: CropWriter): ClipResult => ({
-  ...g,
-  ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}),
-  ...(w.bf16 ? { bf16: w.bf16 } : {}),
-  inMemory: w.inMemory,
-});
-
 /**
  * Resize, crop, rescale and normalize packed RGB into a channel-first [3, height, width]
  * encoder input: float32 unless `float32: false`, bfloat16 bits too with `bf16: true`.
@@ -174,7 +167,7 @@ export function preprocessClipRgb(
 ): ClipResult {
   const { g, w } = clipCrop(rgb, width, height, cfg, options);
   w.resizeEach([clipResize(g)]);
-  return clipResult(g, w);
+  return withCrops(g, w);
 }
 
 /** As preprocessClipRgb, the crop's rows shared with `helper` in the pool's memory (crop-writer.ts): the same bytes. */
@@ -188,5 +181,5 @@ export async function preprocessClipShared(
 ): Promise<ClipResult & { threads: number }> {
   const { g, w } = clipCrop(rgb, width, height, cfg, options);
   const threads = await w.resizeShared([clipResize(g)], helper);
-  return { ...clipResult(g, w), threads };
+  return { ...withCrops(g, w), threads };
 }

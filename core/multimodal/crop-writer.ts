@@ -104,47 +104,33 @@ function kernelPutters(k: Kernels, layout: CropLayout): { put: Put; putColumn: P
 /** Writes pixels into crops: `count` pixels of `line` from pixel `from` into crop `index`'s row `y` from column `x`. */
 type Put = (index: number, y: number, x: number, line: Uint8Array, from: number, count: number) => void;
 
-function putter(layout: CropLayout, out: Float32Array | undefined, bf: Uint16Array | undefined): Put {
+/**
+ * The writers of crop rows and columns in JavaScript, for rows the JavaScript resize (or this
+ * thread's own kernels, in another memory) hands over: a row's pixels one value apart, a
+ * column's a crop row apart.
+ */
+function jsPutters(layout: CropLayout, out: Float32Array | undefined, bf: Uint16Array | undefined): { put: Put; putColumn: Put } {
   const TW = layout.cropWidth;
   const plane = layout.cropHeight * TW;
   const crop = 3 * plane;
   const levels = layout.levels;
   const bfLevels = bf ? bf16LevelTables(levels) : [];
-  return (index, y, x, line, from, count) => {
-    for (let c = 0; c < 3; c++) {
-      const at = index * crop + c * plane + y * TW + x;
-      if (out) {
-        const table = levels[c]!;
-        for (let i = 0; i < count; i++) out[at + i] = table[line[(from + i) * 3 + c]!]!;
+  const write =
+    (step: number): Put =>
+    (index, y, x, line, from, count) => {
+      for (let c = 0; c < 3; c++) {
+        const at = index * crop + c * plane + y * TW + x;
+        if (out) {
+          const table = levels[c]!;
+          for (let i = 0; i < count; i++) out[at + i * step] = table[line[(from + i) * 3 + c]!]!;
+        }
+        if (bf) {
+          const table = bfLevels[c]!;
+          for (let i = 0; i < count; i++) bf[at + i * step] = table[line[(from + i) * 3 + c]!]!;
+        }
       }
-      if (bf) {
-        const table = bfLevels[c]!;
-        for (let i = 0; i < count; i++) bf[at + i] = table[line[(from + i) * 3 + c]!]!;
-      }
-    }
-  };
-}
-
-/** Writes pixels down a crop's column: `count` pixels of `line` from pixel `from` into crop `index`'s column `x` from row `y`. */
-function columnPutter(layout: CropLayout, out: Float32Array | undefined, bf: Uint16Array | undefined): Put {
-  const TW = layout.cropWidth;
-  const plane = layout.cropHeight * TW;
-  const crop = 3 * plane;
-  const levels = layout.levels;
-  const bfLevels = bf ? bf16LevelTables(levels) : [];
-  return (index, y, x, line, from, count) => {
-    for (let c = 0; c < 3; c++) {
-      const at = index * crop + c * plane + y * TW + x;
-      if (out) {
-        const table = levels[c]!;
-        for (let i = 0; i < count; i++) out[at + i * TW] = table[line[(from + i) * 3 + c]!]!;
-      }
-      if (bf) {
-        const table = bfLevels[c]!;
-        for (let i = 0; i < count; i++) bf[at + i * TW] = table[line[(from + i) * 3 + c]!]!;
-      }
-    }
-  };
+    };
+  return { put: write(1), putColumn: write(TW) };
 }
 
 /** A row sink for a resize placed in a canvas of tiles: each row's pixels go to the tiles they cross (`put` for rows, `putColumn` for a transposed placement). */
@@ -391,6 +377,14 @@ function postedCanvas(canvas: CanvasPlanes, memory: SharedWasmMemory): CropBandJ
       };
 }
 
+/** An image's geometry with the crops a writer wrote: its outputs, and whether they are in the pool's memory. */
+export function withCrops<G extends object>(
+  g: G,
+  w: Pick<CropWriter, 'pixelValues' | 'bf16' | 'inMemory'>,
+): G & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean } {
+  return { ...g, ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}), ...(w.bf16 ? { bf16: w.bf16 } : {}), inMemory: w.inMemory };
+}
+
 export interface CropWriter {
   pixelValues?: Float32Array;
   bf16?: Uint16Array;
@@ -450,9 +444,7 @@ export function cropWriter(
     ...(memory ? { tablesAt: base } : {}),
   };
   if (memory) writeLevelTables(memory.memory, base, o.levels, bf16LevelTables(o.levels));
-  // In JavaScript, for rows the JavaScript resize (or this thread's own kernels) hands over.
-  const put = putter(layout, out, bf);
-  const putColumn = columnPutter(layout, out, bf);
+  const { put, putColumn } = jsPutters(layout, out, bf);
   const bfLevels = bf ? bf16LevelTables(o.levels) : [];
   const kernels = (): Kernels | null => (memory && !o.javascript ? kernelsOn(memory.memory) : null);
   const resizeEach = (resizes: readonly CropResize[], alongside?: () => void) => {

@@ -26,7 +26,7 @@
 // differs from the gateway (its filter, its float64 best fit, its float32 normalize, its
 // max_image_tiles key): docs/preprocessing.md.
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
-import { cropResizesBytes, cropSplit, cropWriter, intoCrop, type CropResize, type CropWriter } from './crop-writer.ts';
+import { cropResizesBytes, cropSplit, cropWriter, intoCrop, withCrops, type CropResize, type CropWriter } from './crop-writer.ts';
 import { encoderOutputBytes, ImageSizeError, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 
 export interface Llama4ImageConfig {
@@ -244,13 +244,6 @@ function llama4Crops(
   return { g, w, resizes: llama4Resizes(g, cfg), padding };
 }
 
-const llama4Result = (g: Llama4Geometry, w: CropWriter): Llama4Result => ({
-  ...g,
-  ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}),
-  ...(w.bf16 ? { bf16: w.bf16 } : {}),
-  inMemory: w.inMemory,
-});
-
 /**
  * Llama 4's encoder input of one image, [tiles (+ 1), 3, tile, tile]: the canvas's tiles row by
  * row, then the global tile; float32 unless `float32: false`, bfloat16 bits too with
@@ -267,7 +260,7 @@ export function preprocessLlama4Rgb(
 ): Llama4Result {
   const { g, w, resizes, padding } = llama4Crops(rgb, width, height, cfg, options);
   w.resizeEach(resizes, padding);
-  return llama4Result(g, w);
+  return withCrops(g, w);
 }
 
 /** As preprocessLlama4Rgb, the resizes shared with `helper` in the pool's memory (crop-writer.ts): the same bytes. */
@@ -281,5 +274,5 @@ export async function preprocessLlama4Shared(
 ): Promise<Llama4Result & { threads: number }> {
   const { g, w, resizes, padding } = llama4Crops(rgb, width, height, cfg, options);
   const threads = await w.resizeShared(resizes, helper, padding);
-  return { ...llama4Result(g, w), threads };
+  return { ...withCrops(g, w), threads };
 }

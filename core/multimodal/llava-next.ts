@@ -22,7 +22,7 @@
 // docs/preprocessing.md.
 import type { ClipImageConfig } from './clip-image.ts';
 import { CLIP_336_DEFAULTS } from './clip-image.ts';
-import { cropResizesBytes, cropSplit, cropWriter, intoCrop, type CropResize, type CropWriter } from './crop-writer.ts';
+import { cropResizesBytes, cropSplit, cropWriter, intoCrop, withCrops, type CropResize, type CropWriter } from './crop-writer.ts';
 import { encoderOutputBytes, ImageSizeError, levelTable, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 
 export interface AnyresImageConfig extends ClipImageConfig {
@@ -183,13 +183,6 @@ function anyresCrops(
   return { g, w, resizes: anyresResizes(g, cfg), padding };
 }
 
-const anyresResult = (g: AnyresGeometry, w: CropWriter): AnyresResult => ({
-  ...g,
-  ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}),
-  ...(w.bf16 ? { bf16: w.bf16 } : {}),
-  inMemory: w.inMemory,
-});
-
 /**
  * LLaVA-NeXT's encoder input of one image, [1 + tiles, 3, crop, crop]: the base image, then the
  * padded image's tiles row by row; float32 unless `float32: false`, bfloat16 bits too with
@@ -206,7 +199,7 @@ export function preprocessAnyresRgb(
 ): AnyresResult {
   const { g, w, resizes, padding } = anyresCrops(rgb, width, height, cfg, options);
   w.resizeEach(resizes, padding);
-  return anyresResult(g, w);
+  return withCrops(g, w);
 }
 
 /** As preprocessAnyresRgb, the resizes shared with `helper` in the pool's memory (crop-writer.ts): the same bytes. */
@@ -220,5 +213,5 @@ export async function preprocessAnyresShared(
 ): Promise<AnyresResult & { threads: number }> {
   const { g, w, resizes, padding } = anyresCrops(rgb, width, height, cfg, options);
   const threads = await w.resizeShared(resizes, helper, padding);
-  return { ...anyresResult(g, w), threads };
+  return { ...withCrops(g, w), threads };
 }

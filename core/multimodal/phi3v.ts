@@ -18,7 +18,7 @@
 // and torch; mmtc's values are its bytes exactly, the global image included (torch's bicubic
 // as its AVX2 kernel computes it, fused multiply-adds and all: docs/preprocessing.md).
 import { f32ToBf16 } from '../transport/dtype.ts';
-import { cropResizesBytes, cropSplit, cropWriter, type CanvasPlanes, type CropResize, type CropWriter } from './crop-writer.ts';
+import { cropResizesBytes, cropSplit, cropWriter, withCrops, type CanvasPlanes, type CropResize, type CropWriter } from './crop-writer.ts';
 import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 import { rowSums, sumRows, torchCubicAxis } from './torch-bicubic.ts';
 
@@ -263,7 +263,7 @@ function phi3Crops(
     const globalCrop = w.pixelValues ? w.pixelValues.subarray(0, crop) : new Float32Array(crop);
     for (let c = 0; c < 3; c++) sumRows(sums.subarray(c * H * T, (c + 1) * H * T), H, T, T, globalCrop.subarray(c * T * T, (c + 1) * T * T));
     if (w.bf16) f32ToBf16(globalCrop, new Uint8Array(w.bf16.buffer, w.bf16.byteOffset, crop * 2));
-    return { ...g, ...(w.pixelValues ? { pixelValues: w.pixelValues } : {}), ...(w.bf16 ? { bf16: w.bf16 } : {}), inMemory: w.inMemory };
+    return withCrops(g, w);
   };
   return { g, w, resize: phi3Resize(width, height, g, canvas), padding, global };
 }
