@@ -115,7 +115,7 @@ export function clipMemoryBytes(width: number, height: number, cfg: ClipImageCon
   return outputs + cropResizesBytes(width, height, [clipResize(g)], outputs, 'bicubic');
 }
 
-/** Output rows where the helper thread's band starts (none: one thread does the image). */
+/** Where the helper thread's band of the crop's rows starts (cropSplit; none: one thread does the image): what the pool asks before it offers a helper. */
 export function clipBandStarts(width: number, height: number, cfg: ClipImageConfig): number[] {
   const split = cropSplit(width, height, [clipResize(clipGeometry(height, width, cfg))], 'bicubic');
   return split ? [split.start] : [];

@@ -1,12 +1,13 @@
 // Writing one image's crops, [crops, 3, H, W] in float32 and/or bfloat16, through per-channel
-// level tables as a resize's rows come out: what LLaVA-NeXT's anyres crops (llava-next.ts),
-// Llama 4's tiles (llama4.ts) and Phi-3-vision's HD tiles (phi3v.ts) share. The outputs live in
+// level tables as a resize's rows come out: what LLaVA-1.5's CLIP crop (clip-image.ts),
+// LLaVA-NeXT's anyres crops (llava-next.ts), Llama 4's tiles (llama4.ts) and Phi-3-vision's HD
+// tiles (phi3v.ts) share. The outputs live in
 // the pool's memory when it holds them (and the resizes and the table lookups then run on the
 // SIMD kernels there, the tables copied in beside them), else in arrays of their own (and the
 // lookups in JavaScript). In the pool's memory, with a helper thread, an image's resizes
 // are split between two threads by their estimated cost (cropSplit): the helper runs a band of
 // output rows of one of them (CropBandJob), this thread the rest; each writes its own rows.
-import { bf16LevelTables, memoryHolding, outputViews, type BandHelper, type EncoderMemory } from './qwen-vl.ts';
+import { bf16LevelTables, memoryHolding, outputViews, shareWithHelper, type BandHelper, type EncoderMemory } from './qwen-vl.ts';
 import { kernelSize, wholeOutput, type OutputWindow, type ResampleFilter, type RowSink } from './resample.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
 import {
@@ -109,12 +110,16 @@ type Put = (index: number, y: number, x: number, line: Uint8Array, from: number,
  * thread's own kernels, in another memory) hands over: a row's pixels one value apart, a
  * column's a crop row apart.
  */
-function jsPutters(layout: CropLayout, out: Float32Array | undefined, bf: Uint16Array | undefined): { put: Put; putColumn: Put } {
+function jsPutters(
+  layout: CropLayout,
+  out: Float32Array | undefined,
+  bf: Uint16Array | undefined,
+  bfLevels: readonly Uint16Array[],
+): { put: Put; putColumn: Put } {
   const TW = layout.cropWidth;
   const plane = layout.cropHeight * TW;
   const crop = 3 * plane;
   const levels = layout.levels;
-  const bfLevels = bf ? bf16LevelTables(levels) : [];
   const write =
     (step: number): Put =>
     (index, y, x, line, from, count) => {
@@ -443,9 +448,9 @@ export function cropWriter(
     ...(memory && bf ? { bf16At: memory.bf16At! } : {}),
     ...(memory ? { tablesAt: base } : {}),
   };
-  if (memory) writeLevelTables(memory.memory, base, o.levels, bf16LevelTables(o.levels));
-  const { put, putColumn } = jsPutters(layout, out, bf);
-  const bfLevels = bf ? bf16LevelTables(o.levels) : [];
+  const bfLevels = bf16LevelTables(o.levels);
+  if (memory) writeLevelTables(memory.memory, base, o.levels, bfLevels);
+  const { put, putColumn } = jsPutters(layout, out, bf, bfLevels);
   const kernels = (): Kernels | null => (memory && !o.javascript ? kernelsOn(memory.memory) : null);
   const resizeEach = (resizes: readonly CropResize[], alongside?: () => void) => {
     alongside?.();
@@ -507,24 +512,20 @@ export function cropWriter(
         place: resizes[split.index]!.place,
         ...(canvas ? { canvas } : {}),
       };
-      // A helper that fails has its band made up for here.
-      const helped = helper(job).then(
-        () => true,
-        () => (runPostedCropBand(job), false),
+      const { helped } = await shareWithHelper(
+        helper,
+        job,
+        () => runPostedCropBand(job),
+        () => {
+          alongside?.();
+          const p = kernelPutters(k, layout);
+          resizes.forEach((r, i) => {
+            if (i === split.index && helperBand === 0) return;
+            resizeBand(k, plans[i]!, 0, resizeRows(p.put, p.putColumn, layout, r, out, { k, thread: 0 }));
+          });
+        },
       );
-      try {
-        alongside?.();
-        const p = kernelPutters(k, layout);
-        resizes.forEach((r, i) => {
-          if (i === split.index && helperBand === 0) return;
-          resizeBand(k, plans[i]!, 0, resizeRows(p.put, p.putColumn, layout, r, out, { k, thread: 0 }));
-        });
-        helper.pollAnswer?.(20);
-      } finally {
-        // Never return (or throw) while the other thread may still use the memory.
-        await helped.catch(() => undefined);
-      }
-      return (await helped) ? 2 : 1;
+      return helped ? 2 : 1;
     },
   };
 }

@@ -20,6 +20,7 @@ import {
   ImageSizeError,
   memoryHolding,
   outputViews,
+  shareWithHelper,
   type BandHelper,
   type EncoderMemory,
   type OutputKinds,
@@ -291,19 +292,13 @@ export async function preprocessInklingInBands(
     ...(kinds.bf16 ? { bf16At: memory.bf16At! } : {}),
     rows: [split, g.rows],
   };
-  // A helper that fails has its band made up for here.
-  const helped = helper(job).then(
-    () => true,
-    () => (runPostedInklingBand(job), false),
+  const { helped } = await shareWithHelper(
+    helper,
+    job,
+    () => runPostedInklingBand(job),
+    () => writeRows(pixels, width, height, cfg, views, 0, split, simd),
   );
-  try {
-    writeRows(pixels, width, height, cfg, views, 0, split, simd);
-    helper.pollAnswer?.(20);
-  } finally {
-    // Never return (or throw) while the other thread may still use the memory.
-    await helped.catch(() => undefined);
-  }
-  return { ...g, ...views, inMemory: true, threads: (await helped) ? 2 : 1 };
+  return { ...g, ...views, inMemory: true, threads: helped ? 2 : 1 };
 }
 
 /**

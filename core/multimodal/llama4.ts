@@ -198,7 +198,7 @@ export function llama4MemoryBytes(width: number, height: number, cfg: Llama4Imag
   return outputs + cropResizesBytes(width, height, llama4Resizes(g, cfg), outputs, 'bilinear');
 }
 
-/** Output rows where the helper thread's band starts (none: one thread does the image). */
+/** Where the helper thread's band starts in the costliest resize (cropSplit: its first row when the helper takes it whole; none: one thread does the image): what the pool asks before it offers a helper. */
 export function llama4BandStarts(width: number, height: number, cfg: Llama4ImageConfig): number[] {
   const split = cropSplit(width, height, llama4Resizes(llama4Geometry(height, width, cfg), cfg), 'bilinear');
   return split ? [split.start] : [];

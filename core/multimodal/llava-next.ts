@@ -141,7 +141,7 @@ export function anyresMemoryBytes(width: number, height: number, cfg: AnyresImag
   return outputs + cropResizesBytes(width, height, anyresResizes(g, cfg), outputs, 'bicubic');
 }
 
-/** Output rows where the helper thread's band starts (none: one thread does the image). */
+/** Where the helper thread's band starts in the costliest resize (cropSplit: its first row when the helper takes it whole; none: one thread does the image): what the pool asks before it offers a helper. */
 export function anyresBandStarts(width: number, height: number, cfg: AnyresImageConfig): number[] {
   const split = cropSplit(width, height, anyresResizes(anyresGeometry(height, width, cfg), cfg), 'bicubic');
   return split ? [split.start] : [];

@@ -24,6 +24,7 @@ import {
   ImageSizeError,
   levelTable,
   outputViews,
+  shareWithHelper,
   type BandHelper,
   type BandWrite,
   type EncoderMemory,
@@ -292,22 +293,9 @@ export async function preprocessMoonVitWithKernels(
     blockStride: l.blockStride,
   };
   const second = { ...job, band: 1, blockAt: l.blocks + l.blockBytes };
-  // A helper that fails has its band made up for here (after band 0, which runs at once).
-  const helped =
-    helper && plan.bands.length === 2
-      ? helper(second).then(
-          (w) => w,
-          () => runMoonVitBand(k, second),
-        )
-      : undefined;
-  try {
-    runMoonVitBand(k, { ...job, band: 0, blockAt: l.blocks });
-    helper?.pollAnswer?.(20);
-  } finally {
-    // Never return (or throw) while the other thread may still use the memory.
-    await helped?.catch(() => undefined);
-  }
-  await helped;
+  const first = () => runMoonVitBand(k, { ...job, band: 0, blockAt: l.blocks });
+  // The helper's thread, when it did its band: 2 threads.
+  const helped = helper && plan.bands.length === 2 ? (await shareWithHelper(helper, second, () => runMoonVitBand(k, second), first)).helped : (first(), false);
   return { ...g, ...outputViews(memory, kinds), inMemory: true, threads: helped ? 2 : 1 };
 }
 

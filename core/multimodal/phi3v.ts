@@ -20,7 +20,7 @@
 import { f32ToBf16 } from '../transport/dtype.ts';
 import { cropResizesBytes, cropSplit, cropWriter, withCrops, type CanvasPlanes, type CropResize, type CropWriter } from './crop-writer.ts';
 import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
-import { rowSums, sumRows, torchCubicAxis } from './torch-bicubic.ts';
+import { rowSums, sumRows, torchBicubicPlane, torchCubicAxis } from './torch-bicubic.ts';
 
 /** The side of a crop, and of the global image. */
 export const PHI3V_TILE = 336;
@@ -164,7 +164,7 @@ export function phi3VisionMemoryBytes(width: number, height: number, cfg: Phi3Vi
   return base + cropResizesBytes(srcW, srcH, [phi3Resize(width, height, g)], base, 'bilinear') + transposed + global;
 }
 
-/** Output rows where the helper thread's band starts (none: one thread does the image). */
+/** Where the helper thread's band of the resize starts (cropSplit; none: one thread does the image): what the pool asks before it offers a helper. */
 export function phi3VisionBandStarts(width: number, height: number, cfg: Phi3VisionImageConfig): number[] {
   const g = phi3VisionGeometry(height, width, cfg);
   const { srcW, srcH } = resizeFrame(width, height, g);
@@ -255,13 +255,15 @@ function phi3Crops(
     w.bf16?.fill(0, (g.tiles + 1) * crop);
   };
   const global = (): Phi3VisionResult => {
-    if (hd) {
-      const taps = torchCubicAxis(W, T);
-      for (let c = 0; c < 3; c++) for (let r = 0; r < H; r++) rowSums(hd, c * plane + r * W, taps.index, taps.weight, sums, (c * H + r) * T, T);
-    }
-    // The global image first: float32 from torch's interpolate, its bfloat16 rounded from it.
+    // The global image first: float32 from torch's interpolate (a portrait's from its whole HD
+    // planes, a landscape's from the sums its rows left), its bfloat16 rounded from it.
     const globalCrop = w.pixelValues ? w.pixelValues.subarray(0, crop) : new Float32Array(crop);
-    for (let c = 0; c < 3; c++) sumRows(sums.subarray(c * H * T, (c + 1) * H * T), H, T, T, globalCrop.subarray(c * T * T, (c + 1) * T * T));
+    for (let c = 0; c < 3; c++) {
+      const channelSums = sums.subarray(c * H * T, (c + 1) * H * T);
+      const into = globalCrop.subarray(c * T * T, (c + 1) * T * T);
+      if (hd) torchBicubicPlane(hd.subarray(c * plane, (c + 1) * plane), H, W, T, T, into, channelSums);
+      else sumRows(channelSums, H, T, T, into);
+    }
     if (w.bf16) f32ToBf16(globalCrop, new Uint8Array(w.bf16.buffer, w.bf16.byteOffset, crop * 2));
     return withCrops(g, w);
   };

@@ -140,9 +140,9 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     const options = { bf16: task.bf16, float32: task.float32 !== false, allocate: false };
     const cfg = task.config;
     if (isClipConfig(cfg) || isAnyresConfig(cfg) || isMoonVitConfig(cfg) || isPhi3VisionConfig(cfg) || isLlama4Config(cfg) || isInklingConfig(cfg)) {
-      // In the pool's memory when it has it: outputs and resize (Phi-3-vision's HD planes).
-      // MoonViT runs on the SIMD kernels there (a scaled image's rows shared with the helper),
-      // else on the JavaScript passes.
+      // In the pool's memory when it has it: outputs and the working space, on the SIMD
+      // kernels there, a lone image shared with the helper (the crop families' resizes, MoonViT's
+      // and Inkling's patch rows); else on the JavaScript passes.
       const memory = task.output ? { memory: task.output } : {};
       const alpha = image.alpha ? { alpha: image.alpha } : {};
       const done = isClipConfig(cfg)

@@ -450,6 +450,37 @@ export interface BandHelper {
 const ANSWER_POLL_MS = 20;
 
 /**
+ * Run `own` (this thread's band) while `helper` runs `job`: a helper that fails has its band
+ * made up for here (`runHere`, after `own`), and nothing returns or throws while the other
+ * thread may still use the image's memory (or its file). Resolves to both bands' results and
+ * whether the helper's thread did its band.
+ */
+export async function shareWithHelper<O, W>(
+  helper: BandHelper,
+  job: Parameters<BandHelper>[0],
+  runHere: () => W,
+  own: () => O,
+): Promise<{ own: O; other: W; helped: boolean }> {
+  let helped = true;
+  const other = helper(job).then(
+    (answer) => answer as W,
+    () => {
+      helped = false;
+      return runHere();
+    },
+  );
+  let mine: O;
+  try {
+    mine = own();
+    helper.pollAnswer?.(ANSWER_POLL_MS);
+  } finally {
+    // Never return (or throw) while the other thread may still use the memory: its failure, if any, is thrown below.
+    await other.catch(() => undefined);
+  }
+  return { own: mine, other: await other, helped };
+}
+
+/**
  * Output rows where bands after the first start, for `count` bands: whole merge-block rows
  * (patch_size · merge_size pixels), so each band writes its own patches; fewer bands when
  * the image has fewer block rows.
@@ -562,20 +593,12 @@ export async function preprocessRgbInBands(
   // Each thread writes its own band to the tensor's file as soon as it is done (a band is a
   // contiguous range of encoder rows), so little is left to write when both are.
   if (options.write && (options.write.kind === 'float32' ? kinds.float32 : kinds.bf16)) planned.job.write = options.write;
-  // A helper that fails has its band made up for here (after band 0, which runs at once).
-  const helped = helper({ ...planned.job, band: 1 }).then(
-    (w) => w,
+  const { own: first, other: second } = await shareWithHelper(
+    helper,
+    { ...planned.job, band: 1 },
     () => runPreprocessBand(planned.k, { ...planned.job, band: 1 }),
+    () => runPreprocessBand(planned.k, { ...planned.job, band: 0 }),
   );
-  let first: BandWrite | undefined;
-  try {
-    first = runPreprocessBand(planned.k, { ...planned.job, band: 0 });
-    helper.pollAnswer?.(ANSWER_POLL_MS);
-  } finally {
-    // Never return (or throw) while the other thread may still use the memory or the file.
-    await helped.catch(() => undefined);
-  }
-  const second = await helped;
   const written = planned.job.write
     ? { micros: (first?.micros ?? 0) + (second?.micros ?? 0), ...(first?.error || second?.error ? { error: (first?.error ?? second?.error)! } : {}) }
     : undefined;

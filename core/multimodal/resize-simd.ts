@@ -101,7 +101,9 @@ function compiled(): object | null {
 export function kernelsOn(memory: SharedWasmMemory): Kernels | null {
   const m = compiled();
   if (!m) return null;
-  const exports = new wasm.Instance(m, { env: { memory } }).exports as Omit<Kernels, 'memory'>;
+  const exports = new wasm.Instance(m, { env: { memory } }).exports as Partial<Omit<Kernels, 'memory'>>;
+  // A module generated before a kernel was added lacks it: no kernels then (the JavaScript passes run) rather than a call that throws.
+  if (!exports.horizontal || !exports.vertical || !exports.scatter || !exports.levels) return null;
   return { memory, horizontal: exports.horizontal, vertical: exports.vertical, scatter: exports.scatter, levels: exports.levels };
 }
 
