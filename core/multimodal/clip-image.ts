@@ -13,7 +13,7 @@
 //
 // Only the crop's pixels are resized (each output pixel's taps are its own, so they are the
 // bytes Pillow's whole resize has there), and normalized straight into the output.
-import { cropResizesBytes, cropSplit, cropWriter, withCrops, type CropResize, type CropWriter } from './crop-writer.ts';
+import { cropResizesBytes, cropSplit, cropWriter, runCrops, shareCrops, withCrops, type CropResize, type CropWork } from './crop-writer.ts';
 import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, levelTable, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 import type { OutputWindow } from './resample.ts';
 
@@ -129,7 +129,7 @@ function clipCrop(
   height: number,
   cfg: ClipImageConfig,
   options: { bf16?: boolean; float32?: boolean; javascript?: boolean; memory?: EncoderMemory },
-): { g: ClipGeometry; w: CropWriter } {
+): CropWork<ClipResult> {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessClipRgb: asked for neither float32 nor bfloat16 output');
   const g = clipGeometry(height, width, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
@@ -147,7 +147,7 @@ function clipCrop(
     filter: 'bicubic',
     bytes: clipMemoryBytes(width, height, cfg, kinds),
   });
-  return { g, w };
+  return { w, resizes: [clipResize(g)], finish: () => withCrops(g, w) };
 }
 
 /**
@@ -165,13 +165,11 @@ export function preprocessClipRgb(
   cfg: ClipImageConfig,
   options: { bf16?: boolean; float32?: boolean; javascript?: boolean; memory?: EncoderMemory } = {},
 ): ClipResult {
-  const { g, w } = clipCrop(rgb, width, height, cfg, options);
-  w.resizeEach([clipResize(g)]);
-  return withCrops(g, w);
+  return runCrops(clipCrop(rgb, width, height, cfg, options));
 }
 
 /** As preprocessClipRgb, the crop's rows shared with `helper` in the pool's memory (crop-writer.ts): the same bytes. */
-export async function preprocessClipShared(
+export function preprocessClipShared(
   rgb: Uint8Array,
   width: number,
   height: number,
@@ -179,7 +177,5 @@ export async function preprocessClipShared(
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory },
   helper: BandHelper | undefined,
 ): Promise<ClipResult & { threads: number }> {
-  const { g, w } = clipCrop(rgb, width, height, cfg, options);
-  const threads = await w.resizeShared([clipResize(g)], helper);
-  return { ...withCrops(g, w), threads };
+  return shareCrops(clipCrop(rgb, width, height, cfg, options), helper);
 }

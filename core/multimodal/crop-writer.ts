@@ -382,6 +382,29 @@ function postedCanvas(canvas: CanvasPlanes, memory: SharedWasmMemory): CropBandJ
       };
 }
 
+/**
+ * A crop family's image, ready to run: its writer, its resizes, the padding beside them (the
+ * values no resize writes) and what finishes it once they have run.
+ */
+export interface CropWork<R> {
+  w: CropWriter;
+  resizes: readonly CropResize[];
+  padding?: () => void;
+  finish: () => R;
+}
+
+/** The work on this thread. */
+export function runCrops<R>(work: CropWork<R>): R {
+  work.w.resizeEach(work.resizes, work.padding);
+  return work.finish();
+}
+
+/** The work shared with `helper` where the pool's memory and kernels allow (resizeShared), and the threads that did it. */
+export async function shareCrops<R>(work: CropWork<R>, helper: BandHelper | undefined): Promise<R & { threads: number }> {
+  const threads = await work.w.resizeShared(work.resizes, helper, work.padding);
+  return { ...work.finish(), threads };
+}
+
 /** An image's geometry with the crops a writer wrote: its outputs, and whether they are in the pool's memory. */
 export function withCrops<G extends object>(
   g: G,
@@ -395,8 +418,6 @@ export interface CropWriter {
   bf16?: Uint16Array;
   /** Whether the outputs are in the pool's memory. */
   inMemory: boolean;
-  /** Channel `c`'s values [from, to) of the outputs (whole-tensor offsets) set to the value of 8-bit level `level` (0: black padding). */
-  fill(c: number, from: number, to: number, level?: number): void;
   /** Rows [r0, r1) × columns [c0, c1) of a canvas of tiles (`cols` a row, crop `first` its first) set to the value of 8-bit level `level`. */
   fillCanvas(g: Pick<TilePlacement, 'cols' | 'first'>, r0: number, r1: number, c0: number, c1: number, level: number): void;
   /** `alongside` (the padding: values no resize writes), then each resize in turn, on this thread, its rows written where it is placed. */
@@ -451,16 +472,15 @@ export function cropWriter(
   const bfLevels = bf16LevelTables(o.levels);
   if (memory) writeLevelTables(memory.memory, base, o.levels, bfLevels);
   const { put, putColumn } = jsPutters(layout, out, bf, bfLevels);
-  const kernels = (): Kernels | null => (memory && !o.javascript ? kernelsOn(memory.memory) : null);
+  // The SIMD kernels over the pool's memory, and their writers: once for the image.
+  const k = memory && !o.javascript ? kernelsOn(memory.memory) : null;
+  const simd = k ? kernelPutters(k, layout) : undefined;
   const resizeEach = (resizes: readonly CropResize[], alongside?: () => void) => {
     alongside?.();
     for (const r of resizes) {
-      const k = kernels();
       const plan = k ? planResize(k, rgb, width, height, r.outW, r.outH, [], resizesAt, windowOf(r), o.filter) : null;
-      if (k && plan) {
-        const p = kernelPutters(k, layout);
-        resizeBand(k, plan, 0, resizeRows(p.put, p.putColumn, layout, r, out, { k, thread: 0 }));
-      } else
+      if (k && simd && plan) resizeBand(k, plan, 0, resizeRows(simd.put, simd.putColumn, layout, r, out, { k, thread: 0 }));
+      else
         (o.javascript ? resizeRgbIntoJs : resizeRgbInto)(rgb, width, height, r.outW, r.outH, resizeRows(put, putColumn, layout, r, out), windowOf(r), o.filter);
     }
   };
@@ -468,10 +488,6 @@ export function cropWriter(
     ...(out ? { pixelValues: out } : {}),
     ...(bf ? { bf16: bf } : {}),
     inMemory: memory !== undefined,
-    fill: (c, from, to, level = 0) => {
-      out?.fill(o.levels[c]![level]!, from, to);
-      bf?.fill(bfLevels[c]![level]!, from, to);
-    },
     fillCanvas: (g, r0, r1, c0, c1, level) => {
       const T = o.cropHeight;
       const TW = o.cropWidth;
@@ -493,12 +509,11 @@ export function cropWriter(
     },
     resizeEach,
     resizeShared: async (resizes, helper, alongside) => {
-      const k = kernels();
       const split = cropSplit(width, height, resizes, o.filter);
       const shared = resizes[split?.index ?? 0]?.canvas;
       const canvas = shared && memory ? postedCanvas(shared, memory.memory) : undefined;
       const plans = k && helper && split && canvas !== null ? planCropResizes(k, rgb, width, height, resizes, split, resizesAt, o.filter) : null;
-      if (!k || !helper || !split || !plans) {
+      if (!k || !simd || !helper || !split || !plans) {
         resizeEach(resizes, alongside);
         return 1;
       }
@@ -518,10 +533,9 @@ export function cropWriter(
         () => runPostedCropBand(job),
         () => {
           alongside?.();
-          const p = kernelPutters(k, layout);
           resizes.forEach((r, i) => {
             if (i === split.index && helperBand === 0) return;
-            resizeBand(k, plans[i]!, 0, resizeRows(p.put, p.putColumn, layout, r, out, { k, thread: 0 }));
+            resizeBand(k, plans[i]!, 0, resizeRows(simd.put, simd.putColumn, layout, r, out, { k, thread: 0 }));
           });
         },
       );

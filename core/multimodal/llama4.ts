@@ -26,7 +26,7 @@
 // differs from the gateway (its filter, its float64 best fit, its float32 normalize, its
 // max_image_tiles key): docs/preprocessing.md.
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
-import { cropResizesBytes, cropSplit, cropWriter, intoCrop, withCrops, type CropResize, type CropWriter } from './crop-writer.ts';
+import { cropResizesBytes, cropSplit, cropWriter, intoCrop, runCrops, shareCrops, withCrops, type CropResize, type CropWork } from './crop-writer.ts';
 import { encoderOutputBytes, ImageSizeError, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 
 export interface Llama4ImageConfig {
@@ -206,19 +206,18 @@ export function llama4BandStarts(width: number, height: number, cfg: Llama4Image
 
 type Llama4Result = Llama4Geometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };
 
-/** The writer of an image's crops, its resizes and its padding (still to run: the padding beside the resizes, which never write it). */
+/** An image's crops to write: its resizes, and its padding beside them (crop-writer.ts). */
 function llama4Crops(
   rgb: Uint8Array,
   width: number,
   height: number,
   cfg: Llama4ImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean },
-): { g: Llama4Geometry; w: CropWriter; resizes: CropResize[]; padding: () => void } {
+): CropWork<Llama4Result> {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessLlama4Rgb: asked for neither float32 nor bfloat16 output');
   const g = llama4Geometry(height, width, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
   const T = cfg.tile_size;
-  const plane = T * T;
   const w = cropWriter(rgb, width, height, {
     ...options,
     crops: g.crops,
@@ -228,20 +227,15 @@ function llama4Crops(
     filter: 'bilinear',
     bytes: llama4MemoryBytes(width, height, cfg, kinds),
   });
-  const tiles = g.rows * g.cols;
-  // The padding (black, normalized): in each tile, the columns right of the resized image and the rows below it.
+  // The padding (black, normalized) at the bottom and the right of the canvas: right of the
+  // resized image along its rows, then the rows below it.
+  const canvas = { cols: g.cols, first: 0 };
+  const canvasWidth = g.cols * T;
   const padding = () => {
-    for (let index = 0; index < tiles; index++) {
-      const rowsIn = Math.min(T, Math.max(0, g.resizedHeight - Math.floor(index / g.cols) * T));
-      const colsIn = Math.min(T, Math.max(0, g.resizedWidth - (index % g.cols) * T));
-      for (let c = 0; c < 3; c++) {
-        const base = (3 * index + c) * plane;
-        if (colsIn < T) for (let y = 0; y < rowsIn; y++) w.fill(c, base + y * T + colsIn, base + y * T + T);
-        if (rowsIn < T) w.fill(c, base + rowsIn * T, base + plane);
-      }
-    }
+    w.fillCanvas(canvas, 0, g.resizedHeight, g.resizedWidth, canvasWidth, 0);
+    w.fillCanvas(canvas, g.resizedHeight, g.rows * T, 0, canvasWidth, 0);
   };
-  return { g, w, resizes: llama4Resizes(g, cfg), padding };
+  return { w, resizes: llama4Resizes(g, cfg), padding, finish: () => withCrops(g, w) };
 }
 
 /**
@@ -258,13 +252,11 @@ export function preprocessLlama4Rgb(
   cfg: Llama4ImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean } = {},
 ): Llama4Result {
-  const { g, w, resizes, padding } = llama4Crops(rgb, width, height, cfg, options);
-  w.resizeEach(resizes, padding);
-  return withCrops(g, w);
+  return runCrops(llama4Crops(rgb, width, height, cfg, options));
 }
 
 /** As preprocessLlama4Rgb, the resizes shared with `helper` in the pool's memory (crop-writer.ts): the same bytes. */
-export async function preprocessLlama4Shared(
+export function preprocessLlama4Shared(
   rgb: Uint8Array,
   width: number,
   height: number,
@@ -272,7 +264,5 @@ export async function preprocessLlama4Shared(
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory },
   helper: BandHelper | undefined,
 ): Promise<Llama4Result & { threads: number }> {
-  const { g, w, resizes, padding } = llama4Crops(rgb, width, height, cfg, options);
-  const threads = await w.resizeShared(resizes, helper, padding);
-  return { ...withCrops(g, w), threads };
+  return shareCrops(llama4Crops(rgb, width, height, cfg, options), helper);
 }

@@ -22,7 +22,7 @@
 // docs/preprocessing.md.
 import type { ClipImageConfig } from './clip-image.ts';
 import { CLIP_336_DEFAULTS } from './clip-image.ts';
-import { cropResizesBytes, cropSplit, cropWriter, intoCrop, withCrops, type CropResize, type CropWriter } from './crop-writer.ts';
+import { cropResizesBytes, cropSplit, cropWriter, intoCrop, runCrops, shareCrops, withCrops, type CropResize, type CropWork } from './crop-writer.ts';
 import { encoderOutputBytes, ImageSizeError, levelTable, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 
 export interface AnyresImageConfig extends ClipImageConfig {
@@ -149,14 +149,14 @@ export function anyresBandStarts(width: number, height: number, cfg: AnyresImage
 
 type AnyresResult = AnyresGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };
 
-/** The writer of an image's crops, its resizes and its padding (still to run: the padding beside the resizes, which never write it). */
+/** An image's crops to write: its resizes, and its padding beside them (crop-writer.ts). */
 function anyresCrops(
   rgb: Uint8Array,
   width: number,
   height: number,
   cfg: AnyresImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean },
-): { g: AnyresGeometry; w: CropWriter; resizes: CropResize[]; padding: () => void } {
+): CropWork<AnyresResult> {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessAnyresRgb: asked for neither float32 nor bfloat16 output');
   const g = anyresGeometry(height, width, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
@@ -180,7 +180,7 @@ function anyresCrops(
     w.fillCanvas(canvas, g.top, bottom, 0, g.left, 0);
     w.fillCanvas(canvas, g.top, bottom, right, g.bestWidth, 0);
   };
-  return { g, w, resizes: anyresResizes(g, cfg), padding };
+  return { w, resizes: anyresResizes(g, cfg), padding, finish: () => withCrops(g, w) };
 }
 
 /**
@@ -197,13 +197,11 @@ export function preprocessAnyresRgb(
   cfg: AnyresImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean } = {},
 ): AnyresResult {
-  const { g, w, resizes, padding } = anyresCrops(rgb, width, height, cfg, options);
-  w.resizeEach(resizes, padding);
-  return withCrops(g, w);
+  return runCrops(anyresCrops(rgb, width, height, cfg, options));
 }
 
 /** As preprocessAnyresRgb, the resizes shared with `helper` in the pool's memory (crop-writer.ts): the same bytes. */
-export async function preprocessAnyresShared(
+export function preprocessAnyresShared(
   rgb: Uint8Array,
   width: number,
   height: number,
@@ -211,7 +209,5 @@ export async function preprocessAnyresShared(
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory },
   helper: BandHelper | undefined,
 ): Promise<AnyresResult & { threads: number }> {
-  const { g, w, resizes, padding } = anyresCrops(rgb, width, height, cfg, options);
-  const threads = await w.resizeShared(resizes, helper, padding);
-  return { ...withCrops(g, w), threads };
+  return shareCrops(anyresCrops(rgb, width, height, cfg, options), helper);
 }

@@ -18,7 +18,7 @@
 // and torch; mmtc's values are its bytes exactly, the global image included (torch's bicubic
 // as its AVX2 kernel computes it, fused multiply-adds and all: docs/preprocessing.md).
 import { f32ToBf16 } from '../transport/dtype.ts';
-import { cropResizesBytes, cropSplit, cropWriter, withCrops, type CanvasPlanes, type CropResize, type CropWriter } from './crop-writer.ts';
+import { cropResizesBytes, cropSplit, cropWriter, runCrops, shareCrops, withCrops, type CanvasPlanes, type CropResize, type CropWork } from './crop-writer.ts';
 import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 import { rowSums, sumRows, torchBicubicPlane, torchCubicAxis } from './torch-bicubic.ts';
 
@@ -175,9 +175,8 @@ export function phi3VisionBandStarts(width: number, height: number, cfg: Phi3Vis
 type Phi3VisionResult = Phi3VisionGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };
 
 /**
- * The writer of an image's crops, the resize and the padding (still to run: the padding
- * beside the resize, which never writes it); `global` finishes the image once both have run:
- * the global image from the rows' sums.
+ * An image's crops to write: the resize, the padding beside it (which it never writes), and
+ * what finishes the image once both have run: the global image from the rows' sums.
  */
 function phi3Crops(
   rgb: Uint8Array,
@@ -185,7 +184,7 @@ function phi3Crops(
   height: number,
   cfg: Phi3VisionImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean },
-): { g: Phi3VisionGeometry; w: CropWriter; resize: CropResize; padding: () => void; global: () => Phi3VisionResult } {
+): CropWork<Phi3VisionResult> {
   if (options.float32 === false && !options.bf16) throw new RangeError('preprocessPhi3VisionRgb: asked for neither float32 nor bfloat16 output');
   const g = phi3VisionGeometry(height, width, cfg);
   const kinds = { float32: options.float32 !== false, bf16: options.bf16 === true };
@@ -267,7 +266,7 @@ function phi3Crops(
     if (w.bf16) f32ToBf16(globalCrop, new Uint8Array(w.bf16.buffer, w.bf16.byteOffset, crop * 2));
     return withCrops(g, w);
   };
-  return { g, w, resize: phi3Resize(width, height, g, canvas), padding, global };
+  return { w, resizes: [phi3Resize(width, height, g, canvas)], padding, finish: global };
 }
 
 /**
@@ -284,13 +283,11 @@ export function preprocessPhi3VisionRgb(
   cfg: Phi3VisionImageConfig,
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory; javascript?: boolean } = {},
 ): Phi3VisionResult {
-  const { w, resize, padding, global } = phi3Crops(rgb, width, height, cfg, options);
-  w.resizeEach([resize], padding);
-  return global();
+  return runCrops(phi3Crops(rgb, width, height, cfg, options));
 }
 
 /** As preprocessPhi3VisionRgb, the resize's rows shared with `helper` in the pool's memory (crop-writer.ts): the same bytes. */
-export async function preprocessPhi3VisionShared(
+export function preprocessPhi3VisionShared(
   rgb: Uint8Array,
   width: number,
   height: number,
@@ -298,7 +295,5 @@ export async function preprocessPhi3VisionShared(
   options: { bf16?: boolean; float32?: boolean; memory?: EncoderMemory },
   helper: BandHelper | undefined,
 ): Promise<Phi3VisionResult & { threads: number }> {
-  const { w, resize, padding, global } = phi3Crops(rgb, width, height, cfg, options);
-  const threads = await w.resizeShared([resize], helper, padding);
-  return { ...global(), threads };
+  return shareCrops(phi3Crops(rgb, width, height, cfg, options), helper);
 }
