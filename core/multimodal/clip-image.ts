@@ -13,7 +13,7 @@
 //
 // Only the crop's pixels are resized (each output pixel's taps are its own, so they are the
 // bytes Pillow's whole resize has there), and normalized straight into the output.
-import { cropResizesBytes, cropSplit, cropWriter, runCrops, shareCrops, withCrops, type CropResize, type CropWork } from './crop-writer.ts';
+import { cropBandStarts, cropResizesBytes, cropWriter, runCrops, shareCrops, withCrops, type CropResize, type CropWork } from './crop-writer.ts';
 import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, levelTable, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 import type { OutputWindow } from './resample.ts';
 
@@ -117,8 +117,7 @@ export function clipMemoryBytes(width: number, height: number, cfg: ClipImageCon
 
 /** Where the helper thread's band of the crop's rows starts (cropSplit; none: one thread does the image): what the pool asks before it offers a helper. */
 export function clipBandStarts(width: number, height: number, cfg: ClipImageConfig): number[] {
-  const split = cropSplit(width, height, [clipResize(clipGeometry(height, width, cfg))], 'bicubic');
-  return split ? [split.start] : [];
+  return cropBandStarts(width, height, [clipResize(clipGeometry(height, width, cfg))], 'bicubic');
 }
 
 type ClipResult = ClipGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };

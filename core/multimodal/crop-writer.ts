@@ -284,6 +284,12 @@ export function cropSplit(width: number, height: number, resizes: readonly CropR
   return { index, start: Math.max(y0, y1 - rows) };
 }
 
+/** Where the helper's band starts (cropSplit), as a processor's bandStarts says it: none when one thread does the image (the pool then offers no helper). */
+export function cropBandStarts(width: number, height: number, resizes: readonly CropResize[], filter: ResampleFilter): number[] {
+  const split = cropSplit(width, height, resizes, filter);
+  return split ? [split.start] : [];
+}
+
 /** The output rows where the bands after the first start, for resize `i` under `split`. */
 const bandsOf = (split: { index: number; start: number } | null, i: number, r: CropResize): number[] =>
   split && split.index === i && split.start > windowOf(r).y0 ? [split.start] : [];

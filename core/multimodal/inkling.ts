@@ -207,8 +207,8 @@ function inklingInMemory(
   writeLevelTables(memory.memory, tablesAt, levels, bf16LevelTables(levels));
   const pixels = new Uint8Array(memory.memory.buffer, tablesAt + LEVEL_TABLES_BYTES, rgb.length);
   pixels.set(rgb);
-  const k = kernelsOn(memory.memory);
-  return { pixels, tablesAt, ...(k ? { simd: { k, tablesAt } } : {}) };
+  const simd = simdOn(memory.memory, tablesAt);
+  return { pixels, tablesAt, ...(simd ? { simd } : {}) };
 }
 
 /** The second band of an image, as a helper thread runs it: plain data over the pool's shared memory. */

@@ -26,7 +26,7 @@
 // differs from the gateway (its filter, its float64 best fit, its float32 normalize, its
 // max_image_tiles key): docs/preprocessing.md.
 import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
-import { cropResizesBytes, cropSplit, cropWriter, intoCrop, runCrops, shareCrops, withCrops, type CropResize, type CropWork } from './crop-writer.ts';
+import { cropBandStarts, cropResizesBytes, cropWriter, intoCrop, runCrops, shareCrops, withCrops, type CropResize, type CropWork } from './crop-writer.ts';
 import { encoderOutputBytes, ImageSizeError, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 
 export interface Llama4ImageConfig {
@@ -200,8 +200,7 @@ export function llama4MemoryBytes(width: number, height: number, cfg: Llama4Imag
 
 /** Where the helper thread's band starts in the costliest resize (cropSplit: its first row when the helper takes it whole; none: one thread does the image): what the pool asks before it offers a helper. */
 export function llama4BandStarts(width: number, height: number, cfg: Llama4ImageConfig): number[] {
-  const split = cropSplit(width, height, llama4Resizes(llama4Geometry(height, width, cfg), cfg), 'bilinear');
-  return split ? [split.start] : [];
+  return cropBandStarts(width, height, llama4Resizes(llama4Geometry(height, width, cfg), cfg), 'bilinear');
 }
 
 type Llama4Result = Llama4Geometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };

@@ -22,7 +22,7 @@
 // docs/preprocessing.md.
 import type { ClipImageConfig } from './clip-image.ts';
 import { CLIP_336_DEFAULTS } from './clip-image.ts';
-import { cropResizesBytes, cropSplit, cropWriter, intoCrop, runCrops, shareCrops, withCrops, type CropResize, type CropWork } from './crop-writer.ts';
+import { cropBandStarts, cropResizesBytes, cropWriter, intoCrop, runCrops, shareCrops, withCrops, type CropResize, type CropWork } from './crop-writer.ts';
 import { encoderOutputBytes, ImageSizeError, levelTable, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 
 export interface AnyresImageConfig extends ClipImageConfig {
@@ -143,8 +143,7 @@ export function anyresMemoryBytes(width: number, height: number, cfg: AnyresImag
 
 /** Where the helper thread's band starts in the costliest resize (cropSplit: its first row when the helper takes it whole; none: one thread does the image): what the pool asks before it offers a helper. */
 export function anyresBandStarts(width: number, height: number, cfg: AnyresImageConfig): number[] {
-  const split = cropSplit(width, height, anyresResizes(anyresGeometry(height, width, cfg), cfg), 'bicubic');
-  return split ? [split.start] : [];
+  return cropBandStarts(width, height, anyresResizes(anyresGeometry(height, width, cfg), cfg), 'bicubic');
 }
 
 type AnyresResult = AnyresGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };

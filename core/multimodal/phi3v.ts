@@ -18,7 +18,17 @@
 // and torch; mmtc's values are its bytes exactly, the global image included (torch's bicubic
 // as its AVX2 kernel computes it, fused multiply-adds and all: docs/preprocessing.md).
 import { f32ToBf16 } from '../transport/dtype.ts';
-import { cropResizesBytes, cropSplit, cropWriter, runCrops, shareCrops, withCrops, type CanvasPlanes, type CropResize, type CropWork } from './crop-writer.ts';
+import {
+  cropBandStarts,
+  cropResizesBytes,
+  cropWriter,
+  runCrops,
+  shareCrops,
+  withCrops,
+  type CanvasPlanes,
+  type CropResize,
+  type CropWork,
+} from './crop-writer.ts';
 import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
 import { rowSums, sumRows, torchBicubicPlane, torchCubicAxis } from './torch-bicubic.ts';
 
@@ -168,8 +178,7 @@ export function phi3VisionMemoryBytes(width: number, height: number, cfg: Phi3Vi
 export function phi3VisionBandStarts(width: number, height: number, cfg: Phi3VisionImageConfig): number[] {
   const g = phi3VisionGeometry(height, width, cfg);
   const { srcW, srcH } = resizeFrame(width, height, g);
-  const split = cropSplit(srcW, srcH, [phi3Resize(width, height, g)], 'bilinear');
-  return split ? [split.start] : [];
+  return cropBandStarts(srcW, srcH, [phi3Resize(width, height, g)], 'bilinear');
 }
 
 type Phi3VisionResult = Phi3VisionGeometry & { pixelValues?: Float32Array; bf16?: Uint16Array; inMemory: boolean };
