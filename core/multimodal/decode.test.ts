@@ -2,6 +2,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { DECODABLE, makeTestImages } from '../test/images.ts';
 import sharp from 'sharp';
 import { decodeToRgb, headerSize, ImageDecodeError } from './decode.ts';
+import { runPython } from '../test/python.ts';
 
 const images = makeTestImages();
 afterAll(() => images.remove());
@@ -13,6 +14,29 @@ describe('decodeToRgb (as Pillow convert("RGB"))', () => {
     const expected = images.pillowRgb(name);
     expect(img.rgb.byteLength).toBe(expected.byteLength);
     expect(Buffer.from(img.rgb).equals(expected)).toBe(true);
+  });
+
+  // Every iPhone photo carries a Display P3 profile; Pillow (HF's processors) and the gateway's
+  // `image` crate read the stored values and apply no profile, so neither may mmtc.
+  it.each([
+    ['JPEG', (s: sharp.Sharp) => s.jpeg({ quality: 90 })],
+    ['PNG', (s: sharp.Sharp) => s.png()],
+    ['WebP', (s: sharp.Sharp) => s.webp({ lossless: true })],
+  ] as const)('a %s with an embedded Display P3 profile decodes to the stored values, as Pillow reads them', async (_label, encode) => {
+    const bytes = await encode(sharp(images.bytes('rgb.png')).withIccProfile('p3')).toBuffer();
+    expect((await sharp(bytes).metadata()).icc?.length).toBeGreaterThan(0);
+    const pillow = runPython(
+      `
+import sys
+from PIL import Image
+sys.stdout.buffer.write(Image.open(sys.stdin.buffer).convert('RGB').tobytes())
+`,
+      [],
+      bytes,
+    );
+    const img = await decodeToRgb(bytes);
+    expect(img.rgb.byteLength).toBe(pillow.byteLength);
+    expect(Buffer.from(img.rgb).equals(pillow)).toBe(true);
   });
 
   it('refuses formats the API does not accept, naming the format', async () => {
