@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Generates core/gen/: typed messages, grpc-js clients and services from proto/ (buf and
 // ts-proto), and the WebAssembly SIMD resize kernel from core/multimodal/resize.wat (wabt),
-// all from npm, and (scripts/build-native.mjs) the optional native helper native/memtrim.
+// all from npm, and (scripts/build-native.mjs) the optional native helpers under native/ (memtrim, jpeg).
 // Runs on `npm install` (prepare), before tests, and from bin/mmtc.js when the output is
 // missing; skips when the inputs are unchanged. Nothing here is committed.
 import { spawnSync } from 'node:child_process';
@@ -29,7 +29,7 @@ for (const file of [...inputs(protoDir), watFile]) hash.update(path.relative(roo
 hash.update(readFileSync(path.join(root, 'node_modules', 'ts-proto', 'package.json')));
 const stamp = hash.digest('hex');
 
-// The optional native helper has its own stamp and never fails the generation.
+// The optional native helpers have their own stamps and never fail the generation.
 spawnSync(process.execPath, [path.join(root, 'scripts', 'build-native.mjs')], { stdio: 'inherit' });
 
 if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === stamp) process.exit(0);

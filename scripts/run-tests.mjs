@@ -56,6 +56,10 @@ if (!process.argv.includes('--no-slow') && !ensureDebianPackages("/usr/bin/pytho
   missingPrerequisite(['python3-torch', 'python3-torchvision']);
 // Debian's Chromium drives the end-to-end specs and bench:ui (Playwright never downloads one).
 if (!ensureDebianPackages('test -x /usr/bin/chromium', ['chromium'])) missingPrerequisite(['chromium']);
+// The native JPEG decoder (native/jpeg, built by generate.mjs below) needs libjpeg-turbo's
+// headers and a C toolchain; its tests check that it was built.
+if (!ensureDebianPackages('test -f /usr/include/jpeglib.h && command -v cc && command -v g++ && command -v make', ['libjpeg62-turbo-dev', 'build-essential']))
+  missingPrerequisite(['libjpeg62-turbo-dev', 'build-essential']);
 
 // 0. Generated protobuf code must exist before anything compiles.
 if (run('proto generation', process.execPath, [path.join(root, 'scripts', 'generate.mjs')]) !== 0) {

@@ -73,6 +73,7 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
           fingerprint: encoderFingerprint(r.pixelValues!),
           ms: { read: round(read), decode: round(r.timings.decode), preprocess: round(r.timings.preprocess) },
           threads: r.threads,
+          decoder: r.decoder,
         };
         return report;
       }),

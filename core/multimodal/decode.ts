@@ -3,8 +3,12 @@
 // give their first frame, EXIF orientation is NOT applied (Qwen's reference does not
 // rotate), and an embedded colour profile is ignored (Pillow does not apply it, nor does the
 // gateway's `image` crate: an iPhone's Display P3 photo reaches the model as its stored values).
-// Decoding is libvips via sharp; only the formats the API accepts get through.
+// A JPEG goes to libjpeg-turbo directly where the optional native decoder is built
+// (native-jpeg.ts: Pillow's own library and settings, in about half the time); everything else,
+// and a JPEG that decoder leaves (CMYK, 12-bit, any libjpeg warning), to libvips via sharp.
+// Only the formats the API accepts get through.
 import sharp, { type OutputInfo } from 'sharp';
+import { nativeJpeg, type NativeJpeg } from './native-jpeg.ts';
 
 export const ACCEPTED_FORMATS = ['jpeg', 'png', 'webp', 'gif'] as const;
 
@@ -24,7 +28,12 @@ export interface RgbImage {
   format: string;
   /** width × height bytes of alpha, asked for (`keepAlpha`) and not wholly opaque: what Pillow sees as an alpha band or palette transparency. */
   alpha?: Uint8Array;
+  /** Which decoder gave the pixels. */
+  decoder: Decoder;
 }
+
+/** libjpeg-turbo through the native decoder, or libvips through sharp. */
+export type Decoder = 'libjpeg-turbo' | 'sharp';
 
 /** Keep decompression bombs out: refuse images above this many pixels before decoding (the router passes its own, lower, request limit). */
 export const MAX_DECODE_PIXELS = 100_000_000;
@@ -130,14 +139,28 @@ function pngColourType(bytes: Uint8Array): number | undefined {
   return bytes.length > 25 ? bytes[25] : undefined;
 }
 
-/** `keepAlpha`: give the alpha channel too where the image has one that is not wholly opaque (Kimi-K3 flattens it over its background). */
-export async function decodeToRgb(bytes: Uint8Array, maxPixels: number = MAX_DECODE_PIXELS, keepAlpha = false): Promise<RgbImage> {
+/**
+ * `keepAlpha`: give the alpha channel too where the image has one that is not wholly opaque
+ * (Kimi-K3 flattens it over its background). `jpeg`: the native JPEG decoder, null for sharp
+ * alone (the tests run both).
+ */
+export async function decodeToRgb(
+  bytes: Uint8Array,
+  maxPixels: number = MAX_DECODE_PIXELS,
+  keepAlpha = false,
+  jpeg: NativeJpeg | null = nativeJpeg(),
+): Promise<RgbImage> {
   const sniffed = sniffFormat(bytes);
   if (!sniffed) {
     const format = refusedFormat(bytes);
     throw new ImageDecodeError(
       format ? `unsupported image format '${format}': expected JPEG, PNG, WebP or GIF` : 'not a decodable image (expected JPEG, PNG, WebP or GIF)',
     );
+  }
+  if (sniffed === 'jpeg' && jpeg) {
+    const decoded = jpeg.decode(bytes, maxPixels);
+    // A string: the file is sharp's to decode or refuse (see NativeJpeg.decode).
+    if (typeof decoded !== 'string') return { ...decoded, format: sniffed, decoder: 'libjpeg-turbo' };
   }
   let raw: { data: Buffer; info: OutputInfo };
   try {
@@ -157,13 +180,13 @@ export async function decodeToRgb(bytes: Uint8Array, maxPixels: number = MAX_DEC
   if (sniffed === 'jpeg' && channels === 4) {
     // CMYK JPEG: the one case where the decoder's channels are not RGB(A); convert to sRGB.
     const rgb = await sharp(bytes, { limitInputPixels: maxPixels, failOn: 'error' }).toColourspace('srgb').removeAlpha().raw({ depth: 'uchar' }).toBuffer();
-    return { width, height, rgb, format: sniffed };
+    return { width, height, rgb, format: sniffed, decoder: 'sharp' };
   }
   const rgb = toRgb(raw.data, width * height, channels);
   const colourType = sniffed === 'png' ? pngColourType(bytes) : undefined;
   const colourKeyed = colourType === 0 || colourType === 2;
   const alpha = keepAlpha && (channels === 2 || channels === 4) && !colourKeyed ? alphaPlane(raw.data, width * height, channels) : undefined;
-  return { width, height, rgb, format: sniffed, ...(alpha ? { alpha } : {}) };
+  return { width, height, rgb, format: sniffed, decoder: 'sharp', ...(alpha ? { alpha } : {}) };
 }
 
 /** The last channel of each pixel, or undefined when every pixel is opaque (then flattening changes nothing). */

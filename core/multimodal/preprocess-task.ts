@@ -8,7 +8,7 @@ import { preprocessLlama4Shared } from './llama4.ts';
 import { preprocessInklingInBands, preprocessInklingRgb } from './inkling.ts';
 import { preprocessMoonVitRgb, preprocessMoonVitWithKernels } from './moonvit.ts';
 import { preprocessPhi3VisionShared } from './phi3v.ts';
-import { decodeToRgb } from './decode.ts';
+import { decodeToRgb, type Decoder } from './decode.ts';
 import {
   isAnyresConfig,
   isClipConfig,
@@ -88,6 +88,8 @@ export interface PreprocessResult extends EncoderGeometry {
   width: number;
   height: number;
   format: string;
+  /** Which decoder gave the pixels (decode.ts). */
+  decoder: Decoder;
   pixelValues?: Float32Array;
   bf16?: Uint16Array;
   /** Milliseconds: decode, and the processor's resize, rescale, normalize and layout (fused). */
@@ -202,6 +204,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     width: image.width,
     height: image.height,
     format: image.format,
+    decoder: image.decoder,
     timings: { decode: t1 - t0, preprocess: t2 - t1 },
     threads: split ? 2 : threads,
     inOutput: memory !== undefined && memory === task.output?.memory,

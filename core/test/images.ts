@@ -17,6 +17,9 @@ Image.fromarray(rgb).save(out + '/rgb.png')
 Image.fromarray(rgb).save(out + '/photo.jpg', quality=90)
 Image.fromarray(rgb).save(out + '/photo444.jpg', quality=92, subsampling=0)
 Image.fromarray(a).save(out + '/gray.png')
+Image.fromarray(a).save(out + '/gray.jpg', quality=90)
+Image.fromarray(rgb).save(out + '/progressive.jpg', quality=90, progressive=True)
+Image.fromarray(rgb).convert('CMYK').save(out + '/cmyk.jpg', quality=90)
 Image.fromarray(a).convert('LA').save(out + '/gray_alpha.png')
 Image.fromarray(np.dstack([rgb, a])).save(out + '/rgba.png')
 Image.fromarray(rgb).convert('P', palette=Image.ADAPTIVE).save(out + '/palette.png')
@@ -27,7 +30,7 @@ frames[0].save(out + '/anim.gif', save_all=True, append_images=frames[1:])
 big = np.dstack([(np.add.outer(np.arange(1080), np.arange(1920)) % 256).astype(np.uint8)] * 3)
 Image.fromarray(big).save(out + '/hd.jpg', quality=85)
 Image.fromarray(rgb).save(out + '/image.bmp')
-for name in ['rgb.png', 'photo.jpg', 'photo444.jpg', 'gray.png', 'gray_alpha.png', 'rgba.png', 'palette.png', 'lossless.webp', 'lossy.webp', 'anim.gif']:
+for name in ['rgb.png', 'photo.jpg', 'photo444.jpg', 'gray.jpg', 'progressive.jpg', 'gray.png', 'gray_alpha.png', 'rgba.png', 'palette.png', 'lossless.webp', 'lossy.webp', 'anim.gif']:
     with open(out + '/' + name + '.rgb', 'wb') as fh:
         fh.write(Image.open(out + '/' + name).convert('RGB').tobytes())
 `;
@@ -36,6 +39,8 @@ export const DECODABLE = [
   'rgb.png',
   'photo.jpg',
   'photo444.jpg',
+  'gray.jpg',
+  'progressive.jpg',
   'gray.png',
   'gray_alpha.png',
   'rgba.png',

@@ -1,0 +1,40 @@
+// The optional native JPEG decoder (native/jpeg): libjpeg-turbo called directly, on the
+// thread that decodes. Pillow decodes with the same library and the same settings, so its
+// pixels are Pillow's; it takes about half of sharp's time (a 1080p photo 4.9 against 8.2 ms,
+// 4K 19 against 25: docs/performance.md, "JPEG decoding without libvips"). Built from source
+// on install where a C toolchain and libjpeg-turbo's headers are (scripts/build-native.mjs);
+// without it sharp decodes every JPEG, and decode.ts works the same.
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+export interface NativeJpeg {
+  /**
+   * The image's RGB rows, or the reason it is left to sharp: not 8-bit gray or YCbCr/RGB,
+   * more than `maxPixels`, or any error or warning libjpeg raised (sharp then decodes or
+   * refuses it, with its own message). `into` (at least width × height × 3 bytes) takes the
+   * rows [firstRow, endRow) at their place; without it a new array holds the whole image.
+   */
+  decode(
+    bytes: Uint8Array,
+    maxPixels: number,
+    into?: Uint8Array,
+    firstRow?: number,
+    endRow?: number,
+  ): { width: number; height: number; rgb: Uint8Array } | string;
+}
+
+export const NATIVE_JPEG_PATH = path.resolve(import.meta.dirname, '../../native/jpeg/build/Release/jpeg.node');
+
+let loaded: NativeJpeg | null | undefined;
+
+/** The native decoder, or null when it was not built here (or does not load: built for another platform, or this host lacks libjpeg-turbo). */
+export function nativeJpeg(): NativeJpeg | null {
+  if (loaded !== undefined) return loaded;
+  try {
+    loaded = existsSync(NATIVE_JPEG_PATH) ? (createRequire(import.meta.url)(NATIVE_JPEG_PATH) as NativeJpeg) : null;
+  } catch {
+    loaded = null;
+  }
+  return loaded;
+}
