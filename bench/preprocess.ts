@@ -2,8 +2,9 @@
 // to the pipelines Python users run, on the same JPEG files, in the same run, interleaved (each
 // run measures every variant of a configuration, in a rotating order):
 //
-//   one thread     decodeToRgb + preprocessRgb in this thread (sharp decode, WebAssembly SIMD
-//                  resize and scatter kernels, reused memory)
+//   one thread     decodeToRgb + preprocessRgb in this thread (libjpeg-turbo decode where the
+//                  native decoder is built, else sharp; WebAssembly SIMD resize and scatter
+//                  kernels, reused memory)
 //   router pool    the same image through PreprocessPool.run(), one at a time, as the router runs
 //                  a lone request's image (header read, hand-off, decode, resize and scatter split
 //                  between two threads, result back), in the dtype the router asks for
@@ -24,6 +25,7 @@
 // outputs are checked bit for bit against the Pillow reference's in every configuration
 // (SHA-256 of the bytes; a mismatch fails the benchmark). Times are not gated.
 //
+// First, the JPEG decode alone: sharp, libjpeg-turbo on one thread and the pool's (two threads).
 // Also: the router's event loop while a batch of images goes through the pool (worst delay of
 // a 1 ms timer), next to the same thread idle for as long.
 //
@@ -38,6 +40,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import mallocTunables from '../bin/malloc-tunables.json' with { type: 'json' };
 import { decodeToRgb } from '../core/multimodal/decode.ts';
+import { nativeJpeg } from '../core/multimodal/native-jpeg.ts';
 import { PreprocessPool } from '../core/multimodal/pool.ts';
 import { CLIP_336_DEFAULTS, preprocessClipRgb } from '../core/multimodal/clip-image.ts';
 import { LLAVA_NEXT_DEFAULTS, preprocessAnyresRgb } from '../core/multimodal/llava-next.ts';
@@ -164,6 +167,56 @@ async function eventLoopUnderLoad(
   return { load, idle, images };
 }
 
+/**
+ * The JPEG decode alone, each way the router can take: sharp (libvips), the native decoder
+ * (libjpeg-turbo) on one thread, and the pool's decode of a lone image (two threads where a
+ * helper is free: decode-shared.ts), interleaved; the two decoders' pixels must be equal.
+ */
+async function jpegDecodes(files: Record<string, string>, pool: PreprocessPool): Promise<void> {
+  process.stdout.write(
+    `JPEG decode (median ms)${nativeJpeg() ? '' : ': the native decoder is not built here (scripts/build-native.mjs), so libjpeg-turbo is sharp too'}\n\n| image | sharp | libjpeg-turbo, one thread | pool's decode (threads) | sharp / libjpeg-turbo | sharp / pool | same pixels |\n|---|---:|---:|---:|---:|---:|---|\n`,
+  );
+  for (const [image, file] of Object.entries(files).filter(([name]) => !quick || name === '1080p')) {
+    const bytes = readFileSync(file);
+    let threads = 0;
+    const ways: Record<string, () => Promise<number>> = {
+      sharp: async () => {
+        const t0 = performance.now();
+        await decodeToRgb(bytes, undefined, false, null);
+        return performance.now() - t0;
+      },
+      native: async () => {
+        const t0 = performance.now();
+        await decodeToRgb(bytes);
+        return performance.now() - t0;
+      },
+      pool: async () => {
+        const r = await pool.run({ bytes: Buffer.from(bytes), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: true, float32: false });
+        threads = r.threads;
+        r.release();
+        return r.timings.decode;
+      },
+    };
+    for (const run of Object.values(ways)) await run();
+    const samples = new Map(Object.keys(ways).map((k) => [k, [] as number[]]));
+    const names = Object.keys(ways);
+    for (let r = 0; r < RUNS; r++) {
+      for (let k = 0; k < names.length; k++) {
+        const name = names[(r + k) % names.length]!;
+        await new Promise((resolve) => setTimeout(resolve, SETTLE_MS));
+        samples.get(name)!.push(await ways[name]!());
+      }
+    }
+    const same = sha256((await decodeToRgb(bytes, undefined, false, null)).rgb) === sha256((await decodeToRgb(bytes)).rgb);
+    const [sharpMs, nativeMs, poolMs] = names.map((k) => median(samples.get(k)!));
+    process.stdout.write(
+      `| ${image} | ${sharpMs!.toFixed(1)} | ${nativeMs!.toFixed(1)} | ${poolMs!.toFixed(1)} (${threads}) | ${(sharpMs! / nativeMs!).toFixed(2)}× | ${(sharpMs! / poolMs!).toFixed(2)}× | ${same ? 'yes' : '**NO**'} |\n`,
+    );
+    if (!same) process.exitCode = 1; // correctness, not a timing
+  }
+  process.stdout.write('\n');
+}
+
 /** The families measured, with their processors' configurations (LLaVA-1.5: the CLIP crop; LLaVA-NeXT: anyres crops; Kimi-K2.5 and K3: MoonViT; Phi-3-vision: HD crops; Llama 4: tiles; Inkling: its patches). */
 const FAMILY_CONFIGS: Record<'qwen2_vl' | 'qwen3_vl' | 'llava' | 'llava_next' | 'kimi_k25' | 'kimi_k3' | 'phi3_v' | 'llama4' | 'inkling', ImageConfig> = {
   qwen2_vl: QWEN_VL_DEFAULTS.qwen2_vl,
@@ -218,6 +271,7 @@ async function main() {
     process.stdout.write(
       `preprocessing benchmark on ${machine}; median of ${RUNS} interleaved runs; GLIBC_TUNABLES=${process.env.MMTC_GLIBC_TUNABLES ?? process.env.GLIBC_TUNABLES ?? '(unset)'} for all\n\n`,
     );
+    await jpegDecodes(files, pool);
     process.stdout.write(
       '| image | model | dtype | encoder input | one thread ms (decode) | router pool ms (threads) | HF fast, torch ms | Pillow + numpy ms | pool vs HF fast | pool vs Pillow | one thread vs HF fast | bit-identical to Pillow |\n|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n',
     );

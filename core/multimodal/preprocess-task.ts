@@ -8,7 +8,8 @@ import { preprocessLlama4Shared } from './llama4.ts';
 import { preprocessInklingInBands, preprocessInklingRgb } from './inkling.ts';
 import { preprocessMoonVitRgb, preprocessMoonVitWithKernels } from './moonvit.ts';
 import { preprocessPhi3VisionShared } from './phi3v.ts';
-import { decodeToRgb, type Decoder } from './decode.ts';
+import { decodeToRgb, MAX_DECODE_PIXELS, type Decoder } from './decode.ts';
+import { decodeJpegShared } from './decode-shared.ts';
 import {
   isAnyresConfig,
   isClipConfig,
@@ -105,7 +106,10 @@ export interface PreprocessResult extends EncoderGeometry {
 export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helper?: BandHelper, sink?: EncoderInputSink): Promise<PreprocessResult> {
   const t0 = performance.now();
   // Kimi-K3 flattens an image's alpha over its background: the decoder keeps it for that configuration alone.
-  const decoding = decodeToRgb(task.bytes, task.maxPixels, isMoonVitConfig(task.config) && task.config.transparent_bg !== undefined);
+  const keepAlpha = isMoonVitConfig(task.config) && task.config.transparent_bg !== undefined;
+  // A lone JPEG with a helper thread: the two decode it together (decode-shared.ts).
+  const decoding = (async () =>
+    (helper ? await decodeJpegShared(task.bytes, task.maxPixels ?? MAX_DECODE_PIXELS, helper) : null) ?? decodeToRgb(task.bytes, task.maxPixels, keepAlpha))();
   /** The sink while it is open: its descriptor and encoding, which the bands are written to. */
   let file: TensorFileWrite | undefined;
   let shm: ShmPrewriteResult | undefined;

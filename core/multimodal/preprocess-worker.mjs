@@ -4,8 +4,9 @@
 // A thread gets an image ({ id, task, helper? }), a request to help another thread with one
 // ({ help: port }), or, when the pool has been idle a while, { trim: true }: a full
 // collection, so what the last burst left behind goes back to the system. A helper waits on
-// its port (polling it first: HELPER_POLL_MS) for one band job, or null when the image was
-// not split, runs it, and answers on the same port. What a thread catches goes back as plain
+// its port (polling it first: HELPER_POLL_MS) for a job: the bottom rows of the image's JPEG
+// (decode-shared.ts), after which it waits again, or one band job, or null when the image was
+// not split (or not any further); it runs it and answers on the same port. What a thread catches goes back as plain
 // data (thread-error.ts), so the error reaches the pool's caller as the class it was thrown as.
 import { readlinkSync } from 'node:fs';
 import os from 'node:os';
@@ -67,18 +68,24 @@ function runHelp(port, job) {
     const write = job ? runPostedBand(job) : undefined;
     port.postMessage({ done: true, write });
   } catch (err) {
-    // The band failed: the lead gets why (and the band's error class), and fails the image with it.
+    // The band failed: the lead gets why (and the band's error class), and fails the image
+    // with it (or, for the decode's rows, decodes them itself).
     port.postMessage({ error: threadErrorOf(err) });
   }
-  port.close();
+  // After the decode's rows the image may still have a band for this thread.
+  if (job?.kind === 'decode') helpWith(port);
+  else port.close();
 }
 
-/** The band helper a task gets when the pool gave it a helper thread. */
+/**
+ * The band helper a task gets when the pool gave it a helper thread. `onUse(final)`: a job
+ * was posted; final unless it was the decode's rows (the helper then waits for another).
+ */
 function bandHelper(port, onUse) {
   let answer;
   const helper = (job) =>
     new Promise((resolve, reject) => {
-      onUse();
+      onUse(job?.kind !== 'decode');
       const take = (reply) => {
         answer = undefined;
         port.off('message', take);
@@ -110,10 +117,15 @@ function bandHelper(port, onUse) {
 parentPort.on('message', async ({ id, task, helper, help, trim }) => {
   if (trim) return collectGarbage({ type: 'major' });
   if (help) return helpWith(help);
-  let used = false;
+  // The helper is released by the last job posted to it, or by null when that was not one.
+  let released = false;
   try {
     // The image's /dev/shm file, when the task has one, is the sink the image library writes into: the transport opens and closes it.
-    const result = await runPreprocessTask(task, helper ? bandHelper(helper, () => (used = true)) : undefined, task.shm ? prewriteSink(task.shm) : undefined);
+    const result = await runPreprocessTask(
+      task,
+      helper ? bandHelper(helper, (final) => (released = final)) : undefined,
+      task.shm ? prewriteSink(task.shm) : undefined,
+    );
     // Outputs in shared memory travel by reference; our own allocations by transfer.
     const transfer = [result.pixelValues?.buffer, result.bf16?.buffer].filter((b) => b instanceof ArrayBuffer);
     parentPort.postMessage({ id, result }, transfer);
@@ -121,7 +133,7 @@ parentPort.on('message', async ({ id, task, helper, help, trim }) => {
     // The image failed: the pool's caller gets the error, rebuilt from what is posted here.
     parentPort.postMessage({ id, error: threadErrorOf(err) });
   } finally {
-    if (helper && !used) helper.postMessage(null); // release the helper
+    if (helper && !released) helper.postMessage(null); // release the helper
     helper?.close();
   }
   collectGarbage({ type: 'minor' });
