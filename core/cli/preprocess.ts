@@ -74,6 +74,7 @@ export async function runPreprocessCommand(images: string[], opts: PreprocessCom
           ms: { read: round(read), decode: round(r.timings.decode), preprocess: round(r.timings.preprocess) },
           threads: r.threads,
           decoder: r.decoder,
+          decodeThreads: r.decodeThreads,
         };
         return report;
       }),

@@ -31,6 +31,8 @@ export interface PreprocessReport {
   ms: { read: number; decode: number; preprocess: number };
   /** The decoder that gave the pixels: libjpeg-turbo (the native JPEG decoder) or sharp. */
   decoder: string;
+  /** Threads that decoded it (2: a lone JPEG shared with a helper). */
+  decodeThreads: number;
   /** Threads that resized and scattered the image (2 when a free pool thread helped). */
   threads: number;
 }
@@ -143,7 +145,7 @@ export function formatPreprocessReport(r: PreprocessReport): string {
     `  family      ${r.family}`,
     `  shape       [${r.shape.join(', ')}]${r.grid_thw ? `  grid_thw [${r.grid_thw.join(', ')}]` : ''}${r.image_sizes ? `  image_sizes [${r.image_sizes.join(', ')}]` : ''}${r.aspect_ratios ? `  aspect_ratios [${r.aspect_ratios.join(', ')}]` : ''}  ${r.tokens} tokens`,
     `  encoder     ${r.dtype}, ${r.nbytes} bytes (${(r.nbytes / 1e6).toFixed(1)} MB)`,
-    `  time        read ${r.ms.read} ms, decode ${r.ms.decode} ms (${r.decoder}), resize+normalize+layout ${r.ms.preprocess} ms (${r.threads} thread${r.threads === 1 ? '' : 's'})`,
+    `  time        read ${r.ms.read} ms, decode ${r.ms.decode} ms (${r.decoder}${r.decodeThreads === 2 ? ', 2 threads' : ''}), resize+normalize+layout ${r.ms.preprocess} ms (${r.threads} thread${r.threads === 1 ? '' : 's'})`,
     `  fingerprint ${r.fingerprint}`,
     '',
   ].join('\n');

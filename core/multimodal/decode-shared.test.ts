@@ -14,7 +14,7 @@ import { LLAMA4_DEFAULTS } from './llama4.ts';
 import { QWEN_VL_DEFAULTS } from './qwen-vl.ts';
 
 const images = makeTestImages();
-// Sizes whose split row falls inside an MCU row, and every layout libjpeg decodes differently.
+// Sizes that are not whole MCUs, and every sequential layout libjpeg decodes differently.
 runPython(
   `
 import sys, numpy as np
@@ -39,29 +39,43 @@ for name in ['odd420.jpg', 'big444.jpg', 'big422.jpg', 'bigprogressive.jpg', 'bi
   [images.dir],
 );
 afterAll(() => images.remove());
-const LARGE = ['hd.jpg', 'odd420.jpg', 'big444.jpg', 'big422.jpg', 'bigprogressive.jpg', 'biggray.jpg'] as const;
+const SEQUENTIAL = ['odd420.jpg', 'big444.jpg', 'big422.jpg', 'biggray.jpg'] as const;
+const LARGE = ['hd.jpg', ...SEQUENTIAL, 'bigprogressive.jpg'] as const;
+const rgbOf = (img: Awaited<ReturnType<typeof decodeJpegShared>>) => {
+  if (img === null || img === 'declined') throw new Error(`not decoded by two threads: ${img}`);
+  return img;
+};
 
 /** A helper on this thread: runs the posted job as the pool's helper thread would. */
 const inThread = ((job) => Promise.resolve(runPostedBand(job))) as BandHelper;
 
 describe('decodeJpegShared', () => {
-  it.each(LARGE.filter((n) => n !== 'hd.jpg'))("%s: the two threads' rows are exactly Pillow's pixels", async (name) => {
-    const img = await decodeJpegShared(images.bytes(name), 1e8, inThread);
-    expect(img).not.toBeNull();
-    expect(img!.decoder).toBe('libjpeg-turbo');
-    expect(Buffer.from(img!.rgb).equals(images.pillowRgb(name))).toBe(true);
+  it.each(SEQUENTIAL)("%s: the two threads' rows are exactly Pillow's pixels", async (name) => {
+    const img = rgbOf(await decodeJpegShared(images.bytes(name), 1e8, inThread));
+    expect([img.decoder, img.decodeThreads]).toEqual(['libjpeg-turbo', 2]);
+    expect(Buffer.from(img.rgb).equals(images.pillowRgb(name))).toBe(true);
   });
 
-  it('a helper that fails has its rows decoded by the lead: the same pixels', async () => {
+  it('one image after another reuses the thread’s buffer, each decoded whole', async () => {
+    const first = rgbOf(await decodeJpegShared(images.bytes('big444.jpg'), 1e8, inThread));
+    expect(Buffer.from(first.rgb).equals(images.pillowRgb('big444.jpg'))).toBe(true);
+    const second = rgbOf(await decodeJpegShared(images.bytes('odd420.jpg'), 1e8, inThread));
+    expect(second.rgb.buffer).toBe(first.rgb.buffer);
+    expect(Buffer.from(second.rgb).equals(images.pillowRgb('odd420.jpg'))).toBe(true);
+  });
+
+  it('a helper that fails leaves the image to one thread (null), which then decodes it whole', async () => {
     let asked = 0;
     const failing = ((job) => {
       asked += 1;
       expect(job).toMatchObject({ kind: 'decode', firstRow: sharedDecodeSplit(1003), endRow: 1003 });
       return Promise.reject(new Error('helper thread went away'));
     }) as BandHelper;
-    const img = await decodeJpegShared(images.bytes('odd420.jpg'), 1e8, failing);
+    expect(await decodeJpegShared(images.bytes('odd420.jpg'), 1e8, failing)).toBeNull();
     expect(asked).toBe(1);
-    expect(Buffer.from(img!.rgb).equals(images.pillowRgb('odd420.jpg'))).toBe(true);
+    const alone = await decodeToRgb(images.bytes('odd420.jpg'));
+    expect([alone.decoder, alone.decodeThreads ?? 1]).toEqual(['libjpeg-turbo', 1]);
+    expect(Buffer.from(alone.rgb).equals(images.pillowRgb('odd420.jpg'))).toBe(true);
   });
 
   it('leaves to one thread what is not for two, and a file libjpeg warns of to sharp', async () => {
@@ -74,11 +88,13 @@ describe('decodeJpegShared', () => {
     expect(await decodeJpegShared(images.bytes('rgb.png'), 1e8, refused)).toBeNull();
     expect(await decodeJpegShared(jpeg, 1999 * 1003 - 1, refused)).toBeNull();
     expect(await decodeJpegShared(jpeg, 1e8, refused, null)).toBeNull(); // no native decoder
-    // Cut short: the helper's rows are missing, so neither thread's decode is kept, and
-    // decodeToRgb refuses the file in sharp's words, as for one thread.
+    // Progressive: both threads would read the whole file before writing a row.
+    expect(await decodeJpegShared(images.bytes('bigprogressive.jpg'), 1e8, refused)).toBeNull();
+    // Cut short: the helper's rows are missing, libjpeg warns, and the file is sharp's, which
+    // refuses it in its words, as for one thread.
     const cut = jpeg.subarray(0, Math.floor(jpeg.length * 0.8));
-    expect(await decodeJpegShared(cut, 1e8, inThread)).toBeNull();
-    await expect(decodeToRgb(cut)).rejects.toThrow('cannot decode jpeg image (VipsJpeg: premature end of JPEG image)');
+    expect(await decodeJpegShared(cut, 1e8, inThread)).toBe('declined');
+    await expect(decodeToRgb(cut, undefined, false, null)).rejects.toThrow('cannot decode jpeg image (VipsJpeg: premature end of JPEG image)');
   });
 });
 
@@ -92,7 +108,13 @@ describe('a lone JPEG through the pool', () => {
         for (const name of ['hd.jpg', 'odd420.jpg', 'bigprogressive.jpg']) {
           const alone = await one.run({ bytes: images.bytes(name), config, bf16: true, float32: false });
           const shared = await two.run({ bytes: images.bytes(name), config, bf16: true, float32: false });
-          expect([shared.threads, shared.decoder, alone.threads], name).toEqual([2, 'libjpeg-turbo', 1]);
+          expect([shared.threads, shared.decoder, shared.decodeThreads, alone.threads, alone.decodeThreads], name).toEqual([
+            2,
+            'libjpeg-turbo',
+            name === 'bigprogressive.jpg' ? 1 : 2,
+            1,
+            1,
+          ]);
           expect(
             Buffer.from(shared.bf16!.buffer, shared.bf16!.byteOffset, shared.bf16!.byteLength).equals(
               Buffer.from(alone.bf16!.buffer, alone.bf16!.byteOffset, alone.bf16!.byteLength),
@@ -106,8 +128,14 @@ describe('a lone JPEG through the pool', () => {
       // Concurrent images (no helper to spare) and lone ones in turn: every helper is released.
       const burst = await Promise.all(LARGE.map((name) => two.run({ bytes: images.bytes(name), config: CLIP_336_DEFAULTS, bf16: true, float32: false })));
       for (const r of burst) r.release();
+      // A lone JPEG cut short: the helper's rows fail, sharp refuses the file; the helper is
+      // released, and the next lone image has it again.
+      const jpeg = images.bytes('odd420.jpg');
+      await expect(two.run({ bytes: jpeg.subarray(0, Math.floor(jpeg.length * 0.8)), config: CLIP_336_DEFAULTS, bf16: true, float32: false })).rejects.toThrow(
+        'cannot decode jpeg image (VipsJpeg: premature end of JPEG image)',
+      );
       const after = await two.run({ bytes: images.bytes('odd420.jpg'), config: CLIP_336_DEFAULTS, bf16: true, float32: false });
-      expect(after.threads).toBe(2);
+      expect([after.threads, after.decodeThreads]).toEqual([2, 2]);
       after.release();
     } finally {
       await Promise.all([two.close(), one.close()]);

@@ -139,6 +139,12 @@ describe('the native JPEG decoder', () => {
     expect(native.decode(Buffer.from('not a jpeg'), 1e8)).toMatch(/^libjpeg: Not a JPEG file/);
     expect(() => native.decode(images.bytes('photo.jpg'), 1e8, new Uint8Array(10))).toThrow(/into: smaller than width \* height \* 3 bytes/);
     expect(() => (native.decode as (...a: unknown[]) => unknown)('bytes', 1)).toThrow(/decode\(bytes: Uint8Array/);
+    const loose = native.decode as (...a: unknown[]) => unknown;
+    expect(() => loose(images.bytes('photo.jpg'), Number.NaN)).toThrow(/decode\(bytes: Uint8Array/);
+    expect(() => loose(images.bytes('photo.jpg'), 1e8, new Uint8Array(400 * 300 * 3), 10)).toThrow(/firstRow, endRow: expected both/);
+    expect(() => loose(images.bytes('photo.jpg'), 1e8, new Uint8Array(400 * 300 * 3), Number.NaN, 20)).toThrow(/firstRow, endRow: expected both/);
+    expect(() => loose(images.bytes('photo.jpg'), 1e8, new Uint8Array(400 * 300 * 3), 30, 20)).toThrow(/firstRow, endRow: expected both/);
+    expect(() => loose(images.bytes('photo.jpg'), 1e8, undefined, 0, 20)).toThrow(/firstRow, endRow: expected both/);
   });
 });
 

@@ -30,6 +30,8 @@ export interface RgbImage {
   alpha?: Uint8Array;
   /** Which decoder gave the pixels. */
   decoder: Decoder;
+  /** Threads that decoded it: 2 when a helper decoded the bottom rows (decode-shared.ts). */
+  decodeThreads?: number;
 }
 
 /** libjpeg-turbo through the native decoder, or libvips through sharp. */
@@ -79,29 +81,47 @@ export function headerSize(bytes: Uint8Array): { width: number; height: number }
       return undefined;
     }
     case 'jpeg': {
-      // Walk the marker segments to the first start-of-frame (SOF0..SOF15 but DHT, JPG, DAC).
-      let i = 2;
-      while (i + 9 < b.length) {
-        if (b[i] !== 0xff) return undefined;
-        const marker = b[i + 1]!;
-        if (marker === 0xff) {
-          i += 1; // fill byte
-          continue;
-        }
-        if (marker === 0xd8 || marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) {
-          i += 2; // no length
-          continue;
-        }
-        if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) return size(u16be(i + 7), u16be(i + 5));
-        if (marker === 0xd9 || marker === 0xda) return undefined; // end of image or scan before any frame
-        i += 2 + u16be(i + 2);
-      }
-      return undefined;
+      const frame = jpegFrame(b);
+      return frame ? size(frame.width, frame.height) : undefined;
     }
     default:
       return undefined;
   }
 }
+
+/**
+ * A JPEG's first start-of-frame (SOF0..SOF15 but DHT, JPG, DAC): its marker (0xc0 baseline,
+ * 0xc1 extended sequential, 0xc2 progressive, 0xc3 lossless, 0xc9.. arithmetic) and size, from
+ * a walk of the marker segments; undefined when the walk does not reach one.
+ */
+export function jpegFrame(b: Uint8Array): { marker: number; width: number; height: number } | undefined {
+  const u16be = (i: number) => (b[i]! << 8) | b[i + 1]!;
+  let i = 2;
+  while (i + 9 < b.length) {
+    if (b[i] !== 0xff) return undefined;
+    const marker = b[i + 1]!;
+    if (marker === 0xff) {
+      i += 1; // fill byte
+      continue;
+    }
+    if (marker === 0xd8 || marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) {
+      i += 2; // no length
+      continue;
+    }
+    if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) return { marker, width: u16be(i + 7), height: u16be(i + 5) };
+    if (marker === 0xd9 || marker === 0xda) return undefined; // end of image or scan before any frame
+    i += 2 + u16be(i + 2);
+  }
+  return undefined;
+}
+
+/**
+ * The JPEG frames the native decoder takes: Huffman-coded baseline, extended sequential and
+ * progressive (what cameras, phones and encoders write). Lossless and arithmetic-coded ones go
+ * to sharp, whose decoder refuses or takes them as it always has (libjpeg-turbo 3 decodes
+ * lossless frames that sharp's refuses: the two paths must accept the same files).
+ */
+export const NATIVE_JPEG_FRAMES: ReadonlySet<number> = new Set([0xc0, 0xc1, 0xc2]);
 
 /**
  * What a refused file most likely is, from its first bytes, for the error message only. The
@@ -157,7 +177,8 @@ export async function decodeToRgb(
       format ? `unsupported image format '${format}': expected JPEG, PNG, WebP or GIF` : 'not a decodable image (expected JPEG, PNG, WebP or GIF)',
     );
   }
-  if (sniffed === 'jpeg' && jpeg) {
+  const frame = sniffed === 'jpeg' ? jpegFrame(bytes) : undefined;
+  if (jpeg && frame && NATIVE_JPEG_FRAMES.has(frame.marker)) {
     const decoded = jpeg.decode(bytes, maxPixels);
     // A string: the file is sharp's to decode or refuse (see NativeJpeg.decode).
     if (typeof decoded !== 'string') return { ...decoded, format: sniffed, decoder: 'libjpeg-turbo' };

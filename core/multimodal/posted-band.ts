@@ -8,7 +8,7 @@ import { runPostedInklingBand, type InklingBandJob } from './inkling.ts';
 import { runPostedMoonVitBand, type MoonVitBandJob } from './moonvit.ts';
 import { runPostedPreprocessBand, type BandWrite, type PreprocessBandJob } from './qwen-vl.ts';
 
-export function runPostedBand(job: PreprocessBandJob | MoonVitBandJob | InklingBandJob | CropBandJob | DecodeBandJob): BandWrite | undefined {
+export function runPostedBand(job: PreprocessBandJob | MoonVitBandJob | InklingBandJob | CropBandJob | DecodeBandJob): BandWrite | string | undefined {
   if ('kind' in job && job.kind === 'decode') return runPostedDecodeBand(job);
   if ('kind' in job && job.kind === 'crops') return runPostedCropBand(job);
   if ('kind' in job && job.kind === 'inkling') return runPostedInklingBand(job);

@@ -91,6 +91,8 @@ export interface PreprocessResult extends EncoderGeometry {
   format: string;
   /** Which decoder gave the pixels (decode.ts). */
   decoder: Decoder;
+  /** Threads that decoded the image: 2 for a lone JPEG a helper decoded with (decode-shared.ts). */
+  decodeThreads: number;
   pixelValues?: Float32Array;
   bf16?: Uint16Array;
   /** Milliseconds: decode, and the processor's resize, rescale, normalize and layout (fused). */
@@ -107,9 +109,13 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
   const t0 = performance.now();
   // Kimi-K3 flattens an image's alpha over its background: the decoder keeps it for that configuration alone.
   const keepAlpha = isMoonVitConfig(task.config) && task.config.transparent_bg !== undefined;
-  // A lone JPEG with a helper thread: the two decode it together (decode-shared.ts).
-  const decoding = (async () =>
-    (helper ? await decodeJpegShared(task.bytes, task.maxPixels ?? MAX_DECODE_PIXELS, helper) : null) ?? decodeToRgb(task.bytes, task.maxPixels, keepAlpha))();
+  // A lone JPEG with a helper thread: the two decode it together (decode-shared.ts); one the
+  // native decoder declines is sharp's to decode or refuse.
+  const decoding = (async () => {
+    const shared = helper ? await decodeJpegShared(task.bytes, task.maxPixels ?? MAX_DECODE_PIXELS, helper) : null;
+    if (shared === 'declined') return decodeToRgb(task.bytes, task.maxPixels, keepAlpha, null);
+    return shared ?? decodeToRgb(task.bytes, task.maxPixels, keepAlpha);
+  })();
   /** The sink while it is open: its descriptor and encoding, which the bands are written to. */
   let file: TensorFileWrite | undefined;
   let shm: ShmPrewriteResult | undefined;
@@ -209,6 +215,7 @@ export async function runPreprocessTask(task: Omit<PreprocessTask, 'shm'>, helpe
     height: image.height,
     format: image.format,
     decoder: image.decoder,
+    decodeThreads: image.decodeThreads ?? 1,
     timings: { decode: t1 - t0, preprocess: t2 - t1 },
     threads: split ? 2 : threads,
     inOutput: memory !== undefined && memory === task.output?.memory,

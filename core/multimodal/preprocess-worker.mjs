@@ -41,6 +41,7 @@ const { runPreprocessTask } = await import('./preprocess-task.ts');
 const { runPostedBand } = await import('./posted-band.ts');
 const { errorFromThread, threadErrorOf } = await import('./thread-error.ts');
 const { prewriteSink } = await import('../transport/prewrite-file.ts');
+const { releaseDecodeBuffer } = await import('./decode-shared.ts');
 
 /**
  * How long a helper polls its port for its band before it sleeps on it: the lead posts the
@@ -54,14 +55,23 @@ const { prewriteSink } = await import('../transport/prewrite-file.ts');
 const HELPER_POLL_MS = 60;
 
 function helpWith(port) {
-  const deadline = performance.now() + HELPER_POLL_MS;
+  // A loop, not a call per job: a job done must not stay reachable from the stack while the
+  // next is awaited (a shared decode's buffers would outlive the image).
+  let deadline = performance.now() + HELPER_POLL_MS;
   while (performance.now() < deadline) {
     const posted = receiveMessageOnPort(port);
-    if (posted) return runHelp(port, posted.message);
+    if (!posted) continue;
+    if (!runHelp(port, posted.message)) return;
+    deadline = performance.now() + HELPER_POLL_MS;
   }
-  port.once('message', (job) => runHelp(port, job));
+  port.once('message', (job) => {
+    const more = runHelp(port, job);
+    job = undefined;
+    if (more) helpWith(port);
+  });
 }
 
+/** Run a job and answer it; true when the lead may post another (after the decode's rows). */
 function runHelp(port, job) {
   try {
     // The band's write to the tensor file, if asked for: its time, or why it failed.
@@ -73,8 +83,14 @@ function runHelp(port, job) {
     port.postMessage({ error: threadErrorOf(err) });
   }
   // After the decode's rows the image may still have a band for this thread.
-  if (job?.kind === 'decode') helpWith(port);
-  else port.close();
+  if (job?.kind === 'decode') return true;
+  job = undefined;
+  port.close();
+  // What the jobs held (a shared decode's image and file bytes: SharedArrayBuffers the lead
+  // frees only once this thread lets go too) goes now, not at this thread's next collection,
+  // which a thread that only helps may not have for hundreds of images.
+  collectGarbage({ type: 'minor' });
+  return false;
 }
 
 /**
@@ -115,7 +131,10 @@ function bandHelper(port, onUse) {
 }
 
 parentPort.on('message', async ({ id, task, helper, help, trim }) => {
-  if (trim) return collectGarbage({ type: 'major' });
+  if (trim) {
+    releaseDecodeBuffer();
+    return collectGarbage({ type: 'major' });
+  }
   if (help) return helpWith(help);
   // The helper is released by the last job posted to it, or by null when that was not one.
   let released = false;

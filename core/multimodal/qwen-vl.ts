@@ -437,7 +437,7 @@ function bandBytes(job: PreprocessBandJob, write: TensorFileWrite): { bytes: Uin
 
 /** Runs a band of this thread's image on another thread; resolves when it is computed (and its write, if asked for, done or failed). */
 export interface BandHelper {
-  (job: PreprocessBandJob | MoonVitBandJob | InklingBandJob | CropBandJob | DecodeBandJob): Promise<BandWrite | undefined>;
+  (job: PreprocessBandJob | MoonVitBandJob | InklingBandJob | CropBandJob | DecodeBandJob): Promise<BandWrite | string | undefined>;
   /**
    * Take the answer on this thread, polling for up to `ms`, instead of sleeping until it comes:
    * once this thread's band is done the other's is due about now, and a thread that sleeps

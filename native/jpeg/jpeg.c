@@ -1,11 +1,12 @@
 // The optional native JPEG decoder (core/multimodal/native-jpeg.ts): libjpeg-turbo's own
 // decompressor, called on the pool thread that asked, into memory the caller passes or a new
 // buffer. It decodes exactly as Pillow does (Pillow calls the same library with the same
-// defaults: the accurate integer IDCT, fancy upsampling, no colour profile), at about half
-// the time sharp takes (whose libvips pipeline adds copies of every row and fresh pages for
-// its output: 8.5 against 4.4 ms for a 1080p photo).
+// defaults: the accurate integer IDCT, fancy upsampling, no colour profile), in less time than
+// sharp takes, whose libvips pipeline adds copies of every row and fresh pages for its output
+// (docs/performance.md, "JPEG decoding without libvips").
 //
 //   decode(bytes, maxPixels[, into[, firstRow, endRow]]) -> { width, height, rgb } or a string
+//     (throws a TypeError or RangeError only for arguments that break this contract)
 //     bytes     a Uint8Array holding the whole JPEG file
 //     maxPixels refuse (a string) a larger image before decoding it
 //     into      optional Uint8Array of at least width * height * 3 bytes: the RGB rows are
@@ -13,11 +14,13 @@
 //     firstRow, endRow  optional: decode only rows [firstRow, endRow) (into `into` at their
 //               place); libjpeg-turbo skips the rows before firstRow without their IDCT
 //   A string answer is the reason the image was left to sharp: not 8-bit gray or
-//   YCbCr/RGB (CMYK and YCCK are sharp's), more pixels than maxPixels, or any error or warning
+//   YCbCr/RGB (CMYK and YCCK are sharp's), more pixels than maxPixels, no memory for a new
+//   array, or any error or warning
 //   libjpeg raised (a truncated or corrupt file): sharp then decodes it, or refuses it with
 //   the message an operator sees, so the two paths accept and refuse the same files.
 //
 // Only libjpeg-turbo (jpeg_skip_scanlines; the accurate IDCT Pillow's reference uses).
+#include <math.h>
 #include <node_api.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -66,7 +69,7 @@ static napi_value decode(napi_env env, napi_callback_info info) {
   unsigned char* src;
   size_t src_length;
   double max_pixels;
-  if (argc < 2 || !typed_bytes(env, argv[0], &src, &src_length) || napi_get_value_double(env, argv[1], &max_pixels) != napi_ok) {
+  if (argc < 2 || !typed_bytes(env, argv[0], &src, &src_length) || napi_get_value_double(env, argv[1], &max_pixels) != napi_ok || !(max_pixels >= 0)) {
     napi_throw_type_error(env, NULL, "decode(bytes: Uint8Array, maxPixels: number[, into: Uint8Array[, firstRow, endRow]])");
     return NULL;
   }
@@ -79,8 +82,9 @@ static napi_value decode(napi_env env, napi_callback_info info) {
     return NULL;
   }
   double first_row = 0, end_row = -1;
-  if (argc >= 5 && (napi_get_value_double(env, argv[3], &first_row) != napi_ok || napi_get_value_double(env, argv[4], &end_row) != napi_ok)) {
-    napi_throw_type_error(env, NULL, "firstRow, endRow: expected numbers");
+  if (argc == 4 || (argc >= 5 && (!into || napi_get_value_double(env, argv[3], &first_row) != napi_ok || napi_get_value_double(env, argv[4], &end_row) != napi_ok ||
+                                  !isfinite(first_row) || !isfinite(end_row) || first_row < 0 || end_row < first_row))) {
+    napi_throw_type_error(env, NULL, "firstRow, endRow: expected both, whole numbers with 0 <= firstRow <= endRow, and `into`");
     return NULL;
   }
 
@@ -123,7 +127,8 @@ static napi_value decode(napi_env env, napi_callback_info info) {
   cinfo.do_fancy_upsampling = TRUE;
   jpeg_start_decompress(&cinfo);
   size_t width = cinfo.output_width, height = cinfo.output_height, stride = width * 3;
-  size_t first = first_row > 0 ? (size_t)first_row : 0;
+  // Checked above: finite, 0 <= first_row <= end_row, or end_row -1 (the whole image).
+  size_t first = first_row > (double)height ? height : (size_t)first_row;
   size_t end = end_row < 0 || end_row > (double)height ? height : (size_t)end_row;
   if (first > end) first = end;
   unsigned char* out;
@@ -140,9 +145,15 @@ static napi_value decode(napi_env env, napi_callback_info info) {
     void* data;
     napi_value ab;
     if (napi_create_arraybuffer(env, stride * height, &data, &ab) != napi_ok) {
+      // Left to sharp, which allocates its own (and answers for it).
       jpeg_destroy_decompress(&cinfo);
-      napi_throw_range_error(env, NULL, "cannot allocate the decoded image");
-      return NULL;
+      bool pending = false;
+      napi_is_exception_pending(env, &pending);
+      if (pending) {
+        napi_value ignored;
+        napi_get_and_clear_last_exception(env, &ignored);
+      }
+      return string_value(env, "cannot allocate the decoded image");
     }
     napi_create_typedarray(env, napi_uint8_array, stride * height, ab, 0, &rgb);
     out = data;
