@@ -55,20 +55,25 @@ const { releaseDecodeBuffer } = await import('./decode-shared.ts');
 const HELPER_POLL_MS = 60;
 
 function helpWith(port) {
-  // A loop, not a call per job: a job done must not stay reachable from the stack while the
-  // next is awaited (a shared decode's buffers would outlive the image).
+  // A loop, not a call per job, so that a job done is not reachable from the stack while the
+  // next is awaited.
   let deadline = performance.now() + HELPER_POLL_MS;
   while (performance.now() < deadline) {
     const posted = receiveMessageOnPort(port);
     if (!posted) continue;
-    if (!runHelp(port, posted.message)) return;
+    if (!runHelp(port, posted.message)) return void setImmediate(helped);
     deadline = performance.now() + HELPER_POLL_MS;
   }
-  port.once('message', (job) => {
-    const more = runHelp(port, job);
-    job = undefined;
-    if (more) helpWith(port);
-  });
+  port.once('message', (job) => (runHelp(port, job) ? helpWith(port) : setImmediate(helped)));
+}
+
+/**
+ * After the image's last job, once the stack has let go of the jobs: what they held (a shared
+ * decode's buffer, for an image too large for the lead's reused one) goes now, not at this
+ * thread's next collection, which a thread that only helps may not have for hundreds of images.
+ */
+function helped() {
+  collectGarbage({ type: 'minor' });
 }
 
 /** Run a job and answer it; true when the lead may post another (after the decode's rows). */
@@ -84,12 +89,7 @@ function runHelp(port, job) {
   }
   // After the decode's rows the image may still have a band for this thread.
   if (job?.kind === 'decode') return true;
-  job = undefined;
   port.close();
-  // What the jobs held (a shared decode's image and file bytes: SharedArrayBuffers the lead
-  // frees only once this thread lets go too) goes now, not at this thread's next collection,
-  // which a thread that only helps may not have for hundreds of images.
-  collectGarbage({ type: 'minor' });
   return false;
 }
 
