@@ -192,7 +192,7 @@ async function jpegDecodes(files: Record<string, string>, pool: PreprocessPool):
       },
       pool: async () => {
         const r = await pool.run({ bytes: Buffer.from(bytes), config: QWEN_VL_DEFAULTS.qwen2_vl, bf16: true, float32: false });
-        threads = r.threads;
+        threads = r.decodeThreads;
         r.release();
         return r.timings.decode;
       },

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Builds the optional native helpers with node-gyp against this Node's own headers:
 //   native/memtrim  gives idle memory back to the system (core/multimodal/memory-release.ts);
-//   native/jpeg     decodes JPEGs with libjpeg-turbo, as Pillow does, in about half sharp's
+//   native/jpeg     decodes JPEGs with libjpeg-turbo, as Pillow does, in 40-75 % of sharp's
 //                   time (core/multimodal/native-jpeg.ts); needs libjpeg-turbo's headers
 //                   (Debian: libjpeg62-turbo-dev).
 // Runs from scripts/generate.mjs (npm install, npm test, first mmtc run); skips a helper whose
@@ -16,7 +16,7 @@ import path from 'node:path';
 const root = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 const HELPERS = [
   { name: 'memtrim', source: 'memtrim.c', without: "the router's idle memory stays bounded but is not returned to the system" },
-  { name: 'jpeg', source: 'jpeg.c', without: 'JPEGs are decoded by sharp (about 1.7x the time at 1080p)' },
+  { name: 'jpeg', source: 'jpeg.c', without: 'JPEGs are decoded by sharp, in 1.3-2.6x the time (docs/performance.md)' },
 ];
 
 // node-gyp: the one npm brings along (npm tells lifecycle scripts where it is), else beside this node.

@@ -1,7 +1,8 @@
 // The optional native JPEG decoder (native/jpeg): libjpeg-turbo called directly, on the
 // thread that decodes. Pillow decodes with the same library and the same settings, so its
-// pixels are Pillow's; it takes about half of sharp's time (a 1080p photo 4.9 against 8.2 ms,
-// 4K 19 against 25: docs/performance.md, "JPEG decoding without libvips"). Built from source
+// pixels are Pillow's; it takes 40-75 % of sharp's time (the benchmark's 1080p photo 5.3
+// against 9.3 ms, 4K 20.7 against 27.6: docs/performance.md, "JPEG decoding without
+// libvips"). Built from source
 // on install where a C toolchain and libjpeg-turbo's headers are (scripts/build-native.mjs);
 // without it sharp decodes every JPEG, and decode.ts works the same.
 import { existsSync } from 'node:fs';
