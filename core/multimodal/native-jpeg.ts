@@ -2,12 +2,10 @@
 // thread that decodes. Pillow decodes with the same library and the same settings, so its
 // pixels are Pillow's; it takes 40-75 % of sharp's time (the benchmark's 1080p photo 5.3
 // against 9.3 ms, 4K 20.7 against 27.6: docs/performance.md, "JPEG decoding without
-// libvips"). Built from source
-// on install where a C toolchain and libjpeg-turbo's headers are (scripts/build-native.mjs);
-// without it sharp decodes every JPEG, and decode.ts works the same.
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import path from 'node:path';
+// libvips"). Built from source on install where a C toolchain and libjpeg-turbo's headers
+// are (scripts/build-native.mjs); without it sharp decodes every JPEG, and decode.ts works
+// the same.
+import { optionalNativeHelper } from './native-helper.ts';
 
 export interface NativeJpeg {
   /**
@@ -25,17 +23,5 @@ export interface NativeJpeg {
   ): { width: number; height: number; rgb: Uint8Array } | string;
 }
 
-export const NATIVE_JPEG_PATH = path.resolve(import.meta.dirname, '../../native/jpeg/build/Release/jpeg.node');
-
-let loaded: NativeJpeg | null | undefined;
-
 /** The native decoder, or null when it was not built here (or does not load: built for another platform, or this host lacks libjpeg-turbo). */
-export function nativeJpeg(): NativeJpeg | null {
-  if (loaded !== undefined) return loaded;
-  try {
-    loaded = existsSync(NATIVE_JPEG_PATH) ? (createRequire(import.meta.url)(NATIVE_JPEG_PATH) as NativeJpeg) : null;
-  } catch {
-    loaded = null;
-  }
-  return loaded;
-}
+export const nativeJpeg: () => NativeJpeg | null = optionalNativeHelper<NativeJpeg>('jpeg');
