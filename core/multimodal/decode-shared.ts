@@ -8,8 +8,7 @@
 // The helper stays the image's for its band after.
 import { jpegFrame, type RgbImage } from './decode.ts';
 import { memTrim } from './memory-release.ts';
-import type { NativeJpeg } from './native-jpeg.ts';
-import { nativeJpeg } from './native-jpeg.ts';
+import { nativeJpeg, type NativeJpeg } from './native-jpeg.ts';
 import { shareWithHelper, type BandHelper } from './qwen-vl.ts';
 
 /**

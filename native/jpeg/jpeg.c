@@ -94,8 +94,7 @@ static napi_value decode(napi_env env, napi_callback_info info) {
   err.pub.error_exit = on_error;
   err.pub.emit_message = on_message;
   err.message[0] = 0;
-  // Set before the jump: a longjmp may leave locals in registers stale.
-  volatile napi_value result = NULL;
+  // Read after the jump: a longjmp may leave non-volatile locals in registers stale.
   volatile int created = 0;
   if (setjmp(err.jump)) {
     if (created) jpeg_destroy_decompress(&cinfo);
@@ -175,8 +174,7 @@ static napi_value decode(napi_env env, napi_callback_info info) {
   napi_set_named_property(env, obj, "width", w);
   napi_set_named_property(env, obj, "height", h);
   napi_set_named_property(env, obj, "rgb", rgb);
-  result = obj;
-  return result;
+  return obj;
 }
 
 NAPI_MODULE_INIT() {
