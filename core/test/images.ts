@@ -1,6 +1,6 @@
 // Test images made by Pillow at test time (so no binary fixtures are committed), with
 // Pillow's own `convert("RGB")` pixels beside each one as the decoding reference.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { runPython } from './python.ts';
@@ -50,9 +50,26 @@ export const DECODABLE = [
   'anim.gif',
 ] as const;
 
+let made: string | undefined;
+/**
+ * The images as Pillow made them, once for this process (about a second of Python each time,
+ * and the test files of a vitest worker share its modules): every makeTestImages copies
+ * them into a folder of its own, which its test may add to and remove. Under vitest they are
+ * in the run's folder (core/test/global-setup.ts removes it), else removed on exit.
+ */
+function madeImages(): string {
+  if (made) return made;
+  const runDir = process.env.MMTC_TEST_RUN_DIR;
+  const dir = mkdtempSync(path.join(runDir ?? tmpdir(), 'mmtc-images-made-'));
+  if (!runDir) process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  runPython(MAKE, [dir]);
+  made = dir;
+  return dir;
+}
+
 export function makeTestImages(): { dir: string; file(name: string): string; bytes(name: string): Buffer; pillowRgb(name: string): Buffer; remove(): void } {
   const dir = mkdtempSync(path.join(tmpdir(), 'mmtc-images-'));
-  runPython(MAKE, [dir]);
+  cpSync(madeImages(), dir, { recursive: true });
   return {
     dir,
     file: (name) => path.join(dir, name),
