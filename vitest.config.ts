@@ -6,9 +6,9 @@ export default defineConfig({
     hookTimeout: 30_000,
     pool: 'forks',
     globalSetup: ['core/test/global-setup.ts'],
-    // Two files at a time (most of them wait on reference workers and routers they start, not
-    // on the CPU): 292 s for the suite here against 526 s one at a time. Tests that check a
-    // bound in time are written with room for a loaded machine.
+    // Two files at a time (many of them wait on the reference workers and routers they start);
+    // the times are in docs/performance.md, "The test run's time". Tests that check a bound
+    // in time are written with room for a loaded machine.
     maxWorkers: 2,
     projects: [
       {
