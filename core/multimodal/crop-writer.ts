@@ -22,7 +22,7 @@ import {
   type ResizePlan,
   type SharedWasmMemory,
 } from './resize-simd.ts';
-import { rowSums, torchCubicAxis } from './torch-bicubic.ts';
+import { rowSummer, rowsRead, torchCubicAxis } from './torch-bicubic.ts';
 
 /**
  * Where a resized image's rows land: a canvas of tiles, the resized image placed in it at
@@ -44,14 +44,15 @@ export interface TilePlacement {
 /**
  * The resized image's rows as float32 values on the whole canvas (`height` × `width`), placed as
  * in the tiles: summed as they come out, each canvas row's four-column sums of torch's bicubic
- * interpolate toward `sumsWidth` columns (torch-bicubic.ts rowSums) into `sums`, [3, height,
- * sumsWidth]; or, for a transposed placement (its rows come out as the canvas's columns),
+ * interpolate toward `sumsWidth` columns (torch-bicubic.ts rowSummer) into `sums`, [3, height,
+ * sumsWidth], for the rows an interpolate to `sumsHeight` rows reads (rowsRead); or, for a transposed placement (its rows come out as the canvas's columns),
  * written into the channel planes `hd`, [3, height, width], for the caller to sum once whole.
  */
 export type CanvasPlanes = { width: number; height: number } & (
   | {
       sums: Float32Array;
       sumsWidth: number;
+      sumsHeight: number;
       /** In the pool's memory: byte offsets of each thread's row (3 · width float32), where the SIMD kernels write a row's values before it is summed. */
       rowsAt?: readonly [number, number];
     }
@@ -193,7 +194,8 @@ function canvasRows(
   }
   if (g.transposed) throw new RangeError("a transposed placement's rows are the canvas's columns: write them into planes, not sums");
   const { sums, sumsWidth: outW } = canvas;
-  const { index, weight } = torchCubicAxis(W, outW);
+  const sumRow = rowSummer(torchCubicAxis(W, outW));
+  const read = rowsRead(canvas.height, canvas.sumsHeight);
   const { top, left, resizedWidth: n } = g;
   const height = canvas.height;
   // One canvas row, a channel after another; the columns outside the resized image are not
@@ -210,6 +212,7 @@ function canvasRows(
   const fromTiles = tiles && g.cols * TW === W ? tiles.out : undefined;
   return (y, line) => {
     const r = top + y;
+    if (!read[r]) return;
     if (fromTiles) {
       const tileRow = Math.floor(r / T);
       for (let j = 0; j < g.cols; j++) {
@@ -225,9 +228,9 @@ function canvasRows(
         r1[left + x] = l1[line[x * 3 + 1]!]!;
         r2[left + x] = l2[line[x * 3 + 2]!]!;
       }
-    rowSums(r0, 0, index, weight, sums, r * outW, outW);
-    rowSums(r1, 0, index, weight, sums, (height + r) * outW, outW);
-    rowSums(r2, 0, index, weight, sums, (2 * height + r) * outW, outW);
+    sumRow(r0, 0, sums, r * outW);
+    sumRow(r1, 0, sums, (height + r) * outW);
+    sumRow(r2, 0, sums, (2 * height + r) * outW);
   };
 }
 
@@ -341,7 +344,9 @@ export interface CropBandJob {
   band: number;
   place: TilePlacement;
   /** The canvas planes (CanvasPlanes) by their byte offsets in the memory. */
-  canvas?: { width: number; height: number } & ({ sumsAt: number; sumsWidth: number; rowsAt?: readonly [number, number] } | { hdAt: number });
+  canvas?: { width: number; height: number } & (
+    { sumsAt: number; sumsWidth: number; sumsHeight: number; rowsAt?: readonly [number, number] } | { hdAt: number }
+  );
 }
 
 /** Run a band another thread posted (what a helper thread does). */
@@ -361,6 +366,7 @@ export function runPostedCropBand(job: CropBandJob): undefined {
           height: c.height,
           sums: new Float32Array(buffer, c.sumsAt, 3 * c.height * c.sumsWidth),
           sumsWidth: c.sumsWidth,
+          sumsHeight: c.sumsHeight,
           ...(c.rowsAt ? { rowsAt: c.rowsAt } : {}),
         });
   const { put, putColumn } = kernelPutters(kernels, layout);
@@ -384,6 +390,7 @@ function postedCanvas(canvas: CanvasPlanes, memory: SharedWasmMemory): CropBandJ
         height: canvas.height,
         sumsAt: canvas.sums.byteOffset,
         sumsWidth: canvas.sumsWidth,
+        sumsHeight: canvas.sumsHeight,
         ...(canvas.rowsAt ? { rowsAt: canvas.rowsAt } : {}),
       };
 }

@@ -30,7 +30,7 @@ import {
   type CropWork,
 } from './crop-writer.ts';
 import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
-import { rowSums, sumRows, torchBicubicPlane, torchCubicAxis } from './torch-bicubic.ts';
+import { rowSummer, sumRows, torchBicubicPlane, torchCubicAxis } from './torch-bicubic.ts';
 
 /** The side of a crop, and of the global image. */
 export const PHI3V_TILE = 336;
@@ -229,7 +229,7 @@ function phi3Crops(
   const rowsAt = w.inMemory && !hd ? given!.scratchAt + sumsLength * 4 : undefined;
   const canvas: CanvasPlanes = hd
     ? { width: W, height: H, hd }
-    : { width: W, height: H, sums, sumsWidth: T, ...(rowsAt !== undefined ? { rowsAt: [rowsAt, rowsAt + 3 * W * 4] as const } : {}) };
+    : { width: W, height: H, sums, sumsWidth: T, sumsHeight: T, ...(rowsAt !== undefined ? { rowsAt: [rowsAt, rowsAt + 3 * W * 4] as const } : {}) };
   const canvasOf = { cols: W / T, first: 1 };
   // The white padding of the padded side: in the tiles, and in a portrait's HD planes.
   const white = (r0: number, r1: number, c0: number, c1: number) => {
@@ -251,10 +251,10 @@ function phi3Crops(
       // A landscape's padding rows' sums: one white row's, copied to every padding row.
       const pads = [...Array(g.padStart).keys(), ...Array.from({ length: H - end }, (_, i) => end + i)];
       if (pads.length > 0) {
-        const taps = torchCubicAxis(W, T);
+        const sumRow = rowSummer(torchCubicAxis(W, T));
         for (let c = 0; c < 3; c++) {
           const first = (c * H + pads[0]!) * T;
-          rowSums(new Float32Array(W).fill(levels[c]![255]!), 0, taps.index, taps.weight, sums, first, T);
+          sumRow(new Float32Array(W).fill(levels[c]![255]!), 0, sums, first);
           for (const r of pads.slice(1)) sums.copyWithin((c * H + r) * T, first, first + T);
         }
       }

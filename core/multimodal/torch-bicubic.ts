@@ -41,11 +41,48 @@ export function torchCubicAxis(inSize: number, outSize: number): { index: Int32A
  * `outW` for each source row.
  */
 export function torchBicubicPlane(src: Float32Array, height: number, width: number, outH: number, outW: number, into: Float32Array, sums: Float32Array): void {
-  const cols = torchCubicAxis(width, outW);
-  // A source row's four-column sums do not depend on the output row: every row's once (the
-  // interpolation reads each row of a downscaled image), then the rows' sums combined.
-  for (let r = 0; r < height; r++) rowSums(src, r * width, cols.index, cols.weight, sums, r * outW, outW);
+  const sumRow = rowSummer(torchCubicAxis(width, outW));
+  // A source row's four-column sums do not depend on the output row: each row read once (every
+  // row of a downscaled image but for an odd scale's picks: rowsRead), then the rows' sums combined.
+  const read = rowsRead(height, outH);
+  for (let r = 0; r < height; r++) if (read[r]) sumRow(src, r * width, sums, r * outW);
   sumRows(sums, height, outH, outW, into);
+}
+
+/** Whether an output's taps are one source value (weights 0, 1, 0, 0: an odd integer scale puts every output on a source pixel's centre). */
+const picks = (weight: Float32Array, k: number) => weight[k] === 0 && weight[k + 1] === 1 && weight[k + 2] === 0 && weight[k + 3] === 0;
+
+/**
+ * Which of `height` source rows sumRows reads for `outH` output rows: an output row's four,
+ * or, where its taps are one row (picks: an odd integer scale), that row alone. The rows' sums
+ * need only be made for these.
+ */
+export function rowsRead(height: number, outH: number): Uint8Array {
+  const { index, weight } = torchCubicAxis(height, outH);
+  const read = new Uint8Array(height);
+  for (let k = 0; k < index.length; k += 4) {
+    if (picks(weight, k)) read[index[k + 1]!] = 1;
+    else for (let j = 0; j < 4; j++) read[index[k + j]!] = 1;
+  }
+  return read;
+}
+
+/**
+ * A source row's four-column sums (the row at `from` of `src`, into `sums` from `to`), for
+ * these taps: where every output's taps are one column (picks), that column's value, which is
+ * the sum bit for bit (its products with the zero weights are zeros, and no value is −0: a level
+ * table holds none, nor can a sum of them); else rowSums.
+ */
+export function rowSummer(axis: { index: Int32Array; weight: Float32Array }): (src: Float32Array, from: number, sums: Float32Array, to: number) => void {
+  const { index, weight } = axis;
+  const outW = index.length / 4;
+  let picked = true;
+  for (let k = 0; k < index.length && picked; k += 4) picked = picks(weight, k);
+  if (!picked) return (src, from, sums, to) => rowSums(src, from, index, weight, sums, to, outW);
+  const column = Int32Array.from({ length: outW }, (_, x) => index[x * 4 + 1]!);
+  return (src, from, sums, to) => {
+    for (let x = 0; x < outW; x++) sums[to + x] = src[from + column[x]!]!;
+  };
 }
 
 /** The output rows from every source row's sums (`sums`: a row of `outW` for each of the `height` source rows) into `into`. */
@@ -65,6 +102,11 @@ export function sumRows(sums: Float32Array, height: number, outH: number, outW: 
     const w2 = rw[k + 2]!;
     const w3 = rw[k + 3]!;
     const at = y * outW;
+    // One row's sums (an odd scale's pick: the same bits, as rowSummer's).
+    if (picks(rw, k)) {
+      into.set(sums.subarray(a1, a1 + outW), at);
+      continue;
+    }
     for (let x = 0; x < outW; x++) {
       const output = f(sums[a2 + x]! * w2 + f(sums[a0 + x]! * w0 + f(sums[a1 + x]! * w1)));
       into[at + x] = sums[a3 + x]! * w3 + output;
