@@ -1,6 +1,7 @@
 ;; Pillow-exact bicubic resize kernels in WebAssembly SIMD (see resize.ts for the algorithm
 ;; and its exactness argument). Same integer arithmetic as Pillow: 22-bit fixed-point
-;; weights, sums start at 1 << 21, arithmetic shift by 22, clip to 0..255. Only the work is
+;; weights, sums start at 1 << 21, arithmetic shift by 22, clip to 0..255 (the saturating
+;; narrows to 16 then 8 bits clip exactly so: no min or max is needed). Only the work is
 ;; vectorised: two taps of a pixel's 3 channels per step (horizontal), 16 bytes of a row per
 ;; step (vertical).
 ;;
@@ -52,14 +53,15 @@
               (i32.mul (i32.load (i32.add (local.get $starts) (i32.shl (local.get $x) (i32.const 2)))) (i32.const 3))))
             (local.set $n (i32.load (i32.add (local.get $counts) (i32.shl (local.get $x) (i32.const 2)))))
             (local.set $wv (i32.add (i32.add (local.get $vectors) (i32.const 16)) (i32.shl (i32.mul (local.get $x) (local.get $pairs)) (i32.const 5))))
+            ;; The low sums start at Pillow's rounding term, 1 << 21.
             (local.set $h0 (v128.const i32x4 0 0 0 0))
-            (local.set $l0 (v128.const i32x4 0 0 0 0))
+            (local.set $l0 (v128.const i32x4 2097152 2097152 2097152 2097152))
             (local.set $h1 (v128.const i32x4 0 0 0 0))
-            (local.set $l1 (v128.const i32x4 0 0 0 0))
+            (local.set $l1 (local.get $l0))
             (local.set $h2 (v128.const i32x4 0 0 0 0))
-            (local.set $l2 (v128.const i32x4 0 0 0 0))
+            (local.set $l2 (local.get $l0))
             (local.set $h3 (v128.const i32x4 0 0 0 0))
-            (local.set $l3 (v128.const i32x4 0 0 0 0))
+            (local.set $l3 (local.get $l0))
             (local.set $j (i32.const 0))
             (block $pairsDone
               (loop $pairLoop
@@ -82,50 +84,32 @@
                 (local.set $wv (i32.add (local.get $wv) (i32.const 32)))
                 (local.set $j (i32.add (local.get $j) (i32.const 1)))
                 (br $pairLoop)))
-            (local.set $acc (i32x4.add (i32x4.add (i32x4.shl (local.get $h0) (i32.const 11)) (local.get $l0))
-              (v128.const i32x4 2097152 2097152 2097152 2097152)))
+            ;; Each row's sum shifted down; the four rows narrowed into one vector with saturation,
+            ;; which is Pillow's clip to 0..255 (to -32768..32767, then to 0..255): bytes 4r..4r+2
+            ;; are row r's pixel.
             (local.set $acc
-              (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $acc) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
-            (local.set $acc (i16x8.narrow_i32x4_s (local.get $acc) (local.get $acc)))
-            (local.set $acc (i8x16.narrow_i16x8_u (local.get $acc) (local.get $acc)))
+              (i8x16.narrow_i16x8_u
+                (i16x8.narrow_i32x4_s
+                  (i32x4.shr_s (i32x4.add (i32x4.shl (local.get $h0) (i32.const 11)) (local.get $l0)) (i32.const 22))
+                  (i32x4.shr_s (i32x4.add (i32x4.shl (local.get $h1) (i32.const 11)) (local.get $l1)) (i32.const 22)))
+                (i16x8.narrow_i32x4_s
+                  (i32x4.shr_s (i32x4.add (i32x4.shl (local.get $h2) (i32.const 11)) (local.get $l2)) (i32.const 22))
+                  (i32x4.shr_s (i32x4.add (i32x4.shl (local.get $h3) (i32.const 11)) (local.get $l3)) (i32.const 22)))))
             (if (i32.lt_u (i32.add (local.get $x) (i32.const 1)) (local.get $outW))
-              (then (v128.store32_lane 0 (local.get $dstPix) (local.get $acc)))
+              (then
+                (v128.store32_lane 0 (local.get $dstPix) (local.get $acc))
+                (v128.store32_lane 1 (i32.add (local.get $dstPix) (local.get $out1)) (local.get $acc))
+                (v128.store32_lane 2 (i32.add (local.get $dstPix) (local.get $out2)) (local.get $acc))
+                (v128.store32_lane 3 (i32.add (local.get $dstPix) (local.get $out3)) (local.get $acc)))
               (else
                 (v128.store16_lane 0 (local.get $dstPix) (local.get $acc))
-                (v128.store8_lane 2 (i32.add (local.get $dstPix) (i32.const 2)) (local.get $acc))))
-            (local.set $acc (i32x4.add (i32x4.add (i32x4.shl (local.get $h1) (i32.const 11)) (local.get $l1))
-              (v128.const i32x4 2097152 2097152 2097152 2097152)))
-            (local.set $acc
-              (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $acc) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
-            (local.set $acc (i16x8.narrow_i32x4_s (local.get $acc) (local.get $acc)))
-            (local.set $acc (i8x16.narrow_i16x8_u (local.get $acc) (local.get $acc)))
-            (if (i32.lt_u (i32.add (local.get $x) (i32.const 1)) (local.get $outW))
-              (then (v128.store32_lane 0 (i32.add (local.get $dstPix) (local.get $out1)) (local.get $acc)))
-              (else
-                (v128.store16_lane 0 (i32.add (local.get $dstPix) (local.get $out1)) (local.get $acc))
-                (v128.store8_lane 2 (i32.add (i32.add (local.get $dstPix) (local.get $out1)) (i32.const 2)) (local.get $acc))))
-            (local.set $acc (i32x4.add (i32x4.add (i32x4.shl (local.get $h2) (i32.const 11)) (local.get $l2))
-              (v128.const i32x4 2097152 2097152 2097152 2097152)))
-            (local.set $acc
-              (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $acc) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
-            (local.set $acc (i16x8.narrow_i32x4_s (local.get $acc) (local.get $acc)))
-            (local.set $acc (i8x16.narrow_i16x8_u (local.get $acc) (local.get $acc)))
-            (if (i32.lt_u (i32.add (local.get $x) (i32.const 1)) (local.get $outW))
-              (then (v128.store32_lane 0 (i32.add (local.get $dstPix) (local.get $out2)) (local.get $acc)))
-              (else
-                (v128.store16_lane 0 (i32.add (local.get $dstPix) (local.get $out2)) (local.get $acc))
-                (v128.store8_lane 2 (i32.add (i32.add (local.get $dstPix) (local.get $out2)) (i32.const 2)) (local.get $acc))))
-            (local.set $acc (i32x4.add (i32x4.add (i32x4.shl (local.get $h3) (i32.const 11)) (local.get $l3))
-              (v128.const i32x4 2097152 2097152 2097152 2097152)))
-            (local.set $acc
-              (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $acc) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
-            (local.set $acc (i16x8.narrow_i32x4_s (local.get $acc) (local.get $acc)))
-            (local.set $acc (i8x16.narrow_i16x8_u (local.get $acc) (local.get $acc)))
-            (if (i32.lt_u (i32.add (local.get $x) (i32.const 1)) (local.get $outW))
-              (then (v128.store32_lane 0 (i32.add (local.get $dstPix) (local.get $out3)) (local.get $acc)))
-              (else
-                (v128.store16_lane 0 (i32.add (local.get $dstPix) (local.get $out3)) (local.get $acc))
-                (v128.store8_lane 2 (i32.add (i32.add (local.get $dstPix) (local.get $out3)) (i32.const 2)) (local.get $acc))))
+                (v128.store8_lane 2 (i32.add (local.get $dstPix) (i32.const 2)) (local.get $acc))
+                (v128.store16_lane 2 (i32.add (local.get $dstPix) (local.get $out1)) (local.get $acc))
+                (v128.store8_lane 6 (i32.add (i32.add (local.get $dstPix) (local.get $out1)) (i32.const 2)) (local.get $acc))
+                (v128.store16_lane 4 (i32.add (local.get $dstPix) (local.get $out2)) (local.get $acc))
+                (v128.store8_lane 10 (i32.add (i32.add (local.get $dstPix) (local.get $out2)) (i32.const 2)) (local.get $acc))
+                (v128.store16_lane 6 (i32.add (local.get $dstPix) (local.get $out3)) (local.get $acc))
+                (v128.store8_lane 14 (i32.add (i32.add (local.get $dstPix) (local.get $out3)) (i32.const 2)) (local.get $acc))))
             (local.set $dstPix (i32.add (local.get $dstPix) (i32.const 3)))
             (local.set $x (i32.add (local.get $x) (i32.const 1)))
             (br $colLoop)))
@@ -180,10 +164,9 @@
                 (local.set $wv (i32.add (local.get $wv) (i32.const 32)))
                 (local.set $j (i32.add (local.get $j) (i32.const 1)))
                 (br $pairLoop)))
-            (local.set $acc (i32x4.add (i32x4.add (i32x4.shl (local.get $hi) (i32.const 11)) (local.get $lo))
-              (v128.const i32x4 2097152 2097152 2097152 2097152)))
-            (local.set $acc
-              (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $acc) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
+            ;; Rounded, shifted down, narrowed with saturation (Pillow's clip to 0..255).
+            (local.set $acc (i32x4.shr_s (i32x4.add (i32x4.add (i32x4.shl (local.get $hi) (i32.const 11)) (local.get $lo))
+              (v128.const i32x4 2097152 2097152 2097152 2097152)) (i32.const 22)))
             (local.set $acc (i16x8.narrow_i32x4_s (local.get $acc) (local.get $acc)))
             (v128.store32_lane 0 (local.get $dstPix) (i8x16.narrow_i16x8_u (local.get $acc) (local.get $acc)))
             (local.set $dstPix (i32.add (local.get $dstPix) (i32.const 3)))
@@ -233,10 +216,11 @@
                 (local.set $p (i32.add (local.get $p) (local.get $stride)))
                 (local.set $t (i32.add (local.get $t) (i32.const 1)))
                 (br $tapLoop)))
-            (local.set $a0 (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $a0) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
-            (local.set $a1 (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $a1) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
-            (local.set $a2 (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $a2) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
-            (local.set $a3 (i32x4.min_s (i32x4.max_s (i32x4.shr_s (local.get $a3) (i32.const 22)) (v128.const i32x4 0 0 0 0)) (v128.const i32x4 255 255 255 255)))
+            ;; Shifted down, then narrowed with saturation: Pillow's clip to 0..255.
+            (local.set $a0 (i32x4.shr_s (local.get $a0) (i32.const 22)))
+            (local.set $a1 (i32x4.shr_s (local.get $a1) (i32.const 22)))
+            (local.set $a2 (i32x4.shr_s (local.get $a2) (i32.const 22)))
+            (local.set $a3 (i32x4.shr_s (local.get $a3) (i32.const 22)))
             (v128.store (i32.add (local.get $dstRow) (local.get $i))
               (i8x16.narrow_i16x8_u
                 (i16x8.narrow_i32x4_s (local.get $a0) (local.get $a1))
