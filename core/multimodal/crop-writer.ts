@@ -22,7 +22,7 @@ import {
   type ResizePlan,
   type SharedWasmMemory,
 } from './resize-simd.ts';
-import { rowSummer, rowsRead, torchCubicAxis } from './torch-bicubic.ts';
+import { pickedColumns, pickedRows, rowSummer, rowsRead, torchCubicAxis } from './torch-bicubic.ts';
 
 /**
  * Where a resized image's rows land: a canvas of tiles, the resized image placed in it at
@@ -53,6 +53,12 @@ export type CanvasPlanes = { width: number; height: number } & (
       sums: Float32Array;
       sumsWidth: number;
       sumsHeight: number;
+      /**
+       * The interpolate's output planes, [3, sumsHeight, sumsWidth], where each of its rows is
+       * one source row (torch-bicubic.ts pickedRows: an odd integer scale): those rows' sums
+       * are the output rows, written there instead of into `sums`.
+       */
+      output?: Float32Array;
       /** In the pool's memory: byte offsets of each thread's row (3 · width float32), where the SIMD kernels write a row's values before it is summed. */
       rowsAt?: readonly [number, number];
     }
@@ -193,11 +199,16 @@ function canvasRows(
     };
   }
   if (g.transposed) throw new RangeError("a transposed placement's rows are the canvas's columns: write them into planes, not sums");
-  const { sums, sumsWidth: outW } = canvas;
-  const sumRow = rowSummer(torchCubicAxis(W, outW));
-  const read = rowsRead(canvas.height, canvas.sumsHeight);
+  const { sums, sumsWidth: outW, sumsHeight: outH } = canvas;
+  const columnTaps = torchCubicAxis(W, outW);
+  const sumRow = rowSummer(columnTaps);
+  const read = rowsRead(canvas.height, outH);
   const { top, left, resizedWidth: n } = g;
   const height = canvas.height;
+  // Each read row's sums: its output row's, where the output rows are picks and written here; else its own row of sums.
+  const outputRow = canvas.output ? pickedRows(height, outH) : undefined;
+  const into = outputRow ? canvas.output! : sums;
+  const channelAt = outputRow ? (c: number, r: number) => (c * outH + outputRow[r]!) * outW : (c: number, r: number) => (c * height + r) * outW;
   // One canvas row, a channel after another; the columns outside the resized image are not
   // read (the canvas is as wide as it). On the SIMD kernels, this thread's row in their memory.
   const rowsAt = simd && canvas.rowsAt ? canvas.rowsAt[simd.thread] : undefined;
@@ -210,9 +221,22 @@ function canvasRows(
   const T = tiles?.layout.cropHeight ?? 0;
   const TW = tiles?.layout.cropWidth ?? 0;
   const fromTiles = tiles && g.cols * TW === W ? tiles.out : undefined;
+  // Picked columns read straight from the tiles: each one's place in a tile row (its tile's, then its own).
+  const columns = fromTiles ? pickedColumns(columnTaps) : undefined;
+  const columnAt = columns?.map((col) => Math.floor(col / TW) * 3 * T * TW + (col % TW));
   return (y, line) => {
     const r = top + y;
     if (!read[r]) return;
+    if (fromTiles && columnAt) {
+      const tileRow = Math.floor(r / T);
+      const rowAt = (g.first + tileRow * g.cols) * 3 * T * TW + (r - tileRow * T) * TW;
+      for (let c = 0; c < 3; c++) {
+        const from = rowAt + c * T * TW;
+        const to = channelAt(c, r);
+        for (let x = 0; x < outW; x++) into[to + x] = fromTiles[from + columnAt[x]!]!;
+      }
+      return;
+    }
     if (fromTiles) {
       const tileRow = Math.floor(r / T);
       for (let j = 0; j < g.cols; j++) {
@@ -228,9 +252,9 @@ function canvasRows(
         r1[left + x] = l1[line[x * 3 + 1]!]!;
         r2[left + x] = l2[line[x * 3 + 2]!]!;
       }
-    sumRow(r0, 0, sums, r * outW);
-    sumRow(r1, 0, sums, (height + r) * outW);
-    sumRow(r2, 0, sums, (2 * height + r) * outW);
+    sumRow(r0, 0, into, channelAt(0, r));
+    sumRow(r1, 0, into, channelAt(1, r));
+    sumRow(r2, 0, into, channelAt(2, r));
   };
 }
 
@@ -345,7 +369,7 @@ export interface CropBandJob {
   place: TilePlacement;
   /** The canvas planes (CanvasPlanes) by their byte offsets in the memory. */
   canvas?: { width: number; height: number } & (
-    { sumsAt: number; sumsWidth: number; sumsHeight: number; rowsAt?: readonly [number, number] } | { hdAt: number }
+    { sumsAt: number; sumsWidth: number; sumsHeight: number; outputAt?: number; rowsAt?: readonly [number, number] } | { hdAt: number }
   );
 }
 
@@ -367,6 +391,7 @@ export function runPostedCropBand(job: CropBandJob): undefined {
           sums: new Float32Array(buffer, c.sumsAt, 3 * c.height * c.sumsWidth),
           sumsWidth: c.sumsWidth,
           sumsHeight: c.sumsHeight,
+          ...(c.outputAt !== undefined ? { output: new Float32Array(buffer, c.outputAt, 3 * c.sumsHeight * c.sumsWidth) } : {}),
           ...(c.rowsAt ? { rowsAt: c.rowsAt } : {}),
         });
   const { put, putColumn } = kernelPutters(kernels, layout);
@@ -381,8 +406,8 @@ export function runPostedCropBand(job: CropBandJob): undefined {
 
 /** A resize's canvas planes by their byte offsets, for a job: null when they are not in `memory` (the job cannot be posted). */
 function postedCanvas(canvas: CanvasPlanes, memory: SharedWasmMemory): CropBandJob['canvas'] | null {
-  const values = 'hd' in canvas ? canvas.hd : canvas.sums;
-  if (values.buffer !== memory.buffer) return null;
+  const values = 'hd' in canvas ? [canvas.hd] : [canvas.sums, ...(canvas.output ? [canvas.output] : [])];
+  if (values.some((v) => v.buffer !== memory.buffer)) return null;
   return 'hd' in canvas
     ? { width: canvas.width, height: canvas.height, hdAt: canvas.hd.byteOffset }
     : {
@@ -391,6 +416,7 @@ function postedCanvas(canvas: CanvasPlanes, memory: SharedWasmMemory): CropBandJ
         sumsAt: canvas.sums.byteOffset,
         sumsWidth: canvas.sumsWidth,
         sumsHeight: canvas.sumsHeight,
+        ...(canvas.output ? { outputAt: canvas.output.byteOffset } : {}),
         ...(canvas.rowsAt ? { rowsAt: canvas.rowsAt } : {}),
       };
 }

@@ -30,7 +30,7 @@ import {
   type CropWork,
 } from './crop-writer.ts';
 import { CLIP_MEAN, CLIP_STD, encoderOutputBytes, ImageSizeError, type BandHelper, type EncoderMemory, type OutputKinds } from './qwen-vl.ts';
-import { rowSummer, sumRows, torchBicubicPlane, torchCubicAxis } from './torch-bicubic.ts';
+import { pickedRows, rowSummer, sumRows, torchBicubicPlane, torchCubicAxis } from './torch-bicubic.ts';
 
 /** The side of a crop, and of the global image. */
 export const PHI3V_TILE = 336;
@@ -227,9 +227,23 @@ function phi3Crops(
       : new Float32Array(3 * plane)
     : undefined;
   const rowsAt = w.inMemory && !hd ? given!.scratchAt + sumsLength * 4 : undefined;
+  const crop = 3 * T * T;
+  // A landscape whose HD height is an odd multiple of 336 (a 16:9 photo's 1008): each of the
+  // global image's rows is one HD row's sums, written into the float32 global crop as the rows
+  // come (none is left for the finish to sum).
+  const outputRow = !hd && w.pixelValues ? pickedRows(H, T) : undefined;
+  const globalOutput = outputRow ? w.pixelValues!.subarray(0, crop) : undefined;
   const canvas: CanvasPlanes = hd
     ? { width: W, height: H, hd }
-    : { width: W, height: H, sums, sumsWidth: T, sumsHeight: T, ...(rowsAt !== undefined ? { rowsAt: [rowsAt, rowsAt + 3 * W * 4] as const } : {}) };
+    : {
+        width: W,
+        height: H,
+        sums,
+        sumsWidth: T,
+        sumsHeight: T,
+        ...(globalOutput ? { output: globalOutput } : {}),
+        ...(rowsAt !== undefined ? { rowsAt: [rowsAt, rowsAt + 3 * W * 4] as const } : {}),
+      };
   const canvasOf = { cols: W / T, first: 1 };
   // The white padding of the padded side: in the tiles, and in a portrait's HD planes.
   const white = (r0: number, r1: number, c0: number, c1: number) => {
@@ -238,7 +252,6 @@ function phi3Crops(
     if (hd) for (let c = 0; c < 3; c++) for (let r = r0; r < r1; r++) hd.fill(levels[c]![255]!, c * plane + r * W + c0, c * plane + r * W + c1);
   };
   const end = g.padStart + outH;
-  const crop = 3 * T * T;
   // What the resize never writes: the padded side's white (and a landscape's padding rows'
   // sums), the zero crops after the tiles. Run beside the resize (crop-writer.ts).
   const padding = () => {
@@ -248,14 +261,18 @@ function phi3Crops(
     } else {
       white(0, g.padStart, 0, W);
       white(end, H, 0, W);
-      // A landscape's padding rows' sums: one white row's, copied to every padding row.
+      // A landscape's padding rows' sums: one white row's, copied to every padding row (to the
+      // global image's rows that pick one, where they are written directly).
       const pads = [...Array(g.padStart).keys(), ...Array.from({ length: H - end }, (_, i) => end + i)];
       if (pads.length > 0) {
         const sumRow = rowSummer(torchCubicAxis(W, T));
         for (let c = 0; c < 3; c++) {
-          const first = (c * H + pads[0]!) * T;
-          sumRow(new Float32Array(W).fill(levels[c]![255]!), 0, sums, first);
-          for (const r of pads.slice(1)) sums.copyWithin((c * H + r) * T, first, first + T);
+          const whiteSums = new Float32Array(T);
+          sumRow(new Float32Array(W).fill(levels[c]![255]!), 0, whiteSums, 0);
+          for (const r of pads) {
+            if (!outputRow) sums.set(whiteSums, (c * H + r) * T);
+            else if (outputRow[r]! >= 0) globalOutput!.set(whiteSums, (c * T + outputRow[r]!) * T);
+          }
         }
       }
     }
@@ -264,13 +281,14 @@ function phi3Crops(
   };
   const global = (): Phi3VisionResult => {
     // The global image first: float32 from torch's interpolate (a portrait's from its whole HD
-    // planes, a landscape's from the sums its rows left), its bfloat16 rounded from it.
+    // planes, a landscape's from the sums its rows left, or already written by them where its
+    // rows are picks), its bfloat16 rounded from it.
     const globalCrop = w.pixelValues ? w.pixelValues.subarray(0, crop) : new Float32Array(crop);
     for (let c = 0; c < 3; c++) {
       const channelSums = sums.subarray(c * H * T, (c + 1) * H * T);
       const into = globalCrop.subarray(c * T * T, (c + 1) * T * T);
       if (hd) torchBicubicPlane(hd.subarray(c * plane, (c + 1) * plane), H, W, T, T, into, channelSums);
-      else sumRows(channelSums, H, T, T, into);
+      else if (!globalOutput) sumRows(channelSums, H, T, T, into);
     }
     if (w.bf16) f32ToBf16(globalCrop, new Uint8Array(w.bf16.buffer, w.bf16.byteOffset, crop * 2));
     return withCrops(g, w);

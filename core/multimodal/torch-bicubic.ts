@@ -68,6 +68,28 @@ export function rowsRead(height: number, outH: number): Uint8Array {
 }
 
 /**
+ * Where every one of the `outH` output rows is one source row (picks: an odd integer scale),
+ * the output row of each of the `height` source rows (−1: none); else undefined. Those rows'
+ * sums are the output rows themselves, bit for bit (as rowSummer's picks).
+ */
+export function pickedRows(height: number, outH: number): Int32Array | undefined {
+  const { index, weight } = torchCubicAxis(height, outH);
+  const row = new Int32Array(height).fill(-1);
+  for (let y = 0; y < outH; y++) {
+    if (!picks(weight, y * 4)) return undefined;
+    row[index[y * 4 + 1]!] = y;
+  }
+  return row;
+}
+
+/** Where every output's taps are one column (picks), those columns; else undefined. */
+export function pickedColumns(axis: { index: Int32Array; weight: Float32Array }): Int32Array | undefined {
+  const outW = axis.index.length / 4;
+  for (let k = 0; k < axis.index.length; k += 4) if (!picks(axis.weight, k)) return undefined;
+  return Int32Array.from({ length: outW }, (_, x) => axis.index[x * 4 + 1]!);
+}
+
+/**
  * A source row's four-column sums (the row at `from` of `src`, into `sums` from `to`), for
  * these taps: where every output's taps are one column (picks), that column's value, which is
  * the sum bit for bit (its products with the zero weights are zeros, and no value is −0: a level
@@ -76,10 +98,8 @@ export function rowsRead(height: number, outH: number): Uint8Array {
 export function rowSummer(axis: { index: Int32Array; weight: Float32Array }): (src: Float32Array, from: number, sums: Float32Array, to: number) => void {
   const { index, weight } = axis;
   const outW = index.length / 4;
-  let picked = true;
-  for (let k = 0; k < index.length && picked; k += 4) picked = picks(weight, k);
-  if (!picked) return (src, from, sums, to) => rowSums(src, from, index, weight, sums, to, outW);
-  const column = Int32Array.from({ length: outW }, (_, x) => index[x * 4 + 1]!);
+  const column = pickedColumns(axis);
+  if (!column) return (src, from, sums, to) => rowSums(src, from, index, weight, sums, to, outW);
   return (src, from, sums, to) => {
     for (let x = 0; x < outW; x++) sums[to + x] = src[from + column[x]!]!;
   };
