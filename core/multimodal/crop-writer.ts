@@ -221,12 +221,23 @@ function canvasRows(
   const T = tiles?.layout.cropHeight ?? 0;
   const TW = tiles?.layout.cropWidth ?? 0;
   const fromTiles = tiles && g.cols * TW === W ? tiles.out : undefined;
-  // Picked columns read straight from the tiles: each one's place in a tile row (its tile's, then its own).
-  const columns = fromTiles ? pickedColumns(columnTaps) : undefined;
-  const columnAt = columns?.map((col) => Math.floor(col / TW) * 3 * T * TW + (col % TW));
+  // Picked columns read straight from the tiles (each one's place in a tile row: its tile's,
+  // then its own), or else from the row's pixels through the level tables when the resized
+  // image spans the canvas.
+  const columns = pickedColumns(columnTaps);
+  const columnAt = fromTiles ? columns?.map((col) => Math.floor(col / TW) * 3 * T * TW + (col % TW)) : undefined;
+  const pixelAt = !fromTiles && left === 0 && n === W ? columns?.map((col) => col * 3) : undefined;
   return (y, line) => {
     const r = top + y;
     if (!read[r]) return;
+    if (pixelAt) {
+      for (let c = 0; c < 3; c++) {
+        const table = levels[c]!;
+        const to = channelAt(c, r);
+        for (let x = 0; x < outW; x++) into[to + x] = table[line[pixelAt[x]! + c]!]!;
+      }
+      return;
+    }
     if (fromTiles && columnAt) {
       const tileRow = Math.floor(r / T);
       const rowAt = (g.first + tileRow * g.cols) * 3 * T * TW + (r - tileRow * T) * TW;

@@ -13,10 +13,12 @@ import { ImageSizeError } from './qwen-vl.ts';
 const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/phi3v_reference.py');
 const images = makeTestImages();
 afterAll(() => images.remove());
-// A portrait (transposed for the HD transform), a 1x1 image (scaled up to 4x4 tiles) and a
-// 3000x20 strip (one tile row of 16, 35 rows of pixels padded with white to 336).
+// A portrait (transposed for the HD transform), a 1x1 image (scaled up to 4x4 tiles), a
+// 3000x20 strip (one tile row of 16, 35 rows of pixels padded with white to 336) and a 4:3
+// image (4x3 tiles: the global image's columns summed, its rows picked; hd.jpg's 5x3 picks both).
 addNoiseImages(images, 11, [
   ['tall.png', 700, 300],
+  ['four3.png', 480, 640],
   ['dot.png', 1, 1],
   ['strip.png', 20, 3000],
 ]);
@@ -62,7 +64,7 @@ describe('Phi-3-vision HD geometry (HD_transform, padding_336)', () => {
   });
 });
 
-const NAMES = ['photo.jpg', 'rgba.png', 'gray.png', 'hd.jpg', 'tall.png', 'dot.png', 'strip.png'];
+const NAMES = ['photo.jpg', 'rgba.png', 'gray.png', 'hd.jpg', 'tall.png', 'dot.png', 'strip.png', 'four3.png'];
 const referenceOut = (name: string) => path.join(images.dir, `phi3v-${name}.f32`);
 // One Python process for every image (importing torch is most of its time).
 const REFERENCE_INFO = runPythonScript(REFERENCE, ['--each', ...NAMES.map((n) => `${images.file(n)}=${referenceOut(n)}`)])
@@ -118,13 +120,15 @@ describe('Phi-3-vision in the preprocessing pool', () => {
   });
 
   it.each([
-    ['float32 and bfloat16 (each row summed from the float32 tiles it was just written to)', true],
-    ['bfloat16 alone (each row summed from its values through the float32 tables, written in the SIMD kernels memory)', false],
-  ])("a landscape on two threads, %s: the reference's bytes", async (_, float32) => {
-    const reference = readFileSync(referenceOut('hd.jpg'));
+    ['1920x1080 (the global image picks rows and columns), float32 and bfloat16: picked from the float32 tiles just written', 'hd.jpg', true],
+    ['1920x1080, bfloat16 alone: picked from the pixels through the float32 tables into a float32 crop in the pool memory', 'hd.jpg', false],
+    ['640x480 (its rows picked, its columns summed), float32 and bfloat16: each read row summed from the float32 tiles', 'four3.png', true],
+    ['640x480, bfloat16 alone: each read row summed from its values through the float32 tables, written in the SIMD kernels memory', 'four3.png', false],
+  ])("a landscape on two threads, %s: the reference's bytes", async (_, name, float32) => {
+    const reference = readFileSync(referenceOut(name));
     const pool = new PreprocessPool(2);
     try {
-      const r = await pool.run({ bytes: images.bytes('hd.jpg'), config: PHI3_VISION_DEFAULTS, bf16: true, float32 });
+      const r = await pool.run({ bytes: images.bytes(name), config: PHI3_VISION_DEFAULTS, bf16: true, float32 });
       expect([r.inOutput, r.threads, r.pixelValues !== undefined]).toEqual([true, 2, float32]);
       if (float32) expect(bytesOf(r.pixelValues!).equals(reference)).toBe(true);
       expect(

@@ -230,9 +230,10 @@ function phi3Crops(
   const crop = 3 * T * T;
   // A landscape whose HD height is an odd multiple of 336 (a 16:9 photo's 1008): each of the
   // global image's rows is one HD row's sums, written into the float32 global crop as the rows
-  // come (none is left for the finish to sum).
-  const outputRow = !hd && w.pixelValues ? pickedRows(H, T) : undefined;
-  const globalOutput = outputRow ? w.pixelValues!.subarray(0, crop) : undefined;
+  // come (none is left for the finish to sum); for bfloat16 alone, a float32 crop at the start
+  // of the sums, which are then not used.
+  const outputRow = hd ? undefined : pickedRows(H, T);
+  const globalOutput = outputRow ? (w.pixelValues ?? sums).subarray(0, crop) : undefined;
   const canvas: CanvasPlanes = hd
     ? { width: W, height: H, hd }
     : {
@@ -283,7 +284,7 @@ function phi3Crops(
     // The global image first: float32 from torch's interpolate (a portrait's from its whole HD
     // planes, a landscape's from the sums its rows left, or already written by them where its
     // rows are picks), its bfloat16 rounded from it.
-    const globalCrop = w.pixelValues ? w.pixelValues.subarray(0, crop) : new Float32Array(crop);
+    const globalCrop = globalOutput ?? (w.pixelValues ? w.pixelValues.subarray(0, crop) : new Float32Array(crop));
     for (let c = 0; c < 3; c++) {
       const channelSums = sums.subarray(c * H * T, (c + 1) * H * T);
       const into = globalCrop.subarray(c * T * T, (c + 1) * T * T);
