@@ -66,12 +66,16 @@ import { root, runBench, track } from './procs.ts';
 const quick = process.argv.includes('--quick');
 const onlyFamily = process.argv.includes('--family') ? process.argv[process.argv.indexOf('--family') + 1] : undefined;
 const RUNS = quick ? 3 : 11;
-/**
- * Runs of each pipeline before a configuration's measured ones: one left the pool's code cold
- * (measured: a lone LLaVA-1.5 1080p image's median 7.6 ms over the 15 images after one, 6.7 ms
- * once warm). --quick keeps one, for CI's time.
- */
+/** Runs of each pipeline before a configuration's measured ones (torch's allocator, pooled memory, threads). --quick keeps one, for CI's time. */
 const WARMUP_RUNS = quick ? 1 : 3;
+/**
+ * Then more images through the pool alone: its threads' code takes about twenty images to
+ * reach its steady speed (measured, Phi-3-vision 1080p float32 on a fresh pool: 38, 15, 16,
+ * 23, 14 ... 12.5 ms by the twentieth image, 10.0 ms after fifty), which the router has reached
+ * after its first few dozen images; three left a family's first configuration measuring
+ * colder code than its second (docs/performance.md). Python has no JIT to warm.
+ */
+const POOL_WARMUP_RUNS = quick ? 0 : 24;
 const THREADS = 2;
 /** Pause before each measured run (see the interleaving loop). */
 const SETTLE_MS = 50;
@@ -368,10 +372,10 @@ async function main() {
             { name: 'HF fast', run: async () => (await python.ask<{ ms: number }>({ op: 'run', pipeline: 'torch', family, file, dtype })).ms },
             { name: 'Pillow + numpy', run: async () => (await python.ask<{ ms: number }>({ op: 'run', pipeline: 'pillow', family, file, dtype })).ms },
           ];
-          // Warm-up, WARMUP_RUNS of each: JIT (each of the pool's threads tiers its code up on its
-          // own, and a family's first configuration meets its code cold), threads, pooled memory,
-          // torch's allocator.
+          // Warm-up: WARMUP_RUNS of each, then POOL_WARMUP_RUNS through the pool.
           for (let r = 0; r < WARMUP_RUNS; r++) for (const x of variants) await x.run();
+          const poolVariant = variants.find((x) => x.name === 'router pool')!;
+          for (let r = 0; r < POOL_WARMUP_RUNS; r++) await poolVariant.run();
           decodes.length = 0;
           const samples = new Map(variants.map((x) => [x.name, [] as number[]]));
           for (let r = 0; r < RUNS; r++) {
