@@ -7,6 +7,7 @@
 // lookups in JavaScript). In the pool's memory, with a helper thread, an image's resizes
 // are split between two threads by their estimated cost (cropSplit): the helper runs a band of
 // output rows of one of them (CropBandJob), this thread the rest; each writes its own rows.
+import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
 import { bf16LevelTables, memoryHolding, outputViews, shareWithHelper, type BandHelper, type EncoderMemory } from './qwen-vl.ts';
 import { kernelSize, wholeOutput, type OutputWindow, type ResampleFilter, type RowSink } from './resample.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
@@ -59,6 +60,8 @@ export type CanvasPlanes = { width: number; height: number } & (
        * are the output rows, written there instead of into `sums`.
        */
       output?: Float32Array;
+      /** With `output`: its values rounded to bfloat16 (nearest even), [3, sumsHeight, sumsWidth], written with them. */
+      outputBf16?: Uint16Array;
       /** In the pool's memory: byte offsets of each thread's row (3 · width float32), where the SIMD kernels write a row's values before it is summed. */
       rowsAt?: readonly [number, number];
     }
@@ -227,9 +230,7 @@ function canvasRows(
   const columns = pickedColumns(columnTaps);
   const columnAt = fromTiles ? columns?.map((col) => Math.floor(col / TW) * 3 * T * TW + (col % TW)) : undefined;
   const pixelAt = !fromTiles && left === 0 && n === W ? columns?.map((col) => col * 3) : undefined;
-  return (y, line) => {
-    const r = top + y;
-    if (!read[r]) return;
+  const write = (r: number, line: Uint8Array) => {
     if (pixelAt) {
       for (let c = 0; c < 3; c++) {
         const table = levels[c]!;
@@ -266,6 +267,22 @@ function canvasRows(
     sumRow(r0, 0, into, channelAt(0, r));
     sumRow(r1, 0, into, channelAt(1, r));
     sumRow(r2, 0, into, channelAt(2, r));
+  };
+  const bf = outputRow ? canvas.outputBf16 : undefined;
+  if (!bf)
+    return (y, line) => {
+      if (read[top + y]) write(top + y, line);
+    };
+  // The output row's bfloat16 too, on the thread that wrote it (not left to the lead).
+  const bits = new Int32Array(into.buffer, into.byteOffset, into.length);
+  return (y, line) => {
+    const r = top + y;
+    if (!read[r]) return;
+    write(r, line);
+    for (let c = 0; c < 3; c++) {
+      const at = channelAt(c, r);
+      for (let x = at; x < at + outW; x++) bf[x] = bf16BitsFromF32Bits(bits[x]! >>> 0);
+    }
   };
 }
 
@@ -380,7 +397,7 @@ export interface CropBandJob {
   place: TilePlacement;
   /** The canvas planes (CanvasPlanes) by their byte offsets in the memory. */
   canvas?: { width: number; height: number } & (
-    { sumsAt: number; sumsWidth: number; sumsHeight: number; outputAt?: number; rowsAt?: readonly [number, number] } | { hdAt: number }
+    { sumsAt: number; sumsWidth: number; sumsHeight: number; outputAt?: number; outputBf16At?: number; rowsAt?: readonly [number, number] } | { hdAt: number }
   );
 }
 
@@ -403,6 +420,7 @@ export function runPostedCropBand(job: CropBandJob): undefined {
           sumsWidth: c.sumsWidth,
           sumsHeight: c.sumsHeight,
           ...(c.outputAt !== undefined ? { output: new Float32Array(buffer, c.outputAt, 3 * c.sumsHeight * c.sumsWidth) } : {}),
+          ...(c.outputBf16At !== undefined ? { outputBf16: new Uint16Array(buffer, c.outputBf16At, 3 * c.sumsHeight * c.sumsWidth) } : {}),
           ...(c.rowsAt ? { rowsAt: c.rowsAt } : {}),
         });
   const { put, putColumn } = kernelPutters(kernels, layout);
@@ -417,7 +435,7 @@ export function runPostedCropBand(job: CropBandJob): undefined {
 
 /** A resize's canvas planes by their byte offsets, for a job: null when they are not in `memory` (the job cannot be posted). */
 function postedCanvas(canvas: CanvasPlanes, memory: SharedWasmMemory): CropBandJob['canvas'] | null {
-  const values = 'hd' in canvas ? [canvas.hd] : [canvas.sums, ...(canvas.output ? [canvas.output] : [])];
+  const values = 'hd' in canvas ? [canvas.hd] : [canvas.sums, ...(canvas.output ? [canvas.output] : []), ...(canvas.outputBf16 ? [canvas.outputBf16] : [])];
   if (values.some((v) => v.buffer !== memory.buffer)) return null;
   return 'hd' in canvas
     ? { width: canvas.width, height: canvas.height, hdAt: canvas.hd.byteOffset }
@@ -428,6 +446,7 @@ function postedCanvas(canvas: CanvasPlanes, memory: SharedWasmMemory): CropBandJ
         sumsWidth: canvas.sumsWidth,
         sumsHeight: canvas.sumsHeight,
         ...(canvas.output ? { outputAt: canvas.output.byteOffset } : {}),
+        ...(canvas.outputBf16 ? { outputBf16At: canvas.outputBf16.byteOffset } : {}),
         ...(canvas.rowsAt ? { rowsAt: canvas.rowsAt } : {}),
       };
 }

@@ -234,6 +234,8 @@ function phi3Crops(
   // of the sums, which are then not used.
   const outputRow = hd ? undefined : pickedRows(H, T);
   const globalOutput = outputRow ? (w.pixelValues ?? sums).subarray(0, crop) : undefined;
+  // Its bfloat16 rounded from each row as it is written, on that row's thread.
+  const globalBf16 = globalOutput && w.bf16 ? w.bf16.subarray(0, crop) : undefined;
   const canvas: CanvasPlanes = hd
     ? { width: W, height: H, hd }
     : {
@@ -243,6 +245,7 @@ function phi3Crops(
         sumsWidth: T,
         sumsHeight: T,
         ...(globalOutput ? { output: globalOutput } : {}),
+        ...(globalBf16 ? { outputBf16: globalBf16 } : {}),
         ...(rowsAt !== undefined ? { rowsAt: [rowsAt, rowsAt + 3 * W * 4] as const } : {}),
       };
   const canvasOf = { cols: W / T, first: 1 };
@@ -272,7 +275,11 @@ function phi3Crops(
           sumRow(new Float32Array(W).fill(levels[c]![255]!), 0, whiteSums, 0);
           for (const r of pads) {
             if (!outputRow) sums.set(whiteSums, (c * H + r) * T);
-            else if (outputRow[r]! >= 0) globalOutput!.set(whiteSums, (c * T + outputRow[r]!) * T);
+            else if (outputRow[r]! >= 0) {
+              const at = (c * T + outputRow[r]!) * T;
+              globalOutput!.set(whiteSums, at);
+              if (globalBf16) f32ToBf16(whiteSums, new Uint8Array(globalBf16.buffer, globalBf16.byteOffset + at * 2, T * 2));
+            }
           }
         }
       }
@@ -283,7 +290,7 @@ function phi3Crops(
   const global = (): Phi3VisionResult => {
     // The global image first: float32 from torch's interpolate (a portrait's from its whole HD
     // planes, a landscape's from the sums its rows left, or already written by them where its
-    // rows are picks), its bfloat16 rounded from it.
+    // rows are picks, its bfloat16 too), its bfloat16 rounded from it.
     const globalCrop = globalOutput ?? (w.pixelValues ? w.pixelValues.subarray(0, crop) : new Float32Array(crop));
     for (let c = 0; c < 3; c++) {
       const channelSums = sums.subarray(c * H * T, (c + 1) * H * T);
@@ -291,7 +298,7 @@ function phi3Crops(
       if (hd) torchBicubicPlane(hd.subarray(c * plane, (c + 1) * plane), H, W, T, T, into, channelSums);
       else if (!globalOutput) sumRows(channelSums, H, T, T, into);
     }
-    if (w.bf16) f32ToBf16(globalCrop, new Uint8Array(w.bf16.buffer, w.bf16.byteOffset, crop * 2));
+    if (w.bf16 && !globalBf16) f32ToBf16(globalCrop, new Uint8Array(w.bf16.buffer, w.bf16.byteOffset, crop * 2));
     return withCrops(g, w);
   };
   return { w, resizes: [phi3Resize(width, height, g, canvas)], padding, finish: global };
