@@ -14,11 +14,13 @@ const REFERENCE = path.resolve(import.meta.dirname, '../../scripts/reference/phi
 const images = makeTestImages();
 afterAll(() => images.remove());
 // A portrait (transposed for the HD transform), a 1x1 image (scaled up to 4x4 tiles), a
-// 3000x20 strip (one tile row of 16, 35 rows of pixels padded with white to 336) and a 4:3
-// image (4x3 tiles: the global image's columns summed, its rows picked; hd.jpg's 5x3 picks both).
+// 3000x20 strip (one tile row of 16, 35 rows of pixels padded with white to 336), a 4:3
+// image (4x3 tiles: the global image's columns summed, its rows picked; hd.jpg's 5x3 picks
+// both) and a 5:2 one (5x2 tiles: its columns picked, its rows summed).
 addNoiseImages(images, 11, [
   ['tall.png', 700, 300],
   ['four3.png', 480, 640],
+  ['wide.png', 200, 500],
   ['dot.png', 1, 1],
   ['strip.png', 20, 3000],
 ]);
@@ -64,7 +66,7 @@ describe('Phi-3-vision HD geometry (HD_transform, padding_336)', () => {
   });
 });
 
-const NAMES = ['photo.jpg', 'rgba.png', 'gray.png', 'hd.jpg', 'tall.png', 'dot.png', 'strip.png', 'four3.png'];
+const NAMES = ['photo.jpg', 'rgba.png', 'gray.png', 'hd.jpg', 'tall.png', 'dot.png', 'strip.png', 'four3.png', 'wide.png'];
 const referenceOut = (name: string) => path.join(images.dir, `phi3v-${name}.f32`);
 // One Python process for every image (importing torch is most of its time).
 const REFERENCE_INFO = runPythonScript(REFERENCE, ['--each', ...NAMES.map((n) => `${images.file(n)}=${referenceOut(n)}`)])
@@ -124,6 +126,9 @@ describe('Phi-3-vision in the preprocessing pool', () => {
     ['1920x1080, bfloat16 alone: picked from the pixels through the float32 tables into a float32 crop in the pool memory', 'hd.jpg', false],
     ['640x480 (its rows picked, its columns summed), float32 and bfloat16: each read row summed from the float32 tiles', 'four3.png', true],
     ['640x480, bfloat16 alone: each read row summed from its values through the float32 tables, written in the SIMD kernels memory', 'four3.png', false],
+    ['500x200 (its columns picked, its rows summed), float32 and bfloat16: each read row picked from the float32 tiles into the sums', 'wide.png', true],
+    ['500x200, bfloat16 alone: each read row picked from its pixels through the float32 tables into the sums', 'wide.png', false],
+    ['3000x20 (one tile row: the float32 crop for bfloat16 alone is the whole of the sums), bfloat16 alone', 'strip.png', false],
   ])("a landscape on two threads, %s: the reference's bytes", async (_, name, float32) => {
     const reference = readFileSync(referenceOut(name));
     const pool = new PreprocessPool(2);

@@ -163,7 +163,8 @@ function phi3Resize(width: number, height: number, g: Phi3VisionGeometry, canvas
  * working space (globalBytes), then the resize's working space (the SIMD kernels resize
  * there, split in two bands: cropResizesBytes); and the transposed copy of a portrait and,
  * bfloat16 alone, the global image's float32 crop (the thread's own memory, freed when the
- * image is done), counted so the budget holds them too.
+ * image is done; a landscape of an odd HD height keeps it at the start of the sums instead),
+ * counted so the budget holds them too.
  */
 export function phi3VisionMemoryBytes(width: number, height: number, cfg: Phi3VisionImageConfig, kinds: OutputKinds): number {
   const g = phi3VisionGeometry(height, width, cfg);

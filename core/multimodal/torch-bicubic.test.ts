@@ -41,6 +41,7 @@ describe("torch's bicubic interpolate of an HD plane to 336 x 336 (Phi-3-vision'
     ['odd scales both ways (1008 x 1680: picks)', 1008, 1680],
     ['even scales both ways (1344 x 1344: every tap)', 1344, 1344],
     ['an even width, an odd height (1008 x 1344)', 1008, 1344],
+    ['an odd width, an even height (1344 x 1680: rows summed from picked columns)', 1344, 1680],
   ])('%s: the same bits as every tap summed, whatever the unread rows of the sums hold', (_, height, width) => {
     const src = plane(height, width);
     const expected = everyTap(src, height, width, 336);

@@ -92,8 +92,10 @@ export function pickedColumns(axis: { index: Int32Array; weight: Float32Array })
 /**
  * A source row's four-column sums (the row at `from` of `src`, into `sums` from `to`), for
  * these taps: where every output's taps are one column (picks), that column's value, which is
- * the sum bit for bit (its products with the zero weights are zeros, and no value is −0: a level
- * table holds none, nor can a sum of them); else rowSums.
+ * the sum bit for bit as long as the source holds no −0 and no infinity or NaN (its products
+ * with the zero weights are then zeros that leave the sum as it is): true of the level tables
+ * (a positive std gives no −0) and of every sum of them; else rowSums. sumRows's picked rows,
+ * and so torchBicubicPlane, ask the same of their input.
  */
 export function rowSummer(axis: { index: Int32Array; weight: Float32Array }): (src: Float32Array, from: number, sums: Float32Array, to: number) => void {
   const { index, weight } = axis;
