@@ -7,7 +7,7 @@
 // lookups in JavaScript). In the pool's memory, with a helper thread, an image's resizes
 // are split between two threads by their estimated cost (cropSplit): the helper runs a band of
 // output rows of one of them (CropBandJob), this thread the rest; each writes its own rows.
-import { bf16BitsFromF32Bits } from '../transport/dtype.ts';
+import { f32ToBf16 } from '../transport/dtype.ts';
 import { bf16LevelTables, memoryHolding, outputViews, shareWithHelper, type BandHelper, type EncoderMemory } from './qwen-vl.ts';
 import { kernelSize, wholeOutput, type OutputWindow, type ResampleFilter, type RowSink } from './resample.ts';
 import { resizeRgbInto, resizeRgbIntoJs } from './resize.ts';
@@ -274,14 +274,13 @@ function canvasRows(
       if (read[top + y]) write(top + y, line);
     };
   // The output row's bfloat16 too, on the thread that wrote it (not left to the lead).
-  const bits = new Int32Array(into.buffer, into.byteOffset, into.length);
   return (y, line) => {
     const r = top + y;
     if (!read[r]) return;
     write(r, line);
     for (let c = 0; c < 3; c++) {
       const at = channelAt(c, r);
-      for (let x = at; x < at + outW; x++) bf[x] = bf16BitsFromF32Bits(bits[x]! >>> 0);
+      f32ToBf16(into.subarray(at, at + outW), new Uint8Array(bf.buffer, bf.byteOffset + at * 2, outW * 2));
     }
   };
 }
